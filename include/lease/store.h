@@ -1,0 +1,355 @@
+/*
+ * store.h - the backend-neutral lease-store protocol.
+ *
+ * Typed requests in, typed results out. Every operation is one atomic
+ * backend call that decides with backend time; the adapter (store_pg.c for
+ * PostgreSQL) owns connections, deadlines, serialization retries and the
+ * mapping of every backend outcome to a lease_code_t. No backend type, raw
+ * error or message crosses this boundary.
+ *
+ * Ownership: request structs are borrowed for the duration of the call;
+ * results are written into caller-owned structs. The only heap-owning
+ * results are list pages (lease_list_result_free).
+ * Thread safety: a lease_store_t may be used from many threads at once.
+ */
+#ifndef LEASE_STORE_H
+#define LEASE_STORE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lease/clock.h"
+#include "lease/identity.h"
+#include "lease/result.h"
+
+#define LEASE_METADATA_MAX 2048  /* compact JSON text of the metadata object */
+#define LEASE_REASON_MAX 512     /* force-release / revoke reason */
+#define LEASE_CORRELATION_MAX 64
+#define LEASE_FIELD_MAX 64       /* name of an offending request field */
+#define LEASE_PAGE_TOKEN_MAX 512
+#define LEASE_SCOPE_ACTORS_MAX 32
+#define LEASE_COMMIT_WRITES_MAX 32
+#define LEASE_DOC_KEY_MAX 256
+#define LEASE_CLASS_MAX 16
+
+typedef enum lease_state {
+    LEASE_STATE_NONE = 0, /* no lease (unknown or never existed) */
+    LEASE_STATE_ACTIVE,   /* held and unexpired at backend time */
+    LEASE_STATE_EXPIRED,  /* backend time reached expires_at */
+    LEASE_STATE_RELEASED, /* released by the owner or force-released */
+    LEASE_STATE_REVOKED,  /* revoked by an administrator (security) */
+} lease_state_t;
+
+const char *lease_state_name(lease_state_t s);             /* "active", ... "" */
+LEASE_MUST_USE bool lease_state_parse(const char *s, lease_state_t *out);
+
+/* The authenticated caller, from auth (never from a request body). */
+typedef struct lease_principal {
+    char principal_id[LEASE_ID_MAX + 1];
+    char client_id[LEASE_ID_MAX + 1];
+    char credential_id[LEASE_ID_MAX + 1];
+    char principal_class[LEASE_CLASS_MAX + 1]; /* "worker" | "admin" */
+} lease_principal_t;
+
+/* What every call carries. */
+typedef struct lease_call {
+    char request_id[LEASE_ID_MAX + 1];         /* idempotency key (mutations) */
+    char correlation_id[LEASE_CORRELATION_MAX + 1];
+    char trace_id[LEASE_ID_MAX + 1];           /* audit correlation; may be "" */
+    char deadline_class[LEASE_CLASS_MAX + 1];  /* "default" | "client" | "capped" */
+    lease_deadline_t deadline;
+    int64_t received_mono_ns;                  /* for audit latency */
+    lease_principal_t principal;
+    /* Hex SHA-256 over every behaviour-affecting input (lease_request_digest).
+     * Filled by the service layer for mutations. */
+    char request_digest[65];
+} lease_call_t;
+
+/* A lease as stored: active, or terminal from history. */
+typedef struct lease_record {
+    lease_identity_t identity;
+    char lease_id[LEASE_ID_MAX + 1];
+    int64_t fencing_token;
+    lease_state_t state;
+    int64_t acquired_at_ms;
+    int64_t renewed_at_ms;
+    int64_t expires_at_ms;
+    int64_t ended_at_ms; /* terminal records only, else 0 */
+    int64_t ttl_ms;
+    int64_t maximum_lifetime_ms;
+    char owner_principal_id[LEASE_ID_MAX + 1];
+    char owner_client_id[LEASE_ID_MAX + 1];
+    char owner_credential_id[LEASE_ID_MAX + 1];
+    char service_instance_id[LEASE_ID_MAX + 1];
+    char execution_id[LEASE_ID_MAX + 1];
+    char job_id[LEASE_ID_MAX + 1];
+    char trace_id[LEASE_ID_MAX + 1];
+    char request_id[LEASE_ID_MAX + 1];
+    char metadata_json[LEASE_METADATA_MAX + 1]; /* compact JSON object, "{}" if none */
+    char end_reason[LEASE_REASON_MAX + 1];      /* terminal: admin reason */
+    char incident_id[LEASE_ID_MAX + 1];         /* terminal: revoke incident */
+} lease_record_t;
+
+/* The answer of every single-lease operation. */
+typedef struct lease_result {
+    lease_code_t code;
+    bool has_lease;                /* lease is filled */
+    lease_record_t lease;
+    bool replayed;                 /* answered from the idempotency record */
+    lease_state_t current_state;   /* replays: the lease's state now */
+    int64_t retry_after_ms;        /* > 0 when a retry can help */
+    char field[LEASE_FIELD_MAX + 1]; /* invalid_lease_request: offending field */
+} lease_result_t;
+
+typedef struct lease_acquire_req {
+    lease_call_t call;
+    lease_identity_t identity;
+    char service_instance_id[LEASE_ID_MAX + 1];
+    char execution_id[LEASE_ID_MAX + 1];
+    char job_id[LEASE_ID_MAX + 1];
+    char trace_id[LEASE_ID_MAX + 1];
+    int64_t ttl_ms;              /* 0: policy default */
+    int64_t maximum_lifetime_ms; /* 0: policy maximum */
+    char metadata_json[LEASE_METADATA_MAX + 1]; /* validated compact object or "{}" */
+} lease_acquire_req_t;
+
+/* renew (ttl_ms 0: keep the lease's effective TTL) and release. */
+typedef struct lease_owner_req {
+    lease_call_t call;
+    lease_identity_t identity;
+    char lease_id[LEASE_ID_MAX + 1];
+    int64_t fencing_token;
+    char service_instance_id[LEASE_ID_MAX + 1];
+    int64_t ttl_ms;
+} lease_owner_req_t;
+
+/* force-release and revoke: compare against the observed lease only. */
+typedef struct lease_admin_req {
+    lease_call_t call;
+    lease_identity_t identity;
+    char lease_id[LEASE_ID_MAX + 1];
+    int64_t fencing_token;
+    char reason[LEASE_REASON_MAX + 1];
+    char incident_id[LEASE_ID_MAX + 1]; /* revoke only; may be "" */
+} lease_admin_req_t;
+
+/* What a caller may see: tenant, program ("*" = all), actor names. */
+typedef struct lease_scope {
+    char tenant_id[LEASE_NAME_MAX + 1];
+    char program_id[LEASE_NAME_MAX + 1];
+    bool all_actors;
+    size_t n_actors;
+    char actor_names[LEASE_SCOPE_ACTORS_MAX][LEASE_NAME_MAX + 1];
+} lease_scope_t;
+
+typedef struct lease_inspect_req {
+    lease_call_t call;
+    lease_scope_t scope;     /* results outside it are lease_not_found */
+    bool by_identity;        /* else by lease_id */
+    lease_identity_t identity;
+    char lease_id[LEASE_ID_MAX + 1];
+} lease_inspect_req_t;
+
+typedef enum lease_list_by {
+    LEASE_LIST_BY_OWNER,   /* the caller's own leases in tenant/program */
+    LEASE_LIST_BY_TARGET,  /* tenant/program/namespace/target */
+    LEASE_LIST_BY_PROGRAM, /* tenant/program */
+} lease_list_by_t;
+
+typedef struct lease_list_req {
+    lease_call_t call;
+    lease_scope_t scope;
+    lease_list_by_t by;
+    char tenant_id[LEASE_NAME_MAX + 1];
+    char program_id[LEASE_NAME_MAX + 1];
+    char target_namespace[LEASE_NAME_MAX + 1]; /* by target */
+    char target_id[LEASE_TARGET_ID_MAX + 1];   /* by target */
+    char owner_principal_id[LEASE_ID_MAX + 1]; /* by owner: the caller */
+    int page_size;                             /* 0: server default */
+    char page_token[LEASE_PAGE_TOKEN_MAX + 1]; /* "" for the first page */
+} lease_list_req_t;
+
+typedef struct lease_list_result {
+    lease_code_t code;
+    char field[LEASE_FIELD_MAX + 1];
+    size_t count;
+    lease_record_t *leases; /* heap; lease_list_result_free */
+    char next_page_token[LEASE_PAGE_TOKEN_MAX + 1]; /* "" on the last page */
+} lease_list_result_t;
+
+void lease_list_result_free(lease_list_result_t *res);
+
+typedef enum lease_write_kind {
+    LEASE_WRITE_DOCUMENT,    /* key, expected_revision, body */
+    LEASE_WRITE_PUBLICATION, /* topic, payload -> outbox */
+} lease_write_kind_t;
+
+typedef struct lease_write {
+    lease_write_kind_t kind;
+    char key[LEASE_DOC_KEY_MAX + 1]; /* document key or publication topic */
+    int64_t expected_revision;       /* documents: 0 = must not exist yet */
+    const char *json;                /* body or payload, compact JSON (borrowed) */
+} lease_write_t;
+
+typedef struct lease_commit_req {
+    lease_call_t call;
+    lease_identity_t identity;
+    char lease_id[LEASE_ID_MAX + 1];
+    int64_t fencing_token;
+    char execution_id[LEASE_ID_MAX + 1];
+    char trace_id[LEASE_ID_MAX + 1];
+    size_t n_writes;
+    lease_write_t writes[LEASE_COMMIT_WRITES_MAX];
+} lease_commit_req_t;
+
+typedef struct lease_commit_result {
+    lease_code_t code;
+    bool replayed;
+    char field[LEASE_FIELD_MAX + 1];  /* e.g. "writes[1].expected_revision" */
+    int64_t retry_after_ms;
+    size_t n_writes;
+    /* per write: the document's new revision, or the outbox row id */
+    int64_t revisions[LEASE_COMMIT_WRITES_MAX];
+    int64_t current_revision;         /* write_conflict: the revision found */
+} lease_commit_result_t;
+
+/* One audit event of a request that did not reach a mutation (denied,
+ * invalid, conflict, rate-limited, backend failure, reads). Mutations are
+ * audited inside their own transaction by the backend. */
+typedef struct lease_audit_event {
+    const char *event_type;            /* target_lease_acquire, ... */
+    int64_t occurred_at_ms;
+    int64_t latency_ms;
+    lease_code_t code;
+    const char *decision;              /* "allow" | "deny" | "error" */
+    const char *backend_health;        /* "ok" | "degraded" | "unavailable" */
+    lease_call_t call;
+    bool has_identity;
+    lease_identity_t identity;
+    char lease_id[LEASE_ID_MAX + 1];
+    int64_t fencing_token;
+    char service_instance_id[LEASE_ID_MAX + 1];
+    char execution_id[LEASE_ID_MAX + 1];
+    char job_id[LEASE_ID_MAX + 1];
+    int64_t requested_ttl_ms;
+    lease_state_t previous_state;
+    lease_state_t resulting_state;
+    char reason[LEASE_REASON_MAX + 1];
+    char incident_id[LEASE_ID_MAX + 1];
+} lease_audit_event_t;
+
+typedef struct lease_credential {
+    char credential_id[LEASE_ID_MAX + 1];
+    char principal_id[LEASE_ID_MAX + 1];
+    char client_id[LEASE_ID_MAX + 1];
+    lease_scope_t scope;
+    bool admin;
+    unsigned capabilities; /* LEASE_CAP_* bits */
+    unsigned char secret_digest[32];
+    int64_t created_at_ms;
+    int64_t expires_at_ms; /* 0: never */
+    int64_t revoked_at_ms; /* 0: not revoked */
+} lease_credential_t;
+
+enum {
+    LEASE_CAP_LEASE = 1u << 0,         /* targets:lease */
+    LEASE_CAP_READ = 1u << 1,          /* targets:read */
+    LEASE_CAP_FORCE_RELEASE = 1u << 2, /* targets:force-release */
+    LEASE_CAP_REVOKE = 1u << 3,        /* targets:revoke */
+    LEASE_CAP_AUDIT_READ = 1u << 4,    /* audit:read */
+};
+
+typedef struct lease_health {
+    bool reachable;
+    bool schema_current;
+    bool sealed;
+    int schema_version;
+    int expected_schema_version;
+    int64_t active_leases;
+} lease_health_t;
+
+typedef struct lease_store_stats {
+    int pool_size;
+    int pool_in_use;
+    int pool_waiting;
+    uint64_t serialization_retries;
+    uint64_t outcome_unknown;
+    uint64_t backend_errors;
+} lease_store_stats_t;
+
+typedef struct lease_sweep_result {
+    bool ran;               /* false: another instance holds the sweep lock */
+    int64_t expired;        /* leases moved to history as expired */
+    int64_t idempotency_purged;
+    int64_t history_purged;
+    int64_t audit_purged;
+} lease_sweep_result_t;
+
+typedef struct lease_store lease_store_t;
+
+/* The operations an adapter implements. Every function returns the typed
+ * outcome (also stored in the result struct where there is one). */
+typedef struct lease_store_ops {
+    lease_code_t (*acquire)(lease_store_t *, const lease_acquire_req_t *, lease_result_t *);
+    lease_code_t (*renew)(lease_store_t *, const lease_owner_req_t *, lease_result_t *);
+    lease_code_t (*release)(lease_store_t *, const lease_owner_req_t *, lease_result_t *);
+    lease_code_t (*force_release)(lease_store_t *, const lease_admin_req_t *, lease_result_t *);
+    lease_code_t (*revoke)(lease_store_t *, const lease_admin_req_t *, lease_result_t *);
+    lease_code_t (*inspect)(lease_store_t *, const lease_inspect_req_t *, lease_result_t *);
+    lease_code_t (*list)(lease_store_t *, const lease_list_req_t *, lease_list_result_t *);
+    lease_code_t (*fenced_commit)(lease_store_t *, const lease_commit_req_t *,
+                                  lease_commit_result_t *);
+    lease_code_t (*sweep)(lease_store_t *, int batch, const lease_deadline_t *,
+                          lease_sweep_result_t *);
+    lease_code_t (*record_audit)(lease_store_t *, const lease_audit_event_t *, size_t n,
+                                 const lease_deadline_t *);
+    lease_code_t (*credential_lookup)(lease_store_t *, const char *credential_id,
+                                      const lease_deadline_t *, lease_credential_t *out,
+                                      bool *found);
+    lease_code_t (*health)(lease_store_t *, const lease_deadline_t *, lease_health_t *);
+    void (*stats)(lease_store_t *, lease_store_stats_t *);
+    void (*close)(lease_store_t *);
+} lease_store_ops_t;
+
+struct lease_store {
+    const lease_store_ops_t *ops;
+    void *impl;
+};
+
+/* Thin dispatchers so callers never touch the vtable. */
+LEASE_MUST_USE lease_code_t lease_store_acquire(lease_store_t *s, const lease_acquire_req_t *req,
+                                                lease_result_t *res);
+LEASE_MUST_USE lease_code_t lease_store_renew(lease_store_t *s, const lease_owner_req_t *req,
+                                              lease_result_t *res);
+LEASE_MUST_USE lease_code_t lease_store_release(lease_store_t *s, const lease_owner_req_t *req,
+                                                lease_result_t *res);
+LEASE_MUST_USE lease_code_t lease_store_force_release(lease_store_t *s,
+                                                      const lease_admin_req_t *req,
+                                                      lease_result_t *res);
+LEASE_MUST_USE lease_code_t lease_store_revoke(lease_store_t *s, const lease_admin_req_t *req,
+                                               lease_result_t *res);
+LEASE_MUST_USE lease_code_t lease_store_inspect(lease_store_t *s, const lease_inspect_req_t *req,
+                                                lease_result_t *res);
+LEASE_MUST_USE lease_code_t lease_store_list(lease_store_t *s, const lease_list_req_t *req,
+                                             lease_list_result_t *res);
+LEASE_MUST_USE lease_code_t lease_store_fenced_commit(lease_store_t *s,
+                                                      const lease_commit_req_t *req,
+                                                      lease_commit_result_t *res);
+LEASE_MUST_USE lease_code_t lease_store_sweep(lease_store_t *s, int batch,
+                                              const lease_deadline_t *deadline,
+                                              lease_sweep_result_t *res);
+LEASE_MUST_USE lease_code_t lease_store_record_audit(lease_store_t *s,
+                                                     const lease_audit_event_t *events, size_t n,
+                                                     const lease_deadline_t *deadline);
+LEASE_MUST_USE lease_code_t lease_store_credential_lookup(lease_store_t *s,
+                                                          const char *credential_id,
+                                                          const lease_deadline_t *deadline,
+                                                          lease_credential_t *out, bool *found);
+LEASE_MUST_USE lease_code_t lease_store_health(lease_store_t *s, const lease_deadline_t *deadline,
+                                               lease_health_t *out);
+void lease_store_stats(lease_store_t *s, lease_store_stats_t *out);
+/* Closes the store and frees it; NULL is accepted. */
+void lease_store_close(lease_store_t *s);
+
+#endif

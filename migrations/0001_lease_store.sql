@@ -1,0 +1,2 @@
+-- placeholder, replaced before first landing
+SELECT 1;

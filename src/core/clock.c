@@ -1,0 +1,165 @@
+/*
+ * clock.c - wall/monotonic time, deadlines, RFC 3339 and jitter.
+ */
+#include "lease/clock.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+#include <time.h>
+
+int64_t lease_wall_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+int64_t lease_mono_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+lease_deadline_t lease_deadline_in(int64_t ms)
+{
+    lease_deadline_t d = {lease_wall_now_ms() + ms, lease_mono_now_ns() + ms * 1000000};
+    return d;
+}
+
+lease_deadline_t lease_deadline_at_wall(int64_t wall_ms)
+{
+    return lease_deadline_in(wall_ms - lease_wall_now_ms());
+}
+
+lease_deadline_t lease_deadline_min(lease_deadline_t a, lease_deadline_t b)
+{
+    return a.mono_ns <= b.mono_ns ? a : b;
+}
+
+int64_t lease_deadline_remaining_ms(const lease_deadline_t *d)
+{
+    int64_t left_ns = d->mono_ns - lease_mono_now_ns();
+    /* round toward zero: 0.4 ms left is 0 ms, i.e. passed */
+    return left_ns / 1000000;
+}
+
+bool lease_deadline_passed(const lease_deadline_t *d)
+{
+    return lease_mono_now_ns() >= d->mono_ns;
+}
+
+void lease_time_format(int64_t wall_ms, char out[LEASE_TIME_LEN + 1])
+{
+    time_t secs = (time_t)(wall_ms / 1000);
+    int ms = (int)(wall_ms % 1000);
+    if (ms < 0) {
+        ms += 1000;
+        secs -= 1;
+    }
+    struct tm tm;
+    gmtime_r(&secs, &tm);
+    /* strftime bounds every field, so the result always fits. */
+    char base[20];
+    strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
+    snprintf(out, LEASE_TIME_LEN + 1, "%.19s.%03uZ", base, (unsigned)ms % 1000u);
+}
+
+static bool digits(const char *s, int n, int *out)
+{
+    int v = 0;
+    for (int i = 0; i < n; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        v = v * 10 + (s[i] - '0');
+    }
+    *out = v;
+    return true;
+}
+
+bool lease_time_parse(const char *s, int64_t *wall_ms)
+{
+    int y, mo, d, h, mi, sec;
+    if (!s || strlen(s) < 20)
+        return false;
+    if (!digits(s, 4, &y) || s[4] != '-' || !digits(s + 5, 2, &mo) || s[7] != '-' ||
+        !digits(s + 8, 2, &d) || (s[10] != 'T' && s[10] != 't') || !digits(s + 11, 2, &h) ||
+        s[13] != ':' || !digits(s + 14, 2, &mi) || s[16] != ':' || !digits(s + 17, 2, &sec))
+        return false;
+    if (mo < 1 || mo > 12 || d < 1 || d > 31 || h > 23 || mi > 59 || sec > 60)
+        return false;
+    const char *p = s + 19;
+    int ms = 0;
+    if (*p == '.') {
+        p++;
+        int n = 0;
+        while (*p >= '0' && *p <= '9') {
+            if (n < 3)
+                ms = ms * 10 + (*p - '0');
+            n++;
+            p++;
+        }
+        if (n == 0 || n > 9)
+            return false;
+        for (int i = n; i < 3; i++)
+            ms *= 10;
+    }
+    int offset_min = 0;
+    if (*p == 'Z' || *p == 'z') {
+        p++;
+    } else if (*p == '+' || *p == '-') {
+        int oh, om;
+        if (!digits(p + 1, 2, &oh) || p[3] != ':' || !digits(p + 4, 2, &om) || oh > 23 ||
+            om > 59)
+            return false;
+        offset_min = (oh * 60 + om) * (*p == '-' ? -1 : 1);
+        p += 6;
+    } else {
+        return false;
+    }
+    if (*p != '\0')
+        return false;
+    static const int mdays[] = {31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
+    bool leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    if (d > mdays[mo - 1] || (mo == 2 && d == 29 && !leap))
+        return false;
+    /* days since the epoch, proleptic Gregorian (Howard Hinnant's algorithm) */
+    int yy = y - (mo <= 2);
+    int era = (yy >= 0 ? yy : yy - 399) / 400;
+    int yoe = yy - era * 400;
+    int doy = (153 * (mo + (mo > 2 ? -3 : 9)) + 2) / 5 + d - 1;
+    int doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    int64_t days = (int64_t)era * 146097 + doe - 719468;
+    int64_t secs = days * 86400 + h * 3600 + mi * 60 + (sec == 60 ? 59 : sec) -
+                   (int64_t)offset_min * 60;
+    *wall_ms = secs * 1000 + ms;
+    return true;
+}
+
+void lease_sleep_ms(int64_t ms)
+{
+    if (ms <= 0)
+        return;
+    struct timespec ts = {(time_t)(ms / 1000), (long)(ms % 1000) * 1000000};
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR)
+        ;
+}
+
+uint64_t lease_jitter(uint64_t bound)
+{
+    static __thread uint64_t state;
+    if (bound == 0)
+        return 0;
+    if (state == 0) {
+        if (getrandom(&state, sizeof state, 0) != (ssize_t)sizeof state || state == 0)
+            state = (uint64_t)lease_mono_now_ns() | 1;
+    }
+    /* xorshift64*: cheap, good enough for spreading retries */
+    state ^= state >> 12;
+    state ^= state << 25;
+    state ^= state >> 27;
+    return (state * 0x2545F4914F6CDD1DULL) % bound;
+}

@@ -1,0 +1,127 @@
+/*
+ * store.c - dispatch of the backend-neutral store protocol to its adapter,
+ * and the lease-state names shared by every layer.
+ */
+#include "lease/store.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const state_names[] = {
+    [LEASE_STATE_NONE] = "",
+    [LEASE_STATE_ACTIVE] = "active",
+    [LEASE_STATE_EXPIRED] = "expired",
+    [LEASE_STATE_RELEASED] = "released",
+    [LEASE_STATE_REVOKED] = "revoked",
+};
+
+const char *lease_state_name(lease_state_t s)
+{
+    if ((unsigned)s > LEASE_STATE_REVOKED)
+        return "";
+    return state_names[s];
+}
+
+bool lease_state_parse(const char *s, lease_state_t *out)
+{
+    if (!s || !*s)
+        return false;
+    for (unsigned i = LEASE_STATE_ACTIVE; i <= LEASE_STATE_REVOKED; i++) {
+        if (strcmp(state_names[i], s) == 0) {
+            *out = (lease_state_t)i;
+            return true;
+        }
+    }
+    return false;
+}
+
+void lease_list_result_free(lease_list_result_t *res)
+{
+    if (!res)
+        return;
+    free(res->leases);
+    res->leases = NULL;
+    res->count = 0;
+}
+
+lease_code_t lease_store_acquire(lease_store_t *s, const lease_acquire_req_t *req,
+                                 lease_result_t *res)
+{
+    return s->ops->acquire(s, req, res);
+}
+
+lease_code_t lease_store_renew(lease_store_t *s, const lease_owner_req_t *req, lease_result_t *res)
+{
+    return s->ops->renew(s, req, res);
+}
+
+lease_code_t lease_store_release(lease_store_t *s, const lease_owner_req_t *req,
+                                 lease_result_t *res)
+{
+    return s->ops->release(s, req, res);
+}
+
+lease_code_t lease_store_force_release(lease_store_t *s, const lease_admin_req_t *req,
+                                       lease_result_t *res)
+{
+    return s->ops->force_release(s, req, res);
+}
+
+lease_code_t lease_store_revoke(lease_store_t *s, const lease_admin_req_t *req, lease_result_t *res)
+{
+    return s->ops->revoke(s, req, res);
+}
+
+lease_code_t lease_store_inspect(lease_store_t *s, const lease_inspect_req_t *req,
+                                 lease_result_t *res)
+{
+    return s->ops->inspect(s, req, res);
+}
+
+lease_code_t lease_store_list(lease_store_t *s, const lease_list_req_t *req,
+                              lease_list_result_t *res)
+{
+    return s->ops->list(s, req, res);
+}
+
+lease_code_t lease_store_fenced_commit(lease_store_t *s, const lease_commit_req_t *req,
+                                       lease_commit_result_t *res)
+{
+    return s->ops->fenced_commit(s, req, res);
+}
+
+lease_code_t lease_store_sweep(lease_store_t *s, int batch, const lease_deadline_t *deadline,
+                               lease_sweep_result_t *res)
+{
+    return s->ops->sweep(s, batch, deadline, res);
+}
+
+lease_code_t lease_store_record_audit(lease_store_t *s, const lease_audit_event_t *events,
+                                      size_t n, const lease_deadline_t *deadline)
+{
+    return s->ops->record_audit(s, events, n, deadline);
+}
+
+lease_code_t lease_store_credential_lookup(lease_store_t *s, const char *credential_id,
+                                           const lease_deadline_t *deadline,
+                                           lease_credential_t *out, bool *found)
+{
+    return s->ops->credential_lookup(s, credential_id, deadline, out, found);
+}
+
+lease_code_t lease_store_health(lease_store_t *s, const lease_deadline_t *deadline,
+                                lease_health_t *out)
+{
+    return s->ops->health(s, deadline, out);
+}
+
+void lease_store_stats(lease_store_t *s, lease_store_stats_t *out)
+{
+    s->ops->stats(s, out);
+}
+
+void lease_store_close(lease_store_t *s)
+{
+    if (s)
+        s->ops->close(s);
+}

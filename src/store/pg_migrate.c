@@ -1,0 +1,348 @@
+/*
+ * pg_migrate.c - applies migrations/NNNN_name.sql in order (see migrate.h).
+ *
+ * Locking: every file runs in its own transaction that first takes
+ * pg_advisory_xact_lock(MIGRATE_LOCK_KEY), then re-reads what is applied, so
+ * two concurrent `leasectl migrate` runs apply each file exactly once.
+ */
+#include "store/migrate.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <libpq-fe.h>
+#include <openssl/evp.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+/* Arbitrary constant shared by every migrator ("leasemig" in ASCII). */
+#define MIGRATE_LOCK_KEY "7809644177848592743"
+
+static const char bootstrap_sql[] =
+    "CREATE SCHEMA IF NOT EXISTS lease;"
+    "CREATE TABLE IF NOT EXISTS lease.schema_migrations ("
+    "  version integer PRIMARY KEY,"
+    "  name text NOT NULL,"
+    "  checksum text NOT NULL,"
+    "  applied_at timestamptz NOT NULL DEFAULT now(),"
+    "  applied_by text NOT NULL DEFAULT current_user)";
+
+static void set_err(char *err, size_t errsz, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void set_err(char *err, size_t errsz, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errsz, fmt, ap);
+    va_end(ap);
+    /* keep it one line: backend messages may span several */
+    for (char *p = err; *p; p++)
+        if (*p == '\n')
+            *p = ' ';
+}
+
+const char *lease_migrations_dir(void)
+{
+    const char *env = getenv("LEASE_MIGRATIONS_DIR");
+    if (env && *env)
+        return env;
+    struct stat st;
+    if (stat(LEASE_INSTALL_MIGRATIONS_DIR, &st) == 0 && S_ISDIR(st.st_mode))
+        return LEASE_INSTALL_MIGRATIONS_DIR;
+    return LEASE_SOURCE_MIGRATIONS_DIR;
+}
+
+void lease_migration_plan_free(lease_migration_plan_t *plan)
+{
+    if (!plan)
+        return;
+    free(plan->items);
+    plan->items = NULL;
+    plan->count = 0;
+}
+
+static int by_version(const void *a, const void *b)
+{
+    const lease_migration_t *x = a, *y = b;
+    return (x->version > y->version) - (x->version < y->version);
+}
+
+static char *read_file(const char *path, size_t *len)
+{
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return NULL;
+    char *buf = NULL;
+    size_t cap = 0, n = 0;
+    for (;;) {
+        if (n + 4096 + 1 > cap) {
+            cap = cap ? cap * 2 : 65536;
+            char *grown = realloc(buf, cap);
+            if (!grown) {
+                free(buf);
+                fclose(f);
+                return NULL;
+            }
+            buf = grown;
+        }
+        size_t got = fread(buf + n, 1, cap - n - 1, f);
+        n += got;
+        if (got == 0)
+            break;
+    }
+    fclose(f);
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+static void sha256_hex(const char *data, size_t len, char out[65])
+{
+    unsigned char md[32];
+    unsigned int mdlen = 0;
+    EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL);
+    for (unsigned i = 0; i < 32; i++)
+        snprintf(out + 2 * i, 3, "%02x", md[i]);
+}
+
+/* Files named NNNN_name.sql, sorted; checksums computed. */
+static int scan_dir(const char *dir, lease_migration_plan_t *plan, char *err, size_t errsz)
+{
+    DIR *d = opendir(dir);
+    if (!d) {
+        set_err(err, errsz, "cannot open migrations folder %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    size_t cap = 16;
+    plan->items = calloc(cap, sizeof *plan->items);
+    plan->count = 0;
+    struct dirent *e;
+    int rc = 0;
+    while ((e = readdir(d)) != NULL) {
+        const char *n = e->d_name;
+        size_t len = strlen(n);
+        if (len < 10 || strcmp(n + len - 4, ".sql") != 0)
+            continue;
+        char *end;
+        long v = strtol(n, &end, 10);
+        if (end != n + 4 || *end != '_' || v <= 0) {
+            set_err(err, errsz, "migration file %s is not named NNNN_name.sql", n);
+            rc = -1;
+            break;
+        }
+        if (plan->count == cap) {
+            cap *= 2;
+            plan->items = realloc(plan->items, cap * sizeof *plan->items);
+        }
+        lease_migration_t *m = &plan->items[plan->count++];
+        memset(m, 0, sizeof *m);
+        m->version = (int)v;
+        snprintf(m->name, sizeof m->name, "%s", n);
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", dir, n);
+        size_t flen;
+        char *body = read_file(path, &flen);
+        if (!body) {
+            set_err(err, errsz, "cannot read %s: %s", path, strerror(errno));
+            rc = -1;
+            break;
+        }
+        sha256_hex(body, flen, m->checksum);
+        free(body);
+    }
+    closedir(d);
+    if (rc == 0) {
+        qsort(plan->items, plan->count, sizeof *plan->items, by_version);
+        for (size_t i = 1; i < plan->count; i++)
+            if (plan->items[i].version == plan->items[i - 1].version) {
+                set_err(err, errsz, "two migrations share version %04d", plan->items[i].version);
+                rc = -1;
+            }
+    }
+    if (rc != 0)
+        lease_migration_plan_free(plan);
+    return rc;
+}
+
+static bool exec_ok(PGconn *c, const char *sql, char *err, size_t errsz, const char *what)
+{
+    PGresult *r = PQexec(c, sql);
+    ExecStatusType st = PQresultStatus(r);
+    bool ok = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
+    if (!ok)
+        set_err(err, errsz, "%s: %s", what, PQresultErrorMessage(r));
+    PQclear(r);
+    return ok;
+}
+
+/* Marks plan items applied from lease.schema_migrations and checks that
+ * nothing applied has changed or vanished. Returns 0 or -1. */
+static int compare_applied(PGconn *c, lease_migration_plan_t *plan, char *err, size_t errsz)
+{
+    PGresult *r = PQexec(c, "SELECT version, checksum, "
+                            "to_char(applied_at AT TIME ZONE 'UTC', "
+                            "'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') "
+                            "FROM lease.schema_migrations ORDER BY version");
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        set_err(err, errsz, "reading lease.schema_migrations: %s", PQresultErrorMessage(r));
+        PQclear(r);
+        return -1;
+    }
+    int rc = 0;
+    for (int i = 0; i < PQntuples(r) && rc == 0; i++) {
+        int version = atoi(PQgetvalue(r, i, 0));
+        const char *sum = PQgetvalue(r, i, 1);
+        lease_migration_t *m = NULL;
+        for (size_t j = 0; j < plan->count; j++)
+            if (plan->items[j].version == version)
+                m = &plan->items[j];
+        if (!m) {
+            set_err(err, errsz,
+                    "database has migration %04d that this build does not know; "
+                    "use a newer leasectl",
+                    version);
+            rc = -1;
+        } else if (strcmp(m->checksum, sum) != 0) {
+            set_err(err, errsz,
+                    "migration %s was changed after it was applied (checksum %s, recorded %s); "
+                    "migrations are append-only: restore the file and add a new one",
+                    m->name, m->checksum, sum);
+            rc = -1;
+        } else {
+            m->applied = true;
+            snprintf(m->applied_at, sizeof m->applied_at, "%s", PQgetvalue(r, i, 2));
+        }
+    }
+    PQclear(r);
+    return rc;
+}
+
+static PGconn *connect_db(const char *url, char *err, size_t errsz)
+{
+    PGconn *c = PQconnectdb(url);
+    if (PQstatus(c) != CONNECTION_OK) {
+        set_err(err, errsz, "cannot connect to the database: %s", PQerrorMessage(c));
+        PQfinish(c);
+        return NULL;
+    }
+    PGresult *r = PQexec(c, "SET client_min_messages = warning");
+    PQclear(r);
+    return c;
+}
+
+static int apply_one(PGconn *c, const char *dir, lease_migration_plan_t *plan, size_t idx,
+                     FILE *log, char *err, size_t errsz)
+{
+    lease_migration_t *m = &plan->items[idx];
+    if (!exec_ok(c, "BEGIN", err, errsz, "begin") ||
+        !exec_ok(c, "SELECT pg_advisory_xact_lock(" MIGRATE_LOCK_KEY ")", err, errsz,
+                 "advisory lock") ||
+        !exec_ok(c, bootstrap_sql, err, errsz, "creating lease.schema_migrations"))
+        goto fail;
+    /* Re-read under the lock: another migrator may have applied it. */
+    for (size_t j = 0; j < plan->count; j++)
+        plan->items[j].applied = false;
+    if (compare_applied(c, plan, err, errsz) != 0)
+        goto fail;
+    if (m->applied)
+        return exec_ok(c, "COMMIT", err, errsz, "commit") ? 0 : -1;
+
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, m->name);
+    size_t len;
+    char *body = read_file(path, &len);
+    if (!body) {
+        set_err(err, errsz, "cannot read %s", path);
+        goto fail;
+    }
+    char now_sum[65];
+    sha256_hex(body, len, now_sum);
+    if (strcmp(now_sum, m->checksum) != 0) {
+        free(body);
+        set_err(err, errsz, "%s changed while migrating", m->name);
+        goto fail;
+    }
+    PGresult *r = PQexec(c, body);
+    free(body);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK) {
+        set_err(err, errsz, "%s failed: %s", m->name, PQresultErrorMessage(r));
+        PQclear(r);
+        goto fail;
+    }
+    PQclear(r);
+
+    char version[16];
+    snprintf(version, sizeof version, "%d", m->version);
+    const char *params[3] = {version, m->name, m->checksum};
+    r = PQexecParams(c,
+                     "INSERT INTO lease.schema_migrations (version, name, checksum) "
+                     "VALUES ($1::integer, $2, $3)",
+                     3, NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK) {
+        set_err(err, errsz, "recording %s: %s", m->name, PQresultErrorMessage(r));
+        PQclear(r);
+        goto fail;
+    }
+    PQclear(r);
+    if (!exec_ok(c, "COMMIT", err, errsz, "commit"))
+        goto fail;
+    m->applied = true;
+    if (log)
+        fprintf(log, "applied %s\n", m->name);
+    return 0;
+fail:
+    PQclear(PQexec(c, "ROLLBACK"));
+    return -1;
+}
+
+int lease_migrate_apply(const char *database_url, const char *dir, FILE *log,
+                        lease_migration_plan_t *plan_out, char *err, size_t errsz)
+{
+    lease_migration_plan_t plan = {0};
+    if (scan_dir(dir, &plan, err, errsz) != 0)
+        return -1;
+    PGconn *c = connect_db(database_url, err, errsz);
+    if (!c) {
+        lease_migration_plan_free(&plan);
+        return -1;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < plan.count && rc == 0; i++)
+        rc = apply_one(c, dir, &plan, i, log, err, errsz);
+    PQfinish(c);
+    if (rc == 0 && plan_out)
+        *plan_out = plan;
+    else
+        lease_migration_plan_free(&plan);
+    return rc;
+}
+
+int lease_migrate_status(const char *database_url, const char *dir,
+                         lease_migration_plan_t *plan_out, char *err, size_t errsz)
+{
+    lease_migration_plan_t plan = {0};
+    if (scan_dir(dir, &plan, err, errsz) != 0)
+        return -1;
+    PGconn *c = connect_db(database_url, err, errsz);
+    if (!c) {
+        lease_migration_plan_free(&plan);
+        return -1;
+    }
+    int rc = 0;
+    PGresult *r = PQexec(c, "SELECT to_regclass('lease.schema_migrations') IS NOT NULL");
+    bool exists = PQresultStatus(r) == PGRES_TUPLES_OK && PQgetvalue(r, 0, 0)[0] == 't';
+    if (PQresultStatus(r) != PGRES_TUPLES_OK) {
+        set_err(err, errsz, "%s", PQresultErrorMessage(r));
+        rc = -1;
+    }
+    PQclear(r);
+    if (rc == 0 && exists)
+        rc = compare_applied(c, &plan, err, errsz);
+    PQfinish(c);
+    if (rc == 0 && plan_out)
+        *plan_out = plan;
+    else
+        lease_migration_plan_free(&plan);
+    return rc;
+}
