@@ -1,0 +1,58 @@
+/*
+ * auth.h - bearer authentication, capabilities and canonical scope.
+ *
+ * Credentials are looked up through the store (lease.credential_lookup) and
+ * cached briefly; revocation and expiry take effect within the cache TTL
+ * (a few seconds). Every decision here is made on normalised identities.
+ */
+#ifndef LEASE_AUTH_H
+#define LEASE_AUTH_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lease/store.h"
+
+/* The authenticated caller of one request. */
+typedef struct lease_caller {
+    lease_principal_t principal; /* principal_class "admin" or "worker" */
+    lease_scope_t scope;
+    unsigned capabilities;       /* LEASE_CAP_* */
+    bool admin;
+} lease_caller_t;
+
+typedef struct lease_auth_config {
+    int64_t cache_ttl_ms;   /* how long a looked-up credential is trusted */
+    const char *pepper;     /* LEASE_TOKEN_PEPPER, may be NULL */
+} lease_auth_config_t;
+
+typedef struct lease_auth lease_auth_t;
+
+/* Creates the authenticator over a store (borrowed; must outlive it). */
+lease_auth_t *lease_auth_new(lease_store_t *store, const lease_auth_config_t *cfg);
+void lease_auth_free(lease_auth_t *auth);
+
+/*
+ * Authenticates the value of an Authorization header (may be NULL).
+ * Returns true and fills *out on success. On failure returns false and sets
+ * *code to INVALID_CREDENTIAL (missing, malformed, unknown, wrong secret,
+ * revoked, expired: indistinguishable to the caller) or
+ * LEASE_BACKEND_UNAVAILABLE / DEADLINE_EXCEEDED when the lookup could not be
+ * made. Never logs the token.
+ */
+LEASE_MUST_USE bool lease_auth_authenticate(lease_auth_t *auth, const char *authorization,
+                                            const lease_deadline_t *deadline,
+                                            lease_caller_t *out, lease_code_t *code);
+
+/* Whether the caller holds every capability bit in caps. */
+bool lease_auth_has(const lease_caller_t *caller, unsigned caps);
+/* Whether a normalised identity lies inside the caller's scope. */
+bool lease_auth_in_scope(const lease_caller_t *caller, const lease_identity_t *id);
+/* Whether tenant/program (list filters) lie inside the caller's scope. */
+bool lease_auth_program_in_scope(const lease_caller_t *caller, const char *tenant_id,
+                                 const char *program_id);
+
+/* Forgets a cached credential (tests, and revocation seen elsewhere). */
+void lease_auth_forget(lease_auth_t *auth, const char *credential_id);
+
+#endif
