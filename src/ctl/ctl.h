@@ -26,6 +26,17 @@ typedef struct ctl_command {
 
 int ctl_migrate_main(int argc, char **argv);
 
+/* Client commands over HTTP (ctl_lease.c) and the executor (ctl_run.c). */
+int ctl_acquire_main(int argc, char **argv);
+int ctl_renew_main(int argc, char **argv);
+int ctl_release_main(int argc, char **argv);
+int ctl_inspect_main(int argc, char **argv);
+int ctl_list_main(int argc, char **argv);
+int ctl_force_release_main(int argc, char **argv);
+int ctl_revoke_main(int argc, char **argv);
+int ctl_commit_main(int argc, char **argv);
+int ctl_run_main(int argc, char **argv);
+
 /* Resolves the database URL: --database-url wins, else LEASE_DATABASE_URL.
  * Returns NULL (after printing why) when neither is set. */
 const char *ctl_database_url(const char *flag_value);

@@ -8,6 +8,15 @@
 
 static const ctl_command_t commands[] = {
     {"migrate", ctl_migrate_main, "apply pending schema migrations (--status to list)"},
+    {"acquire", ctl_acquire_main, "acquire a lease (over HTTP)"},
+    {"renew", ctl_renew_main, "renew a held lease"},
+    {"release", ctl_release_main, "release a held lease"},
+    {"inspect", ctl_inspect_main, "show a lease by id or by identity"},
+    {"list", ctl_list_main, "list leases by owner, target or program"},
+    {"force-release", ctl_force_release_main, "administrator: end a lease, with a reason"},
+    {"revoke", ctl_revoke_main, "administrator: revoke a lease, with a reason"},
+    {"commit", ctl_commit_main, "fenced commit of documents and publications"},
+    {"run", ctl_run_main, "run a command while holding a lease (the executor)"},
 };
 
 static void usage(FILE *out)

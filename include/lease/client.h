@@ -1,0 +1,203 @@
+/*
+ * client.h - the C client of leased over HTTP (libcurl).
+ *
+ * One function per route of docs/api.md. Answers come back in the typed
+ * structs of lease/store.h: an error envelope becomes its lease_code_t (with
+ * field and retry_after_ms), never a raw HTTP status or message.
+ *
+ * Every call has a finite deadline: it is sent as `deadline_ms` and enforced
+ * locally with libcurl timeouts (libcurl waits on the monotonic clock).
+ * Mutations carry a request id, generated per call ("req_" + 26 random
+ * base32 characters) unless the caller names one.
+ *
+ * Outcome-unknown resolution: when a mutation may have taken effect but no
+ * typed answer proves it (the transport failed after the request was sent,
+ * a 5xx without a typed envelope, or a typed lease_outcome_unknown), the
+ * client repeats the very same request (same request id, byte-identical
+ * body) until a typed answer arrives or the deadline passes; only then does
+ * it report LEASE_OUTCOME_UNKNOWN. A connection refused before anything was
+ * sent is LEASE_BACKEND_UNAVAILABLE at once: nothing can have happened.
+ *
+ * Thread safety: a lease_client_t may be used from many threads at once;
+ * each call borrows its own libcurl easy handle from a small pool, so
+ * connections are reused. The bearer token is copied at creation, sent only
+ * in the Authorization header, wiped on free and never logged.
+ */
+#ifndef LEASE_CLIENT_H
+#define LEASE_CLIENT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lease/identity.h"
+#include "lease/result.h"
+#include "lease/store.h"
+
+#define LEASE_CLIENT_DEFAULT_URL "http://127.0.0.1:8080"
+#define LEASE_CLIENT_DEFAULT_DEADLINE_MS 5000
+#define LEASE_CLIENT_MAX_ANSWER (8 * 1024 * 1024) /* larger answers are refused */
+
+typedef struct lease_client lease_client_t;
+
+/*
+ * Per-call options in, per-call facts out. May be NULL for every call
+ * (defaults: a generated request id, the default deadline, no body kept).
+ * Initialise with LEASE_CLIENT_CALL_INIT or zero; release with
+ * lease_client_call_clear when keep_body was set.
+ */
+typedef struct lease_client_call {
+    /* in */
+    const char *request_id; /* mutations: NULL or "" generates one */
+    int64_t deadline_ms;    /* <= 0: LEASE_CLIENT_DEFAULT_DEADLINE_MS */
+    bool keep_body;         /* keep the final answer's JSON text in body */
+    /* out */
+    char request_id_used[LEASE_ID_MAX + 1];         /* mutations: the id sent */
+    char correlation_id[LEASE_CORRELATION_MAX + 1]; /* of the final answer, or "" */
+    int http_status;                                /* of the final answer; 0 when none arrived */
+    int attempts;               /* requests started, resolution repeats included */
+    int64_t first_sent_mono_ns; /* CLOCK_MONOTONIC just before the first attempt */
+    char *body;                 /* keep_body: heap JSON text of the final answer or NULL */
+} lease_client_call_t;
+
+#define LEASE_CLIENT_CALL_INIT                                                                     \
+    {                                                                                              \
+        0                                                                                          \
+    }
+
+/* Frees call->body (if any); the struct may be reused afterwards. */
+void lease_client_call_clear(lease_client_call_t *call);
+
+/* acquire. Strings are borrowed; NULL optional fields are omitted. */
+typedef struct lease_client_acquire {
+    lease_identity_input_t identity; /* raw components; the service normalises */
+    const char *service_instance_id;
+    const char *execution_id;
+    const char *job_id;
+    const char *trace_id;        /* optional */
+    int64_t ttl_ms;              /* 0: policy default */
+    int64_t maximum_lifetime_ms; /* 0: policy maximum */
+    int64_t wait_ms;             /* 0: fail at once on conflict */
+    const char *metadata_json;   /* optional JSON object text */
+} lease_client_acquire_t;
+
+/* renew and release (ttl_ms only for renew; 0 keeps the lease's TTL). */
+typedef struct lease_client_owner {
+    lease_identity_input_t identity;
+    const char *lease_id;
+    int64_t fencing_token;
+    const char *service_instance_id;
+    int64_t ttl_ms;
+} lease_client_owner_t;
+
+/* force-release and revoke (incident_id only for revoke; may be NULL). */
+typedef struct lease_client_admin {
+    lease_identity_input_t identity;
+    const char *lease_id;
+    int64_t fencing_token;
+    const char *reason;
+    const char *incident_id;
+} lease_client_admin_t;
+
+typedef struct lease_client_list {
+    lease_list_by_t by;
+    const char *tenant_id;
+    const char *program_id;
+    const char *target_namespace; /* by target */
+    const char *target_id;        /* by target */
+    int page_size;                /* 0: server default */
+    const char *page_token;       /* NULL or "": first page */
+} lease_client_list_t;
+
+/* A fenced commit; writes[i].json is the document body or publication
+ * payload as JSON object text (borrowed). */
+typedef struct lease_client_commit {
+    lease_identity_input_t identity;
+    const char *lease_id;
+    int64_t fencing_token;
+    const char *execution_id;
+    const char *trace_id;
+    size_t n_writes;
+    const lease_write_t *writes;
+} lease_client_commit_t;
+
+/* /healthz and /readyz. */
+typedef struct lease_client_health {
+    char status[32];    /* "ok", "ready", "not_ready" */
+    char reason[64];    /* not_ready: database_unreachable, schema_outdated, sealed, draining */
+    int schema_version; /* readyz: 0 when absent */
+} lease_client_health_t;
+
+/*
+ * Creates a client for base_url (NULL: LEASE_CLIENT_DEFAULT_URL; a trailing
+ * slash is ignored). token may be NULL (health routes only). Returns NULL
+ * when the URL is not http(s) or memory or libcurl initialisation fails.
+ */
+LEASE_MUST_USE lease_client_t *lease_client_new(const char *base_url, const char *token);
+/* Frees the client and wipes its copy of the token; NULL is accepted. The
+ * client must not be in use by another thread. */
+void lease_client_free(lease_client_t *client);
+/* The base URL the client talks to (borrowed, without trailing slash). */
+const char *lease_client_url(const lease_client_t *client);
+
+/*
+ * The operations. Each returns the typed outcome and also stores it in the
+ * result struct; on success the lease (or page, or commit results) is
+ * filled. Transport outcomes: LEASE_BACKEND_UNAVAILABLE (nothing was sent,
+ * or a read failed), DEADLINE_EXCEEDED (the deadline passed before anything
+ * was sent), LEASE_OUTCOME_UNKNOWN (a mutation may have taken effect and
+ * repeating its request id until the deadline did not tell).
+ */
+LEASE_MUST_USE lease_code_t lease_client_acquire(lease_client_t *client,
+                                                 const lease_client_acquire_t *req,
+                                                 lease_client_call_t *call, lease_result_t *res);
+LEASE_MUST_USE lease_code_t lease_client_renew(lease_client_t *client,
+                                               const lease_client_owner_t *req,
+                                               lease_client_call_t *call, lease_result_t *res);
+LEASE_MUST_USE lease_code_t lease_client_release(lease_client_t *client,
+                                                 const lease_client_owner_t *req,
+                                                 lease_client_call_t *call, lease_result_t *res);
+LEASE_MUST_USE lease_code_t lease_client_force_release(lease_client_t *client,
+                                                       const lease_client_admin_t *req,
+                                                       lease_client_call_t *call,
+                                                       lease_result_t *res);
+LEASE_MUST_USE lease_code_t lease_client_revoke(lease_client_t *client,
+                                                const lease_client_admin_t *req,
+                                                lease_client_call_t *call, lease_result_t *res);
+/* GET /v1/leases/{lease_id} */
+LEASE_MUST_USE lease_code_t lease_client_inspect_id(lease_client_t *client, const char *lease_id,
+                                                    lease_client_call_t *call, lease_result_t *res);
+/* POST /v1/leases/inspect: the active lease of an identity */
+LEASE_MUST_USE lease_code_t lease_client_inspect_identity(lease_client_t *client,
+                                                          const lease_identity_input_t *identity,
+                                                          lease_client_call_t *call,
+                                                          lease_result_t *res);
+/* res->leases is heap: lease_list_result_free. */
+LEASE_MUST_USE lease_code_t lease_client_list(lease_client_t *client,
+                                              const lease_client_list_t *req,
+                                              lease_client_call_t *call, lease_list_result_t *res);
+LEASE_MUST_USE lease_code_t lease_client_commit(lease_client_t *client,
+                                                const lease_client_commit_t *req,
+                                                lease_client_call_t *call,
+                                                lease_commit_result_t *res);
+/*
+ * GET /healthz (ready false) or /readyz (ready true). Returns LEASE_INSPECTED
+ * when the service answered 200, LEASE_BACKEND_UNAVAILABLE when it answered
+ * not ready (out->reason says why) or could not be reached.
+ */
+LEASE_MUST_USE lease_code_t lease_client_health(lease_client_t *client, bool ready,
+                                                lease_client_call_t *call,
+                                                lease_client_health_t *out);
+
+/* The borrowed raw view of a normalised identity, for feeding an answer's
+ * identity back into the next request. */
+lease_identity_input_t lease_client_identity_of(const lease_identity_t *id);
+
+/*
+ * Writes prefix + 26 random lower-case base32 characters (130 bits from
+ * RAND_bytes) into out. Returns false when out is too small or the system
+ * random generator fails.
+ */
+LEASE_MUST_USE bool lease_client_new_id(const char *prefix, char *out, size_t outsz);
+
+#endif

@@ -1,0 +1,685 @@
+/*
+ * client.c - the routes of leased as C calls, and the one exchange loop
+ * every call goes through: a bounded deadline, and for mutations the
+ * resolution of an unknown outcome by repeating the same request id.
+ *
+ * Why the body is built once and resent byte for byte: the service's
+ * idempotency record compares a digest of the request; a repeat that
+ * differed in any behaviour-affecting input would be an idempotency
+ * conflict, not a resolution. deadline_ms is therefore the call's full
+ * budget on every repeat, and the local curl timeout enforces what is left.
+ */
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "client/client_internal.h"
+#include "lease/client.h"
+
+#define PAUSE_FIRST_MS 20
+#define PAUSE_MAX_MS 500
+#define LIST_DEFAULT_PAGE 100
+
+struct lease_client {
+    char *base_url;
+    char *authorization; /* "Authorization: Bearer <token>", wiped on free */
+    client_http_pool_t *pool;
+};
+
+lease_client_t *lease_client_new(const char *base_url, const char *token)
+{
+    if (!base_url || !*base_url)
+        base_url = LEASE_CLIENT_DEFAULT_URL;
+    if (strncmp(base_url, "http://", 7) != 0 && strncmp(base_url, "https://", 8) != 0)
+        return NULL;
+    lease_client_t *c = calloc(1, sizeof *c);
+    if (!c)
+        return NULL;
+    c->base_url = strdup(base_url);
+    c->pool = client_http_pool_new();
+    if (!c->base_url || !c->pool)
+        goto fail;
+    size_t n = strlen(c->base_url);
+    while (n > 0 && c->base_url[n - 1] == '/')
+        c->base_url[--n] = '\0';
+    if (token && *token) {
+        static const char prefix[] = "Authorization: Bearer ";
+        size_t len = sizeof prefix + strlen(token);
+        c->authorization = malloc(len);
+        if (!c->authorization)
+            goto fail;
+        snprintf(c->authorization, len, "%s%s", prefix, token);
+    }
+    return c;
+fail:
+    lease_client_free(c);
+    return NULL;
+}
+
+void lease_client_free(lease_client_t *c)
+{
+    if (!c)
+        return;
+    if (c->authorization) {
+        OPENSSL_cleanse(c->authorization, strlen(c->authorization));
+        free(c->authorization);
+    }
+    client_http_pool_free(c->pool);
+    free(c->base_url);
+    free(c);
+}
+
+const char *lease_client_url(const lease_client_t *c)
+{
+    return c->base_url;
+}
+
+void lease_client_call_clear(lease_client_call_t *call)
+{
+    if (!call)
+        return;
+    free(call->body);
+    call->body = NULL;
+}
+
+lease_identity_input_t lease_client_identity_of(const lease_identity_t *id)
+{
+    lease_identity_input_t in = {id->tenant_id,
+                                 id->program_id,
+                                 id->target_namespace,
+                                 id->target_id,
+                                 id->actor_name,
+                                 id->workflow_name,
+                                 id->operation_class[0] ? id->operation_class : NULL};
+    return in;
+}
+
+bool lease_client_new_id(const char *prefix, char *out, size_t outsz)
+{
+    static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz234567";
+    size_t plen = strlen(prefix);
+    if (outsz < plen + 26 + 1)
+        return false;
+    unsigned char raw[17]; /* 136 bits; 26 characters use 130 of them */
+    if (RAND_bytes(raw, sizeof raw) != 1)
+        return false;
+    memcpy(out, prefix, plen);
+    for (size_t i = 0; i < 26; i++) {
+        size_t bit = i * 5;
+        unsigned v = ((unsigned)raw[bit / 8] << 8 | raw[bit / 8 + 1]) >> (11 - bit % 8);
+        out[plen + i] = alphabet[v & 31u];
+    }
+    out[plen + 26] = '\0';
+    OPENSSL_cleanse(raw, sizeof raw);
+    return true;
+}
+
+/* The code of an answer that carries no typed envelope, by HTTP status. */
+static lease_code_t code_of_status(int status)
+{
+    switch (status) {
+    case 400:
+    case 413:
+    case 415:
+        return INVALID_LEASE_REQUEST;
+    case 401:
+        return INVALID_CREDENTIAL;
+    case 403:
+        return ACCESS_DENIED;
+    case 404:
+        return LEASE_NOT_FOUND;
+    case 408:
+        return DEADLINE_EXCEEDED;
+    case 429:
+        return LEASE_RATE_LIMITED;
+    default:
+        return LEASE_BACKEND_UNAVAILABLE;
+    }
+}
+
+/* Pauses before the next attempt; false when the deadline leaves no room
+ * for one (the caller then reports what it knows). */
+static bool pause_before_retry(const lease_deadline_t *deadline, int64_t *pause_ms,
+                               int64_t retry_after_ms)
+{
+    int64_t wait = retry_after_ms > 0 ? retry_after_ms : *pause_ms;
+    wait += (int64_t)lease_jitter((uint64_t)wait / 2 + 1);
+    if (wait >= lease_deadline_remaining_ms(deadline))
+        return false;
+    lease_sleep_ms(wait);
+    *pause_ms = *pause_ms * 2 > PAUSE_MAX_MS ? PAUSE_MAX_MS : *pause_ms * 2;
+    return true;
+}
+
+/* Keeps the final answer's facts (and body) in the call. */
+static void settle(lease_client_call_t *call, client_http_answer_t *ans,
+                   const client_envelope_t *env)
+{
+    call->http_status = ans->status;
+    snprintf(call->correlation_id, sizeof call->correlation_id, "%s",
+             env->typed && env->correlation_id[0] ? env->correlation_id : ans->correlation_id);
+    if (call->keep_body) {
+        free(call->body);
+        call->body = ans->body;
+        ans->body = NULL;
+    }
+}
+
+/*
+ * Sends one request and returns its typed outcome; env receives the final
+ * typed envelope (when there is one). For mutations an answer that may hide
+ * an effect is resolved by resending the same body until a typed answer
+ * comes or the deadline passes.
+ */
+static lease_code_t exchange(lease_client_t *c, const char *method, const char *path,
+                             const char *body, bool mutation, const lease_deadline_t *deadline,
+                             lease_client_call_t *call, client_envelope_t *env)
+{
+    char url[1024];
+    if ((size_t)snprintf(url, sizeof url, "%s%s", c->base_url, path) >= sizeof url)
+        return INVALID_LEASE_REQUEST;
+    bool maybe_done = false; /* an earlier attempt may have taken effect */
+    lease_code_t transient = LEASE_BACKEND_UNAVAILABLE;
+    int64_t pause_ms = PAUSE_FIRST_MS;
+    memset(env, 0, sizeof *env);
+
+    while (!lease_deadline_passed(deadline)) {
+        client_http_answer_t ans;
+        if (call->attempts++ == 0)
+            call->first_sent_mono_ns = lease_mono_now_ns();
+        client_http_perform(c->pool, method, url, c->authorization, body, deadline, &ans);
+        int64_t retry_after = ans.retry_after_ms;
+
+        if (ans.transport == CLIENT_NOT_SENT && !maybe_done) {
+            client_http_answer_clear(&ans);
+            return LEASE_BACKEND_UNAVAILABLE; /* nothing can have happened */
+        }
+        if (ans.transport != CLIENT_ANSWERED) {
+            maybe_done = maybe_done || mutation;
+            client_http_answer_clear(&ans);
+            if (!pause_before_retry(deadline, &pause_ms, 0))
+                break;
+            continue;
+        }
+        if (client_envelope_decode(ans.body, ans.len, env)) {
+            lease_code_t code = env->code;
+            bool transient_code = code == LEASE_BACKEND_UNAVAILABLE || code == LEASE_RATE_LIMITED ||
+                                  code == DEADLINE_EXCEEDED;
+            if (code == LEASE_OUTCOME_UNKNOWN || (maybe_done && transient_code)) {
+                /* not an answer to "did it happen?": ask again */
+                maybe_done = maybe_done || mutation;
+                transient = code == LEASE_OUTCOME_UNKNOWN ? LEASE_BACKEND_UNAVAILABLE : code;
+                if (env->retry_after_ms > 0)
+                    retry_after = env->retry_after_ms;
+                client_envelope_clear(env);
+                client_http_answer_clear(&ans);
+                if (!pause_before_retry(deadline, &pause_ms, retry_after))
+                    break;
+                continue;
+            }
+            settle(call, &ans, env);
+            client_http_answer_clear(&ans);
+            return code;
+        }
+        if (ans.status >= 500 || (ans.status >= 200 && ans.status < 300)) {
+            /* a proxy's error page or a garbled answer: proves nothing */
+            maybe_done = maybe_done || mutation;
+            client_http_answer_clear(&ans);
+            if (!pause_before_retry(deadline, &pause_ms, retry_after))
+                break;
+            continue;
+        }
+        lease_code_t code = code_of_status(ans.status);
+        settle(call, &ans, env);
+        client_http_answer_clear(&ans);
+        return code;
+    }
+    if (call->attempts == 0)
+        return DEADLINE_EXCEEDED;
+    return maybe_done ? LEASE_OUTCOME_UNKNOWN : transient;
+}
+
+/* Common start of a call: defaults, deadline, request id. */
+typedef struct call_ctx {
+    lease_client_call_t local;
+    lease_client_call_t *call;
+    lease_deadline_t deadline;
+    int64_t deadline_ms;
+} call_ctx_t;
+
+static bool begin(call_ctx_t *ctx, lease_client_call_t *call, bool mutation)
+{
+    memset(&ctx->local, 0, sizeof ctx->local);
+    ctx->call = call ? call : &ctx->local;
+    lease_client_call_t *cl = ctx->call;
+    free(cl->body);
+    cl->body = NULL;
+    cl->request_id_used[0] = '\0';
+    cl->correlation_id[0] = '\0';
+    cl->http_status = 0;
+    cl->attempts = 0;
+    cl->first_sent_mono_ns = 0;
+    ctx->deadline_ms = cl->deadline_ms > 0 ? cl->deadline_ms : LEASE_CLIENT_DEFAULT_DEADLINE_MS;
+    ctx->deadline = lease_deadline_in(ctx->deadline_ms);
+    if (!mutation)
+        return true;
+    if (cl->request_id && *cl->request_id) {
+        if (strlen(cl->request_id) > LEASE_ID_MAX)
+            return false;
+        strcpy(cl->request_id_used, cl->request_id);
+        return true;
+    }
+    return lease_client_new_id("req_", cl->request_id_used, sizeof cl->request_id_used);
+}
+
+/* A local refusal: the request could not even be expressed. */
+static lease_code_t refuse(lease_result_t *res, const char *field)
+{
+    memset(res, 0, sizeof *res);
+    res->code = INVALID_LEASE_REQUEST;
+    snprintf(res->field, sizeof res->field, "%s", field);
+    return res->code;
+}
+
+static bool set_str(json_t *o, const char *key, const char *value)
+{
+    return !value || json_object_set_new(o, key, json_string(value)) == 0;
+}
+
+static bool set_int(json_t *o, const char *key, int64_t value)
+{
+    return json_object_set_new(o, key, json_integer((json_int_t)value)) == 0;
+}
+
+/* A request object holding lock_identity, or NULL (out of memory, or a
+ * component that is not valid UTF-8). */
+static json_t *identity_body(const lease_identity_input_t *in)
+{
+    json_t *o = json_object();
+    json_t *id = client_identity_json(in);
+    if (!o || !id) {
+        json_decref(o);
+        json_decref(id);
+        return NULL;
+    }
+    if (json_object_set_new(o, "lock_identity", id) != 0) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* Adds request_id (mutations) and deadline_ms, and serialises. */
+static char *finish_body(json_t *o, const call_ctx_t *ctx, bool mutation)
+{
+    char *text = NULL;
+    if ((!mutation || set_str(o, "request_id", ctx->call->request_id_used)) &&
+        set_int(o, "deadline_ms", ctx->deadline_ms))
+        text = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return text;
+}
+
+/* Turns the final envelope of a single-lease route into *res. */
+static lease_code_t single_result(lease_code_t code, bool mutation, client_envelope_t *env,
+                                  lease_result_t *res)
+{
+    memset(res, 0, sizeof *res);
+    res->code = code;
+    if (env->typed) {
+        res->retry_after_ms = env->retry_after_ms;
+        snprintf(res->field, sizeof res->field, "%s", env->field);
+        res->replayed = env->replayed;
+        res->current_state = env->current_state;
+        const json_t *lease = json_object_get(env->root, "lease");
+        if (lease)
+            res->has_lease = client_lease_decode(lease, &res->lease);
+    }
+    if (lease_code_is_success(code) && !res->has_lease) {
+        /* "success" without a readable lease tells us nothing we can use */
+        res->code = mutation ? LEASE_OUTCOME_UNKNOWN : LEASE_BACKEND_UNAVAILABLE;
+    }
+    client_envelope_clear(env);
+    return res->code;
+}
+
+static lease_code_t single_call(lease_client_t *c, const char *method, const char *path, json_t *o,
+                                bool mutation, call_ctx_t *ctx, lease_result_t *res)
+{
+    char *body = NULL;
+    if (o) {
+        body = finish_body(o, ctx, mutation);
+        if (!body)
+            return refuse(res, "body");
+    }
+    client_envelope_t env;
+    lease_code_t code = exchange(c, method, path, body, mutation, &ctx->deadline, ctx->call, &env);
+    free(body);
+    return single_result(code, mutation, &env, res);
+}
+
+lease_code_t lease_client_acquire(lease_client_t *c, const lease_client_acquire_t *req,
+                                  lease_client_call_t *call, lease_result_t *res)
+{
+    call_ctx_t ctx;
+    if (!begin(&ctx, call, true))
+        return refuse(res, "request_id");
+    json_t *o = identity_body(&req->identity);
+    if (!o || !set_str(o, "service_instance_id", req->service_instance_id) ||
+        !set_str(o, "execution_id", req->execution_id) || !set_str(o, "job_id", req->job_id) ||
+        !set_str(o, "trace_id", req->trace_id) ||
+        (req->ttl_ms > 0 && !set_int(o, "ttl_ms", req->ttl_ms)) ||
+        (req->maximum_lifetime_ms > 0 &&
+         !set_int(o, "maximum_lifetime_ms", req->maximum_lifetime_ms)) ||
+        (req->wait_ms > 0 && !set_int(o, "wait_ms", req->wait_ms))) {
+        json_decref(o);
+        return refuse(res, "lock_identity");
+    }
+    if (req->metadata_json) {
+        json_t *meta = json_loads(req->metadata_json, JSON_REJECT_DUPLICATES, NULL);
+        if (!json_is_object(meta) || json_object_set_new(o, "metadata", meta) != 0) {
+            json_decref(o);
+            return refuse(res, "metadata");
+        }
+    }
+    return single_call(c, "POST", "/v1/leases/acquire", o, true, &ctx, res);
+}
+
+static lease_code_t owner_call(lease_client_t *c, const char *path, const lease_client_owner_t *req,
+                               bool with_ttl, lease_client_call_t *call, lease_result_t *res)
+{
+    call_ctx_t ctx;
+    if (!begin(&ctx, call, true))
+        return refuse(res, "request_id");
+    json_t *o = identity_body(&req->identity);
+    if (!o || !set_str(o, "lease_id", req->lease_id) ||
+        !set_int(o, "fencing_token", req->fencing_token) ||
+        !set_str(o, "service_instance_id", req->service_instance_id) ||
+        (with_ttl && req->ttl_ms > 0 && !set_int(o, "ttl_ms", req->ttl_ms))) {
+        json_decref(o);
+        return refuse(res, "lock_identity");
+    }
+    return single_call(c, "POST", path, o, true, &ctx, res);
+}
+
+lease_code_t lease_client_renew(lease_client_t *c, const lease_client_owner_t *req,
+                                lease_client_call_t *call, lease_result_t *res)
+{
+    return owner_call(c, "/v1/leases/renew", req, true, call, res);
+}
+
+lease_code_t lease_client_release(lease_client_t *c, const lease_client_owner_t *req,
+                                  lease_client_call_t *call, lease_result_t *res)
+{
+    return owner_call(c, "/v1/leases/release", req, false, call, res);
+}
+
+static lease_code_t admin_call(lease_client_t *c, const char *path, const lease_client_admin_t *req,
+                               bool with_incident, lease_client_call_t *call, lease_result_t *res)
+{
+    call_ctx_t ctx;
+    if (!begin(&ctx, call, true))
+        return refuse(res, "request_id");
+    json_t *o = identity_body(&req->identity);
+    if (!o || !set_str(o, "lease_id", req->lease_id) ||
+        !set_int(o, "fencing_token", req->fencing_token) || !set_str(o, "reason", req->reason) ||
+        (with_incident && !set_str(o, "incident_id", req->incident_id))) {
+        json_decref(o);
+        return refuse(res, "lock_identity");
+    }
+    return single_call(c, "POST", path, o, true, &ctx, res);
+}
+
+lease_code_t lease_client_force_release(lease_client_t *c, const lease_client_admin_t *req,
+                                        lease_client_call_t *call, lease_result_t *res)
+{
+    return admin_call(c, "/v1/leases/force-release", req, false, call, res);
+}
+
+lease_code_t lease_client_revoke(lease_client_t *c, const lease_client_admin_t *req,
+                                 lease_client_call_t *call, lease_result_t *res)
+{
+    return admin_call(c, "/v1/leases/revoke", req, true, call, res);
+}
+
+lease_code_t lease_client_inspect_id(lease_client_t *c, const char *lease_id,
+                                     lease_client_call_t *call, lease_result_t *res)
+{
+    call_ctx_t ctx;
+    (void)begin(&ctx, call, false);
+    /* ids are [A-Za-z0-9._:-]; anything else is escaped so it stays one
+     * path segment (and the service answers it as invalid) */
+    char path[32 + 3 * LEASE_ID_MAX];
+    size_t n = (size_t)snprintf(path, sizeof path, "/v1/leases/");
+    if (!lease_id || !*lease_id || strlen(lease_id) > LEASE_ID_MAX)
+        return refuse(res, "lease_id");
+    for (const unsigned char *p = (const unsigned char *)lease_id; *p; p++) {
+        bool plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                     (*p >= '0' && *p <= '9') || *p == '.' || *p == '_' || *p == ':' || *p == '-';
+        n += (size_t)snprintf(path + n, sizeof path - n, plain ? "%c" : "%%%02X", *p);
+    }
+    return single_call(c, "GET", path, NULL, false, &ctx, res);
+}
+
+lease_code_t lease_client_inspect_identity(lease_client_t *c,
+                                           const lease_identity_input_t *identity,
+                                           lease_client_call_t *call, lease_result_t *res)
+{
+    call_ctx_t ctx;
+    (void)begin(&ctx, call, false);
+    json_t *o = identity_body(identity);
+    if (!o)
+        return refuse(res, "lock_identity");
+    return single_call(c, "POST", "/v1/leases/inspect", o, false, &ctx, res);
+}
+
+static const char *list_by_name(lease_list_by_t by)
+{
+    switch (by) {
+    case LEASE_LIST_BY_OWNER:
+        return "owner";
+    case LEASE_LIST_BY_TARGET:
+        return "target";
+    case LEASE_LIST_BY_PROGRAM:
+        return "program";
+    }
+    return "owner";
+}
+
+static lease_code_t list_refuse(lease_list_result_t *res, const char *field)
+{
+    memset(res, 0, sizeof *res);
+    res->code = INVALID_LEASE_REQUEST;
+    snprintf(res->field, sizeof res->field, "%s", field);
+    return res->code;
+}
+
+/* Decodes the leases of a list page; false when any is malformed. */
+static bool decode_page(const json_t *root, lease_list_result_t *res)
+{
+    const json_t *leases = json_object_get(root, "leases");
+    if (!json_is_array(leases))
+        return false;
+    size_t n = json_array_size(leases);
+    res->leases = n ? calloc(n, sizeof *res->leases) : NULL;
+    if (n && !res->leases)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!client_lease_decode(json_array_get(leases, i), &res->leases[i]))
+            return false;
+    res->count = n;
+    const json_t *next = json_object_get(root, "next_page_token");
+    if (json_is_string(next)) {
+        if (json_string_length(next) >= sizeof res->next_page_token)
+            return false;
+        strcpy(res->next_page_token, json_string_value(next));
+    }
+    return true;
+}
+
+lease_code_t lease_client_list(lease_client_t *c, const lease_client_list_t *req,
+                               lease_client_call_t *call, lease_list_result_t *res)
+{
+    call_ctx_t ctx;
+    (void)begin(&ctx, call, false);
+    json_t *o = json_object();
+    bool by_target = req->by == LEASE_LIST_BY_TARGET;
+    if (!o || !set_str(o, "by", list_by_name(req->by)) ||
+        !set_str(o, "tenant_id", req->tenant_id) || !set_str(o, "program_id", req->program_id) ||
+        (by_target && (!set_str(o, "target_namespace", req->target_namespace) ||
+                       !set_str(o, "target_id", req->target_id))) ||
+        !set_int(o, "page_size", req->page_size > 0 ? req->page_size : LIST_DEFAULT_PAGE) ||
+        (req->page_token && *req->page_token && !set_str(o, "page_token", req->page_token))) {
+        json_decref(o);
+        return list_refuse(res, "by");
+    }
+    char *body = finish_body(o, &ctx, false);
+    if (!body)
+        return list_refuse(res, "body");
+    client_envelope_t env;
+    lease_code_t code =
+        exchange(c, "POST", "/v1/leases/list", body, false, &ctx.deadline, ctx.call, &env);
+    free(body);
+    memset(res, 0, sizeof *res);
+    res->code = code;
+    if (env.typed)
+        snprintf(res->field, sizeof res->field, "%s", env.field);
+    if (code == LEASE_LISTED && !decode_page(env.root, res)) {
+        lease_list_result_free(res);
+        res->next_page_token[0] = '\0';
+        res->code = LEASE_BACKEND_UNAVAILABLE;
+    }
+    client_envelope_clear(&env);
+    return res->code;
+}
+
+static lease_code_t commit_refuse(lease_commit_result_t *res, const char *field)
+{
+    memset(res, 0, sizeof *res);
+    res->code = INVALID_LEASE_REQUEST;
+    snprintf(res->field, sizeof res->field, "%s", field);
+    return res->code;
+}
+
+/* The writes array of a commit; on failure names the offending write. */
+static json_t *writes_json(const lease_client_commit_t *req, char *field, size_t fieldsz)
+{
+    json_t *arr = json_array();
+    for (size_t i = 0; arr && i < req->n_writes; i++) {
+        const lease_write_t *w = &req->writes[i];
+        bool doc = w->kind == LEASE_WRITE_DOCUMENT;
+        json_t *value = w->json ? json_loads(w->json, JSON_REJECT_DUPLICATES, NULL) : NULL;
+        json_t *item = json_object();
+        if (!json_is_object(value) || !item ||
+            !set_str(item, "kind", doc ? "document" : "publication") ||
+            !set_str(item, doc ? "key" : "topic", w->key) ||
+            (doc && !set_int(item, "expected_revision", w->expected_revision)) ||
+            json_object_set(item, doc ? "body" : "payload", value) != 0 ||
+            json_array_append_new(arr, item) != 0) {
+            snprintf(field, fieldsz, "writes[%zu].%s", i, doc ? "body" : "payload");
+            json_decref(value);
+            json_decref(item);
+            json_decref(arr);
+            return NULL;
+        }
+        json_decref(value);
+    }
+    return arr;
+}
+
+static bool decode_commit(const json_t *root, lease_commit_result_t *res)
+{
+    const json_t *results = json_object_get(json_object_get(root, "commit"), "results");
+    if (!json_is_array(results) || json_array_size(results) > LEASE_COMMIT_WRITES_MAX)
+        return false;
+    res->n_writes = json_array_size(results);
+    for (size_t i = 0; i < res->n_writes; i++) {
+        const json_t *r = json_array_get(results, i);
+        const json_t *v = json_object_get(r, "revision");
+        if (!v)
+            v = json_object_get(r, "outbox_id");
+        if (!json_is_integer(v))
+            return false;
+        res->revisions[i] = (int64_t)json_integer_value(v);
+    }
+    return true;
+}
+
+lease_code_t lease_client_commit(lease_client_t *c, const lease_client_commit_t *req,
+                                 lease_client_call_t *call, lease_commit_result_t *res)
+{
+    call_ctx_t ctx;
+    if (!begin(&ctx, call, true))
+        return commit_refuse(res, "request_id");
+    if (req->n_writes == 0 || req->n_writes > LEASE_COMMIT_WRITES_MAX)
+        return commit_refuse(res, "writes");
+    char field[LEASE_FIELD_MAX + 1] = "lock_identity";
+    json_t *writes = writes_json(req, field, sizeof field);
+    json_t *o = writes ? identity_body(&req->identity) : NULL;
+    if (!o) {
+        json_decref(writes);
+        return commit_refuse(res, field);
+    }
+    /* json_object_set_new consumes writes whether or not it succeeds */
+    if (json_object_set_new(o, "writes", writes) != 0 || !set_str(o, "lease_id", req->lease_id) ||
+        !set_int(o, "fencing_token", req->fencing_token) ||
+        !set_str(o, "execution_id", req->execution_id) || !set_str(o, "trace_id", req->trace_id)) {
+        json_decref(o);
+        return commit_refuse(res, field);
+    }
+    char *body = finish_body(o, &ctx, true);
+    if (!body)
+        return commit_refuse(res, "body");
+    client_envelope_t env;
+    lease_code_t code =
+        exchange(c, "POST", "/v1/commits", body, true, &ctx.deadline, ctx.call, &env);
+    free(body);
+    memset(res, 0, sizeof *res);
+    res->code = code;
+    if (env.typed) {
+        res->replayed = env.replayed;
+        res->retry_after_ms = env.retry_after_ms;
+        res->current_revision = env.current_revision;
+        snprintf(res->field, sizeof res->field, "%s", env.field);
+    }
+    if (code == COMMIT_ACCEPTED && !decode_commit(env.root, res))
+        res->code = LEASE_OUTCOME_UNKNOWN;
+    client_envelope_clear(&env);
+    return res->code;
+}
+
+lease_code_t lease_client_health(lease_client_t *c, bool ready, lease_client_call_t *call,
+                                 lease_client_health_t *out)
+{
+    call_ctx_t ctx;
+    (void)begin(&ctx, call, false);
+    memset(out, 0, sizeof *out);
+    char url[1024];
+    snprintf(url, sizeof url, "%s%s", c->base_url, ready ? "/readyz" : "/healthz");
+    client_http_answer_t ans;
+    ctx.call->attempts = 1;
+    ctx.call->first_sent_mono_ns = lease_mono_now_ns();
+    client_http_perform(c->pool, "GET", url, NULL, NULL, &ctx.deadline, &ans);
+    lease_code_t code = LEASE_BACKEND_UNAVAILABLE;
+    json_t *root = ans.body ? json_loadb(ans.body, ans.len, 0, NULL) : NULL;
+    if (ans.transport == CLIENT_ANSWERED && json_is_object(root)) {
+        const json_t *status = json_object_get(root, "status");
+        const json_t *reason = json_object_get(root, "reason");
+        const json_t *version = json_object_get(root, "schema_version");
+        if (json_is_string(status))
+            snprintf(out->status, sizeof out->status, "%s", json_string_value(status));
+        if (json_is_string(reason))
+            snprintf(out->reason, sizeof out->reason, "%s", json_string_value(reason));
+        if (json_is_integer(version))
+            out->schema_version = (int)json_integer_value(version);
+        if (ans.status == 200)
+            code = LEASE_INSPECTED;
+    }
+    json_decref(root);
+    client_envelope_t none = {0};
+    settle(ctx.call, &ans, &none);
+    client_http_answer_clear(&ans);
+    return code;
+}

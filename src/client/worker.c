@@ -1,0 +1,383 @@
+/*
+ * worker.c - the auto-renewing lease holder: one background thread that
+ * renews on the schedule of worker_schedule.c, and the cancellation signal
+ * (callback + eventfd) raised the moment local authority cannot be proven.
+ *
+ * Locking: `lock` guards the lease, its window and the state. No lock is
+ * held across an HTTP call or while the cancel callback runs. The state
+ * leaves ACTIVE exactly once (signal_cancel), so the callback and the
+ * eventfd write happen exactly once.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lease/clock.h"
+#include "lease/worker.h"
+
+#define NS_PER_MS 1000000LL
+
+struct lease_worker {
+    lease_client_t *client;
+    lease_worker_config_t cfg;
+    char service_instance_id[LEASE_ID_MAX + 1];
+    int cancel_fd;
+    bool started; /* callbacks and the eventfd only after start returned */
+    pthread_t thread;
+    bool thread_running;
+    bool join_claimed;
+
+    pthread_mutex_t lock;
+    pthread_cond_t wake; /* CLOCK_MONOTONIC */
+    lease_record_t lease;
+    lease_worker_window_t window;
+    bool capped;
+    bool stop;
+    int failures;
+    lease_code_t code; /* last outcome: LEASE_RENEWED while healthy */
+    lease_worker_state_t state;
+};
+
+const char *lease_worker_state_name(lease_worker_state_t state)
+{
+    switch (state) {
+    case LEASE_WORKER_ACTIVE:
+        return "active";
+    case LEASE_WORKER_LOST:
+        return "lost";
+    case LEASE_WORKER_UNCONFIRMED:
+        return "unconfirmed";
+    case LEASE_WORKER_EXPIRED:
+        return "expired";
+    case LEASE_WORKER_RELEASED:
+        return "released";
+    case LEASE_WORKER_STOPPED:
+        return "stopped";
+    }
+    return "unknown";
+}
+
+static void wlog(lease_worker_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void wlog(lease_worker_t *w, const char *fmt, ...)
+{
+    if (!w->cfg.log)
+        return;
+    char line[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof line, fmt, ap);
+    va_end(ap);
+    w->cfg.log(w->cfg.log_arg, line);
+}
+
+/* Leaves ACTIVE (first caller wins) and tells everyone who listens. */
+static void signal_cancel(lease_worker_t *w, lease_worker_state_t why, lease_code_t code)
+{
+    pthread_mutex_lock(&w->lock);
+    bool first = w->state == LEASE_WORKER_ACTIVE;
+    if (first) {
+        w->state = why;
+        w->code = code;
+    }
+    bool announce = first && w->started;
+    pthread_cond_broadcast(&w->wake);
+    pthread_mutex_unlock(&w->lock);
+    if (!announce)
+        return;
+    wlog(w, "lease %s: %s (%s)", w->lease.lease_id, lease_worker_state_name(why),
+         lease_code_name(code));
+    uint64_t one = 1;
+    while (write(w->cancel_fd, &one, sizeof one) < 0 && errno == EINTR)
+        ;
+    if (w->cfg.on_cancel)
+        w->cfg.on_cancel(w->cfg.cancel_arg, why, code);
+}
+
+static bool same_lease(const lease_record_t *held, const lease_record_t *answer)
+{
+    return answer->state == LEASE_STATE_ACTIVE && answer->fencing_token == held->fencing_token &&
+           strcmp(answer->lease_id, held->lease_id) == 0;
+}
+
+/* Takes a confirmed grant whose request was first sent at sent_ns. */
+static void accept_grant(lease_worker_t *w, const lease_record_t *lease, int64_t sent_ns)
+{
+    pthread_mutex_lock(&w->lock);
+    w->lease = *lease;
+    w->window =
+        lease_worker_plan(sent_ns, lease_worker_grant_ms(lease), &w->cfg, lease_jitter(UINT64_MAX));
+    w->capped = lease_worker_grant_capped(lease);
+    w->failures = 0;
+    w->code = LEASE_RENEWED;
+    pthread_mutex_unlock(&w->lock);
+}
+
+/*
+ * A renewal's answer came after its answer deadline: it grants nothing
+ * unless an inspection, answered before the cancel point, shows the lease
+ * still active with that renewal applied.
+ */
+static bool confirm_by_inspect(lease_worker_t *w, const lease_record_t *renewed, int64_t cancel_ns)
+{
+    int64_t left_ms = (cancel_ns - lease_mono_now_ns()) / NS_PER_MS;
+    if (left_ms <= 0)
+        return false;
+    lease_client_call_t call = {.deadline_ms = left_ms};
+    lease_result_t res;
+    lease_code_t code = lease_client_inspect_id(w->client, renewed->lease_id, &call, &res);
+    bool in_time = lease_mono_now_ns() < cancel_ns;
+    bool proven = code == LEASE_INSPECTED && in_time && same_lease(renewed, &res.lease) &&
+                  res.lease.renewed_at_ms >= renewed->renewed_at_ms;
+    wlog(w, "inspection after a late renewal answer: %s%s", lease_code_name(code),
+         proven ? ", lease confirmed" : ", authority not proven");
+    return proven;
+}
+
+static bool transient(lease_code_t code)
+{
+    return code == LEASE_BACKEND_UNAVAILABLE || code == LEASE_OUTCOME_UNKNOWN ||
+           code == LEASE_RATE_LIMITED || code == DEADLINE_EXCEEDED;
+}
+
+/* One renewal attempt and its judgement. */
+static void renew_once(lease_worker_t *w)
+{
+    pthread_mutex_lock(&w->lock);
+    lease_record_t held = w->lease;
+    lease_worker_window_t window = w->window;
+    pthread_mutex_unlock(&w->lock);
+
+    int64_t now = lease_mono_now_ns();
+    int64_t answer_deadline = lease_worker_answer_deadline(now, window.cancel_ns);
+    lease_client_owner_t req = {lease_client_identity_of(&held.identity), held.lease_id,
+                                held.fencing_token, w->service_instance_id, w->cfg.ttl_ms};
+    /* the call may run (and resolve an unknown outcome) up to the cancel
+     * point, never past it: then cancellation is due anyway */
+    int64_t budget_ms = (window.cancel_ns - now) / NS_PER_MS;
+    lease_client_call_t call = {.deadline_ms = budget_ms > 0 ? budget_ms : 1};
+    lease_result_t res;
+    lease_code_t code = lease_client_renew(w->client, &req, &call, &res);
+    int64_t answered = lease_mono_now_ns();
+    int64_t sent = call.first_sent_mono_ns ? call.first_sent_mono_ns : now;
+
+    if (code == LEASE_RENEWED) {
+        if (!same_lease(&held, &res.lease)) {
+            signal_cancel(w, LEASE_WORKER_LOST, LEASE_LOST);
+            return;
+        }
+        if (!lease_worker_answer_counts(answered, answer_deadline)) {
+            wlog(w, "renewal answer arrived %lld ms after its local deadline; inspecting",
+                 (long long)((answered - answer_deadline) / NS_PER_MS));
+            if (!confirm_by_inspect(w, &res.lease, window.cancel_ns)) {
+                signal_cancel(w, LEASE_WORKER_UNCONFIRMED, LEASE_OUTCOME_UNKNOWN);
+                return;
+            }
+        }
+        accept_grant(w, &res.lease, sent);
+        return;
+    }
+    if (transient(code)) {
+        pthread_mutex_lock(&w->lock);
+        w->failures++;
+        w->code = code;
+        w->window.renew_ns = lease_worker_retry_at(answered, w->window.cancel_ns, w->failures);
+        int64_t left_ms = (w->window.cancel_ns - answered) / NS_PER_MS;
+        pthread_mutex_unlock(&w->lock);
+        wlog(w, "renewal failed (%s); retrying, %lld ms of local authority left",
+             lease_code_name(code), (long long)left_ms);
+        return;
+    }
+    /* lease_lost, or refused for good (credential, scope, invalid) */
+    signal_cancel(w, LEASE_WORKER_LOST, code);
+}
+
+static struct timespec mono_timespec(int64_t ns)
+{
+    struct timespec ts = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
+    return ts;
+}
+
+static void *worker_main(void *arg)
+{
+    lease_worker_t *w = arg;
+    pthread_mutex_lock(&w->lock);
+    while (!w->stop && w->state == LEASE_WORKER_ACTIVE) {
+        int64_t now = lease_mono_now_ns();
+        if (now >= w->window.cancel_ns) {
+            lease_worker_state_t why = w->capped ? LEASE_WORKER_EXPIRED : LEASE_WORKER_UNCONFIRMED;
+            /* the last failure says why nothing was confirmed */
+            lease_code_t code = w->capped                  ? LEASE_LOST
+                                : w->code == LEASE_RENEWED ? LEASE_BACKEND_UNAVAILABLE
+                                                           : w->code;
+            pthread_mutex_unlock(&w->lock);
+            signal_cancel(w, why, code);
+            pthread_mutex_lock(&w->lock);
+            break;
+        }
+        /* a capped grant cannot be extended: just wait for its end */
+        int64_t next = w->capped || w->window.renew_ns > w->window.cancel_ns ? w->window.cancel_ns
+                                                                             : w->window.renew_ns;
+        if (now < next) {
+            struct timespec ts = mono_timespec(next);
+            pthread_cond_timedwait(&w->wake, &w->lock, &ts);
+            continue;
+        }
+        pthread_mutex_unlock(&w->lock);
+        renew_once(w);
+        pthread_mutex_lock(&w->lock);
+    }
+    pthread_mutex_unlock(&w->lock);
+    return NULL;
+}
+
+static void worker_destroy(lease_worker_t *w)
+{
+    if (w->cancel_fd >= 0)
+        close(w->cancel_fd);
+    pthread_cond_destroy(&w->wake);
+    pthread_mutex_destroy(&w->lock);
+    free(w);
+}
+
+lease_worker_t *lease_worker_start(lease_client_t *client, const lease_record_t *lease,
+                                   int64_t sent_mono_ns, const lease_worker_config_t *cfg,
+                                   lease_code_t *code)
+{
+    static const lease_worker_config_t defaults = {0};
+    if (!cfg)
+        cfg = &defaults;
+    const char *sid = cfg->service_instance_id && *cfg->service_instance_id
+                          ? cfg->service_instance_id
+                          : lease->service_instance_id;
+    if (lease->state != LEASE_STATE_ACTIVE || !*sid || strlen(sid) > LEASE_ID_MAX ||
+        lease_worker_grant_ms(lease) <= 0) {
+        *code = LEASE_LOST;
+        return NULL;
+    }
+    lease_worker_t *w = calloc(1, sizeof *w);
+    if (!w) {
+        *code = LEASE_BACKEND_UNAVAILABLE;
+        return NULL;
+    }
+    w->client = client;
+    w->cfg = *cfg;
+    strcpy(w->service_instance_id, sid);
+    w->cfg.service_instance_id = w->service_instance_id;
+    w->state = LEASE_WORKER_ACTIVE;
+    w->code = LEASE_RENEWED;
+    pthread_mutex_init(&w->lock, NULL);
+    pthread_condattr_t attr;
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&w->wake, &attr);
+    pthread_condattr_destroy(&attr);
+    w->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+    if (w->cancel_fd < 0) {
+        *code = LEASE_BACKEND_UNAVAILABLE;
+        worker_destroy(w);
+        return NULL;
+    }
+    w->lease = *lease;
+    w->window = lease_worker_plan(sent_mono_ns, lease_worker_grant_ms(lease), &w->cfg,
+                                  lease_jitter(UINT64_MAX));
+    w->capped = lease_worker_grant_capped(lease);
+
+    /* Past the renewal point already (a long bounded wait, a slow answer):
+     * renew now, so the holder starts work with a fresh window, or not at all. */
+    if (!w->capped && lease_mono_now_ns() >= w->window.renew_ns)
+        renew_once(w);
+    if (w->state == LEASE_WORKER_ACTIVE && lease_mono_now_ns() >= w->window.cancel_ns)
+        w->state = LEASE_WORKER_UNCONFIRMED;
+    if (w->state != LEASE_WORKER_ACTIVE) {
+        *code = w->code == LEASE_RENEWED ? LEASE_LOST : w->code;
+        worker_destroy(w);
+        return NULL;
+    }
+    w->started = true;
+    if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+        *code = LEASE_BACKEND_UNAVAILABLE;
+        worker_destroy(w);
+        return NULL;
+    }
+    w->thread_running = true;
+    *code = LEASE_ACQUIRED;
+    return w;
+}
+
+int lease_worker_cancel_fd(const lease_worker_t *w)
+{
+    return w->cancel_fd;
+}
+
+lease_worker_state_t lease_worker_state(lease_worker_t *w, lease_code_t *code)
+{
+    pthread_mutex_lock(&w->lock);
+    lease_worker_state_t s = w->state;
+    if (code)
+        *code = w->code;
+    pthread_mutex_unlock(&w->lock);
+    return s;
+}
+
+void lease_worker_snapshot(lease_worker_t *w, lease_record_t *lease, lease_worker_window_t *window)
+{
+    pthread_mutex_lock(&w->lock);
+    if (lease)
+        *lease = w->lease;
+    if (window)
+        *window = w->window;
+    pthread_mutex_unlock(&w->lock);
+}
+
+/* Stops the thread (joining it unless called from it) and leaves ACTIVE. */
+static void halt(lease_worker_t *w, lease_worker_state_t why, lease_code_t code)
+{
+    pthread_mutex_lock(&w->lock);
+    w->stop = true;
+    pthread_cond_broadcast(&w->wake);
+    bool join = w->thread_running && !w->join_claimed && !pthread_equal(pthread_self(), w->thread);
+    if (join)
+        w->join_claimed = true;
+    pthread_mutex_unlock(&w->lock);
+    /* signal first: the holder stops work before the lease is given up */
+    signal_cancel(w, why, code);
+    if (join)
+        pthread_join(w->thread, NULL);
+}
+
+lease_code_t lease_worker_release(lease_worker_t *w, int64_t deadline_ms, lease_result_t *res)
+{
+    lease_result_t local;
+    if (!res)
+        res = &local;
+    halt(w, LEASE_WORKER_RELEASED, LEASE_RELEASED);
+    lease_record_t held;
+    lease_worker_snapshot(w, &held, NULL);
+    lease_client_owner_t req = {lease_client_identity_of(&held.identity), held.lease_id,
+                                held.fencing_token, w->service_instance_id, 0};
+    lease_client_call_t call = {.deadline_ms = deadline_ms};
+    lease_code_t code = lease_client_release(w->client, &req, &call, res);
+    wlog(w, "release of lease %s: %s", held.lease_id, lease_code_name(code));
+    return code;
+}
+
+void lease_worker_stop(lease_worker_t *w)
+{
+    lease_code_t last;
+    (void)lease_worker_state(w, &last);
+    halt(w, LEASE_WORKER_STOPPED, last);
+}
+
+void lease_worker_free(lease_worker_t *w)
+{
+    if (!w)
+        return;
+    lease_worker_stop(w);
+    worker_destroy(w);
+}

@@ -1,0 +1,93 @@
+/*
+ * ctl_options.h - the identity and lease options every leasectl client
+ * command and `run` share (interface.md section 5), their defaults from the
+ * LEASE_* environment that `run` exports, and generated ids.
+ *
+ * Precedence, highest first: a flag; the environment; a generated value.
+ * Strings in the identity and lease_id are borrowed from argv or environ;
+ * the token is a heap copy wiped by ctl_options_free.
+ */
+#ifndef LEASE_CTL_OPTIONS_H
+#define LEASE_CTL_OPTIONS_H
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lease/identity.h"
+
+/* What a command takes besides the shared identity and lease options. */
+enum {
+    CTL_OPT_IDENTITY = 1u << 0,      /* the six identity components are required */
+    CTL_OPT_HELD = 1u << 1,          /* --lease-id / --fencing-token, defaults LEASE_ID,
+                                        LEASE_FENCING_TOKEN, LEASE_EXECUTION_ID,
+                                        LEASE_SERVICE_INSTANCE_ID; both required */
+    CTL_OPT_HELD_OPTIONAL = 1u << 2, /* --lease-id / --fencing-token accepted, not required */
+    CTL_OPT_OPERANDS = 1u << 3,      /* operands allowed (run: the command after --) */
+};
+
+/* ctl_options_parse's answers besides an operand index. */
+enum {
+    CTL_PARSE_USAGE = -1, /* usage error, message already on stderr */
+    CTL_PARSE_HELP = -2,  /* --help was given: print usage, exit 0 */
+};
+
+#define CTL_ENV_URL "LEASE_URL"
+#define CTL_ENV_TOKEN "LEASE_TOKEN"
+#define CTL_DEFAULT_DEADLINE_MS 5000
+#define CTL_MAX_DEADLINE_MS 30000 /* the service caps any deadline there */
+
+typedef struct ctl_options {
+    const char *url; /* --, LEASE_URL, else http://127.0.0.1:8080 */
+    char *token;     /* LEASE_TOKEN (heap copy) or NULL */
+    lease_identity_input_t identity;
+    int64_t ttl_ms;              /* 0: not given */
+    int64_t maximum_lifetime_ms; /* 0: not given */
+    int64_t wait_ms;             /* 0: not given */
+    int64_t deadline_ms;         /* 0: not given (see ctl_options_deadline_ms) */
+    char service_instance_id[LEASE_ID_MAX + 1];
+    char execution_id[LEASE_ID_MAX + 1];
+    char job_id[LEASE_ID_MAX + 1];
+    char trace_id[LEASE_ID_MAX + 1];
+    const char *request_id; /* NULL: generated per call */
+    const char *lease_id;   /* CTL_OPT_HELD*: --lease-id or LEASE_ID */
+    int64_t fencing_token;  /* CTL_OPT_HELD*: 0 when not given */
+} ctl_options_t;
+
+/* A command's own options: getopt_long entries (val must be below 1000)
+ * ended by a zero entry, and the function that takes each. handle returns
+ * false after printing a usage message. */
+typedef struct ctl_extra {
+    const struct option *opts;
+    bool (*handle)(void *ctx, int val, const char *arg);
+    void *ctx;
+} ctl_extra_t;
+
+/*
+ * Parses argv (argv[0] is the subcommand's name) into o, then fills what
+ * flags left out from the environment and with generated ids. flags are
+ * CTL_OPT_* bits; extra may be NULL. Returns the index of the first operand
+ * (argc when there is none), CTL_PARSE_HELP or CTL_PARSE_USAGE. Stops at the
+ * first operand or at "--" (which is skipped), so `run -- cmd -x` leaves
+ * "cmd -x" for the caller.
+ */
+LEASE_MUST_USE int ctl_options_parse(ctl_options_t *o, unsigned flags, int argc, char **argv,
+                                     const ctl_extra_t *extra);
+/* Wipes and frees the token; o may be reused after ctl_options_parse. */
+void ctl_options_free(ctl_options_t *o);
+
+/* The deadline of a call: --deadline-ms, else 5 s (plus --wait-ms for an
+ * acquire that waits), capped at CTL_MAX_DEADLINE_MS. */
+int64_t ctl_options_deadline_ms(const ctl_options_t *o, bool acquire);
+
+/* Strict decimal parse into [min, max]; false on anything else. */
+LEASE_MUST_USE bool ctl_parse_int(const char *s, int64_t min, int64_t max, int64_t *out);
+
+/* "<hostname>-<pid>" with characters outside [A-Za-z0-9._:-] replaced by
+ * '-', bounded to LEASE_ID_MAX. */
+void ctl_default_service_instance(char *out, size_t outsz);
+
+/* The usage text of the shared options, for commands' --help. */
+extern const char ctl_options_usage[];
+
+#endif

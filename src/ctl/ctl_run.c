@@ -1,0 +1,375 @@
+/*
+ * ctl_run.c - `leasectl run [options] -- COMMAND [ARGS...]`, the executor.
+ *
+ * Acquires the lease (bounded wait), starts COMMAND in its own process group
+ * with the LEASE_* environment, keeps the lease renewed through the worker,
+ * and waits on one poll() over a signalfd (SIGCHLD, SIGINT, SIGTERM,
+ * SIGHUP, SIGQUIT) and the worker's cancel fd. Those signals are blocked in
+ * every thread from the first line on (threads inherit the mask), so no
+ * signal is lost or handled asynchronously and SIGCHLD cannot race waitpid.
+ *
+ *   lease lost        SIGTERM to the group, SIGKILL after --grace-ms if any
+ *                     member is left, exit 76
+ *   command exits     release the lease, exit with its code (128+N if it
+ *                     died of signal N)
+ *   SIGINT/TERM/...   forwarded to the group; then as "command exits"
+ *
+ * When the command's exit and the lease loss are seen in the same wake-up,
+ * the exit wins: the command finished, and its commits were fenced anyway.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/signalfd.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <openssl/crypto.h>
+
+#include "ctl/ctl.h"
+#include "ctl/ctl_options.h"
+#include "lease/client.h"
+#include "lease/worker.h"
+
+extern char **environ;
+
+#define DEFAULT_GRACE_MS 10000
+#define RELEASE_DEADLINE_MS 5000
+#define EXIT_CANNOT_EXECUTE 126
+#define EXIT_NOT_FOUND 127
+
+enum { OPT_GRACE = 1 };
+
+static const int handled_signals[] = {SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
+static bool take_grace(void *ctx, int val, const char *arg)
+{
+    (void)val;
+    if (ctl_parse_int(arg, 0, 3600000, ctx))
+        return true;
+    fprintf(stderr, "leasectl run: --grace-ms needs a whole number of milliseconds\n");
+    return false;
+}
+
+static void log_line(void *arg, const char *message)
+{
+    (void)arg;
+    fprintf(stderr, "leasectl run: %s\n", message);
+}
+
+/* The LEASE_* variables the command receives (name, value). */
+typedef struct run_env {
+    char **vars; /* NULL-terminated, for posix_spawn */
+    size_t n;
+    size_t cap;
+} run_env_t;
+
+static const char *const exported_names[] = {
+    "LEASE_URL",
+    "LEASE_TOKEN",
+    "LEASE_ID",
+    "LEASE_FENCING_TOKEN",
+    "LEASE_EXPIRES_AT",
+    "LEASE_EXECUTION_ID",
+    "LEASE_TRACE_ID",
+    "LEASE_SERVICE_INSTANCE_ID",
+    "LEASE_TENANT_ID",
+    "LEASE_PROGRAM_ID",
+    "LEASE_TARGET_NAMESPACE",
+    "LEASE_TARGET_ID",
+    "LEASE_ACTOR_NAME",
+    "LEASE_WORKFLOW_NAME",
+    "LEASE_OPERATION_CLASS",
+};
+
+static bool exported(const char *entry)
+{
+    for (size_t i = 0; i < sizeof exported_names / sizeof exported_names[0]; i++) {
+        size_t n = strlen(exported_names[i]);
+        if (strncmp(entry, exported_names[i], n) == 0 && entry[n] == '=')
+            return true;
+    }
+    return false;
+}
+
+static bool env_add(run_env_t *e, const char *name, const char *value)
+{
+    if (e->n + 2 > e->cap) {
+        size_t cap = e->cap ? e->cap * 2 : 64;
+        char **grown = realloc(e->vars, cap * sizeof *grown);
+        if (!grown)
+            return false;
+        e->vars = grown;
+        e->cap = cap;
+    }
+    size_t len = strlen(name) + strlen(value) + 2;
+    char *var = malloc(len);
+    if (!var)
+        return false;
+    snprintf(var, len, "%s=%s", name, value);
+    e->vars[e->n++] = var;
+    e->vars[e->n] = NULL;
+    return true;
+}
+
+static void env_free(run_env_t *e)
+{
+    for (size_t i = 0; i < e->n; i++) {
+        OPENSSL_cleanse(e->vars[i], strlen(e->vars[i])); /* one of them is the token */
+        free(e->vars[i]);
+    }
+    free(e->vars);
+}
+
+/* The command's environment: ours, minus stale LEASE_* values, plus the lease. */
+static bool env_build(run_env_t *e, const ctl_options_t *o, const lease_record_t *l)
+{
+    memset(e, 0, sizeof *e);
+    for (char **p = environ; *p; p++) {
+        if (exported(*p))
+            continue;
+        char *eq = strchr(*p, '=');
+        if (!eq)
+            continue;
+        *eq = '\0';
+        bool ok = env_add(e, *p, eq + 1);
+        *eq = '=';
+        if (!ok)
+            return false;
+    }
+    char token[24], expires[LEASE_TIME_LEN + 1];
+    snprintf(token, sizeof token, "%lld", (long long)l->fencing_token);
+    lease_time_format(l->expires_at_ms, expires);
+    const lease_identity_t *id = &l->identity;
+    return env_add(e, "LEASE_URL", o->url) && (!o->token || env_add(e, "LEASE_TOKEN", o->token)) &&
+           env_add(e, "LEASE_ID", l->lease_id) && env_add(e, "LEASE_FENCING_TOKEN", token) &&
+           env_add(e, "LEASE_EXPIRES_AT", expires) &&
+           env_add(e, "LEASE_EXECUTION_ID", o->execution_id) &&
+           env_add(e, "LEASE_TRACE_ID", o->trace_id) &&
+           env_add(e, "LEASE_SERVICE_INSTANCE_ID", o->service_instance_id) &&
+           env_add(e, "LEASE_TENANT_ID", id->tenant_id) &&
+           env_add(e, "LEASE_PROGRAM_ID", id->program_id) &&
+           env_add(e, "LEASE_TARGET_NAMESPACE", id->target_namespace) &&
+           env_add(e, "LEASE_TARGET_ID", id->target_id) &&
+           env_add(e, "LEASE_ACTOR_NAME", id->actor_name) &&
+           env_add(e, "LEASE_WORKFLOW_NAME", id->workflow_name) &&
+           env_add(e, "LEASE_OPERATION_CLASS", id->operation_class);
+}
+
+/* Starts argv in a new process group with the original signal mask.
+ * Returns the pid, or -1 with *err the spawn error. */
+static pid_t spawn_command(char **cmd, char **envp, const sigset_t *mask, int *err)
+{
+    posix_spawnattr_t attr;
+    posix_spawnattr_init(&attr);
+    posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
+    posix_spawnattr_setpgroup(&attr, 0);
+    posix_spawnattr_setsigmask(&attr, mask);
+    pid_t pid;
+    *err = posix_spawnp(&pid, cmd[0], NULL, &attr, cmd, envp);
+    posix_spawnattr_destroy(&attr);
+    return *err == 0 ? pid : -1;
+}
+
+static int exit_status_of(int wstatus)
+{
+    if (WIFEXITED(wstatus))
+        return WEXITSTATUS(wstatus);
+    if (WIFSIGNALED(wstatus))
+        return 128 + WTERMSIG(wstatus);
+    return CTL_EXIT_OTHER;
+}
+
+/* What the supervision loop saw. */
+typedef struct supervision {
+    pid_t pid;
+    int wstatus;
+    bool lost; /* the lease was lost and the group was told to stop */
+} supervision_t;
+
+/* Waits for the command, forwarding signals and acting on lease loss. */
+static void supervise(supervision_t *s, int sfd, int cancel_fd, int64_t grace_ms)
+{
+    bool done = false;
+    bool killed = false;
+    int64_t kill_at_ns = 0;
+    while (!done || (s->lost && !killed && kill(-s->pid, 0) == 0)) {
+        struct pollfd fds[2] = {{sfd, POLLIN, 0}, {s->lost ? -1 : cancel_fd, POLLIN, 0}};
+        int timeout = -1;
+        if (s->lost && !killed) {
+            int64_t left = (kill_at_ns - lease_mono_now_ns()) / 1000000;
+            timeout = left > 0 ? (int)(left < 100 ? left : 100) : 0;
+            if (left <= 0) {
+                fprintf(stderr, "leasectl run: grace period over: SIGKILL to process group %d\n",
+                        (int)s->pid);
+                kill(-s->pid, SIGKILL);
+                killed = true;
+                continue;
+            }
+        }
+        if (poll(fds, 2, timeout) < 0 && errno != EINTR)
+            break;
+        if (fds[0].revents & POLLIN) {
+            struct signalfd_siginfo si;
+            while (read(sfd, &si, sizeof si) == (ssize_t)sizeof si) {
+                if (si.ssi_signo == SIGCHLD || done)
+                    continue;
+                fprintf(stderr, "leasectl run: forwarding %s to process group %d\n",
+                        strsignal((int)si.ssi_signo), (int)s->pid);
+                kill(-s->pid, (int)si.ssi_signo);
+            }
+            /* SIGCHLDs coalesce: ask waitpid, not the count of signals */
+            if (!done && waitpid(s->pid, &s->wstatus, WNOHANG) == s->pid)
+                done = true;
+        }
+        if (!done && !s->lost && (fds[1].revents & POLLIN)) {
+            s->lost = true;
+            kill_at_ns = lease_mono_now_ns() + grace_ms * 1000000;
+            fprintf(stderr, "leasectl run: lease lost: SIGTERM to process group %d\n", (int)s->pid);
+            kill(-s->pid, SIGTERM);
+        }
+    }
+}
+
+static const char synopsis[] = "IDENTITY [LEASE OPTIONS] [--wait-ms N] [--grace-ms N] -- "
+                               "COMMAND [ARGS...]";
+
+/* Runs the command under a held lease; returns run's exit status. */
+static int run_under_lease(const ctl_options_t *o, lease_worker_t *worker, char **command,
+                           int64_t grace_ms, const sigset_t *handled, const sigset_t *original)
+{
+    lease_record_t held;
+    lease_worker_snapshot(worker, &held, NULL);
+    run_env_t env;
+    int sfd = -1;
+    int status = CTL_EXIT_OTHER;
+    if (!env_build(&env, o, &held)) {
+        fprintf(stderr, "leasectl run: out of memory\n");
+        goto cleanup;
+    }
+    sfd = signalfd(-1, handled, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (sfd < 0) {
+        perror("leasectl run: signalfd");
+        goto cleanup;
+    }
+    int err;
+    supervision_t sup = {0};
+    sup.pid = spawn_command(command, env.vars, original, &err);
+    if (sup.pid < 0) {
+        fprintf(stderr, "leasectl run: %s: %s\n", command[0], strerror(err));
+        status = err == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXECUTE;
+        goto cleanup;
+    }
+    fprintf(stderr, "leasectl run: lease %s (fencing token %lld) held; running %s as pid %d\n",
+            held.lease_id, (long long)held.fencing_token, command[0], (int)sup.pid);
+    supervise(&sup, sfd, lease_worker_cancel_fd(worker), grace_ms);
+    if (sup.lost) {
+        lease_code_t code;
+        lease_worker_state_t why = lease_worker_state(worker, &code);
+        fprintf(stderr, "leasectl run: command cancelled: lease %s (%s)\n",
+                lease_worker_state_name(why), lease_code_name(code));
+        status = CTL_EXIT_LEASE_LOST;
+    } else {
+        status = exit_status_of(sup.wstatus);
+    }
+cleanup:
+    if (sfd >= 0)
+        close(sfd);
+    env_free(&env);
+    return status;
+}
+
+/* Acquires, holds the lease while the command runs, releases. */
+static int hold_and_run(const ctl_options_t *o, lease_client_t *client, char **command,
+                        int64_t grace_ms, const sigset_t *handled, const sigset_t *original)
+{
+    lease_client_acquire_t req = {
+        .identity = o->identity,
+        .service_instance_id = o->service_instance_id,
+        .execution_id = o->execution_id,
+        .job_id = o->job_id,
+        .trace_id = o->trace_id,
+        .ttl_ms = o->ttl_ms,
+        .maximum_lifetime_ms = o->maximum_lifetime_ms,
+        .wait_ms = o->wait_ms,
+    };
+    lease_client_call_t call = {.request_id = o->request_id,
+                                .deadline_ms = ctl_options_deadline_ms(o, true)};
+    lease_result_t res;
+    lease_code_t code = lease_client_acquire(client, &req, &call, &res);
+    if (code == LEASE_ACQUIRED && res.replayed && res.current_state != LEASE_STATE_ACTIVE &&
+        res.current_state != LEASE_STATE_NONE)
+        code = LEASE_LOST; /* a replayed --request-id whose lease has ended since */
+    if (code != LEASE_ACQUIRED) {
+        fprintf(stderr, "leasectl run: not acquired: %s: %s%s%s\n", lease_code_name(code),
+                lease_code_message(code), res.field[0] ? "; field " : "", res.field);
+        return lease_code_exit_status(code);
+    }
+
+    lease_worker_config_t wcfg = {.service_instance_id = o->service_instance_id, .log = log_line};
+    lease_worker_t *worker =
+        lease_worker_start(client, &res.lease, call.first_sent_mono_ns, &wcfg, &code);
+    if (!worker) {
+        fprintf(stderr, "leasectl run: cannot hold lease %s: %s\n", res.lease.lease_id,
+                lease_code_name(code));
+        lease_client_owner_t rel = {lease_client_identity_of(&res.lease.identity),
+                                    res.lease.lease_id, res.lease.fencing_token,
+                                    o->service_instance_id, 0};
+        lease_client_call_t rcall = {.deadline_ms = RELEASE_DEADLINE_MS};
+        lease_code_t released = lease_client_release(client, &rel, &rcall, &res);
+        fprintf(stderr, "leasectl run: release: %s\n", lease_code_name(released));
+        return lease_code_exit_status(code);
+    }
+    int status = run_under_lease(o, worker, command, grace_ms, handled, original);
+    /* after a loss this is best effort: it frees the lease early when the
+     * lease was merely unconfirmed and the service is reachable again */
+    code = lease_worker_release(worker, RELEASE_DEADLINE_MS, NULL);
+    if (code != LEASE_RELEASED && status != CTL_EXIT_LEASE_LOST)
+        fprintf(stderr, "leasectl run: release failed: %s (the lease ends at its expiry)\n",
+                lease_code_name(code));
+    lease_worker_free(worker);
+    return status;
+}
+
+int ctl_run_main(int argc, char **argv)
+{
+    /* before any thread exists, so every thread inherits the mask */
+    sigset_t handled, original;
+    sigemptyset(&handled);
+    for (size_t i = 0; i < sizeof handled_signals / sizeof handled_signals[0]; i++)
+        sigaddset(&handled, handled_signals[i]);
+    pthread_sigmask(SIG_BLOCK, &handled, &original);
+
+    int64_t grace_ms = DEFAULT_GRACE_MS;
+    static const struct option opts[] = {
+        {"grace-ms", required_argument, NULL, OPT_GRACE},
+        {NULL, 0, NULL, 0},
+    };
+    ctl_extra_t extra = {opts, take_grace, &grace_ms};
+    ctl_options_t o;
+    int status = CTL_EXIT_USAGE;
+    int first = ctl_options_parse(&o, CTL_OPT_IDENTITY | CTL_OPT_OPERANDS, argc, argv, &extra);
+    if (first == CTL_PARSE_HELP) {
+        printf("usage: leasectl run %s\n%s--grace-ms N: after a lease loss, SIGKILL the "
+               "group N ms after SIGTERM (default %d)\n",
+               synopsis, ctl_options_usage, DEFAULT_GRACE_MS);
+        status = CTL_EXIT_OK;
+    } else if (first >= 0 && first >= argc) {
+        fprintf(stderr, "leasectl run: no command given (usage: leasectl run %s)\n", synopsis);
+    } else if (first >= 0) {
+        lease_client_t *client = lease_client_new(o.url, o.token);
+        if (client)
+            status = hold_and_run(&o, client, argv + first, grace_ms, &handled, &original);
+        else
+            fprintf(stderr, "leasectl run: LEASE_URL must be an http:// or https:// URL\n");
+        lease_client_free(client);
+    }
+    if (first >= 0)
+        ctl_options_free(&o);
+    pthread_sigmask(SIG_SETMASK, &original, NULL);
+    return status;
+}
