@@ -123,7 +123,7 @@ $$;
 CREATE FUNCTION lease.lock_key(tenant_id text, program_id text, target_namespace text,
                                target_id text, actor_name text, workflow_name text,
                                operation_class text DEFAULT 'default') RETURNS text
-LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
@@ -225,7 +225,7 @@ $$;
 
 -- Raised for requests the service should never send (a bug, not user input).
 CREATE FUNCTION lease._malformed(what text) RETURNS void
-LANGUAGE plpgsql IMMUTABLE
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -235,7 +235,7 @@ $$;
 
 -- Fails closed on a stored record that does not match the request.
 CREATE FUNCTION lease._corrupt(lock_key text, what text) RETURNS void
-LANGUAGE plpgsql IMMUTABLE
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
@@ -290,8 +290,8 @@ $$;
 CREATE FUNCTION lease._bound_lock_wait(deadline timestamptz) RETURNS void
 LANGUAGE sql VOLATILE
 RETURN (SELECT NULL::void FROM set_config('lock_timeout',
-        greatest(1, ceil(extract(epoch FROM deadline - clock_timestamp()) * 1000))::bigint::text
-        || 'ms', true));
+        least(600000, greatest(1, ceil(extract(epoch FROM deadline - clock_timestamp()) * 1000)))
+            ::bigint::text || 'ms', true));
 
 -- Typed results.
 CREATE FUNCTION lease._result(code text) RETURNS jsonb

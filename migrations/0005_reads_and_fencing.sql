@@ -11,7 +11,7 @@ RETURN coalesce(tenant_id = scope ->> 'tenant_id'
                 false);
 
 CREATE FUNCTION lease._check_scope(scope jsonb) RETURNS void
-LANGUAGE plpgsql IMMUTABLE
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN

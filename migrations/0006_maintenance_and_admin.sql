@@ -293,6 +293,7 @@ CREATE FUNCTION lease.quarantine(lock_key text, operation text, detail text) RET
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
+#variable_conflict use_column
 DECLARE
     id bigint;
 BEGIN
