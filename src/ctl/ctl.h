@@ -25,6 +25,8 @@ typedef struct ctl_command {
 } ctl_command_t;
 
 int ctl_migrate_main(int argc, char **argv);
+int ctl_recover_main(int argc, char **argv);
+int ctl_verify_main(int argc, char **argv);
 
 /* Client commands over HTTP (ctl_lease.c) and the executor (ctl_run.c). */
 int ctl_acquire_main(int argc, char **argv);
