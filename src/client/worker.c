@@ -188,9 +188,12 @@ static void renew_once(lease_worker_t *w)
         w->code = code;
         w->window.renew_ns = lease_worker_retry_at(answered, w->window.cancel_ns, w->failures);
         int64_t left_ms = (w->window.cancel_ns - answered) / NS_PER_MS;
+        int failures = w->failures;
         pthread_mutex_unlock(&w->lock);
-        wlog(w, "renewal failed (%s); retrying, %lld ms of local authority left",
-             lease_code_name(code), (long long)left_ms);
+        /* near the cancel point attempts come fast: log the first and every fifth */
+        if (failures == 1 || failures % 5 == 0)
+            wlog(w, "renewal failed (%s, %d in a row); retrying, %lld ms of local authority left",
+                 lease_code_name(code), failures, (long long)left_ms);
         return;
     }
     /* lease_lost, or refused for good (credential, scope, invalid) */

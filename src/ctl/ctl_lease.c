@@ -83,7 +83,7 @@ static int report(const char *cmd, lease_code_t code, const char *field,
         if (call->correlation_id[0])
             fprintf(stderr, " [correlation %s]", call->correlation_id);
         if (code == LEASE_OUTCOME_UNKNOWN && call->request_id_used[0])
-            fprintf(stderr, "; repeat with --request-id %s to resolve", call->request_id_used);
+            fprintf(stderr, " (request id %s)", call->request_id_used);
         fputc('\n', stderr);
     }
     return lease_code_exit_status(code);

@@ -24,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -39,6 +40,7 @@ extern char **environ;
 
 #define DEFAULT_GRACE_MS 10000
 #define RELEASE_DEADLINE_MS 5000
+#define LOST_RELEASE_DEADLINE_MS 1000
 #define EXIT_CANNOT_EXECUTE 126
 #define EXIT_NOT_FOUND 127
 
@@ -222,9 +224,17 @@ static void supervise(supervision_t *s, int sfd, int cancel_fd, int64_t grace_ms
                         strsignal((int)si.ssi_signo), (int)s->pid);
                 kill(-s->pid, (int)si.ssi_signo);
             }
-            /* SIGCHLDs coalesce: ask waitpid, not the count of signals */
-            if (!done && waitpid(s->pid, &s->wstatus, WNOHANG) == s->pid)
-                done = true;
+            /* SIGCHLDs coalesce: ask waitpid, not the count of signals. As
+             * subreaper we also reap the command's orphans, so no zombie
+             * makes the group look alive. */
+            pid_t pid;
+            int wstatus;
+            while ((pid = waitpid(-1, &wstatus, WNOHANG)) > 0) {
+                if (pid == s->pid) {
+                    s->wstatus = wstatus;
+                    done = true;
+                }
+            }
         }
         if (!done && !s->lost && (fds[1].revents & POLLIN)) {
             s->lost = true;
@@ -258,6 +268,9 @@ static int run_under_lease(const ctl_options_t *o, lease_worker_t *worker, char 
     }
     int err;
     supervision_t sup = {0};
+    /* orphans of the command become our children: we can tell when the
+     * whole group is gone after a loss, and reap them */
+    (void)prctl(PR_SET_CHILD_SUBREAPER, 1L, 0L, 0L, 0L);
     sup.pid = spawn_command(command, env.vars, original, &err);
     if (sup.pid < 0) {
         fprintf(stderr, "leasectl run: %s: %s\n", command[0], strerror(err));
@@ -325,12 +338,19 @@ static int hold_and_run(const ctl_options_t *o, lease_client_t *client, char **c
         return lease_code_exit_status(code);
     }
     int status = run_under_lease(o, worker, command, grace_ms, handled, original);
-    /* after a loss this is best effort: it frees the lease early when the
-     * lease was merely unconfirmed and the service is reachable again */
-    code = lease_worker_release(worker, RELEASE_DEADLINE_MS, NULL);
-    if (code != LEASE_RELEASED && status != CTL_EXIT_LEASE_LOST)
-        fprintf(stderr, "leasectl run: release failed: %s (the lease ends at its expiry)\n",
-                lease_code_name(code));
+    if (lease_worker_state(worker, NULL) == LEASE_WORKER_LOST) {
+        /* the service said so: there is nothing left to release */
+        lease_worker_stop(worker);
+    } else {
+        /* after an unconfirmed loss this is best effort, briefly: it frees
+         * the lease early if the service is reachable again */
+        bool lost = status == CTL_EXIT_LEASE_LOST;
+        code = lease_worker_release(worker, lost ? LOST_RELEASE_DEADLINE_MS : RELEASE_DEADLINE_MS,
+                                    NULL);
+        if (code != LEASE_RELEASED && !lost)
+            fprintf(stderr, "leasectl run: release failed: %s (the lease ends at its expiry)\n",
+                    lease_code_name(code));
+    }
     lease_worker_free(worker);
     return status;
 }
