@@ -1,0 +1,41 @@
+/*
+ * tcp_proxy.h - a test-only TCP proxy on loopback that can delay or swallow
+ * what the upstream (leased) sends back: the "slow network" and "answer
+ * lost after the request was processed" of the executor's HTTP tests.
+ *
+ * Each accepted connection gets its own upstream connection and two pump
+ * threads. Settings change at any time and apply to the next chunk read
+ * from upstream.
+ */
+#ifndef LEASE_TCP_PROXY_H
+#define LEASE_TCP_PROXY_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct tcp_proxy {
+    atomic_int delay_ms; /* added before forwarding each chunk from upstream */
+    atomic_int drop;     /* upstream answers to swallow: the client connection is
+                            closed instead of forwarding them */
+    /* private */
+    int listen_fd;
+    uint16_t port;
+    uint16_t upstream;
+    atomic_bool stop;
+    atomic_int open; /* connections being served */
+    pthread_t acceptor;
+} tcp_proxy_t;
+
+/* Listens on 127.0.0.1 (a free port) and forwards to 127.0.0.1:upstream.
+ * Returns false (after printing why) when the socket cannot be set up. */
+bool tcp_proxy_start(tcp_proxy_t *px, uint16_t upstream);
+/* Stops accepting and waits (up to 10 s) for open connections to end; they
+ * end when their client or upstream closes. */
+void tcp_proxy_stop(tcp_proxy_t *px);
+/* "http://127.0.0.1:<port>" */
+void tcp_proxy_url(const tcp_proxy_t *px, char *out, size_t outsz);
+
+#endif
