@@ -46,8 +46,9 @@ typedef enum lease_worker_state {
 const char *lease_worker_state_name(lease_worker_state_t state);
 
 /* Called once, from the thread that observed the loss, without any worker
- * lock held. code is the last typed result that led to it (LEASE_LOST,
- * LEASE_BACKEND_UNAVAILABLE, LEASE_RELEASED, ...). */
+ * lock held; it must not free the worker. code is the typed result that led
+ * to it (LEASE_LOST, LEASE_BACKEND_UNAVAILABLE, ...; LEASE_RELEASED for a
+ * release; the last renewal outcome for a stop). */
 typedef void (*lease_worker_cancel_fn)(void *arg, lease_worker_state_t why, lease_code_t code);
 /* Diagnostic lines (no secrets, no trailing newline). */
 typedef void (*lease_worker_log_fn)(void *arg, const char *message);
