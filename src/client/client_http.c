@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
 
 #include "client/client_internal.h"
 
@@ -138,6 +139,15 @@ static size_t on_header(char *line, size_t size, size_t nmemb, void *userp)
     return len;
 }
 
+/* Sockets are close-on-exec, so a program that spawns children (leasectl
+ * run) does not leak its connections to them. */
+static curl_socket_t open_socket(void *clientp, curlsocktype purpose, struct curl_sockaddr *a)
+{
+    (void)clientp;
+    (void)purpose;
+    return socket(a->family, a->socktype | SOCK_CLOEXEC, a->protocol);
+}
+
 /* Whether a failed transfer can have delivered the request. Errors before
  * or during connection setup cannot; so cannot a timeout before a single
  * byte of the request went out. Anything else is treated as maybe sent:
@@ -203,6 +213,7 @@ void client_http_perform(client_http_pool_t *pool, const char *method, const cha
 
     curl_easy_setopt(h, CURLOPT_URL, url);
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L); /* threads: no SIGALRM games */
+    curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, open_socket);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
     curl_easy_setopt(h, CURLOPT_USERAGENT,
                      "leased-client/"

@@ -90,8 +90,9 @@ static void signal_cancel(lease_worker_t *w, lease_worker_state_t why, lease_cod
     pthread_mutex_unlock(&w->lock);
     if (!announce)
         return;
-    wlog(w, "lease %s: %s (%s)", w->lease.lease_id, lease_worker_state_name(why),
-         lease_code_name(code));
+    if (why != LEASE_WORKER_RELEASED && why != LEASE_WORKER_STOPPED) /* not the holder's doing */
+        wlog(w, "lease %s: %s (%s)", w->lease.lease_id, lease_worker_state_name(why),
+             lease_code_name(code));
     uint64_t one = 1;
     while (write(w->cancel_fd, &one, sizeof one) < 0 && errno == EINTR)
         ;

@@ -17,6 +17,7 @@
  * When the command's exit and the lease loss are seen in the same wake-up,
  * the exit wins: the command finished, and its commits were fenced anyway.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <poll.h>
 #include <signal.h>
@@ -162,17 +163,67 @@ static bool env_build(run_env_t *e, const ctl_options_t *o, const lease_record_t
            env_add(e, "LEASE_OPERATION_CLASS", id->operation_class);
 }
 
-/* Starts argv in a new process group with the original signal mask.
- * Returns the pid, or -1 with *err the spawn error. */
-static pid_t spawn_command(char **cmd, char **envp, const sigset_t *mask, int *err)
+/* File descriptors open in this process, ascending (heap; -1 ends it). */
+static int *open_fds(void)
+{
+    size_t n = 0, cap = 16;
+    int *fds = malloc(cap * sizeof *fds);
+    DIR *d = opendir("/proc/self/fd");
+    if (!fds || !d) {
+        if (d)
+            closedir(d);
+        free(fds);
+        return NULL;
+    }
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        int fd = atoi(e->d_name);
+        if (e->d_name[0] < '0' || e->d_name[0] > '9' || fd == dirfd(d))
+            continue;
+        if (n + 2 > cap) {
+            int *grown = realloc(fds, (cap *= 2) * sizeof *fds);
+            if (!grown)
+                break;
+            fds = grown;
+        }
+        fds[n++] = fd;
+    }
+    closedir(d);
+    fds[n] = -1;
+    return fds;
+}
+
+static bool listed(const int *fds, int fd)
+{
+    for (; fds && *fds >= 0; fds++)
+        if (*fds == fd)
+            return true;
+    return false;
+}
+
+/*
+ * Starts argv in a new process group with the original signal mask. The
+ * command inherits what run inherited (inherited lists those fds) and
+ * nothing run opened itself. Returns the pid, or -1 with *err set.
+ */
+static pid_t spawn_command(char **cmd, char **envp, const sigset_t *mask, const int *inherited,
+                           int *err)
 {
     posix_spawnattr_t attr;
     posix_spawnattr_init(&attr);
     posix_spawnattr_setflags(&attr, POSIX_SPAWN_SETPGROUP | POSIX_SPAWN_SETSIGMASK);
     posix_spawnattr_setpgroup(&attr, 0);
     posix_spawnattr_setsigmask(&attr, mask);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    int *now = inherited ? open_fds() : NULL;
+    for (const int *fd = now; fd && *fd >= 0; fd++)
+        if (*fd > 2 && !listed(inherited, *fd))
+            posix_spawn_file_actions_addclose(&fa, *fd);
+    free(now);
     pid_t pid;
-    *err = posix_spawnp(&pid, cmd[0], NULL, &attr, cmd, envp);
+    *err = posix_spawnp(&pid, cmd[0], &fa, &attr, cmd, envp);
+    posix_spawn_file_actions_destroy(&fa);
     posix_spawnattr_destroy(&attr);
     return *err == 0 ? pid : -1;
 }
@@ -250,7 +301,8 @@ static const char synopsis[] = "IDENTITY [LEASE OPTIONS] [--wait-ms N] [--grace-
 
 /* Runs the command under a held lease; returns run's exit status. */
 static int run_under_lease(const ctl_options_t *o, lease_worker_t *worker, char **command,
-                           int64_t grace_ms, const sigset_t *handled, const sigset_t *original)
+                           int64_t grace_ms, const sigset_t *handled, const sigset_t *original,
+                           const int *inherited)
 {
     lease_record_t held;
     lease_worker_snapshot(worker, &held, NULL);
@@ -271,7 +323,7 @@ static int run_under_lease(const ctl_options_t *o, lease_worker_t *worker, char 
     /* orphans of the command become our children: we can tell when the
      * whole group is gone after a loss, and reap them */
     (void)prctl(PR_SET_CHILD_SUBREAPER, 1L, 0L, 0L, 0L);
-    sup.pid = spawn_command(command, env.vars, original, &err);
+    sup.pid = spawn_command(command, env.vars, original, inherited, &err);
     if (sup.pid < 0) {
         fprintf(stderr, "leasectl run: %s: %s\n", command[0], strerror(err));
         status = err == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXECUTE;
@@ -298,7 +350,8 @@ cleanup:
 
 /* Acquires, holds the lease while the command runs, releases. */
 static int hold_and_run(const ctl_options_t *o, lease_client_t *client, char **command,
-                        int64_t grace_ms, const sigset_t *handled, const sigset_t *original)
+                        int64_t grace_ms, const sigset_t *handled, const sigset_t *original,
+                        const int *inherited)
 {
     lease_client_acquire_t req = {
         .identity = o->identity,
@@ -337,7 +390,7 @@ static int hold_and_run(const ctl_options_t *o, lease_client_t *client, char **c
         fprintf(stderr, "leasectl run: release: %s\n", lease_code_name(released));
         return lease_code_exit_status(code);
     }
-    int status = run_under_lease(o, worker, command, grace_ms, handled, original);
+    int status = run_under_lease(o, worker, command, grace_ms, handled, original, inherited);
     if (lease_worker_state(worker, NULL) == LEASE_WORKER_LOST) {
         /* the service said so: there is nothing left to release */
         lease_worker_stop(worker);
@@ -381,12 +434,16 @@ int ctl_run_main(int argc, char **argv)
     } else if (first >= 0 && first >= argc) {
         fprintf(stderr, "leasectl run: no command given (usage: leasectl run %s)\n", synopsis);
     } else if (first >= 0) {
+        /* before the client opens anything: these the command inherits */
+        int *inherited = open_fds();
         lease_client_t *client = lease_client_new(o.url, o.token);
         if (client)
-            status = hold_and_run(&o, client, argv + first, grace_ms, &handled, &original);
+            status =
+                hold_and_run(&o, client, argv + first, grace_ms, &handled, &original, inherited);
         else
             fprintf(stderr, "leasectl run: LEASE_URL must be an http:// or https:// URL\n");
         lease_client_free(client);
+        free(inherited);
     }
     if (first >= 0)
         ctl_options_free(&o);
