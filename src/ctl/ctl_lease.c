@@ -311,10 +311,36 @@ static bool take_admin(void *ctx, int val, const char *arg)
 }
 
 /*
- * force-release and revoke. Without --lease-id/--fencing-token the command
- * first inspects the identity and acts on the lease it observed, so a
+ * force-release or revoke of the lease named by --lease-id/--fencing-token,
+ * or else of the lease an inspection of the identity observes, so a
  * successor acquired in between is never touched (the service compares).
  */
+static int admin_act(lease_client_t *c, const ctl_options_t *o, const admin_args_t *a, bool revoke,
+                     const char *cmd, lease_client_call_t *call)
+{
+    lease_result_t res;
+    char observed_id[LEASE_ID_MAX + 1];
+    int64_t token = o->fencing_token;
+    if (o->lease_id) {
+        snprintf(observed_id, sizeof observed_id, "%s", o->lease_id);
+    } else {
+        lease_client_call_t look = {.deadline_ms = call->deadline_ms, .keep_body = true};
+        lease_code_t code = lease_client_inspect_identity(c, &o->identity, &look, &res);
+        if (code != LEASE_INSPECTED) {
+            int status = report(cmd, code, res.field, &look);
+            lease_client_call_clear(&look);
+            return status;
+        }
+        snprintf(observed_id, sizeof observed_id, "%s", res.lease.lease_id);
+        token = res.lease.fencing_token;
+    }
+    lease_client_admin_t req = {o->identity, observed_id, token, a->reason, a->incident_id};
+    lease_code_t code = revoke ? lease_client_revoke(c, &req, call, &res)
+                               : lease_client_force_release(c, &req, call, &res);
+    return report(cmd, code, res.field, call);
+}
+
+/* force-release and revoke */
 static int admin_main(int argc, char **argv, bool revoke)
 {
     static const char synopsis[] = "IDENTITY --reason TEXT [--lease-id ID --fencing-token N] "
@@ -350,27 +376,7 @@ static int admin_main(int argc, char **argv, bool revoke)
         return CTL_EXIT_USAGE;
     }
     lease_client_call_t call = call_for(&o, false);
-    lease_result_t res;
-    lease_code_t code;
-    char observed_id[LEASE_ID_MAX + 1];
-    int64_t token = o.fencing_token;
-    if (o.lease_id) {
-        snprintf(observed_id, sizeof observed_id, "%s", o.lease_id);
-    } else {
-        lease_client_call_t look = {.deadline_ms = call.deadline_ms};
-        code = lease_client_inspect_identity(c, &o.identity, &look, &res);
-        if (code != LEASE_INSPECTED) {
-            status = report(argv[0], code, res.field, &look);
-            goto cleanup;
-        }
-        snprintf(observed_id, sizeof observed_id, "%s", res.lease.lease_id);
-        token = res.lease.fencing_token;
-    }
-    lease_client_admin_t req = {o.identity, observed_id, token, a.reason, a.incident_id};
-    code = revoke ? lease_client_revoke(c, &req, &call, &res)
-                  : lease_client_force_release(c, &req, &call, &res);
-    status = report(argv[0], code, res.field, &call);
-cleanup:
+    status = admin_act(c, &o, &a, revoke, argv[0], &call);
     lease_client_call_clear(&call);
     lease_client_free(c);
     ctl_options_free(&o);

@@ -308,6 +308,8 @@ static int run_under_lease(const ctl_options_t *o, lease_worker_t *worker, char 
     lease_worker_snapshot(worker, &held, NULL);
     run_env_t env;
     int sfd = -1;
+    int err;
+    supervision_t sup = {0};
     int status = CTL_EXIT_OTHER;
     if (!env_build(&env, o, &held)) {
         fprintf(stderr, "leasectl run: out of memory\n");
@@ -318,8 +320,6 @@ static int run_under_lease(const ctl_options_t *o, lease_worker_t *worker, char 
         perror("leasectl run: signalfd");
         goto cleanup;
     }
-    int err;
-    supervision_t sup = {0};
     /* orphans of the command become our children: we can tell when the
      * whole group is gone after a loss, and reap them */
     (void)prctl(PR_SET_CHILD_SUBREAPER, 1L, 0L, 0L, 0L);
