@@ -73,21 +73,26 @@ static service_t svc;
 static void service_start(void)
 {
     svc.db_url = testpg_create_db("executor");
-    svc.proc = leased_proc_start(svc.db_url);
+    svc.proc = leased_proc_start(svc.db_url, NULL);
     assert_non_null(svc.proc);
     snprintf(svc.url, sizeof svc.url, "%s", leased_proc_url(svc.proc));
-    const char *lease_caps[] = {"targets:lease", "targets:read", NULL};
-    const char *admin_caps[] = {"targets:force-release", "targets:revoke", "targets:read",
-                                "audit:read", NULL};
-    svc.worker_token = leased_proc_credential(svc.proc, TENANT, PROGRAM, lease_caps, false);
-    svc.admin_token = leased_proc_credential(svc.proc, TENANT, "*", admin_caps, true);
-    assert_non_null(svc.worker_token);
-    assert_non_null(svc.admin_token);
+    leased_cred_spec_t worker = {.principal = "prn_executor",
+                                 .tenant = TENANT,
+                                 .program = PROGRAM,
+                                 .capabilities = "targets:lease,targets:read"};
+    leased_cred_spec_t admin = {.principal = "prn_operator",
+                                .tenant = TENANT,
+                                .program = "*",
+                                .capabilities =
+                                    "targets:force-release,targets:revoke,targets:read,audit:read",
+                                .admin = true};
+    svc.worker_token = leased_proc_credential(svc.db_url, &worker, NULL);
+    svc.admin_token = leased_proc_credential(svc.db_url, &admin, NULL);
 }
 
 static void service_stop(void)
 {
-    leased_proc_stop(svc.proc);
+    assert_int_equal(leased_proc_stop(svc.proc), 0);
     testpg_drop_db(svc.db_url);
     free(svc.db_url);
     free(svc.worker_token);
@@ -96,9 +101,7 @@ static void service_stop(void)
 
 static uint16_t service_port(void)
 {
-    const char *colon = strrchr(svc.url, ':');
-    assert_non_null(colon);
-    return (uint16_t)atoi(colon + 1);
+    return (uint16_t)leased_proc_port(svc.proc);
 }
 
 /* Waits until /readyz answers 200 (after the cluster comes back). */
