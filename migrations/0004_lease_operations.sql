@@ -155,10 +155,10 @@ BEGIN
 
     token := coalesce(l.fencing_counter, 0) + 1;
     IF l.state = 'active' THEN
-        -- expired but not yet swept: record it before reusing the row
-        PERFORM lease._to_history(l, 'expired', l.expires_at, NULL, NULL, NULL);
         prev := 'expired';
     END IF;
+    -- Refuse before touching the row: a refusal must leave it as it was (an
+    -- expired lease recorded here but left in place would be recorded again).
     IF token > pol.token_limit THEN
         PERFORM lease._audit(p, 'target_lease_alert', 'lease_backend_unavailable',
             jsonb_build_object('priority', 'high', 'decision', 'error',
@@ -166,6 +166,10 @@ BEGIN
                                'reason', 'fencing counter reached the policy token limit',
                                'previous_state', prev));
         RETURN jsonb_build_object('code', 'lease_backend_unavailable', 'reason', 'token_limit');
+    END IF;
+    IF l.state = 'active' THEN
+        -- expired but not yet swept: record it before reusing the row
+        PERFORM lease._to_history(l, 'expired', l.expires_at, NULL, NULL, NULL);
     END IF;
 
     -- One statement creates the identity's row or reuses it. A concurrent
