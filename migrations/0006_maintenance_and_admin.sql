@@ -511,6 +511,8 @@ AS $$
 DECLARE
     l lease.locks;
 BEGIN
+    -- refuse before the lookup: even "lease_lost" is a decision
+    PERFORM lease._require_serializable();
     SELECT * INTO l FROM lease.locks x WHERE x.lease_id = _admin_request.lease_id;
     IF NOT FOUND THEN
         RETURN lease._result('lease_lost');
