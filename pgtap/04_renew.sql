@@ -3,7 +3,7 @@
 -- expires_at by the TTL and the maximum lifetime; expiry cannot be undone.
 BEGIN ISOLATION LEVEL SERIALIZABLE;
 \ir helpers/fixtures.psql
-SELECT plan(34);
+SELECT plan(36);
 
 SET LOCAL ROLE lease_service;
 SELECT t.acquire() AS a1 \gset
@@ -104,6 +104,19 @@ SELECT is((t.lock_of(:'a1'::jsonb #>> '{lease,lease_id}')).expires_at, :'expired
           'expires_at stays in the past');
 SELECT is((SELECT count(*)::int FROM lease.active_leases WHERE lease_id = :'a1'::jsonb #>> '{lease,lease_id}'), 0,
           'the lease is not active');
+
+-- expiry is inclusive: a lease whose expires_at equals backend time is expired
+SET LOCAL ROLE lease_service;
+SELECT t.acquire('edge-1') AS e1 \gset
+RESET ROLE;
+UPDATE lease.locks SET acquired_at = now() - interval '30 s', renewed_at = now() - interval '30 s', expires_at = now()
+ WHERE lease_id = :'e1'::jsonb #>> '{lease,lease_id}';
+SET LOCAL ROLE lease_service;
+SELECT is(lease.renew(t.ref(:'e1'::jsonb)), '{"code":"lease_lost"}'::jsonb,
+          'expires_at = backend time: the renewal is too late');
+SELECT is(t.acquire('edge-1', jsonb_build_object('principal', t.principal('p2'))) #>> '{lease,fencing_token}', '2',
+          'and another owner acquires token 2');
+RESET ROLE;
 
 SELECT * FROM finish();
 ROLLBACK;
