@@ -201,6 +201,19 @@ BEGIN
         RAISE EXCEPTION 'capabilities must be an array' USING ERRCODE = '22023';
     END IF;
     caps := ARRAY(SELECT DISTINCT jsonb_array_elements_text(p -> 'capabilities') ORDER BY 1);
+    IF NOT caps <@ ARRAY['targets:lease', 'targets:read', 'targets:force-release', 'targets:revoke',
+                         'audit:read'] THEN
+        RAISE EXCEPTION 'unknown capability' USING ERRCODE = '22023';
+    END IF;
+    IF coalesce(jsonb_typeof(p -> 'admin'), 'boolean') <> 'boolean' THEN
+        RAISE EXCEPTION 'admin must be true or false' USING ERRCODE = '22023';
+    END IF;
+    IF NOT coalesce((p -> 'admin')::boolean, false)
+       AND (p ->> 'program_id' = '*'
+            OR caps && ARRAY['targets:force-release', 'targets:revoke']) THEN
+        RAISE EXCEPTION 'program "*", targets:force-release and targets:revoke need an administrator credential'
+            USING ERRCODE = '22023';
+    END IF;
     IF coalesce(p ->> 'secret_digest', '') !~ '^[0-9a-f]{64}$' THEN
         RAISE EXCEPTION 'invalid secret_digest' USING ERRCODE = '22023';
     END IF;
@@ -214,7 +227,7 @@ BEGIN
             lease.normalize_component('tenant_id', p ->> 'tenant_id'),
             CASE WHEN p ->> 'program_id' = '*' THEN '*'
                  ELSE lease.normalize_component('program_id', p ->> 'program_id') END,
-            actors, caps, coalesce((p ->> 'admin')::boolean, false),
+            actors, caps, coalesce((p -> 'admin')::boolean, false),
             decode(p ->> 'secret_digest', 'hex'), p ->> 'description',
             (p ->> 'expires_at')::timestamptz)
     RETURNING * INTO c;
@@ -514,6 +527,8 @@ AS $$
 DECLARE
     l lease.locks;
 BEGIN
+    -- refuse before the lookup: even "lease_lost" is a decision
+    PERFORM lease._require_serializable();
     SELECT l2.* INTO l FROM lease.lease_index x JOIN lease.locks l2 USING (lock_key)
      WHERE x.lease_id = _admin_request.lease_id AND l2.lease_id = x.lease_id;
     IF NOT FOUND THEN
