@@ -57,7 +57,7 @@ SELECT plan(34 + (SELECT count(*)::int FROM t.exec_grants)
 SELECT has_schema('lease');
 SELECT tables_are('lease', ARRAY['policy', 'namespace_state', 'secrets', 'locks', 'history',
     'idempotency', 'audit_events', 'credentials', 'fence_marks', 'fenced_documents', 'outbox',
-    'quarantine', 'recoveries', 'schema_migrations']);
+    'quarantine', 'recoveries', 'schema_migrations', 'lease_index']);
 SELECT views_are('lease', ARRAY['active_leases', 'lease_history', 'audit_log',
     'fencing_counters', 'quarantined_records']);
 SELECT is((SELECT count(*)::int FROM t.exec_grants e
