@@ -34,8 +34,8 @@ DECLARE
     n integer := 0;
     size integer := 2;
 BEGIN
-    IF m IS NULL THEN
-        RETURN NULL;
+    IF m IS NULL OR jsonb_typeof(m) = 'null' THEN
+        RETURN NULL;  -- absent or null: no metadata
     END IF;
     IF jsonb_typeof(m) <> 'object' THEN
         RETURN 'metadata';
@@ -201,7 +201,8 @@ BEGIN
         p #>> '{principal,principal_id}', coalesce(p #>> '{principal,client_id}', ''),
         coalesce(p #>> '{principal,credential_id}', ''), p ->> 'service_instance_id', t, t,
         t + lease._ms(least(ttl, maxlife)), ttl, maxlife, p ->> 'execution_id', p ->> 'job_id',
-        p ->> 'trace_id', p ->> 'request_id', coalesce(p -> 'metadata', '{}'::jsonb))
+        p ->> 'trace_id', p ->> 'request_id', CASE WHEN jsonb_typeof(p -> 'metadata') = 'object' THEN p -> 'metadata'
+             ELSE '{}'::jsonb END)
     ON CONFLICT (lock_key) DO UPDATE
        SET fencing_counter = EXCLUDED.fencing_counter, state = 'active',
            lease_id = EXCLUDED.lease_id, fencing_token = EXCLUDED.fencing_token,

@@ -119,7 +119,10 @@ BEGIN
         target_namespace, target_id, actor_name, workflow_name, operation_class, lease_id,
         fencing_token, requested_ttl_ms, effective_ttl_ms, deadline_class, previous_state,
         resulting_state, reason, incident_id)
-    SELECT coalesce(e.occurred_at, now()), e.latency_ms, e.event_type,
+    -- the service's clock, but never in the future nor older than an hour,
+    -- so no batch can place events inside the purge window
+    SELECT greatest(least(coalesce(e.occurred_at, now()), now()), now() - interval '1 hour'),
+           e.latency_ms, e.event_type,
            coalesce(e.priority, 'normal'), e.decision, left(e.result_code, 64),
            coalesce(e.retryable, false), coalesce(e.backend_health, 'ok'),
            left(e.request_id, 128), left(e.correlation_id, 64), left(e.trace_id, 128),
