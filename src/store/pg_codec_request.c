@@ -357,7 +357,15 @@ static json_t *audit_event_json(const lease_audit_event_t *e)
     put(o, "latency_ms", json_integer(e->latency_ms), &ok);
     put_str(o, "result_code", lease_code_name(e->code), &ok);
     put(o, "retryable", json_boolean(lease_code_retryable(e->code)), &ok);
-    put_str_opt(o, "decision", e->decision, &ok);
+    /* lease.audit_events.decision is NOT NULL: derive it when unset */
+    const char *decision = e->decision;
+    if (!decision || !*decision)
+        decision = lease_code_is_success(e->code) ? "allow"
+                   : e->code == LEASE_BACKEND_UNAVAILABLE || e->code == LEASE_OUTCOME_UNKNOWN ||
+                           e->code == DEADLINE_EXCEEDED
+                       ? "error"
+                       : "deny";
+    put_str(o, "decision", decision, &ok);
     put_str_opt(o, "backend_health", e->backend_health, &ok);
     put_str_opt(o, "request_id", e->call.request_id, &ok);
     put_str_opt(o, "correlation_id", e->call.correlation_id, &ok);

@@ -27,6 +27,8 @@
  */
 #include "lease/store_pg.h"
 
+#include "lease/identity.h"
+
 #include <libpq-fe.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -102,15 +104,43 @@ static void fail(call_outcome_t *out, lease_code_t code, bool retryable)
         retryable && code == LEASE_BACKEND_UNAVAILABLE ? RETRY_AFTER_UNAVAILABLE_MS : 0;
 }
 
+/* The lock key an LS001 error names in its DETAIL ("lock_key=<key>"). */
+static bool detail_lock_key(const char *detail, char *out, size_t outsz)
+{
+    static const char prefix[] = "lock_key=";
+    const char *p = strstr(detail, prefix);
+    if (!p)
+        return false;
+    p += sizeof prefix - 1;
+    size_t n = strcspn(p, " \t\r\n,;");
+    if (n == 0 || n >= outsz)
+        return false;
+    memcpy(out, p, n);
+    out[n] = '\0';
+    return true;
+}
+
 /* Records the corrupt record in a separate short transaction on the same
- * (idle, healthy) session; the caller's answer does not depend on it. */
+ * (idle, healthy) session; the caller's answer does not depend on it. The
+ * key is the one the backend named, else derived from the request's
+ * identity by lease.lock_key. */
 static void quarantine(store_pg_t *pg, PGconn *conn, const call_spec_t *spec,
                        const store_pg_reply_t *err)
 {
+    log_call(STORE_PG_LOG_ALERT, "lease_record_corrupt", spec, err->sqlstate,
+             "lease_record_corrupt", err->message, 0);
     lease_deadline_t budget = lease_deadline_in(QUARANTINE_BUDGET_MS);
     const lease_identity_t *id = spec->identity;
+    char key[LEASE_LOCK_KEY_LEN + 64];
     const char *params[9] = {NULL};
-    if (id) {
+    store_pg_stmt_t stmt = {.params = params};
+    if (detail_lock_key(err->detail, key, sizeof key)) {
+        params[0] = key;
+        params[1] = store_pg_op_name(spec->op);
+        params[2] = err->message;
+        stmt.sql = "SELECT lease.quarantine($1, $2, $3)";
+        stmt.nparams = 3;
+    } else if (id) {
         params[0] = id->tenant_id;
         params[1] = id->program_id;
         params[2] = id->target_namespace;
@@ -118,25 +148,17 @@ static void quarantine(store_pg_t *pg, PGconn *conn, const call_spec_t *spec,
         params[4] = id->actor_name;
         params[5] = id->workflow_name;
         params[6] = id->operation_class[0] ? id->operation_class : "default";
-    }
-    params[7] = store_pg_op_name(spec->op);
-    params[8] = err->message;
-    /* Without an identity (inspect by lease id) the key is unknown here;
-     * the detail still names the operation and the backend's reason. */
-    store_pg_stmt_t stmt = {
-        .sql = "SELECT lease.quarantine(lease.lock_key($1,$2,$3,$4,$5,$6,$7), $8, $9)",
-        .nparams = 9,
-        .params = params,
-    };
-    if (!id) {
-        stmt.sql = "SELECT lease.quarantine(NULL::text, $1, $2)";
-        stmt.nparams = 2;
-        stmt.params = params + 7;
+        params[7] = store_pg_op_name(spec->op);
+        params[8] = err->message;
+        stmt.sql = "SELECT lease.quarantine(lease.lock_key($1,$2,$3,$4,$5,$6,$7), $8, $9)";
+        stmt.nparams = 9;
+    } else {
+        log_call(STORE_PG_LOG_ALERT, "quarantine_skipped", spec, err->sqlstate, NULL,
+                 "no lock key in the error and no identity in the request", 0);
+        return;
     }
     store_pg_reply_t r;
     store_pg_conn_exec((struct pg_conn *)conn, &stmt, &budget, &r);
-    log_call(STORE_PG_LOG_ALERT, "lease_record_corrupt", spec, err->sqlstate,
-             "lease_record_corrupt", err->message, 0);
     if (r.status != STORE_PG_EXEC_OK) {
         count(&pg->backend_errors);
         log_call(STORE_PG_LOG_ALERT, "quarantine_failed", spec, r.sqlstate, NULL, r.message, 0);
@@ -250,7 +272,12 @@ static void run_call(store_pg_t *pg, const call_spec_t *spec, call_outcome_t *ou
             /* full jitter: anywhere in [0, backoff] */
             int64_t sleep_ms = (int64_t)lease_jitter((uint64_t)backoff_ms + 1);
             if (sleep_ms >= lease_deadline_remaining_ms(spec->deadline)) {
-                fail(out, LEASE_BACKEND_UNAVAILABLE, true);
+                /* No time for another attempt. A lock wait the functions
+                 * bound to this very deadline (lock_timeout) is a known
+                 * non-commit that ran out of time, like a confirmed cancel;
+                 * repeated serialization failures are contention. */
+                bool lock_wait = strcmp(r->sqlstate, SQLSTATE_LOCK_NOT_AVAILABLE) == 0;
+                fail(out, lock_wait ? DEADLINE_EXCEEDED : LEASE_BACKEND_UNAVAILABLE, true);
                 return;
             }
             lease_sleep_ms(sleep_ms);
@@ -454,7 +481,8 @@ static lease_code_t pg_sweep(lease_store_t *s, int batch, const lease_deadline_t
                              lease_sweep_result_t *res)
 {
     memset(res, 0, sizeof *res);
-    if (batch < 1)
+    /* the SQL functions' own bounds (sweep_expired accepts the smaller) */
+    if (batch < 1 || batch > 10000)
         return INVALID_LEASE_REQUEST;
     char batch_text[16];
     snprintf(batch_text, sizeof batch_text, "%d", batch);

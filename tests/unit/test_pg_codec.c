@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lease/schema.h"
 #include "store/pg_codec.h"
 
 /* 2026-08-05T12:00:00.000Z */
@@ -659,20 +660,24 @@ static void test_decode_internal(void **state)
                      LEASE_BACKEND_UNAVAILABLE);
 
     lease_health_t h = {.reachable = true};
-    assert_int_equal(store_pg_decode_health("{\"schema_version\":1,\"sealed\":false,"
-                                            "\"sealed_reason\":null,\"active_leases\":9}",
-                                            &h),
-                     LEASE_INSPECTED);
+    char health[256];
+    snprintf(health, sizeof health,
+             "{\"schema_version\":%d,\"sealed\":false,\"sealed_reason\":null,\"epoch\":0,"
+             "\"active_leases\":9}",
+             LEASE_SCHEMA_VERSION);
+    assert_int_equal(store_pg_decode_health(health, &h), LEASE_INSPECTED);
+    assert_int_equal(h.schema_version, LEASE_SCHEMA_VERSION);
+    assert_int_equal(h.expected_schema_version, LEASE_SCHEMA_VERSION);
     assert_true(h.reachable);
     assert_true(h.schema_current);
     assert_false(h.sealed);
     assert_int_equal(h.active_leases, 9);
-    assert_int_equal(store_pg_decode_health("{\"schema_version\":99,\"sealed\":true}", &h),
+    assert_int_equal(store_pg_decode_health("{\"schema_version\":9999,\"sealed\":true}", &h),
                      LEASE_INSPECTED);
     assert_false(h.schema_current);
     assert_true(h.sealed);
     assert_int_equal(store_pg_decode_health("{\"sealed\":true}", &h), LEASE_BACKEND_UNAVAILABLE);
-    assert_int_equal(store_pg_decode_health("{\"schema_version\":1,\"sealed\":\"no\"}", &h),
+    assert_int_equal(store_pg_decode_health("{\"schema_version\":7,\"sealed\":\"no\"}", &h),
                      LEASE_BACKEND_UNAVAILABLE);
 
     assert_int_equal(store_pg_decode_audit_count("3", 3), LEASE_INSPECTED);
