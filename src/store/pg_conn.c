@@ -294,8 +294,7 @@ static void absorb(PGresult *res, collect_t *c, store_pg_reply_t *out)
     if (!out->sqlstate[0] || (!c->server_error && state)) {
         copy_msg(out->sqlstate, sizeof out->sqlstate, state);
         copy_msg(out->message, sizeof out->message, PQresultErrorMessage(res));
-        copy_msg(out->detail, sizeof out->detail,
-                 PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL));
+        copy_msg(out->detail, sizeof out->detail, PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL));
     }
     if (state && sev && strcmp(sev, "ERROR") == 0)
         c->server_error = true;

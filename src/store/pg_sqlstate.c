@@ -4,8 +4,9 @@
  * then the default; docs/architecture.md mirrors this table row for row.
  *
  * Why these choices:
- * - 40001/40P01/55P03 roll the transaction back, so the whole call can be
- *   repeated with the same request id and digest.
+ * - 40001/40P01/55P03 (and 23505 from concurrent inserts SSI cannot
+ *   attribute) roll the transaction back, so the whole call can be repeated
+ *   with the same request id and digest.
  * - 57014 ends the statement with an ERROR before commit (commit holds
  *   interrupts), so it is a known non-commit: deadline_exceeded.
  * - Everything that ends the session (class 08, class 57 FATALs) leaves a
@@ -31,6 +32,12 @@ static const store_pg_sqlstate_rule_t rules[] = {
          false, DEBUG),
     RULE(SQLSTATE_LOCK_NOT_AVAILABLE, "lock_not_available", RETRY, LEASE_BACKEND_UNAVAILABLE, true,
          false, DEBUG),
+    /* two transactions inserting the same key (history of one expired
+     * lease) where SSI cannot see the read that led to it: effectively a
+     * serialization failure (Postgres manual, "Serialization Failure
+     * Handling"); the deadline bounds the retries if it were persistent */
+    RULE(SQLSTATE_UNIQUE_VIOLATION, "unique_violation", RETRY, LEASE_BACKEND_UNAVAILABLE, true,
+         false, WARN),
     RULE(SQLSTATE_STATEMENT_COMPLETION_UNKNOWN, "statement_completion_unknown", FAIL,
          LEASE_OUTCOME_UNKNOWN, true, true, WARN),
     RULE(SQLSTATE_QUERY_CANCELED, "query_canceled", CANCELLED, DEADLINE_EXCEEDED, true, false,

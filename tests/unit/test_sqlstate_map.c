@@ -28,6 +28,7 @@ static const expect_t expected[] = {
     {"40001", "serialization_failure", STORE_PG_ACT_RETRY, LEASE_BACKEND_UNAVAILABLE, true},
     {"40P01", "deadlock_detected", STORE_PG_ACT_RETRY, LEASE_BACKEND_UNAVAILABLE, true},
     {"55P03", "lock_not_available", STORE_PG_ACT_RETRY, LEASE_BACKEND_UNAVAILABLE, true},
+    {"23505", "unique_violation", STORE_PG_ACT_RETRY, LEASE_BACKEND_UNAVAILABLE, true},
     {"40003", "statement_completion_unknown", STORE_PG_ACT_FAIL, LEASE_OUTCOME_UNKNOWN, true},
     {"57014", "query_canceled", STORE_PG_ACT_CANCELLED, DEADLINE_EXCEEDED, true},
     {"57P01", "admin_shutdown", STORE_PG_ACT_CONN_LOST, LEASE_OUTCOME_UNKNOWN, true},
@@ -55,7 +56,7 @@ static const expect_t expected[] = {
     {"LS004", "lease_project_error", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, false},
     {"LS010", "lease_project_error", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, false},
     /* default */
-    {"23505", "unexpected_error", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, true},
+    {"23503", "unexpected_error", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, true},
     {"P0001", "unexpected_error", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, true},
     {"55000", "unexpected_error", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, true},
 };
