@@ -203,9 +203,13 @@ bool store_pg_conn_usable(struct pg_conn *c)
     struct pollfd pfd = {.fd = PQsocket(conn), .events = POLLIN};
     if (pfd.fd < 0)
         return false;
-    if (poll(&pfd, 1, 0) > 0) {
-        /* An idle session has nothing to say unless the server is leaving
-         * (terminated backend, shutdown): read it and see. */
+    /* An idle session has nothing to say unless the server is leaving
+     * (terminated backend, shutdown). It then sends a FATAL, which libpq
+     * hands to the notice processor while idle, and closes: keep reading
+     * while there is input so the EOF behind the message is seen too. */
+    for (int i = 0; i < 8 && poll(&pfd, 1, 0) > 0; i++) {
+        if ((pfd.revents & (POLLERR | POLLHUP | POLLNVAL)) != 0 && (pfd.revents & POLLIN) == 0)
+            return false;
         if (!PQconsumeInput(conn))
             return false;
         PGnotify *n;

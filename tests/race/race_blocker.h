@@ -55,4 +55,19 @@ static inline void race_wait_for_lock_waiters(const char *db_url, const char *ap
     CHECK(false, "no session of %s started waiting on the row lock", app);
 }
 
+/* Waits until no session of application_name is left (terminated ones
+ * have exited and closed their sockets). */
+static inline void race_wait_for_no_sessions(const char *db_url, const char *app)
+{
+    char sql[512];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM pg_stat_activity WHERE application_name = '%s'",
+             app);
+    for (int i = 0; i < 500; i++) {
+        if (testpg_query_int(db_url, sql) == 0)
+            return;
+        lease_sleep_ms(10);
+    }
+    CHECK(false, "sessions of %s did not go away", app);
+}
+
 #endif
