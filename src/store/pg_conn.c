@@ -298,6 +298,8 @@ static void absorb(PGresult *res, collect_t *c, store_pg_reply_t *out)
     if (!out->sqlstate[0] || (!c->server_error && state)) {
         copy_msg(out->sqlstate, sizeof out->sqlstate, state);
         copy_msg(out->message, sizeof out->message, PQresultErrorMessage(res));
+        copy_msg(out->primary, sizeof out->primary,
+                 PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
         copy_msg(out->detail, sizeof out->detail, PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL));
     }
     if (state && sev && strcmp(sev, "ERROR") == 0)

@@ -83,6 +83,7 @@ typedef struct store_pg_reply {
     bool discard;                      /* the session must not be reused */
     char sqlstate[6];                  /* ERROR (and LOST when the server said why) */
     char message[256];                 /* backend or libpq text: for the log only */
+    char primary[192];                 /* the error's primary message alone */
     char detail[192];                  /* the error DETAIL (LS001 names the lock key) */
     int nvalues;                       /* columns of the single row read (OK) */
     char *values[STORE_PG_MAX_VALUES]; /* heap, NULL for SQL null */

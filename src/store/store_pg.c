@@ -137,7 +137,7 @@ static void quarantine(store_pg_t *pg, PGconn *conn, const call_spec_t *spec,
     if (detail_lock_key(err->detail, key, sizeof key)) {
         params[0] = key;
         params[1] = store_pg_op_name(spec->op);
-        params[2] = err->message;
+        params[2] = err->primary;
         stmt.sql = "SELECT lease.quarantine($1, $2, $3)";
         stmt.nparams = 3;
     } else if (id) {
@@ -149,7 +149,7 @@ static void quarantine(store_pg_t *pg, PGconn *conn, const call_spec_t *spec,
         params[5] = id->workflow_name;
         params[6] = id->operation_class[0] ? id->operation_class : "default";
         params[7] = store_pg_op_name(spec->op);
-        params[8] = err->message;
+        params[8] = err->primary;
         stmt.sql = "SELECT lease.quarantine(lease.lock_key($1,$2,$3,$4,$5,$6,$7), $8, $9)";
         stmt.nparams = 9;
     } else {

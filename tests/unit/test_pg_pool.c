@@ -2,7 +2,10 @@
  * test_pg_pool.c - the connection pool's bookkeeping without a server:
  * bounded slots, deadline-bounded waiting on the monotonic clock, wake-up on
  * check-in, in_use/waiting counts, and that no slot is ever held by two
- * threads at once under contention.
+ * threads at once under contention; and the adapter over a pool when no
+ * server answers: a typed backend_unavailable after one reconnect, every
+ * slot given back, deadline_exceeded without touching anything, and
+ * connection strings that fail to parse rejected without echoing secrets.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -13,6 +16,7 @@
 #include <pthread.h>
 #include <string.h>
 
+#include "lease/store_pg.h"
 #include "store/pg_pool.h"
 
 static void test_bounds(void **state)
@@ -209,12 +213,102 @@ static void test_contention(void **state)
     pthread_mutex_destroy(&c.mu);
 }
 
+static lease_store_t *open_store(const char *conninfo, int pool_size)
+{
+    lease_store_pg_config_t cfg = {.conninfo = conninfo,
+                                   .pool_size = pool_size,
+                                   .connect_timeout_ms = 2000,
+                                   .application_name = "test-offline"};
+    lease_store_t *s = NULL;
+    char err[256];
+    assert_int_equal(lease_store_pg_open(&cfg, &s, err, sizeof err), 0);
+    assert_non_null(s);
+    return s;
+}
+
+static void test_store_open_rejects(void **state)
+{
+    (void)state;
+    lease_store_t *s = (lease_store_t *)0x1;
+    char err[256];
+    lease_store_pg_config_t cfg = {.conninfo = "host=/tmp", .pool_size = 0};
+    assert_int_equal(lease_store_pg_open(&cfg, &s, err, sizeof err), -1);
+    assert_null(s);
+    assert_true(strstr(err, "pool size") != NULL);
+    cfg.pool_size = 2;
+    cfg.conninfo = "postgresql://app:hunter2secret@/db?no_such_option=1";
+    assert_int_equal(lease_store_pg_open(&cfg, &s, err, sizeof err), -1);
+    assert_true(err[0] != '\0');
+    assert_null(strstr(err, "hunter2secret"));
+    cfg.conninfo = "host = 'unterminated";
+    assert_int_equal(lease_store_pg_open(&cfg, &s, err, sizeof err), -1);
+    cfg.conninfo = NULL;
+    assert_int_equal(lease_store_pg_open(&cfg, &s, err, sizeof err), -1);
+    lease_store_close(NULL);
+}
+
+static void test_store_unreachable(void **state)
+{
+    (void)state;
+    /* a Unix socket folder that does not exist: every connect fails at once */
+    lease_store_t *s = open_store("host=/nonexistent-leased-test port=1 dbname=x user=x", 2);
+    lease_acquire_req_t req;
+    memset(&req, 0, sizeof req);
+    strcpy(req.call.request_id, "r1");
+    strcpy(req.call.principal.principal_id, "p1");
+    req.call.deadline = lease_deadline_in(3000);
+    strcpy(req.identity.tenant_id, "t");
+    lease_result_t res;
+    int64_t t0 = lease_mono_now_ns();
+    assert_int_equal(lease_store_acquire(s, &req, &res), LEASE_BACKEND_UNAVAILABLE);
+    assert_int_equal(res.code, LEASE_BACKEND_UNAVAILABLE);
+    assert_true(res.retry_after_ms > 0);
+    assert_true((lease_mono_now_ns() - t0) / 1000000 < 2000);
+    lease_store_stats_t st;
+    lease_store_stats(s, &st);
+    assert_int_equal(st.pool_size, 2);
+    assert_int_equal(st.pool_in_use, 0);
+    assert_int_equal(st.backend_errors, 2); /* the connect and one reconnect */
+    assert_int_equal(st.outcome_unknown, 0);
+
+    /* reads and health say the same, health adds unreachable */
+    lease_health_t h;
+    lease_deadline_t d = lease_deadline_in(3000);
+    assert_int_equal(lease_store_health(s, &d, &h), LEASE_BACKEND_UNAVAILABLE);
+    assert_false(h.reachable);
+    lease_credential_t cred;
+    bool found = true;
+    assert_int_equal(lease_store_credential_lookup(s, "key_x", &d, &cred, &found),
+                     LEASE_BACKEND_UNAVAILABLE);
+    assert_false(found);
+
+    /* a passed deadline touches nothing */
+    req.call.deadline = lease_deadline_in(-1);
+    assert_int_equal(lease_store_acquire(s, &req, &res), DEADLINE_EXCEEDED);
+    lease_store_stats(s, &st);
+    assert_int_equal(st.backend_errors, 6);
+
+    /* bad input is refused before any connection */
+    strcpy(req.metadata_json, "{not json");
+    req.call.deadline = lease_deadline_in(3000);
+    assert_int_equal(lease_store_acquire(s, &req, &res), INVALID_LEASE_REQUEST);
+    assert_string_equal(res.field, "metadata");
+    lease_sweep_result_t sw;
+    assert_int_equal(lease_store_sweep(s, 0, &d, &sw), INVALID_LEASE_REQUEST);
+    assert_int_equal(lease_store_record_audit(s, NULL, 0, &d), LEASE_INSPECTED);
+    lease_store_stats(s, &st);
+    assert_int_equal(st.backend_errors, 6);
+    lease_store_close(s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bounds),
         cmocka_unit_test(test_checkin_wakes_waiter),
         cmocka_unit_test(test_contention),
+        cmocka_unit_test(test_store_open_rejects),
+        cmocka_unit_test(test_store_unreachable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
