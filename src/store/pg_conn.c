@@ -390,4 +390,10 @@ void store_pg_conn_exec(struct pg_conn *c, const store_pg_stmt_t *stmt,
                      session_ok ? "no reply before the deadline and cancel grace"
                                 : PQerrorMessage(conn));
     }
+    /* A cancel we asked for may reach the server after this statement
+     * ended (it raced the reply, or the function's own lock_timeout fired
+     * first) and would then cancel the session's next statement: never
+     * reuse a session that has a cancel in flight. */
+    if (out->cancel_sent)
+        out->discard = true;
 }

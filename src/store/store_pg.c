@@ -292,8 +292,17 @@ static void run_call(store_pg_t *pg, const call_spec_t *spec, call_outcome_t *ou
                      r->message, attempt);
         store_pg_pool_checkin(pg->pool, slot, r->discard || rule->discard_connection);
         lease_code_t code = rule->code;
-        if (rule->action == STORE_PG_ACT_CANCELLED) {
+        bool retryable = rule->retryable;
+        if (rule->action == STORE_PG_ACT_CANCELLED && r->cancel_sent) {
             code = DEADLINE_EXCEEDED;
+        } else if (rule->action == STORE_PG_ACT_CANCELLED) {
+            /* cancelled by someone else (statement_timeout, an operator's
+             * pg_cancel_backend): rolled back, but not our deadline */
+            code = LEASE_BACKEND_UNAVAILABLE;
+            retryable = true;
+            count(&pg->backend_errors);
+            log_call(STORE_PG_LOG_WARN, "cancelled_by_server", spec, r->sqlstate, rule->name,
+                     r->message, attempt);
         } else {
             count(&pg->backend_errors);
             if (rule->action != STORE_PG_ACT_QUARANTINE)
@@ -306,7 +315,7 @@ static void run_call(store_pg_t *pg, const call_spec_t *spec, call_outcome_t *ou
             else
                 count(&pg->outcome_unknown);
         }
-        fail(out, code, rule->retryable);
+        fail(out, code, retryable);
         return;
     }
 }

@@ -17,6 +17,8 @@
 
 #define APP "race-deadline"
 #define APP_SMALL "race-deadline-pool1"
+#define APP_CANCEL "race-deadline-cancel"
+#define PID_OF(app) "SELECT pid FROM pg_stat_activity WHERE application_name = '" app "'"
 
 typedef struct blocked_call {
     lease_store_t *store;
@@ -101,8 +103,13 @@ int main(void)
     /* 1b. the backend believes it has a minute (a clock ahead of ours, so
      * its lock wait is not bounded in time), the adapter's monotonic
      * deadline says 400 ms: the adapter cancels, the server confirms (57014)
-     * and the answer is deadline_exceeded, nothing written */
+     * and the answer is deadline_exceeded, nothing written. The session
+     * that had a cancel in flight is not reused (a late cancel would hit the
+     * next statement): the next call runs on a new backend. */
     {
+        lease_store_t *one = race_open_store(env.svc_url, 1, APP_CANCEL);
+        CHECK(race_inspect(one, &id, &res) == LEASE_NOT_FOUND, "warm-up");
+        long long pid_before = testpg_query_int(env.db_url, PID_OF(APP_CANCEL));
         race_blocker_t b;
         race_block(&b, env.db_url, &id);
         race_rid(rid, sizeof rid, "d-cancel", 0, 0);
@@ -110,16 +117,19 @@ int main(void)
         race_acquire_req(&req, &id, rid, "prn-d", "inst-d", 30000, 400);
         req.call.deadline.wall_ms = lease_wall_now_ms() + 60000;
         int64_t t0 = lease_mono_now_ns();
-        lease_code_t c = lease_store_acquire(env.store, &req, &res);
+        lease_code_t c = lease_store_acquire(one, &req, &res);
         int64_t took = (lease_mono_now_ns() - t0) / 1000000;
         race_unblock(&b);
         CHECK(c == DEADLINE_EXCEEDED, "cancelled acquire answered %s", CODE(c));
         CHECK(took >= 380 && took <= 400 + 1000 + 500, "answered after %lld ms", (long long)took);
         CHECK(race_counter(env.db_url, &id) == counter, "the counter moved");
-        CHECK(race_inspect(env.store, &id, &res) == LEASE_NOT_FOUND, "a lease exists");
+        CHECK(race_inspect(one, &id, &res) == LEASE_NOT_FOUND, "a lease exists");
         nothing_reached(env.db_url, rid, "cancelled acquire");
+        long long pid_after = testpg_query_int(env.db_url, PID_OF(APP_CANCEL));
+        CHECK(pid_after != pid_before, "the cancelled session was reused");
+        lease_store_close(one);
         printf("1b: backend lock wait unbounded, local deadline 400 ms: %s after %lld ms "
-               "(cancel confirmed), nothing written\n",
+               "(cancel confirmed), nothing written, session replaced\n",
                CODE(c), (long long)took);
     }
 
