@@ -444,7 +444,7 @@ static void *sweep_holder(void *arg)
         __atomic_add_fetch(&s->acquired[k], 1, __ATOMIC_SEQ_CST);
         lease_record_t lease = res.lease;
         /* renew well before expiry: the sweeper must not have touched it */
-        sleep_until_wall(lease.acquired_at_ms + 500);
+        sleep_until_wall(lease.acquired_at_ms + 300);
         race_rid(rid, sizeof rid, "sw-renew", w->index, n);
         lease_owner_req_t ren;
         race_owner_req(&ren, &lease, rid, principal, instance, TTL, true, 5000);
