@@ -92,6 +92,7 @@ DECLARE
     pol lease.policy;
     sealed boolean;
     l lease.locks;
+    old lease.locks;
     replay jsonb;
     ttl bigint;
     maxlife bigint;
@@ -178,10 +179,7 @@ BEGIN
                                'previous_state', prev));
         RETURN jsonb_build_object('code', 'lease_backend_unavailable', 'reason', 'token_limit');
     END IF;
-    IF l.state = 'active' THEN
-        -- expired but not yet swept: record it before reusing the row
-        PERFORM lease._to_history(l, 'expired', l.expires_at, NULL, NULL, NULL);
-    END IF;
+    old := l;
 
     -- One statement creates the identity's row or reuses it. A concurrent
     -- first acquire of the same identity, or any concurrent change of the
@@ -217,6 +215,12 @@ BEGIN
            trace_id = EXCLUDED.trace_id, request_id = EXCLUDED.request_id,
            metadata = EXCLUDED.metadata
     RETURNING * INTO l;
+    -- Evidence is written after the row changed hands: a concurrent acquire
+    -- or sweep of the same expired lease has already failed on the row
+    -- (40001) instead of colliding on the history key.
+    IF old.state = 'active' THEN
+        PERFORM lease._to_history(old, 'expired', old.expires_at, NULL, NULL, NULL);
+    END IF;
     INSERT INTO lease.lease_index (lease_id, lock_key, created_at) VALUES (l.lease_id, k, t);
 
     result := jsonb_build_object('code', 'lease_acquired', 'lease', lease._lease_json(l));
@@ -335,8 +339,10 @@ DECLARE
     result jsonb;
 BEGIN
     PERFORM lease._bound_lock_wait((p ->> 'deadline_at')::timestamptz);
-    h := lease._to_history(l, terminal_state, lease._now(), p, reason, incident);
+    -- the row first: a concurrent change fails here (40001), before any
+    -- evidence is written
     PERFORM lease._clear(l.lock_key);
+    h := lease._to_history(l, terminal_state, lease._now(), p, reason, incident);
     result := jsonb_build_object('code', success_code, 'lease', lease._history_json(h));
     PERFORM lease._remember(l.lock_key, op, p, result, h.lease_id);
     PERFORM lease._audit(p, 'target_lease_' || op, success_code,

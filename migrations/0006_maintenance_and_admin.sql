@@ -21,8 +21,8 @@ BEGIN
     IF NOT FOUND THEN
         RETURN false;
     END IF;
+    PERFORM lease._clear(k);  -- the row first, as in lease._end_lease
     PERFORM lease._to_history(l, 'expired', l.expires_at, NULL, NULL, NULL);
-    PERFORM lease._clear(k);
     RETURN true;
 END
 $$;
