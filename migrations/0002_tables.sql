@@ -109,8 +109,17 @@ CREATE TABLE lease.locks (
               AND expires_at <= acquired_at + maximum_lifetime_ms * interval '1 millisecond')
 ) WITH (fillfactor = 80); -- room for HOT updates: renewals change no indexed column
 
--- Inspect by lease id; a lease id is never reused.
-CREATE UNIQUE INDEX locks_lease_id ON lease.locks (lease_id) WHERE lease_id IS NOT NULL;
+-- Which identity a lease id belongs to (inspect by id). A separate
+-- append-only table rather than an index on lease.locks(lease_id): no index
+-- of lease.locks covers a column that acquire, renew or release change, so
+-- those updates stay HOT and write no index page another transaction's
+-- predicate locks could cover. A lease id is never reused.
+CREATE TABLE lease.lease_index (
+    lease_id text PRIMARY KEY,
+    lock_key text NOT NULL,
+    created_at timestamptz NOT NULL
+);
+CREATE INDEX lease_index_created_at ON lease.lease_index (created_at);
 
 -- Terminal leases: expired, released, revoked. Append-only on the hot path.
 CREATE TABLE lease.history (

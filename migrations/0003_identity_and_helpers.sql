@@ -79,7 +79,6 @@ RETURN 'starintel:target-lease:v1:'
 -- values and invalid components set bad_field ("lock_identity.target_id").
 CREATE FUNCTION lease._identity(p jsonb) RETURNS lease.identity
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     r lease.identity;
@@ -211,7 +210,6 @@ RETURN jsonb_build_object(
 -- Refuses to run outside SERIALIZABLE: every decision relies on it.
 CREATE FUNCTION lease._require_serializable() RETURNS void
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF current_setting('transaction_isolation') <> 'serializable' THEN
@@ -226,7 +224,6 @@ $$;
 -- Raised for requests the service should never send (a bug, not user input).
 CREATE FUNCTION lease._malformed(what text) RETURNS void
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     RAISE EXCEPTION 'malformed lease call: %', what USING ERRCODE = 'LS003';
@@ -236,7 +233,6 @@ $$;
 -- Fails closed on a stored record that does not match the request.
 CREATE FUNCTION lease._corrupt(lock_key text, what text) RETURNS void
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     RAISE EXCEPTION 'corrupt lease record: %', what
@@ -260,7 +256,6 @@ RETURN CASE WHEN jsonb_typeof(v) = 'number' AND (v #>> '{}') ~ '^-?[0-9]{1,18}$'
 -- Returns the deadline, or raises LS003 for a call the service cannot send.
 CREATE FUNCTION lease._call_deadline(p jsonb, mutation boolean) RETURNS timestamptz
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     d text;
@@ -341,7 +336,6 @@ END;
 -- the digest matches, or idempotency_conflict when it does not.
 CREATE FUNCTION lease._replay(k text, op text, p jsonb) RETURNS jsonb
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     idem lease.idempotency;
@@ -360,7 +354,7 @@ BEGIN
     IF idem.lease_id IS NOT NULL THEN
         SELECT CASE WHEN l.state = 'active' AND l.expires_at > now() THEN 'active'
                     WHEN l.state = 'active' THEN 'expired' END
-          INTO cur FROM lease.locks l WHERE l.lease_id = idem.lease_id;
+          INTO cur FROM lease.locks l WHERE l.lock_key = k AND l.lease_id = idem.lease_id;
         IF cur IS NULL THEN
             SELECT h.state INTO cur FROM lease.history h WHERE h.lease_id = idem.lease_id;
         END IF;
@@ -387,7 +381,6 @@ END;
 CREATE FUNCTION lease._to_history(l lease.locks, terminal_state text, ended_at timestamptz,
                                   p jsonb, reason text, incident text) RETURNS lease.history
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     h lease.history;

@@ -11,7 +11,6 @@
 -- Returns a row of NULLs when the identity has no row yet.
 CREATE FUNCTION lease._row(k text, i lease.identity) RETURNS lease.locks
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     l lease.locks;
@@ -29,7 +28,6 @@ $$;
 -- most 2 KiB compact. Returns the offending field or NULL.
 CREATE FUNCTION lease._bad_metadata(m jsonb) RETURNS text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     e record;
@@ -201,6 +199,7 @@ BEGIN
            trace_id = EXCLUDED.trace_id, request_id = EXCLUDED.request_id,
            metadata = EXCLUDED.metadata
     RETURNING * INTO l;
+    INSERT INTO lease.lease_index (lease_id, lock_key, created_at) VALUES (l.lease_id, k, t);
 
     result := jsonb_build_object('code', 'lease_acquired', 'lease', lease._lease_json(l));
     PERFORM lease._remember(k, 'acquire', p, result, l.lease_id);
@@ -312,7 +311,6 @@ $$;
 CREATE FUNCTION lease._end_lease(p jsonb, op text, l lease.locks, terminal_state text,
                                  reason text, incident text, success_code text) RETURNS jsonb
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     h lease.history;
@@ -382,7 +380,6 @@ $$;
 -- the high-priority audit event commits with the change.
 CREATE FUNCTION lease._admin_end(p jsonb, op text) RETURNS jsonb
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     deadline timestamptz := lease._call_deadline(p, true);

@@ -12,7 +12,6 @@ RETURN coalesce(tenant_id = scope ->> 'tenant_id'
 
 CREATE FUNCTION lease._check_scope(scope jsonb) RETURNS void
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 AS $$
 BEGIN
     IF jsonb_typeof(scope) IS DISTINCT FROM 'object'
@@ -48,7 +47,8 @@ BEGIN
         END IF;
         l := lease._row(lease._key(i), i);
     ELSIF lease._id_ok(p -> 'lease_id') THEN
-        SELECT * INTO l FROM lease.locks WHERE lease_id = p ->> 'lease_id';
+        SELECT l2.* INTO l FROM lease.lease_index x JOIN lease.locks l2 USING (lock_key)
+         WHERE x.lease_id = p ->> 'lease_id' AND l2.lease_id = x.lease_id;
         IF l.lock_key IS NULL THEN
             SELECT * INTO h FROM lease.history WHERE lease_id = p ->> 'lease_id';
             IF h.lease_id IS NOT NULL
@@ -80,7 +80,6 @@ $$;
 -- the list (kind and filters) that issued it.
 CREATE FUNCTION lease._page_token(filter_print text, cursor text[]) RETURNS text
 LANGUAGE sql STABLE
-SET search_path = pg_catalog, pg_temp
 RETURN (SELECT payload || '.' || left(encode(sha256(s.page_token_key
                                                      || convert_to(payload, 'UTF8')), 'hex'), 32)
           FROM lease.secrets s,
@@ -92,7 +91,6 @@ RETURN (SELECT payload || '.' || left(encode(sha256(s.page_token_key
 -- issued (tampered, truncated, from another filter).
 CREATE FUNCTION lease._page_cursor(token text, filter_print text) RETURNS text[]
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     payload text;
@@ -125,7 +123,6 @@ $$;
 -- identity order, keyset-paginated on the unique identity index.
 CREATE FUNCTION lease._list(p jsonb, kind text) RETURNS jsonb
 LANGUAGE plpgsql STABLE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     deadline timestamptz := lease._call_deadline(p, false);
@@ -256,7 +253,6 @@ END;
 CREATE FUNCTION lease._fence(k text, i lease.identity, lease_id text, token bigint, owner text,
                              execution text) RETURNS lease.locks
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     l lease.locks;
@@ -330,7 +326,6 @@ $$;
 -- Validates the writes of a commit. Returns the offending field or NULL.
 CREATE FUNCTION lease._bad_writes(w jsonb) RETURNS text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     x jsonb;

@@ -11,7 +11,6 @@ RETURN pg_try_advisory_xact_lock(7809644177848592744);
 CREATE FUNCTION lease._expire(k text, expected_lease_id text, expected_token bigint)
 RETURNS boolean
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     l lease.locks;
@@ -83,6 +82,11 @@ BEGIN
          WHERE ended_at < now() - lease._ms(pol.history_retention_ms)
          ORDER BY ended_at LIMIT batch);
     GET DIAGNOSTICS hist = ROW_COUNT;
+    -- a lease id outlives its history row only while the lease could live
+    DELETE FROM lease.lease_index WHERE ctid IN (
+        SELECT ctid FROM lease.lease_index
+         WHERE created_at < now() - lease._ms(pol.history_retention_ms + pol.maximum_lifetime_ms)
+         ORDER BY created_at LIMIT batch);
     PERFORM set_config('lease.audit_purge', 'on', true);
     DELETE FROM lease.audit_events WHERE event_id IN (
         SELECT event_id FROM lease.audit_events
@@ -506,12 +510,12 @@ END;
 CREATE FUNCTION lease._admin_request(lease_id text, reason text, incident_id text, op text)
 RETURNS jsonb
 LANGUAGE plpgsql VOLATILE
-SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     l lease.locks;
 BEGIN
-    SELECT * INTO l FROM lease.locks x WHERE x.lease_id = _admin_request.lease_id;
+    SELECT l2.* INTO l FROM lease.lease_index x JOIN lease.locks l2 USING (lock_key)
+     WHERE x.lease_id = _admin_request.lease_id AND l2.lease_id = x.lease_id;
     IF NOT FOUND THEN
         RETURN lease._result('lease_lost');
     END IF;
