@@ -40,7 +40,7 @@
 #define AUTH_DEFAULT_TTL_MS 2000
 #define AUTH_MAX_TTL_MS 60000     /* revocation must stay visible within a minute */
 #define AUTH_NEGATIVE_TTL_MS 1000 /* unknown ids: at most this, at most the TTL */
-#define AUTH_DEFAULT_WAIT_MS 5000 /* waiting for another thread's lookup, no deadline */
+#define AUTH_DEFAULT_WAIT_MS 5000 /* the deadline when the caller gives none */
 
 typedef enum auth_slot_state {
     SLOT_EMPTY = 0, /* unused */
@@ -164,10 +164,8 @@ static const char *bearer_token(const char *authorization)
 
 static void fill_timeout(const lease_deadline_t *deadline, struct timespec *ts)
 {
-    int64_t at = deadline ? deadline->mono_ns
-                          : lease_mono_now_ns() + (int64_t)AUTH_DEFAULT_WAIT_MS * 1000000;
-    ts->tv_sec = (time_t)(at / 1000000000);
-    ts->tv_nsec = (long)(at % 1000000000);
+    ts->tv_sec = (time_t)(deadline->mono_ns / 1000000000);
+    ts->tv_nsec = (long)(deadline->mono_ns % 1000000000);
 }
 
 /* Maps the store's answer for one lookup: a success code or a definite "no
@@ -200,6 +198,13 @@ static bool credential_get(lease_auth_t *auth, const char *id, const lease_deadl
                            lease_credential_t *out, bool *found, lease_code_t *code)
 {
     auth_slot_t *set = set_of(auth, id);
+    /* Without a deadline from the caller, a bounded one of our own: neither
+     * the wait for another thread's lookup nor the lookup may be endless. */
+    lease_deadline_t fallback;
+    if (!deadline) {
+        fallback = lease_deadline_in(AUTH_DEFAULT_WAIT_MS);
+        deadline = &fallback;
+    }
     struct timespec until;
     fill_timeout(deadline, &until);
 
