@@ -8,6 +8,7 @@
 
 static const ctl_command_t commands[] = {
     {"migrate", ctl_migrate_main, "apply pending schema migrations (--status to list)"},
+    {"credential", ctl_credential_main, "create, revoke or list credentials (create|revoke|list)"},
     {"recover", ctl_recover_main, "raise fencing counters by an epoch, revoke leases, unseal"},
     {"verify", ctl_verify_main, "report fencing and record inconsistencies"},
 };
