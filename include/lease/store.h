@@ -27,7 +27,7 @@
 #define LEASE_REASON_MAX 512     /* force-release / revoke reason */
 #define LEASE_CORRELATION_MAX 64
 #define LEASE_FIELD_MAX 64       /* name of an offending request field */
-#define LEASE_PAGE_TOKEN_MAX 512
+#define LEASE_PAGE_TOKEN_MAX 1024
 #define LEASE_SCOPE_ACTORS_MAX 32
 #define LEASE_COMMIT_WRITES_MAX 32
 #define LEASE_DOC_KEY_MAX 256

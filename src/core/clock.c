@@ -24,15 +24,39 @@ int64_t lease_mono_now_ns(void)
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* Offsets beyond a century are clamped: every caller caps deadlines far
+ * lower, and the clamp keeps ms * 1e6 (and now + ms) inside int64 for any
+ * input, e.g. a client's deadline_at in year 9999. */
+#define DEADLINE_LIMIT_MS ((int64_t)100 * 366 * 24 * 3600 * 1000)
+
+static int64_t clamp_offset(int64_t ms)
+{
+    if (ms > DEADLINE_LIMIT_MS)
+        return DEADLINE_LIMIT_MS;
+    if (ms < -DEADLINE_LIMIT_MS)
+        return -DEADLINE_LIMIT_MS;
+    return ms;
+}
+
 lease_deadline_t lease_deadline_in(int64_t ms)
 {
+    ms = clamp_offset(ms);
     lease_deadline_t d = {lease_wall_now_ms() + ms, lease_mono_now_ns() + ms * 1000000};
     return d;
 }
 
 lease_deadline_t lease_deadline_at_wall(int64_t wall_ms)
 {
-    return lease_deadline_in(wall_ms - lease_wall_now_ms());
+    int64_t now = lease_wall_now_ms();
+    int64_t delta;
+    if (__builtin_sub_overflow(wall_ms, now, &delta))
+        delta = wall_ms > 0 ? INT64_MAX : INT64_MIN;
+    int64_t clamped = clamp_offset(delta);
+    /* Keep the caller's wall time exactly (it goes to Postgres) unless it was
+     * out of range; reading the clock twice could move it by a millisecond. */
+    lease_deadline_t d = {clamped == delta ? wall_ms : now + clamped,
+                          lease_mono_now_ns() + clamped * 1000000};
+    return d;
 }
 
 lease_deadline_t lease_deadline_min(lease_deadline_t a, lease_deadline_t b)
@@ -52,8 +76,18 @@ bool lease_deadline_passed(const lease_deadline_t *d)
     return lease_mono_now_ns() >= d->mono_ns;
 }
 
+/* RFC 3339 years have four digits: 0000-01-01 .. 9999-12-31 in epoch ms. */
+#define TIME_MIN_MS (-62167219200000LL)
+#define TIME_MAX_MS (253402300799999LL)
+
 void lease_time_format(int64_t wall_ms, char out[LEASE_TIME_LEN + 1])
 {
+    /* Clamping keeps the text exactly LEASE_TIME_LEN characters and keeps
+     * gmtime_r inside its range, so tm is always filled. */
+    if (wall_ms < TIME_MIN_MS)
+        wall_ms = TIME_MIN_MS;
+    if (wall_ms > TIME_MAX_MS)
+        wall_ms = TIME_MAX_MS;
     time_t secs = (time_t)(wall_ms / 1000);
     int ms = (int)(wall_ms % 1000);
     if (ms < 0) {
@@ -61,11 +95,13 @@ void lease_time_format(int64_t wall_ms, char out[LEASE_TIME_LEN + 1])
         secs -= 1;
     }
     struct tm tm;
+    memset(&tm, 0, sizeof tm);
     gmtime_r(&secs, &tm);
-    /* strftime bounds every field, so the result always fits. */
-    char base[20];
-    strftime(base, sizeof base, "%Y-%m-%dT%H:%M:%S", &tm);
-    snprintf(out, LEASE_TIME_LEN + 1, "%.19s.%03uZ", base, (unsigned)ms % 1000u);
+    char buf[64];
+    snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+             tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, ms);
+    memcpy(out, buf, LEASE_TIME_LEN);
+    out[LEASE_TIME_LEN] = '\0';
 }
 
 static bool digits(const char *s, int n, int *out)

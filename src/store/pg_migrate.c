@@ -310,6 +310,11 @@ int lease_migrate_apply(const char *database_url, const char *dir, FILE *log,
     int rc = 0;
     for (size_t i = 0; i < plan.count && rc == 0; i++)
         rc = apply_one(c, dir, &plan, i, log, err, errsz);
+    if (rc == 0) { /* report what is recorded now, applied_at included */
+        for (size_t j = 0; j < plan.count; j++)
+            plan.items[j].applied = false;
+        rc = compare_applied(c, &plan, err, errsz);
+    }
     PQfinish(c);
     if (rc == 0 && plan_out)
         *plan_out = plan;

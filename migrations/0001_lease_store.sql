@@ -1,2 +1,0 @@
--- placeholder, replaced before first landing
-SELECT 1;

@@ -1,0 +1,252 @@
+/*
+ * digest.c - request digests: the canonical encoding of every
+ * behaviour-affecting input of a mutation, hashed for idempotency replay
+ * checks. The rule (what is in, what is out, and why) is in
+ * include/lease/digest.h; this file is its only implementation.
+ */
+#include "lease/digest.h"
+
+#include <jansson.h>
+#include <openssl/evp.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* Adds value (consumed, may be NULL after a failed allocation) under key. */
+static bool put(json_t *obj, const char *key, json_t *value)
+{
+    if (!value)
+        return false;
+    return json_object_set_new(obj, key, value) == 0;
+}
+
+static json_t *hex_of(const char *s, size_t len)
+{
+    static const char digits[] = "0123456789abcdef";
+    json_t *wrapper = json_object();
+    char *hex = malloc(len * 2 + 1);
+    json_t *result = NULL;
+    if (!wrapper || !hex)
+        goto cleanup;
+    for (size_t i = 0; i < len; i++) {
+        hex[2 * i] = digits[(unsigned char)s[i] >> 4];
+        hex[2 * i + 1] = digits[(unsigned char)s[i] & 15];
+    }
+    hex[len * 2] = '\0';
+    if (!put(wrapper, "hex", json_string(hex)))
+        goto cleanup;
+    result = wrapper;
+    wrapper = NULL;
+cleanup:
+    free(hex);
+    json_decref(wrapper);
+    return result;
+}
+
+/* A string field of at most cap bytes (fixed arrays need not be trusted to
+ * be terminated). Bytes that are not UTF-8 become {"hex":...}, which no
+ * JSON string equals, instead of failing the digest. */
+static json_t *text(const char *s, size_t cap)
+{
+    size_t len = strnlen(s, cap);
+    json_t *v = json_stringn(s, len);
+    return v ? v : hex_of(s, len);
+}
+
+#define PUT_TEXT(obj, key, field) put((obj), (key), text((field), sizeof(field)))
+
+static bool put_int(json_t *obj, const char *key, int64_t v)
+{
+    return put(obj, key, json_integer((json_int_t)v));
+}
+
+/* Parses JSON text strictly: any top-level value, duplicate keys rejected
+ * (the HTTP layer rejects them too, so two texts that parse differently
+ * elsewhere can never share a digest). NULL when invalid. */
+static json_t *parse_strict(const char *s, size_t len)
+{
+    json_error_t err;
+    return json_loadb(s, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &err);
+}
+
+/* The fields every operation shares. NULL on allocation failure. */
+static json_t *base_object(const char *op, const lease_call_t *call, const lease_identity_t *id)
+{
+    json_t *obj = json_object();
+    if (!obj)
+        return NULL;
+    if (!put(obj, "op", json_string(op)) || !PUT_TEXT(obj, "tenant_id", id->tenant_id) ||
+        !PUT_TEXT(obj, "program_id", id->program_id) ||
+        !PUT_TEXT(obj, "target_namespace", id->target_namespace) ||
+        !PUT_TEXT(obj, "target_id", id->target_id) ||
+        !PUT_TEXT(obj, "actor_name", id->actor_name) ||
+        !PUT_TEXT(obj, "workflow_name", id->workflow_name) ||
+        !PUT_TEXT(obj, "operation_class", id->operation_class) ||
+        !PUT_TEXT(obj, "principal_id", call->principal.principal_id)) {
+        json_decref(obj);
+        return NULL;
+    }
+    return obj;
+}
+
+/* Hashes the canonical dump of obj (consumed) into out; false (out "") when
+ * obj is NULL or the dump fails. */
+static bool finish(json_t *obj, char out[65])
+{
+    static const char digits[] = "0123456789abcdef";
+    char *dump = NULL;
+    bool ok = false;
+    out[0] = '\0';
+    if (!obj)
+        goto cleanup;
+    dump = json_dumps(obj, JSON_SORT_KEYS | JSON_COMPACT);
+    if (!dump)
+        goto cleanup;
+    unsigned char md[EVP_MAX_MD_SIZE];
+    unsigned int md_len = 0;
+    if (EVP_Digest(dump, strlen(dump), md, &md_len, EVP_sha256(), NULL) != 1 || md_len != 32)
+        goto cleanup;
+    for (unsigned i = 0; i < md_len; i++) {
+        out[2 * i] = digits[md[i] >> 4];
+        out[2 * i + 1] = digits[md[i] & 15];
+    }
+    out[LEASE_DIGEST_HEX_LEN] = '\0';
+    ok = true;
+cleanup:
+    free(dump);
+    json_decref(obj);
+    return ok;
+}
+
+/* Drops obj and returns NULL when a step failed, so callers can chain. */
+static json_t *keep_if(json_t *obj, bool ok)
+{
+    if (ok)
+        return obj;
+    json_decref(obj);
+    return NULL;
+}
+
+static json_t *metadata_value(const char *s, size_t cap)
+{
+    size_t len = strnlen(s, cap);
+    if (len == 0)
+        return json_object(); /* no metadata is the empty object */
+    json_t *v = parse_strict(s, len);
+    return v ? v : text(s, cap);
+}
+
+void lease_digest_acquire(const lease_acquire_req_t *r, char out[65])
+{
+    json_t *obj = base_object("acquire", &r->call, &r->identity);
+    if (obj) {
+        bool ok = PUT_TEXT(obj, "service_instance_id", r->service_instance_id) &&
+                  PUT_TEXT(obj, "execution_id", r->execution_id) &&
+                  PUT_TEXT(obj, "job_id", r->job_id) && PUT_TEXT(obj, "trace_id", r->trace_id) &&
+                  put_int(obj, "ttl_ms", r->ttl_ms) &&
+                  put_int(obj, "maximum_lifetime_ms", r->maximum_lifetime_ms) &&
+                  put(obj, "metadata", metadata_value(r->metadata_json, sizeof r->metadata_json));
+        obj = keep_if(obj, ok);
+    }
+    (void)finish(obj, out);
+}
+
+static void digest_owner(const char *op, const lease_owner_req_t *r, bool with_ttl, char out[65])
+{
+    json_t *obj = base_object(op, &r->call, &r->identity);
+    if (obj) {
+        bool ok = PUT_TEXT(obj, "lease_id", r->lease_id) &&
+                  put_int(obj, "fencing_token", r->fencing_token) &&
+                  PUT_TEXT(obj, "service_instance_id", r->service_instance_id) &&
+                  (!with_ttl || put_int(obj, "ttl_ms", r->ttl_ms));
+        obj = keep_if(obj, ok);
+    }
+    (void)finish(obj, out);
+}
+
+void lease_digest_renew(const lease_owner_req_t *r, char out[65])
+{
+    digest_owner("renew", r, true, out);
+}
+
+/* Release has no TTL: a ttl_ms left in the shared struct changes nothing. */
+void lease_digest_release(const lease_owner_req_t *r, char out[65])
+{
+    digest_owner("release", r, false, out);
+}
+
+void lease_digest_admin(const lease_admin_req_t *r, bool revoke, char out[65])
+{
+    json_t *obj = base_object(revoke ? "revoke" : "force_release", &r->call, &r->identity);
+    if (obj) {
+        bool ok = PUT_TEXT(obj, "lease_id", r->lease_id) &&
+                  put_int(obj, "fencing_token", r->fencing_token) &&
+                  PUT_TEXT(obj, "reason", r->reason) &&
+                  PUT_TEXT(obj, "incident_id", r->incident_id);
+        obj = keep_if(obj, ok);
+    }
+    (void)finish(obj, out);
+}
+
+/* One write as it enters the digest; NULL when its JSON is invalid, its kind
+ * unknown, or on allocation failure. */
+static json_t *write_value(const lease_write_t *w)
+{
+    json_t *item = json_object();
+    json_t *doc = NULL;
+    json_t *result = NULL;
+    if (!item || !w->json)
+        goto cleanup;
+    doc = parse_strict(w->json, strlen(w->json));
+    if (!doc)
+        goto cleanup;
+    bool ok;
+    switch (w->kind) {
+    case LEASE_WRITE_DOCUMENT:
+        ok = put(item, "kind", json_string("document")) && PUT_TEXT(item, "key", w->key) &&
+             put_int(item, "expected_revision", w->expected_revision) &&
+             put(item, "body", json_incref(doc));
+        break;
+    case LEASE_WRITE_PUBLICATION:
+        /* A publication has no revision to expect: the field is ignored. */
+        ok = put(item, "kind", json_string("publication")) && PUT_TEXT(item, "topic", w->key) &&
+             put(item, "payload", json_incref(doc));
+        break;
+    default:
+        ok = false;
+        break;
+    }
+    if (!ok)
+        goto cleanup;
+    result = item;
+    item = NULL;
+cleanup:
+    json_decref(doc);
+    json_decref(item);
+    return result;
+}
+
+bool lease_digest_commit(const lease_commit_req_t *r, char out[65])
+{
+    json_t *obj = base_object("commit", &r->call, &r->identity);
+    json_t *writes = json_array();
+    bool ok = false;
+    out[0] = '\0';
+    if (!obj || !writes || r->n_writes > LEASE_COMMIT_WRITES_MAX)
+        goto cleanup;
+    for (size_t i = 0; i < r->n_writes; i++) {
+        json_t *item = write_value(&r->writes[i]);
+        if (!item || json_array_append_new(writes, item) != 0)
+            goto cleanup;
+    }
+    if (!PUT_TEXT(obj, "lease_id", r->lease_id) ||
+        !put_int(obj, "fencing_token", r->fencing_token) ||
+        !PUT_TEXT(obj, "execution_id", r->execution_id) ||
+        !PUT_TEXT(obj, "trace_id", r->trace_id) || !put(obj, "writes", json_incref(writes)))
+        goto cleanup;
+    ok = finish(obj, out);
+    obj = NULL; /* finish consumed it */
+cleanup:
+    json_decref(writes);
+    json_decref(obj);
+    return ok;
+}
