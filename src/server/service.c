@@ -312,25 +312,35 @@ static lease_code_t authorize_request(const leased_op_ctx_t *ctx, leased_request
     }
 }
 
-/* The request digest of a mutation; false when it cannot be computed. */
+/* The request digest of a mutation; false when it cannot be computed
+ * (the digest functions leave "" on allocation failure). */
 static bool digest(leased_request_t *req, lease_call_t *call)
 {
+    call->request_digest[0] = '\0';
     switch (req->op) {
     case LEASED_OP_ACQUIRE:
-        return lease_digest_acquire(&req->u.acquire, call->request_digest);
+        lease_digest_acquire(&req->u.acquire, call->request_digest);
+        break;
     case LEASED_OP_RENEW:
-        return lease_digest_renew(&req->u.owner, call->request_digest);
+        lease_digest_renew(&req->u.owner, call->request_digest);
+        break;
     case LEASED_OP_RELEASE:
-        return lease_digest_release(&req->u.owner, call->request_digest);
+        lease_digest_release(&req->u.owner, call->request_digest);
+        break;
     case LEASED_OP_FORCE_RELEASE:
-        return lease_digest_admin(&req->u.admin, false, call->request_digest);
+        lease_digest_admin(&req->u.admin, false, call->request_digest);
+        break;
     case LEASED_OP_REVOKE:
-        return lease_digest_admin(&req->u.admin, true, call->request_digest);
+        lease_digest_admin(&req->u.admin, true, call->request_digest);
+        break;
     case LEASED_OP_COMMIT:
-        return lease_digest_commit(&req->u.commit, call->request_digest);
+        if (!lease_digest_commit(&req->u.commit, call->request_digest))
+            return false;
+        break;
     default:
         return true; /* reads carry no digest */
     }
+    return strlen(call->request_digest) == LEASE_DIGEST_HEX_LEN;
 }
 
 static int64_t min64(int64_t a, int64_t b)
