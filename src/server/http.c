@@ -23,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -278,19 +279,36 @@ static void run_job(void *arg)
     idle_signal(h);
 }
 
-static bool content_length_too_large(const char *v)
+static unsigned long long content_length(const char *v)
 {
-    if (!v)
-        return false;
     unsigned long long n = 0;
-    for (; *v; v++) {
+    for (; v && *v; v++) {
         if (*v < '0' || *v > '9')
-            return false; /* malformed: libmicrohttpd answers it */
+            return 0; /* malformed: libmicrohttpd answers it */
         n = n * 10 + (unsigned)(*v - '0');
-        if (n > LEASED_BODY_MAX)
-            return true;
+        if (n > DISCARD_MAX)
+            return DISCARD_MAX + 1ULL;
     }
-    return false;
+    return n;
+}
+
+/*
+ * Whether to refuse an oversize body before reading it. Answering before
+ * the body makes libmicrohttpd close the connection with the body unread,
+ * which can reset the connection before the client reads the answer; so
+ * that is only done when the client waits for "100 Continue" (nothing sent
+ * yet) or the body is too large to be worth reading. Otherwise the body is
+ * read and discarded, and the 400 goes out on a connection that stays
+ * usable.
+ */
+static bool refuse_before_body(struct MHD_Connection *conn)
+{
+    unsigned long long n = content_length(
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH));
+    if (n <= LEASED_BODY_MAX)
+        return false;
+    const char *expect = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+    return n > DISCARD_MAX || (expect && strcasecmp(expect, "100-continue") == 0);
 }
 
 /* The request is complete: answer it here or hand it to a worker. */
@@ -345,10 +363,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (!rq)
             return MHD_NO;
         *con_cls = rq;
-        const char *cl =
-            MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH);
-        if (content_length_too_large(cl)) {
-            /* answered before the body is read; libmicrohttpd then closes */
+        if (refuse_before_body(conn)) {
             rq->too_large = true;
             return reply_error_now(rq, INVALID_LEASE_REQUEST, "body");
         }
@@ -430,12 +445,14 @@ leased_http_t *leased_http_start(leased_app_t *app, char *err, size_t errsz)
             goto bad_address;
     }
     unsigned timeout_s = (unsigned)((cfg->idle_timeout_ms + 999) / 1000);
+    /* the logger option comes first so that even option errors reach it */
     h->daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT,
-        timeout_s, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-        MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1, MHD_OPTION_END);
+        flags, 0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, h, MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1,
+        MHD_OPTION_END);
     if (!h->daemon) {
         snprintf(err, errsz, "cannot listen on %s (address in use or not available)", cfg->listen);
         goto fail;

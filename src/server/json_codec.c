@@ -122,9 +122,18 @@ typedef struct decoder {
     const leased_codec_limits_t *limits;
 } decoder_t;
 
+/* Field names are cut at LEASE_FIELD_MAX bytes (a client's own long key). */
 static bool fail(decoder_t *d, const char *prefix, const char *name, const char *reason)
 {
-    snprintf(d->err->field, sizeof d->err->field, "%s%s", prefix, name);
+    size_t cap = sizeof d->err->field - 1;
+    size_t a = strlen(prefix), b = strlen(name);
+    if (a > cap)
+        a = cap;
+    if (b > cap - a)
+        b = cap - a;
+    memcpy(d->err->field, prefix, a);
+    memcpy(d->err->field + a, name, b);
+    d->err->field[a + b] = '\0';
     d->err->reason = reason;
     return false;
 }

@@ -215,6 +215,10 @@ static void audit(leased_service_t *svc, const leased_op_ctx_t *ctx, const lease
     lease_audit_event_t ev;
     memset(&ev, 0, sizeof ev);
     ev.event_type = event_types[ctx->op];
+    if (!ctx->authenticated)
+        ev.event_type = "target_lease_authenticate";
+    else if (ctx->op == LEASED_OP_COMMIT && lease_code_is_success(code))
+        ev.event_type = "target_lease_commit"; /* a replayed commit */
     ev.occurred_at_ms = lease_wall_now_ms();
     ev.latency_ms = (lease_mono_now_ns() - ctx->received_mono_ns) / 1000000;
     ev.code = code;
@@ -392,6 +396,11 @@ static bool is_mutation(leased_op_t op)
            op == LEASED_OP_FORCE_RELEASE || op == LEASED_OP_REVOKE || op == LEASED_OP_COMMIT;
 }
 
+static bool replayed(const leased_request_t *req, const leased_outcome_t *out)
+{
+    return req->op == LEASED_OP_COMMIT ? out->commit.replayed : out->lease.replayed;
+}
+
 static lease_code_t call_store(leased_service_t *svc, const leased_op_ctx_t *ctx,
                                leased_request_t *req, leased_outcome_t *out)
 {
@@ -485,8 +494,8 @@ lease_code_t leased_service_run(leased_service_t *svc, leased_op_ctx_t *ctx, lea
     out->code = call_store(svc, ctx, req, out);
     take_details(req, out);
     /* The store audits mutations that changed state inside their own
-     * transaction; everything else is audited here. */
-    if (is_mutation(req->op) && lease_code_is_success(out->code))
+     * transaction; everything else (replays included) is audited here. */
+    if (is_mutation(req->op) && lease_code_is_success(out->code) && !replayed(req, out))
         return out->code;
 
 audit_and_return:
