@@ -25,6 +25,8 @@ typedef struct ctl_command {
 } ctl_command_t;
 
 int ctl_migrate_main(int argc, char **argv);
+int ctl_recover_main(int argc, char **argv);
+int ctl_verify_main(int argc, char **argv);
 
 /* Resolves the database URL: --database-url wins, else LEASE_DATABASE_URL.
  * Returns NULL (after printing why) when neither is set. */

@@ -8,6 +8,8 @@
 
 static const ctl_command_t commands[] = {
     {"migrate", ctl_migrate_main, "apply pending schema migrations (--status to list)"},
+    {"recover", ctl_recover_main, "raise fencing counters by an epoch, revoke leases, unseal"},
+    {"verify", ctl_verify_main, "report fencing and record inconsistencies"},
 };
 
 static void usage(FILE *out)

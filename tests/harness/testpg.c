@@ -175,7 +175,7 @@ long long testpg_query_int(const char *url, const char *sql)
     return n;
 }
 
-char *testpg_create_db(const char *prefix)
+static char *create_db(const char *prefix, const char *template)
 {
     static int counter;
     load_state();
@@ -186,7 +186,7 @@ char *testpg_create_db(const char *prefix)
         if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9') || *p == '_'))
             *p = '_';
     char sql[256];
-    snprintf(sql, sizeof sql, "CREATE DATABASE %s TEMPLATE %s", name, state_template);
+    snprintf(sql, sizeof sql, "CREATE DATABASE %s TEMPLATE %s", name, template);
     /* The template may be briefly busy when tests start together. */
     for (int attempt = 0;; attempt++) {
         if (testpg_exec(state_url, sql))
@@ -196,6 +196,17 @@ char *testpg_create_db(const char *prefix)
         usleep(100000);
     }
     return url_with_db(state_url, name);
+}
+
+char *testpg_create_db(const char *prefix)
+{
+    load_state();
+    return create_db(prefix, state_template);
+}
+
+char *testpg_create_empty_db(const char *prefix)
+{
+    return create_db(prefix, "template0");
 }
 
 void testpg_drop_db(const char *db_url)

@@ -13,6 +13,8 @@
 /* A fresh database copied from the migrated template; the URL connects as
  * the superuser (owner). Aborts the test on failure. */
 char *testpg_create_db(const char *prefix);
+/* A fresh, empty database (no schema); for migration tests. */
+char *testpg_create_empty_db(const char *prefix);
 /* The same database, connecting as the service login role "leased_app"
  * (member of lease_service, default isolation serializable). */
 char *testpg_service_url(const char *db_url);

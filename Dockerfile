@@ -1,0 +1,24 @@
+# leased and leasectl on Debian bookworm.
+FROM debian:bookworm-slim AS build
+RUN apt-get update && apt-get install -y --no-install-recommends \
+      build-essential cmake pkg-config libpq-dev libmicrohttpd-dev libjansson-dev \
+      libssl-dev libcurl4-openssl-dev libcmocka-dev \
+ && rm -rf /var/lib/apt/lists/*
+WORKDIR /src
+COPY . .
+RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DLEASE_TESTS=OFF \
+ && cmake --build /build -j"$(nproc)" \
+ && cmake --install /build --prefix /opt/leased
+
+FROM debian:bookworm-slim
+RUN apt-get update && apt-get install -y --no-install-recommends \
+      libpq5 libmicrohttpd12 libjansson4 libssl3 libcurl4 ca-certificates \
+ && rm -rf /var/lib/apt/lists/* \
+ && useradd --system --no-create-home leased
+COPY --from=build /opt/leased /opt/leased
+ENV PATH=/opt/leased/bin:$PATH \
+    LEASE_MIGRATIONS_DIR=/opt/leased/share/leased/migrations \
+    LEASE_LISTEN=0.0.0.0:8080
+USER leased
+EXPOSE 8080
+ENTRYPOINT ["leased"]
