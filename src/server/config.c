@@ -84,7 +84,7 @@ static const setting_t settings[] = {
     {"token pepper", "LEASE_TOKEN_PEPPER", "--token-pepper", SETTING_SECRET, "", DYN_NONE, 0, 0,
      AT(token_pepper), "HMAC key for stored token digests (must match leasectl's)"},
     {"credential cache", "LEASE_CREDENTIAL_CACHE_MS", "--credential-cache-ms", SETTING_INT, "2000",
-     DYN_NONE, 0, 60000, AT(credential_cache_ms),
+     DYN_NONE, 1, 60000, AT(credential_cache_ms),
      "how long a looked-up credential is trusted; revocation takes this long, ms"},
     {"sweep interval", "LEASE_SWEEP_INTERVAL_MS", "--sweep-interval-ms", SETTING_INT, "5000",
      DYN_NONE, 100, 3600000, AT(sweep_interval_ms),

@@ -11,6 +11,7 @@
 #include <strings.h>
 
 struct http_client {
+    long connects;
     CURL *curl;
     char base[256];
     long timeout_ms;
@@ -105,6 +106,9 @@ http_resp_t *http_client_call_raw(http_client_t *c, const char *method, const ch
     }
     CURLcode rc = curl_easy_perform(h);
     curl_slist_free_all(list);
+    long opened = 0;
+    if (curl_easy_getinfo(h, CURLINFO_NUM_CONNECTS, &opened) == CURLE_OK)
+        c->connects += opened;
     if (rc != CURLE_OK) {
         if (err)
             snprintf(err, 256, "%s", curl_easy_strerror(rc));
@@ -140,6 +144,11 @@ http_resp_t *http_call(const char *base, const char *method, const char *path, c
         fprintf(stderr, "http_call %s %s: %s\n", method, path, err);
     http_client_free(c);
     return r;
+}
+
+long http_client_connects(const http_client_t *c)
+{
+    return c->connects;
 }
 
 const char *http_resp_header(const http_resp_t *r, const char *name)

@@ -45,6 +45,9 @@ http_resp_t *http_client_call_raw(http_client_t *c, const char *method, const ch
                                   const char *token, const char *body, size_t body_len,
                                   const char *const *headers, char *err);
 
+/* New connections the client has opened so far (keep-alive checks). */
+long http_client_connects(const http_client_t *c);
+
 /* One call on a fresh connection. */
 http_resp_t *http_call(const char *base, const char *method, const char *path, const char *token,
                        const char *body);
