@@ -19,6 +19,7 @@
 #include "lease/identity.h"
 
 #define BUCKETS_MAX 8192 /* power of two */
+#define PRUNE_EVERY_NS INT64_C(100000000)
 
 typedef struct bucket {
     char credential_id[LEASE_ID_MAX + 1]; /* "" = free slot */
@@ -34,6 +35,7 @@ struct leased_admission {
     uint64_t rejected_rate, rejected_inflight; /* atomic */
     pthread_mutex_t mutex;
     size_t used;
+    int64_t last_prune_ns; /* a prune is O(table): at most one per PRUNE_EVERY_NS */
     bucket_t *buckets;
 };
 
@@ -133,8 +135,11 @@ bool leased_admission_take(leased_admission_t *adm, const char *credential_id, i
 {
     bool ok = false;
     pthread_mutex_lock(&adm->mutex);
-    if (adm->used >= BUCKETS_MAX * 3 / 4)
+    if (adm->used >= BUCKETS_MAX * 3 / 4 &&
+        (adm->last_prune_ns == 0 || now_ns - adm->last_prune_ns >= PRUNE_EVERY_NS)) {
         prune(adm, now_ns);
+        adm->last_prune_ns = now_ns;
+    }
     size_t i = hash_id(credential_id) & (BUCKETS_MAX - 1);
     while (adm->buckets[i].credential_id[0] &&
            strcmp(adm->buckets[i].credential_id, credential_id) != 0)

@@ -620,8 +620,12 @@ bool leased_codec_decode(leased_op_t op, const char *body, size_t len, const cha
     json_error_t jerr;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root) {
-        path_at(body, len, (size_t)(jerr.position > 0 ? jerr.position : 0), err->field,
-                sizeof err->field);
+        /* a body cut short is wrong as a whole, not at its last field */
+        if (json_error_code(&jerr) == json_error_premature_end_of_input)
+            snprintf(err->field, sizeof err->field, "body");
+        else
+            path_at(body, len, (size_t)(jerr.position > 0 ? jerr.position : 0), err->field,
+                    sizeof err->field);
         err->reason =
             json_error_code(&jerr) == json_error_duplicate_key ? "duplicate key" : "not valid JSON";
         return false;
