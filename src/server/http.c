@@ -47,7 +47,8 @@ struct leased_http {
     int port;
     MHD_socket listen_fd; /* after quiesce: closed once the daemon stopped */
     int64_t active;       /* atomic: requests between headers and reply sent */
-    int64_t suspended;    /* atomic: requests on workers */
+    int64_t suspended;    /* requests on workers (changed under idle_mutex) */
+    bool stopping;        /* under idle_mutex: no request is suspended any more */
     pthread_mutex_t idle_mutex;
     pthread_cond_t idle_cond;
 };
@@ -274,9 +275,16 @@ static void run_job(void *arg)
     leased_admission_leave(h->app->admission);
     rq->admitted = false;
     __atomic_store_n(&rq->state, RQ_DONE, __ATOMIC_RELEASE);
+    /* Resume and count down under the mutex leased_http_stop takes: once
+     * resumed, the reply may be sent and the request completed before this
+     * thread runs again, and stop must never see "idle" with a connection
+     * still counted as suspended (or the reverse). rq may be freed as soon
+     * as the resume is done. */
+    pthread_mutex_lock(&h->idle_mutex);
     MHD_resume_connection(rq->conn);
     __atomic_sub_fetch(&h->suspended, 1, __ATOMIC_ACQ_REL);
-    idle_signal(h);
+    pthread_cond_broadcast(&h->idle_cond);
+    pthread_mutex_unlock(&h->idle_mutex);
 }
 
 static unsigned long long content_length(const char *v)
@@ -336,17 +344,30 @@ static enum MHD_Result complete(request_t *rq)
         leased_routes_reply_error(ex, LEASE_RATE_LIMITED, NULL, retry_ms);
         return send_reply(rq);
     }
+    /* Counting the suspension and checking for stop happen together, so
+     * that leased_http_stop either sees this request or it never starts. */
+    pthread_mutex_lock(&h->idle_mutex);
+    bool stopping = h->stopping;
+    if (!stopping)
+        __atomic_add_fetch(&h->suspended, 1, __ATOMIC_ACQ_REL);
+    pthread_mutex_unlock(&h->idle_mutex);
+    if (stopping) {
+        leased_admission_leave(h->app->admission);
+        leased_routes_reply_error(ex, LEASE_BACKEND_UNAVAILABLE, NULL, 1000);
+        return send_reply(rq);
+    }
     rq->admitted = true;
     __atomic_store_n(&rq->state, RQ_RUNNING, __ATOMIC_RELEASE);
-    __atomic_add_fetch(&h->suspended, 1, __ATOMIC_ACQ_REL);
     MHD_suspend_connection(rq->conn);
     if (!leased_work_queue_push(h->workers, run_job, rq)) {
         leased_admission_leave(h->app->admission);
         rq->admitted = false;
         leased_routes_reply_error(ex, LEASE_BACKEND_UNAVAILABLE, NULL, 1000);
         __atomic_store_n(&rq->state, RQ_DONE, __ATOMIC_RELEASE);
+        pthread_mutex_lock(&h->idle_mutex);
         MHD_resume_connection(rq->conn);
         __atomic_sub_fetch(&h->suspended, 1, __ATOMIC_ACQ_REL);
+        pthread_mutex_unlock(&h->idle_mutex);
     }
     return MHD_YES;
 }
@@ -511,11 +532,27 @@ bool leased_http_wait_idle(leased_http_t *h, int64_t timeout_ms)
     return idle;
 }
 
-bool leased_http_stop(leased_http_t *h)
+bool leased_http_stop(leased_http_t *h, int64_t wait_ms)
 {
     if (!h)
         return true;
-    if (__atomic_load_n(&h->suspended, __ATOMIC_ACQUIRE) > 0)
+    int64_t end = lease_mono_now_ns() + (wait_ms > 0 ? wait_ms : 0) * 1000000;
+    pthread_mutex_lock(&h->idle_mutex);
+    h->stopping = true;
+    /* requests that slipped in after the caller saw "idle" finish first */
+    while (__atomic_load_n(&h->suspended, __ATOMIC_ACQUIRE) > 0 && lease_mono_now_ns() < end) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 20000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&h->idle_cond, &h->idle_mutex, &ts);
+    }
+    bool busy = __atomic_load_n(&h->suspended, __ATOMIC_ACQUIRE) > 0;
+    pthread_mutex_unlock(&h->idle_mutex);
+    if (busy)
         return false;
     MHD_stop_daemon(h->daemon);
     if (h->listen_fd != MHD_INVALID_SOCKET)

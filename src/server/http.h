@@ -39,12 +39,14 @@ int64_t leased_http_active(const leased_http_t *h);
 bool leased_http_wait_idle(leased_http_t *h, int64_t timeout_ms);
 
 /*
- * Stops the daemon and the workers and frees h; accepts NULL. Returns false
- * (and leaves the daemon running, to die with the process) when requests
- * are still suspended on workers, because libmicrohttpd must not be
+ * Stops the daemon and the workers and frees h; accepts NULL. From the
+ * call on, complete requests are answered 503 at once instead of going to
+ * a worker; requests already on workers get up to wait_ms to finish.
+ * Returns false (and leaves the daemon running, to die with the process)
+ * when some are still running then, because libmicrohttpd must not be
  * stopped with suspended connections.
  */
-bool leased_http_stop(leased_http_t *h);
+bool leased_http_stop(leased_http_t *h, int64_t wait_ms);
 
 /* W3C traceparent: writes the 32-hex trace-id of a valid header into out
  * (33 bytes); false (out = "") for absent or invalid values. */

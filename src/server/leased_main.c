@@ -128,7 +128,8 @@ static int drain(parts_t *p, int sig)
     if (!idle)
         LOG_WARN("shutdown grace elapsed with %lld requests active",
                  (long long)leased_http_active(p->http));
-    if (!leased_http_stop(p->http)) {
+    left = cfg->shutdown_grace_ms - (lease_mono_now_ns() - start) / 1000000;
+    if (!leased_http_stop(p->http, left > 1000 ? left : 1000)) {
         /* requests are still running on workers: their clients resolve by
          * request id; the process cannot stop the HTTP library cleanly */
         LOG_ERROR("exiting with requests in flight");
@@ -174,7 +175,7 @@ int main(int argc, char **argv)
 
     if (!build(&p, err, sizeof err)) {
         LOG_ERROR("cannot start: %s", err);
-        leased_http_stop(p.http);
+        (void)leased_http_stop(p.http, 0);
         teardown(&p);
         return EXIT_RUNTIME;
     }

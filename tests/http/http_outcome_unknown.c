@@ -81,9 +81,11 @@ static void test_outcome_unknown(void **state)
     long long waiting = 0;
     for (int i = 0; i < 200 && waiting == 0; i++) {
         usleep(20000);
-        waiting = testpg_query_int(fx.db, "SELECT count(*) FROM pg_stat_activity WHERE "
-                                          "application_name = 'leased' AND wait_event_type = "
-                                          "'Lock'");
+        waiting = testpg_query_int(
+            fx.db, "SELECT count(*) FROM pg_stat_activity WHERE "
+                   "datname = current_database() AND application_name = 'leased' AND "
+                   "wait_event_type = "
+                   "'Lock'");
     }
     assert_int_equal(waiting, 1);
     /* the renew was sent and is inside the database: end leased's sessions */

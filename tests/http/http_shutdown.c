@@ -156,7 +156,8 @@ static void *send_pending(void *arg)
 static long long lock_waiters(void)
 {
     return testpg_query_int(fx.db, "SELECT count(*) FROM pg_stat_activity WHERE "
-                                   "application_name = 'leased' AND wait_event_type = 'Lock'");
+                                   "datname = current_database() AND application_name = 'leased' "
+                                   "AND wait_event_type = 'Lock'");
 }
 
 /* A renew waiting on a row lock in the database when SIGTERM arrives is
