@@ -221,7 +221,7 @@ static void test_not_found(void **state)
 static void test_deadline_exceeded(void **state)
 {
     (void)state;
-    json_t *body = json_loads(acquire_body("late-1", "t-408"), 0, NULL);
+    json_t *body = parse_owned(acquire_body("late-1", "t-408"));
     json_object_set_new(body, "deadline_at", json_string("2020-01-01T00:00:00.000Z"));
     http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/acquire", fx.worker_a, dump(body));
     check_reply(r, 408, "deadline_exceeded", NULL);
@@ -271,7 +271,7 @@ static void test_conflicts(void **state)
                    owner_body("c-renew-2", "t-409", lease));
     check_reply(r, 200, "lease_renewed", NULL);
     http_resp_free(r);
-    json_t *changed = json_loads(owner_body("c-renew-2", "t-409", lease), 0, NULL);
+    json_t *changed = parse_owned(owner_body("c-renew-2", "t-409", lease));
     json_object_set_new(changed, "ttl_ms", json_integer(20000));
     r = call_owned(fx.base, "POST", "/v1/leases/renew", fx.worker_a, dump(changed));
     check_reply(r, 409, "idempotency_conflict", NULL);

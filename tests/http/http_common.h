@@ -43,6 +43,15 @@ static inline char *dump(json_t *obj)
     return s;
 }
 
+/* Parses text (a body built by the helpers here) and frees it. */
+static inline json_t *parse_owned(char *text)
+{
+    json_error_t jerr;
+    json_t *o = json_loads(text, 0, &jerr);
+    free(text);
+    return o;
+}
+
 static inline char *acquire_body(const char *request_id, const char *target)
 {
     return dump(json_pack("{s:s, s:o, s:s, s:s, s:s}", "request_id", request_id, "lock_identity",

@@ -162,7 +162,7 @@ static void test_bounded_wait(void **state)
     http_resp_free(a);
 
     /* a wait shorter than the deadline allows: conflict within both */
-    json_t *b = json_loads(acquire_body("wait-short", "t-wait"), 0, NULL);
+    json_t *b = parse_owned(acquire_body("wait-short", "t-wait"));
     json_object_set_new(b, "wait_ms", json_integer(5000));
     json_object_set_new(b, "deadline_ms", json_integer(300));
     long t0 = mono_ms();
@@ -176,7 +176,7 @@ static void test_bounded_wait(void **state)
     /* the holder releases after 400 ms; a waiter with 5 s gets the lease */
     pthread_t th;
     pthread_create(&th, NULL, release_later, &rl);
-    b = json_loads(acquire_body("wait-long", "t-wait"), 0, NULL);
+    b = parse_owned(acquire_body("wait-long", "t-wait"));
     json_object_set_new(b, "wait_ms", json_integer(5000));
     t0 = mono_ms();
     r = call_owned(fx.base, "POST", "/v1/leases/acquire", fx.tokens[1], dump(b));

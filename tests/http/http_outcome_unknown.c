@@ -73,7 +73,7 @@ static void test_outcome_unknown(void **state)
     assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
     PQclear(res);
 
-    json_t *b = json_loads(owner_body("unk-renew", "t-unknown", lease), 0, NULL);
+    json_t *b = parse_owned(owner_body("unk-renew", "t-unknown", lease));
     json_object_set_new(b, "deadline_ms", json_integer(15000));
     pending_t p = {dump(b), NULL};
     pthread_t th;

@@ -185,10 +185,10 @@ static void test_in_flight_answered(void **state)
     assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
     PQclear(res);
 
-    json_t *rb = json_loads(owner_body("inflight-renew", "t-inflight", lease), 0, NULL);
+    json_t *rb = parse_owned(owner_body("inflight-renew", "t-inflight", lease));
     json_object_set_new(rb, "deadline_ms", json_integer(10000));
     pending_t renew = {base, dump(rb), "/v1/leases/renew", NULL};
-    json_t *wb = json_loads(acquire_body("inflight-wait", "t-held"), 0, NULL);
+    json_t *wb = parse_owned(acquire_body("inflight-wait", "t-held"));
     json_object_set_new(wb, "wait_ms", json_integer(8000));
     json_object_set_new(wb, "deadline_ms", json_integer(9000));
     pending_t waiter = {base, dump(wb), "/v1/leases/acquire", NULL};

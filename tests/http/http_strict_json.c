@@ -203,13 +203,13 @@ static void test_metadata_sizes(void **state)
     char big[300];
     memset(big, 'x', 257);
     big[257] = '\0';
-    json_t *body = json_loads(acquire_body("md-1", "t-md"), 0, NULL);
+    json_t *body = parse_owned(acquire_body("md-1", "t-md"));
     json_object_set_new(body, "metadata", json_pack("{s:s}", "note", big));
     http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/acquire", fx.token, dump(body));
     check_refused(r, "metadata.note", "long metadata string");
     http_resp_free(r);
 
-    body = json_loads(acquire_body("md-2", "t-md"), 0, NULL);
+    body = parse_owned(acquire_body("md-2", "t-md"));
     json_t *md = json_object();
     big[250] = '\0';
     for (int i = 0; i < 10; i++) {
@@ -224,7 +224,7 @@ static void test_metadata_sizes(void **state)
 
     /* the limits themselves are accepted: 16 keys, 256-byte strings,
      * numbers and booleans */
-    body = json_loads(acquire_body("md-3", "t-md"), 0, NULL);
+    body = parse_owned(acquire_body("md-3", "t-md"));
     big[256] = '\0';
     memset(big, 'y', 256);
     md = json_pack("{s:s, s:i, s:f, s:b}", "note", big, "attempt", 3, "ratio", 0.5, "dry_run", 1);

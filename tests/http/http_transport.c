@@ -99,7 +99,7 @@ static void test_traceparent(void **state)
     http_resp_free(r);
 
     /* a body trace_id wins */
-    json_t *b = json_loads(acquire_body("tp-2", "t-trace-2"), 0, NULL);
+    json_t *b = parse_owned(acquire_body("tp-2", "t-trace-2"));
     json_object_set_new(b, "trace_id", json_string("trace_from_body"));
     body = dump(b);
     r = http_client_call(c, "POST", "/v1/leases/acquire", fx.token, body, hdrs, NULL);
