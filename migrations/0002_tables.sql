@@ -107,13 +107,12 @@ CREATE TABLE lease.locks (
               AND expires_at <= acquired_at + maximum_lifetime_ms * interval '1 millisecond')
 ) WITH (fillfactor = 80); -- room for HOT updates: renewals change no indexed column
 
--- Lists walk this index in identity order. Not UNIQUE: the primary key
--- (a SHA-256 of the tuple) already identifies the row, every read compares
--- the tuple, and a second unique index would turn concurrent first
--- acquires of one identity into unique violations instead of the
--- serialization failures the service retries.
-CREATE INDEX locks_identity ON lease.locks (tenant_id, program_id, target_namespace, target_id,
-                                            actor_name, workflow_name, operation_class);
+-- One row per tuple, and lists walk this index in identity order. The
+-- primary key is a SHA-256 of the tuple; this index makes a second row
+-- claiming the same tuple (an edited or corrupt row) impossible.
+CREATE UNIQUE INDEX locks_identity ON lease.locks (tenant_id, program_id, target_namespace,
+                                                   target_id, actor_name, workflow_name,
+                                                   operation_class);
 
 -- Which identity a lease id belongs to (inspect by id). A separate
 -- append-only table rather than an index on lease.locks(lease_id): no index

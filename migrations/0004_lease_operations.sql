@@ -34,8 +34,8 @@ DECLARE
     n integer := 0;
     size integer := 2;
 BEGIN
-    IF m IS NULL THEN
-        RETURN NULL;
+    IF m IS NULL OR jsonb_typeof(m) = 'null' THEN
+        RETURN NULL;  -- absent or null: no metadata
     END IF;
     IF jsonb_typeof(m) <> 'object' THEN
         RETURN 'metadata';
@@ -92,6 +92,7 @@ DECLARE
     pol lease.policy;
     sealed boolean;
     l lease.locks;
+    old lease.locks;
     replay jsonb;
     ttl bigint;
     maxlife bigint;
@@ -151,20 +152,34 @@ BEGIN
                                   'retry_after_ms', lease._retry_after(l.expires_at));
     END IF;
 
+    IF l.lock_key IS NULL AND EXISTS (
+        SELECT 1 FROM lease.locks x
+         WHERE x.tenant_id = i.tenant_id AND x.program_id = i.program_id
+           AND x.target_namespace = i.target_namespace AND x.target_id = i.target_id
+           AND x.actor_name = i.actor_name AND x.workflow_name = i.workflow_name
+           AND x.operation_class = i.operation_class) THEN
+        -- First acquire of this key, yet another row claims the tuple: no
+        -- acquisition over that ambiguity (only on an identity's first use).
+        PERFORM lease._corrupt(k, 'another row claims this identity tuple');
+    END IF;
+
     token := coalesce(l.fencing_counter, 0) + 1;
     IF l.state = 'active' THEN
-        -- expired but not yet swept: record it before reusing the row
-        PERFORM lease._to_history(l, 'expired', l.expires_at, NULL, NULL, NULL);
         prev := 'expired';
     END IF;
+    -- Refuse before touching the row: a refusal must leave it as it was (an
+    -- expired lease recorded here but left in place would be recorded again).
     IF token > pol.token_limit THEN
         PERFORM lease._audit(p, 'target_lease_alert', 'lease_backend_unavailable',
             jsonb_build_object('priority', 'high', 'decision', 'error',
-                               'lock_identity', p -> 'lock_identity',
+                               'lock_identity', lease._identity_json(i.tenant_id, i.program_id,
+                                   i.target_namespace, i.target_id, i.actor_name,
+                                   i.workflow_name, i.operation_class),
                                'reason', 'fencing counter reached the policy token limit',
                                'previous_state', prev));
         RETURN jsonb_build_object('code', 'lease_backend_unavailable', 'reason', 'token_limit');
     END IF;
+    old := l;
 
     -- One statement creates the identity's row or reuses it. A concurrent
     -- first acquire of the same identity, or any concurrent change of the
@@ -184,7 +199,8 @@ BEGIN
         p #>> '{principal,principal_id}', coalesce(p #>> '{principal,client_id}', ''),
         coalesce(p #>> '{principal,credential_id}', ''), p ->> 'service_instance_id', t, t,
         t + lease._ms(least(ttl, maxlife)), ttl, maxlife, p ->> 'execution_id', p ->> 'job_id',
-        p ->> 'trace_id', p ->> 'request_id', coalesce(p -> 'metadata', '{}'::jsonb))
+        p ->> 'trace_id', p ->> 'request_id', CASE WHEN jsonb_typeof(p -> 'metadata') = 'object' THEN p -> 'metadata'
+             ELSE '{}'::jsonb END)
     ON CONFLICT (lock_key) DO UPDATE
        SET fencing_counter = EXCLUDED.fencing_counter, state = 'active',
            lease_id = EXCLUDED.lease_id, fencing_token = EXCLUDED.fencing_token,
@@ -199,6 +215,12 @@ BEGIN
            trace_id = EXCLUDED.trace_id, request_id = EXCLUDED.request_id,
            metadata = EXCLUDED.metadata
     RETURNING * INTO l;
+    -- Evidence is written after the row changed hands: a concurrent acquire
+    -- or sweep of the same expired lease has already failed on the row
+    -- (40001) instead of colliding on the history key.
+    IF old.state = 'active' THEN
+        PERFORM lease._to_history(old, 'expired', old.expires_at, NULL, NULL, NULL);
+    END IF;
     INSERT INTO lease.lease_index (lease_id, lock_key, created_at) VALUES (l.lease_id, k, t);
 
     result := jsonb_build_object('code', 'lease_acquired', 'lease', lease._lease_json(l));
@@ -317,8 +339,10 @@ DECLARE
     result jsonb;
 BEGIN
     PERFORM lease._bound_lock_wait((p ->> 'deadline_at')::timestamptz);
-    h := lease._to_history(l, terminal_state, lease._now(), p, reason, incident);
+    -- the row first: a concurrent change fails here (40001), before any
+    -- evidence is written
     PERFORM lease._clear(l.lock_key);
+    h := lease._to_history(l, terminal_state, lease._now(), p, reason, incident);
     result := jsonb_build_object('code', success_code, 'lease', lease._history_json(h));
     PERFORM lease._remember(l.lock_key, op, p, result, h.lease_id);
     PERFORM lease._audit(p, 'target_lease_' || op, success_code,

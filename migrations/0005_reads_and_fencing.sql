@@ -98,7 +98,8 @@ DECLARE
     b64 text;
     doc jsonb;
 BEGIN
-    IF token !~ '^[A-Za-z0-9_-]{4,1000}\.[0-9a-f]{32}$' THEN
+    -- (regular expression bounds stop at 255: the length is checked apart)
+    IF token !~ '^[A-Za-z0-9_-]{4,}\.[0-9a-f]{32}$' OR length(token) > 1000 + 33 THEN
         RETURN NULL;
     END IF;
     payload := split_part(token, '.', 1);
@@ -350,7 +351,8 @@ BEGIN
                 END IF;
             END LOOP;
             IF jsonb_typeof(x -> 'key') IS DISTINCT FROM 'string'
-               OR x ->> 'key' !~ '^[A-Za-z0-9._:/-]{1,256}$' OR x ->> 'key' = ANY (keys) THEN
+               OR x ->> 'key' !~ '^[A-Za-z0-9._:/-]+$' OR length(x ->> 'key') > 256
+               OR x ->> 'key' = ANY (keys) THEN
                 RETURN f || '.key';
             END IF;
             keys := keys || (x ->> 'key');
@@ -368,7 +370,7 @@ BEGIN
                 END IF;
             END LOOP;
             IF jsonb_typeof(x -> 'topic') IS DISTINCT FROM 'string'
-               OR x ->> 'topic' !~ '^[A-Za-z0-9._:/-]{1,256}$' THEN
+               OR x ->> 'topic' !~ '^[A-Za-z0-9._:/-]+$' OR length(x ->> 'topic') > 256 THEN
                 RETURN f || '.topic';
             END IF;
             IF jsonb_typeof(x -> 'payload') IS DISTINCT FROM 'object' THEN

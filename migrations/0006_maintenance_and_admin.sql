@@ -21,8 +21,8 @@ BEGIN
     IF NOT FOUND THEN
         RETURN false;
     END IF;
+    PERFORM lease._clear(k);  -- the row first, as in lease._end_lease
     PERFORM lease._to_history(l, 'expired', l.expires_at, NULL, NULL, NULL);
-    PERFORM lease._clear(k);
     RETURN true;
 END
 $$;
@@ -119,7 +119,10 @@ BEGIN
         target_namespace, target_id, actor_name, workflow_name, operation_class, lease_id,
         fencing_token, requested_ttl_ms, effective_ttl_ms, deadline_class, previous_state,
         resulting_state, reason, incident_id)
-    SELECT coalesce(e.occurred_at, now()), e.latency_ms, e.event_type,
+    -- the service's clock, but never in the future nor older than an hour,
+    -- so no batch can place events inside the purge window
+    SELECT greatest(least(coalesce(e.occurred_at, now()), now()), now() - interval '1 hour'),
+           e.latency_ms, e.event_type,
            coalesce(e.priority, 'normal'), e.decision, left(e.result_code, 64),
            coalesce(e.retryable, false), coalesce(e.backend_health, 'ok'),
            left(e.request_id, 128), left(e.correlation_id, 64), left(e.trace_id, 128),
@@ -201,6 +204,19 @@ BEGIN
         RAISE EXCEPTION 'capabilities must be an array' USING ERRCODE = '22023';
     END IF;
     caps := ARRAY(SELECT DISTINCT jsonb_array_elements_text(p -> 'capabilities') ORDER BY 1);
+    IF NOT caps <@ ARRAY['targets:lease', 'targets:read', 'targets:force-release', 'targets:revoke',
+                         'audit:read'] THEN
+        RAISE EXCEPTION 'unknown capability' USING ERRCODE = '22023';
+    END IF;
+    IF coalesce(jsonb_typeof(p -> 'admin'), 'boolean') <> 'boolean' THEN
+        RAISE EXCEPTION 'admin must be true or false' USING ERRCODE = '22023';
+    END IF;
+    IF NOT coalesce((p -> 'admin')::boolean, false)
+       AND (p ->> 'program_id' = '*'
+            OR caps && ARRAY['targets:force-release', 'targets:revoke']) THEN
+        RAISE EXCEPTION 'program "*", targets:force-release and targets:revoke need an administrator credential'
+            USING ERRCODE = '22023';
+    END IF;
     IF coalesce(p ->> 'secret_digest', '') !~ '^[0-9a-f]{64}$' THEN
         RAISE EXCEPTION 'invalid secret_digest' USING ERRCODE = '22023';
     END IF;
@@ -214,7 +230,7 @@ BEGIN
             lease.normalize_component('tenant_id', p ->> 'tenant_id'),
             CASE WHEN p ->> 'program_id' = '*' THEN '*'
                  ELSE lease.normalize_component('program_id', p ->> 'program_id') END,
-            actors, caps, coalesce((p ->> 'admin')::boolean, false),
+            actors, caps, coalesce((p -> 'admin')::boolean, false),
             decode(p ->> 'secret_digest', 'hex'), p ->> 'description',
             (p ->> 'expires_at')::timestamptz)
     RETURNING * INTO c;
@@ -514,6 +530,8 @@ AS $$
 DECLARE
     l lease.locks;
 BEGIN
+    -- refuse before the lookup: even "lease_lost" is a decision
+    PERFORM lease._require_serializable();
     SELECT l2.* INTO l FROM lease.lease_index x JOIN lease.locks l2 USING (lock_key)
      WHERE x.lease_id = _admin_request.lease_id AND l2.lease_id = x.lease_id;
     IF NOT FOUND THEN

@@ -63,6 +63,7 @@ static void concurrent_migrators_apply_each_file_once(void **state)
     assert_null(strstr(out, "applied 0"));
     assert_non_null(strstr(out, "\"pending\":0"));
     testpg_drop_db(url);
+    free(url);
 }
 
 static void changed_applied_file_is_refused(void **state)
@@ -103,6 +104,7 @@ static void changed_applied_file_is_refused(void **state)
                      1);
     run(out, sizeof out, "rm -rf '%s'", dir);
     testpg_drop_db(url);
+    free(url);
 }
 
 static void verify_finds_and_recover_repairs(void **state)
@@ -141,6 +143,7 @@ static void verify_finds_and_recover_repairs(void **state)
     assert_int_equal(rc, 2);
     assert_int_equal(testpg_query_int(url, "SELECT epoch FROM lease.namespace_state"), 1);
     testpg_drop_db(url);
+    free(url);
 }
 
 int main(void)

@@ -1,0 +1,99 @@
+/*
+ * pg_codec.h - the JSON of docs/sql-api.md, both ways.
+ *
+ * Requests: store.h structs -> one jsonb text argument of lease.<fn>(...).
+ * Results: the function's jsonb text -> store.h structs. Decoding is strict
+ * about what it reads (types, bounds, which codes an operation may answer)
+ * and tolerant of fields it does not know. Anything malformed decodes to
+ * LEASE_BACKEND_UNAVAILABLE and a log line; it never crashes and never
+ * passes half-read data on.
+ *
+ * No libpq here, so tests/unit/test_pg_codec.c runs without a database.
+ */
+#ifndef LEASE_STORE_PG_CODEC_H
+#define LEASE_STORE_PG_CODEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lease/store.h"
+
+/* Every backend call the adapter makes. */
+typedef enum store_pg_op {
+    STORE_PG_OP_ACQUIRE = 0,
+    STORE_PG_OP_RENEW,
+    STORE_PG_OP_RELEASE,
+    STORE_PG_OP_FORCE_RELEASE,
+    STORE_PG_OP_REVOKE,
+    STORE_PG_OP_INSPECT,
+    STORE_PG_OP_LIST_BY_OWNER,
+    STORE_PG_OP_LIST_BY_TARGET,
+    STORE_PG_OP_LIST_BY_PROGRAM,
+    STORE_PG_OP_FENCED_COMMIT,
+    STORE_PG_OP_SWEEP,
+    STORE_PG_OP_RECORD_AUDIT,
+    STORE_PG_OP_CREDENTIAL_LOOKUP,
+    STORE_PG_OP_HEALTH,
+    STORE_PG_OP_COUNT
+} store_pg_op_t;
+
+/* "acquire", "list_by_owner", ... (the SQL function's name). */
+const char *store_pg_op_name(store_pg_op_t op);
+/* Reads cannot have committed anything: a lost reply is not outcome-unknown. */
+bool store_pg_op_read_only(store_pg_op_t op);
+/* Whether `code` is an answer the operation's SQL function may give. */
+bool store_pg_op_allows(store_pg_op_t op, lease_code_t code);
+
+/*
+ * Encoders. Each returns the request as compact JSON text (caller frees with
+ * free()), or NULL. On NULL, *bad_field names the offending request field
+ * when the input was invalid (e.g. "metadata", "writes[2].body": the caller
+ * answers invalid_lease_request), or is NULL when memory ran out.
+ * now_mono_ns is the moment of the call, for latency_ms.
+ */
+LEASE_MUST_USE char *store_pg_encode_acquire(const lease_acquire_req_t *req, int64_t now_mono_ns,
+                                             const char **bad_field);
+/* op: STORE_PG_OP_RENEW or STORE_PG_OP_RELEASE (release sends no ttl). */
+LEASE_MUST_USE char *store_pg_encode_owner(store_pg_op_t op, const lease_owner_req_t *req,
+                                           int64_t now_mono_ns, const char **bad_field);
+/* op: STORE_PG_OP_FORCE_RELEASE or STORE_PG_OP_REVOKE (only revoke sends
+ * incident_id). */
+LEASE_MUST_USE char *store_pg_encode_admin(store_pg_op_t op, const lease_admin_req_t *req,
+                                           int64_t now_mono_ns, const char **bad_field);
+LEASE_MUST_USE char *store_pg_encode_inspect(const lease_inspect_req_t *req, int64_t now_mono_ns,
+                                             const char **bad_field);
+LEASE_MUST_USE char *store_pg_encode_list(const lease_list_req_t *req, int64_t now_mono_ns,
+                                          const char **bad_field);
+LEASE_MUST_USE char *store_pg_encode_commit(const lease_commit_req_t *req, int64_t now_mono_ns,
+                                            const char **bad_field);
+/* A JSON array of lease.audit_events rows. */
+LEASE_MUST_USE char *store_pg_encode_audit(const lease_audit_event_t *events, size_t n,
+                                           const char **bad_field);
+
+/* The list function of a request's `by`. */
+store_pg_op_t store_pg_list_op(lease_list_by_t by);
+
+/*
+ * Decoders. Each fills `out` (zeroed first) and returns the decoded code;
+ * malformed text, a code the operation may not answer, or a success without
+ * its payload returns LEASE_BACKEND_UNAVAILABLE (and logs why).
+ */
+lease_code_t store_pg_decode_result(store_pg_op_t op, const char *text, lease_result_t *out);
+/* On success out->leases is heap (lease_list_result_free). */
+lease_code_t store_pg_decode_list(store_pg_op_t op, const char *text, lease_list_result_t *out);
+lease_code_t store_pg_decode_commit(const char *text, size_t n_writes, lease_commit_result_t *out);
+/* The internal operations below (sweep, credential, health, audit count)
+ * have no wire code of their own: they answer LEASE_INSPECTED on success. */
+/* The two jsonb results of lease.sweep_expired and lease.purge_retention. */
+lease_code_t store_pg_decode_sweep(const char *sweep_text, const char *purge_text,
+                                   lease_sweep_result_t *out);
+/* text NULL (SQL null): not found. Found answers LEASE_INSPECTED, not found
+ * LEASE_NOT_FOUND with *found false. */
+lease_code_t store_pg_decode_credential(const char *text, lease_credential_t *out, bool *found);
+/* Fills everything but `reachable`; answers LEASE_INSPECTED. */
+lease_code_t store_pg_decode_health(const char *text, lease_health_t *out);
+/* lease.record_audit's integer: how many rows went in. */
+lease_code_t store_pg_decode_audit_count(const char *text, size_t expected);
+
+#endif

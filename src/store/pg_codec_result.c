@@ -1,0 +1,530 @@
+/*
+ * pg_codec_result.c - decodes the SQL functions' jsonb results into store.h
+ * structs, and owns the table of which codes each operation may answer.
+ *
+ * Fail closed: a result that does not parse, has a field of the wrong type
+ * or size, names a code its operation cannot give, or claims success without
+ * its lease is LEASE_BACKEND_UNAVAILABLE. Half-decoded data never escapes:
+ * the output struct is zeroed and only the code is set on failure.
+ */
+#include "store/pg_codec.h"
+
+#include <jansson.h>
+#include <openssl/crypto.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lease/schema.h"
+#include "store/pg_log.h"
+
+#define BIT(c) (1u << (c))
+#define MUTATION_FAILURES                                                                          \
+    (BIT(LEASE_LOST) | BIT(IDEMPOTENCY_CONFLICT) | BIT(INVALID_LEASE_REQUEST) |                    \
+     BIT(DEADLINE_EXCEEDED) | BIT(LEASE_BACKEND_UNAVAILABLE))
+#define READ_FAILURES                                                                              \
+    (BIT(INVALID_LEASE_REQUEST) | BIT(DEADLINE_EXCEEDED) | BIT(LEASE_BACKEND_UNAVAILABLE))
+
+typedef struct op_info {
+    const char *name;
+    bool read_only;
+    unsigned allowed; /* bit per lease_code_t */
+} op_info_t;
+
+static const op_info_t ops[STORE_PG_OP_COUNT] = {
+    [STORE_PG_OP_ACQUIRE] = {"acquire", false,
+                             BIT(LEASE_ACQUIRED) | BIT(LEASE_CONFLICT) | BIT(IDEMPOTENCY_CONFLICT) |
+                                 BIT(INVALID_LEASE_REQUEST) | BIT(DEADLINE_EXCEEDED) |
+                                 BIT(LEASE_BACKEND_UNAVAILABLE)},
+    [STORE_PG_OP_RENEW] = {"renew", false, BIT(LEASE_RENEWED) | MUTATION_FAILURES},
+    [STORE_PG_OP_RELEASE] = {"release", false, BIT(LEASE_RELEASED) | MUTATION_FAILURES},
+    [STORE_PG_OP_FORCE_RELEASE] = {"force_release", false, BIT(LEASE_RELEASED) | MUTATION_FAILURES},
+    [STORE_PG_OP_REVOKE] = {"revoke", false, BIT(LEASE_REVOKED) | MUTATION_FAILURES},
+    [STORE_PG_OP_INSPECT] = {"inspect", true,
+                             BIT(LEASE_INSPECTED) | BIT(LEASE_NOT_FOUND) | READ_FAILURES},
+    [STORE_PG_OP_LIST_BY_OWNER] = {"list_by_owner", true, BIT(LEASE_LISTED) | READ_FAILURES},
+    [STORE_PG_OP_LIST_BY_TARGET] = {"list_by_target", true, BIT(LEASE_LISTED) | READ_FAILURES},
+    [STORE_PG_OP_LIST_BY_PROGRAM] = {"list_by_program", true, BIT(LEASE_LISTED) | READ_FAILURES},
+    [STORE_PG_OP_FENCED_COMMIT] = {"fenced_commit", false,
+                                   BIT(COMMIT_ACCEPTED) | BIT(WRITE_CONFLICT) | MUTATION_FAILURES},
+    /* internal operations: no typed answer of their own beyond success */
+    [STORE_PG_OP_SWEEP] = {"sweep_expired", false, 0},
+    [STORE_PG_OP_RECORD_AUDIT] = {"record_audit", false, 0},
+    [STORE_PG_OP_CREDENTIAL_LOOKUP] = {"credential_lookup", true, 0},
+    [STORE_PG_OP_HEALTH] = {"health", true, 0},
+};
+
+const char *store_pg_op_name(store_pg_op_t op)
+{
+    return (unsigned)op < STORE_PG_OP_COUNT ? ops[op].name : "unknown";
+}
+
+bool store_pg_op_read_only(store_pg_op_t op)
+{
+    return (unsigned)op < STORE_PG_OP_COUNT && ops[op].read_only;
+}
+
+bool store_pg_op_allows(store_pg_op_t op, lease_code_t code)
+{
+    return (unsigned)op < STORE_PG_OP_COUNT && (unsigned)code < LEASE_CODE_COUNT &&
+           (ops[op].allowed & BIT(code)) != 0;
+}
+
+/* Logs why a result was rejected and answers backend_unavailable. */
+static lease_code_t malformed(store_pg_op_t op, const char *why)
+{
+    store_pg_log_rec_t rec = {
+        .event = "malformed_result", .op = store_pg_op_name(op), .message = why};
+    store_pg_log(STORE_PG_LOG_ERROR, &rec);
+    return LEASE_BACKEND_UNAVAILABLE;
+}
+
+static json_t *parse_object(const char *text)
+{
+    if (!text)
+        return NULL;
+    json_error_t err;
+    json_t *v = json_loads(text, JSON_REJECT_DUPLICATES, &err);
+    if (v && !json_is_object(v)) {
+        json_decref(v);
+        return NULL;
+    }
+    return v;
+}
+
+/* A string field into a bounded buffer. Absent or null: "" unless
+ * required. False on a wrong type, an over-long value or a missing
+ * required one. */
+static bool get_str(json_t *o, const char *key, char *buf, size_t size, bool required)
+{
+    json_t *v = json_object_get(o, key);
+    buf[0] = '\0';
+    if (!v || json_is_null(v))
+        return !required;
+    if (!json_is_string(v))
+        return false;
+    size_t len = json_string_length(v);
+    const char *s = json_string_value(v);
+    if (len >= size || strlen(s) != len) /* no embedded NUL */
+        return false;
+    if (required && len == 0)
+        return false;
+    memcpy(buf, s, len + 1);
+    return true;
+}
+
+static bool get_int(json_t *o, const char *key, int64_t *out, bool required, int64_t min)
+{
+    json_t *v = json_object_get(o, key);
+    *out = 0;
+    if (!v || json_is_null(v))
+        return !required;
+    if (!json_is_integer(v))
+        return false;
+    json_int_t n = json_integer_value(v);
+    if (n < min)
+        return false;
+    *out = (int64_t)n;
+    return true;
+}
+
+static bool get_time(json_t *o, const char *key, int64_t *out, bool required)
+{
+    char ts[48];
+    *out = 0;
+    if (!get_str(o, key, ts, sizeof ts, required))
+        return false;
+    if (!ts[0])
+        return true;
+    return lease_time_parse(ts, out);
+}
+
+static bool get_bool(json_t *o, const char *key, bool *out)
+{
+    json_t *v = json_object_get(o, key);
+    *out = false;
+    if (!v || json_is_null(v))
+        return true;
+    if (!json_is_boolean(v))
+        return false;
+    *out = json_is_true(v);
+    return true;
+}
+
+static bool decode_identity(json_t *o, lease_identity_t *id)
+{
+    if (!json_is_object(o))
+        return false;
+    if (!get_str(o, "tenant_id", id->tenant_id, sizeof id->tenant_id, true) ||
+        !get_str(o, "program_id", id->program_id, sizeof id->program_id, true) ||
+        !get_str(o, "target_namespace", id->target_namespace, sizeof id->target_namespace, true) ||
+        !get_str(o, "target_id", id->target_id, sizeof id->target_id, true) ||
+        !get_str(o, "actor_name", id->actor_name, sizeof id->actor_name, true) ||
+        !get_str(o, "workflow_name", id->workflow_name, sizeof id->workflow_name, true) ||
+        !get_str(o, "operation_class", id->operation_class, sizeof id->operation_class, false))
+        return false;
+    if (!id->operation_class[0])
+        strcpy(id->operation_class, "default");
+    return true;
+}
+
+/* One lease record (docs/sql-api.md "Result shape"). */
+static bool decode_record(json_t *o, lease_record_t *r)
+{
+    memset(r, 0, sizeof *r);
+    if (!json_is_object(o))
+        return false;
+    char state[16];
+    if (!decode_identity(json_object_get(o, "lock_identity"), &r->identity) ||
+        !get_str(o, "lease_id", r->lease_id, sizeof r->lease_id, true) ||
+        !get_int(o, "fencing_token", &r->fencing_token, true, 1) ||
+        !get_str(o, "state", state, sizeof state, true) || !lease_state_parse(state, &r->state) ||
+        !get_time(o, "acquired_at", &r->acquired_at_ms, true) ||
+        !get_time(o, "renewed_at", &r->renewed_at_ms, true) ||
+        !get_time(o, "expires_at", &r->expires_at_ms, true) ||
+        !get_time(o, "ended_at", &r->ended_at_ms, false) ||
+        !get_int(o, "ttl_ms", &r->ttl_ms, true, 1) ||
+        !get_int(o, "maximum_lifetime_ms", &r->maximum_lifetime_ms, true, 1) ||
+        !get_str(o, "owner_principal_id", r->owner_principal_id, sizeof r->owner_principal_id,
+                 false) ||
+        !get_str(o, "owner_client_id", r->owner_client_id, sizeof r->owner_client_id, false) ||
+        !get_str(o, "owner_credential_id", r->owner_credential_id, sizeof r->owner_credential_id,
+                 false) ||
+        !get_str(o, "service_instance_id", r->service_instance_id, sizeof r->service_instance_id,
+                 false) ||
+        !get_str(o, "execution_id", r->execution_id, sizeof r->execution_id, false) ||
+        !get_str(o, "job_id", r->job_id, sizeof r->job_id, false) ||
+        !get_str(o, "trace_id", r->trace_id, sizeof r->trace_id, false) ||
+        !get_str(o, "request_id", r->request_id, sizeof r->request_id, false) ||
+        !get_str(o, "end_reason", r->end_reason, sizeof r->end_reason, false) ||
+        !get_str(o, "incident_id", r->incident_id, sizeof r->incident_id, false))
+        return false;
+    json_t *meta = json_object_get(o, "metadata");
+    if (!meta || json_is_null(meta)) {
+        strcpy(r->metadata_json, "{}");
+    } else {
+        if (!json_is_object(meta))
+            return false;
+        char *text = json_dumps(meta, JSON_COMPACT | JSON_SORT_KEYS);
+        size_t len = text ? strlen(text) : 0;
+        bool fits = text && len < sizeof r->metadata_json;
+        if (fits)
+            memcpy(r->metadata_json, text, len + 1);
+        free(text);
+        if (!fits)
+            return false;
+    }
+    return r->expires_at_ms >= r->acquired_at_ms && r->renewed_at_ms >= r->acquired_at_ms;
+}
+
+/* code, and that the operation may answer it. */
+static bool decode_code(store_pg_op_t op, json_t *o, lease_code_t *code, const char **why)
+{
+    json_t *c = json_object_get(o, "code");
+    if (!json_is_string(c) || !lease_code_parse(json_string_value(c), code)) {
+        *why = "missing or unknown code";
+        return false;
+    }
+    if (!store_pg_op_allows(op, *code)) {
+        *why = "code not allowed for this operation";
+        return false;
+    }
+    return true;
+}
+
+lease_code_t store_pg_decode_result(store_pg_op_t op, const char *text, lease_result_t *out)
+{
+    memset(out, 0, sizeof *out);
+    const char *why = "not a JSON object";
+    lease_code_t code;
+    json_t *o = parse_object(text);
+    if (!o || !decode_code(op, o, &code, &why))
+        goto malformed;
+    why = "malformed result field";
+    json_t *lease = json_object_get(o, "lease");
+    if (lease && !json_is_null(lease)) {
+        if (!decode_record(lease, &out->lease)) {
+            why = "malformed lease record";
+            goto malformed;
+        }
+        out->has_lease = true;
+    }
+    char current[16];
+    if (!get_bool(o, "replayed", &out->replayed) ||
+        !get_int(o, "retry_after_ms", &out->retry_after_ms, false, 0) ||
+        !get_str(o, "field", out->field, sizeof out->field, false) ||
+        !get_str(o, "current_state", current, sizeof current, false))
+        goto malformed;
+    if (current[0] && !lease_state_parse(current, &out->current_state))
+        goto malformed;
+    if (lease_code_is_success(code) && !out->has_lease) {
+        why = "success without a lease";
+        goto malformed;
+    }
+    if (out->replayed && !out->current_state)
+        out->current_state = out->lease.state;
+    out->code = code;
+    json_decref(o);
+    return code;
+malformed:
+    json_decref(o);
+    memset(out, 0, sizeof *out);
+    out->code = malformed(op, why);
+    return out->code;
+}
+
+lease_code_t store_pg_decode_list(store_pg_op_t op, const char *text, lease_list_result_t *out)
+{
+    memset(out, 0, sizeof *out);
+    const char *why = "not a JSON object";
+    lease_code_t code;
+    json_t *o = parse_object(text);
+    if (!o || !decode_code(op, o, &code, &why))
+        goto malformed;
+    why = "malformed result field";
+    if (!get_str(o, "field", out->field, sizeof out->field, false) ||
+        !get_str(o, "next_page_token", out->next_page_token, sizeof out->next_page_token, false))
+        goto malformed;
+    json_t *leases = json_object_get(o, "leases");
+    if (code == LEASE_LISTED) {
+        if (!json_is_array(leases)) {
+            why = "listed without leases";
+            goto malformed;
+        }
+        size_t n = json_array_size(leases);
+        if (n > 0) {
+            out->leases = calloc(n, sizeof *out->leases);
+            if (!out->leases) {
+                why = "out of memory";
+                goto malformed;
+            }
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (!decode_record(json_array_get(leases, i), &out->leases[i])) {
+                why = "malformed lease record in list";
+                goto malformed;
+            }
+        }
+        out->count = n;
+    } else if (leases && !json_is_null(leases)) {
+        why = "failure with leases";
+        goto malformed;
+    }
+    out->code = code;
+    json_decref(o);
+    return code;
+malformed:
+    json_decref(o);
+    free(out->leases);
+    memset(out, 0, sizeof *out);
+    out->code = malformed(op, why);
+    return out->code;
+}
+
+lease_code_t store_pg_decode_commit(const char *text, size_t n_writes, lease_commit_result_t *out)
+{
+    const store_pg_op_t op = STORE_PG_OP_FENCED_COMMIT;
+    memset(out, 0, sizeof *out);
+    const char *why = "not a JSON object";
+    lease_code_t code;
+    json_t *o = parse_object(text);
+    if (!o || !decode_code(op, o, &code, &why))
+        goto malformed;
+    why = "malformed result field";
+    if (!get_bool(o, "replayed", &out->replayed) ||
+        !get_str(o, "field", out->field, sizeof out->field, false) ||
+        !get_int(o, "retry_after_ms", &out->retry_after_ms, false, 0) ||
+        !get_int(o, "current_revision", &out->current_revision, false, 0))
+        goto malformed;
+    if (code == COMMIT_ACCEPTED) {
+        json_t *results = json_object_get(o, "results");
+        if (!json_is_array(results) || json_array_size(results) != n_writes ||
+            n_writes > LEASE_COMMIT_WRITES_MAX) {
+            why = "results do not match the writes";
+            goto malformed;
+        }
+        for (size_t i = 0; i < n_writes; i++) {
+            json_t *item = json_array_get(results, i);
+            char kind[16];
+            if (!json_is_object(item) || !get_str(item, "kind", kind, sizeof kind, true))
+                goto malformed;
+            const char *key = strcmp(kind, "document") == 0      ? "revision"
+                              : strcmp(kind, "publication") == 0 ? "outbox_id"
+                                                                 : NULL;
+            if (!key || !get_int(item, key, &out->revisions[i], true, 1))
+                goto malformed;
+        }
+        out->n_writes = n_writes;
+    }
+    out->code = code;
+    json_decref(o);
+    return code;
+malformed:
+    json_decref(o);
+    memset(out, 0, sizeof *out);
+    out->code = malformed(op, why);
+    return out->code;
+}
+
+lease_code_t store_pg_decode_sweep(const char *sweep_text, const char *purge_text,
+                                   lease_sweep_result_t *out)
+{
+    memset(out, 0, sizeof *out);
+    json_t *s = parse_object(sweep_text);
+    json_t *p = parse_object(purge_text);
+    bool ran_sweep = false, ran_purge = false;
+    bool ok = s && p && get_bool(s, "ran", &ran_sweep) &&
+              get_int(s, "expired", &out->expired, false, 0) && get_bool(p, "ran", &ran_purge) &&
+              get_int(p, "idempotency_purged", &out->idempotency_purged, false, 0) &&
+              get_int(p, "history_purged", &out->history_purged, false, 0) &&
+              get_int(p, "audit_purged", &out->audit_purged, false, 0) &&
+              json_is_boolean(json_object_get(s, "ran"));
+    json_decref(s);
+    json_decref(p);
+    if (!ok) {
+        memset(out, 0, sizeof *out);
+        return malformed(STORE_PG_OP_SWEEP, "malformed sweep result");
+    }
+    out->ran = ran_sweep;
+    return LEASE_INSPECTED;
+}
+
+static int hexval(char c)
+{
+    if (c >= '0' && c <= '9')
+        return c - '0';
+    if (c >= 'a' && c <= 'f')
+        return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F')
+        return c - 'A' + 10;
+    return -1;
+}
+
+static unsigned capability_bit(const char *name)
+{
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } caps[] = {
+        {"targets:lease", LEASE_CAP_LEASE},
+        {"targets:read", LEASE_CAP_READ},
+        {"targets:force-release", LEASE_CAP_FORCE_RELEASE},
+        {"targets:revoke", LEASE_CAP_REVOKE},
+        {"audit:read", LEASE_CAP_AUDIT_READ},
+    };
+    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++)
+        if (strcmp(caps[i].name, name) == 0)
+            return caps[i].bit;
+    return 0; /* unknown capabilities grant nothing */
+}
+
+static bool decode_credential_row(json_t *o, lease_credential_t *c)
+{
+    char digest_hex[65];
+    json_t *actors = json_object_get(o, "actor_names");
+    json_t *caps = json_object_get(o, "capabilities");
+    json_t *admin = json_object_get(o, "admin");
+    bool ok = get_str(o, "credential_id", c->credential_id, sizeof c->credential_id, true) &&
+              get_str(o, "principal_id", c->principal_id, sizeof c->principal_id, true) &&
+              get_str(o, "client_id", c->client_id, sizeof c->client_id, true) &&
+              get_str(o, "tenant_id", c->scope.tenant_id, sizeof c->scope.tenant_id, true) &&
+              get_str(o, "program_id", c->scope.program_id, sizeof c->scope.program_id, true) &&
+              get_str(o, "secret_digest", digest_hex, sizeof digest_hex, true) &&
+              strlen(digest_hex) == 64 && get_time(o, "created_at", &c->created_at_ms, true) &&
+              get_time(o, "expires_at", &c->expires_at_ms, false) &&
+              get_time(o, "revoked_at", &c->revoked_at_ms, false) && json_is_boolean(admin) &&
+              json_is_array(actors) && json_is_array(caps) &&
+              json_array_size(actors) <= LEASE_SCOPE_ACTORS_MAX;
+    if (!ok)
+        goto cleanup;
+    c->admin = json_is_true(admin);
+    for (int i = 0; i < 32 && ok; i++) {
+        int hi = hexval(digest_hex[2 * i]), lo = hexval(digest_hex[2 * i + 1]);
+        ok = hi >= 0 && lo >= 0;
+        if (ok)
+            c->secret_digest[i] = (unsigned char)(hi << 4 | lo);
+    }
+    size_t i;
+    json_t *v;
+    json_array_foreach(actors, i, v)
+    {
+        if (!ok)
+            break;
+        const char *s = json_string_value(v);
+        if (!s || !*s || strlen(s) > LEASE_NAME_MAX) {
+            ok = false;
+        } else if (strcmp(s, "*") == 0) {
+            c->scope.all_actors = true;
+        } else {
+            memcpy(c->scope.actor_names[c->scope.n_actors++], s, strlen(s) + 1);
+        }
+    }
+    json_array_foreach(caps, i, v)
+    {
+        if (!ok)
+            break;
+        const char *s = json_string_value(v);
+        if (!s)
+            ok = false;
+        else
+            c->capabilities |= capability_bit(s);
+    }
+cleanup:
+    OPENSSL_cleanse(digest_hex, sizeof digest_hex);
+    return ok;
+}
+
+lease_code_t store_pg_decode_credential(const char *text, lease_credential_t *out, bool *found)
+{
+    memset(out, 0, sizeof *out);
+    *found = false;
+    if (!text)
+        return LEASE_NOT_FOUND;
+    json_t *o = NULL;
+    json_error_t err;
+    o = json_loads(text, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &err);
+    lease_code_t code = LEASE_NOT_FOUND;
+    if (o && json_is_null(o))
+        goto cleanup;
+    if (!json_is_object(o) || !decode_credential_row(o, out)) {
+        OPENSSL_cleanse(out, sizeof *out);
+        code = malformed(STORE_PG_OP_CREDENTIAL_LOOKUP, "malformed credential row");
+        goto cleanup;
+    }
+    *found = true;
+    code = LEASE_INSPECTED;
+cleanup:
+    json_decref(o);
+    return code;
+}
+
+lease_code_t store_pg_decode_health(const char *text, lease_health_t *out)
+{
+    bool reachable = out->reachable;
+    memset(out, 0, sizeof *out);
+    out->reachable = reachable;
+    out->expected_schema_version = LEASE_SCHEMA_VERSION;
+    json_t *o = parse_object(text);
+    int64_t version = 0;
+    bool ok = o && get_int(o, "schema_version", &version, true, 0) && version <= 1000000 &&
+              json_is_boolean(json_object_get(o, "sealed")) &&
+              get_bool(o, "sealed", &out->sealed) &&
+              get_int(o, "active_leases", &out->active_leases, false, 0);
+    json_decref(o);
+    if (!ok) {
+        out->sealed = false;
+        out->active_leases = 0;
+        return malformed(STORE_PG_OP_HEALTH, "malformed health result");
+    }
+    out->schema_version = (int)version;
+    out->schema_current = out->schema_version == out->expected_schema_version;
+    return LEASE_INSPECTED;
+}
+
+lease_code_t store_pg_decode_audit_count(const char *text, size_t expected)
+{
+    char *end = NULL;
+    long long n = text ? strtoll(text, &end, 10) : -1;
+    if (!text || !*text || *end || n < 0 || (size_t)n != expected)
+        return malformed(STORE_PG_OP_RECORD_AUDIT, "record_audit count differs from the batch");
+    return LEASE_INSPECTED;
+}

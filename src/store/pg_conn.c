@@ -1,0 +1,399 @@
+/*
+ * pg_conn.c - one libpq session: deadline-bounded connect, reuse check, and
+ * running one statement with a deadline and a confirmed cancel (see
+ * pg_conn.h for the outcome rules).
+ *
+ * Why every result is read to the end: with the extended protocol the
+ * server sends CommandComplete before the implicit COMMIT, which runs at
+ * Sync. A SERIALIZABLE commit can still fail (40001) after the row arrived,
+ * so only "no error up to ReadyForQuery" proves a commit.
+ *
+ * Why the cancel runs on its own thread: PQcancel opens a new connection
+ * and blocks in connect(); against a partitioned server that may take far
+ * longer than any deadline. The caller waits only STORE_PG_CANCEL_GRACE_MS
+ * for the confirmation and otherwise gives the session up as lost.
+ */
+#include "store/pg_conn.h"
+
+#include <errno.h>
+#include <libpq-fe.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/pg_log.h"
+#include "store/pg_sqlstate.h"
+
+/* Defaults that let a silent partition surface within seconds; any of them
+ * set in the user's conninfo wins. */
+#define KEEPALIVES_IDLE_S "5"
+#define KEEPALIVES_INTERVAL_S "2"
+#define KEEPALIVES_COUNT "3"
+#define TCP_USER_TIMEOUT_MS "10000"
+#define MAX_PARAMS 12
+
+static void copy_msg(char *dst, size_t dstsz, const char *src)
+{
+    if (!dst || dstsz == 0)
+        return;
+    snprintf(dst, dstsz, "%s", src ? src : "");
+    size_t n = strlen(dst);
+    while (n > 0 && (dst[n - 1] == '\n' || dst[n - 1] == ' '))
+        dst[--n] = '\0';
+}
+
+int store_pg_connparams_init(store_pg_connparams_t *p, const char *conninfo,
+                             int64_t connect_timeout_ms, const char *application_name, char *err,
+                             size_t errsz)
+{
+    memset(p, 0, sizeof *p);
+    if (!conninfo || !*conninfo) {
+        copy_msg(err, errsz, "empty database connection string");
+        return -1;
+    }
+    char *perr = NULL;
+    PQconninfoOption *parsed = PQconninfoParse(conninfo, &perr);
+    if (!parsed) {
+        /* libpq's reason names the bad option, not the secret parts */
+        copy_msg(err, errsz, perr ? perr : "invalid database connection string (out of memory)");
+        PQfreemem(perr);
+        return -1;
+    }
+    PQconninfoFree(parsed);
+
+    p->keywords = calloc(MAX_PARAMS, sizeof *p->keywords);
+    p->values = calloc(MAX_PARAMS, sizeof *p->values);
+    p->owned = calloc(2, sizeof *p->owned);
+    if (!p->keywords || !p->values || !p->owned)
+        goto oom;
+    if (connect_timeout_ms <= 0)
+        connect_timeout_ms = 5000;
+    p->connect_timeout_ms = connect_timeout_ms;
+    char timeout_s[24];
+    /* libpq counts whole seconds (minimum 2); our own wait uses the ms */
+    snprintf(
+        timeout_s, sizeof timeout_s, "%lld",
+        (long long)((connect_timeout_ms + 999) / 1000 < 2 ? 2 : (connect_timeout_ms + 999) / 1000));
+    char *ts = strdup(timeout_s);
+    char *db = strdup(conninfo);
+    if (!ts || !db) {
+        free(ts);
+        free(db);
+        goto oom;
+    }
+    p->owned[p->n_owned++] = ts;
+    p->owned[p->n_owned++] = db;
+    size_t i = 0;
+    p->keywords[i] = "keepalives", p->values[i++] = "1";
+    p->keywords[i] = "keepalives_idle", p->values[i++] = KEEPALIVES_IDLE_S;
+    p->keywords[i] = "keepalives_interval", p->values[i++] = KEEPALIVES_INTERVAL_S;
+    p->keywords[i] = "keepalives_count", p->values[i++] = KEEPALIVES_COUNT;
+    p->keywords[i] = "tcp_user_timeout", p->values[i++] = TCP_USER_TIMEOUT_MS;
+    p->keywords[i] = "connect_timeout", p->values[i++] = ts;
+    p->keywords[i] = "fallback_application_name", p->values[i++] = "leased";
+    p->keywords[i] = "dbname", p->values[i++] = db;
+    if (application_name && *application_name)
+        p->keywords[i] = "application_name", p->values[i++] = application_name;
+    p->keywords[i] = NULL;
+    p->values[i] = NULL;
+    return 0;
+oom:
+    store_pg_connparams_free(p);
+    copy_msg(err, errsz, "out of memory");
+    return -1;
+}
+
+void store_pg_connparams_free(store_pg_connparams_t *p)
+{
+    if (!p)
+        return;
+    for (size_t i = 0; i < p->n_owned; i++) {
+        /* the conninfo may hold a password */
+        if (p->owned[i])
+            memset(p->owned[i], 0, strlen(p->owned[i]));
+        free(p->owned[i]);
+    }
+    free(p->owned);
+    free(p->keywords);
+    free(p->values);
+    memset(p, 0, sizeof *p);
+}
+
+/* Milliseconds until mono_ns, rounded up so a wait never spins at 0. */
+static int wait_ms_until(int64_t mono_ns)
+{
+    int64_t left = mono_ns - lease_mono_now_ns();
+    if (left <= 0)
+        return 0;
+    int64_t ms = (left + 999999) / 1000000;
+    return ms > 60000 ? 60000 : (int)ms;
+}
+
+/* Waits for the socket; 0 on readiness or timeout, -1 on a poll error. */
+static int wait_socket(int sock, short events, int timeout_ms)
+{
+    struct pollfd pfd = {.fd = sock, .events = events};
+    int rc;
+    do
+        rc = poll(&pfd, 1, timeout_ms);
+    while (rc < 0 && errno == EINTR);
+    return rc < 0 ? -1 : 0;
+}
+
+static void notice_to_log(void *arg, const char *message)
+{
+    (void)arg;
+    if (!store_pg_log_enabled(STORE_PG_LOG_DEBUG))
+        return;
+    store_pg_log_rec_t rec = {.event = "backend_notice", .message = message};
+    store_pg_log(STORE_PG_LOG_DEBUG, &rec);
+}
+
+store_pg_connect_status_t store_pg_conn_connect(const store_pg_connparams_t *p,
+                                                const lease_deadline_t *deadline,
+                                                struct pg_conn **out, char *msg, size_t msgsz)
+{
+    *out = NULL;
+    copy_msg(msg, msgsz, "");
+    if (lease_deadline_passed(deadline))
+        return STORE_PG_CONNECT_DEADLINE;
+    int64_t limit = lease_mono_now_ns() + p->connect_timeout_ms * 1000000;
+    bool deadline_first = deadline->mono_ns <= limit;
+    if (deadline_first)
+        limit = deadline->mono_ns;
+    PGconn *conn = PQconnectStartParams(p->keywords, p->values, 1);
+    if (!conn) {
+        copy_msg(msg, msgsz, "out of memory");
+        return STORE_PG_CONNECT_FAILED;
+    }
+    PostgresPollingStatusType st = PGRES_POLLING_WRITING;
+    if (PQstatus(conn) == CONNECTION_BAD)
+        st = PGRES_POLLING_FAILED;
+    while (st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED) {
+        int wait = wait_ms_until(limit);
+        if (wait == 0) {
+            copy_msg(msg, msgsz, "connection attempt timed out");
+            PQfinish(conn);
+            return deadline_first ? STORE_PG_CONNECT_DEADLINE : STORE_PG_CONNECT_FAILED;
+        }
+        /* the socket may change between attempts at several hosts */
+        if (wait_socket(PQsocket(conn), st == PGRES_POLLING_READING ? POLLIN : POLLOUT, wait) < 0) {
+            st = PGRES_POLLING_FAILED;
+            break;
+        }
+        st = PQconnectPoll(conn);
+    }
+    if (st == PGRES_POLLING_FAILED || PQsetnonblocking(conn, 1) != 0) {
+        copy_msg(msg, msgsz, PQerrorMessage(conn));
+        PQfinish(conn);
+        return STORE_PG_CONNECT_FAILED;
+    }
+    PQsetNoticeProcessor(conn, notice_to_log, NULL);
+    *out = (struct pg_conn *)conn;
+    return STORE_PG_CONNECT_OK;
+}
+
+bool store_pg_conn_usable(struct pg_conn *c)
+{
+    PGconn *conn = (PGconn *)c;
+    if (!conn || PQstatus(conn) != CONNECTION_OK || PQtransactionStatus(conn) != PQTRANS_IDLE)
+        return false;
+    struct pollfd pfd = {.fd = PQsocket(conn), .events = POLLIN};
+    if (pfd.fd < 0)
+        return false;
+    /* An idle session has nothing to say unless the server is leaving
+     * (terminated backend, shutdown). It then sends a FATAL, which libpq
+     * hands to the notice processor while idle, and closes: keep reading
+     * while there is input so the EOF behind the message is seen too. */
+    for (int i = 0; i < 8 && poll(&pfd, 1, 0) > 0; i++) {
+        if ((pfd.revents & (POLLERR | POLLHUP | POLLNVAL)) != 0 && (pfd.revents & POLLIN) == 0)
+            return false;
+        if (!PQconsumeInput(conn))
+            return false;
+        PGnotify *n;
+        while ((n = PQnotifies(conn)) != NULL)
+            PQfreemem(n);
+    }
+    return PQstatus(conn) == CONNECTION_OK && PQtransactionStatus(conn) == PQTRANS_IDLE;
+}
+
+void store_pg_reply_clear(store_pg_reply_t *r)
+{
+    if (!r)
+        return;
+    for (int i = 0; i < STORE_PG_MAX_VALUES; i++)
+        free(r->values[i]);
+    memset(r, 0, sizeof *r);
+}
+
+static void *cancel_thread(void *arg)
+{
+    PGcancel *cancel = arg;
+    char errbuf[256];
+    if (!PQcancel(cancel, errbuf, sizeof errbuf)) {
+        store_pg_log_rec_t rec = {.event = "cancel_failed", .message = errbuf};
+        store_pg_log(STORE_PG_LOG_WARN, &rec);
+    }
+    PQfreeCancel(cancel);
+    return NULL;
+}
+
+/* Asks the server to cancel the running statement, without waiting for
+ * the cancel connection itself. */
+static void request_cancel(PGconn *conn)
+{
+    PGcancel *cancel = PQgetCancel(conn);
+    if (!cancel)
+        return;
+    pthread_t t;
+    pthread_attr_t attr;
+    bool started = false;
+    if (pthread_attr_init(&attr) == 0) {
+        pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+        started = pthread_create(&t, &attr, cancel_thread, cancel) == 0;
+        pthread_attr_destroy(&attr);
+    }
+    if (!started) /* no thread: cancel inline rather than not at all */
+        cancel_thread(cancel);
+}
+
+/* What the results read so far say. */
+typedef struct collect {
+    bool have_row;
+    bool shape_error;  /* a result that is not one row */
+    bool server_error; /* an ERROR-severity result with a SQLSTATE */
+    bool fatal;        /* FATAL/PANIC, or a libpq error without SQLSTATE */
+} collect_t;
+
+static void absorb(PGresult *res, collect_t *c, store_pg_reply_t *out)
+{
+    ExecStatusType st = PQresultStatus(res);
+    if (st == PGRES_TUPLES_OK) {
+        if (c->have_row || PQntuples(res) != 1 || PQnfields(res) < 1 ||
+            PQnfields(res) > STORE_PG_MAX_VALUES) {
+            c->shape_error = true;
+            return;
+        }
+        c->have_row = true;
+        out->nvalues = PQnfields(res);
+        for (int i = 0; i < out->nvalues; i++) {
+            if (PQgetisnull(res, 0, i))
+                continue;
+            out->values[i] = strdup(PQgetvalue(res, 0, i));
+            if (!out->values[i])
+                c->shape_error = true;
+        }
+        return;
+    }
+    if (st == PGRES_COMMAND_OK)
+        return;
+    if (st != PGRES_FATAL_ERROR && st != PGRES_NONFATAL_ERROR) {
+        c->shape_error = true;
+        return;
+    }
+    const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
+    const char *sev = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
+    if (!out->sqlstate[0] || (!c->server_error && state)) {
+        copy_msg(out->sqlstate, sizeof out->sqlstate, state);
+        copy_msg(out->message, sizeof out->message, PQresultErrorMessage(res));
+        copy_msg(out->primary, sizeof out->primary,
+                 PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
+        copy_msg(out->detail, sizeof out->detail, PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL));
+    }
+    if (state && sev && strcmp(sev, "ERROR") == 0)
+        c->server_error = true;
+    else
+        c->fatal = true;
+}
+
+void store_pg_conn_exec(struct pg_conn *c, const store_pg_stmt_t *stmt,
+                        const lease_deadline_t *deadline, store_pg_reply_t *out)
+{
+    PGconn *conn = (PGconn *)c;
+    memset(out, 0, sizeof *out);
+    if (lease_deadline_passed(deadline)) {
+        out->status = STORE_PG_EXEC_NOT_SENT;
+        return;
+    }
+    int sent = stmt->simple ? PQsendQuery(conn, stmt->sql)
+                            : PQsendQueryParams(conn, stmt->sql, stmt->nparams, NULL, stmt->params,
+                                                NULL, NULL, 0);
+    if (!sent) {
+        out->status = STORE_PG_EXEC_SEND_FAILED;
+        out->discard = true;
+        copy_msg(out->message, sizeof out->message, PQerrorMessage(conn));
+        return;
+    }
+
+    /* From here on the server may have the statement. */
+    collect_t col = {0};
+    bool flushed = false, done = false, lost = false;
+    int64_t wait_until = deadline->mono_ns;
+    while (!done && !lost) {
+        if (!flushed) {
+            int f = PQflush(conn);
+            if (f < 0) {
+                lost = true;
+                break;
+            }
+            flushed = f == 0;
+        }
+        if (!PQconsumeInput(conn))
+            lost = true; /* still drain what was parsed: it may say why */
+        while (!PQisBusy(conn)) {
+            PGresult *res = PQgetResult(conn);
+            if (!res) {
+                done = true;
+                break;
+            }
+            absorb(res, &col, out);
+            PQclear(res);
+        }
+        if (done || lost || PQstatus(conn) == CONNECTION_BAD)
+            break;
+        if (lease_mono_now_ns() >= wait_until) {
+            if (out->cancel_sent)
+                break; /* silence through the grace: give up */
+            request_cancel(conn);
+            out->cancel_sent = true;
+            wait_until = lease_mono_now_ns() + (int64_t)STORE_PG_CANCEL_GRACE_MS * 1000000;
+        }
+        if (wait_socket(PQsocket(conn), (short)(POLLIN | (flushed ? 0 : POLLOUT)),
+                        wait_ms_until(wait_until)) < 0)
+            lost = true;
+    }
+
+    bool session_ok = PQstatus(conn) == CONNECTION_OK;
+    if (col.server_error) {
+        /* an ERROR rolled the transaction back whatever followed */
+        out->status = STORE_PG_EXEC_ERROR;
+        out->discard = !done || !session_ok || PQtransactionStatus(conn) != PQTRANS_IDLE;
+    } else if (done && session_ok && !col.fatal) {
+        out->status = STORE_PG_EXEC_OK;
+        out->discard = PQtransactionStatus(conn) != PQTRANS_IDLE;
+        if (col.shape_error || !col.have_row) {
+            /* committed, but not the one row we asked for: the caller's
+             * decoder sees no value and fails closed */
+            for (int i = 0; i < STORE_PG_MAX_VALUES; i++) {
+                free(out->values[i]);
+                out->values[i] = NULL;
+            }
+            out->nvalues = 0;
+        }
+    } else {
+        out->status = STORE_PG_EXEC_LOST;
+        out->discard = true;
+        if (!out->message[0])
+            copy_msg(out->message, sizeof out->message,
+                     session_ok ? "no reply before the deadline and cancel grace"
+                                : PQerrorMessage(conn));
+    }
+    /* A cancel we asked for may reach the server after this statement
+     * ended (it raced the reply, or the function's own lock_timeout fired
+     * first) and would then cancel the session's next statement: never
+     * reuse a session that has a cancel in flight. */
+    if (out->cancel_sent)
+        out->discard = true;
+}

@@ -1,0 +1,106 @@
+/*
+ * pg_conn.h - one libpq session: connecting within a deadline, checking a
+ * pooled session before reuse, and running one statement with a deadline,
+ * a cancel and an honest account of whether it may have committed.
+ *
+ * The statement is one implicit transaction (or, for health, an explicit
+ * one in the same string). Its fate is one of:
+ * - NOT_SENT / SEND_FAILED: nothing reached the server (no commit possible);
+ * - OK: every result was read up to ReadyForQuery, no error: committed;
+ * - ERROR: the server answered an ERROR (not FATAL): the transaction rolled
+ *   back, whatever came before;
+ * - LOST: sent, then the session ended (FATAL, EOF, reset) or nothing came
+ *   back before the deadline plus the cancel grace: it may have committed.
+ */
+#ifndef LEASE_STORE_PG_CONN_H
+#define LEASE_STORE_PG_CONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lease/clock.h"
+#include "lease/result.h"
+
+struct pg_conn;
+
+#define STORE_PG_MAX_VALUES 2
+/* How long a cancelled statement may take to confirm before the session is
+ * given up as lost. A call may therefore overrun its deadline by this much,
+ * and only after it sent a statement. */
+#define STORE_PG_CANCEL_GRACE_MS 1000
+
+/* Keyword/value arrays for PQconnectStartParams (expand_dbname = 1). */
+typedef struct store_pg_connparams {
+    const char **keywords; /* NULL-terminated */
+    const char **values;
+    char **owned; /* strings allocated for values */
+    size_t n_owned;
+    int64_t connect_timeout_ms;
+} store_pg_connparams_t;
+
+/*
+ * Builds the parameters: our keepalive, tcp_user_timeout, connect_timeout
+ * and fallback_application_name defaults first, then the user's conninfo
+ * (a string or URI, expanded in place, so anything in it wins), then
+ * application_name when one is configured. Returns 0, or -1 with a reason
+ * in err (the conninfo text itself is never copied into err).
+ */
+LEASE_MUST_USE int store_pg_connparams_init(store_pg_connparams_t *p, const char *conninfo,
+                                            int64_t connect_timeout_ms,
+                                            const char *application_name, char *err, size_t errsz);
+void store_pg_connparams_free(store_pg_connparams_t *p);
+
+typedef enum store_pg_connect_status {
+    STORE_PG_CONNECT_OK = 0,
+    STORE_PG_CONNECT_DEADLINE, /* the call's deadline passed while connecting */
+    STORE_PG_CONNECT_FAILED,   /* refused, timed out, authentication, ... */
+} store_pg_connect_status_t;
+
+/* Connects within min(deadline, connect timeout). On OK *out is a
+ * non-blocking session; otherwise *out is NULL and msg (if not NULL)
+ * receives libpq's reason, for the log only. */
+LEASE_MUST_USE store_pg_connect_status_t store_pg_conn_connect(const store_pg_connparams_t *p,
+                                                               const lease_deadline_t *deadline,
+                                                               struct pg_conn **out, char *msg,
+                                                               size_t msgsz);
+
+/* Whether a pooled, idle session can take a statement: connected, outside
+ * any transaction, and not closed by the server while it sat idle. */
+bool store_pg_conn_usable(struct pg_conn *conn);
+
+typedef enum store_pg_exec_status {
+    STORE_PG_EXEC_OK = 0,
+    STORE_PG_EXEC_NOT_SENT,    /* deadline passed before sending */
+    STORE_PG_EXEC_SEND_FAILED, /* libpq could not dispatch it: nothing sent */
+    STORE_PG_EXEC_ERROR,       /* server ERROR: rolled back */
+    STORE_PG_EXEC_LOST,        /* may have committed */
+} store_pg_exec_status_t;
+
+typedef struct store_pg_reply {
+    store_pg_exec_status_t status;
+    bool cancel_sent;                  /* the deadline passed and a cancel was requested */
+    bool discard;                      /* the session must not be reused */
+    char sqlstate[6];                  /* ERROR (and LOST when the server said why) */
+    char message[256];                 /* backend or libpq text: for the log only */
+    char primary[192];                 /* the error's primary message alone */
+    char detail[192];                  /* the error DETAIL (LS001 names the lock key) */
+    int nvalues;                       /* columns of the single row read (OK) */
+    char *values[STORE_PG_MAX_VALUES]; /* heap, NULL for SQL null */
+} store_pg_reply_t;
+
+/* Frees the values; the struct may be reused. */
+void store_pg_reply_clear(store_pg_reply_t *r);
+
+typedef struct store_pg_stmt {
+    const char *sql;
+    int nparams; /* text parameters, unnamed statement */
+    const char *const *params;
+    bool simple; /* PQsendQuery (several statements, no params) */
+} store_pg_stmt_t;
+
+/* Runs one statement (see the header comment for the outcomes). */
+void store_pg_conn_exec(struct pg_conn *conn, const store_pg_stmt_t *stmt,
+                        const lease_deadline_t *deadline, store_pg_reply_t *out);
+
+#endif

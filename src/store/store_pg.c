@@ -1,0 +1,661 @@
+/*
+ * store_pg.c - the PostgreSQL adapter of the lease-store protocol
+ * (include/lease/store_pg.h): one call of one SQL function per operation,
+ * deadlines, serialization retries, quarantine of corrupt records, and the
+ * mapping of every outcome to a lease_code_t.
+ *
+ * Transaction model: every operation is `SELECT lease.<fn>($1::jsonb)::text`
+ * sent as an unnamed statement with one text parameter, i.e. one implicit
+ * transaction at the login role's default isolation (SERIALIZABLE; the
+ * functions raise LS002 otherwise). No session state is relied on, so the
+ * adapter works behind PgBouncer in transaction mode. health() alone runs an
+ * explicit READ COMMITTED READ ONLY transaction.
+ *
+ * Outcome rules (docs/architecture.md, "Deadlines and outcome-unknown"):
+ * - nothing sent yet and the deadline passed (waiting for the pool, or
+ *   connecting): deadline_exceeded, the database untouched;
+ * - cannot connect (after one reconnect): backend_unavailable;
+ * - sent, and a cancel the server confirmed (57014): deadline_exceeded;
+ * - sent, then the session ended or stayed silent: outcome_unknown for
+ *   mutations, backend_unavailable for reads (nothing can have committed);
+ * - 40001/40P01/55P03: the whole call again after a jittered backoff while
+ *   the deadline allows, then backend_unavailable.
+ *
+ * Internal operations without a wire code (sweep, record_audit,
+ * credential_lookup, health) answer LEASE_INSPECTED on success;
+ * credential_lookup answers LEASE_NOT_FOUND when there is no such row.
+ */
+#include "lease/store_pg.h"
+
+#include "lease/identity.h"
+
+#include <libpq-fe.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store/pg_codec.h"
+#include "store/pg_conn.h"
+#include "store/pg_log.h"
+#include "store/pg_pool.h"
+#include "store/pg_sqlstate.h"
+
+#define BACKOFF_FIRST_MS 5
+#define BACKOFF_CAP_MS 200
+#define RETRY_AFTER_UNAVAILABLE_MS 250
+#define QUARANTINE_BUDGET_MS 1000
+#define POOL_SIZE_MAX 1024
+#define CONNECT_ATTEMPTS 2 /* the first connection and one reconnect */
+
+typedef struct store_pg {
+    lease_store_t base;
+    store_pg_pool_t *pool;
+    store_pg_connparams_t params;
+    uint64_t serialization_retries; /* __atomic */
+    uint64_t outcome_unknown;
+    uint64_t backend_errors;
+} store_pg_t;
+
+/* One backend call as the retry loop sees it. */
+typedef struct call_spec {
+    store_pg_op_t op;
+    store_pg_stmt_t stmt;
+    const lease_deadline_t *deadline;
+    const lease_call_t *call;         /* for logs; may be NULL */
+    const lease_identity_t *identity; /* for quarantine; may be NULL */
+} call_spec_t;
+
+typedef struct call_outcome {
+    bool ok;                /* reply.values hold the function's answer */
+    lease_code_t code;      /* when !ok */
+    int64_t retry_after_ms; /* when !ok */
+    bool reached_backend;   /* a reply (OK or ERROR) came from the server */
+    store_pg_reply_t reply;
+} call_outcome_t;
+
+static void count(uint64_t *counter)
+{
+    __atomic_add_fetch(counter, 1, __ATOMIC_RELAXED);
+}
+
+static void log_call(store_pg_severity_t sev, const char *event, const call_spec_t *spec,
+                     const char *sqlstate, const char *condition, const char *message, int attempt)
+{
+    if (!store_pg_log_enabled(sev))
+        return;
+    store_pg_log_rec_t rec = {
+        .event = event,
+        .op = store_pg_op_name(spec->op),
+        .sqlstate = sqlstate,
+        .condition = condition,
+        .message = message,
+        .correlation_id = spec->call ? spec->call->correlation_id : NULL,
+        .request_id = spec->call ? spec->call->request_id : NULL,
+        .attempt = attempt,
+    };
+    store_pg_log(sev, &rec);
+}
+
+static void fail(call_outcome_t *out, lease_code_t code, bool retryable)
+{
+    out->ok = false;
+    out->code = code;
+    out->retry_after_ms =
+        retryable && code == LEASE_BACKEND_UNAVAILABLE ? RETRY_AFTER_UNAVAILABLE_MS : 0;
+}
+
+/* The lock key an LS001 error names in its DETAIL ("lock_key=<key>"). */
+static bool detail_lock_key(const char *detail, char *out, size_t outsz)
+{
+    static const char prefix[] = "lock_key=";
+    const char *p = strstr(detail, prefix);
+    if (!p)
+        return false;
+    p += sizeof prefix - 1;
+    size_t n = strcspn(p, " \t\r\n,;");
+    if (n == 0 || n >= outsz)
+        return false;
+    memcpy(out, p, n);
+    out[n] = '\0';
+    return true;
+}
+
+/* Records the corrupt record in a separate short transaction on the same
+ * (idle, healthy) session; the caller's answer does not depend on it. The
+ * key is the one the backend named, else derived from the request's
+ * identity by lease.lock_key. */
+static void quarantine(store_pg_t *pg, PGconn *conn, const call_spec_t *spec,
+                       const store_pg_reply_t *err)
+{
+    log_call(STORE_PG_LOG_ALERT, "lease_record_corrupt", spec, err->sqlstate,
+             "lease_record_corrupt", err->message, 0);
+    lease_deadline_t budget = lease_deadline_in(QUARANTINE_BUDGET_MS);
+    const lease_identity_t *id = spec->identity;
+    char key[LEASE_LOCK_KEY_LEN + 64];
+    const char *params[9] = {NULL};
+    store_pg_stmt_t stmt = {.params = params};
+    if (detail_lock_key(err->detail, key, sizeof key)) {
+        params[0] = key;
+        params[1] = store_pg_op_name(spec->op);
+        params[2] = err->primary;
+        stmt.sql = "SELECT lease.quarantine($1, $2, $3)";
+        stmt.nparams = 3;
+    } else if (id) {
+        params[0] = id->tenant_id;
+        params[1] = id->program_id;
+        params[2] = id->target_namespace;
+        params[3] = id->target_id;
+        params[4] = id->actor_name;
+        params[5] = id->workflow_name;
+        params[6] = id->operation_class[0] ? id->operation_class : "default";
+        params[7] = store_pg_op_name(spec->op);
+        params[8] = err->primary;
+        stmt.sql = "SELECT lease.quarantine(lease.lock_key($1,$2,$3,$4,$5,$6,$7), $8, $9)";
+        stmt.nparams = 9;
+    } else {
+        log_call(STORE_PG_LOG_ALERT, "quarantine_skipped", spec, err->sqlstate, NULL,
+                 "no lock key in the error and no identity in the request", 0);
+        return;
+    }
+    store_pg_reply_t r;
+    store_pg_conn_exec((struct pg_conn *)conn, &stmt, &budget, &r);
+    if (r.status != STORE_PG_EXEC_OK) {
+        count(&pg->backend_errors);
+        log_call(STORE_PG_LOG_ALERT, "quarantine_failed", spec, r.sqlstate, NULL, r.message, 0);
+    }
+    store_pg_reply_clear(&r);
+}
+
+/* A slot with a usable session, connecting (at most CONNECT_ATTEMPTS
+ * times) when needed. Returns 0, or the code to answer. */
+static int ensure_session(store_pg_t *pg, store_pg_slot_t *slot, const call_spec_t *spec,
+                          int *attempts_left, lease_code_t *code)
+{
+    while (!store_pg_conn_usable(slot->conn)) {
+        PQfinish((PGconn *)slot->conn);
+        slot->conn = NULL;
+        if (*attempts_left <= 0) {
+            *code = LEASE_BACKEND_UNAVAILABLE;
+            return -1;
+        }
+        (*attempts_left)--;
+        char msg[256];
+        struct pg_conn *conn = NULL;
+        store_pg_connect_status_t st =
+            store_pg_conn_connect(&pg->params, spec->deadline, &conn, msg, sizeof msg);
+        if (st == STORE_PG_CONNECT_OK) {
+            slot->conn = conn;
+            continue;
+        }
+        if (st == STORE_PG_CONNECT_DEADLINE) {
+            *code = DEADLINE_EXCEEDED;
+            return -1;
+        }
+        count(&pg->backend_errors);
+        log_call(STORE_PG_LOG_WARN, "connect_failed", spec, NULL, NULL, msg, 0);
+    }
+    return 0;
+}
+
+/*
+ * Runs spec until it has an answer: the function's value (out->ok) or a
+ * typed failure. See the file comment for the rules.
+ */
+static void run_call(store_pg_t *pg, const call_spec_t *spec, call_outcome_t *out)
+{
+    memset(out, 0, sizeof *out);
+    bool read_only = store_pg_op_read_only(spec->op);
+    bool touched = false; /* a statement reached the server on an earlier attempt */
+    int64_t backoff_ms = BACKOFF_FIRST_MS;
+    for (int attempt = 1;; attempt++) {
+        if (lease_deadline_passed(spec->deadline)) {
+            /* after retries the database was touched: not "before submission" */
+            fail(out, touched ? LEASE_BACKEND_UNAVAILABLE : DEADLINE_EXCEEDED, touched);
+            return;
+        }
+        store_pg_slot_t *slot = store_pg_pool_checkout(pg->pool, spec->deadline);
+        if (!slot) {
+            fail(out, touched ? LEASE_BACKEND_UNAVAILABLE : DEADLINE_EXCEEDED, touched);
+            return;
+        }
+        int connects_left = CONNECT_ATTEMPTS;
+        store_pg_reply_t *r = &out->reply;
+        for (;;) {
+            lease_code_t code;
+            if (ensure_session(pg, slot, spec, &connects_left, &code) != 0) {
+                store_pg_pool_checkin(pg->pool, slot, true);
+                fail(out, touched && code == DEADLINE_EXCEEDED ? LEASE_BACKEND_UNAVAILABLE : code,
+                     true);
+                return;
+            }
+            store_pg_conn_exec(slot->conn, &spec->stmt, spec->deadline, r);
+            if (r->status != STORE_PG_EXEC_SEND_FAILED)
+                break;
+            /* nothing was dispatched: the session died under us; reconnect */
+            log_call(STORE_PG_LOG_WARN, "send_failed", spec, NULL, NULL, r->message, attempt);
+            PQfinish((PGconn *)slot->conn);
+            slot->conn = NULL;
+            store_pg_reply_clear(r);
+        }
+
+        switch (r->status) {
+        case STORE_PG_EXEC_NOT_SENT:
+            store_pg_pool_checkin(pg->pool, slot, false);
+            fail(out, touched ? LEASE_BACKEND_UNAVAILABLE : DEADLINE_EXCEEDED, touched);
+            return;
+        case STORE_PG_EXEC_OK:
+            out->reached_backend = true;
+            store_pg_pool_checkin(pg->pool, slot, r->discard);
+            out->ok = true;
+            return;
+        case STORE_PG_EXEC_LOST:
+        case STORE_PG_EXEC_SEND_FAILED:
+            store_pg_pool_checkin(pg->pool, slot, true);
+            count(&pg->backend_errors);
+            if (!read_only)
+                count(&pg->outcome_unknown);
+            log_call(STORE_PG_LOG_WARN, read_only ? "reply_lost" : "outcome_unknown", spec,
+                     r->sqlstate, NULL, r->message, attempt);
+            fail(out, read_only ? LEASE_BACKEND_UNAVAILABLE : LEASE_OUTCOME_UNKNOWN, true);
+            return;
+        case STORE_PG_EXEC_ERROR:
+            break;
+        }
+
+        out->reached_backend = true;
+        touched = true;
+        const store_pg_sqlstate_rule_t *rule = store_pg_sqlstate_lookup(r->sqlstate);
+        if (rule->action == STORE_PG_ACT_RETRY) {
+            store_pg_pool_checkin(pg->pool, slot, r->discard || rule->discard_connection);
+            count(&pg->serialization_retries);
+            log_call(rule->severity, "retry", spec, r->sqlstate, rule->name, r->message, attempt);
+            /* full jitter: anywhere in [0, backoff] */
+            int64_t sleep_ms = (int64_t)lease_jitter((uint64_t)backoff_ms + 1);
+            if (sleep_ms >= lease_deadline_remaining_ms(spec->deadline)) {
+                /* No time for another attempt. A lock wait the functions
+                 * bound to this very deadline (lock_timeout) is a known
+                 * non-commit that ran out of time, like a confirmed cancel;
+                 * repeated serialization failures are contention. */
+                bool lock_wait = strcmp(r->sqlstate, SQLSTATE_LOCK_NOT_AVAILABLE) == 0;
+                fail(out, lock_wait ? DEADLINE_EXCEEDED : LEASE_BACKEND_UNAVAILABLE, true);
+                return;
+            }
+            lease_sleep_ms(sleep_ms);
+            backoff_ms = backoff_ms * 2 > BACKOFF_CAP_MS ? BACKOFF_CAP_MS : backoff_ms * 2;
+            store_pg_reply_clear(r);
+            continue;
+        }
+        if (rule->action == STORE_PG_ACT_QUARANTINE && !r->discard)
+            quarantine(pg, (PGconn *)slot->conn, spec, r);
+        else if (rule->action == STORE_PG_ACT_QUARANTINE)
+            log_call(STORE_PG_LOG_ALERT, "lease_record_corrupt", spec, r->sqlstate, rule->name,
+                     r->message, attempt);
+        store_pg_pool_checkin(pg->pool, slot, r->discard || rule->discard_connection);
+        lease_code_t code = rule->code;
+        bool retryable = rule->retryable;
+        if (rule->action == STORE_PG_ACT_CANCELLED && r->cancel_sent) {
+            code = DEADLINE_EXCEEDED;
+        } else if (rule->action == STORE_PG_ACT_CANCELLED) {
+            /* cancelled by someone else (statement_timeout, an operator's
+             * pg_cancel_backend): rolled back, but not our deadline */
+            code = LEASE_BACKEND_UNAVAILABLE;
+            retryable = true;
+            count(&pg->backend_errors);
+            log_call(STORE_PG_LOG_WARN, "cancelled_by_server", spec, r->sqlstate, rule->name,
+                     r->message, attempt);
+        } else {
+            count(&pg->backend_errors);
+            if (rule->action != STORE_PG_ACT_QUARANTINE)
+                log_call(rule->severity, "backend_error", spec, r->sqlstate, rule->name, r->message,
+                         attempt);
+        }
+        if (code == LEASE_OUTCOME_UNKNOWN) {
+            if (read_only)
+                code = LEASE_BACKEND_UNAVAILABLE;
+            else
+                count(&pg->outcome_unknown);
+        }
+        fail(out, code, retryable);
+        return;
+    }
+}
+
+/* ---- operations ------------------------------------------------------- */
+
+static store_pg_t *impl(lease_store_t *s)
+{
+    return (store_pg_t *)s->impl;
+}
+
+/* Encoding failed: bad_field says which input, else out of memory. */
+static lease_code_t encode_failed(const char *bad_field, lease_code_t *code, char *field,
+                                  size_t fieldsz)
+{
+    if (bad_field) {
+        snprintf(field, fieldsz, "%s", bad_field);
+        *code = INVALID_LEASE_REQUEST;
+    } else {
+        *code = LEASE_BACKEND_UNAVAILABLE;
+    }
+    return *code;
+}
+
+/* A single-lease operation: encode, call, decode. Takes `json`. */
+static lease_code_t lease_call(store_pg_t *pg, store_pg_op_t op, const char *sql, char *json,
+                               const char *bad_field, const lease_call_t *call,
+                               const lease_identity_t *identity, lease_result_t *res)
+{
+    memset(res, 0, sizeof *res);
+    if (!json) {
+        encode_failed(bad_field, &res->code, res->field, sizeof res->field);
+        return res->code;
+    }
+    const char *params[1] = {json};
+    call_spec_t spec = {
+        .op = op,
+        .stmt = {.sql = sql, .nparams = 1, .params = params},
+        .deadline = &call->deadline,
+        .call = call,
+        .identity = identity,
+    };
+    call_outcome_t out;
+    run_call(pg, &spec, &out);
+    free(json);
+    if (out.ok) {
+        store_pg_decode_result(op, out.reply.values[0], res);
+    } else {
+        res->code = out.code;
+        res->retry_after_ms = out.retry_after_ms;
+    }
+    store_pg_reply_clear(&out.reply);
+    return res->code;
+}
+
+static lease_code_t pg_acquire(lease_store_t *s, const lease_acquire_req_t *req,
+                               lease_result_t *res)
+{
+    const char *bad = NULL;
+    char *json = store_pg_encode_acquire(req, lease_mono_now_ns(), &bad);
+    return lease_call(impl(s), STORE_PG_OP_ACQUIRE, "SELECT lease.acquire($1::jsonb)::text", json,
+                      bad, &req->call, &req->identity, res);
+}
+
+static lease_code_t pg_renew(lease_store_t *s, const lease_owner_req_t *req, lease_result_t *res)
+{
+    const char *bad = NULL;
+    char *json = store_pg_encode_owner(STORE_PG_OP_RENEW, req, lease_mono_now_ns(), &bad);
+    return lease_call(impl(s), STORE_PG_OP_RENEW, "SELECT lease.renew($1::jsonb)::text", json, bad,
+                      &req->call, &req->identity, res);
+}
+
+static lease_code_t pg_release(lease_store_t *s, const lease_owner_req_t *req, lease_result_t *res)
+{
+    const char *bad = NULL;
+    char *json = store_pg_encode_owner(STORE_PG_OP_RELEASE, req, lease_mono_now_ns(), &bad);
+    return lease_call(impl(s), STORE_PG_OP_RELEASE, "SELECT lease.release($1::jsonb)::text", json,
+                      bad, &req->call, &req->identity, res);
+}
+
+static lease_code_t pg_force_release(lease_store_t *s, const lease_admin_req_t *req,
+                                     lease_result_t *res)
+{
+    const char *bad = NULL;
+    char *json = store_pg_encode_admin(STORE_PG_OP_FORCE_RELEASE, req, lease_mono_now_ns(), &bad);
+    return lease_call(impl(s), STORE_PG_OP_FORCE_RELEASE,
+                      "SELECT lease.force_release($1::jsonb)::text", json, bad, &req->call,
+                      &req->identity, res);
+}
+
+static lease_code_t pg_revoke(lease_store_t *s, const lease_admin_req_t *req, lease_result_t *res)
+{
+    const char *bad = NULL;
+    char *json = store_pg_encode_admin(STORE_PG_OP_REVOKE, req, lease_mono_now_ns(), &bad);
+    return lease_call(impl(s), STORE_PG_OP_REVOKE, "SELECT lease.revoke($1::jsonb)::text", json,
+                      bad, &req->call, &req->identity, res);
+}
+
+static lease_code_t pg_inspect(lease_store_t *s, const lease_inspect_req_t *req,
+                               lease_result_t *res)
+{
+    const char *bad = NULL;
+    char *json = store_pg_encode_inspect(req, lease_mono_now_ns(), &bad);
+    return lease_call(impl(s), STORE_PG_OP_INSPECT, "SELECT lease.inspect($1::jsonb)::text", json,
+                      bad, &req->call, req->by_identity ? &req->identity : NULL, res);
+}
+
+static lease_code_t pg_list(lease_store_t *s, const lease_list_req_t *req, lease_list_result_t *res)
+{
+    memset(res, 0, sizeof *res);
+    const char *bad = NULL;
+    char *json = store_pg_encode_list(req, lease_mono_now_ns(), &bad);
+    if (!json)
+        return encode_failed(bad, &res->code, res->field, sizeof res->field);
+    store_pg_op_t op = store_pg_list_op(req->by);
+    static const char *const sql[] = {
+        [LEASE_LIST_BY_OWNER] = "SELECT lease.list_by_owner($1::jsonb)::text",
+        [LEASE_LIST_BY_TARGET] = "SELECT lease.list_by_target($1::jsonb)::text",
+        [LEASE_LIST_BY_PROGRAM] = "SELECT lease.list_by_program($1::jsonb)::text",
+    };
+    const char *params[1] = {json};
+    call_spec_t spec = {
+        .op = op,
+        .stmt = {.sql = sql[req->by], .nparams = 1, .params = params},
+        .deadline = &req->call.deadline,
+        .call = &req->call,
+    };
+    call_outcome_t out;
+    run_call(impl(s), &spec, &out);
+    free(json);
+    if (out.ok) {
+        store_pg_decode_list(op, out.reply.values[0], res);
+    } else {
+        res->code = out.code;
+    }
+    store_pg_reply_clear(&out.reply);
+    return res->code;
+}
+
+static lease_code_t pg_fenced_commit(lease_store_t *s, const lease_commit_req_t *req,
+                                     lease_commit_result_t *res)
+{
+    memset(res, 0, sizeof *res);
+    const char *bad = NULL;
+    char *json = store_pg_encode_commit(req, lease_mono_now_ns(), &bad);
+    if (!json)
+        return encode_failed(bad, &res->code, res->field, sizeof res->field);
+    const char *params[1] = {json};
+    call_spec_t spec = {
+        .op = STORE_PG_OP_FENCED_COMMIT,
+        .stmt = {.sql = "SELECT lease.fenced_commit($1::jsonb)::text",
+                 .nparams = 1,
+                 .params = params},
+        .deadline = &req->call.deadline,
+        .call = &req->call,
+        .identity = &req->identity,
+    };
+    call_outcome_t out;
+    run_call(impl(s), &spec, &out);
+    free(json);
+    if (out.ok) {
+        store_pg_decode_commit(out.reply.values[0], req->n_writes, res);
+    } else {
+        res->code = out.code;
+        res->retry_after_ms = out.retry_after_ms;
+    }
+    store_pg_reply_clear(&out.reply);
+    return res->code;
+}
+
+static lease_code_t pg_sweep(lease_store_t *s, int batch, const lease_deadline_t *deadline,
+                             lease_sweep_result_t *res)
+{
+    memset(res, 0, sizeof *res);
+    /* the SQL functions' own bounds (sweep_expired accepts the smaller) */
+    if (batch < 1 || batch > 10000)
+        return INVALID_LEASE_REQUEST;
+    char batch_text[16];
+    snprintf(batch_text, sizeof batch_text, "%d", batch);
+    const char *params[1] = {batch_text};
+    call_spec_t spec = {
+        .op = STORE_PG_OP_SWEEP,
+        .stmt = {.sql = "SELECT lease.sweep_expired($1::integer)::text, "
+                        "lease.purge_retention($1::integer)::text",
+                 .nparams = 1,
+                 .params = params},
+        .deadline = deadline,
+    };
+    call_outcome_t out;
+    run_call(impl(s), &spec, &out);
+    lease_code_t code = out.code;
+    if (out.ok)
+        code = out.reply.nvalues == 2
+                   ? store_pg_decode_sweep(out.reply.values[0], out.reply.values[1], res)
+                   : store_pg_decode_sweep(NULL, NULL, res);
+    store_pg_reply_clear(&out.reply);
+    return code;
+}
+
+static lease_code_t pg_record_audit(lease_store_t *s, const lease_audit_event_t *events, size_t n,
+                                    const lease_deadline_t *deadline)
+{
+    if (n == 0)
+        return LEASE_INSPECTED;
+    const char *bad = NULL;
+    char *json = store_pg_encode_audit(events, n, &bad);
+    if (!json)
+        return bad ? INVALID_LEASE_REQUEST : LEASE_BACKEND_UNAVAILABLE;
+    const char *params[1] = {json};
+    call_spec_t spec = {
+        .op = STORE_PG_OP_RECORD_AUDIT,
+        .stmt = {.sql = "SELECT lease.record_audit($1::jsonb)::text",
+                 .nparams = 1,
+                 .params = params},
+        .deadline = deadline,
+    };
+    call_outcome_t out;
+    run_call(impl(s), &spec, &out);
+    free(json);
+    lease_code_t code = out.ok ? store_pg_decode_audit_count(out.reply.values[0], n) : out.code;
+    store_pg_reply_clear(&out.reply);
+    return code;
+}
+
+static lease_code_t pg_credential_lookup(lease_store_t *s, const char *credential_id,
+                                         const lease_deadline_t *deadline, lease_credential_t *cred,
+                                         bool *found)
+{
+    memset(cred, 0, sizeof *cred);
+    *found = false;
+    if (!credential_id || !*credential_id || strlen(credential_id) > LEASE_ID_MAX)
+        return INVALID_LEASE_REQUEST;
+    const char *params[1] = {credential_id};
+    call_spec_t spec = {
+        .op = STORE_PG_OP_CREDENTIAL_LOOKUP,
+        .stmt = {.sql = "SELECT lease.credential_lookup($1::text)::text",
+                 .nparams = 1,
+                 .params = params},
+        .deadline = deadline,
+    };
+    call_outcome_t out;
+    run_call(impl(s), &spec, &out);
+    lease_code_t code = out.code;
+    if (out.ok) {
+        code = store_pg_decode_credential(out.reply.values[0], cred, found);
+        if (out.reply.values[0]) /* it carries the secret's digest */
+            memset(out.reply.values[0], 0, strlen(out.reply.values[0]));
+    }
+    store_pg_reply_clear(&out.reply);
+    return code;
+}
+
+static lease_code_t pg_health(lease_store_t *s, const lease_deadline_t *deadline, lease_health_t *h)
+{
+    memset(h, 0, sizeof *h);
+    h->expected_schema_version = -1;
+    call_spec_t spec = {
+        .op = STORE_PG_OP_HEALTH,
+        /* read-only and weaker than the role default on purpose: it must
+         * answer during a serialization storm and never conflict */
+        .stmt = {.sql = "BEGIN ISOLATION LEVEL READ COMMITTED READ ONLY; "
+                        "SELECT lease.health()::text; COMMIT",
+                 .simple = true},
+        .deadline = deadline,
+    };
+    call_outcome_t out;
+    run_call(impl(s), &spec, &out);
+    lease_code_t code = out.code;
+    h->reachable = out.reached_backend;
+    if (out.ok)
+        code = store_pg_decode_health(out.reply.values[0], h);
+    store_pg_reply_clear(&out.reply);
+    return code;
+}
+
+static void pg_stats(lease_store_t *s, lease_store_stats_t *out)
+{
+    store_pg_t *pg = impl(s);
+    store_pg_pool_stats_t ps;
+    store_pg_pool_stats(pg->pool, &ps);
+    out->pool_size = ps.size;
+    out->pool_in_use = ps.in_use;
+    out->pool_waiting = ps.waiting;
+    out->serialization_retries = __atomic_load_n(&pg->serialization_retries, __ATOMIC_RELAXED);
+    out->outcome_unknown = __atomic_load_n(&pg->outcome_unknown, __ATOMIC_RELAXED);
+    out->backend_errors = __atomic_load_n(&pg->backend_errors, __ATOMIC_RELAXED);
+}
+
+static void pg_close(lease_store_t *s)
+{
+    store_pg_t *pg = impl(s);
+    store_pg_pool_free(pg->pool);
+    store_pg_connparams_free(&pg->params);
+    free(pg);
+}
+
+static const lease_store_ops_t pg_ops = {
+    .acquire = pg_acquire,
+    .renew = pg_renew,
+    .release = pg_release,
+    .force_release = pg_force_release,
+    .revoke = pg_revoke,
+    .inspect = pg_inspect,
+    .list = pg_list,
+    .fenced_commit = pg_fenced_commit,
+    .sweep = pg_sweep,
+    .record_audit = pg_record_audit,
+    .credential_lookup = pg_credential_lookup,
+    .health = pg_health,
+    .stats = pg_stats,
+    .close = pg_close,
+};
+
+int lease_store_pg_open(const lease_store_pg_config_t *cfg, lease_store_t **out, char *err,
+                        size_t errsz)
+{
+    *out = NULL;
+    if (!cfg || cfg->pool_size < 1 || cfg->pool_size > POOL_SIZE_MAX) {
+        snprintf(err, errsz, "pool size must be between 1 and %d", POOL_SIZE_MAX);
+        return -1;
+    }
+    store_pg_t *pg = calloc(1, sizeof *pg);
+    if (!pg) {
+        snprintf(err, errsz, "out of memory");
+        return -1;
+    }
+    if (store_pg_connparams_init(&pg->params, cfg->conninfo, cfg->connect_timeout_ms,
+                                 cfg->application_name, err, errsz) != 0) {
+        free(pg);
+        return -1;
+    }
+    pg->pool = store_pg_pool_new(cfg->pool_size);
+    if (!pg->pool) {
+        store_pg_connparams_free(&pg->params);
+        free(pg);
+        snprintf(err, errsz, "out of memory");
+        return -1;
+    }
+    pg->base.ops = &pg_ops;
+    pg->base.impl = pg;
+    *out = &pg->base;
+    return 0;
+}

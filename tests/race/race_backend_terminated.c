@@ -1,0 +1,184 @@
+/*
+ * race_backend_terminated.c - the backend serving a call is terminated
+ * (pg_terminate_backend by application_name) while the call is in flight,
+ * blocked behind another transaction's row lock. The caller must get
+ * lease_outcome_unknown or a definite, true result, never a wrong one, and
+ * repeating the request id must resolve it with exactly one effect: one
+ * token for acquire, one release (race_fenced_commit.c does the same for
+ * commits).
+ * Idle pooled sessions killed between calls are never reused: the next
+ * calls reconnect and answer definitely.
+ */
+#include "race_blocker.h"
+
+#define APP "race-term"
+
+typedef enum op { OP_ACQUIRE, OP_RELEASE } op_t;
+
+typedef struct inflight {
+    lease_store_t *store;
+    op_t op;
+    lease_acquire_req_t acquire;
+    lease_owner_req_t release;
+    lease_result_t res;
+    lease_code_t code;
+} inflight_t;
+
+static void *send_it(void *arg)
+{
+    inflight_t *f = arg;
+    switch (f->op) {
+    case OP_ACQUIRE:
+        f->code = lease_store_acquire(f->store, &f->acquire, &f->res);
+        break;
+    case OP_RELEASE:
+        f->code = lease_store_release(f->store, &f->release, &f->res);
+        break;
+    }
+    return NULL;
+}
+
+/* Runs f while `id` is locked by another session, kills the call's backend
+ * once it waits, then lets the lock go. Returns the caller's answer. */
+static lease_code_t kill_in_flight(race_env_t *env, const lease_identity_t *id, inflight_t *f)
+{
+    race_blocker_t b;
+    race_block(&b, env->db_url, id);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, send_it, f) == 0, "thread");
+    race_wait_for_lock_waiters(env->db_url, APP, 1);
+    int killed = testpg_terminate_backends(env->db_url, APP);
+    CHECK(killed >= 1, "terminated %d backends", killed);
+    pthread_join(t, NULL);
+    race_unblock(&b);
+    return f->code;
+}
+
+static void *warm_pool(void *arg)
+{
+    lease_identity_t id;
+    race_identity(&id, "warm");
+    for (int i = 0; i < 5; i++) {
+        lease_result_t res;
+        lease_code_t c = race_inspect(arg, &id, &res);
+        CHECK(c == LEASE_NOT_FOUND, "warm-up inspect: %s", CODE(c));
+    }
+    return NULL;
+}
+
+static lease_record_t acquire_ok(lease_store_t *s, const lease_identity_t *id, const char *tag)
+{
+    char rid[128];
+    race_rid(rid, sizeof rid, tag, 0, 0);
+    lease_acquire_req_t req;
+    race_acquire_req(&req, id, rid, "prn-t", "inst-t", 30000, 10000);
+    lease_result_t res;
+    CHECK(lease_store_acquire(s, &req, &res) == LEASE_ACQUIRED, "%s: %s", tag, CODE(res.code));
+    return res.lease;
+}
+
+static void release_ok(lease_store_t *s, const lease_record_t *l, const char *tag)
+{
+    char rid[128];
+    race_rid(rid, sizeof rid, tag, 0, 0);
+    lease_owner_req_t req;
+    race_owner_req(&req, l, rid, "prn-t", "inst-t", 0, false, 10000);
+    lease_result_t res;
+    CHECK(lease_store_release(s, &req, &res) == LEASE_RELEASED, "%s: %s", tag, CODE(res.code));
+}
+
+int main(void)
+{
+    race_env_t env;
+    race_setup(&env, "backend_terminated", 4, APP);
+    inflight_t *f = calloc(1, sizeof *f);
+    CHECK(f, "oom");
+    f->store = env.store;
+    lease_identity_t id;
+    race_identity(&id, "terminated-1");
+    /* the identity's row must exist for the blocker to lock it */
+    lease_record_t first = acquire_ok(env.store, &id, "t-setup");
+    release_ok(env.store, &first, "t-setup-rel");
+    long long before = race_counter(env.db_url, &id);
+
+    /* 1. acquire killed while blocked */
+    char rid[128];
+    race_rid(rid, sizeof rid, "t-acquire", 0, 0);
+    race_acquire_req(&f->acquire, &id, rid, "prn-t", "inst-t", 30000, 15000);
+    f->op = OP_ACQUIRE;
+    lease_code_t c = kill_in_flight(&env, &id, f);
+    CHECK(c == LEASE_OUTCOME_UNKNOWN || c == LEASE_ACQUIRED, "killed acquire answered %s", CODE(c));
+    if (c == LEASE_ACQUIRED)
+        CHECK(race_counter(env.db_url, &id) == before + 1, "a definite answer is true");
+    printf("1: acquire killed in flight answered %s\n", CODE(c));
+    /* resolve by repeating the request id */
+    lease_acquire_req_t again = f->acquire;
+    again.call.deadline = lease_deadline_in(10000);
+    lease_result_t res;
+    CHECK(lease_store_acquire(env.store, &again, &res) == LEASE_ACQUIRED, "resolve: %s",
+          CODE(res.code));
+    CHECK(race_counter(env.db_url, &id) == before + 1, "exactly one token for the request");
+    CHECK(c != LEASE_ACQUIRED || res.replayed, "a repeat of a committed acquire is a replay");
+    lease_record_t lease = res.lease;
+    lease_result_t now;
+    CHECK(race_inspect(env.store, &id, &now) == LEASE_INSPECTED &&
+              strcmp(now.lease.lease_id, lease.lease_id) == 0,
+          "the resolved lease is the active one");
+    CHECK(race_count(env.db_url, "lease.idempotency", &id, "operation = 'acquire'") == 2,
+          "one stored result per executed acquire (the setup's and the resolved one)");
+
+    /* 2. release killed while blocked */
+    race_rid(rid, sizeof rid, "t-release", 0, 0);
+    race_owner_req(&f->release, &lease, rid, "prn-t", "inst-t", 0, false, 15000);
+    f->op = OP_RELEASE;
+    c = kill_in_flight(&env, &id, f);
+    CHECK(c == LEASE_OUTCOME_UNKNOWN || c == LEASE_RELEASED, "killed release answered %s", CODE(c));
+    printf("2: release killed in flight answered %s\n", CODE(c));
+    lease_owner_req_t rel_again = f->release;
+    rel_again.call.deadline = lease_deadline_in(10000);
+    CHECK(lease_store_release(env.store, &rel_again, &res) == LEASE_RELEASED, "resolve: %s",
+          CODE(res.code));
+    CHECK(race_count(env.db_url, "lease.history", &id,
+                     "state = 'released' AND lease_id = (SELECT lease_id FROM lease.history "
+                     "ORDER BY ended_at DESC LIMIT 1)") == 1,
+          "released once");
+    CHECK(race_inspect(env.store, &id, &now) == LEASE_NOT_FOUND, "nothing active");
+    CHECK(race_counter(env.db_url, &id) == before + 1, "release allocates no token");
+
+    lease_store_stats_t st;
+    lease_store_stats(env.store, &st);
+    uint64_t unknown_before = st.outcome_unknown;
+
+    /* 3. idle pooled sessions killed between calls are never reused */
+    lease_identity_t ids[4];
+    for (int i = 0; i < 4; i++) {
+        char target[32];
+        snprintf(target, sizeof target, "idle-%d", i);
+        race_identity(&ids[i], target);
+    }
+    /* fill the pool: four calls at once leave four idle sessions */
+    pthread_t warm[4];
+    for (int i = 0; i < 4; i++)
+        CHECK(pthread_create(&warm[i], NULL, warm_pool, env.store) == 0, "thread");
+    for (int i = 0; i < 4; i++)
+        pthread_join(warm[i], NULL);
+    int killed = testpg_terminate_backends(env.db_url, APP);
+    CHECK(killed >= 1, "there were idle pooled sessions to kill (%d)", killed);
+    /* A kill that lands while a statement is being sent is indistinguishable
+     * from a kill after it (outcome unknown, case 1). Here the sessions are
+     * dead before the next call: the pool must notice and never send on them. */
+    race_wait_for_no_sessions(env.db_url, APP);
+    for (int i = 0; i < 4; i++) {
+        lease_record_t l = acquire_ok(env.store, &ids[i], "t-idle");
+        CHECK(l.fencing_token == 1, "a definite, fresh lease after the kill");
+    }
+    lease_store_stats(env.store, &st);
+    CHECK(st.outcome_unknown == unknown_before,
+          "dead idle sessions were detected before sending, not after");
+    printf("3: %d idle sessions killed; the next calls reconnected and answered definitely\n",
+           killed);
+
+    free(f);
+    race_teardown(&env);
+    return 0;
+}

@@ -1,0 +1,157 @@
+/*
+ * race_failclosed.c - backend failures that must fail closed with a typed
+ * result, through the store against the real schema:
+ *  1. a corrupt record (the stored tuple no longer matches its lock key):
+ *     LS001 -> lease_backend_unavailable, not retryable, nothing acquired,
+ *     and the adapter quarantined the key (lease.quarantine row, audit
+ *     alert); concurrent callers all fail closed the same way;
+ *  2. a login role that is not SERIALIZABLE: LS002 -> backend_unavailable,
+ *     nothing written; health still answers (it runs READ COMMITTED);
+ *  3. a malformed call (no principal: a service bug) : LS003 ->
+ *     backend_unavailable;
+ *  4. a sealed namespace: acquire answers backend_unavailable, health
+ *     reports sealed;
+ *  5. health of a healthy database: reachable, schema current, the active
+ *     lease count of the database.
+ */
+#include "race_util.h"
+
+#define THREADS 6
+
+typedef struct corrupt_call {
+    lease_store_t *store;
+    lease_identity_t id;
+    int index;
+    lease_result_t res;
+} corrupt_call_t;
+
+static void *acquire_corrupt(void *arg)
+{
+    corrupt_call_t *c = arg;
+    char rid[128], principal[32];
+    race_rid(rid, sizeof rid, "corrupt", c->index, 0);
+    snprintf(principal, sizeof principal, "prn-c%d", c->index);
+    lease_acquire_req_t req;
+    race_acquire_req(&req, &c->id, rid, principal, "inst", 30000, 10000);
+    lease_code_t code = lease_store_acquire(c->store, &req, &c->res);
+    CHECK(code == c->res.code, "codes agree");
+    return NULL;
+}
+
+int main(void)
+{
+    race_env_t env;
+    race_setup(&env, "failclosed", 4, "race-failclosed");
+    char rid[128], key[512], sql[1400];
+    lease_result_t res;
+
+    /* 1. corrupt record */
+    lease_identity_t id;
+    race_identity(&id, "corrupt-1");
+    race_rid(rid, sizeof rid, "c-setup", 0, 0);
+    lease_acquire_req_t req;
+    race_acquire_req(&req, &id, rid, "prn-owner", "inst", 30000, 10000);
+    CHECK(lease_store_acquire(env.store, &req, &res) == LEASE_ACQUIRED, "setup");
+    race_key_sql(&id, key, sizeof key);
+    snprintf(sql, sizeof sql,
+             "UPDATE lease.locks SET target_id = 'somebody-else' WHERE lock_key = %s", key);
+    CHECK(testpg_exec(env.db_url, sql), "corrupt the row");
+    long long counter = race_counter(env.db_url, &id);
+    corrupt_call_t calls[THREADS];
+    pthread_t t[THREADS];
+    for (int i = 0; i < THREADS; i++) {
+        calls[i] = (corrupt_call_t){.store = env.store, .id = id, .index = i};
+        CHECK(pthread_create(&t[i], NULL, acquire_corrupt, &calls[i]) == 0, "thread");
+    }
+    for (int i = 0; i < THREADS; i++)
+        pthread_join(t[i], NULL);
+    for (int i = 0; i < THREADS; i++) {
+        CHECK(calls[i].res.code == LEASE_BACKEND_UNAVAILABLE, "corrupt acquire %d: %s", i,
+              CODE(calls[i].res.code));
+        CHECK(calls[i].res.retry_after_ms == 0, "corruption is not retryable");
+        CHECK(!calls[i].res.has_lease, "no lease over ambiguity");
+    }
+    CHECK(race_counter(env.db_url, &id) == counter, "no token allocated");
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM lease.quarantine WHERE lock_key = %s AND operation = "
+             "'acquire' AND resolved_at IS NULL AND stored_record IS NOT NULL "
+             "AND detail LIKE 'corrupt lease record:%%'",
+             key);
+    CHECK(testpg_query_int(env.db_url, sql) == 1, "one open quarantine record for the key");
+    CHECK(testpg_query_int(env.db_url, "SELECT count(*) FROM lease.audit_events WHERE "
+                                       "event_type = 'target_lease_quarantine'") == 1,
+          "one quarantine alert in audit");
+    /* inspect of the corrupt identity fails closed too */
+    CHECK(race_inspect(env.store, &id, &res) == LEASE_BACKEND_UNAVAILABLE, "inspect: %s",
+          CODE(res.code));
+    printf("1: corrupt record: %d callers got lease_backend_unavailable, key quarantined once\n",
+           THREADS);
+
+    /* 2. a role whose transactions are not serializable */
+    lease_store_t *weak = race_open_store(env.db_url, 1, "race-failclosed-weak");
+    lease_identity_t id2;
+    race_identity(&id2, "weak-1");
+    race_rid(rid, sizeof rid, "weak", 0, 0);
+    race_acquire_req(&req, &id2, rid, "prn-owner", "inst", 30000, 10000);
+    CHECK(lease_store_acquire(weak, &req, &res) == LEASE_BACKEND_UNAVAILABLE,
+          "read-committed acquire: %s", CODE(res.code));
+    CHECK(res.retry_after_ms == 0, "a configuration error is not retryable");
+    CHECK(race_counter(env.db_url, &id2) == 0, "nothing written");
+    lease_deadline_t d = lease_deadline_in(5000);
+    lease_health_t h;
+    CHECK(lease_store_health(weak, &d, &h) == LEASE_INSPECTED, "health at read committed");
+    CHECK(h.reachable && h.schema_current, "health of the weak role");
+    lease_store_stats_t st;
+    lease_store_stats(weak, &st);
+    CHECK(st.serialization_retries == 0 && st.backend_errors == 1, "one backend error");
+    lease_store_close(weak);
+    printf("2: not serializable: lease_backend_unavailable, nothing written; health answers\n");
+
+    /* 3. a malformed call: no principal */
+    race_rid(rid, sizeof rid, "malformed", 0, 0);
+    race_acquire_req(&req, &id2, rid, "prn-owner", "inst", 30000, 10000);
+    req.call.principal.principal_id[0] = '\0';
+    CHECK(lease_store_acquire(env.store, &req, &res) == LEASE_BACKEND_UNAVAILABLE,
+          "principal-less acquire: %s", CODE(res.code));
+    CHECK(race_counter(env.db_url, &id2) == 0, "nothing written");
+    /* bad caller input is invalid_lease_request, not a backend failure */
+    race_rid(rid, sizeof rid, "badttl", 0, 0);
+    race_acquire_req(&req, &id2, rid, "prn-owner", "inst", 5, 10000);
+    CHECK(lease_store_acquire(env.store, &req, &res) == INVALID_LEASE_REQUEST, "ttl 5: %s",
+          CODE(res.code));
+    CHECK(strcmp(res.field, "ttl_ms") == 0, "names the field: %s", res.field);
+    race_rid(rid, sizeof rid, "badmeta", 0, 0);
+    race_acquire_req(&req, &id2, rid, "prn-owner", "inst", 30000, 10000);
+    strcpy(req.metadata_json, "{\"Bad Key\":1}");
+    CHECK(lease_store_acquire(env.store, &req, &res) == INVALID_LEASE_REQUEST, "metadata: %s",
+          CODE(res.code));
+    printf("3: malformed call: lease_backend_unavailable; bad input: invalid_lease_request "
+           "(field %s)\n",
+           res.field);
+
+    /* 4. sealed namespace */
+    CHECK(testpg_exec(env.db_url, "UPDATE lease.namespace_state SET sealed = true, "
+                                  "sealed_reason = 'race test', sealed_at = now()"),
+          "seal");
+    race_rid(rid, sizeof rid, "sealed", 0, 0);
+    race_acquire_req(&req, &id2, rid, "prn-owner", "inst", 30000, 10000);
+    CHECK(lease_store_acquire(env.store, &req, &res) == LEASE_BACKEND_UNAVAILABLE,
+          "sealed acquire: %s", CODE(res.code));
+    d = lease_deadline_in(5000);
+    CHECK(lease_store_health(env.store, &d, &h) == LEASE_INSPECTED && h.sealed, "health sealed");
+    CHECK(testpg_exec(env.db_url, "UPDATE lease.namespace_state SET sealed = false, "
+                                  "sealed_reason = NULL, sealed_at = NULL"),
+          "unseal");
+
+    /* 5. health */
+    d = lease_deadline_in(5000);
+    CHECK(lease_store_health(env.store, &d, &h) == LEASE_INSPECTED, "health");
+    CHECK(h.reachable && h.schema_current && !h.sealed, "healthy");
+    CHECK(h.active_leases ==
+              testpg_query_int(env.db_url, "SELECT count(*) FROM lease.active_leases"),
+          "active lease count");
+    printf("4-5: sealed namespace refuses acquisition; health: schema %d current, %lld active\n",
+           h.schema_version, (long long)h.active_leases);
+    race_teardown(&env);
+    return 0;
+}

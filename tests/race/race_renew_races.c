@@ -1,0 +1,546 @@
+/*
+ * race_renew_races.c - renewals, releases, administrative ends, expiry and
+ * the sweeper racing each other on real short TTLs; the backend's
+ * linearization decides and a successor always survives:
+ *  A. renew racing expiry (TTL 1100 ms, fired around expires_at) and a
+ *     rival acquire: a renewal linearizes before expires_at or is
+ *     lease_lost, an expired lease is never revived, never two holders;
+ *  B. renew racing release / revoke / force-release by the same lease: the
+ *     end always wins its own lease, and the terminal record shows the
+ *     renewal exactly when the renewal said lease_renewed;
+ *  C. stale release, renew and revoke after reacquisition: lease_lost, and
+ *     the successor stays active and renewable (also fired concurrently);
+ *  D. the sweeper running continuously while holders renew, release and
+ *     abandon 1100 ms leases: no live lease is swept, each abandoned lease
+ *     is recorded expired exactly once.
+ */
+#include "race_util.h"
+
+#define TTL 1100
+
+static lease_record_t must_acquire(lease_store_t *s, const lease_identity_t *id,
+                                   const char *principal, const char *instance, int64_t ttl)
+{
+    char rid[128];
+    race_rid(rid, sizeof rid, "acq", 0, 0);
+    lease_acquire_req_t req;
+    race_acquire_req(&req, id, rid, principal, instance, ttl, 10000);
+    lease_result_t res;
+    lease_code_t c;
+    do
+        c = lease_store_acquire(s, &req, &res);
+    while (c == LEASE_BACKEND_UNAVAILABLE);
+    CHECK(c == LEASE_ACQUIRED, "acquire %s: %s", id->target_id, CODE(c));
+    return res.lease;
+}
+
+static void sleep_until_wall(int64_t wall_ms)
+{
+    lease_sleep_ms(wall_ms - lease_wall_now_ms());
+}
+
+/* ---- A: renew racing expiry ------------------------------------------- */
+
+#define EXPIRY_PAIRS 10
+
+typedef struct expiry_pair {
+    lease_store_t *store;
+    lease_identity_t id;
+    lease_record_t old;
+    int64_t fire_wall_ms;
+    lease_result_t renew, rival;
+    race_barrier_t *start;
+} expiry_pair_t;
+
+static void *expiry_renew(void *arg)
+{
+    expiry_pair_t *p = arg;
+    char rid[128];
+    race_rid(rid, sizeof rid, "exp-renew", 0, 0);
+    lease_owner_req_t req;
+    race_owner_req(&req, &p->old, rid, "prn-holder", "inst-holder", TTL, true, 10000);
+    race_barrier_wait(p->start);
+    sleep_until_wall(p->fire_wall_ms);
+    req.call.deadline = lease_deadline_in(10000);
+    lease_code_t c;
+    do
+        c = lease_store_renew(p->store, &req, &p->renew);
+    while (c == LEASE_BACKEND_UNAVAILABLE);
+    return NULL;
+}
+
+static void *expiry_rival(void *arg)
+{
+    expiry_pair_t *p = arg;
+    char rid[128];
+    race_rid(rid, sizeof rid, "exp-rival", 0, 0);
+    lease_acquire_req_t req;
+    race_acquire_req(&req, &p->id, rid, "prn-rival", "inst-rival", 30000, 10000);
+    race_barrier_wait(p->start);
+    sleep_until_wall(p->fire_wall_ms);
+    req.call.deadline = lease_deadline_in(10000);
+    lease_code_t c;
+    do
+        c = lease_store_acquire(p->store, &req, &p->rival);
+    while (c == LEASE_BACKEND_UNAVAILABLE);
+    return NULL;
+}
+
+static void renew_racing_expiry(race_env_t *env, int batch, int *n_renewed, int *n_lost)
+{
+    static const int offsets[EXPIRY_PAIRS] = {-80, -40, -20, -10, -3, 0, 3, 10, 25, 60};
+    expiry_pair_t p[EXPIRY_PAIRS];
+    pthread_t t[2 * EXPIRY_PAIRS];
+    race_barrier_t start;
+    race_barrier_init(&start, 2 * EXPIRY_PAIRS);
+    for (int i = 0; i < EXPIRY_PAIRS; i++) {
+        char target[32];
+        snprintf(target, sizeof target, "expiry-%d-%d", batch, i);
+        memset(&p[i], 0, sizeof p[i]);
+        p[i].store = env->store;
+        p[i].start = &start;
+        race_identity(&p[i].id, target);
+        p[i].old = must_acquire(env->store, &p[i].id, "prn-holder", "inst-holder", TTL);
+        p[i].fire_wall_ms = p[i].old.expires_at_ms + offsets[i] + batch * 7 % 5;
+    }
+    for (int i = 0; i < EXPIRY_PAIRS; i++) {
+        CHECK(pthread_create(&t[2 * i], NULL, expiry_renew, &p[i]) == 0, "thread");
+        CHECK(pthread_create(&t[2 * i + 1], NULL, expiry_rival, &p[i]) == 0, "thread");
+    }
+    for (int i = 0; i < 2 * EXPIRY_PAIRS; i++)
+        pthread_join(t[i], NULL);
+    race_barrier_destroy(&start);
+
+    for (int i = 0; i < EXPIRY_PAIRS; i++) {
+        expiry_pair_t *x = &p[i];
+        lease_code_t rc = x->renew.code, ac = x->rival.code;
+        CHECK(rc == LEASE_RENEWED || rc == LEASE_LOST, "renew: %s", CODE(rc));
+        CHECK(ac == LEASE_ACQUIRED || ac == LEASE_CONFLICT, "rival: %s", CODE(ac));
+        if (rc == LEASE_RENEWED) {
+            (*n_renewed)++;
+            CHECK(x->renew.lease.renewed_at_ms < x->old.expires_at_ms,
+                  "a renewal linearized at %lld, after expiry %lld",
+                  (long long)x->renew.lease.renewed_at_ms, (long long)x->old.expires_at_ms);
+            CHECK(x->renew.lease.fencing_token == x->old.fencing_token, "renew keeps the token");
+            CHECK(x->renew.lease.expires_at_ms == x->renew.lease.renewed_at_ms + TTL,
+                  "renewed expiry");
+        } else {
+            (*n_lost)++;
+        }
+        if (ac == LEASE_ACQUIRED) {
+            CHECK(x->rival.lease.acquired_at_ms >= x->old.expires_at_ms,
+                  "rival acquired at %lld before the old lease expired at %lld",
+                  (long long)x->rival.lease.acquired_at_ms, (long long)x->old.expires_at_ms);
+            CHECK(x->rival.lease.fencing_token == x->old.fencing_token + 1, "next token");
+            /* two holders at once would need the renewal to end first */
+            CHECK(rc != LEASE_RENEWED ||
+                      x->rival.lease.acquired_at_ms >= x->renew.lease.expires_at_ms,
+                  "renewed and acquired by a rival at once");
+        }
+        /* the state now agrees with the answers; a lost renewal revived nothing */
+        lease_result_t now;
+        lease_code_t ic = race_inspect(env->store, &x->id, &now);
+        if (ac == LEASE_ACQUIRED) {
+            CHECK(ic == LEASE_INSPECTED && now.lease.state == LEASE_STATE_ACTIVE &&
+                      strcmp(now.lease.lease_id, x->rival.lease.lease_id) == 0,
+                  "the rival's lease is the active one");
+        } else if (rc == LEASE_LOST) {
+            CHECK(ic == LEASE_NOT_FOUND || now.lease.state != LEASE_STATE_ACTIVE ||
+                      strcmp(now.lease.lease_id, x->old.lease_id) != 0,
+                  "a lost renewal revived the lease");
+        }
+        if (rc == LEASE_LOST) {
+            /* and stays lost */
+            char rid[128];
+            race_rid(rid, sizeof rid, "exp-renew2", i, batch);
+            lease_owner_req_t again;
+            race_owner_req(&again, &x->old, rid, "prn-holder", "inst-holder", TTL, true, 10000);
+            lease_result_t res;
+            CHECK(lease_store_renew(env->store, &again, &res) == LEASE_LOST, "renew again: %s",
+                  CODE(res.code));
+        }
+    }
+}
+
+/* ---- B: renew racing the end of the same lease ------------------------- */
+
+typedef enum end_kind { END_RELEASE, END_REVOKE, END_FORCE } end_kind_t;
+
+typedef struct end_race {
+    lease_store_t *store;
+    lease_record_t lease;
+    end_kind_t kind;
+    race_barrier_t start;
+    lease_result_t renew, end;
+} end_race_t;
+
+static void *end_renewer(void *arg)
+{
+    end_race_t *e = arg;
+    char rid[128];
+    race_rid(rid, sizeof rid, "end-renew", 0, 0);
+    lease_owner_req_t req;
+    race_owner_req(&req, &e->lease, rid, "prn-holder", "inst-holder", 20000, true, 10000);
+    race_barrier_wait(&e->start);
+    lease_code_t c;
+    do
+        c = lease_store_renew(e->store, &req, &e->renew);
+    while (c == LEASE_BACKEND_UNAVAILABLE);
+    return NULL;
+}
+
+static void *end_ender(void *arg)
+{
+    end_race_t *e = arg;
+    char rid[128];
+    race_rid(rid, sizeof rid, "end-end", (int)e->kind, 0);
+    lease_owner_req_t rel;
+    lease_admin_req_t adm;
+    race_owner_req(&rel, &e->lease, rid, "prn-holder", "inst-holder", 0, false, 10000);
+    race_admin_req(&adm, &e->lease, rid, e->kind == END_REVOKE, 10000);
+    race_barrier_wait(&e->start);
+    lease_code_t c;
+    do
+        c = e->kind == END_RELEASE  ? lease_store_release(e->store, &rel, &e->end)
+            : e->kind == END_REVOKE ? lease_store_revoke(e->store, &adm, &e->end)
+                                    : lease_store_force_release(e->store, &adm, &e->end);
+    while (c == LEASE_BACKEND_UNAVAILABLE);
+    return NULL;
+}
+
+static void renew_racing_end(race_env_t *env, end_kind_t kind, int rounds, int *renew_first)
+{
+    lease_identity_t id;
+    char target[32];
+    snprintf(target, sizeof target, "end-%d", (int)kind);
+    race_identity(&id, target);
+    for (int r = 0; r < rounds; r++) {
+        end_race_t e;
+        memset(&e, 0, sizeof e);
+        e.store = env->store;
+        e.kind = kind;
+        e.lease = must_acquire(env->store, &id, "prn-holder", "inst-holder", 30000);
+        race_barrier_init(&e.start, 2);
+        pthread_t a, b;
+        CHECK(pthread_create(&a, NULL, end_renewer, &e) == 0, "thread");
+        CHECK(pthread_create(&b, NULL, end_ender, &e) == 0, "thread");
+        pthread_join(a, NULL);
+        pthread_join(b, NULL);
+        race_barrier_destroy(&e.start);
+
+        lease_code_t want = kind == END_REVOKE ? LEASE_REVOKED : LEASE_RELEASED;
+        lease_state_t state = kind == END_REVOKE ? LEASE_STATE_REVOKED : LEASE_STATE_RELEASED;
+        CHECK(e.end.code == want, "end: %s", CODE(e.end.code));
+        CHECK(e.renew.code == LEASE_RENEWED || e.renew.code == LEASE_LOST, "renew: %s",
+              CODE(e.renew.code));
+        /* the terminal record shows the renewal iff it was answered renewed */
+        lease_result_t hist;
+        CHECK(race_inspect_id(env->store, e.lease.lease_id, &hist) == LEASE_INSPECTED,
+              "terminal record by lease id");
+        CHECK(hist.lease.state == state, "terminal state %s", lease_state_name(hist.lease.state));
+        if (e.renew.code == LEASE_RENEWED) {
+            (*renew_first)++;
+            CHECK(hist.lease.renewed_at_ms == e.renew.lease.renewed_at_ms,
+                  "renewed before the end, but history says renewed_at %lld (renew %lld)",
+                  (long long)hist.lease.renewed_at_ms, (long long)e.renew.lease.renewed_at_ms);
+            CHECK(hist.lease.ended_at_ms >= e.renew.lease.renewed_at_ms, "ended after renewal");
+        } else {
+            CHECK(hist.lease.renewed_at_ms == e.lease.renewed_at_ms,
+                  "a renewal answered lease_lost left a trace");
+        }
+        lease_result_t now;
+        lease_code_t ic = race_inspect(env->store, &id, &now);
+        CHECK(ic == LEASE_NOT_FOUND, "nothing active after the end: %s", CODE(ic));
+    }
+}
+
+/* ---- C: stale operations after reacquisition --------------------------- */
+
+typedef struct stale_race {
+    lease_store_t *store;
+    lease_identity_t id;
+    lease_record_t old;
+    int64_t fire_wall_ms;
+    race_barrier_t start;
+    lease_result_t release, acquire;
+} stale_race_t;
+
+static void *stale_release(void *arg)
+{
+    stale_race_t *s = arg;
+    char rid[128];
+    race_rid(rid, sizeof rid, "stale-rel", 0, 0);
+    lease_owner_req_t req;
+    race_owner_req(&req, &s->old, rid, "prn-old", "inst-old", 0, false, 10000);
+    race_barrier_wait(&s->start);
+    sleep_until_wall(s->fire_wall_ms);
+    req.call.deadline = lease_deadline_in(10000);
+    lease_code_t c;
+    do
+        c = lease_store_release(s->store, &req, &s->release);
+    while (c == LEASE_BACKEND_UNAVAILABLE);
+    return NULL;
+}
+
+static void *successor_acquire(void *arg)
+{
+    stale_race_t *s = arg;
+    char rid[128];
+    race_rid(rid, sizeof rid, "successor", 0, 0);
+    lease_acquire_req_t req;
+    race_acquire_req(&req, &s->id, rid, "prn-new", "inst-new", 30000, 10000);
+    race_barrier_wait(&s->start);
+    sleep_until_wall(s->fire_wall_ms);
+    req.call.deadline = lease_deadline_in(10000);
+    lease_code_t c;
+    do
+        c = lease_store_acquire(s->store, &req, &s->acquire);
+    while (c == LEASE_BACKEND_UNAVAILABLE);
+    return NULL;
+}
+
+static void stale_after_reacquire(race_env_t *env)
+{
+    /* sequential: the old holder's every operation is lease_lost */
+    lease_identity_t id;
+    race_identity(&id, "stale-seq");
+    lease_record_t old = must_acquire(env->store, &id, "prn-old", "inst-old", TTL);
+    sleep_until_wall(old.expires_at_ms + 20);
+    lease_record_t succ = must_acquire(env->store, &id, "prn-new", "inst-new", 30000);
+    CHECK(succ.fencing_token == old.fencing_token + 1, "successor token");
+    char rid[128];
+    lease_result_t res;
+    race_rid(rid, sizeof rid, "stale-release", 0, 0);
+    lease_owner_req_t o;
+    race_owner_req(&o, &old, rid, "prn-old", "inst-old", 0, false, 10000);
+    CHECK(lease_store_release(env->store, &o, &res) == LEASE_LOST, "stale release: %s",
+          CODE(res.code));
+    race_rid(rid, sizeof rid, "stale-renew", 0, 0);
+    race_owner_req(&o, &old, rid, "prn-old", "inst-old", TTL, true, 10000);
+    CHECK(lease_store_renew(env->store, &o, &res) == LEASE_LOST, "stale renew: %s", CODE(res.code));
+    lease_admin_req_t a;
+    race_rid(rid, sizeof rid, "stale-revoke", 0, 0);
+    race_admin_req(&a, &old, rid, true, 10000);
+    CHECK(lease_store_revoke(env->store, &a, &res) == LEASE_LOST, "stale revoke: %s",
+          CODE(res.code));
+    race_rid(rid, sizeof rid, "stale-force", 0, 0);
+    race_admin_req(&a, &old, rid, false, 10000);
+    CHECK(lease_store_force_release(env->store, &a, &res) == LEASE_LOST, "stale force: %s",
+          CODE(res.code));
+    /* the same lease id with the successor's token is still not the lease */
+    lease_record_t forged = old;
+    forged.fencing_token = succ.fencing_token;
+    race_rid(rid, sizeof rid, "stale-forged", 0, 0);
+    race_owner_req(&o, &forged, rid, "prn-old", "inst-old", 0, false, 10000);
+    CHECK(lease_store_release(env->store, &o, &res) == LEASE_LOST, "forged release: %s",
+          CODE(res.code));
+    CHECK(race_inspect(env->store, &id, &res) == LEASE_INSPECTED &&
+              strcmp(res.lease.lease_id, succ.lease_id) == 0 &&
+              res.lease.state == LEASE_STATE_ACTIVE,
+          "the successor survives");
+    race_rid(rid, sizeof rid, "succ-renew", 0, 0);
+    race_owner_req(&o, &succ, rid, "prn-new", "inst-new", 30000, true, 10000);
+    CHECK(lease_store_renew(env->store, &o, &res) == LEASE_RENEWED, "successor renews: %s",
+          CODE(res.code));
+
+    /* concurrent: the stale release fired at the moment the successor acquires */
+    int both = 0;
+    for (int r = 0; r < 6; r++) {
+        stale_race_t s;
+        memset(&s, 0, sizeof s);
+        s.store = env->store;
+        char target[32];
+        snprintf(target, sizeof target, "stale-race-%d", r);
+        race_identity(&s.id, target);
+        s.old = must_acquire(env->store, &s.id, "prn-old", "inst-old", TTL);
+        s.fire_wall_ms = s.old.expires_at_ms + (r - 2) * 4;
+        race_barrier_init(&s.start, 2);
+        pthread_t a1, a2;
+        CHECK(pthread_create(&a1, NULL, stale_release, &s) == 0, "thread");
+        CHECK(pthread_create(&a2, NULL, successor_acquire, &s) == 0, "thread");
+        pthread_join(a1, NULL);
+        pthread_join(a2, NULL);
+        race_barrier_destroy(&s.start);
+        CHECK(s.release.code == LEASE_RELEASED || s.release.code == LEASE_LOST, "release: %s",
+              CODE(s.release.code));
+        CHECK(s.acquire.code == LEASE_ACQUIRED || s.acquire.code == LEASE_CONFLICT, "acquire: %s",
+              CODE(s.acquire.code));
+        if (s.acquire.code == LEASE_ACQUIRED) {
+            both += s.release.code == LEASE_LOST;
+            CHECK(race_inspect(env->store, &s.id, &res) == LEASE_INSPECTED &&
+                      strcmp(res.lease.lease_id, s.acquire.lease.lease_id) == 0 &&
+                      res.lease.state == LEASE_STATE_ACTIVE,
+                  "the successor survives a concurrent stale release");
+        } else {
+            /* conflict: the old lease was still active when the acquire ran,
+             * so the release must have found it too, or found it expired */
+            CHECK(s.release.code == LEASE_RELEASED || s.release.code == LEASE_LOST, "release");
+        }
+    }
+    printf("C: stale release/renew/revoke/force after reacquire all lease_lost; "
+           "%d/6 concurrent rounds had a successor and a stale release\n",
+           both);
+}
+
+/* ---- D: the sweeper racing live leases --------------------------------- */
+
+#define SWEEP_WORKERS 4
+#define SWEEP_IDS 3
+
+typedef struct sweep_shared {
+    lease_store_t *store;
+    lease_identity_t ids[SWEEP_IDS];
+    int stop;                 /* __atomic */
+    int acquired[SWEEP_IDS];  /* __atomic */
+    int abandoned[SWEEP_IDS]; /* __atomic */
+    int renewed;              /* __atomic */
+    int sweeps;               /* __atomic */
+    int64_t swept;            /* __atomic */
+} sweep_shared_t;
+
+typedef struct sweep_worker {
+    sweep_shared_t *s;
+    int index;
+} sweep_worker_t;
+
+static void *sweeper(void *arg)
+{
+    sweep_shared_t *s = arg;
+    while (!__atomic_load_n(&s->stop, __ATOMIC_SEQ_CST)) {
+        lease_deadline_t d = lease_deadline_in(5000);
+        lease_sweep_result_t res;
+        lease_code_t c = lease_store_sweep(s->store, 100, &d, &res);
+        CHECK(c == LEASE_INSPECTED || c == LEASE_BACKEND_UNAVAILABLE, "sweep: %s", CODE(c));
+        if (c == LEASE_INSPECTED) {
+            __atomic_add_fetch(&s->sweeps, 1, __ATOMIC_RELAXED);
+            __atomic_add_fetch(&s->swept, res.expired, __ATOMIC_RELAXED);
+        }
+        lease_sleep_ms(20);
+    }
+    return NULL;
+}
+
+static void *sweep_holder(void *arg)
+{
+    sweep_worker_t *w = arg;
+    sweep_shared_t *s = w->s;
+    char principal[32], instance[32];
+    snprintf(principal, sizeof principal, "prn-sw-%d", w->index);
+    snprintf(instance, sizeof instance, "inst-sw-%d", w->index);
+    int64_t until = lease_mono_now_ns() + 6000LL * 1000000;
+    for (int n = 0; lease_mono_now_ns() < until; n++) {
+        int k = (int)lease_jitter(SWEEP_IDS);
+        char rid[128];
+        race_rid(rid, sizeof rid, "sw-acq", w->index, n);
+        lease_acquire_req_t acq;
+        race_acquire_req(&acq, &s->ids[k], rid, principal, instance, TTL, 5000);
+        lease_result_t res;
+        lease_code_t c = lease_store_acquire(s->store, &acq, &res);
+        if (c != LEASE_ACQUIRED) {
+            CHECK(c == LEASE_CONFLICT || c == LEASE_BACKEND_UNAVAILABLE, "acquire: %s", CODE(c));
+            lease_sleep_ms(30);
+            continue;
+        }
+        __atomic_add_fetch(&s->acquired[k], 1, __ATOMIC_SEQ_CST);
+        lease_record_t lease = res.lease;
+        /* renew well before expiry: the sweeper must not have touched it */
+        sleep_until_wall(lease.acquired_at_ms + 300);
+        race_rid(rid, sizeof rid, "sw-renew", w->index, n);
+        lease_owner_req_t ren;
+        race_owner_req(&ren, &lease, rid, principal, instance, TTL, true, 5000);
+        do
+            c = lease_store_renew(s->store, &ren, &res);
+        while (c == LEASE_BACKEND_UNAVAILABLE);
+        CHECK(c == LEASE_RENEWED, "a live lease (%lld ms before expiry) was lost: %s",
+              (long long)(lease.expires_at_ms - lease_wall_now_ms()), CODE(c));
+        __atomic_add_fetch(&s->renewed, 1, __ATOMIC_RELAXED);
+        if (n % 2 == 0) {
+            /* abandon it: expiry (the sweeper or the next acquire) ends it */
+            __atomic_add_fetch(&s->abandoned[k], 1, __ATOMIC_SEQ_CST);
+            continue;
+        }
+        race_rid(rid, sizeof rid, "sw-rel", w->index, n);
+        lease_owner_req_t rel;
+        race_owner_req(&rel, &lease, rid, principal, instance, 0, false, 5000);
+        do
+            c = lease_store_release(s->store, &rel, &res);
+        while (c == LEASE_BACKEND_UNAVAILABLE);
+        CHECK(c == LEASE_RELEASED, "release of a live lease: %s", CODE(c));
+    }
+    return NULL;
+}
+
+static void sweeper_racing(race_env_t *env)
+{
+    sweep_shared_t s;
+    memset(&s, 0, sizeof s);
+    s.store = env->store;
+    for (int i = 0; i < SWEEP_IDS; i++) {
+        char target[32];
+        snprintf(target, sizeof target, "swept-%d", i);
+        race_identity(&s.ids[i], target);
+    }
+    pthread_t sw, t[SWEEP_WORKERS];
+    sweep_worker_t w[SWEEP_WORKERS];
+    CHECK(pthread_create(&sw, NULL, sweeper, &s) == 0, "thread");
+    for (int i = 0; i < SWEEP_WORKERS; i++) {
+        w[i] = (sweep_worker_t){&s, i};
+        CHECK(pthread_create(&t[i], NULL, sweep_holder, &w[i]) == 0, "thread");
+    }
+    for (int i = 0; i < SWEEP_WORKERS; i++)
+        pthread_join(t[i], NULL);
+    /* let every abandoned lease expire and be swept */
+    lease_sleep_ms(2 * TTL);
+    __atomic_store_n(&s.stop, 1, __ATOMIC_SEQ_CST);
+    pthread_join(sw, NULL);
+    lease_deadline_t d = lease_deadline_in(10000);
+    lease_sweep_result_t res;
+    lease_code_t c;
+    do
+        c = lease_store_sweep(env->store, 1000, &d, &res);
+    while (c == LEASE_BACKEND_UNAVAILABLE);
+    CHECK(c == LEASE_INSPECTED && res.ran, "final sweep");
+    int acquired = 0;
+    for (int i = 0; i < SWEEP_IDS; i++) {
+        CHECK(race_counter(env->db_url, &s.ids[i]) == s.acquired[i], "%s: counter %lld vs %d",
+              s.ids[i].target_id, race_counter(env->db_url, &s.ids[i]), s.acquired[i]);
+        CHECK(race_count(env->db_url, "lease.history", &s.ids[i], "state = 'expired'") ==
+                  s.abandoned[i],
+              "%s: each abandoned lease recorded expired exactly once", s.ids[i].target_id);
+        CHECK(race_count(env->db_url, "lease.history", &s.ids[i], "") == s.acquired[i],
+              "%s: every lease has one terminal record", s.ids[i].target_id);
+        acquired += s.acquired[i];
+    }
+    CHECK(acquired >= 6, "enough leases changed hands (%d)", acquired);
+    printf("D: %d leases, %d renewed while %d sweeps ran (%lld swept), no live lease lost\n",
+           acquired, s.renewed, s.sweeps, (long long)s.swept);
+}
+
+int main(void)
+{
+    race_env_t env;
+    race_setup(&env, "renew_races", 12, "race-renew-races");
+
+    int renewed = 0, lost = 0;
+    for (int batch = 0; batch < 2; batch++)
+        renew_racing_expiry(&env, batch, &renewed, &lost);
+    printf("A: renew at expiry: %d renewed before expiry, %d lost; no revival, one holder\n",
+           renewed, lost);
+
+    static const char *names[] = {"release", "revoke", "force-release"};
+    for (int k = END_RELEASE; k <= END_FORCE; k++) {
+        int renew_first = 0;
+        renew_racing_end(&env, (end_kind_t)k, 12, &renew_first);
+        printf("B: renew vs %s: %d/12 renewed first, the end always won its lease\n", names[k],
+               renew_first);
+    }
+
+    stale_after_reacquire(&env);
+    sweeper_racing(&env);
+
+    lease_store_stats_t st;
+    lease_store_stats(env.store, &st);
+    CHECK(st.outcome_unknown == 0, "no outcome unknown without failures");
+    race_teardown(&env);
+    return 0;
+}

@@ -1,0 +1,250 @@
+/*
+ * race_util.h - shared pieces of the store race tests (tests/race/race_*.c):
+ * a database and a store per test, request builders that fill ids and
+ * request digests the way the service does, SQL probes of the durable state,
+ * a start barrier, and CHECK, which fails the whole test process.
+ *
+ * These tests observe results: what each thread was answered and what the
+ * database holds afterwards, never merely that a call returned.
+ */
+#ifndef LEASE_RACE_UTIL_H
+#define LEASE_RACE_UTIL_H
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lease/clock.h"
+#include "lease/digest.h"
+#include "lease/store.h"
+#include "lease/store_pg.h"
+#include "testpg.h"
+
+#define CHECK(cond, ...)                                                                           \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "CHECK failed at %s:%d: %s\n  ", __FILE__, __LINE__, #cond);           \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fprintf(stderr, "\n");                                                                 \
+            fflush(stderr);                                                                        \
+            _exit(1);                                                                              \
+        }                                                                                          \
+    } while (0)
+
+#define CODE(c) lease_code_name(c)
+
+typedef struct race_env {
+    char *db_url;  /* superuser: probes and setup */
+    char *svc_url; /* leased_app: what the store uses */
+    lease_store_t *store;
+} race_env_t;
+
+static inline lease_store_t *race_open_store(const char *url, int pool_size, const char *app)
+{
+    lease_store_pg_config_t cfg = {
+        .conninfo = url,
+        .pool_size = pool_size,
+        .connect_timeout_ms = 5000,
+        .application_name = app,
+    };
+    lease_store_t *s = NULL;
+    char err[256] = "";
+    int rc = lease_store_pg_open(&cfg, &s, err, sizeof err);
+    CHECK(rc == 0 && s, "lease_store_pg_open: %s", err);
+    return s;
+}
+
+static inline void race_setup(race_env_t *env, const char *name, int pool_size, const char *app)
+{
+    env->db_url = testpg_create_db(name);
+    env->svc_url = testpg_service_url(env->db_url);
+    env->store = race_open_store(env->svc_url, pool_size, app);
+}
+
+static inline void race_teardown(race_env_t *env)
+{
+    lease_store_close(env->store);
+    testpg_drop_db(env->db_url);
+    free(env->svc_url);
+    free(env->db_url);
+}
+
+static inline void race_identity(lease_identity_t *id, const char *target)
+{
+    memset(id, 0, sizeof *id);
+    strcpy(id->tenant_id, "tenant-race");
+    strcpy(id->program_id, "program-race");
+    strcpy(id->target_namespace, "race-ns");
+    snprintf(id->target_id, sizeof id->target_id, "%s", target);
+    strcpy(id->actor_name, "racer");
+    strcpy(id->workflow_name, "default");
+    strcpy(id->operation_class, "default");
+}
+
+static inline void race_call(lease_call_t *c, const char *request_id, const char *principal,
+                             int64_t deadline_ms)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->request_id, sizeof c->request_id, "%s", request_id);
+    snprintf(c->correlation_id, sizeof c->correlation_id, "corr-%.58s", request_id);
+    strcpy(c->deadline_class, "client");
+    c->deadline = lease_deadline_in(deadline_ms);
+    c->received_mono_ns = lease_mono_now_ns();
+    snprintf(c->principal.principal_id, sizeof c->principal.principal_id, "%s", principal);
+    strcpy(c->principal.client_id, "client-race");
+    strcpy(c->principal.credential_id, "key_race");
+    strcpy(c->principal.principal_class, "worker");
+}
+
+/* A unique request id: prefix, thread and sequence. */
+static inline void race_rid(char *out, size_t n, const char *prefix, int who, int seq)
+{
+    snprintf(out, n, "%s-%d-%d-%lld", prefix, who, seq, (long long)lease_mono_now_ns());
+}
+
+static inline void race_acquire_req(lease_acquire_req_t *r, const lease_identity_t *id,
+                                    const char *request_id, const char *principal,
+                                    const char *instance, int64_t ttl_ms, int64_t deadline_ms)
+{
+    memset(r, 0, sizeof *r);
+    race_call(&r->call, request_id, principal, deadline_ms);
+    r->identity = *id;
+    snprintf(r->service_instance_id, sizeof r->service_instance_id, "%s", instance);
+    strcpy(r->execution_id, "exec-race");
+    strcpy(r->job_id, "job-race");
+    r->ttl_ms = ttl_ms;
+    strcpy(r->metadata_json, "{}");
+    lease_digest_acquire(r, r->call.request_digest);
+}
+
+/* renew (ttl_ms > 0 or 0) or release, for the holder of `lease`. */
+static inline void race_owner_req(lease_owner_req_t *r, const lease_record_t *lease,
+                                  const char *request_id, const char *principal,
+                                  const char *instance, int64_t ttl_ms, bool renew,
+                                  int64_t deadline_ms)
+{
+    memset(r, 0, sizeof *r);
+    race_call(&r->call, request_id, principal, deadline_ms);
+    r->identity = lease->identity;
+    snprintf(r->lease_id, sizeof r->lease_id, "%s", lease->lease_id);
+    r->fencing_token = lease->fencing_token;
+    snprintf(r->service_instance_id, sizeof r->service_instance_id, "%s", instance);
+    r->ttl_ms = renew ? ttl_ms : 0;
+    if (renew)
+        lease_digest_renew(r, r->call.request_digest);
+    else
+        lease_digest_release(r, r->call.request_digest);
+}
+
+static inline void race_admin_req(lease_admin_req_t *r, const lease_record_t *lease,
+                                  const char *request_id, bool revoke, int64_t deadline_ms)
+{
+    memset(r, 0, sizeof *r);
+    race_call(&r->call, request_id, "prn-admin", deadline_ms);
+    strcpy(r->call.principal.principal_class, "admin");
+    r->identity = lease->identity;
+    snprintf(r->lease_id, sizeof r->lease_id, "%s", lease->lease_id);
+    r->fencing_token = lease->fencing_token;
+    strcpy(r->reason, revoke ? "race test revoke" : "race test force-release");
+    if (revoke)
+        strcpy(r->incident_id, "inc-race");
+    lease_digest_admin(r, revoke, r->call.request_digest);
+}
+
+static inline void race_inspect_req(lease_inspect_req_t *r, const lease_identity_t *id,
+                                    const char *lease_id)
+{
+    memset(r, 0, sizeof *r);
+    race_call(&r->call, "", "prn-reader", 10000);
+    strcpy(r->scope.tenant_id, "tenant-race");
+    strcpy(r->scope.program_id, "*");
+    r->scope.all_actors = true;
+    if (id) {
+        r->by_identity = true;
+        r->identity = *id;
+    } else {
+        snprintf(r->lease_id, sizeof r->lease_id, "%s", lease_id);
+    }
+}
+
+/* The lease a store sees now for an identity (code LEASE_INSPECTED or
+ * LEASE_NOT_FOUND). */
+static inline lease_code_t race_inspect(lease_store_t *s, const lease_identity_t *id,
+                                        lease_result_t *res)
+{
+    lease_inspect_req_t r;
+    race_inspect_req(&r, id, NULL);
+    return lease_store_inspect(s, &r, res);
+}
+
+static inline lease_code_t race_inspect_id(lease_store_t *s, const char *lease_id,
+                                           lease_result_t *res)
+{
+    lease_inspect_req_t r;
+    race_inspect_req(&r, NULL, lease_id);
+    return lease_store_inspect(s, &r, res);
+}
+
+/* SQL text of the identity's lock key expression. */
+static inline void race_key_sql(const lease_identity_t *id, char *out, size_t n)
+{
+    snprintf(out, n, "lease.lock_key('%s','%s','%s','%s','%s','%s','%s')", id->tenant_id,
+             id->program_id, id->target_namespace, id->target_id, id->actor_name, id->workflow_name,
+             id->operation_class);
+}
+
+/* The identity's durable fencing counter (0 when it has no row yet). */
+static inline long long race_counter(const char *db_url, const lease_identity_t *id)
+{
+    char key[512], sql[1024];
+    race_key_sql(id, key, sizeof key);
+    snprintf(sql, sizeof sql,
+             "SELECT coalesce((SELECT fencing_counter FROM lease.locks WHERE lock_key = %s), 0)",
+             key);
+    return testpg_query_int(db_url, sql);
+}
+
+/* Rows of `table` for the identity matching an extra condition. */
+static inline long long race_count(const char *db_url, const char *table,
+                                   const lease_identity_t *id, const char *extra)
+{
+    char key[512], sql[1400];
+    race_key_sql(id, key, sizeof key);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM %s WHERE lock_key = %s%s%s", table, key,
+             extra && *extra ? " AND " : "", extra ? extra : "");
+    return testpg_query_int(db_url, sql);
+}
+
+/* A reusable start line for N threads. */
+typedef struct race_barrier {
+    pthread_barrier_t b;
+} race_barrier_t;
+
+static inline void race_barrier_init(race_barrier_t *b, unsigned n)
+{
+    CHECK(pthread_barrier_init(&b->b, NULL, n) == 0, "barrier");
+}
+
+static inline void race_barrier_wait(race_barrier_t *b)
+{
+    pthread_barrier_wait(&b->b);
+}
+
+static inline void race_barrier_destroy(race_barrier_t *b)
+{
+    pthread_barrier_destroy(&b->b);
+}
+
+/* Equal leases as the wire would show them. */
+static inline bool race_same_lease(const lease_record_t *a, const lease_record_t *b)
+{
+    return strcmp(a->lease_id, b->lease_id) == 0 && a->fencing_token == b->fencing_token &&
+           a->acquired_at_ms == b->acquired_at_ms && a->expires_at_ms == b->expires_at_ms &&
+           a->renewed_at_ms == b->renewed_at_ms &&
+           strcmp(a->owner_principal_id, b->owner_principal_id) == 0;
+}
+
+#endif

@@ -1,0 +1,721 @@
+/*
+ * test_pg_codec.c - the adapter's JSON both ways, without a database:
+ * requests carry every documented field (and omit empty optional ones);
+ * results decode into store.h structs; every malformed result decodes to
+ * lease_backend_unavailable with nothing half-filled.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lease/schema.h"
+#include "store/pg_codec.h"
+
+/* 2026-08-05T12:00:00.000Z */
+#define T0 1785931200000LL
+
+static void fill_identity(lease_identity_t *id)
+{
+    memset(id, 0, sizeof *id);
+    strcpy(id->tenant_id, "tenant-main");
+    strcpy(id->program_id, "program-a");
+    strcpy(id->target_namespace, "starintel-target");
+    strcpy(id->target_id, "Target_01");
+    strcpy(id->actor_name, "usernamegen");
+    strcpy(id->workflow_name, "default");
+    strcpy(id->operation_class, "collect");
+}
+
+static void fill_call(lease_call_t *c, int64_t now_mono)
+{
+    memset(c, 0, sizeof *c);
+    strcpy(c->request_id, "req-1");
+    strcpy(c->correlation_id, "corr_abc");
+    strcpy(c->trace_id, "trace-call");
+    strcpy(c->deadline_class, "client");
+    c->deadline.wall_ms = T0 + 1234;
+    c->deadline.mono_ns = now_mono + 1000000000LL;
+    c->received_mono_ns = now_mono - 7 * 1000000LL;
+    strcpy(c->principal.principal_id, "prn_1");
+    strcpy(c->principal.client_id, "client_1");
+    strcpy(c->principal.credential_id, "key_1");
+    strcpy(c->principal.principal_class, "worker");
+    memset(c->request_digest, 'a', 64);
+}
+
+static json_t *parse(const char *text)
+{
+    assert_non_null(text);
+    json_error_t err;
+    json_t *o = json_loads(text, JSON_REJECT_DUPLICATES, &err);
+    if (!o)
+        fail_msg("not JSON (%s): %s", err.text, text);
+    return o;
+}
+
+static const char *str(json_t *o, const char *path)
+{
+    json_t *v = o;
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", path);
+    for (char *tok = strtok(buf, "."); tok; tok = strtok(NULL, "."))
+        v = json_object_get(v, tok);
+    if (!json_is_string(v))
+        fail_msg("%s is not a string", path);
+    return json_string_value(v);
+}
+
+static void check_common(json_t *o)
+{
+    assert_string_equal(str(o, "deadline_at"), "2026-08-05T12:00:01.234Z");
+    assert_string_equal(str(o, "request_id"), "req-1");
+    assert_string_equal(str(o, "correlation_id"), "corr_abc");
+    assert_string_equal(str(o, "deadline_class"), "client");
+    assert_int_equal(strlen(str(o, "request_digest")), 64);
+    assert_int_equal(json_integer_value(json_object_get(o, "latency_ms")), 7);
+    assert_string_equal(str(o, "principal.principal_id"), "prn_1");
+    assert_string_equal(str(o, "principal.client_id"), "client_1");
+    assert_string_equal(str(o, "principal.credential_id"), "key_1");
+    assert_string_equal(str(o, "principal.principal_class"), "worker");
+}
+
+static void check_identity(json_t *o)
+{
+    assert_string_equal(str(o, "lock_identity.tenant_id"), "tenant-main");
+    assert_string_equal(str(o, "lock_identity.program_id"), "program-a");
+    assert_string_equal(str(o, "lock_identity.target_namespace"), "starintel-target");
+    assert_string_equal(str(o, "lock_identity.target_id"), "Target_01");
+    assert_string_equal(str(o, "lock_identity.actor_name"), "usernamegen");
+    assert_string_equal(str(o, "lock_identity.workflow_name"), "default");
+    assert_string_equal(str(o, "lock_identity.operation_class"), "collect");
+    assert_int_equal(json_object_size(json_object_get(o, "lock_identity")), 7);
+}
+
+static void test_encode_acquire(void **state)
+{
+    (void)state;
+    lease_acquire_req_t req;
+    memset(&req, 0, sizeof req);
+    int64_t now = 5000000000LL;
+    fill_call(&req.call, now);
+    fill_identity(&req.identity);
+    strcpy(req.service_instance_id, "inst-1");
+    strcpy(req.execution_id, "exec-1");
+    strcpy(req.job_id, "job-1");
+    req.ttl_ms = 30000;
+    strcpy(req.metadata_json, "{\"attempt\":2,\"k\":\"v\"}");
+    const char *bad = "x";
+    char *text = store_pg_encode_acquire(&req, now, &bad);
+    assert_null(bad);
+    json_t *o = parse(text);
+    check_common(o);
+    check_identity(o);
+    assert_string_equal(str(o, "service_instance_id"), "inst-1");
+    assert_string_equal(str(o, "execution_id"), "exec-1");
+    assert_string_equal(str(o, "job_id"), "job-1");
+    /* no acquire trace id: the call's */
+    assert_string_equal(str(o, "trace_id"), "trace-call");
+    assert_int_equal(json_integer_value(json_object_get(o, "ttl_ms")), 30000);
+    assert_null(json_object_get(o, "maximum_lifetime_ms"));
+    assert_int_equal(json_integer_value(json_object_get(json_object_get(o, "metadata"), "attempt")),
+                     2);
+    json_decref(o);
+    free(text);
+
+    /* own trace id wins; empty metadata is absent; lifetime sent */
+    strcpy(req.trace_id, "trace-own");
+    req.metadata_json[0] = '\0';
+    req.ttl_ms = 0;
+    req.maximum_lifetime_ms = 60000;
+    text = store_pg_encode_acquire(&req, now, &bad);
+    o = parse(text);
+    assert_string_equal(str(o, "trace_id"), "trace-own");
+    assert_null(json_object_get(o, "metadata"));
+    assert_null(json_object_get(o, "ttl_ms"));
+    assert_int_equal(json_integer_value(json_object_get(o, "maximum_lifetime_ms")), 60000);
+    json_decref(o);
+    free(text);
+
+    /* bad metadata is the caller's input: named, nothing encoded */
+    const char *bad_meta[] = {"[1,2]", "{\"a\":", "\"x\"", "{\"a\":1,\"a\":2}"};
+    for (size_t i = 0; i < sizeof bad_meta / sizeof bad_meta[0]; i++) {
+        strcpy(req.metadata_json, bad_meta[i]);
+        assert_null(store_pg_encode_acquire(&req, now, &bad));
+        assert_non_null(bad);
+        assert_string_equal(bad, "metadata");
+    }
+}
+
+static void test_encode_owner_and_admin(void **state)
+{
+    (void)state;
+    int64_t now = 5000000000LL;
+    lease_owner_req_t o_req;
+    memset(&o_req, 0, sizeof o_req);
+    fill_call(&o_req.call, now);
+    fill_identity(&o_req.identity);
+    strcpy(o_req.lease_id, "lease_1");
+    o_req.fencing_token = 42;
+    strcpy(o_req.service_instance_id, "inst-1");
+    o_req.ttl_ms = 5000;
+    const char *bad;
+    char *text = store_pg_encode_owner(STORE_PG_OP_RENEW, &o_req, now, &bad);
+    json_t *o = parse(text);
+    check_common(o);
+    check_identity(o);
+    assert_string_equal(str(o, "lease_id"), "lease_1");
+    assert_int_equal(json_integer_value(json_object_get(o, "fencing_token")), 42);
+    assert_string_equal(str(o, "service_instance_id"), "inst-1");
+    assert_int_equal(json_integer_value(json_object_get(o, "ttl_ms")), 5000);
+    json_decref(o);
+    free(text);
+    text = store_pg_encode_owner(STORE_PG_OP_RELEASE, &o_req, now, &bad);
+    o = parse(text);
+    assert_null(json_object_get(o, "ttl_ms"));
+    json_decref(o);
+    free(text);
+
+    lease_admin_req_t a_req;
+    memset(&a_req, 0, sizeof a_req);
+    fill_call(&a_req.call, now);
+    strcpy(a_req.call.principal.principal_class, "admin");
+    fill_identity(&a_req.identity);
+    strcpy(a_req.lease_id, "lease_1");
+    a_req.fencing_token = 42;
+    strcpy(a_req.reason, "stuck worker");
+    strcpy(a_req.incident_id, "inc-9");
+    text = store_pg_encode_admin(STORE_PG_OP_REVOKE, &a_req, now, &bad);
+    o = parse(text);
+    assert_string_equal(str(o, "reason"), "stuck worker");
+    assert_string_equal(str(o, "incident_id"), "inc-9");
+    assert_string_equal(str(o, "principal.principal_class"), "admin");
+    json_decref(o);
+    free(text);
+    text = store_pg_encode_admin(STORE_PG_OP_FORCE_RELEASE, &a_req, now, &bad);
+    o = parse(text);
+    assert_null(json_object_get(o, "incident_id"));
+    assert_int_equal(json_integer_value(json_object_get(o, "fencing_token")), 42);
+    json_decref(o);
+    free(text);
+}
+
+static void test_encode_reads(void **state)
+{
+    (void)state;
+    int64_t now = 5000000000LL;
+    lease_inspect_req_t in;
+    memset(&in, 0, sizeof in);
+    fill_call(&in.call, now);
+    in.call.request_id[0] = '\0';
+    in.call.request_digest[0] = '\0';
+    strcpy(in.scope.tenant_id, "tenant-main");
+    strcpy(in.scope.program_id, "*");
+    in.scope.all_actors = true;
+    strcpy(in.lease_id, "lease_7");
+    const char *bad;
+    char *text = store_pg_encode_inspect(&in, now, &bad);
+    json_t *o = parse(text);
+    /* reads carry no request id or digest */
+    assert_null(json_object_get(o, "request_id"));
+    assert_null(json_object_get(o, "request_digest"));
+    assert_string_equal(str(o, "lease_id"), "lease_7");
+    assert_null(json_object_get(o, "lock_identity"));
+    assert_string_equal(str(o, "scope.program_id"), "*");
+    json_t *actors = json_object_get(json_object_get(o, "scope"), "actor_names");
+    assert_int_equal(json_array_size(actors), 1);
+    assert_string_equal(json_string_value(json_array_get(actors, 0)), "*");
+    json_decref(o);
+    free(text);
+
+    in.by_identity = true;
+    fill_identity(&in.identity);
+    in.scope.all_actors = false;
+    in.scope.n_actors = 2;
+    strcpy(in.scope.actor_names[0], "a1");
+    strcpy(in.scope.actor_names[1], "a2");
+    text = store_pg_encode_inspect(&in, now, &bad);
+    o = parse(text);
+    check_identity(o);
+    assert_null(json_object_get(o, "lease_id"));
+    actors = json_object_get(json_object_get(o, "scope"), "actor_names");
+    assert_int_equal(json_array_size(actors), 2);
+    assert_string_equal(json_string_value(json_array_get(actors, 1)), "a2");
+    json_decref(o);
+    free(text);
+
+    lease_list_req_t l;
+    memset(&l, 0, sizeof l);
+    fill_call(&l.call, now);
+    l.scope = in.scope;
+    l.by = LEASE_LIST_BY_TARGET;
+    strcpy(l.tenant_id, "tenant-main");
+    strcpy(l.program_id, "program-a");
+    strcpy(l.target_namespace, "ns");
+    strcpy(l.target_id, "T1");
+    l.page_size = 10;
+    text = store_pg_encode_list(&l, now, &bad);
+    o = parse(text);
+    assert_string_equal(str(o, "target_namespace"), "ns");
+    assert_string_equal(str(o, "target_id"), "T1");
+    assert_int_equal(json_integer_value(json_object_get(o, "page_size")), 10);
+    assert_true(json_is_null(json_object_get(o, "page_token")));
+    assert_null(json_object_get(o, "owner_principal_id"));
+    json_decref(o);
+    free(text);
+    assert_int_equal(store_pg_list_op(l.by), STORE_PG_OP_LIST_BY_TARGET);
+
+    l.by = LEASE_LIST_BY_OWNER;
+    strcpy(l.owner_principal_id, "prn_1");
+    strcpy(l.page_token, "tok");
+    l.page_size = 0;
+    text = store_pg_encode_list(&l, now, &bad);
+    o = parse(text);
+    assert_string_equal(str(o, "owner_principal_id"), "prn_1");
+    assert_string_equal(str(o, "page_token"), "tok");
+    assert_null(json_object_get(o, "page_size"));
+    assert_null(json_object_get(o, "target_id"));
+    json_decref(o);
+    free(text);
+
+    l.by = (lease_list_by_t)9;
+    assert_null(store_pg_encode_list(&l, now, &bad));
+    assert_string_equal(bad, "by");
+}
+
+static void test_encode_commit(void **state)
+{
+    (void)state;
+    int64_t now = 5000000000LL;
+    lease_commit_req_t c;
+    memset(&c, 0, sizeof c);
+    fill_call(&c.call, now);
+    fill_identity(&c.identity);
+    strcpy(c.lease_id, "lease_1");
+    c.fencing_token = 3;
+    strcpy(c.execution_id, "exec-1");
+    c.n_writes = 2;
+    c.writes[0] =
+        (lease_write_t){.kind = LEASE_WRITE_DOCUMENT, .expected_revision = 0, .json = "{\"a\":1}"};
+    strcpy(c.writes[0].key, "doc/1");
+    c.writes[1] = (lease_write_t){.kind = LEASE_WRITE_PUBLICATION, .json = "{\"b\":true}"};
+    strcpy(c.writes[1].key, "topic.x");
+    const char *bad;
+    char *text = store_pg_encode_commit(&c, now, &bad);
+    json_t *o = parse(text);
+    check_identity(o);
+    json_t *w = json_object_get(o, "writes");
+    assert_int_equal(json_array_size(w), 2);
+    assert_string_equal(str(json_array_get(w, 0), "kind"), "document");
+    assert_string_equal(str(json_array_get(w, 0), "key"), "doc/1");
+    assert_true(json_is_integer(json_object_get(json_array_get(w, 0), "expected_revision")));
+    assert_non_null(json_object_get(json_array_get(w, 0), "body"));
+    assert_string_equal(str(json_array_get(w, 1), "kind"), "publication");
+    assert_string_equal(str(json_array_get(w, 1), "topic"), "topic.x");
+    assert_true(
+        json_is_true(json_object_get(json_object_get(json_array_get(w, 1), "payload"), "b")));
+    json_decref(o);
+    free(text);
+
+    c.writes[1].json = "not json";
+    assert_null(store_pg_encode_commit(&c, now, &bad));
+    assert_string_equal(bad, "writes[1].payload");
+    c.writes[1].json = NULL;
+    assert_null(store_pg_encode_commit(&c, now, &bad));
+    assert_string_equal(bad, "writes[1].payload");
+    c.writes[0].json = "[]";
+    assert_null(store_pg_encode_commit(&c, now, &bad));
+    assert_string_equal(bad, "writes[0].body");
+    c.n_writes = 0;
+    assert_null(store_pg_encode_commit(&c, now, &bad));
+    assert_string_equal(bad, "writes");
+}
+
+static void test_encode_audit(void **state)
+{
+    (void)state;
+    lease_audit_event_t e[2];
+    memset(e, 0, sizeof e);
+    e[0].event_type = "target_lease_acquire";
+    e[0].occurred_at_ms = T0;
+    e[0].code = LEASE_CONFLICT;
+    e[0].decision = "deny";
+    e[0].has_identity = true;
+    fill_identity(&e[0].identity);
+    fill_call(&e[0].call, 5000000000LL);
+    e[1].event_type = "target_lease_inspect";
+    e[1].code = LEASE_BACKEND_UNAVAILABLE;
+    const char *bad;
+    char *text = store_pg_encode_audit(e, 2, &bad);
+    json_t *a = parse(text);
+    assert_int_equal(json_array_size(a), 2);
+    assert_string_equal(str(json_array_get(a, 0), "result_code"), "lease_conflict");
+    assert_string_equal(str(json_array_get(a, 0), "occurred_at"), "2026-08-05T12:00:00.000Z");
+    assert_string_equal(str(json_array_get(a, 0), "target_id"), "Target_01");
+    assert_null(json_object_get(json_array_get(a, 1), "target_id"));
+    json_decref(a);
+    free(text);
+    e[1].event_type = NULL;
+    assert_null(store_pg_encode_audit(e, 2, &bad));
+    assert_string_equal(bad, "events[1].event_type");
+}
+
+#define LEASE_JSON                                                                                 \
+    "{\"lock_identity\":{\"tenant_id\":\"tenant-main\",\"program_id\":\"program-a\","              \
+    "\"target_namespace\":\"starintel-target\",\"target_id\":\"Target_01\","                       \
+    "\"actor_name\":\"usernamegen\",\"workflow_name\":\"default\",\"operation_class\":null},"      \
+    "\"lease_id\":\"lease_1\",\"fencing_token\":42,\"state\":\"active\","                          \
+    "\"acquired_at\":\"2026-08-05T12:00:00.000Z\",\"renewed_at\":\"2026-08-05T12:00:20.000Z\","    \
+    "\"expires_at\":\"2026-08-05T12:00:50.000Z\",\"ended_at\":null,\"ttl_ms\":30000,"              \
+    "\"maximum_lifetime_ms\":3600000,\"owner_principal_id\":\"prn_1\","                            \
+    "\"owner_client_id\":\"client_1\",\"owner_credential_id\":\"key_1\","                          \
+    "\"service_instance_id\":\"inst-1\",\"execution_id\":\"exec-1\",\"job_id\":\"job-1\","         \
+    "\"trace_id\":null,\"request_id\":\"req-1\",\"metadata\":{\"z\":1,\"a\":\"x\"},"               \
+    "\"end_reason\":null,\"incident_id\":null}"
+
+static void test_decode_success(void **state)
+{
+    (void)state;
+    lease_result_t r;
+    lease_code_t c = store_pg_decode_result(
+        STORE_PG_OP_ACQUIRE, "{\"code\":\"lease_acquired\",\"lease\":" LEASE_JSON "}", &r);
+    assert_int_equal(c, LEASE_ACQUIRED);
+    assert_int_equal(r.code, LEASE_ACQUIRED);
+    assert_true(r.has_lease);
+    assert_false(r.replayed);
+    assert_string_equal(r.lease.identity.target_id, "Target_01");
+    assert_string_equal(r.lease.identity.operation_class, "default");
+    assert_string_equal(r.lease.lease_id, "lease_1");
+    assert_int_equal(r.lease.fencing_token, 42);
+    assert_int_equal(r.lease.state, LEASE_STATE_ACTIVE);
+    assert_int_equal(r.lease.acquired_at_ms, T0);
+    assert_int_equal(r.lease.renewed_at_ms, T0 + 20000);
+    assert_int_equal(r.lease.expires_at_ms, T0 + 50000);
+    assert_int_equal(r.lease.ended_at_ms, 0);
+    assert_int_equal(r.lease.ttl_ms, 30000);
+    assert_int_equal(r.lease.maximum_lifetime_ms, 3600000);
+    assert_string_equal(r.lease.owner_principal_id, "prn_1");
+    assert_string_equal(r.lease.service_instance_id, "inst-1");
+    assert_string_equal(r.lease.trace_id, "");
+    assert_string_equal(r.lease.metadata_json, "{\"a\":\"x\",\"z\":1}");
+
+    c = store_pg_decode_result(STORE_PG_OP_ACQUIRE,
+                               "{\"code\":\"lease_acquired\",\"replayed\":true,"
+                               "\"current_state\":\"expired\",\"lease\":" LEASE_JSON "}",
+                               &r);
+    assert_int_equal(c, LEASE_ACQUIRED);
+    assert_true(r.replayed);
+    assert_int_equal(r.current_state, LEASE_STATE_EXPIRED);
+
+    c = store_pg_decode_result(STORE_PG_OP_ACQUIRE,
+                               "{\"code\":\"lease_conflict\",\"retry_after_ms\":250}", &r);
+    assert_int_equal(c, LEASE_CONFLICT);
+    assert_int_equal(r.retry_after_ms, 250);
+    assert_false(r.has_lease);
+
+    c = store_pg_decode_result(STORE_PG_OP_RENEW,
+                               "{\"code\":\"invalid_lease_request\",\"field\":\"ttl_ms\"}", &r);
+    assert_int_equal(c, INVALID_LEASE_REQUEST);
+    assert_string_equal(r.field, "ttl_ms");
+
+    c = store_pg_decode_result(STORE_PG_OP_RELEASE, "{\"code\":\"lease_lost\",\"extra\":[1]}", &r);
+    assert_int_equal(c, LEASE_LOST);
+
+    c = store_pg_decode_result(STORE_PG_OP_INSPECT, "{\"code\":\"lease_not_found\"}", &r);
+    assert_int_equal(c, LEASE_NOT_FOUND);
+}
+
+static void test_decode_malformed(void **state)
+{
+    (void)state;
+    char long_id[300];
+    memset(long_id, 'x', sizeof long_id - 1);
+    long_id[sizeof long_id - 1] = '\0';
+    char long_lease[1200];
+    snprintf(long_lease, sizeof long_lease,
+             "{\"code\":\"lease_acquired\",\"lease\":{\"lease_id\":\"%s\"}}", long_id);
+    char big_meta[4000];
+    int n = snprintf(big_meta, sizeof big_meta, "{\"code\":\"lease_acquired\",\"lease\":");
+    /* a valid record whose metadata is larger than the bound */
+    const char *rec = LEASE_JSON;
+    const char *meta_at = strstr(rec, "\"metadata\":");
+    n += snprintf(big_meta + n, sizeof big_meta - (size_t)n, "%.*s\"metadata\":{\"k\":\"",
+                  (int)(meta_at - rec), rec);
+    for (int i = 0; i < 2100; i++)
+        big_meta[n++] = 'm';
+    snprintf(big_meta + n, sizeof big_meta - (size_t)n, "\"}}}");
+
+    struct {
+        store_pg_op_t op;
+        const char *text;
+    } cases[] = {
+        {STORE_PG_OP_ACQUIRE, NULL},
+        {STORE_PG_OP_ACQUIRE, ""},
+        {STORE_PG_OP_ACQUIRE, "not json"},
+        {STORE_PG_OP_ACQUIRE, "[]"},
+        {STORE_PG_OP_ACQUIRE, "{}"},
+        {STORE_PG_OP_ACQUIRE, "{\"code\":42}"},
+        {STORE_PG_OP_ACQUIRE, "{\"code\":\"lease_exploded\"}"},
+        /* a code the operation cannot give */
+        {STORE_PG_OP_ACQUIRE, "{\"code\":\"lease_renewed\",\"lease\":" LEASE_JSON "}"},
+        {STORE_PG_OP_INSPECT, "{\"code\":\"lease_conflict\"}"},
+        {STORE_PG_OP_RENEW, "{\"code\":\"access_denied\"}"},
+        /* success without its lease */
+        {STORE_PG_OP_ACQUIRE, "{\"code\":\"lease_acquired\"}"},
+        {STORE_PG_OP_ACQUIRE, "{\"code\":\"lease_acquired\",\"lease\":null}"},
+        {STORE_PG_OP_ACQUIRE, "{\"code\":\"lease_acquired\",\"lease\":[]}"},
+        {STORE_PG_OP_ACQUIRE, long_lease},
+        {STORE_PG_OP_ACQUIRE, big_meta},
+        {STORE_PG_OP_ACQUIRE, "{\"code\":\"lease_conflict\",\"retry_after_ms\":-1}"},
+        {STORE_PG_OP_ACQUIRE, "{\"code\":\"lease_conflict\",\"retry_after_ms\":\"1\"}"},
+        {STORE_PG_OP_ACQUIRE, "{\"code\":\"lease_conflict\",\"replayed\":1}"},
+        {STORE_PG_OP_ACQUIRE, "{\"code\":\"lease_conflict\",\"current_state\":\"zombie\"}"},
+        {STORE_PG_OP_ACQUIRE, "{\"code\":\"lease_conflict\",\"code\":\"lease_acquired\"}"},
+        {STORE_PG_OP_ACQUIRE, "{\"code\":\"lease_conflict\",\"field\":7}"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lease_result_t r;
+        memset(&r, 0x5a, sizeof r);
+        lease_code_t c = store_pg_decode_result(cases[i].op, cases[i].text, &r);
+        if (c != LEASE_BACKEND_UNAVAILABLE || r.code != LEASE_BACKEND_UNAVAILABLE || r.has_lease ||
+            r.replayed || r.lease.fencing_token != 0)
+            fail_msg("case %zu decoded to %s", i, lease_code_name(c));
+    }
+
+    /* each field of a record, broken one at a time */
+    struct {
+        const char *from, *to;
+    } edits[] = {
+        {"\"fencing_token\":42", "\"fencing_token\":0"},
+        {"\"fencing_token\":42", "\"fencing_token\":\"42\""},
+        {"\"fencing_token\":42", "\"fencing_token\":4.2"},
+        {"\"state\":\"active\"", "\"state\":\"held\""},
+        {"\"state\":\"active\"", "\"state\":null"},
+        {"\"acquired_at\":\"2026-08-05T12:00:00.000Z\"", "\"acquired_at\":\"yesterday\""},
+        {"\"expires_at\":\"2026-08-05T12:00:50.000Z\"",
+         "\"expires_at\":\"2026-08-05T11:00:50.000Z\""},
+        {"\"expires_at\":\"2026-08-05T12:00:50.000Z\",", ""},
+        {"\"ended_at\":null", "\"ended_at\":5"},
+        {"\"ttl_ms\":30000", "\"ttl_ms\":-5"},
+        {"\"lease_id\":\"lease_1\"", "\"lease_id\":\"\""},
+        {"\"target_id\":\"Target_01\",", ""},
+        {"\"tenant_id\":\"tenant-main\"", "\"tenant_id\":[\"x\"]"},
+        {"\"operation_class\":null", "\"operation_class\":\"extraordinarily-long-class\""},
+        {"\"metadata\":{\"z\":1,\"a\":\"x\"}", "\"metadata\":\"{}\""},
+        {"\"owner_principal_id\":\"prn_1\"", "\"owner_principal_id\":1"},
+        {"\"end_reason\":null", "\"end_reason\":false"},
+    };
+    for (size_t i = 0; i < sizeof edits / sizeof edits[0]; i++) {
+        char rec_text[2048];
+        const char *at = strstr(LEASE_JSON, edits[i].from);
+        assert_non_null(at);
+        snprintf(rec_text, sizeof rec_text, "{\"code\":\"lease_renewed\",\"lease\":%.*s%s%s}",
+                 (int)(at - LEASE_JSON), LEASE_JSON, edits[i].to, at + strlen(edits[i].from));
+        lease_result_t r;
+        lease_code_t c = store_pg_decode_result(STORE_PG_OP_RENEW, rec_text, &r);
+        if (c != LEASE_BACKEND_UNAVAILABLE || r.has_lease)
+            fail_msg("edit %zu (%s) decoded to %s", i, edits[i].to, lease_code_name(c));
+    }
+}
+
+static void test_decode_list(void **state)
+{
+    (void)state;
+    lease_list_result_t l;
+    lease_code_t c = store_pg_decode_list(STORE_PG_OP_LIST_BY_PROGRAM,
+                                          "{\"code\":\"lease_listed\",\"leases\":[" LEASE_JSON
+                                          "," LEASE_JSON "],\"next_page_token\":\"p2\"}",
+                                          &l);
+    assert_int_equal(c, LEASE_LISTED);
+    assert_int_equal(l.count, 2);
+    assert_int_equal(l.leases[1].fencing_token, 42);
+    assert_string_equal(l.next_page_token, "p2");
+    lease_list_result_free(&l);
+    assert_null(l.leases);
+
+    c = store_pg_decode_list(STORE_PG_OP_LIST_BY_OWNER,
+                             "{\"code\":\"lease_listed\",\"leases\":[],\"next_page_token\":null}",
+                             &l);
+    assert_int_equal(c, LEASE_LISTED);
+    assert_int_equal(l.count, 0);
+    assert_string_equal(l.next_page_token, "");
+    lease_list_result_free(&l);
+
+    c = store_pg_decode_list(STORE_PG_OP_LIST_BY_OWNER,
+                             "{\"code\":\"invalid_lease_request\",\"field\":\"page_token\"}", &l);
+    assert_int_equal(c, INVALID_LEASE_REQUEST);
+    assert_string_equal(l.field, "page_token");
+
+    const char *bad[] = {
+        "{\"code\":\"lease_listed\"}",
+        "{\"code\":\"lease_listed\",\"leases\":{}}",
+        "{\"code\":\"lease_listed\",\"leases\":[" LEASE_JSON ",{\"lease_id\":1}]}",
+        "{\"code\":\"lease_inspected\",\"leases\":[]}",
+        "{\"code\":\"lease_listed\",\"leases\":[],\"next_page_token\":5}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        c = store_pg_decode_list(STORE_PG_OP_LIST_BY_TARGET, bad[i], &l);
+        if (c != LEASE_BACKEND_UNAVAILABLE || l.leases || l.count)
+            fail_msg("list case %zu decoded to %s", i, lease_code_name(c));
+    }
+}
+
+static void test_decode_commit(void **state)
+{
+    (void)state;
+    lease_commit_result_t r;
+    lease_code_t c =
+        store_pg_decode_commit("{\"code\":\"commit_accepted\",\"replayed\":false,\"results\":["
+                               "{\"kind\":\"document\",\"key\":\"d\",\"revision\":3},"
+                               "{\"kind\":\"publication\",\"topic\":\"t\",\"outbox_id\":77}]}",
+                               2, &r);
+    assert_int_equal(c, COMMIT_ACCEPTED);
+    assert_int_equal(r.n_writes, 2);
+    assert_int_equal(r.revisions[0], 3);
+    assert_int_equal(r.revisions[1], 77);
+
+    c = store_pg_decode_commit(
+        "{\"code\":\"write_conflict\",\"field\":\"writes[1].expected_revision\","
+        "\"current_revision\":4}",
+        2, &r);
+    assert_int_equal(c, WRITE_CONFLICT);
+    assert_string_equal(r.field, "writes[1].expected_revision");
+    assert_int_equal(r.current_revision, 4);
+
+    const char *bad[] = {
+        "{\"code\":\"commit_accepted\",\"results\":[{\"kind\":\"document\",\"revision\":3}]}",
+        "{\"code\":\"commit_accepted\"}",
+        "{\"code\":\"commit_accepted\",\"results\":[{\"kind\":\"file\",\"revision\":3},"
+        "{\"kind\":\"document\",\"revision\":3}]}",
+        "{\"code\":\"commit_accepted\",\"results\":[{\"kind\":\"document\",\"revision\":0},"
+        "{\"kind\":\"document\",\"revision\":3}]}",
+        "{\"code\":\"lease_acquired\"}",
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        c = store_pg_decode_commit(bad[i], 2, &r);
+        if (c != LEASE_BACKEND_UNAVAILABLE || r.n_writes)
+            fail_msg("commit case %zu decoded to %s", i, lease_code_name(c));
+    }
+}
+
+static void test_decode_internal(void **state)
+{
+    (void)state;
+    lease_sweep_result_t s;
+    assert_int_equal(store_pg_decode_sweep("{\"ran\":true,\"expired\":3}",
+                                           "{\"ran\":true,\"idempotency_purged\":4,"
+                                           "\"history_purged\":5,\"audit_purged\":6}",
+                                           &s),
+                     LEASE_INSPECTED);
+    assert_true(s.ran);
+    assert_int_equal(s.expired, 3);
+    assert_int_equal(s.idempotency_purged, 4);
+    assert_int_equal(s.history_purged, 5);
+    assert_int_equal(s.audit_purged, 6);
+    assert_int_equal(store_pg_decode_sweep("{\"expired\":3}", "{}", &s), LEASE_BACKEND_UNAVAILABLE);
+    assert_false(s.ran);
+    assert_int_equal(store_pg_decode_sweep(NULL, NULL, &s), LEASE_BACKEND_UNAVAILABLE);
+
+    lease_credential_t cred;
+    bool found = true;
+    char row[1024];
+    const char *digest = "00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff00ff0a0B";
+    snprintf(row, sizeof row,
+             "{\"credential_id\":\"key_1\",\"principal_id\":\"prn_1\",\"client_id\":\"c1\","
+             "\"tenant_id\":\"tenant-main\",\"program_id\":\"*\",\"actor_names\":[\"a\",\"b\"],"
+             "\"capabilities\":[\"targets:lease\",\"audit:read\",\"future:thing\"],"
+             "\"admin\":false,\"secret_digest\":\"%s\",\"created_at\":\"2026-08-05T12:00:00Z\","
+             "\"expires_at\":null,\"revoked_at\":null}",
+             digest);
+    assert_int_equal(store_pg_decode_credential(row, &cred, &found), LEASE_INSPECTED);
+    assert_true(found);
+    assert_string_equal(cred.credential_id, "key_1");
+    assert_string_equal(cred.scope.program_id, "*");
+    assert_false(cred.scope.all_actors);
+    assert_int_equal(cred.scope.n_actors, 2);
+    assert_string_equal(cred.scope.actor_names[1], "b");
+    assert_int_equal(cred.capabilities, LEASE_CAP_LEASE | LEASE_CAP_AUDIT_READ);
+    assert_int_equal(cred.secret_digest[1], 0xff);
+    assert_int_equal(cred.secret_digest[31], 0x0b);
+    assert_int_equal(cred.created_at_ms, T0);
+    assert_int_equal(cred.expires_at_ms, 0);
+
+    assert_int_equal(store_pg_decode_credential(NULL, &cred, &found), LEASE_NOT_FOUND);
+    assert_false(found);
+    assert_int_equal(store_pg_decode_credential("null", &cred, &found), LEASE_NOT_FOUND);
+    assert_false(found);
+    char bad_row[1024];
+    snprintf(bad_row, sizeof bad_row, "%s", row);
+    memcpy(strstr(bad_row, digest), "zz", 2);
+    assert_int_equal(store_pg_decode_credential(bad_row, &cred, &found), LEASE_BACKEND_UNAVAILABLE);
+    assert_false(found);
+    assert_int_equal(cred.secret_digest[1], 0);
+    assert_int_equal(store_pg_decode_credential("{\"credential_id\":\"k\"}", &cred, &found),
+                     LEASE_BACKEND_UNAVAILABLE);
+
+    lease_health_t h = {.reachable = true};
+    char health[256];
+    snprintf(health, sizeof health,
+             "{\"schema_version\":%d,\"sealed\":false,\"sealed_reason\":null,\"epoch\":0,"
+             "\"active_leases\":9}",
+             LEASE_SCHEMA_VERSION);
+    assert_int_equal(store_pg_decode_health(health, &h), LEASE_INSPECTED);
+    assert_int_equal(h.schema_version, LEASE_SCHEMA_VERSION);
+    assert_int_equal(h.expected_schema_version, LEASE_SCHEMA_VERSION);
+    assert_true(h.reachable);
+    assert_true(h.schema_current);
+    assert_false(h.sealed);
+    assert_int_equal(h.active_leases, 9);
+    assert_int_equal(store_pg_decode_health("{\"schema_version\":9999,\"sealed\":true}", &h),
+                     LEASE_INSPECTED);
+    assert_false(h.schema_current);
+    assert_true(h.sealed);
+    assert_int_equal(store_pg_decode_health("{\"sealed\":true}", &h), LEASE_BACKEND_UNAVAILABLE);
+    assert_int_equal(store_pg_decode_health("{\"schema_version\":7,\"sealed\":\"no\"}", &h),
+                     LEASE_BACKEND_UNAVAILABLE);
+
+    assert_int_equal(store_pg_decode_audit_count("3", 3), LEASE_INSPECTED);
+    assert_int_equal(store_pg_decode_audit_count("2", 3), LEASE_BACKEND_UNAVAILABLE);
+    assert_int_equal(store_pg_decode_audit_count("3x", 3), LEASE_BACKEND_UNAVAILABLE);
+    assert_int_equal(store_pg_decode_audit_count(NULL, 3), LEASE_BACKEND_UNAVAILABLE);
+}
+
+static void test_op_table(void **state)
+{
+    (void)state;
+    assert_string_equal(store_pg_op_name(STORE_PG_OP_FORCE_RELEASE), "force_release");
+    assert_true(store_pg_op_read_only(STORE_PG_OP_INSPECT));
+    assert_true(store_pg_op_read_only(STORE_PG_OP_LIST_BY_OWNER));
+    assert_true(store_pg_op_read_only(STORE_PG_OP_HEALTH));
+    assert_false(store_pg_op_read_only(STORE_PG_OP_ACQUIRE));
+    assert_false(store_pg_op_read_only(STORE_PG_OP_FENCED_COMMIT));
+    assert_false(store_pg_op_read_only(STORE_PG_OP_SWEEP));
+    assert_true(store_pg_op_allows(STORE_PG_OP_ACQUIRE, LEASE_CONFLICT));
+    assert_false(store_pg_op_allows(STORE_PG_OP_RENEW, LEASE_CONFLICT));
+    assert_true(store_pg_op_allows(STORE_PG_OP_REVOKE, LEASE_REVOKED));
+    assert_false(store_pg_op_allows(STORE_PG_OP_REVOKE, LEASE_RELEASED));
+    assert_true(store_pg_op_allows(STORE_PG_OP_FENCED_COMMIT, WRITE_CONFLICT));
+    /* the adapter itself decides outcome-unknown, never the function */
+    for (int op = 0; op < STORE_PG_OP_COUNT; op++)
+        assert_false(store_pg_op_allows((store_pg_op_t)op, LEASE_OUTCOME_UNKNOWN));
+    assert_false(store_pg_op_allows(STORE_PG_OP_COUNT, LEASE_ACQUIRED));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_encode_acquire),   cmocka_unit_test(test_encode_owner_and_admin),
+        cmocka_unit_test(test_encode_reads),     cmocka_unit_test(test_encode_commit),
+        cmocka_unit_test(test_encode_audit),     cmocka_unit_test(test_decode_success),
+        cmocka_unit_test(test_decode_malformed), cmocka_unit_test(test_decode_list),
+        cmocka_unit_test(test_decode_commit),    cmocka_unit_test(test_decode_internal),
+        cmocka_unit_test(test_op_table),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
