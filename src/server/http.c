@@ -69,7 +69,6 @@ typedef struct request {
     size_t body_len, body_cap;
     size_t discarded;
     bool too_large;
-    bool admitted;
     char *authorization;
     int state; /* request_state_t, atomic between worker and event thread */
 } request_t;
@@ -267,13 +266,35 @@ static enum MHD_Result reply_error_now(request_t *rq, lease_code_t code, const c
     return send_reply(rq);
 }
 
+/* After a route ran on a worker: re-queue it when it waits between
+ * attempts, else hand the reply back to the event thread. */
+static void after_route(request_t *rq);
+
+static void continue_job(void *arg)
+{
+    request_t *rq = arg;
+    leased_routes_continue(rq->http->app, &rq->ex);
+    after_route(rq);
+}
+
 static void run_job(void *arg)
 {
     request_t *rq = arg;
+    leased_routes_dispatch(rq->http->app, &rq->ex);
+    after_route(rq);
+}
+
+static void after_route(request_t *rq)
+{
     leased_http_t *h = rq->http;
-    leased_routes_dispatch(h->app, &rq->ex);
+    while (rq->ex.again_after_ms > 0) {
+        if (leased_work_queue_push_after(h->workers, continue_job, rq, rq->ex.again_after_ms))
+            return;
+        /* out of memory for a job: wait here instead */
+        lease_sleep_ms(rq->ex.again_after_ms);
+        leased_routes_continue(h->app, &rq->ex);
+    }
     leased_admission_leave(h->app->admission);
-    rq->admitted = false;
     __atomic_store_n(&rq->state, RQ_DONE, __ATOMIC_RELEASE);
     /* Resume and count down under the mutex leased_http_stop takes: once
      * resumed, the reply may be sent and the request completed before this
@@ -356,12 +377,10 @@ static enum MHD_Result complete(request_t *rq)
         leased_routes_reply_error(ex, LEASE_BACKEND_UNAVAILABLE, NULL, 1000);
         return send_reply(rq);
     }
-    rq->admitted = true;
     __atomic_store_n(&rq->state, RQ_RUNNING, __ATOMIC_RELEASE);
     MHD_suspend_connection(rq->conn);
     if (!leased_work_queue_push(h->workers, run_job, rq)) {
         leased_admission_leave(h->app->admission);
-        rq->admitted = false;
         leased_routes_reply_error(ex, LEASE_BACKEND_UNAVAILABLE, NULL, 1000);
         __atomic_store_n(&rq->state, RQ_DONE, __ATOMIC_RELEASE);
         pthread_mutex_lock(&h->idle_mutex);

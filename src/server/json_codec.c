@@ -243,8 +243,12 @@ static bool decode_identity(decoder_t *d, json_t *body, lease_identity_t *out)
         return fail(d, prefix, "operation_class", "must be a string or null");
     in.operation_class = oc && json_is_string(oc) ? json_string_value(oc) : NULL;
     const char *bad = NULL;
-    if (!lease_identity_normalize(&in, out, &bad))
+    if (!lease_identity_normalize(&in, out, &bad)) {
+        /* a half-normalised identity must not be mistaken for one (audit
+         * records identities of refused requests only when complete) */
+        memset(out, 0, sizeof *out);
         return fail(d, prefix, bad ? bad : "tenant_id", "invalid identity component");
+    }
     return true;
 }
 

@@ -151,6 +151,41 @@ static void reply_outcome(leased_app_t *app, leased_exchange_t *ex, const leased
     reply(ex, 200, lease_code_name(code), body, "application/json");
 }
 
+/* An operation between attempts: everything the next attempt needs. */
+typedef struct pending_op {
+    leased_op_ctx_t ctx;
+    leased_request_t *req;
+    leased_outcome_t *out;
+} pending_op_t;
+
+/* After an attempt: either keep the operation for the next one, or reply
+ * and free it. Takes ownership of req and out. */
+static void settle(leased_app_t *app, leased_exchange_t *ex, const leased_op_ctx_t *ctx,
+                   leased_request_t *req, leased_outcome_t *out)
+{
+    pending_op_t *p = ex->pending;
+    if (out->again_after_ms > 0) {
+        if (!p && (p = calloc(1, sizeof *p)) != NULL) {
+            p->ctx = *ctx;
+            p->req = req;
+            p->out = out;
+            ex->pending = p;
+        }
+        if (p) {
+            ex->again_after_ms = out->again_after_ms;
+            return;
+        }
+        /* out of memory: the conflict seen so far is the answer */
+    }
+    reply_outcome(app, ex, ctx, req, out);
+    ex->again_after_ms = 0;
+    ex->pending = NULL;
+    free(p);
+    leased_outcome_clear(out);
+    free(out);
+    leased_request_free(req);
+}
+
 static void handle_operation(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx)
 {
     leased_request_t *req = leased_request_new(ex->route->op);
@@ -171,11 +206,19 @@ static void handle_operation(leased_app_t *app, leased_exchange_t *ex, leased_op
         goto cleanup;
     }
     leased_service_run(app->service, ctx, req, out);
-    reply_outcome(app, ex, ctx, req, out);
+    settle(app, ex, ctx, req, out); /* owns req and out from here */
+    return;
 cleanup:
     leased_outcome_clear(out);
     free(out);
     leased_request_free(req);
+}
+
+void leased_routes_continue(leased_app_t *app, leased_exchange_t *ex)
+{
+    pending_op_t *p = ex->pending;
+    leased_service_run_again(app->service, &p->ctx, p->req, p->out);
+    settle(app, ex, &p->ctx, p->req, p->out);
 }
 
 static void reply_json(leased_exchange_t *ex, int status, const char *label, json_t *obj)

@@ -55,6 +55,10 @@ struct leased_exchange {
     char *reply_body;                           /* heap; http.c frees */
     const char *content_type;                   /* static */
     int64_t retry_after_ms;                     /* > 0: Retry-After header (429, 503) */
+    /* not final yet: call leased_routes_continue after again_after_ms
+     * (an acquire waiting between attempts; no thread waits meanwhile) */
+    int64_t again_after_ms;
+    void *pending; /* the operation's state between attempts (routes.c) */
 };
 
 /* The table (n rows). */
@@ -81,6 +85,10 @@ const leased_route_t *leased_routes_match(const char *method, const char *path, 
  * routes that are not on_event_thread.
  */
 void leased_routes_dispatch(leased_app_t *app, leased_exchange_t *ex);
+
+/* The next attempt of an exchange that set again_after_ms; sets it again
+ * or fills the reply. */
+void leased_routes_continue(leased_app_t *app, leased_exchange_t *ex);
 
 /* Fills ex with an error envelope (code's HTTP status). */
 void leased_routes_reply_error(leased_exchange_t *ex, lease_code_t code, const char *field,

@@ -196,8 +196,8 @@ static void event_from_request(lease_audit_event_t *ev, const leased_request_t *
     default:
         break;
     }
-    /* An identity that failed to decode may be half-filled; only a
-     * normalised one (non-empty tenant) is recorded. */
+    /* The codec zeroes an identity it could not normalise, and a refused
+     * body may not have reached it: only a complete one is recorded. */
     if (id && id->tenant_id[0] && id->operation_class[0]) {
         ev->has_identity = true;
         ev->identity = *id;
@@ -353,41 +353,44 @@ static int64_t min64(int64_t a, int64_t b)
 }
 
 /*
- * acquire-if-free with optional bounded waiting: a conflict is retried
- * with the same request id and digest (a conflict stores no idempotency
- * record) after a jittered, growing pause, until the earlier of the wait
- * window and the deadline. A pause is only taken when an attempt still
- * fits before the deadline afterwards, so waiting never outlives it.
+ * One attempt of acquire-if-free. When it conflicts and the request may
+ * still wait, out->again_after_ms says when to try again: the caller
+ * re-queues the request (no thread sleeps) and calls
+ * leased_service_run_again, which uses the same request id and digest (a
+ * conflict stores no idempotency record). The pause is jittered over
+ * [backoff/2, backoff], backoff doubling from BACKOFF_MIN_MS to
+ * BACKOFF_MAX_MS, never longer than the holder's own expiry hint, and only
+ * taken when another attempt still fits ATTEMPT_MARGIN_MS before the
+ * deadline: waiting never outlives the wait window or the deadline.
  */
-static lease_code_t acquire_with_wait(leased_service_t *svc, const leased_op_ctx_t *ctx,
-                                      leased_request_t *req, lease_result_t *res)
+static lease_code_t acquire_attempt(leased_service_t *svc, const leased_op_ctx_t *ctx,
+                                    leased_request_t *req, leased_outcome_t *out)
 {
-    const lease_deadline_t *dl = &req->u.acquire.call.deadline;
-    int64_t wait_end_ns = ctx->received_mono_ns + req->wait_ms * 1000000;
-    int64_t backoff = BACKOFF_MIN_MS;
-    for (int attempt = 0;; attempt++) {
-        memset(res, 0, sizeof *res);
-        lease_code_t code = lease_store_acquire(svc->store, &req->u.acquire, res);
-        if (code != LEASE_CONFLICT || req->wait_ms == 0 ||
-            __atomic_load_n(&svc->stop_waiting, __ATOMIC_ACQUIRE))
-            return code;
-        int64_t now = lease_mono_now_ns();
-        int64_t wait_left = (wait_end_ns - now) / 1000000;
-        int64_t deadline_left = (dl->mono_ns - now) / 1000000 - ATTEMPT_MARGIN_MS;
-        int64_t room = min64(wait_left, deadline_left);
-        if (room <= 0)
-            return code;
-        /* full jitter over [backoff/2, backoff], never beyond the holder's
-         * own hint when it is sooner */
-        int64_t pause = backoff / 2 + (int64_t)lease_jitter((uint64_t)(backoff / 2 + 1));
-        if (res->retry_after_ms > 0 && res->retry_after_ms < pause)
-            pause = res->retry_after_ms;
-        pause = min64(pause, room);
-        LEASED_LOG(LEASED_LOG_DEBUG, NULL, "acquire conflict, attempt %d, waiting %lld ms",
-                   attempt + 1, (long long)pause);
-        lease_sleep_ms(pause);
-        backoff = min64(backoff * 2, BACKOFF_MAX_MS);
-    }
+    memset(&out->lease, 0, sizeof out->lease);
+    out->again_after_ms = 0;
+    lease_code_t code = lease_store_acquire(svc->store, &req->u.acquire, &out->lease);
+    out->attempts++;
+    if (code != LEASE_CONFLICT || req->wait_ms == 0 ||
+        __atomic_load_n(&svc->stop_waiting, __ATOMIC_ACQUIRE))
+        return code;
+    int64_t now = lease_mono_now_ns();
+    int64_t wait_left = (ctx->received_mono_ns + req->wait_ms * 1000000 - now) / 1000000;
+    int64_t deadline_left =
+        (req->u.acquire.call.deadline.mono_ns - now) / 1000000 - ATTEMPT_MARGIN_MS;
+    int64_t room = min64(wait_left, deadline_left);
+    if (room <= 0)
+        return code;
+    int64_t backoff = out->backoff_ms > 0 ? out->backoff_ms : BACKOFF_MIN_MS;
+    int64_t pause = backoff / 2 + (int64_t)lease_jitter((uint64_t)(backoff / 2 + 1));
+    if (out->lease.retry_after_ms > 0 && out->lease.retry_after_ms < pause)
+        pause = out->lease.retry_after_ms;
+    out->again_after_ms = pause < room ? pause : room;
+    if (out->again_after_ms < 1)
+        out->again_after_ms = 1;
+    out->backoff_ms = min64(backoff * 2, BACKOFF_MAX_MS);
+    LEASED_LOG(LEASED_LOG_DEBUG, NULL, "acquire conflict, attempt %d, again in %lld ms",
+               out->attempts, (long long)out->again_after_ms);
+    return code;
 }
 
 static bool is_mutation(leased_op_t op)
@@ -406,7 +409,7 @@ static lease_code_t call_store(leased_service_t *svc, const leased_op_ctx_t *ctx
 {
     switch (req->op) {
     case LEASED_OP_ACQUIRE:
-        return acquire_with_wait(svc, ctx, req, &out->lease);
+        return acquire_attempt(svc, ctx, req, out);
     case LEASED_OP_RENEW:
         return lease_store_renew(svc->store, &req->u.owner, &out->lease);
     case LEASED_OP_RELEASE:
@@ -455,6 +458,31 @@ static void take_details(leased_request_t *req, leased_outcome_t *out)
         out->retry_after_ms = 0;
 }
 
+/* The end of a request that was refused before reaching the store. */
+static lease_code_t finish_refused(leased_service_t *svc, const leased_op_ctx_t *ctx,
+                                   leased_request_t *req, leased_outcome_t *out)
+{
+    if ((out->code == LEASE_BACKEND_UNAVAILABLE || out->code == LEASE_OUTCOME_UNKNOWN) &&
+        out->retry_after_ms <= 0)
+        out->retry_after_ms = UNAVAILABLE_RETRY_MS;
+    audit(svc, ctx, req, leased_request_call(req), out->code, NULL);
+    return out->code;
+}
+
+/* The end of a request the store answered: typed details, then audit of
+ * everything the store did not audit itself (it audits mutations that
+ * changed state, inside their transaction; replays are audited here). */
+static lease_code_t finish(leased_service_t *svc, const leased_op_ctx_t *ctx, leased_request_t *req,
+                           leased_outcome_t *out)
+{
+    take_details(req, out);
+    if (is_mutation(req->op) && lease_code_is_success(out->code) && !replayed(req, out))
+        return out->code;
+    audit(svc, ctx, req, leased_request_call(req), out->code,
+          req->op == LEASED_OP_LIST || req->op == LEASED_OP_COMMIT ? NULL : &out->lease);
+    return out->code;
+}
+
 lease_code_t leased_service_run(leased_service_t *svc, leased_op_ctx_t *ctx, leased_request_t *req,
                                 leased_outcome_t *out)
 {
@@ -477,33 +505,29 @@ lease_code_t leased_service_run(leased_service_t *svc, leased_op_ctx_t *ctx, lea
         snprintf(call->trace_id, sizeof call->trace_id, "%s", ctx->trace_id);
     }
 
-    lease_code_t code = authorize_request(ctx, req);
-    if (code != LEASE_CODE_COUNT) {
-        out->code = code;
-        goto audit_and_return;
-    }
-    if (lease_deadline_passed(&call->deadline)) {
-        out->code = DEADLINE_EXCEEDED;
-        goto audit_and_return;
-    }
-    if (!digest(req, call)) {
+    /* refusals that need no database; LEASE_CODE_COUNT means none */
+    lease_code_t refusal = authorize_request(ctx, req);
+    if (refusal == LEASE_CODE_COUNT && lease_deadline_passed(&call->deadline))
+        refusal = DEADLINE_EXCEEDED;
+    if (refusal == LEASE_CODE_COUNT && !digest(req, call)) {
         LOG_ERROR("request digest could not be computed");
-        out->code = LEASE_BACKEND_UNAVAILABLE;
-        goto audit_and_return;
+        refusal = LEASE_BACKEND_UNAVAILABLE;
+    }
+    if (refusal != LEASE_CODE_COUNT) {
+        out->code = refusal;
+        return finish_refused(svc, ctx, req, out);
     }
     out->code = call_store(svc, ctx, req, out);
-    take_details(req, out);
-    /* The store audits mutations that changed state inside their own
-     * transaction; everything else (replays included) is audited here. */
-    if (is_mutation(req->op) && lease_code_is_success(out->code) && !replayed(req, out))
-        return out->code;
+    if (out->again_after_ms > 0)
+        return out->code; /* not final: the caller comes back */
+    return finish(svc, ctx, req, out);
+}
 
-audit_and_return:
-    if (out->code == LEASE_BACKEND_UNAVAILABLE || out->code == LEASE_OUTCOME_UNKNOWN) {
-        if (out->retry_after_ms <= 0)
-            out->retry_after_ms = UNAVAILABLE_RETRY_MS;
-    }
-    audit(svc, ctx, req, call, out->code,
-          req->op == LEASED_OP_LIST || req->op == LEASED_OP_COMMIT ? NULL : &out->lease);
-    return out->code;
+lease_code_t leased_service_run_again(leased_service_t *svc, leased_op_ctx_t *ctx,
+                                      leased_request_t *req, leased_outcome_t *out)
+{
+    out->code = acquire_attempt(svc, ctx, req, out);
+    if (out->again_after_ms > 0)
+        return out->code;
+    return finish(svc, ctx, req, out);
 }

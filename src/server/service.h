@@ -48,6 +48,11 @@ typedef struct leased_outcome {
     lease_result_t lease;            /* single-lease operations */
     lease_list_result_t list;        /* LIST (heap-owning) */
     lease_commit_result_t commit;    /* COMMIT */
+    /* > 0: not final yet. An acquire that may wait conflicted; call
+     * leased_service_run_again after this many milliseconds. */
+    int64_t again_after_ms;
+    int64_t backoff_ms; /* waiting state between attempts */
+    int attempts;
 } leased_outcome_t;
 
 void leased_outcome_clear(leased_outcome_t *out);
@@ -79,15 +84,20 @@ void leased_service_audit_refusal(leased_service_t *svc, const leased_op_ctx_t *
                                   lease_code_t code, const leased_request_t *req);
 
 /*
- * Runs a decoded request: deadline, authorisation, digest, store call
- * (with bounded waiting for acquire), audit. Fills out; returns out->code.
- * ctx must be authenticated.
+ * Runs a decoded request: deadline, authorisation, digest, store call,
+ * audit. Fills out; returns out->code. ctx must be authenticated. When
+ * out->again_after_ms > 0 the answer is not final (an acquire with wait_ms
+ * conflicted and may try again): keep ctx, req and out, and call
+ * leased_service_run_again after that pause, without holding a thread.
  */
 lease_code_t leased_service_run(leased_service_t *svc, leased_op_ctx_t *ctx, leased_request_t *req,
                                 leased_outcome_t *out);
+/* The next attempt of a waiting acquire (same request id and digest). */
+lease_code_t leased_service_run_again(leased_service_t *svc, leased_op_ctx_t *ctx,
+                                      leased_request_t *req, leased_outcome_t *out);
 
 /* Ends acquire waits early (shutdown): waiting acquires answer their last
- * conflict at their next backoff step. */
+ * conflict at their next attempt. */
 void leased_service_stop_waiting(leased_service_t *svc);
 
 #endif

@@ -190,11 +190,59 @@ static void test_bounded_wait(void **state)
     json_decref(rl.lease);
 }
 
+typedef struct waiter {
+    const char *base;
+    http_resp_t *resp;
+} waiter_t;
+
+static void *wait_acquire(void *arg)
+{
+    waiter_t *w = arg;
+    json_t *b = parse_owned(acquire_body("hold-wait", "t-hold"));
+    json_object_set_new(b, "wait_ms", json_integer(1500));
+    w->resp = call_owned(w->base, "POST", "/v1/leases/acquire", fx.tokens[1], dump(b));
+    return NULL;
+}
+
+/* With one worker thread, an acquire waiting for a held lease does not
+ * hold that worker: other requests are served meanwhile. */
+static void test_waiting_holds_no_worker(void **state)
+{
+    (void)state;
+    const char *env[] = {"LEASE_HTTP_THREADS=1", NULL};
+    leased_proc_t *srv = leased_proc_start(fx.db, env);
+    const char *base = leased_proc_url(srv);
+    http_resp_t *a = call_owned(base, "POST", "/v1/leases/acquire", fx.tokens[0],
+                                acquire_body("hold-1", "t-hold"));
+    check_reply(a, 200, "lease_acquired", NULL);
+    http_resp_free(a);
+    waiter_t w = {base, NULL};
+    pthread_t th;
+    long t_start = mono_ms();
+    pthread_create(&th, NULL, wait_acquire, &w);
+    usleep(200000);
+    for (int i = 0; i < 5; i++) {
+        long t0 = mono_ms();
+        http_resp_t *r =
+            call_owned(base, "POST", "/v1/leases/inspect", fx.tokens[2],
+                       dump(json_pack("{s:o}", "lock_identity", identity_json("t-hold"))));
+        check_reply(r, 200, "lease_inspected", NULL);
+        http_resp_free(r);
+        assert_true(mono_ms() - t0 < 400);
+    }
+    pthread_join(th, NULL);
+    check_reply(w.resp, 409, "lease_conflict", NULL);
+    assert_true(mono_ms() - t_start >= 1400); /* it did wait its 1.5 s */
+    http_resp_free(w.resp);
+    assert_int_equal(leased_proc_stop(srv), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_one_winner),
         cmocka_unit_test(test_bounded_wait),
+        cmocka_unit_test(test_waiting_holds_no_worker),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
