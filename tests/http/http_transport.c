@@ -196,6 +196,52 @@ static void test_logs(void **state)
     free(log);
 }
 
+static long wait_ready_status(long want, char *reason, size_t n)
+{
+    long st = 0;
+    for (int i = 0; i < 100; i++) {
+        http_resp_t *r = call(fx.base, "GET", "/readyz", NULL, NULL);
+        st = r->status;
+        snprintf(reason, n, "%s", http_resp_str(r, "reason") ? http_resp_str(r, "reason") : "");
+        if (st == 503) {
+            assert_string_equal(http_resp_str(r, "status"), "not_ready");
+            assert_non_null(http_resp_header(r, "Retry-After"));
+        }
+        http_resp_free(r);
+        if (st == want)
+            break;
+        usleep(50000);
+    }
+    return st;
+}
+
+/* Readiness follows the database: a sealed namespace and a schema other
+ * than the one this build expects both make /readyz 503 with their reason. */
+static void test_not_ready_reasons(void **state)
+{
+    (void)state;
+    char reason[64];
+    assert_true(testpg_exec(fx.db, "UPDATE lease.namespace_state SET sealed = true, "
+                                   "sealed_reason = 'test', sealed_at = now()"));
+    assert_int_equal(wait_ready_status(503, reason, sizeof reason), 503);
+    assert_string_equal(reason, "sealed");
+    /* a sealed namespace refuses acquisition */
+    http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/acquire", fx.token,
+                                acquire_body("sealed-1", "t-sealed"));
+    check_reply(r, 503, "lease_backend_unavailable", NULL);
+    http_resp_free(r);
+    assert_true(testpg_exec(fx.db, "UPDATE lease.namespace_state SET sealed = false, "
+                                   "sealed_reason = NULL, sealed_at = NULL"));
+    assert_int_equal(wait_ready_status(200, reason, sizeof reason), 200);
+
+    assert_true(testpg_exec(fx.db, "INSERT INTO lease.schema_migrations (version, name, checksum) "
+                                   "VALUES (9999, 'future', 'x')"));
+    assert_int_equal(wait_ready_status(503, reason, sizeof reason), 503);
+    assert_string_equal(reason, "schema_outdated");
+    assert_true(testpg_exec(fx.db, "DELETE FROM lease.schema_migrations WHERE version = 9999"));
+    assert_int_equal(wait_ready_status(200, reason, sizeof reason), 200);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -204,6 +250,7 @@ int main(void)
         cmocka_unit_test(test_traceparent),
         cmocka_unit_test(test_metrics),
         cmocka_unit_test(test_logs),
+        cmocka_unit_test(test_not_ready_reasons),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
