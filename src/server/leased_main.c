@@ -72,9 +72,11 @@ static bool build(parts_t *p, char *err, size_t errsz)
     p->admission = leased_admission_new(cfg->rate_limit_per_s, cfg->max_inflight);
     size_t n_routes;
     const leased_route_t *routes = leased_routes_table(&n_routes);
-    for (size_t i = 0; i < n_routes && i < 32; i++)
+    size_t n_names = sizeof p->route_names / sizeof p->route_names[0];
+    for (size_t i = 0; i < n_routes && i < n_names; i++)
         p->route_names[i] = routes[i].name;
-    p->metrics = leased_metrics_new(n_routes, p->route_names);
+    /* a route table larger than the label array is a build mistake */
+    p->metrics = n_routes <= n_names ? leased_metrics_new(n_routes, p->route_names) : NULL;
     leased_sweeper_config_t swc = {cfg->sweep_interval_ms, (int)cfg->sweep_batch,
                                    cfg->health_interval_ms};
     p->sweeper = leased_sweeper_new(p->store, &swc);

@@ -122,10 +122,9 @@ void leased_routes_reply_error(leased_exchange_t *ex, lease_code_t code, const c
     ex->retry_after_ms = lease_code_retryable(code) ? retry_after_ms : 0;
 }
 
-static void reply_outcome(leased_app_t *app, leased_exchange_t *ex, const leased_op_ctx_t *ctx,
-                          leased_request_t *req, const leased_outcome_t *out)
+static void reply_outcome(leased_exchange_t *ex, const leased_op_ctx_t *ctx, leased_request_t *req,
+                          const leased_outcome_t *out)
 {
-    (void)app;
     lease_code_t code = out->code;
     if (!lease_code_is_success(code)) {
         char *body = leased_codec_error_envelope(code, ex->correlation_id, out->field,
@@ -160,8 +159,8 @@ typedef struct pending_op {
 
 /* After an attempt: either keep the operation for the next one, or reply
  * and free it. Takes ownership of req and out. */
-static void settle(leased_app_t *app, leased_exchange_t *ex, const leased_op_ctx_t *ctx,
-                   leased_request_t *req, leased_outcome_t *out)
+static void settle(leased_exchange_t *ex, const leased_op_ctx_t *ctx, leased_request_t *req,
+                   leased_outcome_t *out)
 {
     pending_op_t *p = ex->pending;
     if (out->again_after_ms > 0) {
@@ -177,7 +176,7 @@ static void settle(leased_app_t *app, leased_exchange_t *ex, const leased_op_ctx
         }
         /* out of memory: the conflict seen so far is the answer */
     }
-    reply_outcome(app, ex, ctx, req, out);
+    reply_outcome(ex, ctx, req, out);
     ex->again_after_ms = 0;
     ex->pending = NULL;
     free(p);
@@ -206,7 +205,7 @@ static void handle_operation(leased_app_t *app, leased_exchange_t *ex, leased_op
         goto cleanup;
     }
     leased_service_run(app->service, ctx, req, out);
-    settle(app, ex, ctx, req, out); /* owns req and out from here */
+    settle(ex, ctx, req, out); /* owns req and out from here */
     return;
 cleanup:
     leased_outcome_clear(out);
@@ -218,7 +217,7 @@ void leased_routes_continue(leased_app_t *app, leased_exchange_t *ex)
 {
     pending_op_t *p = ex->pending;
     leased_service_run_again(app->service, &p->ctx, p->req, p->out);
-    settle(app, ex, &p->ctx, p->req, p->out);
+    settle(ex, &p->ctx, p->req, p->out);
 }
 
 static void reply_json(leased_exchange_t *ex, int status, const char *label, json_t *obj)
