@@ -15,7 +15,7 @@
 #include <string.h>
 
 #include "lease/clock.h"
-#include "server/log.h"
+#include "lease/log.h"
 
 #define WRITE_DEADLINE_MS 2000
 #define IDLE_WAKE_MS 500
@@ -82,9 +82,9 @@ static void log_fallback(const lease_audit_event_t *ev)
     char *text = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     if (text) {
-        leased_log_fields_t f = {ev->call.correlation_id, ev->call.trace_id, NULL,
+        lease_log_fields_t f = {ev->call.correlation_id, ev->call.trace_id, NULL,
                                  lease_code_name(ev->code), ev->latency_ms};
-        leased_log_write_json(LEASED_LOG_WARN, &f, "audit_fallback", "event", text);
+        lease_log_write_json(LEASE_LOG_WARN, &f, "audit_fallback", "event", text);
         free(text);
     }
 }
@@ -126,7 +126,7 @@ static void *writer_main(void *arg)
         if (!ok) {
             for (size_t i = 0; i < n; i++)
                 log_fallback(&batch[i]);
-            LEASED_LOG(LEASED_LOG_WARN, NULL, "audit batch of %zu events went to the log (%s)", n,
+            LEASE_LOG(LEASE_LOG_WARN, NULL, "audit batch of %zu events went to the log (%s)", n,
                        lease_code_name(code));
         }
         pthread_mutex_lock(&q->mutex);
@@ -162,7 +162,7 @@ void leased_audit_queue_push(leased_audit_queue_t *q, const lease_audit_event_t 
     }
     pthread_mutex_unlock(&q->mutex);
     if (dropped)
-        LEASED_LOG(LEASED_LOG_WARN, NULL, "audit event dropped: queue full (%s %s)", ev->event_type,
+        LEASE_LOG(LEASE_LOG_WARN, NULL, "audit event dropped: queue full (%s %s)", ev->event_type,
                    lease_code_name(ev->code));
 }
 

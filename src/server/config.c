@@ -254,14 +254,14 @@ static bool apply(const setting_t *s, const char *origin, const char *value, lea
         *(int64_t *)field = n;
         return true;
     case SETTING_LEVEL:
-        if (!leased_log_parse_level(value, field)) {
+        if (!lease_log_parse_level(value, field)) {
             snprintf(err, errsz, "%s (%s): '%.40s' is not one of debug, info, warn, error", s->name,
                      origin, value);
             return false;
         }
         return true;
     case SETTING_FORMAT:
-        if (!leased_log_parse_format(value, field)) {
+        if (!lease_log_parse_format(value, field)) {
             snprintf(err, errsz, "%s (%s): '%.40s' is not one of json, text", s->name, origin,
                      value);
             return false;

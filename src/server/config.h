@@ -15,7 +15,7 @@
 #include <stdio.h>
 
 #include "lease/result.h"
-#include "server/log.h"
+#include "lease/log.h"
 
 #define LEASED_LISTEN_HOST_MAX 64
 
@@ -34,8 +34,8 @@ typedef struct leased_config {
     int64_t max_wait_ms;
     int64_t rate_limit_per_s; /* tokens per second and burst, per credential */
     int64_t max_inflight;
-    leased_log_level_t log_level;
-    leased_log_format_t log_format;
+    lease_log_level_t log_level;
+    lease_log_format_t log_format;
     char *token_pepper; /* secret: never logged; "" when unset */
     int64_t credential_cache_ms;
     int64_t sweep_interval_ms;

@@ -29,7 +29,7 @@
 
 #include "lease/clock.h"
 #include "server/app.h"
-#include "server/log.h"
+#include "lease/log.h"
 #include "server/routes.h"
 #include "server/work_queue.h"
 
@@ -247,15 +247,15 @@ static enum MHD_Result send_reply(request_t *rq)
     int64_t latency_ns = lease_mono_now_ns() - ex->received_mono_ns;
     leased_metrics_observe(h->app->metrics, route_index(ex->route),
                            leased_metrics_code_slot(ex->code_label), latency_ns);
-    if (LEASED_LOG_ENABLED(LEASED_LOG_INFO) && ex->route && ex->route->op != LEASED_OP_METRICS &&
+    if (LEASE_LOG_ENABLED(LEASE_LOG_INFO) && ex->route && ex->route->op != LEASED_OP_METRICS &&
         ex->route->op != LEASED_OP_HEALTHZ && ex->route->op != LEASED_OP_READYZ) {
-        leased_log_fields_t f = {ex->correlation_id, ex->trace_id, ex->route->name, ex->code_label,
+        lease_log_fields_t f = {ex->correlation_id, ex->trace_id, ex->route->name, ex->code_label,
                                  latency_ns / 1000000};
-        leased_log_write(LEASED_LOG_INFO, &f, "request answered %d", ex->status);
+        lease_log_write(LEASE_LOG_INFO, &f, "request answered %d", ex->status);
     } else if (!ex->route) {
-        leased_log_fields_t f = {ex->correlation_id, ex->trace_id, "unmatched", ex->code_label,
+        lease_log_fields_t f = {ex->correlation_id, ex->trace_id, "unmatched", ex->code_label,
                                  latency_ns / 1000000};
-        LEASED_LOG(LEASED_LOG_INFO, &f, "request answered %d", ex->status);
+        LEASE_LOG(LEASE_LOG_INFO, &f, "request answered %d", ex->status);
     }
     return ret;
 }
@@ -440,7 +440,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
-    if (!LEASED_LOG_ENABLED(LEASED_LOG_WARN))
+    if (!LEASE_LOG_ENABLED(LEASE_LOG_WARN))
         return;
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);

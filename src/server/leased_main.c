@@ -24,7 +24,7 @@
 #include "server/auth.h"
 #include "server/config.h"
 #include "server/http.h"
-#include "server/log.h"
+#include "lease/log.h"
 #include "server/routes.h"
 
 #define LEASED_VERSION "0.1.0"
@@ -165,7 +165,7 @@ int main(int argc, char **argv)
         leased_config_free(&p.cfg);
         return EXIT_USAGE;
     }
-    leased_log_init(p.cfg.log_level, p.cfg.log_format);
+    lease_log_init(p.cfg.log_level, p.cfg.log_format);
 
     /* Signals are taken by sigwait in this thread only: block them before
      * any thread starts so every thread inherits the mask. */

@@ -196,8 +196,8 @@ static void handle_operation(leased_app_t *app, leased_exchange_t *ex, leased_op
     leased_codec_error_t err;
     if (!leased_codec_decode(ex->route->op, ex->body, ex->body_len, ex->path_param, &app->limits,
                              req, &err)) {
-        LEASED_LOG(LEASED_LOG_DEBUG,
-                   (&(leased_log_fields_t){ex->correlation_id, ctx->trace_id, ex->route->name,
+        LEASE_LOG(LEASE_LOG_DEBUG,
+                   (&(lease_log_fields_t){ex->correlation_id, ctx->trace_id, ex->route->name,
                                            "invalid_lease_request", -1}),
                    "invalid request: %s: %s", err.field, err.reason ? err.reason : "invalid");
         leased_service_audit_refusal(app->service, ctx, INVALID_LEASE_REQUEST, req);

@@ -20,7 +20,7 @@
 
 #include "lease/clock.h"
 #include "lease/digest.h"
-#include "server/log.h"
+#include "lease/log.h"
 
 /* Acquire waiting: exponential backoff from BACKOFF_MIN_MS to
  * BACKOFF_MAX_MS with full jitter, and at least ATTEMPT_MARGIN_MS left
@@ -388,7 +388,7 @@ static lease_code_t acquire_attempt(leased_service_t *svc, const leased_op_ctx_t
     if (out->again_after_ms < 1)
         out->again_after_ms = 1;
     out->backoff_ms = min64(backoff * 2, BACKOFF_MAX_MS);
-    LEASED_LOG(LEASED_LOG_DEBUG, NULL, "acquire conflict, attempt %d, again in %lld ms",
+    LEASE_LOG(LEASE_LOG_DEBUG, NULL, "acquire conflict, attempt %d, again in %lld ms",
                out->attempts, (long long)out->again_after_ms);
     return code;
 }

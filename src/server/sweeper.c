@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "lease/clock.h"
-#include "server/log.h"
+#include "lease/log.h"
 
 struct leased_sweeper {
     lease_store_t *store;

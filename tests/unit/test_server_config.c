@@ -39,8 +39,8 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.max_wait_ms, 10000);
     assert_int_equal(cfg.rate_limit_per_s, 200);
     assert_int_equal(cfg.max_inflight, 256);
-    assert_int_equal(cfg.log_level, LEASED_LOG_INFO);
-    assert_int_equal(cfg.log_format, LEASED_LOG_JSON);
+    assert_int_equal(cfg.log_level, LEASE_LOG_INFO);
+    assert_int_equal(cfg.log_format, LEASE_LOG_JSON);
     assert_true(cfg.http_threads >= 1);
     assert_int_equal(cfg.db_pool_size, 2 * cfg.http_threads);
     assert_string_equal(cfg.token_pepper, "");
@@ -63,8 +63,8 @@ static void test_env_and_flags(void **state)
     assert_int_equal(load(&cfg, argv, 5, env, err), LEASED_CONFIG_OK);
     assert_int_equal(cfg.db_pool_size, 8); /* the flag wins */
     assert_int_equal(cfg.rate_limit_per_s, 7);
-    assert_int_equal(cfg.log_level, LEASED_LOG_DEBUG);
-    assert_int_equal(cfg.log_format, LEASED_LOG_TEXT);
+    assert_int_equal(cfg.log_level, LEASE_LOG_DEBUG);
+    assert_int_equal(cfg.log_format, LEASE_LOG_TEXT);
     assert_int_equal(cfg.max_wait_ms, 0);
     assert_string_equal(cfg.listen_host, "::1");
     assert_int_equal(cfg.listen_port, 9000);

@@ -15,7 +15,7 @@
 #include <cmocka.h>
 
 #include "server/http.h"
-#include "server/log.h"
+#include "lease/log.h"
 #include "server/metrics.h"
 #include "server/routes.h"
 
@@ -169,17 +169,17 @@ static const char *counted(void)
 static void test_log_levels(void **state)
 {
     (void)state;
-    leased_log_init(LEASED_LOG_WARN, LEASED_LOG_JSON);
+    lease_log_init(LEASE_LOG_WARN, LEASE_LOG_JSON);
     LOG_DEBUG("%s", counted());
     LOG_INFO("%s", counted());
     assert_int_equal(evaluations, 0); /* nothing below the level is evaluated */
     LOG_WARN("%s", counted());
     assert_int_equal(evaluations, 1);
-    leased_log_level_t level;
-    assert_true(leased_log_parse_level("error", &level));
-    assert_int_equal(level, LEASED_LOG_ERROR);
-    assert_false(leased_log_parse_level("trace", &level));
-    leased_log_init(LEASED_LOG_INFO, LEASED_LOG_JSON);
+    lease_log_level_t level;
+    assert_true(lease_log_parse_level("error", &level));
+    assert_int_equal(level, LEASE_LOG_ERROR);
+    assert_false(lease_log_parse_level("trace", &level));
+    lease_log_init(LEASE_LOG_INFO, LEASE_LOG_JSON);
 }
 
 int main(void)

@@ -1,11 +1,11 @@
 /*
- * log.c - leased's structured log lines (JSON or text) on stderr.
+ * log.c - structured log lines (JSON or text) on stderr.
  *
  * Each line is assembled in a local buffer and written with one write(2)
  * under a mutex, so lines from many threads never interleave. Lines are
  * bounded (LINE_MAX_BYTES); a longer message is cut, never split.
  */
-#include "server/log.h"
+#include "lease/log.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -19,43 +19,43 @@
 #define LINE_MAX_BYTES 8192
 #define MSG_MAX_BYTES 2048
 
-volatile leased_log_level_t leased_log_min_level = LEASED_LOG_INFO;
-static leased_log_format_t log_format = LEASED_LOG_JSON;
+volatile lease_log_level_t lease_log_min_level = LEASE_LOG_INFO;
+static lease_log_format_t log_format = LEASE_LOG_JSON;
 static pthread_mutex_t log_mutex = PTHREAD_MUTEX_INITIALIZER;
 
 static const char *const level_names[] = {"debug", "info", "warn", "error"};
 
-void leased_log_init(leased_log_level_t level, leased_log_format_t format)
+void lease_log_init(lease_log_level_t level, lease_log_format_t format)
 {
-    leased_log_min_level = level;
+    lease_log_min_level = level;
     log_format = format;
 }
 
-bool leased_log_parse_level(const char *s, leased_log_level_t *out)
+bool lease_log_parse_level(const char *s, lease_log_level_t *out)
 {
-    for (int i = 0; i <= LEASED_LOG_ERROR; i++) {
+    for (int i = 0; i <= LEASE_LOG_ERROR; i++) {
         if (strcmp(s, level_names[i]) == 0) {
-            *out = (leased_log_level_t)i;
+            *out = (lease_log_level_t)i;
             return true;
         }
     }
     return false;
 }
 
-bool leased_log_parse_format(const char *s, leased_log_format_t *out)
+bool lease_log_parse_format(const char *s, lease_log_format_t *out)
 {
     if (strcmp(s, "json") == 0)
-        *out = LEASED_LOG_JSON;
+        *out = LEASE_LOG_JSON;
     else if (strcmp(s, "text") == 0)
-        *out = LEASED_LOG_TEXT;
+        *out = LEASE_LOG_TEXT;
     else
         return false;
     return true;
 }
 
-const char *leased_log_level_name(leased_log_level_t level)
+const char *lease_log_level_name(lease_log_level_t level)
 {
-    if ((unsigned)level > LEASED_LOG_ERROR)
+    if ((unsigned)level > LEASE_LOG_ERROR)
         return "error";
     return level_names[level];
 }
@@ -133,7 +133,7 @@ static void put_member(line_t *l, const char *key, const char *value)
     if (l->full)
         return;
     char prefix[96];
-    if (log_format == LEASED_LOG_JSON)
+    if (log_format == LEASE_LOG_JSON)
         snprintf(prefix, sizeof prefix, ",\"%s\":\"", key);
     else
         snprintf(prefix, sizeof prefix, " %s=", key);
@@ -141,19 +141,19 @@ static void put_member(line_t *l, const char *key, const char *value)
     if (l->full)
         return;
     put_escaped(l, value);
-    if (log_format == LEASED_LOG_JSON)
+    if (log_format == LEASE_LOG_JSON)
         put_close(l, "\"");
 }
 
-static void begin(line_t *l, leased_log_level_t level, const char *msg)
+static void begin(line_t *l, lease_log_level_t level, const char *msg)
 {
     char now[LEASE_TIME_LEN + 1];
     lease_time_format(lease_wall_now_ms(), now);
     l->len = 0;
     l->full = false;
-    if (log_format == LEASED_LOG_JSON) {
+    if (log_format == LEASE_LOG_JSON) {
         put(l, "{\"level\":\"");
-        put(l, leased_log_level_name(level));
+        put(l, lease_log_level_name(level));
         put(l, "\",\"time\":\"");
         put(l, now);
         put(l, "\",\"msg\":\"");
@@ -162,13 +162,13 @@ static void begin(line_t *l, leased_log_level_t level, const char *msg)
     } else {
         put(l, now);
         put(l, " ");
-        put(l, leased_log_level_name(level));
+        put(l, lease_log_level_name(level));
         put(l, " ");
         put_escaped(l, msg);
     }
 }
 
-static void put_fields(line_t *l, const leased_log_fields_t *f)
+static void put_fields(line_t *l, const lease_log_fields_t *f)
 {
     if (!f)
         return;
@@ -183,7 +183,7 @@ static void put_fields(line_t *l, const leased_log_fields_t *f)
     if (f->latency_ms >= 0) {
         char num[32];
         snprintf(num, sizeof num, "%lld", (long long)f->latency_ms);
-        if (log_format == LEASED_LOG_JSON) {
+        if (log_format == LEASE_LOG_JSON) {
             put(l, ",\"latency_ms\":");
             put(l, num);
         } else {
@@ -195,7 +195,7 @@ static void put_fields(line_t *l, const leased_log_fields_t *f)
 
 static void finish_and_write(line_t *l)
 {
-    if (log_format == LEASED_LOG_JSON) {
+    if (log_format == LEASE_LOG_JSON) {
         if (l->full)
             put_close(l, ",\"truncated\":true");
         put_close(l, "}");
@@ -214,7 +214,7 @@ static void finish_and_write(line_t *l)
     pthread_mutex_unlock(&log_mutex);
 }
 
-void leased_log_write(leased_log_level_t level, const leased_log_fields_t *fields, const char *fmt,
+void lease_log_write(lease_log_level_t level, const lease_log_fields_t *fields, const char *fmt,
                       ...)
 {
     char msg[MSG_MAX_BYTES];
@@ -228,10 +228,10 @@ void leased_log_write(leased_log_level_t level, const leased_log_fields_t *field
     finish_and_write(&l);
 }
 
-void leased_log_write_json(leased_log_level_t level, const leased_log_fields_t *fields,
+void lease_log_write_json(lease_log_level_t level, const lease_log_fields_t *fields,
                            const char *msg, const char *key, const char *json_value)
 {
-    if (!LEASED_LOG_ENABLED(level))
+    if (!LEASE_LOG_ENABLED(level))
         return;
     line_t l;
     begin(&l, level, msg);
@@ -239,7 +239,7 @@ void leased_log_write_json(leased_log_level_t level, const leased_log_fields_t *
     size_t need = strlen(key) + strlen(json_value) + 8;
     /* an object cut in half is worse than none: all of it or nothing */
     if (!l.full && l.len + need + CLOSE_RESERVE < sizeof l.buf) {
-        if (log_format == LEASED_LOG_JSON) {
+        if (log_format == LEASE_LOG_JSON) {
             put(&l, ",\"");
             put(&l, key);
             put(&l, "\":");
