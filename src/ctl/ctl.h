@@ -25,6 +25,7 @@ typedef struct ctl_command {
 } ctl_command_t;
 
 int ctl_migrate_main(int argc, char **argv);
+int ctl_credential_main(int argc, char **argv);
 int ctl_recover_main(int argc, char **argv);
 int ctl_verify_main(int argc, char **argv);
 

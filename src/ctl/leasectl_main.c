@@ -8,6 +8,7 @@
 
 static const ctl_command_t commands[] = {
     {"migrate", ctl_migrate_main, "apply pending schema migrations (--status to list)"},
+    {"credential", ctl_credential_main, "create, revoke or list credentials (create|revoke|list)"},
     {"acquire", ctl_acquire_main, "acquire a lease (over HTTP)"},
     {"renew", ctl_renew_main, "renew a held lease"},
     {"release", ctl_release_main, "release a held lease"},

@@ -17,13 +17,13 @@
 typedef struct lease_caller {
     lease_principal_t principal; /* principal_class "admin" or "worker" */
     lease_scope_t scope;
-    unsigned capabilities;       /* LEASE_CAP_* */
+    unsigned capabilities; /* LEASE_CAP_* */
     bool admin;
 } lease_caller_t;
 
 typedef struct lease_auth_config {
-    int64_t cache_ttl_ms;   /* how long a looked-up credential is trusted */
-    const char *pepper;     /* LEASE_TOKEN_PEPPER, may be NULL */
+    int64_t cache_ttl_ms; /* how long a looked-up credential is trusted */
+    const char *pepper;   /* LEASE_TOKEN_PEPPER, may be NULL */
 } lease_auth_config_t;
 
 typedef struct lease_auth lease_auth_t;
@@ -41,8 +41,8 @@ void lease_auth_free(lease_auth_t *auth);
  * made. Never logs the token.
  */
 LEASE_MUST_USE bool lease_auth_authenticate(lease_auth_t *auth, const char *authorization,
-                                            const lease_deadline_t *deadline,
-                                            lease_caller_t *out, lease_code_t *code);
+                                            const lease_deadline_t *deadline, lease_caller_t *out,
+                                            lease_code_t *code);
 
 /* Whether the caller holds every capability bit in caps. */
 bool lease_auth_has(const lease_caller_t *caller, unsigned caps);

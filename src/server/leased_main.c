@@ -1,8 +1,190 @@
-/* leased_main.c - placeholder until the HTTP service lands (issue 4). */
+/*
+ * leased_main.c - the leased program: settings, wiring, signals, exit codes.
+ *
+ * Exit status: 0 after a clean shutdown on SIGTERM/SIGINT, 1 on a runtime
+ * failure (cannot listen, cannot start a thread, shutdown grace elapsed
+ * with requests still running), 2 on a bad setting or argument.
+ *
+ * Shutdown order: /readyz turns 503 ("draining") first; after
+ * LEASE_DRAIN_DELAY_MS the listener closes; requests in flight finish
+ * (bounded by LEASE_SHUTDOWN_GRACE_MS; acquire waits are cut short); then
+ * the daemon, the sweeper and the audit queue (flushed) stop.
+ */
+#include <pthread.h>
+#include <signal.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
-int main(void)
+#include "lease/clock.h"
+#include "lease/schema.h"
+#include "lease/store_pg.h"
+#include "server/app.h"
+#include "server/auth.h"
+#include "server/config.h"
+#include "server/http.h"
+#include "lease/log.h"
+#include "server/routes.h"
+
+#define LEASED_VERSION "0.1.0"
+#define AUDIT_FLUSH_MAX_MS 5000
+
+extern char **environ;
+
+enum { EXIT_CLEAN = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
+
+typedef struct parts {
+    leased_config_t cfg;
+    lease_store_t *store;
+    lease_auth_t *auth;
+    leased_audit_queue_t *audit;
+    leased_service_t *service;
+    leased_admission_t *admission;
+    leased_metrics_t *metrics;
+    leased_sweeper_t *sweeper;
+    leased_http_t *http;
+    const char *route_names[32];
+    leased_app_t app;
+} parts_t;
+
+static int wait_for_signal(const sigset_t *set)
 {
-    fprintf(stderr, "leased: the HTTP service is not built yet\n");
-    return 1;
+    int sig = 0;
+    while (sigwait(set, &sig) != 0)
+        ;
+    return sig;
+}
+
+static bool build(parts_t *p, char *err, size_t errsz)
+{
+    const leased_config_t *cfg = &p->cfg;
+    lease_store_pg_config_t pg = {cfg->database_url, (int)cfg->db_pool_size,
+                                  cfg->db_connect_timeout_ms, "leased"};
+    if (lease_store_pg_open(&pg, &p->store, err, errsz) != 0)
+        return false;
+    lease_auth_config_t ac = {cfg->credential_cache_ms, cfg->token_pepper};
+    p->auth = lease_auth_new(p->store, &ac);
+    p->audit =
+        leased_audit_queue_new(p->store, (size_t)cfg->audit_queue_size, (size_t)cfg->audit_batch);
+    leased_service_config_t sc = {cfg->default_deadline_ms, cfg->max_deadline_ms, cfg->max_wait_ms};
+    p->service = p->auth && p->audit ? leased_service_new(p->store, p->auth, p->audit, &sc) : NULL;
+    p->admission = leased_admission_new(cfg->rate_limit_per_s, cfg->max_inflight);
+    size_t n_routes;
+    const leased_route_t *routes = leased_routes_table(&n_routes);
+    size_t n_names = sizeof p->route_names / sizeof p->route_names[0];
+    for (size_t i = 0; i < n_routes && i < n_names; i++)
+        p->route_names[i] = routes[i].name;
+    /* a route table larger than the label array is a build mistake */
+    p->metrics = n_routes <= n_names ? leased_metrics_new(n_routes, p->route_names) : NULL;
+    leased_sweeper_config_t swc = {cfg->sweep_interval_ms, (int)cfg->sweep_batch,
+                                   cfg->health_interval_ms};
+    p->sweeper = leased_sweeper_new(p->store, &swc);
+    if (!p->service || !p->admission || !p->metrics || !p->sweeper) {
+        snprintf(err, errsz, "out of memory");
+        return false;
+    }
+    if (!leased_audit_queue_start(p->audit) || !leased_sweeper_start(p->sweeper)) {
+        snprintf(err, errsz, "cannot start background threads");
+        return false;
+    }
+    p->app = (leased_app_t){.config = cfg,
+                            .store = p->store,
+                            .service = p->service,
+                            .admission = p->admission,
+                            .metrics = p->metrics,
+                            .audit = p->audit,
+                            .sweeper = p->sweeper,
+                            .limits = {cfg->max_wait_ms}};
+    p->http = leased_http_start(&p->app, err, errsz);
+    return p->http != NULL;
+}
+
+static void teardown(parts_t *p)
+{
+    leased_sweeper_stop(p->sweeper);
+    leased_audit_queue_stop(p->audit, AUDIT_FLUSH_MAX_MS);
+    leased_sweeper_free(p->sweeper);
+    leased_metrics_free(p->metrics);
+    leased_admission_free(p->admission);
+    leased_service_free(p->service);
+    leased_audit_queue_free(p->audit);
+    lease_auth_free(p->auth);
+    lease_store_close(p->store);
+    leased_config_free(&p->cfg);
+}
+
+/* SIGTERM/SIGINT: returns the exit status. */
+static int drain(parts_t *p, int sig)
+{
+    const leased_config_t *cfg = &p->cfg;
+    int64_t start = lease_mono_now_ns();
+    __atomic_store_n(&p->app.draining, 1, __ATOMIC_RELEASE);
+    LOG_INFO("%s received: draining (readiness is false; %lld requests active)",
+             sig == SIGINT ? "SIGINT" : "SIGTERM", (long long)leased_http_active(p->http));
+    lease_sleep_ms(cfg->drain_delay_ms);
+    leased_http_quiesce(p->http);
+    leased_service_stop_waiting(p->service);
+    int64_t left = cfg->shutdown_grace_ms - (lease_mono_now_ns() - start) / 1000000;
+    bool idle = leased_http_wait_idle(p->http, left > 0 ? left : 0);
+    if (!idle)
+        LOG_WARN("shutdown grace elapsed with %lld requests active",
+                 (long long)leased_http_active(p->http));
+    left = cfg->shutdown_grace_ms - (lease_mono_now_ns() - start) / 1000000;
+    if (!leased_http_stop(p->http, left > 1000 ? left : 1000)) {
+        /* requests are still running on workers: their clients resolve by
+         * request id; the process cannot stop the HTTP library cleanly */
+        LOG_ERROR("exiting with requests in flight");
+        leased_audit_queue_stop(p->audit, AUDIT_FLUSH_MAX_MS);
+        _exit(EXIT_RUNTIME);
+    }
+    p->http = NULL;
+    teardown(p);
+    LOG_INFO("stopped");
+    return EXIT_CLEAN;
+}
+
+int main(int argc, char **argv)
+{
+    static parts_t p;
+    char err[512];
+    signal(SIGPIPE, SIG_IGN);
+    switch (leased_config_load(&p.cfg, argc, argv, environ, err, sizeof err)) {
+    case LEASED_CONFIG_OK:
+        break;
+    case LEASED_CONFIG_HELP:
+        leased_config_print_help(stdout);
+        leased_config_free(&p.cfg);
+        return EXIT_CLEAN;
+    case LEASED_CONFIG_VERSION:
+        printf("leased %s (schema %d)\n", LEASED_VERSION, LEASE_SCHEMA_VERSION);
+        leased_config_free(&p.cfg);
+        return EXIT_CLEAN;
+    case LEASED_CONFIG_ERROR:
+        fprintf(stderr, "leased: %s\n", err);
+        leased_config_free(&p.cfg);
+        return EXIT_USAGE;
+    }
+    lease_log_init(p.cfg.log_level, p.cfg.log_format);
+
+    /* Signals are taken by sigwait in this thread only: block them before
+     * any thread starts so every thread inherits the mask. */
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    pthread_sigmask(SIG_BLOCK, &set, NULL);
+
+    if (!build(&p, err, sizeof err)) {
+        LOG_ERROR("cannot start: %s", err);
+        (void)leased_http_stop(p.http, 0);
+        teardown(&p);
+        return EXIT_RUNTIME;
+    }
+    LOG_INFO("listening on %s%s%s:%d (pool %lld, workers %lld, schema %d)",
+             strchr(p.cfg.listen_host, ':') ? "[" : "", p.cfg.listen_host,
+             strchr(p.cfg.listen_host, ':') ? "]" : "", leased_http_port(p.http),
+             (long long)p.cfg.db_pool_size, (long long)p.cfg.http_threads, LEASE_SCHEMA_VERSION);
+    int sig = wait_for_signal(&set);
+    return drain(&p, sig);
 }

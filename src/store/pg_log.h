@@ -1,10 +1,10 @@
 /*
- * pg_log.h - one-line log records of the Postgres adapter on stderr.
+ * pg_log.h - log records of the Postgres adapter.
  *
  * Backend messages are logged here and nowhere else: they never reach a
- * caller. LEASE_LOG_FORMAT=json (default) writes one JSON object per line,
- * `plain` writes key=value text; LEASE_LOG_LEVEL (debug, info, warn, error)
- * filters before anything is formatted. Alerts are always written.
+ * caller. Records go through the project's log module (lease/log.h): one
+ * line each, the event as "msg" and the adapter's details under "store";
+ * alerts are logged at error level and marked "alert":true.
  */
 #ifndef LEASE_STORE_PG_LOG_H
 #define LEASE_STORE_PG_LOG_H

@@ -1,0 +1,45 @@
+/*
+ * audit_queue.h - the bounded queue of audit events that did not happen
+ * inside a mutation's own transaction (denied, invalid, conflict,
+ * rate-limited, backend failure, reads).
+ *
+ * A background thread writes them in batches through
+ * lease_store_record_audit. When the store refuses a batch, its events are
+ * written to the JSON log instead (level warn, msg "audit_fallback"); when
+ * the queue is full, new events are dropped and counted. Events carry ids,
+ * identities and codes only: the event struct has no field for tokens,
+ * bodies, lock keys or metadata.
+ */
+#ifndef LEASED_AUDIT_QUEUE_H
+#define LEASED_AUDIT_QUEUE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lease/store.h"
+
+typedef struct leased_audit_queue leased_audit_queue_t;
+
+typedef struct leased_audit_stats {
+    size_t depth;
+    uint64_t written;  /* accepted by the store */
+    uint64_t dropped;  /* queue full */
+    uint64_t fallback; /* logged because the store failed */
+} leased_audit_stats_t;
+
+/* store is borrowed. capacity >= 1, batch >= 1. NULL when out of memory. */
+leased_audit_queue_t *leased_audit_queue_new(lease_store_t *store, size_t capacity, size_t batch);
+/* Starts the writer thread; false when it cannot be created. */
+LEASE_MUST_USE bool leased_audit_queue_start(leased_audit_queue_t *q);
+/* Copies ev into the queue (never blocks on the database). event_type,
+ * decision and backend_health must be static strings. */
+void leased_audit_queue_push(leased_audit_queue_t *q, const lease_audit_event_t *ev);
+/* Writes what is queued (at most flush_ms more), then stops the thread.
+ * Events still queued after that go to the log fallback. */
+void leased_audit_queue_stop(leased_audit_queue_t *q, int64_t flush_ms);
+void leased_audit_queue_stats(leased_audit_queue_t *q, leased_audit_stats_t *out);
+/* Frees the queue (stop it first); accepts NULL. */
+void leased_audit_queue_free(leased_audit_queue_t *q);
+
+#endif

@@ -1,0 +1,473 @@
+/*
+ * auth.c - bearer authentication, the credential cache, capability and scope
+ * checks (see auth.h).
+ *
+ * Owns: parsing "Authorization: Bearer lsk_...", the short-lived cache of
+ * credential rows looked up through the store, the constant-time digest
+ * comparison, expiry and revocation checks, and the decisions "may this
+ * caller do X" and "is this identity inside the caller's scope".
+ *
+ * Cache: a fixed set-associative table (AUTH_SETS x AUTH_WAYS slots), so its
+ * memory is bounded whatever ids callers send. A row is trusted for the cache
+ * TTL after it was fetched, so a revocation in the database is seen by every
+ * instance within that TTL; an unknown id is remembered for a shorter time so
+ * a flood of one bad token costs one lookup per interval, not one per request.
+ * Only one thread looks an id up at a time; the others wait for its answer
+ * (bounded by their own deadline) instead of stampeding the database.
+ * Expiry is checked on every use against the stored expires_at, so a cached
+ * row never outlives its credential.
+ *
+ * Secrets: the presented secret and its digest live on the stack of one call
+ * and are wiped before it returns. The cache holds stored digests, never
+ * secrets. Nothing here logs.
+ */
+#include "server/auth.h"
+
+#include <errno.h>
+#include <openssl/crypto.h>
+#include <openssl/rand.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+
+#include "lease/token.h"
+
+#define AUTH_SETS 256 /* power of two */
+#define AUTH_WAYS 4
+#define AUTH_DEFAULT_TTL_MS 2000
+#define AUTH_MAX_TTL_MS 60000     /* revocation must stay visible within a minute */
+#define AUTH_NEGATIVE_TTL_MS 1000 /* unknown ids: at most this, at most the TTL */
+#define AUTH_DEFAULT_WAIT_MS 5000 /* the deadline when the caller gives none */
+
+typedef enum auth_slot_state {
+    SLOT_EMPTY = 0, /* unused */
+    SLOT_LOADING,   /* one thread is looking this id up */
+    SLOT_READY,     /* holds the answer fetched at fetched_ns */
+} auth_slot_state_t;
+
+typedef struct auth_slot {
+    auth_slot_state_t state;
+    char credential_id[LEASE_CREDENTIAL_ID_LEN + 1];
+    bool found;              /* READY: whether the store knew the id */
+    lease_credential_t cred; /* READY and found */
+    int64_t fetched_ns;      /* monotonic time of the lookup's start */
+    uint64_t seq;            /* bumped by forget, so an in-flight load is not kept */
+} auth_slot_t;
+
+struct lease_auth {
+    lease_store_t *store;
+    int64_t ttl_ns;
+    int64_t negative_ttl_ns;
+    char *pepper; /* owned copy, wiped on free; NULL: plain SHA-256 */
+    uint64_t hash_seed;
+    pthread_mutex_t mu;
+    pthread_cond_t changed; /* a slot left LOADING (CLOCK_MONOTONIC) */
+    auth_slot_t slots[AUTH_SETS * AUTH_WAYS];
+};
+
+static const unsigned known_caps = LEASE_CAP_LEASE | LEASE_CAP_READ | LEASE_CAP_FORCE_RELEASE |
+                                   LEASE_CAP_REVOKE | LEASE_CAP_AUDIT_READ;
+static const unsigned admin_only_caps = LEASE_CAP_FORCE_RELEASE | LEASE_CAP_REVOKE;
+
+static int64_t config_ttl_ms(const lease_auth_config_t *cfg)
+{
+    int64_t ms = cfg && cfg->cache_ttl_ms > 0 ? cfg->cache_ttl_ms : AUTH_DEFAULT_TTL_MS;
+    return ms > AUTH_MAX_TTL_MS ? AUTH_MAX_TTL_MS : ms;
+}
+
+lease_auth_t *lease_auth_new(lease_store_t *store, const lease_auth_config_t *cfg)
+{
+    lease_auth_t *auth = calloc(1, sizeof *auth);
+    pthread_condattr_t attr;
+    bool attr_ready = false, mu_ready = false;
+    if (!auth)
+        return NULL;
+    auth->store = store;
+    int64_t ttl_ms = config_ttl_ms(cfg);
+    auth->ttl_ns = ttl_ms * 1000000;
+    auth->negative_ttl_ns =
+        (ttl_ms < AUTH_NEGATIVE_TTL_MS ? ttl_ms : AUTH_NEGATIVE_TTL_MS) * 1000000;
+    if (cfg && cfg->pepper && *cfg->pepper) {
+        auth->pepper = strdup(cfg->pepper);
+        if (!auth->pepper)
+            goto fail;
+    }
+    /* A secret hash seed keeps callers from choosing ids that all land in one
+     * set and evict each other. */
+    if (RAND_bytes((unsigned char *)&auth->hash_seed, sizeof auth->hash_seed) != 1)
+        auth->hash_seed = (uint64_t)lease_mono_now_ns() * 0x9e3779b97f4a7c15ull;
+
+    if (pthread_mutex_init(&auth->mu, NULL) != 0)
+        goto fail;
+    mu_ready = true;
+    if (pthread_condattr_init(&attr) != 0)
+        goto fail;
+    attr_ready = true;
+    if (pthread_condattr_setclock(&attr, CLOCK_MONOTONIC) != 0 ||
+        pthread_cond_init(&auth->changed, &attr) != 0)
+        goto fail;
+    pthread_condattr_destroy(&attr);
+    return auth;
+
+fail:
+    if (attr_ready)
+        pthread_condattr_destroy(&attr);
+    if (mu_ready)
+        pthread_mutex_destroy(&auth->mu);
+    if (auth->pepper) {
+        OPENSSL_cleanse(auth->pepper, strlen(auth->pepper));
+        free(auth->pepper);
+    }
+    free(auth);
+    return NULL;
+}
+
+void lease_auth_free(lease_auth_t *auth)
+{
+    if (!auth)
+        return;
+    pthread_cond_destroy(&auth->changed);
+    pthread_mutex_destroy(&auth->mu);
+    if (auth->pepper) {
+        OPENSSL_cleanse(auth->pepper, strlen(auth->pepper));
+        free(auth->pepper);
+    }
+    OPENSSL_cleanse(auth->slots, sizeof auth->slots);
+    free(auth);
+}
+
+static auth_slot_t *set_of(lease_auth_t *auth, const char *credential_id)
+{
+    uint64_t h = auth->hash_seed ^ 0xcbf29ce484222325ull;
+    for (const char *p = credential_id; *p; p++) {
+        h ^= (unsigned char)*p;
+        h *= 0x100000001b3ull;
+    }
+    h ^= h >> 29;
+    return &auth->slots[(h & (AUTH_SETS - 1)) * AUTH_WAYS];
+}
+
+/* Parses "Bearer <token>": the scheme is case-insensitive (RFC 7235),
+ * followed by one or more spaces, then exactly the token. */
+static const char *bearer_token(const char *authorization)
+{
+    if (!authorization || strncasecmp(authorization, "Bearer ", 7) != 0)
+        return NULL;
+    const char *p = authorization + 7;
+    while (*p == ' ')
+        p++;
+    return *p ? p : NULL;
+}
+
+static void fill_timeout(const lease_deadline_t *deadline, struct timespec *ts)
+{
+    ts->tv_sec = (time_t)(deadline->mono_ns / 1000000000);
+    ts->tv_nsec = (long)(deadline->mono_ns % 1000000000);
+}
+
+/* Maps the store's answer for one lookup: a success code or a definite "no
+ * such credential" is an answer; anything else means no answer was had. */
+static bool lookup_answered(lease_code_t code, lease_code_t *failure)
+{
+    if (lease_code_is_success(code))
+        return true;
+    switch (code) {
+    case INVALID_CREDENTIAL:
+    case INVALID_LEASE_REQUEST:
+    case LEASE_NOT_FOUND:
+        return true;
+    case DEADLINE_EXCEEDED:
+        *failure = DEADLINE_EXCEEDED;
+        return false;
+    default:
+        *failure = LEASE_BACKEND_UNAVAILABLE;
+        return false;
+    }
+}
+
+/*
+ * Returns the credential row for id: from the cache while fresh, otherwise
+ * from the store (one thread per id; others wait). On success returns true
+ * with *found and (when found) *out set. On false, *code says why no answer
+ * could be had.
+ */
+static bool credential_get(lease_auth_t *auth, const char *id, const lease_deadline_t *deadline,
+                           lease_credential_t *out, bool *found, lease_code_t *code)
+{
+    auth_slot_t *set = set_of(auth, id);
+    /* Without a deadline from the caller, a bounded one of our own: neither
+     * the wait for another thread's lookup nor the lookup may be endless. */
+    lease_deadline_t fallback;
+    if (!deadline) {
+        fallback = lease_deadline_in(AUTH_DEFAULT_WAIT_MS);
+        deadline = &fallback;
+    }
+    struct timespec until;
+    fill_timeout(deadline, &until);
+
+    pthread_mutex_lock(&auth->mu);
+    for (;;) {
+        int64_t now = lease_mono_now_ns();
+        auth_slot_t *mine = NULL, *empty = NULL, *oldest = NULL;
+        for (int w = 0; w < AUTH_WAYS; w++) {
+            auth_slot_t *s = &set[w];
+            if (s->state != SLOT_EMPTY && strcmp(s->credential_id, id) == 0) {
+                mine = s;
+                break;
+            }
+            if (s->state == SLOT_EMPTY) {
+                if (!empty)
+                    empty = s;
+            } else if (s->state == SLOT_READY && (!oldest || s->fetched_ns < oldest->fetched_ns)) {
+                oldest = s;
+            }
+        }
+
+        if (mine && mine->state == SLOT_READY) {
+            int64_t ttl = mine->found ? auth->ttl_ns : auth->negative_ttl_ns;
+            if (now - mine->fetched_ns < ttl) {
+                *found = mine->found;
+                if (mine->found)
+                    *out = mine->cred;
+                pthread_mutex_unlock(&auth->mu);
+                return true;
+            }
+        }
+        if (mine && mine->state == SLOT_LOADING) {
+            /* Someone else is asking the store; their answer serves us too. */
+            if (pthread_cond_timedwait(&auth->changed, &auth->mu, &until) == ETIMEDOUT) {
+                pthread_mutex_unlock(&auth->mu);
+                *code = DEADLINE_EXCEEDED;
+                return false;
+            }
+            continue;
+        }
+
+        /* We look it up. Claim a slot (stale own, empty, or oldest ready);
+         * when every way is mid-load, look up without caching. */
+        auth_slot_t *slot = mine ? mine : empty ? empty : oldest;
+        uint64_t seq = 0;
+        if (slot) {
+            slot->state = SLOT_LOADING;
+            memcpy(slot->credential_id, id, LEASE_CREDENTIAL_ID_LEN + 1);
+            slot->seq++;
+            seq = slot->seq;
+        }
+        pthread_mutex_unlock(&auth->mu);
+
+        lease_credential_t cred;
+        bool got = false;
+        memset(&cred, 0, sizeof cred);
+        lease_code_t rc = lease_store_credential_lookup(auth->store, id, deadline, &cred, &got);
+        lease_code_t failure = LEASE_BACKEND_UNAVAILABLE;
+        bool answered = lookup_answered(rc, &failure);
+        if (answered && !lease_code_is_success(rc))
+            got = false;
+        /* A row for another id is corrupt: treat as unknown, fail closed. */
+        if (answered && got && strcmp(cred.credential_id, id) != 0)
+            got = false;
+
+        pthread_mutex_lock(&auth->mu);
+        if (slot && slot->state == SLOT_LOADING && slot->seq == seq &&
+            strcmp(slot->credential_id, id) == 0) {
+            if (answered) {
+                slot->state = SLOT_READY;
+                slot->found = got;
+                slot->fetched_ns = now;
+                if (got)
+                    slot->cred = cred;
+                else
+                    memset(&slot->cred, 0, sizeof slot->cred);
+            } else {
+                slot->state = SLOT_EMPTY;
+            }
+        }
+        pthread_cond_broadcast(&auth->changed);
+        pthread_mutex_unlock(&auth->mu);
+
+        if (!answered) {
+            *code = failure;
+            OPENSSL_cleanse(&cred, sizeof cred);
+            return false;
+        }
+        *found = got;
+        if (got)
+            *out = cred;
+        OPENSSL_cleanse(&cred, sizeof cred);
+        return true;
+    }
+}
+
+/* The credential's scope as stored, normalised again: rows written around
+ * leasectl must not widen what they grant. False when any part is invalid. */
+static bool normalize_scope(const lease_credential_t *cred, lease_scope_t *scope)
+{
+    memset(scope, 0, sizeof *scope);
+    if (!lease_identity_component_normalize("tenant_id", cred->scope.tenant_id, scope->tenant_id,
+                                            sizeof scope->tenant_id))
+        return false;
+    if (strcmp(cred->scope.program_id, "*") == 0) {
+        if (!cred->admin)
+            return false;
+        memcpy(scope->program_id, "*", 2);
+    } else if (!lease_identity_component_normalize("program_id", cred->scope.program_id,
+                                                   scope->program_id, sizeof scope->program_id)) {
+        return false;
+    }
+    scope->all_actors = cred->scope.all_actors;
+    if (cred->scope.n_actors > LEASE_SCOPE_ACTORS_MAX)
+        return false;
+    for (size_t i = 0; i < cred->scope.n_actors; i++) {
+        if (strcmp(cred->scope.actor_names[i], "*") == 0) {
+            scope->all_actors = true;
+            continue;
+        }
+        if (!lease_identity_component_normalize("actor_name", cred->scope.actor_names[i],
+                                                scope->actor_names[scope->n_actors],
+                                                sizeof scope->actor_names[0]))
+            return false;
+        scope->n_actors++;
+    }
+    return scope->all_actors || scope->n_actors > 0;
+}
+
+static bool digest_is_zero(const unsigned char d[32])
+{
+    static const unsigned char zero[32];
+    return CRYPTO_memcmp(d, zero, 32) == 0;
+}
+
+bool lease_auth_authenticate(lease_auth_t *auth, const char *authorization,
+                             const lease_deadline_t *deadline, lease_caller_t *out,
+                             lease_code_t *code)
+{
+    char id[LEASE_CREDENTIAL_ID_LEN + 1];
+    unsigned char secret[LEASE_SECRET_BYTES];
+    unsigned char presented[32];
+    lease_credential_t cred;
+    bool found = false, ok = false;
+    lease_code_t failure = INVALID_CREDENTIAL;
+
+    memset(&cred, 0, sizeof cred);
+    memset(out, 0, sizeof *out);
+    const char *token = bearer_token(authorization);
+    if (!token || !lease_token_parse(token, id, secret))
+        goto cleanup;
+    lease_token_digest(secret, auth->pepper, presented);
+    OPENSSL_cleanse(secret, sizeof secret);
+    /* An all-zero digest only comes from a failed libcrypto call. */
+    if (digest_is_zero(presented))
+        goto cleanup;
+
+    if (!credential_get(auth, id, deadline, &cred, &found, &failure))
+        goto cleanup;
+    failure = INVALID_CREDENTIAL;
+    if (!found || !lease_token_digest_equal(presented, cred.secret_digest))
+        goto cleanup;
+    if (cred.revoked_at_ms != 0)
+        goto cleanup;
+    if (cred.expires_at_ms != 0 && lease_wall_now_ms() >= cred.expires_at_ms)
+        goto cleanup;
+    if (!normalize_scope(&cred, &out->scope))
+        goto cleanup;
+
+    snprintf(out->principal.principal_id, sizeof out->principal.principal_id, "%s",
+             cred.principal_id);
+    snprintf(out->principal.client_id, sizeof out->principal.client_id, "%s", cred.client_id);
+    snprintf(out->principal.credential_id, sizeof out->principal.credential_id, "%s", id);
+    snprintf(out->principal.principal_class, sizeof out->principal.principal_class, "%s",
+             cred.admin ? "admin" : "worker");
+    if (!out->principal.principal_id[0] || !out->principal.client_id[0])
+        goto cleanup;
+    out->admin = cred.admin;
+    out->capabilities = cred.capabilities & known_caps;
+    if (!cred.admin)
+        out->capabilities &= ~admin_only_caps;
+    ok = true;
+
+cleanup:
+    OPENSSL_cleanse(secret, sizeof secret);
+    OPENSSL_cleanse(presented, sizeof presented);
+    OPENSSL_cleanse(&cred, sizeof cred);
+    if (!ok) {
+        memset(out, 0, sizeof *out);
+        *code = failure;
+    }
+    return ok;
+}
+
+bool lease_auth_has(const lease_caller_t *caller, unsigned caps)
+{
+    if (!caller)
+        return false;
+    if ((caps & admin_only_caps) && !caller->admin)
+        return false;
+    return (caller->capabilities & caps) == caps;
+}
+
+static bool tenant_program_match(const lease_caller_t *caller, const char *tenant_id,
+                                 const char *program_id)
+{
+    const lease_scope_t *scope = &caller->scope;
+    if (!tenant_id || !program_id || !tenant_id[0] || !program_id[0])
+        return false;
+    /* A tenant is always concrete; "*" in a stored tenant matches nothing
+     * because no normalised identity can spell it. */
+    if (strcmp(scope->tenant_id, tenant_id) != 0)
+        return false;
+    if (strcmp(scope->program_id, "*") == 0)
+        return caller->admin; /* a wildcard program is an administrator's only */
+    return strcmp(scope->program_id, program_id) == 0;
+}
+
+bool lease_auth_in_scope(const lease_caller_t *caller, const lease_identity_t *id)
+{
+    if (!caller || !id)
+        return false;
+    const lease_scope_t *scope = &caller->scope;
+    if (strcmp(id->program_id, "*") == 0 ||
+        !tenant_program_match(caller, id->tenant_id, id->program_id))
+        return false;
+    if (scope->all_actors)
+        return true;
+    size_t n = scope->n_actors < LEASE_SCOPE_ACTORS_MAX ? scope->n_actors : LEASE_SCOPE_ACTORS_MAX;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(scope->actor_names[i], id->actor_name) == 0)
+            return true;
+    return false;
+}
+
+bool lease_auth_program_in_scope(const lease_caller_t *caller, const char *tenant_id,
+                                 const char *program_id)
+{
+    if (!caller || !program_id || strcmp(program_id, "*") == 0)
+        return false;
+    return tenant_program_match(caller, tenant_id, program_id);
+}
+
+void lease_auth_forget(lease_auth_t *auth, const char *credential_id)
+{
+    if (!auth || !credential_id)
+        return;
+    auth_slot_t *set = set_of(auth, credential_id);
+    pthread_mutex_lock(&auth->mu);
+    for (int w = 0; w < AUTH_WAYS; w++) {
+        auth_slot_t *s = &set[w];
+        if (s->state == SLOT_EMPTY || strcmp(s->credential_id, credential_id) != 0)
+            continue;
+        /* An in-flight load may have read the row before the change this
+         * forget reports: bumping seq keeps its answer out of the cache. */
+        s->seq++;
+        if (s->state == SLOT_READY) {
+            OPENSSL_cleanse(&s->cred, sizeof s->cred);
+            s->state = SLOT_EMPTY;
+        } else {
+            s->state = SLOT_EMPTY;
+        }
+    }
+    pthread_cond_broadcast(&auth->changed);
+    pthread_mutex_unlock(&auth->mu);
+}

@@ -1,0 +1,584 @@
+/*
+ * http.c - libmicrohttpd transport: connections, bodies, suspension of
+ * requests onto the worker pool, replies and their headers, draining.
+ *
+ * Per request the access handler is called: once after the headers (the
+ * request state is made, the route matched, an oversize Content-Length
+ * answered at once), once per body chunk (appended, or discarded after
+ * 64 KiB and answered 400 at the end), and once at the end. At the end a
+ * health route is answered inline; a lease route passes the global
+ * in-flight bound, the connection is suspended and the request queued to
+ * a worker. The worker runs the route (blocking on the database), marks
+ * the request done and resumes the connection; the next call of the
+ * handler queues the reply. Every reply gets X-Correlation-Id.
+ */
+#include "server/http.h"
+
+#include <arpa/inet.h>
+#include <microhttpd.h>
+#include <openssl/crypto.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/random.h>
+#include <unistd.h>
+
+#include "lease/clock.h"
+#include "server/app.h"
+#include "lease/log.h"
+#include "server/routes.h"
+#include "server/work_queue.h"
+
+/* A client that keeps sending after its body passed the cap is cut off
+ * once this much more has been read (the 400 cannot be sent mid-upload). */
+#define DISCARD_MAX (1024 * 1024)
+/* Per-connection memory of libmicrohttpd (headers and I/O buffers); bodies
+ * are kept by us, bounded by LEASED_BODY_MAX. */
+#define CONNECTION_MEMORY (32 * 1024)
+
+struct leased_http {
+    leased_app_t *app;
+    struct MHD_Daemon *daemon;
+    leased_work_queue_t *workers;
+    int port;
+    MHD_socket listen_fd; /* after quiesce: closed once the daemon stopped */
+    int64_t active;       /* atomic: requests between headers and reply sent */
+    int64_t suspended;    /* requests on workers (changed under idle_mutex) */
+    bool stopping;        /* under idle_mutex: no request is suspended any more */
+    pthread_mutex_t idle_mutex;
+    pthread_cond_t idle_cond;
+};
+
+typedef enum request_state {
+    RQ_RECEIVING = 0, /* headers and body arriving */
+    RQ_RUNNING,       /* suspended, on a worker */
+    RQ_DONE,          /* reply ready to queue */
+} request_state_t;
+
+typedef struct request {
+    leased_http_t *http;
+    struct MHD_Connection *conn;
+    leased_exchange_t ex;
+    leased_route_miss_t miss;
+    char path_param[LEASE_ID_MAX + 2];
+    char *body;
+    size_t body_len, body_cap;
+    size_t discarded;
+    bool too_large;
+    char *authorization;
+    int state; /* request_state_t, atomic between worker and event thread */
+} request_t;
+
+void leased_http_correlation_id(char out[32])
+{
+    static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz234567";
+    unsigned char raw[26];
+    if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) {
+        /* getrandom on Linux does not fail for small requests once the pool
+         * is initialised; jitter is unique enough for a correlation id */
+        for (size_t i = 0; i < sizeof raw; i++)
+            raw[i] = (unsigned char)lease_jitter(256);
+    }
+    memcpy(out, "corr_", 5);
+    for (size_t i = 0; i < 26; i++)
+        out[5 + i] = alphabet[raw[i] & 31];
+    out[31] = '\0';
+}
+
+static bool all_hex(const char *s, size_t n, bool *all_zero)
+{
+    *all_zero = true;
+    for (size_t i = 0; i < n; i++) {
+        char c = s[i];
+        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
+            return false;
+        if (c != '0')
+            *all_zero = false;
+    }
+    return true;
+}
+
+/* version "-" trace-id(32) "-" parent-id(16) "-" flags(2); lower-case hex;
+ * version ff and all-zero ids are invalid; version 00 has nothing after
+ * the flags, later versions may append "-..." fields. */
+bool leased_http_parse_traceparent(const char *v, char out[33])
+{
+    out[0] = '\0';
+    if (!v)
+        return false;
+    size_t n = strlen(v);
+    bool zero;
+    if (n < 55 || v[2] != '-' || v[35] != '-' || v[52] != '-')
+        return false;
+    if (!all_hex(v, 2, &zero) || strncmp(v, "ff", 2) == 0)
+        return false;
+    if (strncmp(v, "00", 2) == 0 ? n != 55 : (n > 55 && v[55] != '-'))
+        return false;
+    if (!all_hex(v + 3, 32, &zero) || zero)
+        return false;
+    if (!all_hex(v + 36, 16, &zero) || zero)
+        return false;
+    if (!all_hex(v + 53, 2, &zero))
+        return false;
+    memcpy(out, v + 3, 32);
+    out[32] = '\0';
+    return true;
+}
+
+static void idle_signal(leased_http_t *h)
+{
+    pthread_mutex_lock(&h->idle_mutex);
+    pthread_cond_broadcast(&h->idle_cond);
+    pthread_mutex_unlock(&h->idle_mutex);
+}
+
+static request_t *request_new(leased_http_t *h, struct MHD_Connection *conn, const char *url,
+                              const char *method)
+{
+    request_t *rq = calloc(1, sizeof *rq);
+    if (!rq)
+        return NULL;
+    rq->http = h;
+    rq->conn = conn;
+    rq->ex.received_mono_ns = lease_mono_now_ns();
+    leased_http_correlation_id(rq->ex.correlation_id);
+    rq->ex.route =
+        leased_routes_match(method, url, rq->path_param, sizeof rq->path_param, &rq->miss);
+    rq->ex.path_param = rq->path_param;
+    const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
+    if (auth && !(rq->authorization = strdup(auth))) {
+        free(rq);
+        return NULL;
+    }
+    rq->ex.authorization = rq->authorization;
+    (void)leased_http_parse_traceparent(
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "traceparent"), rq->ex.trace_id);
+    __atomic_add_fetch(&h->active, 1, __ATOMIC_ACQ_REL);
+    return rq;
+}
+
+static void request_free(request_t *rq)
+{
+    if (!rq)
+        return;
+    free(rq->ex.reply_body);
+    free(rq->body);
+    if (rq->authorization) {
+        /* the bearer token: wiped, never logged */
+        OPENSSL_cleanse(rq->authorization, strlen(rq->authorization));
+        free(rq->authorization);
+    }
+    free(rq);
+}
+
+static void absorb(request_t *rq, const char *data, size_t n)
+{
+    if (rq->too_large || rq->body_len + n > LEASED_BODY_MAX) {
+        rq->too_large = true;
+        rq->discarded += n;
+        return;
+    }
+    if (rq->body_len + n > rq->body_cap) {
+        size_t cap = rq->body_cap ? rq->body_cap : 4096;
+        while (cap < rq->body_len + n)
+            cap *= 2;
+        if (cap > LEASED_BODY_MAX)
+            cap = LEASED_BODY_MAX;
+        char *nb = realloc(rq->body, cap);
+        if (!nb) {
+            /* treated like an oversize body: refused, never half-read */
+            rq->too_large = true;
+            rq->discarded += n;
+            return;
+        }
+        rq->body = nb;
+        rq->body_cap = cap;
+    }
+    memcpy(rq->body + rq->body_len, data, n);
+    rq->body_len += n;
+}
+
+static size_t route_index(const leased_route_t *route)
+{
+    size_t n;
+    const leased_route_t *table = leased_routes_table(&n);
+    return route ? (size_t)(route - table) : n;
+}
+
+static enum MHD_Result send_reply(request_t *rq)
+{
+    leased_http_t *h = rq->http;
+    leased_exchange_t *ex = &rq->ex;
+    static char fallback[] = "{\"status\":\"error\",\"code\":\"lease_backend_unavailable\","
+                             "\"msg\":\"Internal error\",\"retryable\":true}";
+    struct MHD_Response *resp;
+    if (ex->reply_body) {
+        resp = MHD_create_response_from_buffer(strlen(ex->reply_body), ex->reply_body,
+                                               MHD_RESPMEM_MUST_FREE);
+        if (resp)
+            ex->reply_body = NULL; /* MHD owns it now */
+    } else {
+        ex->status = 503;
+        snprintf(ex->code_label, sizeof ex->code_label, "lease_backend_unavailable");
+        ex->content_type = "application/json";
+        resp =
+            MHD_create_response_from_buffer(sizeof fallback - 1, fallback, MHD_RESPMEM_PERSISTENT);
+    }
+    if (!resp)
+        return MHD_NO;
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CONTENT_TYPE,
+                            ex->content_type ? ex->content_type : "application/json");
+    MHD_add_response_header(resp, "X-Correlation-Id", ex->correlation_id);
+    MHD_add_response_header(resp, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+    if ((ex->status == 429 || ex->status == 503) && ex->retry_after_ms > 0) {
+        char secs[24];
+        snprintf(secs, sizeof secs, "%lld", (long long)((ex->retry_after_ms + 999) / 1000));
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, secs);
+    }
+    if (__atomic_load_n(&h->app->draining, __ATOMIC_ACQUIRE))
+        MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
+    enum MHD_Result ret = MHD_queue_response(rq->conn, (unsigned)ex->status, resp);
+    MHD_destroy_response(resp);
+
+    int64_t latency_ns = lease_mono_now_ns() - ex->received_mono_ns;
+    leased_metrics_observe(h->app->metrics, route_index(ex->route),
+                           leased_metrics_code_slot(ex->code_label), latency_ns);
+    if (LEASE_LOG_ENABLED(LEASE_LOG_INFO) && ex->route && ex->route->op != LEASED_OP_METRICS &&
+        ex->route->op != LEASED_OP_HEALTHZ && ex->route->op != LEASED_OP_READYZ) {
+        lease_log_fields_t f = {ex->correlation_id, ex->trace_id, ex->route->name, ex->code_label,
+                                 latency_ns / 1000000};
+        lease_log_write(LEASE_LOG_INFO, &f, "request answered %d", ex->status);
+    } else if (!ex->route) {
+        lease_log_fields_t f = {ex->correlation_id, ex->trace_id, "unmatched", ex->code_label,
+                                 latency_ns / 1000000};
+        LEASE_LOG(LEASE_LOG_INFO, &f, "request answered %d", ex->status);
+    }
+    return ret;
+}
+
+static enum MHD_Result reply_error_now(request_t *rq, lease_code_t code, const char *field)
+{
+    leased_routes_reply_error(&rq->ex, code, field, 0);
+    return send_reply(rq);
+}
+
+/* After a route ran on a worker: re-queue it when it waits between
+ * attempts, else hand the reply back to the event thread. */
+static void after_route(request_t *rq);
+
+static void continue_job(void *arg)
+{
+    request_t *rq = arg;
+    leased_routes_continue(rq->http->app, &rq->ex);
+    after_route(rq);
+}
+
+static void run_job(void *arg)
+{
+    request_t *rq = arg;
+    leased_routes_dispatch(rq->http->app, &rq->ex);
+    after_route(rq);
+}
+
+static void after_route(request_t *rq)
+{
+    leased_http_t *h = rq->http;
+    while (rq->ex.again_after_ms > 0) {
+        if (leased_work_queue_push_after(h->workers, continue_job, rq, rq->ex.again_after_ms))
+            return;
+        /* out of memory for a job: wait here instead */
+        lease_sleep_ms(rq->ex.again_after_ms);
+        leased_routes_continue(h->app, &rq->ex);
+    }
+    leased_admission_leave(h->app->admission);
+    __atomic_store_n(&rq->state, RQ_DONE, __ATOMIC_RELEASE);
+    /* Resume and count down under the mutex leased_http_stop takes: once
+     * resumed, the reply may be sent and the request completed before this
+     * thread runs again, and stop must never see "idle" with a connection
+     * still counted as suspended (or the reverse). rq may be freed as soon
+     * as the resume is done. */
+    pthread_mutex_lock(&h->idle_mutex);
+    MHD_resume_connection(rq->conn);
+    __atomic_sub_fetch(&h->suspended, 1, __ATOMIC_ACQ_REL);
+    pthread_cond_broadcast(&h->idle_cond);
+    pthread_mutex_unlock(&h->idle_mutex);
+}
+
+static unsigned long long content_length(const char *v)
+{
+    unsigned long long n = 0;
+    for (; v && *v; v++) {
+        if (*v < '0' || *v > '9')
+            return 0; /* malformed: libmicrohttpd answers it */
+        n = n * 10 + (unsigned)(*v - '0');
+        if (n > DISCARD_MAX)
+            return DISCARD_MAX + 1ULL;
+    }
+    return n;
+}
+
+/*
+ * Whether to refuse an oversize body before reading it. Answering before
+ * the body makes libmicrohttpd close the connection with the body unread,
+ * which can reset the connection before the client reads the answer; so
+ * that is only done when the client waits for "100 Continue" (nothing sent
+ * yet) or the body is too large to be worth reading. Otherwise the body is
+ * read and discarded, and the 400 goes out on a connection that stays
+ * usable.
+ */
+static bool refuse_before_body(struct MHD_Connection *conn)
+{
+    unsigned long long n = content_length(
+        MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONTENT_LENGTH));
+    if (n <= LEASED_BODY_MAX)
+        return false;
+    const char *expect = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, MHD_HTTP_HEADER_EXPECT);
+    return n > DISCARD_MAX || (expect && strcasecmp(expect, "100-continue") == 0);
+}
+
+/* The request is complete: answer it here or hand it to a worker. */
+static enum MHD_Result complete(request_t *rq)
+{
+    leased_http_t *h = rq->http;
+    leased_exchange_t *ex = &rq->ex;
+    if (!ex->route)
+        return reply_error_now(rq, INVALID_LEASE_REQUEST,
+                               rq->miss == LEASED_ROUTE_NO_METHOD ? "method" : "path");
+    if (rq->too_large)
+        return reply_error_now(rq, INVALID_LEASE_REQUEST, "body");
+    ex->body = rq->body ? rq->body : "";
+    ex->body_len = rq->body_len;
+    if (ex->route->on_event_thread) {
+        leased_routes_dispatch(h->app, ex);
+        return send_reply(rq);
+    }
+    int64_t retry_ms = 0;
+    if (!leased_admission_enter(h->app->admission, &retry_ms)) {
+        leased_op_ctx_t ctx;
+        leased_service_begin(&ctx, ex->route->op, ex->correlation_id, ex->trace_id,
+                             ex->received_mono_ns);
+        leased_service_audit_refusal(h->app->service, &ctx, LEASE_RATE_LIMITED, NULL);
+        leased_routes_reply_error(ex, LEASE_RATE_LIMITED, NULL, retry_ms);
+        return send_reply(rq);
+    }
+    /* Counting the suspension and checking for stop happen together, so
+     * that leased_http_stop either sees this request or it never starts. */
+    pthread_mutex_lock(&h->idle_mutex);
+    bool stopping = h->stopping;
+    if (!stopping)
+        __atomic_add_fetch(&h->suspended, 1, __ATOMIC_ACQ_REL);
+    pthread_mutex_unlock(&h->idle_mutex);
+    if (stopping) {
+        leased_admission_leave(h->app->admission);
+        leased_routes_reply_error(ex, LEASE_BACKEND_UNAVAILABLE, NULL, 1000);
+        return send_reply(rq);
+    }
+    __atomic_store_n(&rq->state, RQ_RUNNING, __ATOMIC_RELEASE);
+    MHD_suspend_connection(rq->conn);
+    if (!leased_work_queue_push(h->workers, run_job, rq)) {
+        leased_admission_leave(h->app->admission);
+        leased_routes_reply_error(ex, LEASE_BACKEND_UNAVAILABLE, NULL, 1000);
+        __atomic_store_n(&rq->state, RQ_DONE, __ATOMIC_RELEASE);
+        pthread_mutex_lock(&h->idle_mutex);
+        MHD_resume_connection(rq->conn);
+        __atomic_sub_fetch(&h->suspended, 1, __ATOMIC_ACQ_REL);
+        pthread_mutex_unlock(&h->idle_mutex);
+    }
+    return MHD_YES;
+}
+
+static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_data_size, void **con_cls)
+{
+    (void)version;
+    leased_http_t *h = cls;
+    request_t *rq = *con_cls;
+    if (!rq) {
+        rq = request_new(h, conn, url, method);
+        if (!rq)
+            return MHD_NO;
+        *con_cls = rq;
+        if (refuse_before_body(conn)) {
+            rq->too_large = true;
+            return reply_error_now(rq, INVALID_LEASE_REQUEST, "body");
+        }
+        return MHD_YES;
+    }
+    if (*upload_data_size > 0) {
+        absorb(rq, upload_data, *upload_data_size);
+        *upload_data_size = 0;
+        return rq->discarded > DISCARD_MAX ? MHD_NO : MHD_YES;
+    }
+    int state = __atomic_load_n(&rq->state, __ATOMIC_ACQUIRE);
+    if (state == RQ_DONE)
+        return send_reply(rq);
+    if (state == RQ_RUNNING)
+        return MHD_YES;
+    return complete(rq);
+}
+
+static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
+                         enum MHD_RequestTerminationCode toe)
+{
+    (void)conn;
+    (void)toe;
+    leased_http_t *h = cls;
+    request_t *rq = *con_cls;
+    if (!rq)
+        return;
+    *con_cls = NULL;
+    request_free(rq);
+    __atomic_sub_fetch(&h->active, 1, __ATOMIC_ACQ_REL);
+    idle_signal(h);
+}
+
+static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+{
+    (void)cls;
+    if (!LEASE_LOG_ENABLED(LEASE_LOG_WARN))
+        return;
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    size_t n = strlen(msg);
+    while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
+        msg[--n] = '\0';
+    LOG_WARN("libmicrohttpd: %s", msg);
+}
+
+leased_http_t *leased_http_start(leased_app_t *app, char *err, size_t errsz)
+{
+    const leased_config_t *cfg = app->config;
+    leased_http_t *h = calloc(1, sizeof *h);
+    if (!h) {
+        snprintf(err, errsz, "out of memory");
+        return NULL;
+    }
+    h->app = app;
+    h->listen_fd = MHD_INVALID_SOCKET;
+    pthread_mutex_init(&h->idle_mutex, NULL);
+    pthread_cond_init(&h->idle_cond, NULL);
+    h->workers = leased_work_queue_new((size_t)cfg->http_threads);
+    if (!h->workers) {
+        snprintf(err, errsz, "cannot start %lld worker threads", (long long)cfg->http_threads);
+        goto fail;
+    }
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
+    if (strchr(cfg->listen_host, ':')) {
+        struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)cfg->listen_port);
+        if (inet_pton(AF_INET6, cfg->listen_host, &a6->sin6_addr) != 1)
+            goto bad_address;
+        flags |= MHD_USE_IPv6;
+    } else {
+        struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)cfg->listen_port);
+        if (inet_pton(AF_INET, cfg->listen_host, &a4->sin_addr) != 1)
+            goto bad_address;
+    }
+    unsigned timeout_s = (unsigned)((cfg->idle_timeout_ms + 999) / 1000);
+    /* the logger option comes first so that even option errors reach it */
+    h->daemon = MHD_start_daemon(
+        flags, 0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, h, MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1,
+        MHD_OPTION_END);
+    if (!h->daemon) {
+        snprintf(err, errsz, "cannot listen on %s (address in use or not available)", cfg->listen);
+        goto fail;
+    }
+    const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
+    h->port = info ? info->port : cfg->listen_port;
+    return h;
+bad_address:
+    snprintf(err, errsz, "listen address %s is not numeric", cfg->listen);
+fail:
+    leased_work_queue_free(h->workers);
+    pthread_cond_destroy(&h->idle_cond);
+    pthread_mutex_destroy(&h->idle_mutex);
+    free(h);
+    return NULL;
+}
+
+int leased_http_port(const leased_http_t *h)
+{
+    return h->port;
+}
+
+void leased_http_quiesce(leased_http_t *h)
+{
+    if (h->listen_fd == MHD_INVALID_SOCKET)
+        h->listen_fd = MHD_quiesce_daemon(h->daemon);
+}
+
+int64_t leased_http_active(const leased_http_t *h)
+{
+    return __atomic_load_n(&h->active, __ATOMIC_ACQUIRE);
+}
+
+bool leased_http_wait_idle(leased_http_t *h, int64_t timeout_ms)
+{
+    int64_t end = lease_mono_now_ns() + timeout_ms * 1000000;
+    pthread_mutex_lock(&h->idle_mutex);
+    while (__atomic_load_n(&h->active, __ATOMIC_ACQUIRE) > 0) {
+        int64_t left = end - lease_mono_now_ns();
+        if (left <= 0)
+            break;
+        /* the condition uses CLOCK_REALTIME; wait in short slices so a
+         * clock step cannot stretch the bound */
+        int64_t slice = left < 50000000 ? left : 50000000;
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += (long)slice;
+        while (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&h->idle_cond, &h->idle_mutex, &ts);
+    }
+    bool idle = __atomic_load_n(&h->active, __ATOMIC_ACQUIRE) == 0;
+    pthread_mutex_unlock(&h->idle_mutex);
+    return idle;
+}
+
+bool leased_http_stop(leased_http_t *h, int64_t wait_ms)
+{
+    if (!h)
+        return true;
+    int64_t end = lease_mono_now_ns() + (wait_ms > 0 ? wait_ms : 0) * 1000000;
+    pthread_mutex_lock(&h->idle_mutex);
+    h->stopping = true;
+    /* requests that slipped in after the caller saw "idle" finish first */
+    while (__atomic_load_n(&h->suspended, __ATOMIC_ACQUIRE) > 0 && lease_mono_now_ns() < end) {
+        struct timespec ts;
+        clock_gettime(CLOCK_REALTIME, &ts);
+        ts.tv_nsec += 20000000;
+        if (ts.tv_nsec >= 1000000000) {
+            ts.tv_sec++;
+            ts.tv_nsec -= 1000000000;
+        }
+        pthread_cond_timedwait(&h->idle_cond, &h->idle_mutex, &ts);
+    }
+    bool busy = __atomic_load_n(&h->suspended, __ATOMIC_ACQUIRE) > 0;
+    pthread_mutex_unlock(&h->idle_mutex);
+    if (busy)
+        return false;
+    MHD_stop_daemon(h->daemon);
+    if (h->listen_fd != MHD_INVALID_SOCKET)
+        close(h->listen_fd);
+    leased_work_queue_free(h->workers);
+    pthread_cond_destroy(&h->idle_cond);
+    pthread_mutex_destroy(&h->idle_mutex);
+    free(h);
+    return true;
+}

@@ -1,0 +1,58 @@
+/*
+ * http.h - the libmicrohttpd daemon of leased (threading model: see the
+ * "HTTP service" section of docs/architecture.md).
+ *
+ * One epoll event thread owns every socket: it reads requests, bounds
+ * bodies, answers health/metrics inline and suspends the connection of
+ * each lease request while a worker of a fixed pool (LEASE_HTTP_THREADS)
+ * runs it against the database; the worker resumes the connection and the
+ * event thread sends the reply. Idle keep-alive connections therefore cost
+ * a socket and a small memory pool, never a thread.
+ */
+#ifndef LEASED_HTTP_H
+#define LEASED_HTTP_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lease/result.h"
+
+typedef struct leased_app leased_app_t;
+typedef struct leased_http leased_http_t;
+
+/* Binds app->config's listen address and starts the event thread and the
+ * workers. NULL with a one-line reason in err on failure. */
+leased_http_t *leased_http_start(leased_app_t *app, char *err, size_t errsz);
+
+/* The bound port (useful with port 0). */
+int leased_http_port(const leased_http_t *h);
+
+/* Stops accepting new connections (existing ones may finish their
+ * requests; their replies say Connection: close). */
+void leased_http_quiesce(leased_http_t *h);
+
+/* Requests received and not yet answered (headers seen, reply not sent). */
+int64_t leased_http_active(const leased_http_t *h);
+
+/* Waits until no request is active, at most timeout_ms. True when idle. */
+bool leased_http_wait_idle(leased_http_t *h, int64_t timeout_ms);
+
+/*
+ * Stops the daemon and the workers and frees h; accepts NULL. From the
+ * call on, complete requests are answered 503 at once instead of going to
+ * a worker; requests already on workers get up to wait_ms to finish.
+ * Returns false (and leaves the daemon running, to die with the process)
+ * when some are still running then, because libmicrohttpd must not be
+ * stopped with suspended connections.
+ */
+bool leased_http_stop(leased_http_t *h, int64_t wait_ms);
+
+/* W3C traceparent: writes the 32-hex trace-id of a valid header into out
+ * (33 bytes); false (out = "") for absent or invalid values. */
+bool leased_http_parse_traceparent(const char *value, char out[33]);
+
+/* A fresh correlation id: "corr_" + 26 lower-case base32 characters. */
+void leased_http_correlation_id(char out[32]);
+
+#endif

@@ -1,0 +1,670 @@
+/*
+ * json_codec.c - strict decoding of request bodies into store requests.
+ *
+ * Every body is parsed by jansson with JSON_REJECT_DUPLICATES (NUL escapes
+ * are refused too) and then walked field by field against one table of
+ * allowed fields per operation: unknown fields, wrong JSON types, missing
+ * required fields and out-of-range values fail closed with the field's
+ * dotted path. Where jansson itself refuses the text (duplicate key, bad
+ * syntax, integer overflow), the path is recovered from the error offset.
+ * Encoding of responses lives in json_encode.c.
+ */
+#include "server/json_codec.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "lease/clock.h"
+#include "lease/identity.h"
+
+/* Field presence rules, one table per operation. */
+typedef enum presence {
+    OPTIONAL = 0,
+    REQUIRED,
+} presence_t;
+
+typedef struct field_rule {
+    const char *name;
+    presence_t presence;
+} field_rule_t;
+
+#define DEADLINE_FIELDS                                                                            \
+    {"deadline_ms", OPTIONAL},                                                                     \
+    {                                                                                              \
+        "deadline_at", OPTIONAL                                                                    \
+    }
+
+static const field_rule_t acquire_fields[] = {
+    {"request_id", REQUIRED},
+    {"lock_identity", REQUIRED},
+    {"service_instance_id", REQUIRED},
+    {"execution_id", REQUIRED},
+    {"job_id", REQUIRED},
+    {"trace_id", OPTIONAL},
+    {"ttl_ms", OPTIONAL},
+    {"maximum_lifetime_ms", OPTIONAL},
+    {"metadata", OPTIONAL},
+    {"wait_ms", OPTIONAL},
+    DEADLINE_FIELDS,
+    {NULL, OPTIONAL},
+};
+static const field_rule_t renew_fields[] = {
+    {"request_id", REQUIRED},
+    {"lock_identity", REQUIRED},
+    {"lease_id", REQUIRED},
+    {"fencing_token", REQUIRED},
+    {"service_instance_id", REQUIRED},
+    {"ttl_ms", OPTIONAL},
+    DEADLINE_FIELDS,
+    {NULL, OPTIONAL},
+};
+static const field_rule_t release_fields[] = {
+    {"request_id", REQUIRED},
+    {"lock_identity", REQUIRED},
+    {"lease_id", REQUIRED},
+    {"fencing_token", REQUIRED},
+    {"service_instance_id", REQUIRED},
+    DEADLINE_FIELDS,
+    {NULL, OPTIONAL},
+};
+static const field_rule_t force_release_fields[] = {
+    {"request_id", REQUIRED}, {"lock_identity", REQUIRED},
+    {"lease_id", REQUIRED},   {"fencing_token", REQUIRED},
+    {"reason", REQUIRED},     DEADLINE_FIELDS,
+    {NULL, OPTIONAL},
+};
+static const field_rule_t revoke_fields[] = {
+    {"request_id", REQUIRED}, {"lock_identity", REQUIRED},
+    {"lease_id", REQUIRED},   {"fencing_token", REQUIRED},
+    {"reason", REQUIRED},     {"incident_id", OPTIONAL},
+    DEADLINE_FIELDS,          {NULL, OPTIONAL},
+};
+static const field_rule_t inspect_fields[] = {
+    {"lock_identity", REQUIRED},
+    DEADLINE_FIELDS,
+    {NULL, OPTIONAL},
+};
+static const field_rule_t list_fields[] = {
+    {"by", REQUIRED},         {"tenant_id", REQUIRED},
+    {"program_id", REQUIRED}, {"target_namespace", OPTIONAL},
+    {"target_id", OPTIONAL},  {"page_size", OPTIONAL},
+    {"page_token", OPTIONAL}, DEADLINE_FIELDS,
+    {NULL, OPTIONAL},
+};
+static const field_rule_t commit_fields[] = {
+    {"request_id", REQUIRED},   {"lock_identity", REQUIRED},
+    {"lease_id", REQUIRED},     {"fencing_token", REQUIRED},
+    {"execution_id", REQUIRED}, {"trace_id", REQUIRED},
+    {"writes", REQUIRED},       DEADLINE_FIELDS,
+    {NULL, OPTIONAL},
+};
+static const field_rule_t identity_fields[] = {
+    {"tenant_id", REQUIRED},       {"program_id", REQUIRED}, {"target_namespace", REQUIRED},
+    {"target_id", REQUIRED},       {"actor_name", REQUIRED}, {"workflow_name", REQUIRED},
+    {"operation_class", OPTIONAL}, {NULL, OPTIONAL},
+};
+static const field_rule_t document_fields[] = {
+    {"kind", REQUIRED}, {"key", REQUIRED}, {"expected_revision", REQUIRED},
+    {"body", REQUIRED}, {NULL, OPTIONAL},
+};
+static const field_rule_t publication_fields[] = {
+    {"kind", REQUIRED},
+    {"topic", REQUIRED},
+    {"payload", REQUIRED},
+    {NULL, OPTIONAL},
+};
+
+/* The decoding state of one body: where errors go, and the path prefix of
+ * the object being walked ("", "lock_identity.", "writes[1]."). */
+typedef struct decoder {
+    leased_codec_error_t *err;
+    const leased_codec_limits_t *limits;
+} decoder_t;
+
+/* Field names are cut at LEASE_FIELD_MAX bytes (a client's own long key). */
+static bool fail(decoder_t *d, const char *prefix, const char *name, const char *reason)
+{
+    size_t cap = sizeof d->err->field - 1;
+    size_t a = strlen(prefix), b = strlen(name);
+    if (a > cap)
+        a = cap;
+    if (b > cap - a)
+        b = cap - a;
+    memcpy(d->err->field, prefix, a);
+    memcpy(d->err->field + a, name, b);
+    d->err->field[a + b] = '\0';
+    d->err->reason = reason;
+    return false;
+}
+
+/* Checks unknown and missing fields of obj against rules. */
+static bool check_fields(decoder_t *d, json_t *obj, const field_rule_t *rules, const char *prefix)
+{
+    const char *key;
+    json_t *value;
+    json_object_foreach(obj, key, value)
+    {
+        bool known = false;
+        for (const field_rule_t *r = rules; r->name; r++)
+            if (strcmp(r->name, key) == 0)
+                known = true;
+        if (!known)
+            return fail(d, prefix, key, "unknown field");
+    }
+    for (const field_rule_t *r = rules; r->name; r++)
+        if (r->presence == REQUIRED && !json_object_get(obj, r->name))
+            return fail(d, prefix, r->name, "required");
+    return true;
+}
+
+/* A string field copied into out (size outsz, including NUL); absent is
+ * fine when optional (out stays ""). */
+static bool get_string(decoder_t *d, json_t *obj, const char *prefix, const char *name,
+                       const char **out)
+{
+    json_t *v = json_object_get(obj, name);
+    *out = NULL;
+    if (!v)
+        return true;
+    if (!json_is_string(v))
+        return fail(d, prefix, name, "must be a string");
+    *out = json_string_value(v);
+    return true;
+}
+
+/* Identifier fields: 1..128 of [A-Za-z0-9._:-]. */
+static bool get_id(decoder_t *d, json_t *obj, const char *prefix, const char *name, char *out,
+                   size_t outsz)
+{
+    const char *s;
+    if (!get_string(d, obj, prefix, name, &s))
+        return false;
+    if (!s)
+        return true;
+    if (!lease_id_valid(s) || strlen(s) >= outsz)
+        return fail(d, prefix, name, "must be 1..128 of [A-Za-z0-9._:-]");
+    snprintf(out, outsz, "%s", s);
+    return true;
+}
+
+static bool get_int(decoder_t *d, json_t *obj, const char *prefix, const char *name, int64_t min,
+                    int64_t max, bool *present, int64_t *out)
+{
+    json_t *v = json_object_get(obj, name);
+    if (present)
+        *present = v != NULL;
+    if (!v)
+        return true;
+    if (!json_is_integer(v))
+        return fail(d, prefix, name, "must be an integer");
+    json_int_t n = json_integer_value(v);
+    if (n < min || n > max)
+        return fail(d, prefix, name, "out of range");
+    *out = (int64_t)n;
+    return true;
+}
+
+/* Free text (reason): 1..max bytes of UTF-8 (jansson validated it) without
+ * control characters. */
+static bool get_text(decoder_t *d, json_t *obj, const char *name, char *out, size_t outsz)
+{
+    const char *s;
+    if (!get_string(d, obj, "", name, &s))
+        return false;
+    if (!s)
+        return true;
+    size_t n = strlen(s);
+    if (n == 0 || n >= outsz)
+        return fail(d, "", name, "length out of range");
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        if (*p < 0x20 || *p == 0x7f)
+            return fail(d, "", name, "control characters are not allowed");
+    memcpy(out, s, n + 1);
+    return true;
+}
+
+static bool decode_identity(decoder_t *d, json_t *body, lease_identity_t *out)
+{
+    static const char prefix[] = "lock_identity.";
+    json_t *obj = json_object_get(body, "lock_identity");
+    if (!json_is_object(obj))
+        return fail(d, "", "lock_identity", "must be an object");
+    if (!check_fields(d, obj, identity_fields, prefix))
+        return false;
+    lease_identity_input_t in;
+    const char **slots[] = {&in.tenant_id, &in.program_id, &in.target_namespace,
+                            &in.target_id, &in.actor_name, &in.workflow_name};
+    for (size_t i = 0; i < sizeof slots / sizeof slots[0]; i++)
+        if (!get_string(d, obj, prefix, identity_fields[i].name, slots[i]))
+            return false;
+    json_t *oc = json_object_get(obj, "operation_class");
+    if (oc && !json_is_null(oc) && !json_is_string(oc))
+        return fail(d, prefix, "operation_class", "must be a string or null");
+    in.operation_class = oc && json_is_string(oc) ? json_string_value(oc) : NULL;
+    const char *bad = NULL;
+    if (!lease_identity_normalize(&in, out, &bad)) {
+        /* a half-normalised identity must not be mistaken for one (audit
+         * records identities of refused requests only when complete) */
+        memset(out, 0, sizeof *out);
+        return fail(d, prefix, bad ? bad : "tenant_id", "invalid identity component");
+    }
+    return true;
+}
+
+static bool decode_deadline(decoder_t *d, json_t *body, leased_deadline_input_t *out)
+{
+    json_t *ms = json_object_get(body, "deadline_ms");
+    json_t *at = json_object_get(body, "deadline_at");
+    out->kind = LEASED_DEADLINE_NONE;
+    if (ms && at)
+        return fail(d, "", "deadline_at", "deadline_ms and deadline_at are exclusive");
+    if (ms) {
+        int64_t v = 0;
+        if (!get_int(d, body, "", "deadline_ms", 1, INT64_MAX / 1000000, NULL, &v))
+            return false;
+        out->kind = LEASED_DEADLINE_RELATIVE;
+        out->ms = v;
+    } else if (at) {
+        int64_t wall = 0;
+        if (!json_is_string(at))
+            return fail(d, "", "deadline_at", "must be a string");
+        if (!lease_time_parse(json_string_value(at), &wall))
+            return fail(d, "", "deadline_at", "must be an RFC 3339 timestamp");
+        out->kind = LEASED_DEADLINE_ABSOLUTE;
+        out->ms = wall;
+    }
+    return true;
+}
+
+static bool metadata_key_valid(const char *k)
+{
+    size_t n = strlen(k);
+    if (n == 0 || n > LEASED_METADATA_KEY_MAX)
+        return false;
+    for (; *k; k++)
+        if (!((*k >= 'a' && *k <= 'z') || (*k >= '0' && *k <= '9') || *k == '_'))
+            return false;
+    return true;
+}
+
+/* The metadata rules of interface.md: a flat object of at most 16 keys
+ * [a-z0-9_]{1,64}, values string (<= 256 bytes), number or boolean, at most
+ * 2 KiB compact. Stored with sorted keys so the request digest does not
+ * depend on the client's key order. */
+static bool decode_metadata(decoder_t *d, json_t *body, char *out, size_t outsz)
+{
+    static const char prefix[] = "metadata.";
+    json_t *md = json_object_get(body, "metadata");
+    snprintf(out, outsz, "{}");
+    if (!md)
+        return true;
+    if (!json_is_object(md))
+        return fail(d, "", "metadata", "must be an object");
+    if (json_object_size(md) > LEASED_METADATA_KEYS_MAX)
+        return fail(d, "", "metadata", "too many keys");
+    const char *key;
+    json_t *v;
+    json_object_foreach(md, key, v)
+    {
+        if (!metadata_key_valid(key))
+            return fail(d, prefix, key, "key must be [a-z0-9_]{1,64}");
+        if (json_is_string(v)) {
+            if (json_string_length(v) > LEASED_METADATA_STRING_MAX)
+                return fail(d, prefix, key, "string longer than 256 bytes");
+        } else if (!json_is_number(v) && !json_is_boolean(v)) {
+            return fail(d, prefix, key, "must be a string, number or boolean");
+        }
+    }
+    char *text = json_dumps(md, JSON_COMPACT | JSON_SORT_KEYS);
+    if (!text)
+        return fail(d, "", "metadata", "cannot be encoded");
+    size_t n = strlen(text);
+    bool fits = n <= LEASE_METADATA_MAX && n < outsz;
+    if (fits)
+        memcpy(out, text, n + 1);
+    free(text);
+    return fits ? true : fail(d, "", "metadata", "larger than 2 KiB");
+}
+
+static bool write_key_valid(const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > LEASE_DOC_KEY_MAX)
+        return false;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
+              strchr("._:/-", *s)))
+            return false;
+    return true;
+}
+
+static bool decode_write(decoder_t *d, json_t *item, size_t i, leased_request_t *req)
+{
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "writes[%zu].", i);
+    lease_write_t *w = &req->u.commit.writes[i];
+    if (!json_is_object(item)) {
+        char name[24];
+        snprintf(name, sizeof name, "writes[%zu]", i);
+        return fail(d, "", name, "must be an object");
+    }
+    json_t *kind = json_object_get(item, "kind");
+    if (!kind)
+        return fail(d, prefix, "kind", "required");
+    if (!json_is_string(kind))
+        return fail(d, prefix, "kind", "must be a string");
+    const char *k = json_string_value(kind);
+    const char *key_name, *json_name;
+    if (strcmp(k, "document") == 0) {
+        w->kind = LEASE_WRITE_DOCUMENT;
+        key_name = "key";
+        json_name = "body";
+        if (!check_fields(d, item, document_fields, prefix))
+            return false;
+        if (!get_int(d, item, prefix, "expected_revision", 0, INT64_MAX, NULL,
+                     &w->expected_revision))
+            return false;
+    } else if (strcmp(k, "publication") == 0) {
+        w->kind = LEASE_WRITE_PUBLICATION;
+        key_name = "topic";
+        json_name = "payload";
+        if (!check_fields(d, item, publication_fields, prefix))
+            return false;
+    } else {
+        return fail(d, prefix, "kind", "must be document or publication");
+    }
+    const char *key;
+    if (!get_string(d, item, prefix, key_name, &key))
+        return false;
+    if (!write_key_valid(key))
+        return fail(d, prefix, key_name, "must be 1..256 of [A-Za-z0-9._:/-]");
+    snprintf(w->key, sizeof w->key, "%s", key);
+    json_t *content = json_object_get(item, json_name);
+    if (!json_is_object(content))
+        return fail(d, prefix, json_name, "must be an object");
+    req->write_json[i] = json_dumps(content, JSON_COMPACT | JSON_SORT_KEYS);
+    if (!req->write_json[i])
+        return fail(d, prefix, json_name, "cannot be encoded");
+    w->json = req->write_json[i];
+    return true;
+}
+
+static bool decode_writes(decoder_t *d, json_t *body, leased_request_t *req)
+{
+    json_t *arr = json_object_get(body, "writes");
+    if (!json_is_array(arr))
+        return fail(d, "", "writes", "must be an array");
+    size_t n = json_array_size(arr);
+    if (n == 0 || n > LEASE_COMMIT_WRITES_MAX)
+        return fail(d, "", "writes", "must hold 1..32 writes");
+    for (size_t i = 0; i < n; i++)
+        if (!decode_write(d, json_array_get(arr, i), i, req))
+            return false;
+    req->u.commit.n_writes = n;
+    return true;
+}
+
+static bool decode_acquire(decoder_t *d, json_t *b, leased_request_t *req)
+{
+    lease_acquire_req_t *a = &req->u.acquire;
+    return check_fields(d, b, acquire_fields, "") &&
+           get_id(d, b, "", "request_id", a->call.request_id, sizeof a->call.request_id) &&
+           decode_identity(d, b, &a->identity) &&
+           get_id(d, b, "", "service_instance_id", a->service_instance_id,
+                  sizeof a->service_instance_id) &&
+           get_id(d, b, "", "execution_id", a->execution_id, sizeof a->execution_id) &&
+           get_id(d, b, "", "job_id", a->job_id, sizeof a->job_id) &&
+           get_id(d, b, "", "trace_id", a->trace_id, sizeof a->trace_id) &&
+           get_int(d, b, "", "ttl_ms", 1, INT32_MAX, NULL, &a->ttl_ms) &&
+           get_int(d, b, "", "maximum_lifetime_ms", 1, INT64_MAX / 1000000, NULL,
+                   &a->maximum_lifetime_ms) &&
+           decode_metadata(d, b, a->metadata_json, sizeof a->metadata_json) &&
+           get_int(d, b, "", "wait_ms", 0, d->limits->max_wait_ms, NULL, &req->wait_ms) &&
+           decode_deadline(d, b, &req->deadline);
+}
+
+static bool decode_owner(decoder_t *d, json_t *b, leased_request_t *req, bool renew)
+{
+    lease_owner_req_t *o = &req->u.owner;
+    return check_fields(d, b, renew ? renew_fields : release_fields, "") &&
+           get_id(d, b, "", "request_id", o->call.request_id, sizeof o->call.request_id) &&
+           decode_identity(d, b, &o->identity) &&
+           get_id(d, b, "", "lease_id", o->lease_id, sizeof o->lease_id) &&
+           get_int(d, b, "", "fencing_token", 1, INT64_MAX, NULL, &o->fencing_token) &&
+           get_id(d, b, "", "service_instance_id", o->service_instance_id,
+                  sizeof o->service_instance_id) &&
+           get_int(d, b, "", "ttl_ms", 1, INT32_MAX, NULL, &o->ttl_ms) &&
+           decode_deadline(d, b, &req->deadline);
+}
+
+static bool decode_admin(decoder_t *d, json_t *b, leased_request_t *req, bool revoke)
+{
+    lease_admin_req_t *a = &req->u.admin;
+    return check_fields(d, b, revoke ? revoke_fields : force_release_fields, "") &&
+           get_id(d, b, "", "request_id", a->call.request_id, sizeof a->call.request_id) &&
+           decode_identity(d, b, &a->identity) &&
+           get_id(d, b, "", "lease_id", a->lease_id, sizeof a->lease_id) &&
+           get_int(d, b, "", "fencing_token", 1, INT64_MAX, NULL, &a->fencing_token) &&
+           get_text(d, b, "reason", a->reason, sizeof a->reason) &&
+           get_id(d, b, "", "incident_id", a->incident_id, sizeof a->incident_id) &&
+           decode_deadline(d, b, &req->deadline);
+}
+
+static bool decode_inspect(decoder_t *d, json_t *b, leased_request_t *req)
+{
+    req->u.inspect.by_identity = true;
+    return check_fields(d, b, inspect_fields, "") &&
+           decode_identity(d, b, &req->u.inspect.identity) && decode_deadline(d, b, &req->deadline);
+}
+
+static bool get_component(decoder_t *d, json_t *b, const char *name, char *out, size_t outsz)
+{
+    const char *s;
+    if (!get_string(d, b, "", name, &s))
+        return false;
+    if (!s)
+        return true;
+    if (!lease_identity_component_normalize(name, s, out, outsz))
+        return fail(d, "", name, "invalid identity component");
+    return true;
+}
+
+static bool decode_list(decoder_t *d, json_t *b, leased_request_t *req)
+{
+    lease_list_req_t *l = &req->u.list;
+    if (!check_fields(d, b, list_fields, ""))
+        return false;
+    const char *by;
+    if (!get_string(d, b, "", "by", &by))
+        return false;
+    if (strcmp(by, "owner") == 0)
+        l->by = LEASE_LIST_BY_OWNER;
+    else if (strcmp(by, "target") == 0)
+        l->by = LEASE_LIST_BY_TARGET;
+    else if (strcmp(by, "program") == 0)
+        l->by = LEASE_LIST_BY_PROGRAM;
+    else
+        return fail(d, "", "by", "must be owner, target or program");
+    bool by_target = l->by == LEASE_LIST_BY_TARGET;
+    static const char *const target_filters[] = {"target_namespace", "target_id"};
+    for (size_t i = 0; i < 2; i++) {
+        bool present = json_object_get(b, target_filters[i]) != NULL;
+        if (by_target && !present)
+            return fail(d, "", target_filters[i], "required");
+        if (!by_target && present)
+            return fail(d, "", target_filters[i], "only with by=target");
+    }
+    int64_t page_size = 0;
+    const char *token;
+    if (!get_component(d, b, "tenant_id", l->tenant_id, sizeof l->tenant_id) ||
+        !get_component(d, b, "program_id", l->program_id, sizeof l->program_id) ||
+        !get_component(d, b, "target_namespace", l->target_namespace, sizeof l->target_namespace) ||
+        !get_component(d, b, "target_id", l->target_id, sizeof l->target_id) ||
+        !get_int(d, b, "", "page_size", 1, LEASED_PAGE_SIZE_CAP, NULL, &page_size) ||
+        !get_string(d, b, "", "page_token", &token) || !decode_deadline(d, b, &req->deadline))
+        return false;
+    l->page_size = (int)page_size;
+    if (token) {
+        size_t n = strlen(token);
+        if (n == 0 || n > LEASE_PAGE_TOKEN_MAX)
+            return fail(d, "", "page_token", "length out of range");
+        for (const char *p = token; *p; p++)
+            if (*p <= 0x20 || *p >= 0x7f)
+                return fail(d, "", "page_token", "not a page token");
+        memcpy(l->page_token, token, n + 1);
+    }
+    return true;
+}
+
+static bool decode_commit(decoder_t *d, json_t *b, leased_request_t *req)
+{
+    lease_commit_req_t *c = &req->u.commit;
+    return check_fields(d, b, commit_fields, "") &&
+           get_id(d, b, "", "request_id", c->call.request_id, sizeof c->call.request_id) &&
+           decode_identity(d, b, &c->identity) &&
+           get_id(d, b, "", "lease_id", c->lease_id, sizeof c->lease_id) &&
+           get_int(d, b, "", "fencing_token", 1, INT64_MAX, NULL, &c->fencing_token) &&
+           get_id(d, b, "", "execution_id", c->execution_id, sizeof c->execution_id) &&
+           get_id(d, b, "", "trace_id", c->trace_id, sizeof c->trace_id) &&
+           decode_writes(d, b, req) && decode_deadline(d, b, &req->deadline);
+}
+
+/*
+ * The dotted path of the value being read at byte offset pos of a JSON text
+ * that jansson accepted up to there. Tracks objects (with their current key)
+ * and arrays (with their current index); "body" when at the top.
+ */
+static void path_at(const char *text, size_t len, size_t pos, char *out, size_t outsz)
+{
+    enum { DEPTH = 16 };
+    struct frame {
+        bool is_array;
+        size_t index;
+        bool expect_key;
+        char key[LEASE_FIELD_MAX + 1];
+    } st[DEPTH];
+    int depth = 0; /* frames in use; deeper nesting is tracked but not named */
+    int overflow = 0;
+    if (pos > len)
+        pos = len;
+    for (size_t i = 0; i < pos; i++) {
+        char c = text[i];
+        struct frame *top = depth > 0 && !overflow ? &st[depth - 1] : NULL;
+        if (c == '{' || c == '[') {
+            if (depth == DEPTH) {
+                overflow++;
+                continue;
+            }
+            st[depth] = (struct frame){.is_array = c == '[', .expect_key = c == '{'};
+            depth++;
+        } else if (c == '}' || c == ']') {
+            if (overflow)
+                overflow--;
+            else if (depth > 0)
+                depth--;
+        } else if (c == ',' && top) {
+            if (top->is_array)
+                top->index++;
+            else
+                top->expect_key = true;
+        } else if (c == ':' && top && !top->is_array) {
+            top->expect_key = false;
+        } else if (c == '"') {
+            size_t start = ++i;
+            while (i < pos && text[i] != '"')
+                i += text[i] == '\\' ? 2 : 1;
+            if (top && !top->is_array && top->expect_key) {
+                size_t n = (i < pos ? i : pos) - start;
+                if (n > LEASE_FIELD_MAX)
+                    n = LEASE_FIELD_MAX;
+                memcpy(top->key, text + start, n);
+                top->key[n] = '\0';
+            }
+        }
+    }
+    size_t used = 0;
+    out[0] = '\0';
+    for (int f = 0; f < depth && used < outsz; f++) {
+        int n;
+        if (st[f].is_array)
+            n = snprintf(out + used, outsz - used, "[%zu]", st[f].index);
+        else if (st[f].key[0])
+            n = snprintf(out + used, outsz - used, "%s%s", used ? "." : "", st[f].key);
+        else
+            n = 0;
+        if (n < 0)
+            break;
+        used += (size_t)n;
+    }
+    if (!out[0])
+        snprintf(out, outsz, "body");
+}
+
+bool leased_codec_decode(leased_op_t op, const char *body, size_t len, const char *lease_id,
+                         const leased_codec_limits_t *limits, leased_request_t *req,
+                         leased_codec_error_t *err)
+{
+    decoder_t d = {err, limits};
+    err->field[0] = '\0';
+    err->reason = NULL;
+    if (op == LEASED_OP_GET) {
+        if (len > 0)
+            return fail(&d, "", "body", "GET takes no body");
+        if (!lease_id || !lease_id_valid(lease_id))
+            return fail(&d, "", "lease_id", "must be 1..128 of [A-Za-z0-9._:-]");
+        snprintf(req->u.inspect.lease_id, sizeof req->u.inspect.lease_id, "%s", lease_id);
+        req->u.inspect.by_identity = false;
+        return true;
+    }
+    if (len == 0)
+        return fail(&d, "", "body", "a JSON object is required");
+    if (len > LEASED_BODY_MAX)
+        return fail(&d, "", "body", "larger than 64 KiB");
+    json_error_t jerr;
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root) {
+        /* a body cut short is wrong as a whole, not at its last field */
+        if (json_error_code(&jerr) == json_error_premature_end_of_input)
+            snprintf(err->field, sizeof err->field, "body");
+        else
+            path_at(body, len, (size_t)(jerr.position > 0 ? jerr.position : 0), err->field,
+                    sizeof err->field);
+        err->reason =
+            json_error_code(&jerr) == json_error_duplicate_key ? "duplicate key" : "not valid JSON";
+        return false;
+    }
+    bool ok;
+    if (!json_is_object(root)) {
+        ok = fail(&d, "", "body", "must be a JSON object");
+        goto cleanup;
+    }
+    switch (op) {
+    case LEASED_OP_ACQUIRE:
+        ok = decode_acquire(&d, root, req);
+        break;
+    case LEASED_OP_RENEW:
+    case LEASED_OP_RELEASE:
+        ok = decode_owner(&d, root, req, op == LEASED_OP_RENEW);
+        break;
+    case LEASED_OP_FORCE_RELEASE:
+    case LEASED_OP_REVOKE:
+        ok = decode_admin(&d, root, req, op == LEASED_OP_REVOKE);
+        break;
+    case LEASED_OP_INSPECT:
+        ok = decode_inspect(&d, root, req);
+        break;
+    case LEASED_OP_LIST:
+        ok = decode_list(&d, root, req);
+        break;
+    case LEASED_OP_COMMIT:
+        ok = decode_commit(&d, root, req);
+        break;
+    default:
+        ok = fail(&d, "", "body", "this route takes no body");
+        break;
+    }
+cleanup:
+    json_decref(root);
+    return ok;
+}

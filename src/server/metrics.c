@@ -1,0 +1,236 @@
+/*
+ * metrics.c - counters and histograms of requests, and the text exposition.
+ *
+ * Cells are plain uint64_t updated with relaxed atomics: a scrape may see a
+ * count and a sum from slightly different instants, which Prometheus
+ * tolerates. Latency buckets are fixed (seconds) and cover the deadline
+ * range; the +Inf bucket is the count.
+ */
+#include "server/metrics.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const double bucket_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                                       0.25,  0.5,    1,     2.5,  5,     10,   30};
+#define N_BUCKETS (sizeof bucket_bounds / sizeof bucket_bounds[0])
+
+typedef struct route_cells {
+    uint64_t requests[LEASED_METRICS_CODE_SLOTS];
+    uint64_t buckets[N_BUCKETS];
+    uint64_t count;
+    uint64_t sum_ns;
+} route_cells_t;
+
+struct leased_metrics {
+    size_t n; /* routes; cells has n + 1 entries (unmatched last) */
+    const char *const *names;
+    route_cells_t *cells;
+};
+
+leased_metrics_t *leased_metrics_new(size_t n, const char *const *route_names)
+{
+    leased_metrics_t *m = calloc(1, sizeof *m);
+    if (!m)
+        return NULL;
+    m->cells = calloc(n + 1, sizeof *m->cells);
+    if (!m->cells) {
+        free(m);
+        return NULL;
+    }
+    m->n = n;
+    m->names = route_names;
+    return m;
+}
+
+void leased_metrics_free(leased_metrics_t *m)
+{
+    if (!m)
+        return;
+    free(m->cells);
+    free(m);
+}
+
+static const char *slot_name(int slot)
+{
+    if (slot == LEASED_METRICS_CODE_OK)
+        return "ok";
+    if (slot == LEASED_METRICS_CODE_NOT_READY)
+        return "not_ready";
+    return lease_code_name((lease_code_t)slot);
+}
+
+int leased_metrics_code_slot(const char *label)
+{
+    lease_code_t code;
+    if (strcmp(label, "not_ready") == 0)
+        return LEASED_METRICS_CODE_NOT_READY;
+    if (lease_code_parse(label, &code))
+        return (int)code;
+    return LEASED_METRICS_CODE_OK;
+}
+
+void leased_metrics_observe(leased_metrics_t *m, size_t route, int code_slot, int64_t latency_ns)
+{
+    if (route > m->n)
+        route = m->n;
+    if (code_slot < 0 || code_slot >= LEASED_METRICS_CODE_SLOTS)
+        code_slot = LEASE_BACKEND_UNAVAILABLE;
+    if (latency_ns < 0)
+        latency_ns = 0;
+    route_cells_t *c = &m->cells[route];
+    __atomic_add_fetch(&c->requests[code_slot], 1, __ATOMIC_RELAXED);
+    double secs = (double)latency_ns / 1e9;
+    for (size_t b = 0; b < N_BUCKETS; b++)
+        if (secs <= bucket_bounds[b])
+            __atomic_add_fetch(&c->buckets[b], 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&c->count, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&c->sum_ns, (uint64_t)latency_ns, __ATOMIC_RELAXED);
+}
+
+uint64_t leased_metrics_requests(const leased_metrics_t *m, size_t route, int code_slot)
+{
+    if (route > m->n || code_slot < 0 || code_slot >= LEASED_METRICS_CODE_SLOTS)
+        return 0;
+    return __atomic_load_n(&m->cells[route].requests[code_slot], __ATOMIC_RELAXED);
+}
+
+/* A growing text buffer; on allocation failure it stays failed. */
+typedef struct text {
+    char *buf;
+    size_t len, cap;
+    bool failed;
+} text_t;
+
+static void emit(text_t *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void emit(text_t *t, const char *fmt, ...)
+{
+    if (t->failed)
+        return;
+    for (;;) {
+        va_list ap;
+        va_start(ap, fmt);
+        int n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
+        va_end(ap);
+        if (n < 0) {
+            t->failed = true;
+            return;
+        }
+        if ((size_t)n < t->cap - t->len) {
+            t->len += (size_t)n;
+            return;
+        }
+        size_t cap = t->cap * 2 + (size_t)n;
+        char *nb = realloc(t->buf, cap);
+        if (!nb) {
+            t->failed = true;
+            return;
+        }
+        t->buf = nb;
+        t->cap = cap;
+    }
+}
+
+static void gauge(text_t *t, const char *name, const char *help, double v)
+{
+    emit(t, "# HELP %s %s\n# TYPE %s gauge\n%s %.17g\n", name, help, name, name, v);
+}
+
+static void counter(text_t *t, const char *name, const char *help, uint64_t v)
+{
+    emit(t, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name,
+         (unsigned long long)v);
+}
+
+static const char *route_label(const leased_metrics_t *m, size_t r)
+{
+    return r < m->n ? m->names[r] : "unmatched";
+}
+
+static void render_requests(text_t *t, const leased_metrics_t *m)
+{
+    emit(t, "# HELP leased_http_requests_total HTTP requests by route and result code.\n"
+            "# TYPE leased_http_requests_total counter\n");
+    for (size_t r = 0; r <= m->n; r++)
+        for (int s = 0; s < LEASED_METRICS_CODE_SLOTS; s++) {
+            uint64_t v = __atomic_load_n(&m->cells[r].requests[s], __ATOMIC_RELAXED);
+            if (v)
+                emit(t, "leased_http_requests_total{route=\"%s\",code=\"%s\"} %llu\n",
+                     route_label(m, r), slot_name(s), (unsigned long long)v);
+        }
+    emit(t, "# HELP leased_http_request_duration_seconds Time from request received to "
+            "response queued.\n# TYPE leased_http_request_duration_seconds histogram\n");
+    for (size_t r = 0; r <= m->n; r++) {
+        const route_cells_t *c = &m->cells[r];
+        const char *name = route_label(m, r);
+        for (size_t b = 0; b < N_BUCKETS; b++)
+            emit(t, "leased_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
+                 name, bucket_bounds[b],
+                 (unsigned long long)__atomic_load_n(&c->buckets[b], __ATOMIC_RELAXED));
+        unsigned long long count = __atomic_load_n(&c->count, __ATOMIC_RELAXED);
+        emit(t, "leased_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n",
+             name, count);
+        emit(t, "leased_http_request_duration_seconds_sum{route=\"%s\"} %.9f\n", name,
+             (double)__atomic_load_n(&c->sum_ns, __ATOMIC_RELAXED) / 1e9);
+        emit(t, "leased_http_request_duration_seconds_count{route=\"%s\"} %llu\n", name, count);
+    }
+}
+
+char *leased_metrics_render(const leased_metrics_t *m, const leased_metrics_gauges_t *g)
+{
+    text_t t = {malloc(16384), 0, 16384, false};
+    if (!t.buf)
+        return NULL;
+    render_requests(&t, m);
+    gauge(&t, "leased_http_inflight", "Requests admitted and not yet answered.",
+          (double)g->inflight);
+    counter(&t, "leased_admission_rate_limited_total",
+            "Requests refused by a credential's token bucket.", g->rejected_rate);
+    counter(&t, "leased_admission_inflight_rejected_total",
+            "Requests refused by the global in-flight bound.", g->rejected_inflight);
+    gauge(&t, "leased_db_pool_size", "Database connections configured.",
+          (double)g->store.pool_size);
+    gauge(&t, "leased_db_pool_in_use", "Database connections lent out.",
+          (double)g->store.pool_in_use);
+    gauge(&t, "leased_db_pool_waiting", "Callers waiting for a database connection.",
+          (double)g->store.pool_waiting);
+    counter(&t, "leased_db_serialization_retries_total",
+            "Calls repeated after a serialization failure or deadlock.",
+            g->store.serialization_retries);
+    counter(&t, "leased_db_outcome_unknown_total",
+            "Calls whose outcome is unknown (sent, then the connection failed).",
+            g->store.outcome_unknown);
+    counter(&t, "leased_db_backend_errors_total", "Calls that failed in the backend.",
+            g->store.backend_errors);
+    gauge(&t, "leased_audit_queue_depth", "Audit events waiting to be written.",
+          (double)g->audit_depth);
+    counter(&t, "leased_audit_events_written_total", "Audit events written to the database.",
+            g->audit_written);
+    counter(&t, "leased_audit_events_dropped_total", "Audit events dropped: the queue was full.",
+            g->audit_dropped);
+    counter(&t, "leased_audit_events_fallback_total",
+            "Audit events logged because the database refused them.", g->audit_fallback);
+    counter(&t, "leased_sweep_runs_total", "Sweeps that ran (held the sweep lock).", g->sweep_runs);
+    counter(&t, "leased_sweep_expired_total", "Leases the sweeper moved to history as expired.",
+            g->sweep_expired);
+    counter(&t, "leased_sweep_failures_total", "Sweeps that failed.", g->sweep_failures);
+    gauge(&t, "leased_ready", "1 when /readyz answers 200.", g->ready ? 1 : 0);
+    gauge(&t, "leased_draining", "1 after SIGTERM.", g->draining ? 1 : 0);
+    if (g->health_known) {
+        gauge(&t, "leased_active_leases", "Active leases (last health probe).",
+              (double)g->health.active_leases);
+        gauge(&t, "leased_schema_version", "Schema version of the database.",
+              (double)g->health.schema_version);
+        gauge(&t, "leased_namespace_sealed", "1 while the namespace is sealed.",
+              g->health.sealed ? 1 : 0);
+        gauge(&t, "leased_database_reachable", "1 when the last probe reached the database.",
+              g->health.reachable ? 1 : 0);
+    }
+    if (t.failed) {
+        free(t.buf);
+        return NULL;
+    }
+    return t.buf;
+}

@@ -1,0 +1,71 @@
+/*
+ * request.h - one decoded HTTP request, between the codec and the service.
+ *
+ * The codec (json_codec.c) fills it from a body; the service (service.c)
+ * completes the store request inside it (caller, deadline, digest) and runs
+ * it. Types only.
+ */
+#ifndef LEASED_REQUEST_H
+#define LEASED_REQUEST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lease/store.h"
+
+/* The operations of the route table (interface.md section 4). */
+typedef enum leased_op {
+    LEASED_OP_ACQUIRE = 0,   /* POST /v1/leases/acquire */
+    LEASED_OP_RENEW,         /* POST /v1/leases/renew */
+    LEASED_OP_RELEASE,       /* POST /v1/leases/release */
+    LEASED_OP_FORCE_RELEASE, /* POST /v1/leases/force-release */
+    LEASED_OP_REVOKE,        /* POST /v1/leases/revoke */
+    LEASED_OP_GET,           /* GET /v1/leases/{lease_id} */
+    LEASED_OP_INSPECT,       /* POST /v1/leases/inspect */
+    LEASED_OP_LIST,          /* POST /v1/leases/list */
+    LEASED_OP_COMMIT,        /* POST /v1/commits */
+    LEASED_OP_HEALTHZ,       /* GET /healthz */
+    LEASED_OP_READYZ,        /* GET /readyz */
+    LEASED_OP_METRICS,       /* GET /metrics */
+    LEASED_OP_COUNT
+} leased_op_t;
+
+/* How the request named its deadline. */
+typedef enum leased_deadline_kind {
+    LEASED_DEADLINE_NONE = 0, /* server default applies */
+    LEASED_DEADLINE_RELATIVE, /* deadline_ms */
+    LEASED_DEADLINE_ABSOLUTE, /* deadline_at (wall epoch ms) */
+} leased_deadline_kind_t;
+
+typedef struct leased_deadline_input {
+    leased_deadline_kind_t kind;
+    int64_t ms; /* RELATIVE: milliseconds from receipt; ABSOLUTE: epoch ms */
+} leased_deadline_input_t;
+
+typedef struct leased_request {
+    leased_op_t op;
+    leased_deadline_input_t deadline;
+    int64_t wait_ms; /* acquire: 0 = no waiting */
+    union {
+        lease_acquire_req_t acquire; /* ACQUIRE */
+        lease_owner_req_t owner;     /* RENEW, RELEASE */
+        lease_admin_req_t admin;     /* FORCE_RELEASE, REVOKE */
+        lease_inspect_req_t inspect; /* GET, INSPECT */
+        lease_list_req_t list;       /* LIST */
+        lease_commit_req_t commit;   /* COMMIT */
+    } u;
+    /* COMMIT: the compact JSON the writes borrow (u.commit.writes[i].json);
+     * freed by leased_request_free. */
+    char *write_json[LEASE_COMMIT_WRITES_MAX];
+} leased_request_t;
+
+/* The call part of whichever store request the op uses. */
+lease_call_t *leased_request_call(leased_request_t *req);
+const lease_call_t *leased_request_call_const(const leased_request_t *req);
+
+/* A zeroed request for op; NULL when out of memory. */
+leased_request_t *leased_request_new(leased_op_t op);
+/* Frees the request and what it owns; accepts NULL. */
+void leased_request_free(leased_request_t *req);
+
+#endif

@@ -1,0 +1,328 @@
+/*
+ * routes.c - the route table, path matching, and the handlers it names.
+ *
+ * Dispatch order for a route with capabilities: credential (401), the
+ * credential's token bucket (429), capability (403), then the handler:
+ * body decoding (400), then the service operation. Health, readiness and
+ * metrics need no credential and answer from memory on the event thread.
+ */
+#include "server/routes.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lease/clock.h"
+#include "server/app.h"
+
+static void handle_operation(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx);
+static void handle_healthz(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx);
+static void handle_readyz(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx);
+static void handle_metrics(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx);
+
+#define CAP_LEASE LEASE_CAP_LEASE
+#define CAP_READ LEASE_CAP_READ
+
+static const leased_route_t route_table[] = {
+    {"POST", "/v1/leases/acquire", LEASED_OP_ACQUIRE, "acquire", CAP_LEASE, false,
+     handle_operation},
+    {"POST", "/v1/leases/renew", LEASED_OP_RENEW, "renew", CAP_LEASE, false, handle_operation},
+    {"POST", "/v1/leases/release", LEASED_OP_RELEASE, "release", CAP_LEASE, false,
+     handle_operation},
+    {"POST", "/v1/leases/force-release", LEASED_OP_FORCE_RELEASE, "force_release",
+     LEASE_CAP_FORCE_RELEASE, false, handle_operation},
+    {"POST", "/v1/leases/revoke", LEASED_OP_REVOKE, "revoke", LEASE_CAP_REVOKE, false,
+     handle_operation},
+    {"GET", "/v1/leases/{lease_id}", LEASED_OP_GET, "get", CAP_READ, false, handle_operation},
+    {"POST", "/v1/leases/inspect", LEASED_OP_INSPECT, "inspect", CAP_READ, false, handle_operation},
+    /* list by owner is open to targets:lease too; the service checks the rest */
+    {"POST", "/v1/leases/list", LEASED_OP_LIST, "list", CAP_READ | CAP_LEASE, false,
+     handle_operation},
+    {"POST", "/v1/commits", LEASED_OP_COMMIT, "commit", CAP_LEASE, false, handle_operation},
+    {"GET", "/healthz", LEASED_OP_HEALTHZ, "healthz", 0, true, handle_healthz},
+    {"GET", "/readyz", LEASED_OP_READYZ, "readyz", 0, true, handle_readyz},
+    {"GET", "/metrics", LEASED_OP_METRICS, "metrics", 0, true, handle_metrics},
+};
+
+#define N_ROUTES (sizeof route_table / sizeof route_table[0])
+
+const leased_route_t *leased_routes_table(size_t *n)
+{
+    *n = N_ROUTES;
+    return route_table;
+}
+
+/* Matches one pattern; a "{name}" segment takes one non-empty segment. */
+static bool path_matches(const char *pattern, const char *path, char *param, size_t paramsz)
+{
+    const char *brace = strchr(pattern, '{');
+    if (!brace)
+        return strcmp(pattern, path) == 0;
+    size_t head = (size_t)(brace - pattern);
+    if (strncmp(pattern, path, head) != 0)
+        return false;
+    const char *seg = path + head;
+    size_t seglen = strcspn(seg, "/");
+    const char *rest_pattern = strchr(brace, '}') + 1;
+    if (seglen == 0 || strcmp(seg + seglen, rest_pattern) != 0)
+        return false;
+    /* longer than the buffer: keep one extra character so validation fails */
+    size_t n = seglen < paramsz - 1 ? seglen : paramsz - 1;
+    memcpy(param, seg, n);
+    param[n] = '\0';
+    return true;
+}
+
+const leased_route_t *leased_routes_match(const char *method, const char *path, char *param,
+                                          size_t paramsz, leased_route_miss_t *miss)
+{
+    *miss = LEASED_ROUTE_NO_PATH;
+    param[0] = '\0';
+    for (size_t i = 0; i < N_ROUTES; i++) {
+        char scratch[LEASE_ID_MAX + 2];
+        if (!path_matches(route_table[i].path, path, scratch, sizeof scratch))
+            continue;
+        /* A literal route beats the {lease_id} pattern for the same path
+         * ("/v1/leases/acquire" with GET is a method miss, not an id). */
+        if (strchr(route_table[i].path, '{')) {
+            bool literal_exists = false;
+            for (size_t j = 0; j < N_ROUTES; j++)
+                if (strcmp(route_table[j].path, path) == 0)
+                    literal_exists = true;
+            if (literal_exists)
+                continue;
+        }
+        if (strcmp(route_table[i].method, method) != 0) {
+            *miss = LEASED_ROUTE_NO_METHOD;
+            continue;
+        }
+        snprintf(param, paramsz, "%s", scratch);
+        *miss = LEASED_ROUTE_FOUND;
+        return &route_table[i];
+    }
+    return NULL;
+}
+
+static void reply(leased_exchange_t *ex, int status, const char *label, char *body,
+                  const char *content_type)
+{
+    free(ex->reply_body);
+    ex->status = status;
+    snprintf(ex->code_label, sizeof ex->code_label, "%s", label);
+    ex->reply_body = body;
+    ex->content_type = content_type;
+}
+
+void leased_routes_reply_error(leased_exchange_t *ex, lease_code_t code, const char *field,
+                               int64_t retry_after_ms)
+{
+    char *body = leased_codec_error_envelope(code, ex->correlation_id, field, retry_after_ms, -1);
+    reply(ex, lease_code_http_status(code), lease_code_name(code), body, "application/json");
+    ex->retry_after_ms = lease_code_retryable(code) ? retry_after_ms : 0;
+}
+
+static void reply_outcome(leased_exchange_t *ex, const leased_op_ctx_t *ctx, leased_request_t *req,
+                          const leased_outcome_t *out)
+{
+    lease_code_t code = out->code;
+    if (!lease_code_is_success(code)) {
+        char *body = leased_codec_error_envelope(code, ex->correlation_id, out->field,
+                                                 out->retry_after_ms, out->current_revision);
+        reply(ex, lease_code_http_status(code), lease_code_name(code), body, "application/json");
+        ex->retry_after_ms = out->retry_after_ms;
+        return;
+    }
+    leased_view_t view = {ctx->caller.principal.principal_id,
+                          lease_auth_has(&ctx->caller, LEASE_CAP_AUDIT_READ)};
+    char *body;
+    if (req->op == LEASED_OP_LIST)
+        body = leased_codec_list_envelope(&out->list, ex->correlation_id, &view);
+    else if (req->op == LEASED_OP_COMMIT)
+        body = leased_codec_commit_envelope(&req->u.commit, &out->commit, ex->correlation_id);
+    else
+        body = leased_codec_lease_envelope(&out->lease, ex->correlation_id, &view);
+    if (!body) {
+        /* out of memory after a success: the client must resolve by request id */
+        leased_routes_reply_error(ex, LEASE_OUTCOME_UNKNOWN, NULL, 1000);
+        return;
+    }
+    reply(ex, 200, lease_code_name(code), body, "application/json");
+}
+
+/* An operation between attempts: everything the next attempt needs. */
+typedef struct pending_op {
+    leased_op_ctx_t ctx;
+    leased_request_t *req;
+    leased_outcome_t *out;
+} pending_op_t;
+
+/* After an attempt: either keep the operation for the next one, or reply
+ * and free it. Takes ownership of req and out. */
+static void settle(leased_exchange_t *ex, const leased_op_ctx_t *ctx, leased_request_t *req,
+                   leased_outcome_t *out)
+{
+    pending_op_t *p = ex->pending;
+    if (out->again_after_ms > 0) {
+        if (!p && (p = calloc(1, sizeof *p)) != NULL) {
+            p->ctx = *ctx;
+            p->req = req;
+            p->out = out;
+            ex->pending = p;
+        }
+        if (p) {
+            ex->again_after_ms = out->again_after_ms;
+            return;
+        }
+        /* out of memory: the conflict seen so far is the answer */
+    }
+    reply_outcome(ex, ctx, req, out);
+    ex->again_after_ms = 0;
+    ex->pending = NULL;
+    free(p);
+    leased_outcome_clear(out);
+    free(out);
+    leased_request_free(req);
+}
+
+static void handle_operation(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx)
+{
+    leased_request_t *req = leased_request_new(ex->route->op);
+    leased_outcome_t *out = calloc(1, sizeof *out);
+    if (!req || !out) {
+        leased_routes_reply_error(ex, LEASE_BACKEND_UNAVAILABLE, NULL, 1000);
+        goto cleanup;
+    }
+    leased_codec_error_t err;
+    if (!leased_codec_decode(ex->route->op, ex->body, ex->body_len, ex->path_param, &app->limits,
+                             req, &err)) {
+        LEASE_LOG(LEASE_LOG_DEBUG,
+                   (&(lease_log_fields_t){ex->correlation_id, ctx->trace_id, ex->route->name,
+                                           "invalid_lease_request", -1}),
+                   "invalid request: %s: %s", err.field, err.reason ? err.reason : "invalid");
+        leased_service_audit_refusal(app->service, ctx, INVALID_LEASE_REQUEST, req);
+        leased_routes_reply_error(ex, INVALID_LEASE_REQUEST, err.field, 0);
+        goto cleanup;
+    }
+    leased_service_run(app->service, ctx, req, out);
+    settle(ex, ctx, req, out); /* owns req and out from here */
+    return;
+cleanup:
+    leased_outcome_clear(out);
+    free(out);
+    leased_request_free(req);
+}
+
+void leased_routes_continue(leased_app_t *app, leased_exchange_t *ex)
+{
+    pending_op_t *p = ex->pending;
+    leased_service_run_again(app->service, &p->ctx, p->req, p->out);
+    settle(ex, &p->ctx, p->req, p->out);
+}
+
+static void reply_json(leased_exchange_t *ex, int status, const char *label, json_t *obj)
+{
+    json_object_set_new(obj, "correlation_id", json_string(ex->correlation_id));
+    char *body = json_dumps(obj, JSON_COMPACT);
+    json_decref(obj);
+    reply(ex, status, label, body, "application/json");
+}
+
+static void handle_healthz(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx)
+{
+    (void)app;
+    (void)ctx;
+    reply_json(ex, 200, "ok", json_pack("{s:s}", "status", "ok"));
+}
+
+/* Readiness from the sweeper's last probe: a probe older than three
+ * intervals counts as unreachable (the probe itself is stuck). */
+static const char *not_ready_reason(leased_app_t *app, lease_health_t *h)
+{
+    if (__atomic_load_n(&app->draining, __ATOMIC_ACQUIRE))
+        return "draining";
+    int64_t age_ms = 0;
+    if (!leased_sweeper_health(app->sweeper, h, &age_ms) || !h->reachable ||
+        age_ms > 3 * app->config->health_interval_ms + 1000)
+        return "database_unreachable";
+    if (!h->schema_current)
+        return "schema_outdated";
+    if (h->sealed)
+        return "sealed";
+    return NULL;
+}
+
+static void handle_readyz(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx)
+{
+    (void)ctx;
+    lease_health_t h;
+    memset(&h, 0, sizeof h);
+    const char *reason = not_ready_reason(app, &h);
+    if (reason) {
+        reply_json(ex, 503, "not_ready",
+                   json_pack("{s:s, s:s}", "status", "not_ready", "reason", reason));
+        ex->retry_after_ms = 1000;
+        return;
+    }
+    reply_json(ex, 200, "ok",
+               json_pack("{s:s, s:i}", "status", "ready", "schema_version", h.schema_version));
+}
+
+static void handle_metrics(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx)
+{
+    (void)ctx;
+    leased_metrics_gauges_t g;
+    memset(&g, 0, sizeof g);
+    lease_store_stats(app->store, &g.store);
+    int64_t age_ms;
+    g.health_known = leased_sweeper_health(app->sweeper, &g.health, &age_ms);
+    lease_health_t scratch;
+    g.ready = not_ready_reason(app, &scratch) == NULL;
+    g.draining = __atomic_load_n(&app->draining, __ATOMIC_ACQUIRE);
+    g.inflight = leased_admission_inflight(app->admission);
+    g.rejected_rate = leased_admission_rejected_rate(app->admission);
+    g.rejected_inflight = leased_admission_rejected_inflight(app->admission);
+    leased_audit_stats_t as;
+    leased_audit_queue_stats(app->audit, &as);
+    g.audit_depth = as.depth;
+    g.audit_written = as.written;
+    g.audit_dropped = as.dropped;
+    g.audit_fallback = as.fallback;
+    leased_sweeper_stats_t ss;
+    leased_sweeper_stats(app->sweeper, &ss);
+    g.sweep_runs = ss.runs;
+    g.sweep_expired = ss.expired;
+    g.sweep_failures = ss.failures;
+    char *text = leased_metrics_render(app->metrics, &g);
+    if (!text) {
+        leased_routes_reply_error(ex, LEASE_BACKEND_UNAVAILABLE, NULL, 1000);
+        return;
+    }
+    reply(ex, 200, "ok", text, "text/plain; version=0.0.4; charset=utf-8");
+}
+
+void leased_routes_dispatch(leased_app_t *app, leased_exchange_t *ex)
+{
+    const leased_route_t *route = ex->route;
+    leased_op_ctx_t ctx;
+    leased_service_begin(&ctx, route->op, ex->correlation_id, ex->trace_id, ex->received_mono_ns);
+    if (route->caps_any) {
+        lease_code_t code;
+        if (!leased_service_authenticate(app->service, &ctx, ex->authorization, &code)) {
+            leased_routes_reply_error(ex, code, NULL, code == INVALID_CREDENTIAL ? 0 : 1000);
+            return;
+        }
+        int64_t retry_ms = 0;
+        if (!leased_admission_take(app->admission, ctx.caller.principal.credential_id,
+                                   lease_mono_now_ns(), &retry_ms)) {
+            leased_service_audit_refusal(app->service, &ctx, LEASE_RATE_LIMITED, NULL);
+            leased_routes_reply_error(ex, LEASE_RATE_LIMITED, NULL, retry_ms);
+            return;
+        }
+        if (!leased_service_authorize(app->service, &ctx, route->caps_any, &code)) {
+            leased_routes_reply_error(ex, code, NULL, 0);
+            return;
+        }
+    }
+    route->handler(app, ex, &ctx);
+}

@@ -1,0 +1,97 @@
+/*
+ * routes.h - the route table: the only place a request finds its handler.
+ *
+ * Each route names its method, path, operation, metrics label, the
+ * capabilities that may call it and whether it may run on the HTTP event
+ * thread (it must never block: health and metrics) or on a worker (it
+ * waits on the database). docs/openapi.yaml lists the same routes;
+ * tests/unit/test_openapi_routes.c proves both agree.
+ */
+#ifndef LEASED_ROUTES_H
+#define LEASED_ROUTES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lease/store.h"
+#include "server/request.h"
+#include "server/service.h"
+
+typedef struct leased_app leased_app_t;
+typedef struct leased_exchange leased_exchange_t;
+
+/* ctx is begun, and authenticated and authorised for the route's
+ * capabilities when the route has any. */
+typedef void (*leased_handler_fn)(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx);
+
+typedef struct leased_route {
+    const char *method; /* "GET" | "POST" */
+    const char *path;   /* "/v1/leases/acquire"; "{lease_id}" is one path segment */
+    leased_op_t op;
+    const char *name;     /* metrics and log label */
+    unsigned caps_any;    /* LEASE_CAP_* of which the caller needs one; 0 = no credential */
+    bool on_event_thread; /* never blocks: served without a worker */
+    leased_handler_fn handler;
+} leased_route_t;
+
+#define LEASED_TRACE_ID_LEN 32
+#define LEASED_CODE_LABEL_MAX 32
+
+/* One request and its reply, shared by http.c (transport) and the handlers. */
+struct leased_exchange {
+    /* request: filled by http.c, borrowed for the exchange's lifetime */
+    const leased_route_t *route;
+    const char *path_param; /* the {lease_id} segment, else "" */
+    const char *body;
+    size_t body_len;
+    const char *authorization;              /* Authorization header, NULL when absent */
+    char trace_id[LEASED_TRACE_ID_LEN + 1]; /* from traceparent; "" when none */
+    char correlation_id[LEASE_CORRELATION_MAX + 1];
+    int64_t received_mono_ns;
+    /* reply: filled by the handler */
+    int status;
+    char code_label[LEASED_CODE_LABEL_MAX + 1]; /* lease code name, or "ok"/"not_ready" */
+    char *reply_body;                           /* heap; http.c frees */
+    const char *content_type;                   /* static */
+    int64_t retry_after_ms;                     /* > 0: Retry-After header (429, 503) */
+    /* not final yet: call leased_routes_continue after again_after_ms
+     * (an acquire waiting between attempts; no thread waits meanwhile) */
+    int64_t again_after_ms;
+    void *pending; /* the operation's state between attempts (routes.c) */
+};
+
+/* The table (n rows). */
+const leased_route_t *leased_routes_table(size_t *n);
+
+typedef enum leased_route_miss {
+    LEASED_ROUTE_FOUND = 0,
+    LEASED_ROUTE_NO_PATH,   /* no route has this path */
+    LEASED_ROUTE_NO_METHOD, /* the path exists with another method */
+} leased_route_miss_t;
+
+/*
+ * Finds the route of method and path (no query string). On success
+ * returns it and copies a {lease_id} segment into param (size paramsz,
+ * truncated values are caught by validation later); else NULL and *miss
+ * says why.
+ */
+const leased_route_t *leased_routes_match(const char *method, const char *path, char *param,
+                                          size_t paramsz, leased_route_miss_t *miss);
+
+/*
+ * Runs a matched route: credential, per-credential admission, capability,
+ * then the handler. Fills the reply part of ex. Blocks on the database for
+ * routes that are not on_event_thread.
+ */
+void leased_routes_dispatch(leased_app_t *app, leased_exchange_t *ex);
+
+/* The next attempt of an exchange that set again_after_ms; sets it again
+ * or fills the reply. */
+void leased_routes_continue(leased_app_t *app, leased_exchange_t *ex);
+
+/* Fills ex with an error envelope (code's HTTP status). */
+void leased_routes_reply_error(leased_exchange_t *ex, lease_code_t code, const char *field,
+                               int64_t retry_after_ms);
+
+#endif

@@ -1,0 +1,533 @@
+/*
+ * service.c - the lease operations: deadline, authorisation, digest, store
+ * call, bounded waiting and audit of everything the store does not audit.
+ *
+ * Authorisation rules (docs/api.md, "Authentication and scope"):
+ * - mutations (acquire, renew, release, commit) need the identity inside
+ *   the caller's tenant/program/actor scope, else access_denied; whether
+ *   the caller owns the lease is the store's decision and answers
+ *   lease_lost, never "not found";
+ * - force-release and revoke additionally need an administrator credential;
+ * - reads pass the caller's scope to the store, which hides what lies
+ *   outside it (inspect: lease_not_found; list: skipped); list by target or
+ *   program needs targets:read, list by owner also allows targets:lease.
+ */
+#include "server/service.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lease/clock.h"
+#include "lease/digest.h"
+#include "lease/log.h"
+
+/* Acquire waiting: exponential backoff from BACKOFF_MIN_MS to
+ * BACKOFF_MAX_MS with full jitter, and at least ATTEMPT_MARGIN_MS left
+ * before the deadline for an attempt to be worth sending. */
+#define BACKOFF_MIN_MS 25
+#define BACKOFF_MAX_MS 500
+#define ATTEMPT_MARGIN_MS 20
+/* Retry hint for 503s when the store gives none. */
+#define UNAVAILABLE_RETRY_MS 1000
+
+struct leased_service {
+    lease_store_t *store;
+    lease_auth_t *auth;
+    leased_audit_queue_t *audit;
+    leased_service_config_t cfg;
+    int stop_waiting; /* atomic */
+};
+
+static const char *const event_types[LEASED_OP_COUNT] = {
+    [LEASED_OP_ACQUIRE] = "target_lease_acquire",
+    [LEASED_OP_RENEW] = "target_lease_renew",
+    [LEASED_OP_RELEASE] = "target_lease_release",
+    [LEASED_OP_FORCE_RELEASE] = "target_lease_force_release",
+    [LEASED_OP_REVOKE] = "target_lease_revoke",
+    [LEASED_OP_GET] = "target_lease_inspect",
+    [LEASED_OP_INSPECT] = "target_lease_inspect",
+    [LEASED_OP_LIST] = "target_lease_list",
+    [LEASED_OP_COMMIT] = "target_lease_commit_rejected",
+};
+
+void leased_outcome_clear(leased_outcome_t *out)
+{
+    if (!out)
+        return;
+    lease_list_result_free(&out->list);
+}
+
+leased_service_t *leased_service_new(lease_store_t *store, lease_auth_t *auth,
+                                     leased_audit_queue_t *audit,
+                                     const leased_service_config_t *cfg)
+{
+    leased_service_t *svc = calloc(1, sizeof *svc);
+    if (!svc)
+        return NULL;
+    svc->store = store;
+    svc->auth = auth;
+    svc->audit = audit;
+    svc->cfg = *cfg;
+    return svc;
+}
+
+void leased_service_free(leased_service_t *svc)
+{
+    free(svc);
+}
+
+void leased_service_stop_waiting(leased_service_t *svc)
+{
+    __atomic_store_n(&svc->stop_waiting, 1, __ATOMIC_RELEASE);
+}
+
+void leased_service_begin(leased_op_ctx_t *ctx, leased_op_t op, const char *correlation_id,
+                          const char *traceparent_trace_id, int64_t received_mono_ns)
+{
+    memset(ctx, 0, sizeof *ctx);
+    ctx->op = op;
+    snprintf(ctx->correlation_id, sizeof ctx->correlation_id, "%s", correlation_id);
+    snprintf(ctx->trace_id, sizeof ctx->trace_id, "%s",
+             traceparent_trace_id ? traceparent_trace_id : "");
+    ctx->received_mono_ns = received_mono_ns;
+    /* the wall clock at receipt, derived from the monotonic age of the request */
+    ctx->received_wall_ms =
+        lease_wall_now_ms() - (lease_mono_now_ns() - received_mono_ns) / 1000000;
+}
+
+/* The deadline of a request that has not named one yet (authentication). */
+static lease_deadline_t default_deadline(const leased_service_t *svc, const leased_op_ctx_t *ctx)
+{
+    lease_deadline_t d = {ctx->received_wall_ms + svc->cfg.default_deadline_ms,
+                          ctx->received_mono_ns + svc->cfg.default_deadline_ms * 1000000};
+    return d;
+}
+
+/* Resolves the request's deadline relative to its receipt: the client's
+ * (deadline_ms or deadline_at), else the default; never beyond the cap. */
+static void resolve_deadline(const leased_service_t *svc, const leased_op_ctx_t *ctx,
+                             const leased_deadline_input_t *in, lease_call_t *call)
+{
+    int64_t rel = svc->cfg.default_deadline_ms;
+    const char *cls = "default";
+    if (in->kind == LEASED_DEADLINE_RELATIVE) {
+        rel = in->ms;
+        cls = "client";
+    } else if (in->kind == LEASED_DEADLINE_ABSOLUTE) {
+        rel = in->ms - ctx->received_wall_ms;
+        cls = "client";
+    }
+    if (rel > svc->cfg.max_deadline_ms) {
+        rel = svc->cfg.max_deadline_ms;
+        cls = "capped";
+    }
+    call->deadline.wall_ms = ctx->received_wall_ms + rel;
+    call->deadline.mono_ns = ctx->received_mono_ns + rel * 1000000;
+    snprintf(call->deadline_class, sizeof call->deadline_class, "%s", cls);
+}
+
+static const char *decision_of(lease_code_t code)
+{
+    if (lease_code_is_success(code))
+        return "allow";
+    switch (code) {
+    case DEADLINE_EXCEEDED:
+    case LEASE_BACKEND_UNAVAILABLE:
+    case LEASE_OUTCOME_UNKNOWN:
+        return "error";
+    default:
+        return "deny";
+    }
+}
+
+static const char *health_of(lease_code_t code)
+{
+    if (code == LEASE_BACKEND_UNAVAILABLE)
+        return "unavailable";
+    if (code == LEASE_OUTCOME_UNKNOWN || code == DEADLINE_EXCEEDED)
+        return "degraded";
+    return "ok";
+}
+
+/* Copies what the request says about the lease into the event. */
+static void event_from_request(lease_audit_event_t *ev, const leased_request_t *req)
+{
+    const lease_identity_t *id = NULL;
+    switch (req->op) {
+    case LEASED_OP_ACQUIRE:
+        id = &req->u.acquire.identity;
+        snprintf(ev->service_instance_id, sizeof ev->service_instance_id, "%s",
+                 req->u.acquire.service_instance_id);
+        snprintf(ev->execution_id, sizeof ev->execution_id, "%s", req->u.acquire.execution_id);
+        snprintf(ev->job_id, sizeof ev->job_id, "%s", req->u.acquire.job_id);
+        ev->requested_ttl_ms = req->u.acquire.ttl_ms;
+        break;
+    case LEASED_OP_RENEW:
+    case LEASED_OP_RELEASE:
+        id = &req->u.owner.identity;
+        snprintf(ev->lease_id, sizeof ev->lease_id, "%s", req->u.owner.lease_id);
+        ev->fencing_token = req->u.owner.fencing_token;
+        snprintf(ev->service_instance_id, sizeof ev->service_instance_id, "%s",
+                 req->u.owner.service_instance_id);
+        ev->requested_ttl_ms = req->u.owner.ttl_ms;
+        break;
+    case LEASED_OP_FORCE_RELEASE:
+    case LEASED_OP_REVOKE:
+        id = &req->u.admin.identity;
+        snprintf(ev->lease_id, sizeof ev->lease_id, "%s", req->u.admin.lease_id);
+        ev->fencing_token = req->u.admin.fencing_token;
+        snprintf(ev->reason, sizeof ev->reason, "%s", req->u.admin.reason);
+        snprintf(ev->incident_id, sizeof ev->incident_id, "%s", req->u.admin.incident_id);
+        break;
+    case LEASED_OP_GET:
+    case LEASED_OP_INSPECT:
+        if (req->u.inspect.by_identity)
+            id = &req->u.inspect.identity;
+        else
+            snprintf(ev->lease_id, sizeof ev->lease_id, "%s", req->u.inspect.lease_id);
+        break;
+    case LEASED_OP_COMMIT:
+        id = &req->u.commit.identity;
+        snprintf(ev->lease_id, sizeof ev->lease_id, "%s", req->u.commit.lease_id);
+        ev->fencing_token = req->u.commit.fencing_token;
+        snprintf(ev->execution_id, sizeof ev->execution_id, "%s", req->u.commit.execution_id);
+        break;
+    default:
+        break;
+    }
+    /* The codec zeroes an identity it could not normalise, and a refused
+     * body may not have reached it: only a complete one is recorded. */
+    if (id && id->tenant_id[0] && id->operation_class[0]) {
+        ev->has_identity = true;
+        ev->identity = *id;
+    }
+}
+
+/* Queues the audit event of one request outcome. Results of a lease that
+ * belongs to someone else are recorded without its lease id and token
+ * unless the caller may see them. */
+static void audit(leased_service_t *svc, const leased_op_ctx_t *ctx, const leased_request_t *req,
+                  const lease_call_t *call, lease_code_t code, const lease_result_t *res)
+{
+    if (!svc->audit || ctx->op >= LEASED_OP_HEALTHZ)
+        return;
+    lease_audit_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.event_type = event_types[ctx->op];
+    if (!ctx->authenticated)
+        ev.event_type = "target_lease_authenticate";
+    else if (ctx->op == LEASED_OP_COMMIT && lease_code_is_success(code))
+        ev.event_type = "target_lease_commit"; /* a replayed commit */
+    ev.occurred_at_ms = lease_wall_now_ms();
+    ev.latency_ms = (lease_mono_now_ns() - ctx->received_mono_ns) / 1000000;
+    ev.code = code;
+    ev.decision = decision_of(code);
+    ev.backend_health = health_of(code);
+    if (call)
+        ev.call = *call;
+    snprintf(ev.call.correlation_id, sizeof ev.call.correlation_id, "%s", ctx->correlation_id);
+    if (!ev.call.trace_id[0])
+        snprintf(ev.call.trace_id, sizeof ev.call.trace_id, "%s", ctx->trace_id);
+    if (ctx->authenticated)
+        ev.call.principal = ctx->caller.principal;
+    if (req)
+        event_from_request(&ev, req);
+    if (res && res->has_lease) {
+        bool visible = ctx->authenticated && (strcmp(res->lease.owner_principal_id,
+                                                     ctx->caller.principal.principal_id) == 0 ||
+                                              lease_auth_has(&ctx->caller, LEASE_CAP_AUDIT_READ));
+        ev.previous_state = res->lease.state;
+        ev.resulting_state = res->lease.state;
+        if (visible) {
+            snprintf(ev.lease_id, sizeof ev.lease_id, "%s", res->lease.lease_id);
+            ev.fencing_token = res->lease.fencing_token;
+        }
+    }
+    leased_audit_queue_push(svc->audit, &ev);
+}
+
+void leased_service_audit_refusal(leased_service_t *svc, const leased_op_ctx_t *ctx,
+                                  lease_code_t code, const leased_request_t *req)
+{
+    audit(svc, ctx, req, req ? leased_request_call_const(req) : NULL, code, NULL);
+}
+
+bool leased_service_authenticate(leased_service_t *svc, leased_op_ctx_t *ctx,
+                                 const char *authorization, lease_code_t *code)
+{
+    lease_deadline_t dl = default_deadline(svc, ctx);
+    if (lease_deadline_passed(&dl)) {
+        *code = DEADLINE_EXCEEDED;
+    } else if (lease_auth_authenticate(svc->auth, authorization, &dl, &ctx->caller, code)) {
+        ctx->authenticated = true;
+        return true;
+    }
+    if (*code != LEASE_BACKEND_UNAVAILABLE && *code != DEADLINE_EXCEEDED)
+        *code = INVALID_CREDENTIAL; /* one answer for every way a credential fails */
+    audit(svc, ctx, NULL, NULL, *code, NULL);
+    return false;
+}
+
+bool leased_service_authorize(leased_service_t *svc, leased_op_ctx_t *ctx, unsigned caps_any,
+                              lease_code_t *code)
+{
+    for (unsigned bit = 1; bit && bit <= caps_any; bit <<= 1)
+        if ((caps_any & bit) && lease_auth_has(&ctx->caller, bit))
+            return true;
+    *code = ACCESS_DENIED;
+    audit(svc, ctx, NULL, NULL, *code, NULL);
+    return false;
+}
+
+/* Scope and administrator rules of one decoded request; LEASE_CODE_COUNT
+ * when allowed. */
+static lease_code_t authorize_request(const leased_op_ctx_t *ctx, leased_request_t *req)
+{
+    const lease_caller_t *c = &ctx->caller;
+    switch (req->op) {
+    case LEASED_OP_ACQUIRE:
+        return lease_auth_in_scope(c, &req->u.acquire.identity) ? LEASE_CODE_COUNT : ACCESS_DENIED;
+    case LEASED_OP_RENEW:
+    case LEASED_OP_RELEASE:
+        return lease_auth_in_scope(c, &req->u.owner.identity) ? LEASE_CODE_COUNT : ACCESS_DENIED;
+    case LEASED_OP_FORCE_RELEASE:
+    case LEASED_OP_REVOKE:
+        if (!c->admin)
+            return ACCESS_DENIED;
+        return lease_auth_in_scope(c, &req->u.admin.identity) ? LEASE_CODE_COUNT : ACCESS_DENIED;
+    case LEASED_OP_COMMIT:
+        return lease_auth_in_scope(c, &req->u.commit.identity) ? LEASE_CODE_COUNT : ACCESS_DENIED;
+    case LEASED_OP_GET:
+    case LEASED_OP_INSPECT:
+        req->u.inspect.scope = c->scope;
+        if (req->u.inspect.by_identity && !lease_auth_in_scope(c, &req->u.inspect.identity))
+            return LEASE_NOT_FOUND; /* invisible, not forbidden: existence is not disclosed */
+        return LEASE_CODE_COUNT;
+    case LEASED_OP_LIST:
+        if (req->u.list.by != LEASE_LIST_BY_OWNER && !lease_auth_has(c, LEASE_CAP_READ))
+            return ACCESS_DENIED;
+        req->u.list.scope = c->scope;
+        snprintf(req->u.list.owner_principal_id, sizeof req->u.list.owner_principal_id, "%s",
+                 c->principal.principal_id);
+        return LEASE_CODE_COUNT;
+    default:
+        return ACCESS_DENIED;
+    }
+}
+
+/* The request digest of a mutation; false when it cannot be computed
+ * (the digest functions leave "" on allocation failure). */
+static bool digest(leased_request_t *req, lease_call_t *call)
+{
+    call->request_digest[0] = '\0';
+    switch (req->op) {
+    case LEASED_OP_ACQUIRE:
+        lease_digest_acquire(&req->u.acquire, call->request_digest);
+        break;
+    case LEASED_OP_RENEW:
+        lease_digest_renew(&req->u.owner, call->request_digest);
+        break;
+    case LEASED_OP_RELEASE:
+        lease_digest_release(&req->u.owner, call->request_digest);
+        break;
+    case LEASED_OP_FORCE_RELEASE:
+        lease_digest_admin(&req->u.admin, false, call->request_digest);
+        break;
+    case LEASED_OP_REVOKE:
+        lease_digest_admin(&req->u.admin, true, call->request_digest);
+        break;
+    case LEASED_OP_COMMIT:
+        if (!lease_digest_commit(&req->u.commit, call->request_digest))
+            return false;
+        break;
+    default:
+        return true; /* reads carry no digest */
+    }
+    return strlen(call->request_digest) == LEASE_DIGEST_HEX_LEN;
+}
+
+static int64_t min64(int64_t a, int64_t b)
+{
+    return a < b ? a : b;
+}
+
+/*
+ * One attempt of acquire-if-free. When it conflicts and the request may
+ * still wait, out->again_after_ms says when to try again: the caller
+ * re-queues the request (no thread sleeps) and calls
+ * leased_service_run_again, which uses the same request id and digest (a
+ * conflict stores no idempotency record). The pause is jittered over
+ * [backoff/2, backoff], backoff doubling from BACKOFF_MIN_MS to
+ * BACKOFF_MAX_MS, never longer than the holder's own expiry hint, and only
+ * taken when another attempt still fits ATTEMPT_MARGIN_MS before the
+ * deadline: waiting never outlives the wait window or the deadline.
+ */
+static lease_code_t acquire_attempt(leased_service_t *svc, const leased_op_ctx_t *ctx,
+                                    leased_request_t *req, leased_outcome_t *out)
+{
+    memset(&out->lease, 0, sizeof out->lease);
+    out->again_after_ms = 0;
+    lease_code_t code = lease_store_acquire(svc->store, &req->u.acquire, &out->lease);
+    out->attempts++;
+    if (code != LEASE_CONFLICT || req->wait_ms == 0 ||
+        __atomic_load_n(&svc->stop_waiting, __ATOMIC_ACQUIRE))
+        return code;
+    int64_t now = lease_mono_now_ns();
+    int64_t wait_left = (ctx->received_mono_ns + req->wait_ms * 1000000 - now) / 1000000;
+    int64_t deadline_left =
+        (req->u.acquire.call.deadline.mono_ns - now) / 1000000 - ATTEMPT_MARGIN_MS;
+    int64_t room = min64(wait_left, deadline_left);
+    if (room <= 0)
+        return code;
+    int64_t backoff = out->backoff_ms > 0 ? out->backoff_ms : BACKOFF_MIN_MS;
+    int64_t pause = backoff / 2 + (int64_t)lease_jitter((uint64_t)(backoff / 2 + 1));
+    if (out->lease.retry_after_ms > 0 && out->lease.retry_after_ms < pause)
+        pause = out->lease.retry_after_ms;
+    out->again_after_ms = pause < room ? pause : room;
+    if (out->again_after_ms < 1)
+        out->again_after_ms = 1;
+    out->backoff_ms = min64(backoff * 2, BACKOFF_MAX_MS);
+    LEASE_LOG(LEASE_LOG_DEBUG, NULL, "acquire conflict, attempt %d, again in %lld ms",
+               out->attempts, (long long)out->again_after_ms);
+    return code;
+}
+
+static bool is_mutation(leased_op_t op)
+{
+    return op == LEASED_OP_ACQUIRE || op == LEASED_OP_RENEW || op == LEASED_OP_RELEASE ||
+           op == LEASED_OP_FORCE_RELEASE || op == LEASED_OP_REVOKE || op == LEASED_OP_COMMIT;
+}
+
+static bool replayed(const leased_request_t *req, const leased_outcome_t *out)
+{
+    return req->op == LEASED_OP_COMMIT ? out->commit.replayed : out->lease.replayed;
+}
+
+static lease_code_t call_store(leased_service_t *svc, const leased_op_ctx_t *ctx,
+                               leased_request_t *req, leased_outcome_t *out)
+{
+    switch (req->op) {
+    case LEASED_OP_ACQUIRE:
+        return acquire_attempt(svc, ctx, req, out);
+    case LEASED_OP_RENEW:
+        return lease_store_renew(svc->store, &req->u.owner, &out->lease);
+    case LEASED_OP_RELEASE:
+        return lease_store_release(svc->store, &req->u.owner, &out->lease);
+    case LEASED_OP_FORCE_RELEASE:
+        return lease_store_force_release(svc->store, &req->u.admin, &out->lease);
+    case LEASED_OP_REVOKE:
+        return lease_store_revoke(svc->store, &req->u.admin, &out->lease);
+    case LEASED_OP_GET:
+    case LEASED_OP_INSPECT:
+        return lease_store_inspect(svc->store, &req->u.inspect, &out->lease);
+    case LEASED_OP_LIST:
+        return lease_store_list(svc->store, &req->u.list, &out->list);
+    case LEASED_OP_COMMIT:
+        return lease_store_fenced_commit(svc->store, &req->u.commit, &out->commit);
+    default:
+        return LEASE_BACKEND_UNAVAILABLE;
+    }
+}
+
+/* Copies the typed details of the store's answer into the outcome. */
+static void take_details(leased_request_t *req, leased_outcome_t *out)
+{
+    const char *field = "";
+    switch (req->op) {
+    case LEASED_OP_LIST:
+        field = out->list.field;
+        break;
+    case LEASED_OP_COMMIT:
+        field = out->commit.field;
+        out->retry_after_ms = out->commit.retry_after_ms;
+        if (out->code == WRITE_CONFLICT)
+            out->current_revision = out->commit.current_revision;
+        break;
+    default:
+        field = out->lease.field;
+        out->retry_after_ms = out->lease.retry_after_ms;
+        break;
+    }
+    if (out->code == INVALID_LEASE_REQUEST || out->code == WRITE_CONFLICT)
+        snprintf(out->field, sizeof out->field, "%s", field);
+    if ((out->code == LEASE_BACKEND_UNAVAILABLE || out->code == LEASE_OUTCOME_UNKNOWN) &&
+        out->retry_after_ms <= 0)
+        out->retry_after_ms = UNAVAILABLE_RETRY_MS;
+    if (!lease_code_retryable(out->code))
+        out->retry_after_ms = 0;
+}
+
+/* The end of a request that was refused before reaching the store. */
+static lease_code_t finish_refused(leased_service_t *svc, const leased_op_ctx_t *ctx,
+                                   leased_request_t *req, leased_outcome_t *out)
+{
+    if ((out->code == LEASE_BACKEND_UNAVAILABLE || out->code == LEASE_OUTCOME_UNKNOWN) &&
+        out->retry_after_ms <= 0)
+        out->retry_after_ms = UNAVAILABLE_RETRY_MS;
+    audit(svc, ctx, req, leased_request_call(req), out->code, NULL);
+    return out->code;
+}
+
+/* The end of a request the store answered: typed details, then audit of
+ * everything the store did not audit itself (it audits mutations that
+ * changed state, inside their transaction; replays are audited here). */
+static lease_code_t finish(leased_service_t *svc, const leased_op_ctx_t *ctx, leased_request_t *req,
+                           leased_outcome_t *out)
+{
+    take_details(req, out);
+    if (is_mutation(req->op) && lease_code_is_success(out->code) && !replayed(req, out))
+        return out->code;
+    audit(svc, ctx, req, leased_request_call(req), out->code,
+          req->op == LEASED_OP_LIST || req->op == LEASED_OP_COMMIT ? NULL : &out->lease);
+    return out->code;
+}
+
+lease_code_t leased_service_run(leased_service_t *svc, leased_op_ctx_t *ctx, leased_request_t *req,
+                                leased_outcome_t *out)
+{
+    lease_call_t *call = leased_request_call(req);
+    memset(out, 0, sizeof *out);
+    out->current_revision = -1;
+
+    resolve_deadline(svc, ctx, &req->deadline, call);
+    snprintf(call->correlation_id, sizeof call->correlation_id, "%s", ctx->correlation_id);
+    call->received_mono_ns = ctx->received_mono_ns;
+    call->principal = ctx->caller.principal;
+    /* trace: a body trace_id wins over traceparent */
+    if (req->op == LEASED_OP_ACQUIRE) {
+        if (!req->u.acquire.trace_id[0])
+            snprintf(req->u.acquire.trace_id, sizeof req->u.acquire.trace_id, "%s", ctx->trace_id);
+        snprintf(call->trace_id, sizeof call->trace_id, "%s", req->u.acquire.trace_id);
+    } else if (req->op == LEASED_OP_COMMIT) {
+        snprintf(call->trace_id, sizeof call->trace_id, "%s", req->u.commit.trace_id);
+    } else {
+        snprintf(call->trace_id, sizeof call->trace_id, "%s", ctx->trace_id);
+    }
+
+    /* refusals that need no database; LEASE_CODE_COUNT means none */
+    lease_code_t refusal = authorize_request(ctx, req);
+    if (refusal == LEASE_CODE_COUNT && lease_deadline_passed(&call->deadline))
+        refusal = DEADLINE_EXCEEDED;
+    if (refusal == LEASE_CODE_COUNT && !digest(req, call)) {
+        LOG_ERROR("request digest could not be computed");
+        refusal = LEASE_BACKEND_UNAVAILABLE;
+    }
+    if (refusal != LEASE_CODE_COUNT) {
+        out->code = refusal;
+        return finish_refused(svc, ctx, req, out);
+    }
+    out->code = call_store(svc, ctx, req, out);
+    if (out->again_after_ms > 0)
+        return out->code; /* not final: the caller comes back */
+    return finish(svc, ctx, req, out);
+}
+
+lease_code_t leased_service_run_again(leased_service_t *svc, leased_op_ctx_t *ctx,
+                                      leased_request_t *req, leased_outcome_t *out)
+{
+    out->code = acquire_attempt(svc, ctx, req, out);
+    if (out->again_after_ms > 0)
+        return out->code;
+    return finish(svc, ctx, req, out);
+}

@@ -1,0 +1,103 @@
+/*
+ * service.h - one function per lease operation, between HTTP and the store.
+ *
+ * The service owns every decision that is not the database's: deadlines
+ * (default, cap, already passed => deadline_exceeded without touching the
+ * database), authentication and authorisation (capability, canonical scope,
+ * administrator credential), request digests for idempotency, bounded
+ * acquire waiting, and audit events for requests that never reach a
+ * mutation (the store audits mutations inside their own transaction).
+ * It knows nothing of JSON or HTTP.
+ */
+#ifndef LEASED_SERVICE_H
+#define LEASED_SERVICE_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "lease/store.h"
+#include "server/audit_queue.h"
+#include "server/auth.h"
+#include "server/request.h"
+
+typedef struct leased_service leased_service_t;
+
+typedef struct leased_service_config {
+    int64_t default_deadline_ms; /* LEASE_DEFAULT_DEADLINE_MS */
+    int64_t max_deadline_ms;     /* LEASE_MAX_DEADLINE_MS */
+    int64_t max_wait_ms;         /* LEASE_MAX_WAIT_MS */
+} leased_service_config_t;
+
+/* The context of one request, threaded through every step. */
+typedef struct leased_op_ctx {
+    leased_op_t op;
+    char correlation_id[LEASE_CORRELATION_MAX + 1];
+    char trace_id[LEASE_ID_MAX + 1]; /* from traceparent; a body trace_id wins */
+    int64_t received_mono_ns;
+    int64_t received_wall_ms;
+    bool authenticated;
+    lease_caller_t caller; /* valid when authenticated */
+} leased_op_ctx_t;
+
+/* What an operation answered. Clear with leased_outcome_clear. */
+typedef struct leased_outcome {
+    lease_code_t code;
+    char field[LEASE_FIELD_MAX + 1]; /* invalid_lease_request, write_conflict */
+    int64_t retry_after_ms;          /* > 0 when a retry can help */
+    int64_t current_revision;        /* write_conflict, else -1 */
+    lease_result_t lease;            /* single-lease operations */
+    lease_list_result_t list;        /* LIST (heap-owning) */
+    lease_commit_result_t commit;    /* COMMIT */
+    /* > 0: not final yet. An acquire that may wait conflicted; call
+     * leased_service_run_again after this many milliseconds. */
+    int64_t again_after_ms;
+    int64_t backoff_ms; /* waiting state between attempts */
+    int attempts;
+} leased_outcome_t;
+
+void leased_outcome_clear(leased_outcome_t *out);
+
+/* All borrowed; they must outlive the service. NULL when out of memory. */
+leased_service_t *leased_service_new(lease_store_t *store, lease_auth_t *auth,
+                                     leased_audit_queue_t *audit,
+                                     const leased_service_config_t *cfg);
+void leased_service_free(leased_service_t *svc);
+
+/* Starts a request context (correlation id and trace id are copied). */
+void leased_service_begin(leased_op_ctx_t *ctx, leased_op_t op, const char *correlation_id,
+                          const char *traceparent_trace_id, int64_t received_mono_ns);
+
+/* Authenticates the Authorization header value (NULL when absent). True
+ * with ctx->caller filled; else false with *code INVALID_CREDENTIAL,
+ * LEASE_BACKEND_UNAVAILABLE or DEADLINE_EXCEEDED (audited). */
+LEASE_MUST_USE bool leased_service_authenticate(leased_service_t *svc, leased_op_ctx_t *ctx,
+                                                const char *authorization, lease_code_t *code);
+
+/* Whether the caller holds one of caps_any; else false with *code
+ * ACCESS_DENIED (audited). */
+LEASE_MUST_USE bool leased_service_authorize(leased_service_t *svc, leased_op_ctx_t *ctx,
+                                             unsigned caps_any, lease_code_t *code);
+
+/* Audits a request refused before it reached an operation (invalid body,
+ * rate limit). req may be NULL or partially decoded. */
+void leased_service_audit_refusal(leased_service_t *svc, const leased_op_ctx_t *ctx,
+                                  lease_code_t code, const leased_request_t *req);
+
+/*
+ * Runs a decoded request: deadline, authorisation, digest, store call,
+ * audit. Fills out; returns out->code. ctx must be authenticated. When
+ * out->again_after_ms > 0 the answer is not final (an acquire with wait_ms
+ * conflicted and may try again): keep ctx, req and out, and call
+ * leased_service_run_again after that pause, without holding a thread.
+ */
+lease_code_t leased_service_run(leased_service_t *svc, leased_op_ctx_t *ctx, leased_request_t *req,
+                                leased_outcome_t *out);
+/* The next attempt of a waiting acquire (same request id and digest). */
+lease_code_t leased_service_run_again(leased_service_t *svc, leased_op_ctx_t *ctx,
+                                      leased_request_t *req, leased_outcome_t *out);
+
+/* Ends acquire waits early (shutdown): waiting acquires answer their last
+ * conflict at their next attempt. */
+void leased_service_stop_waiting(leased_service_t *svc);
+
+#endif

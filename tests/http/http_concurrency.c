@@ -1,0 +1,248 @@
+/*
+ * http_concurrency.c - concurrent acquires of one identity over HTTP have
+ * exactly one winner and allocate exactly one token per round; bounded
+ * waiting acquires a lease freed during the wait and never outlives the
+ * request's deadline.
+ */
+#include <pthread.h>
+#include <time.h>
+
+#include "http_common.h"
+
+#define THREADS 12
+#define ROUNDS 5
+
+static struct {
+    char *db;
+    leased_proc_t *srv;
+    const char *base;
+    char *tokens[4];
+} fx;
+
+static int setup(void **state)
+{
+    (void)state;
+    fx.db = testpg_create_db("http_conc");
+    for (int i = 0; i < 4; i++) {
+        char principal[32];
+        snprintf(principal, sizeof principal, "prn_racer_%d", i);
+        fx.tokens[i] = leased_proc_credential(
+            fx.db,
+            &(leased_cred_spec_t){.principal = principal,
+                                  .tenant = TENANT,
+                                  .program = PROGRAM,
+                                  .capabilities = "targets:lease,targets:read"},
+            NULL);
+    }
+    const char *env[] = {"LEASE_HTTP_THREADS=8", "LEASE_DB_POOL_SIZE=8", NULL};
+    fx.srv = leased_proc_start(fx.db, env);
+    fx.base = leased_proc_url(fx.srv);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    assert_int_equal(leased_proc_stop(fx.srv), 0);
+    testpg_drop_db(fx.db);
+    free(fx.db);
+    for (int i = 0; i < 4; i++)
+        free(fx.tokens[i]);
+    return 0;
+}
+
+typedef struct racer {
+    int index, round;
+    pthread_barrier_t *start;
+    long status;
+    char code[64];
+    json_t *lease;
+} racer_t;
+
+static void *race(void *arg)
+{
+    racer_t *r = arg;
+    http_client_t *c = http_client_new(fx.base, 20000);
+    char rid[64];
+    snprintf(rid, sizeof rid, "race-%d-%d", r->round, r->index);
+    char *body = acquire_body(rid, "t-race");
+    /* warm the connection so the race is between requests, not connects */
+    http_resp_free(http_client_call(c, "GET", "/healthz", NULL, NULL, NULL, NULL));
+    pthread_barrier_wait(r->start);
+    http_resp_t *resp = http_client_call(c, "POST", "/v1/leases/acquire", fx.tokens[r->index % 4],
+                                         body, NULL, NULL);
+    r->status = resp ? resp->status : 0;
+    snprintf(r->code, sizeof r->code, "%s",
+             resp && http_resp_str(resp, "code") ? http_resp_str(resp, "code") : "");
+    if (resp && resp->status == 200)
+        r->lease = json_deep_copy(lease_of(resp));
+    http_resp_free(resp);
+    free(body);
+    http_client_free(c);
+    return NULL;
+}
+
+static void test_one_winner(void **state)
+{
+    (void)state;
+    long long last_token = 0;
+    for (int round = 0; round < ROUNDS; round++) {
+        pthread_barrier_t start;
+        pthread_barrier_init(&start, NULL, THREADS);
+        racer_t racers[THREADS];
+        pthread_t th[THREADS];
+        for (int i = 0; i < THREADS; i++) {
+            racers[i] = (racer_t){.index = i, .round = round, .start = &start};
+            pthread_create(&th[i], NULL, race, &racers[i]);
+        }
+        for (int i = 0; i < THREADS; i++)
+            pthread_join(th[i], NULL);
+        pthread_barrier_destroy(&start);
+        int winners = 0, losers = 0, winner = -1;
+        for (int i = 0; i < THREADS; i++) {
+            if (racers[i].status == 200 && strcmp(racers[i].code, "lease_acquired") == 0) {
+                winners++;
+                winner = i;
+            } else if (racers[i].status == 409 && strcmp(racers[i].code, "lease_conflict") == 0) {
+                losers++;
+            } else {
+                fprintf(stderr, "racer %d: %ld %s\n", i, racers[i].status, racers[i].code);
+            }
+        }
+        assert_int_equal(winners, 1);
+        assert_int_equal(losers, THREADS - 1);
+        json_t *lease = racers[winner].lease;
+        long long token = json_integer_value(json_object_get(lease, "fencing_token"));
+        assert_true(token > last_token);
+        last_token = token;
+        /* one token per round: the durable counter equals the winner's token */
+        assert_int_equal(testpg_query_int(fx.db, "SELECT fencing_counter FROM lease.locks "
+                                                 "WHERE target_id = 't-race'"),
+                         token);
+        char rid[64];
+        snprintf(rid, sizeof rid, "race-release-%d", round);
+        http_resp_t *rel = call_owned(fx.base, "POST", "/v1/leases/release", fx.tokens[winner % 4],
+                                      owner_body(rid, "t-race", lease));
+        check_reply(rel, 200, "lease_released", NULL);
+        http_resp_free(rel);
+        json_decref(lease);
+    }
+}
+
+static long mono_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+}
+
+typedef struct releaser {
+    json_t *lease;
+    int after_ms;
+} releaser_t;
+
+static void *release_later(void *arg)
+{
+    releaser_t *rl = arg;
+    usleep((useconds_t)rl->after_ms * 1000);
+    http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/release", fx.tokens[0],
+                                owner_body("wait-release", "t-wait", rl->lease));
+    assert_int_equal(r->status, 200);
+    http_resp_free(r);
+    return NULL;
+}
+
+static void test_bounded_wait(void **state)
+{
+    (void)state;
+    http_resp_t *a = call_owned(fx.base, "POST", "/v1/leases/acquire", fx.tokens[0],
+                                acquire_body("wait-hold", "t-wait"));
+    check_reply(a, 200, "lease_acquired", NULL);
+    releaser_t rl = {json_deep_copy(lease_of(a)), 400};
+    http_resp_free(a);
+
+    /* a wait shorter than the deadline allows: conflict within both */
+    json_t *b = parse_owned(acquire_body("wait-short", "t-wait"));
+    json_object_set_new(b, "wait_ms", json_integer(5000));
+    json_object_set_new(b, "deadline_ms", json_integer(300));
+    long t0 = mono_ms();
+    http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/acquire", fx.tokens[1], dump(b));
+    long took = mono_ms() - t0;
+    check_reply(r, 409, "lease_conflict", NULL);
+    http_resp_free(r);
+    assert_true(took >= 150);      /* it did wait */
+    assert_true(took < 300 + 250); /* and not past the deadline (plus transport slack) */
+
+    /* the holder releases after 400 ms; a waiter with 5 s gets the lease */
+    pthread_t th;
+    pthread_create(&th, NULL, release_later, &rl);
+    b = parse_owned(acquire_body("wait-long", "t-wait"));
+    json_object_set_new(b, "wait_ms", json_integer(5000));
+    t0 = mono_ms();
+    r = call_owned(fx.base, "POST", "/v1/leases/acquire", fx.tokens[1], dump(b));
+    took = mono_ms() - t0;
+    pthread_join(th, NULL);
+    check_reply(r, 200, "lease_acquired", NULL);
+    assert_true(took >= 350 && took < 3000);
+    assert_int_equal(json_integer_value(http_resp_get(r, "lease.fencing_token")),
+                     json_integer_value(json_object_get(rl.lease, "fencing_token")) + 1);
+    http_resp_free(r);
+    json_decref(rl.lease);
+}
+
+typedef struct waiter {
+    const char *base;
+    http_resp_t *resp;
+} waiter_t;
+
+static void *wait_acquire(void *arg)
+{
+    waiter_t *w = arg;
+    json_t *b = parse_owned(acquire_body("hold-wait", "t-hold"));
+    json_object_set_new(b, "wait_ms", json_integer(1500));
+    w->resp = call_owned(w->base, "POST", "/v1/leases/acquire", fx.tokens[1], dump(b));
+    return NULL;
+}
+
+/* With one worker thread, an acquire waiting for a held lease does not
+ * hold that worker: other requests are served meanwhile. */
+static void test_waiting_holds_no_worker(void **state)
+{
+    (void)state;
+    const char *env[] = {"LEASE_HTTP_THREADS=1", NULL};
+    leased_proc_t *srv = leased_proc_start(fx.db, env);
+    const char *base = leased_proc_url(srv);
+    http_resp_t *a = call_owned(base, "POST", "/v1/leases/acquire", fx.tokens[0],
+                                acquire_body("hold-1", "t-hold"));
+    check_reply(a, 200, "lease_acquired", NULL);
+    http_resp_free(a);
+    waiter_t w = {base, NULL};
+    pthread_t th;
+    long t_start = mono_ms();
+    pthread_create(&th, NULL, wait_acquire, &w);
+    usleep(200000);
+    for (int i = 0; i < 5; i++) {
+        long t0 = mono_ms();
+        http_resp_t *r =
+            call_owned(base, "POST", "/v1/leases/inspect", fx.tokens[2],
+                       dump(json_pack("{s:o}", "lock_identity", identity_json("t-hold"))));
+        check_reply(r, 200, "lease_inspected", NULL);
+        http_resp_free(r);
+        assert_true(mono_ms() - t0 < 400);
+    }
+    pthread_join(th, NULL);
+    check_reply(w.resp, 409, "lease_conflict", NULL);
+    assert_true(mono_ms() - t_start >= 1400); /* it did wait its 1.5 s */
+    http_resp_free(w.resp);
+    assert_int_equal(leased_proc_stop(srv), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_one_winner),
+        cmocka_unit_test(test_bounded_wait),
+        cmocka_unit_test(test_waiting_holds_no_worker),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

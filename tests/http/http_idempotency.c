@@ -1,0 +1,206 @@
+/*
+ * http_idempotency.c - a retry of each mutation with the same request id and
+ * body answers the original result (replayed) without doing the work again;
+ * the same request id with another body answers idempotency_conflict and
+ * changes nothing.
+ */
+#include "http_common.h"
+
+static struct {
+    char *db;
+    leased_proc_t *srv;
+    const char *base;
+    char *worker, *admin;
+} fx;
+
+static int setup(void **state)
+{
+    (void)state;
+    fx.db = testpg_create_db("http_idem");
+    fx.worker =
+        leased_proc_credential(fx.db,
+                               &(leased_cred_spec_t){.principal = "prn_idem",
+                                                     .tenant = TENANT,
+                                                     .program = PROGRAM,
+                                                     .capabilities = "targets:lease,targets:read"},
+                               NULL);
+    fx.admin = leased_proc_credential(
+        fx.db,
+        &(leased_cred_spec_t){.principal = "prn_idem_admin",
+                              .tenant = TENANT,
+                              .program = "*",
+                              .capabilities = "targets:force-release,targets:revoke",
+                              .admin = true},
+        NULL);
+    fx.srv = leased_proc_start(fx.db, NULL);
+    fx.base = leased_proc_url(fx.srv);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    assert_int_equal(leased_proc_stop(fx.srv), 0);
+    testpg_drop_db(fx.db);
+    free(fx.db);
+    free(fx.worker);
+    free(fx.admin);
+    return 0;
+}
+
+static long long counter_of(const char *target)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT fencing_counter FROM lease.locks WHERE target_id = '%s'",
+             target);
+    return testpg_query_int(fx.db, sql);
+}
+
+/* Sends body twice; both must carry code; the second is a replay with the
+ * same lease. Returns the first reply's lease (new reference). */
+static json_t *twice(const char *path, const char *token, const char *body, const char *code)
+{
+    http_resp_t *first = call(fx.base, "POST", path, token, body);
+    check_reply(first, 200, code, NULL);
+    assert_null(json_object_get(first->json, "replayed"));
+    http_resp_t *again = call(fx.base, "POST", path, token, body);
+    check_reply(again, 200, code, NULL);
+    assert_true(json_is_true(json_object_get(again->json, "replayed")));
+    assert_true(
+        json_equal(http_resp_get(first, "lease.lease_id"), http_resp_get(again, "lease.lease_id")));
+    assert_true(json_equal(http_resp_get(first, "lease.fencing_token"),
+                           http_resp_get(again, "lease.fencing_token")));
+    assert_true(json_equal(http_resp_get(first, "lease.expires_at"),
+                           http_resp_get(again, "lease.expires_at")));
+    json_t *lease = json_deep_copy(lease_of(first));
+    http_resp_free(first);
+    http_resp_free(again);
+    return lease;
+}
+
+static void expect_idem_conflict(const char *path, const char *token, json_t *body_obj,
+                                 const char *key, json_t *new_value)
+{
+    json_object_set_new(body_obj, key, new_value);
+    http_resp_t *r = call_owned(fx.base, "POST", path, token, dump(body_obj));
+    check_reply(r, 409, "idempotency_conflict", NULL);
+    http_resp_free(r);
+}
+
+static void test_acquire_renew_release(void **state)
+{
+    (void)state;
+    char *body = acquire_body("idem-acq", "t-idem");
+    json_t *lease = twice("/v1/leases/acquire", fx.worker, body, "lease_acquired");
+    assert_int_equal(counter_of("t-idem"), 1); /* one token, not two */
+    expect_idem_conflict("/v1/leases/acquire", fx.worker, json_loads(body, 0, NULL), "job_id",
+                         json_string("job_other"));
+    assert_int_equal(counter_of("t-idem"), 1);
+
+    char *renew = owner_body("idem-renew", "t-idem", lease);
+    json_t *renewed = twice("/v1/leases/renew", fx.worker, renew, "lease_renewed");
+    expect_idem_conflict("/v1/leases/renew", fx.worker, json_loads(renew, 0, NULL), "ttl_ms",
+                         json_integer(12345));
+
+    char *release = owner_body("idem-release", "t-idem", lease);
+    json_t *released = twice("/v1/leases/release", fx.worker, release, "lease_released");
+    assert_string_equal(json_string_value(json_object_get(released, "state")), "released");
+    expect_idem_conflict("/v1/leases/release", fx.worker, json_loads(release, 0, NULL),
+                         "service_instance_id", json_string("inst_2"));
+
+    /* the acquire replayed after release: the original lease, state now */
+    http_resp_t *r = call(fx.base, "POST", "/v1/leases/acquire", fx.worker, body);
+    check_reply(r, 200, "lease_acquired", NULL);
+    assert_true(json_is_true(json_object_get(r->json, "replayed")));
+    assert_string_equal(http_resp_str(r, "current_state"), "released");
+    assert_true(json_equal(http_resp_get(r, "lease.lease_id"), json_object_get(lease, "lease_id")));
+    http_resp_free(r);
+    assert_int_equal(counter_of("t-idem"), 1);
+    /* a new request id acquires anew with a greater token */
+    r = call_owned(fx.base, "POST", "/v1/leases/acquire", fx.worker,
+                   acquire_body("idem-acq-2", "t-idem"));
+    check_reply(r, 200, "lease_acquired", NULL);
+    assert_int_equal(json_integer_value(http_resp_get(r, "lease.fencing_token")), 2);
+    http_resp_free(r);
+
+    json_decref(lease);
+    json_decref(renewed);
+    json_decref(released);
+    free(body);
+    free(renew);
+    free(release);
+}
+
+static void test_admin_replays(void **state)
+{
+    (void)state;
+    const char *ops[] = {"/v1/leases/force-release", "/v1/leases/revoke"};
+    const char *codes[] = {"lease_released", "lease_revoked"};
+    for (int i = 0; i < 2; i++) {
+        char target[32], rid[32];
+        snprintf(target, sizeof target, "t-idem-admin-%d", i);
+        snprintf(rid, sizeof rid, "idem-admin-acq-%d", i);
+        http_resp_t *a =
+            call_owned(fx.base, "POST", "/v1/leases/acquire", fx.worker, acquire_body(rid, target));
+        check_reply(a, 200, "lease_acquired", NULL);
+        json_t *lease = json_deep_copy(lease_of(a));
+        http_resp_free(a);
+        snprintf(rid, sizeof rid, "idem-admin-%d", i);
+        char *body = admin_body(rid, target, lease, "planned maintenance window");
+        json_t *done = twice(ops[i], fx.admin, body, codes[i]);
+        expect_idem_conflict(ops[i], fx.admin, json_loads(body, 0, NULL), "reason",
+                             json_string("another reason"));
+        json_decref(done);
+        json_decref(lease);
+        free(body);
+    }
+}
+
+static void test_commit_replay(void **state)
+{
+    (void)state;
+    http_resp_t *a = call_owned(fx.base, "POST", "/v1/leases/acquire", fx.worker,
+                                acquire_body("idem-c-acq", "t-idem-commit"));
+    check_reply(a, 200, "lease_acquired", NULL);
+    json_t *lease = json_deep_copy(lease_of(a));
+    http_resp_free(a);
+    char *body = dump(json_pack(
+        "{s:s, s:o, s:O, s:O, s:s, s:s, s:[{s:s, s:s, s:i, s:{s:s}}, {s:s, s:s, s:{s:i}}]}",
+        "request_id", "idem-commit", "lock_identity", identity_json("t-idem-commit"), "lease_id",
+        json_object_get(lease, "lease_id"), "fencing_token",
+        json_object_get(lease, "fencing_token"), "execution_id", "exec_1", "trace_id", "trace_1",
+        "writes", "kind", "document", "key", "result/1", "expected_revision", 0, "body", "status",
+        "done", "kind", "publication", "topic", "results", "payload", "n", 1));
+    http_resp_t *first = call(fx.base, "POST", "/v1/commits", fx.worker, body);
+    check_reply(first, 200, "commit_accepted", NULL);
+    http_resp_t *again = call(fx.base, "POST", "/v1/commits", fx.worker, body);
+    check_reply(again, 200, "commit_accepted", NULL);
+    assert_true(json_is_true(json_object_get(again->json, "replayed")));
+    assert_true(
+        json_equal(http_resp_get(first, "commit.results"), http_resp_get(again, "commit.results")));
+    http_resp_free(first);
+    http_resp_free(again);
+    /* written once: revision 1, one outbox row */
+    assert_int_equal(testpg_query_int(fx.db, "SELECT revision FROM lease.fenced_documents "
+                                             "WHERE document_key = 'result/1'"),
+                     1);
+    assert_int_equal(testpg_query_int(fx.db, "SELECT count(*) FROM lease.outbox"), 1);
+    json_t *changed = json_loads(body, 0, NULL);
+    json_object_set_new(changed, "execution_id", json_string("exec_other"));
+    http_resp_t *r = call_owned(fx.base, "POST", "/v1/commits", fx.worker, dump(changed));
+    check_reply(r, 409, "idempotency_conflict", NULL);
+    http_resp_free(r);
+    assert_int_equal(testpg_query_int(fx.db, "SELECT count(*) FROM lease.outbox"), 1);
+    free(body);
+    json_decref(lease);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_acquire_renew_release),
+        cmocka_unit_test(test_admin_replays),
+        cmocka_unit_test(test_commit_replay),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

@@ -1,0 +1,195 @@
+/*
+ * http_pagination.c - lists walk every page: each lease appears exactly once
+ * across pages, the last page has no next_page_token, and a tampered page
+ * token (or one from another filter) is refused as page_token.
+ */
+#include "http_common.h"
+
+#define MINE 23
+#define THEIRS 3
+#define WORKFLOWS 7
+
+static struct {
+    char *db;
+    leased_proc_t *srv;
+    const char *base;
+    char *mine, *theirs;
+} fx;
+
+static int setup(void **state)
+{
+    (void)state;
+    fx.db = testpg_create_db("http_pages");
+    fx.mine =
+        leased_proc_credential(fx.db,
+                               &(leased_cred_spec_t){.principal = "prn_pager",
+                                                     .tenant = TENANT,
+                                                     .program = PROGRAM,
+                                                     .capabilities = "targets:lease,targets:read"},
+                               NULL);
+    fx.theirs =
+        leased_proc_credential(fx.db,
+                               &(leased_cred_spec_t){.principal = "prn_other",
+                                                     .tenant = TENANT,
+                                                     .program = PROGRAM,
+                                                     .capabilities = "targets:lease,targets:read"},
+                               NULL);
+    fx.srv = leased_proc_start(fx.db, NULL);
+    fx.base = leased_proc_url(fx.srv);
+    char rid[32], target[32];
+    for (int i = 0; i < MINE + THEIRS; i++) {
+        snprintf(rid, sizeof rid, "page-acq-%d", i);
+        snprintf(target, sizeof target, "p-%02d", i);
+        http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/acquire",
+                                    i < MINE ? fx.mine : fx.theirs, acquire_body(rid, target));
+        check_reply(r, 200, "lease_acquired", NULL);
+        http_resp_free(r);
+    }
+    /* several leases on one target: one per workflow */
+    for (int w = 0; w < WORKFLOWS; w++) {
+        json_t *id = identity_json("p-shared");
+        char wf[16];
+        snprintf(wf, sizeof wf, "wf-%d", w);
+        json_object_set_new(id, "workflow_name", json_string(wf));
+        snprintf(rid, sizeof rid, "page-wf-%d", w);
+        http_resp_t *r = call_owned(
+            fx.base, "POST", "/v1/leases/acquire", fx.mine,
+            dump(json_pack("{s:s, s:o, s:s, s:s, s:s}", "request_id", rid, "lock_identity", id,
+                           "service_instance_id", "inst_1", "execution_id", "e", "job_id", "j")));
+        check_reply(r, 200, "lease_acquired", NULL);
+        http_resp_free(r);
+    }
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    assert_int_equal(leased_proc_stop(fx.srv), 0);
+    testpg_drop_db(fx.db);
+    free(fx.db);
+    free(fx.mine);
+    free(fx.theirs);
+    return 0;
+}
+
+static json_t *list_filter(const char *by)
+{
+    json_t *f = json_pack("{s:s, s:s, s:s, s:i}", "by", by, "tenant_id", TENANT, "program_id",
+                          PROGRAM, "page_size", 5);
+    if (strcmp(by, "target") == 0) {
+        json_object_set_new(f, "target_namespace", json_string(NAMESPACE));
+        json_object_set_new(f, "target_id", json_string("p-shared"));
+        json_object_set_new(f, "page_size", json_integer(3));
+    }
+    return f;
+}
+
+/* Walks every page of a filter; returns the lease ids seen (a JSON array)
+ * and the number of pages. Fails on a repeated id. */
+static json_t *walk(const char *token, const char *by, int *pages, json_t **first_token)
+{
+    json_t *seen = json_object();
+    json_t *ids = json_array();
+    char *page_token = NULL;
+    *pages = 0;
+    for (;;) {
+        json_t *f = list_filter(by);
+        if (page_token)
+            json_object_set_new(f, "page_token", json_string(page_token));
+        http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/list", token, dump(f));
+        check_reply(r, 200, "lease_listed", NULL);
+        (*pages)++;
+        json_t *leases = http_resp_get(r, "leases");
+        size_t i;
+        json_t *l;
+        json_array_foreach(leases, i, l)
+        {
+            const char *id = json_string_value(json_object_get(l, "lease_id"));
+            assert_non_null(id);
+            assert_null(json_object_get(seen, id)); /* never twice */
+            json_object_set_new(seen, id, json_true());
+            json_array_append_new(ids, json_string(id));
+        }
+        free(page_token);
+        page_token = NULL;
+        const char *next = http_resp_str(r, "next_page_token");
+        if (next) {
+            assert_true(json_array_size(leases) > 0);
+            page_token = strdup(next);
+            if (first_token && !*first_token)
+                *first_token = json_string(next);
+        }
+        http_resp_free(r);
+        if (!page_token)
+            break;
+        assert_true(*pages < 100);
+    }
+    json_decref(seen);
+    return ids;
+}
+
+static void test_every_page_once(void **state)
+{
+    (void)state;
+    int pages;
+    json_t *ids = walk(fx.mine, "program", &pages, NULL);
+    assert_int_equal(json_array_size(ids), MINE + THEIRS + WORKFLOWS);
+    assert_int_equal(pages, (MINE + THEIRS + WORKFLOWS + 4) / 5);
+    json_decref(ids);
+
+    ids = walk(fx.theirs, "owner", &pages, NULL);
+    assert_int_equal(json_array_size(ids), THEIRS);
+    assert_int_equal(pages, 1);
+    json_decref(ids);
+
+    ids = walk(fx.mine, "owner", &pages, NULL);
+    assert_int_equal(json_array_size(ids), MINE + WORKFLOWS);
+    json_decref(ids);
+
+    ids = walk(fx.mine, "target", &pages, NULL);
+    assert_int_equal(json_array_size(ids), WORKFLOWS);
+    assert_int_equal(pages, (WORKFLOWS + 2) / 3);
+    json_decref(ids);
+}
+
+static void expect_bad_token(const char *by, const char *token_text)
+{
+    json_t *f = list_filter(by);
+    json_object_set_new(f, "page_token", json_string(token_text));
+    http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/list", fx.mine, dump(f));
+    check_reply(r, 400, "invalid_lease_request", NULL);
+    assert_string_equal(http_resp_str(r, "field"), "page_token");
+    http_resp_free(r);
+}
+
+static void test_tampered_tokens(void **state)
+{
+    (void)state;
+    int pages;
+    json_t *token = NULL;
+    json_decref(walk(fx.mine, "program", &pages, &token));
+    assert_non_null(token);
+    const char *good = json_string_value(token);
+    size_t n = strlen(good);
+    /* every position flipped is refused */
+    for (size_t i = 0; i < n; i += n / 7 + 1) {
+        char *bad = strdup(good);
+        bad[i] = bad[i] == 'a' ? 'b' : 'a';
+        expect_bad_token("program", bad);
+        free(bad);
+    }
+    /* a valid token of another filter */
+    expect_bad_token("owner", good);
+    expect_bad_token("program", "not-a-token");
+    json_decref(token);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_every_page_once),
+        cmocka_unit_test(test_tampered_tokens),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}

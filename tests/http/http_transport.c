@@ -1,0 +1,256 @@
+/*
+ * http_transport.c - what every response carries and what the process
+ * exposes: correlation ids (server-made, header equals body), W3C
+ * traceparent as the default trace id, keep-alive, /healthz, /readyz,
+ * /metrics, and JSON log lines that never hold a token or the database URL.
+ */
+#include "http_common.h"
+
+#include "lease/schema.h"
+
+static struct {
+    char *db;
+    leased_proc_t *srv;
+    const char *base;
+    char *token;
+} fx;
+
+static int setup(void **state)
+{
+    (void)state;
+    fx.db = testpg_create_db("http_transport");
+    fx.token =
+        leased_proc_credential(fx.db,
+                               &(leased_cred_spec_t){.principal = "prn_transport",
+                                                     .tenant = TENANT,
+                                                     .program = PROGRAM,
+                                                     .capabilities = "targets:lease,targets:read"},
+                               NULL);
+    fx.srv = leased_proc_start(fx.db, NULL);
+    fx.base = leased_proc_url(fx.srv);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    assert_int_equal(leased_proc_stop(fx.srv), 0);
+    testpg_drop_db(fx.db);
+    free(fx.db);
+    free(fx.token);
+    return 0;
+}
+
+static void test_health_and_ready(void **state)
+{
+    (void)state;
+    http_resp_t *r = call(fx.base, "GET", "/healthz", NULL, NULL);
+    assert_int_equal(r->status, 200);
+    assert_string_equal(http_resp_str(r, "status"), "ok");
+    assert_string_equal(http_resp_header(r, "X-Correlation-Id"),
+                        http_resp_str(r, "correlation_id"));
+    http_resp_free(r);
+    r = call(fx.base, "GET", "/readyz", NULL, NULL);
+    assert_int_equal(r->status, 200);
+    assert_string_equal(http_resp_str(r, "status"), "ready");
+    assert_int_equal(http_resp_int(r, "schema_version"), LEASE_SCHEMA_VERSION);
+    http_resp_free(r);
+}
+
+static void test_correlation_ids(void **state)
+{
+    (void)state;
+    json_t *seen = json_object();
+    const char *mine[] = {"X-Correlation-Id: corr_chosen_by_the_client_00000", NULL};
+    http_client_t *c = http_client_new(fx.base, 0);
+    for (int i = 0; i < 20; i++) {
+        http_resp_t *r = http_client_call(c, "POST", "/v1/leases/inspect", fx.token,
+                                          "{\"lock_identity\":{\"tenant_id\":\"tenant-main\","
+                                          "\"program_id\":\"program-a\",\"target_namespace\":"
+                                          "\"n\",\"target_id\":\"none\",\"actor_name\":\"a\","
+                                          "\"workflow_name\":\"w\"}}",
+                                          mine, NULL);
+        check_reply(r, 404, "lease_not_found", NULL);
+        const char *corr = http_resp_str(r, "correlation_id");
+        assert_string_not_equal(corr, "corr_chosen_by_the_client_00000");
+        assert_null(json_object_get(seen, corr));
+        json_object_set_new(seen, corr, json_true());
+        http_resp_free(r);
+    }
+    /* twenty requests, one connection: keep-alive works */
+    assert_int_equal(http_client_connects(c), 1);
+    http_client_free(c);
+    json_decref(seen);
+}
+
+static void test_traceparent(void **state)
+{
+    (void)state;
+    static const char trace[] = "4bf92f3577b34da6a3ce929d0e0e4736";
+    char tp[128];
+    snprintf(tp, sizeof tp, "traceparent: 00-%s-00f067aa0ba902b7-01", trace);
+    const char *hdrs[] = {tp, NULL};
+    http_client_t *c = http_client_new(fx.base, 0);
+    char *body = acquire_body("tp-1", "t-trace-1");
+    http_resp_t *r = http_client_call(c, "POST", "/v1/leases/acquire", fx.token, body, hdrs, NULL);
+    free(body);
+    check_reply(r, 200, "lease_acquired", NULL);
+    assert_string_equal(json_string_value(http_resp_get(r, "lease.trace_id")), trace);
+    http_resp_free(r);
+
+    /* a body trace_id wins */
+    json_t *b = parse_owned(acquire_body("tp-2", "t-trace-2"));
+    json_object_set_new(b, "trace_id", json_string("trace_from_body"));
+    body = dump(b);
+    r = http_client_call(c, "POST", "/v1/leases/acquire", fx.token, body, hdrs, NULL);
+    free(body);
+    check_reply(r, 200, "lease_acquired", NULL);
+    assert_string_equal(json_string_value(http_resp_get(r, "lease.trace_id")), "trace_from_body");
+    http_resp_free(r);
+
+    /* an invalid traceparent (all-zero trace id) is ignored */
+    const char *bad[] = {"traceparent: 00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+                         NULL};
+    body = acquire_body("tp-3", "t-trace-3");
+    r = http_client_call(c, "POST", "/v1/leases/acquire", fx.token, body, bad, NULL);
+    free(body);
+    check_reply(r, 200, "lease_acquired", NULL);
+    assert_null(http_resp_get(r, "lease.trace_id"));
+    http_resp_free(r);
+    http_client_free(c);
+}
+
+static void test_metrics(void **state)
+{
+    (void)state;
+    http_resp_t *a = call_owned(fx.base, "POST", "/v1/leases/acquire", fx.token,
+                                acquire_body("m-1", "t-metrics"));
+    check_reply(a, 200, "lease_acquired", NULL);
+    http_resp_free(a);
+    /* the active-lease gauge is refreshed by the health probe (200 ms in tests) */
+    http_resp_t *r = NULL;
+    for (int i = 0; i < 50; i++) {
+        http_resp_free(r);
+        r = call(fx.base, "GET", "/metrics", NULL, NULL);
+        if (strstr(r->body, "\nleased_active_leases 0\n") == NULL &&
+            strstr(r->body, "\nleased_active_leases ") != NULL)
+            break;
+        usleep(100000);
+    }
+    assert_int_equal(r->status, 200);
+    assert_non_null(strstr(http_resp_header(r, "Content-Type"), "text/plain; version=0.0.4"));
+    assert_non_null(
+        strstr(r->body, "leased_http_requests_total{route=\"acquire\",code=\"lease_acquired\"} "));
+    assert_non_null(strstr(
+        r->body, "leased_http_request_duration_seconds_bucket{route=\"acquire\",le=\"+Inf\"} "));
+    assert_non_null(
+        strstr(r->body, "leased_http_request_duration_seconds_count{route=\"acquire\"} "));
+    assert_non_null(strstr(r->body, "\nleased_db_pool_size "));
+    assert_non_null(strstr(r->body, "\nleased_db_pool_in_use "));
+    assert_non_null(strstr(r->body, "\nleased_db_serialization_retries_total "));
+    assert_non_null(strstr(r->body, "\nleased_db_outcome_unknown_total 0\n"));
+    assert_non_null(strstr(r->body, "\nleased_audit_queue_depth "));
+    assert_non_null(strstr(r->body, "\nleased_audit_events_dropped_total 0\n"));
+    assert_non_null(strstr(r->body, "\nleased_ready 1\n"));
+    const char *active = strstr(r->body, "\nleased_active_leases ");
+    assert_non_null(active);
+    assert_true(atoi(active + strlen("\nleased_active_leases ")) >= 1);
+    http_resp_free(r);
+}
+
+/* Log lines are JSON with the documented fields and no secrets. */
+static void test_logs(void **state)
+{
+    (void)state;
+    http_resp_t *r =
+        call_owned(fx.base, "POST", "/v1/leases/acquire", fx.token, acquire_body("log-1", "t-log"));
+    check_reply(r, 200, "lease_acquired", NULL);
+    char corr[64];
+    snprintf(corr, sizeof corr, "%s", http_resp_str(r, "correlation_id"));
+    http_resp_free(r);
+    usleep(100000);
+    char *log = leased_proc_log(fx.srv);
+    assert_null(strstr(log, "lsk_"));
+    assert_null(strstr(log, fx.token + 40)); /* not even part of the secret */
+    assert_null(strstr(log, "postgresql://"));
+    assert_null(strstr(log, "starintel:target-lease"));
+    bool found = false;
+    for (char *line = strtok(log, "\n"); line; line = strtok(NULL, "\n")) {
+        json_error_t jerr;
+        json_t *o = json_loads(line, 0, &jerr);
+        if (!o)
+            fprintf(stderr, "not a JSON log line: %s\n", line);
+        assert_non_null(o);
+        assert_non_null(json_object_get(o, "level"));
+        const char *corr_field = json_string_value(json_object_get(o, "correlation_id"));
+        if (corr_field && strcmp(corr_field, corr) == 0 && json_object_get(o, "latency_ms")) {
+            found = true;
+            assert_string_equal(json_string_value(json_object_get(o, "route")), "acquire");
+            assert_string_equal(json_string_value(json_object_get(o, "code")), "lease_acquired");
+            assert_non_null(json_object_get(o, "time"));
+            assert_non_null(json_object_get(o, "msg"));
+        }
+        json_decref(o);
+    }
+    assert_true(found);
+    free(log);
+}
+
+static long wait_ready_status(long want, char *reason, size_t n)
+{
+    long st = 0;
+    for (int i = 0; i < 100; i++) {
+        http_resp_t *r = call(fx.base, "GET", "/readyz", NULL, NULL);
+        st = r->status;
+        snprintf(reason, n, "%s", http_resp_str(r, "reason") ? http_resp_str(r, "reason") : "");
+        if (st == 503) {
+            assert_string_equal(http_resp_str(r, "status"), "not_ready");
+            assert_non_null(http_resp_header(r, "Retry-After"));
+        }
+        http_resp_free(r);
+        if (st == want)
+            break;
+        usleep(50000);
+    }
+    return st;
+}
+
+/* Readiness follows the database: a sealed namespace and a schema other
+ * than the one this build expects both make /readyz 503 with their reason. */
+static void test_not_ready_reasons(void **state)
+{
+    (void)state;
+    char reason[64];
+    assert_true(testpg_exec(fx.db, "UPDATE lease.namespace_state SET sealed = true, "
+                                   "sealed_reason = 'test', sealed_at = now()"));
+    assert_int_equal(wait_ready_status(503, reason, sizeof reason), 503);
+    assert_string_equal(reason, "sealed");
+    /* a sealed namespace refuses acquisition */
+    http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/acquire", fx.token,
+                                acquire_body("sealed-1", "t-sealed"));
+    check_reply(r, 503, "lease_backend_unavailable", NULL);
+    http_resp_free(r);
+    assert_true(testpg_exec(fx.db, "UPDATE lease.namespace_state SET sealed = false, "
+                                   "sealed_reason = NULL, sealed_at = NULL"));
+    assert_int_equal(wait_ready_status(200, reason, sizeof reason), 200);
+
+    assert_true(testpg_exec(fx.db, "INSERT INTO lease.schema_migrations (version, name, checksum) "
+                                   "VALUES (9999, 'future', 'x')"));
+    assert_int_equal(wait_ready_status(503, reason, sizeof reason), 503);
+    assert_string_equal(reason, "schema_outdated");
+    assert_true(testpg_exec(fx.db, "DELETE FROM lease.schema_migrations WHERE version = 9999"));
+    assert_int_equal(wait_ready_status(200, reason, sizeof reason), 200);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_health_and_ready),
+        cmocka_unit_test(test_correlation_ids),
+        cmocka_unit_test(test_traceparent),
+        cmocka_unit_test(test_metrics),
+        cmocka_unit_test(test_logs),
+        cmocka_unit_test(test_not_ready_reasons),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
