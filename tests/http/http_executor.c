@@ -42,10 +42,7 @@
 #include "tcp_proxy.h"
 #include "testpg.h"
 
-#if __has_include("leased_proc.h")
 #include "leased_proc.h"
-#define HAVE_LEASED_PROC 1
-#endif
 
 #define TENANT "tenant-main"
 #define PROGRAM "program-a"
@@ -54,7 +51,6 @@
 #define WORKFLOW "default"
 #define SLACK_MS 1000 /* scheduling on a shared 2-core machine, sanitizers */
 
-#ifdef HAVE_LEASED_PROC
 static const char *skipped; /* why a case could not run (the test then exits 77) */
 
 /* ------------------------------------------------------------------ */
@@ -622,10 +618,8 @@ static void terminated_backends_never_lose_or_double_a_lease(void **state)
     assert_true(ch.kills > 0);
 
     for (int i = 0; i < N; i++) {
-        char sql[512];
-        snprintf(sql, sizeof sql, "SELECT count(*) FROM lease.active_leases WHERE target_id = '%s'",
-                 targets[i]);
-        long long active = testpg_query_int(svc.db_url, sql);
+        long long active =
+            sql_int("SELECT count(*) FROM lease.active_leases WHERE target_id = '%s'", targets[i]);
         if (codes[i] == LEASE_ACQUIRED) {
             /* never lost: the lease the client holds is the active one */
             assert_true(sql_int("SELECT count(*) FROM lease.active_leases WHERE lease_id = "
@@ -649,10 +643,10 @@ static void terminated_backends_never_lose_or_double_a_lease(void **state)
             assert_string_equal(res.lease.lease_id, lease_ids[i]);
         assert_int_equal(res.lease.fencing_token, 1);
         /* never two: one allocation per identity, one active lease */
-        snprintf(sql, sizeof sql,
-                 "SELECT max(fencing_counter) FROM lease.fencing_counters WHERE target_id = '%s'",
-                 targets[i]);
-        assert_int_equal(testpg_query_int(svc.db_url, sql), 1);
+        assert_int_equal(sql_int("SELECT max(fencing_counter) FROM lease.fencing_counters "
+                                 "WHERE target_id = '%s'",
+                                 targets[i]),
+                         1);
         assert_true(sql_int("SELECT count(*) FROM lease.active_leases WHERE lease_id = '%s'",
                             res.lease.lease_id) == 1);
     }
@@ -748,15 +742,9 @@ static int group_teardown(void **state)
     service_stop();
     return 0;
 }
-#endif
 
 int main(void)
 {
-#ifndef HAVE_LEASED_PROC
-    printf("skipped: tests/harness/leased_proc.h (the harness that starts leased) is not in "
-           "this tree yet\n");
-    return 77;
-#else
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(client_commands_answer_json_and_exit_codes),
         cmocka_unit_test(force_release_cancels_the_command),
@@ -774,5 +762,4 @@ int main(void)
         return 77;
     }
     return 0;
-#endif
 }
