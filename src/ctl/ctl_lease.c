@@ -326,11 +326,10 @@ static int admin_act(lease_client_t *c, const ctl_options_t *o, const admin_args
     } else {
         lease_client_call_t look = {.deadline_ms = call->deadline_ms, .keep_body = true};
         lease_code_t code = lease_client_inspect_identity(c, &o->identity, &look, &res);
-        if (code != LEASE_INSPECTED) {
-            int status = report(cmd, code, res.field, &look);
-            lease_client_call_clear(&look);
+        int status = code == LEASE_INSPECTED ? CTL_EXIT_OK : report(cmd, code, res.field, &look);
+        lease_client_call_clear(&look);
+        if (code != LEASE_INSPECTED)
             return status;
-        }
         snprintf(observed_id, sizeof observed_id, "%s", res.lease.lease_id);
         token = res.lease.fencing_token;
     }

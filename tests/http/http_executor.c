@@ -177,6 +177,15 @@ static proc_t ctl_start(const char *const *args, const char *url, const char *to
     envp[e++] = dir_var;
     envp[e++] = "PATH=/usr/local/bin:/usr/bin:/bin";
     envp[e++] = "NO_PROXY=*";
+    /* sanitizer settings reach leasectl too, so its findings fail loudly */
+    const char *pass[] = {"ASAN_OPTIONS", "UBSAN_OPTIONS"};
+    char pass_var[2][512];
+    for (size_t i = 0; i < 2; i++) {
+        if (getenv(pass[i])) {
+            snprintf(pass_var[i], sizeof pass_var[i], "%s=%s", pass[i], getenv(pass[i]));
+            envp[e++] = pass_var[i];
+        }
+    }
     for (size_t i = 0; extra_env && extra_env[i] && e < 31; i++)
         envp[e++] = (char *)(uintptr_t)extra_env[i];
     envp[e] = NULL;
@@ -232,6 +241,12 @@ static int ctl(const char *const *args, const char *url, const char *token,
     proc_t p = ctl_start(args, url, token, extra_env);
     int status = proc_wait(&p, 30000);
     char *text = proc_file(&p, "out");
+    if (status != 0) { /* expected or not, it helps to read why */
+        char *err = proc_file(&p, "err");
+        print_message("leasectl %s -> %d\n  stdout: %s  stderr: %s", args[0], status,
+                      text ? text : "", err ? err : "");
+        free(err);
+    }
     if (out)
         *out = text ? json_loads(text, 0, NULL) : NULL;
     free(text);
