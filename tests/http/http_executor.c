@@ -14,7 +14,8 @@
  *  (e) acquire outcome unknown (answer dropped by the proxy; backends
  *      terminated mid-call) resolves by request id: never two leases,
  *      never a lost one;
- *  (f) leasectl client commands' JSON and exit codes.
+ *  (f) leasectl client commands' JSON and exit codes;
+ *  (g) a fenced commit from inside `run` needs no identity flags.
  *
  * The whole cluster stops in (b), so ctest runs this test alone.
  */
@@ -175,7 +176,12 @@ static proc_t ctl_start(const char *const *args, const char *url, const char *to
     envp[e++] = url_var;
     envp[e++] = token_var;
     envp[e++] = dir_var;
-    envp[e++] = "PATH=/usr/local/bin:/usr/bin:/bin";
+    /* leasectl itself is on the PATH, as for a user who installed it */
+    char path_var[512];
+    const char *slash = strrchr(LEASE_TEST_LEASECTL, '/');
+    snprintf(path_var, sizeof path_var, "PATH=%.*s:/usr/local/bin:/usr/bin:/bin",
+             (int)(slash - LEASE_TEST_LEASECTL), LEASE_TEST_LEASECTL);
+    envp[e++] = path_var;
     envp[e++] = "NO_PROXY=*";
     /* sanitizer settings reach leasectl too, so its findings fail loudly */
     const char *pass[] = {"ASAN_OPTIONS", "UBSAN_OPTIONS"};
@@ -543,6 +549,47 @@ static void completion_releases_and_passes_the_code(void **state)
 }
 
 /* ------------------------------------------------------------------ */
+/* (g) commit from inside run                                          */
+
+static void commit_inside_run_needs_no_identity_flags(void **state)
+{
+    (void)state;
+    /* the command commits twice with the environment run gave it: the
+     * first is accepted, the second (same expected revision) conflicts */
+    static const char script[] =
+        "env | grep '^LEASE_' > \"$TEST_DIR/env\"\n"
+        "leasectl commit --document doc-g --expected-revision 0 --body '{\"ok\":true}' "
+        "--publication results --payload '{\"doc\":\"doc-g\"}' > \"$TEST_DIR/term\" || exit 10\n"
+        "leasectl commit --document doc-g --expected-revision 0 --body '{\"ok\":false}'\n"
+        "[ $? -eq 1 ] || exit 11\n";
+    const char *args[] = {"run",     "--tenant", TENANT,   "--program", PROGRAM, "--namespace",
+                          NAMESPACE, "--target", "exec-g", "--actor",   ACTOR,   "--workflow",
+                          WORKFLOW,  "--",       "sh",     "-c",        script,  NULL};
+    proc_t run = ctl_start(args, svc.url, svc.worker_token, NULL);
+    assert_int_equal(proc_wait(&run, 30000), 0);
+    char *answer_text = proc_file(&run, "term");
+    json_t *answer = json_loads(answer_text, 0, NULL);
+    free(answer_text);
+    assert_string_equal(json_string_value(json_object_get(answer, "code")), "commit_accepted");
+    json_decref(answer);
+    char *lease_id = env_value(&run, "LEASE_ID");
+    char *token = env_value(&run, "LEASE_FENCING_TOKEN");
+    char *execution = env_value(&run, "LEASE_EXECUTION_ID");
+    /* written once, by this lease, its token and its execution */
+    assert_true(sql_int("SELECT count(*) FROM lease.fenced_documents WHERE document_key = "
+                        "'doc-g' AND lease_id = '%s' AND fencing_token = %s AND execution_id = "
+                        "'%s' AND revision = 1 AND body = '{\"ok\":true}'",
+                        lease_id, token, execution) == 1);
+    assert_true(sql_int("SELECT count(*) FROM lease.outbox WHERE topic = 'results' AND "
+                        "lease_id = '%s' AND fencing_token = %s",
+                        lease_id, token) == 1);
+    free(lease_id);
+    free(token);
+    free(execution);
+    proc_cleanup(&run);
+}
+
+/* ------------------------------------------------------------------ */
 /* (e) outcome unknown during acquire                                  */
 
 static void dropped_answer_resolves_by_request_id(void **state)
@@ -764,6 +811,7 @@ int main(void)
         cmocka_unit_test(client_commands_answer_json_and_exit_codes),
         cmocka_unit_test(force_release_cancels_the_command),
         cmocka_unit_test(completion_releases_and_passes_the_code),
+        cmocka_unit_test(commit_inside_run_needs_no_identity_flags),
         cmocka_unit_test(late_renewals_do_not_extend_authority),
         cmocka_unit_test(dropped_answer_resolves_by_request_id),
         cmocka_unit_test(terminated_backends_never_lose_or_double_a_lease),
