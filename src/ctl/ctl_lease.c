@@ -23,24 +23,6 @@ static int usage_of(const char *cmd, const char *synopsis, int status)
     return status;
 }
 
-/* Parse result to exit status: -1 when the command should go on. */
-static int parse_exit(int parsed, const char *cmd, const char *synopsis)
-{
-    if (parsed == CTL_PARSE_HELP)
-        return usage_of(cmd, synopsis, CTL_EXIT_OK);
-    if (parsed < 0)
-        return CTL_EXIT_USAGE;
-    return -1;
-}
-
-static lease_client_t *client_for(const ctl_options_t *o, const char *cmd)
-{
-    lease_client_t *c = lease_client_new(o->url, o->token);
-    if (!c)
-        fprintf(stderr, "leasectl %s: LEASE_URL must be an http:// or https:// URL\n", cmd);
-    return c;
-}
-
 /*
  * Prints the outcome: the service's body when it is the typed answer that
  * decided `code`, else a client-made envelope. Returns the exit status.
@@ -89,73 +71,99 @@ static int report(const char *cmd, lease_code_t code, const char *field,
     return lease_code_exit_status(code);
 }
 
-static lease_client_call_t call_for(const ctl_options_t *o, bool acquire)
+/* One command's parsed options, client and call. */
+typedef struct session {
+    const char *cmd;
+    ctl_options_t o;
+    lease_client_t *client;
+    lease_client_call_t call;
+} session_t;
+
+/*
+ * Parses the options and makes the client. Returns -1 when the command
+ * should go on (then session_close), else the exit status to return at once
+ * (--help, a usage error).
+ */
+static int session_open(session_t *s, int argc, char **argv, unsigned flags,
+                        const ctl_extra_t *extra, const char *synopsis, bool acquire)
 {
-    lease_client_call_t call = {.request_id = o->request_id,
-                                .deadline_ms = ctl_options_deadline_ms(o, acquire),
-                                .keep_body = true};
-    return call;
+    memset(s, 0, sizeof *s);
+    s->cmd = argv[0];
+    int parsed = ctl_options_parse(&s->o, flags, argc, argv, extra);
+    if (parsed == CTL_PARSE_HELP)
+        return usage_of(s->cmd, synopsis, CTL_EXIT_OK);
+    if (parsed < 0)
+        return CTL_EXIT_USAGE;
+    s->client = lease_client_new(s->o.url, s->o.token);
+    if (!s->client) {
+        fprintf(stderr, "leasectl %s: LEASE_URL must be an http:// or https:// URL\n", s->cmd);
+        ctl_options_free(&s->o);
+        return CTL_EXIT_USAGE;
+    }
+    s->call.request_id = s->o.request_id;
+    s->call.deadline_ms = ctl_options_deadline_ms(&s->o, acquire);
+    s->call.keep_body = true;
+    return -1;
+}
+
+static void session_close(session_t *s)
+{
+    lease_client_call_clear(&s->call);
+    lease_client_free(s->client);
+    ctl_options_free(&s->o);
+}
+
+/* A usage problem found after parsing: closes the session, returns 2. */
+static int session_usage(session_t *s, const char *problem)
+{
+    fprintf(stderr, "leasectl %s: %s\n", s->cmd, problem);
+    session_close(s);
+    return CTL_EXIT_USAGE;
 }
 
 int ctl_acquire_main(int argc, char **argv)
 {
-    static const char synopsis[] = "IDENTITY [LEASE OPTIONS]";
-    ctl_options_t o;
+    session_t s;
     int status =
-        parse_exit(ctl_options_parse(&o, CTL_OPT_IDENTITY, argc, argv, NULL), argv[0], synopsis);
+        session_open(&s, argc, argv, CTL_OPT_IDENTITY, NULL, "IDENTITY [LEASE OPTIONS]", true);
     if (status >= 0)
         return status;
-    lease_client_t *c = client_for(&o, argv[0]);
-    if (!c) {
-        ctl_options_free(&o);
-        return CTL_EXIT_USAGE;
-    }
+    const ctl_options_t *o = &s.o;
     lease_client_acquire_t req = {
-        .identity = o.identity,
-        .service_instance_id = o.service_instance_id,
-        .execution_id = o.execution_id,
-        .job_id = o.job_id,
-        .trace_id = o.trace_id,
-        .ttl_ms = o.ttl_ms,
-        .maximum_lifetime_ms = o.maximum_lifetime_ms,
-        .wait_ms = o.wait_ms,
+        .identity = o->identity,
+        .service_instance_id = o->service_instance_id,
+        .execution_id = o->execution_id,
+        .job_id = o->job_id,
+        .trace_id = o->trace_id,
+        .ttl_ms = o->ttl_ms,
+        .maximum_lifetime_ms = o->maximum_lifetime_ms,
+        .wait_ms = o->wait_ms,
     };
-    lease_client_call_t call = call_for(&o, true);
     lease_result_t res;
-    lease_code_t code = lease_client_acquire(c, &req, &call, &res);
-    status = report(argv[0], code, res.field, &call);
-    lease_client_call_clear(&call);
-    lease_client_free(c);
-    ctl_options_free(&o);
+    lease_code_t code = lease_client_acquire(s.client, &req, &s.call, &res);
+    status = report(s.cmd, code, res.field, &s.call);
+    session_close(&s);
     return status;
 }
 
 /* renew and release */
 static int owner_main(int argc, char **argv, bool renew)
 {
-    static const char synopsis[] = "IDENTITY --lease-id ID --fencing-token N "
-                                   "[--service-instance ID] [--ttl-ms N]";
-    ctl_options_t o;
-    int status =
-        parse_exit(ctl_options_parse(&o, CTL_OPT_IDENTITY | CTL_OPT_HELD, argc, argv, NULL),
-                   argv[0], synopsis);
+    session_t s;
+    int status = session_open(&s, argc, argv, CTL_OPT_IDENTITY | CTL_OPT_HELD, NULL,
+                              "IDENTITY --lease-id ID --fencing-token N "
+                              "[--service-instance ID] [--ttl-ms N]",
+                              false);
     if (status >= 0)
         return status;
-    lease_client_t *c = client_for(&o, argv[0]);
-    if (!c) {
-        ctl_options_free(&o);
-        return CTL_EXIT_USAGE;
-    }
-    lease_client_owner_t req = {o.identity, o.lease_id, o.fencing_token, o.service_instance_id,
-                                o.ttl_ms};
-    lease_client_call_t call = call_for(&o, false);
+    const ctl_options_t *o = &s.o;
+    lease_client_owner_t req = {o->identity, o->lease_id, o->fencing_token, o->service_instance_id,
+                                o->ttl_ms};
     lease_result_t res;
-    lease_code_t code = renew ? lease_client_renew(c, &req, &call, &res)
-                              : lease_client_release(c, &req, &call, &res);
-    status = report(argv[0], code, res.field, &call);
-    lease_client_call_clear(&call);
-    lease_client_free(c);
-    ctl_options_free(&o);
+    lease_code_t code = renew ? lease_client_renew(s.client, &req, &s.call, &res)
+                              : lease_client_release(s.client, &req, &s.call, &res);
+    status = report(s.cmd, code, res.field, &s.call);
+    session_close(&s);
     return status;
 }
 
@@ -177,30 +185,20 @@ static bool identity_complete(const lease_identity_input_t *id)
 
 int ctl_inspect_main(int argc, char **argv)
 {
-    static const char synopsis[] = "(--lease-id ID | IDENTITY)";
-    ctl_options_t o;
-    int status = parse_exit(ctl_options_parse(&o, CTL_OPT_HELD_OPTIONAL, argc, argv, NULL), argv[0],
-                            synopsis);
+    session_t s;
+    int status = session_open(&s, argc, argv, CTL_OPT_HELD_OPTIONAL, NULL,
+                              "(--lease-id ID | IDENTITY)", false);
     if (status >= 0)
         return status;
-    if (!o.lease_id && !identity_complete(&o.identity)) {
-        ctl_options_free(&o);
-        fprintf(stderr, "leasectl inspect: give --lease-id or all six identity options\n");
-        return CTL_EXIT_USAGE;
-    }
-    lease_client_t *c = client_for(&o, argv[0]);
-    if (!c) {
-        ctl_options_free(&o);
-        return CTL_EXIT_USAGE;
-    }
-    lease_client_call_t call = call_for(&o, false);
+    const ctl_options_t *o = &s.o;
+    if (!o->lease_id && !identity_complete(&o->identity))
+        return session_usage(&s, "give --lease-id or all six identity options");
     lease_result_t res;
-    lease_code_t code = o.lease_id ? lease_client_inspect_id(c, o.lease_id, &call, &res)
-                                   : lease_client_inspect_identity(c, &o.identity, &call, &res);
-    status = report(argv[0], code, res.field, &call);
-    lease_client_call_clear(&call);
-    lease_client_free(c);
-    ctl_options_free(&o);
+    lease_code_t code = o->lease_id
+                            ? lease_client_inspect_id(s.client, o->lease_id, &s.call, &res)
+                            : lease_client_inspect_identity(s.client, &o->identity, &s.call, &res);
+    status = report(s.cmd, code, res.field, &s.call);
+    session_close(&s);
     return status;
 }
 
@@ -256,40 +254,26 @@ int ctl_list_main(int argc, char **argv)
     };
     list_args_t a = {.by = LEASE_LIST_BY_PROGRAM};
     ctl_extra_t extra = {opts, take_list, &a};
-    ctl_options_t o;
-    int status = parse_exit(ctl_options_parse(&o, 0, argc, argv, &extra), argv[0], synopsis);
+    session_t s;
+    int status = session_open(&s, argc, argv, 0, &extra, synopsis, false);
     if (status >= 0)
         return status;
-    if (!a.by_given && o.identity.target_namespace && o.identity.target_id)
+    const lease_identity_input_t *id = &s.o.identity;
+    if (!a.by_given && id->target_namespace && id->target_id)
         a.by = LEASE_LIST_BY_TARGET;
     bool target = a.by == LEASE_LIST_BY_TARGET;
-    if (!o.identity.tenant_id || !o.identity.program_id ||
-        (target && (!o.identity.target_namespace || !o.identity.target_id))) {
-        ctl_options_free(&o);
-        fprintf(stderr, "leasectl list: --tenant and --program are required%s\n",
-                target ? ", and --namespace and --target with --by target" : "");
-        return CTL_EXIT_USAGE;
-    }
-    lease_client_t *c = client_for(&o, argv[0]);
-    if (!c) {
-        ctl_options_free(&o);
-        return CTL_EXIT_USAGE;
-    }
-    lease_client_list_t req = {a.by,
-                               o.identity.tenant_id,
-                               o.identity.program_id,
-                               o.identity.target_namespace,
-                               o.identity.target_id,
-                               (int)a.page_size,
-                               a.page_token};
-    lease_client_call_t call = call_for(&o, false);
+    if (!id->tenant_id || !id->program_id || (target && (!id->target_namespace || !id->target_id)))
+        return session_usage(&s, target ? "--tenant, --program, --namespace and --target are "
+                                          "required with --by target"
+                                        : "--tenant and --program are required");
+    lease_client_list_t req = {
+        a.by,          id->tenant_id,    id->program_id, id->target_namespace,
+        id->target_id, (int)a.page_size, a.page_token};
     lease_list_result_t res;
-    lease_code_t code = lease_client_list(c, &req, &call, &res);
-    status = report(argv[0], code, res.field, &call);
+    lease_code_t code = lease_client_list(s.client, &req, &s.call, &res);
+    status = report(s.cmd, code, res.field, &s.call);
     lease_list_result_free(&res);
-    lease_client_call_clear(&call);
-    lease_client_free(c);
-    ctl_options_free(&o);
+    session_close(&s);
     return status;
 }
 
@@ -315,18 +299,18 @@ static bool take_admin(void *ctx, int val, const char *arg)
  * or else of the lease an inspection of the identity observes, so a
  * successor acquired in between is never touched (the service compares).
  */
-static int admin_act(lease_client_t *c, const ctl_options_t *o, const admin_args_t *a, bool revoke,
-                     const char *cmd, lease_client_call_t *call)
+static int admin_act(session_t *s, const admin_args_t *a, bool revoke)
 {
+    const ctl_options_t *o = &s->o;
     lease_result_t res;
     char observed_id[LEASE_ID_MAX + 1];
     int64_t token = o->fencing_token;
     if (o->lease_id) {
         snprintf(observed_id, sizeof observed_id, "%s", o->lease_id);
     } else {
-        lease_client_call_t look = {.deadline_ms = call->deadline_ms, .keep_body = true};
-        lease_code_t code = lease_client_inspect_identity(c, &o->identity, &look, &res);
-        int status = code == LEASE_INSPECTED ? CTL_EXIT_OK : report(cmd, code, res.field, &look);
+        lease_client_call_t look = {.deadline_ms = s->call.deadline_ms, .keep_body = true};
+        lease_code_t code = lease_client_inspect_identity(s->client, &o->identity, &look, &res);
+        int status = code == LEASE_INSPECTED ? CTL_EXIT_OK : report(s->cmd, code, res.field, &look);
         lease_client_call_clear(&look);
         if (code != LEASE_INSPECTED)
             return status;
@@ -334,9 +318,9 @@ static int admin_act(lease_client_t *c, const ctl_options_t *o, const admin_args
         token = res.lease.fencing_token;
     }
     lease_client_admin_t req = {o->identity, observed_id, token, a->reason, a->incident_id};
-    lease_code_t code = revoke ? lease_client_revoke(c, &req, call, &res)
-                               : lease_client_force_release(c, &req, call, &res);
-    return report(cmd, code, res.field, call);
+    lease_code_t code = revoke ? lease_client_revoke(s->client, &req, &s->call, &res)
+                               : lease_client_force_release(s->client, &req, &s->call, &res);
+    return report(s->cmd, code, res.field, &s->call);
 }
 
 /* force-release and revoke */
@@ -355,30 +339,16 @@ static int admin_main(int argc, char **argv, bool revoke)
     };
     admin_args_t a = {0};
     ctl_extra_t extra = {revoke ? revoke_opts : force_opts, take_admin, &a};
-    ctl_options_t o;
-    int status = parse_exit(
-        ctl_options_parse(&o, CTL_OPT_IDENTITY | CTL_OPT_HELD_OPTIONAL, argc, argv, &extra),
-        argv[0], synopsis);
+    session_t s;
+    int status = session_open(&s, argc, argv, CTL_OPT_IDENTITY | CTL_OPT_HELD_OPTIONAL, &extra,
+                              synopsis, false);
     if (status >= 0)
         return status;
-    if (!a.reason || !*a.reason || (!o.lease_id != !o.fencing_token)) {
-        ctl_options_free(&o);
-        fprintf(stderr,
-                "leasectl %s: --reason is required; --lease-id and --fencing-token "
-                "go together\n",
-                argv[0]);
-        return CTL_EXIT_USAGE;
-    }
-    lease_client_t *c = client_for(&o, argv[0]);
-    if (!c) {
-        ctl_options_free(&o);
-        return CTL_EXIT_USAGE;
-    }
-    lease_client_call_t call = call_for(&o, false);
-    status = admin_act(c, &o, &a, revoke, argv[0], &call);
-    lease_client_call_clear(&call);
-    lease_client_free(c);
-    ctl_options_free(&o);
+    if (!a.reason || !*a.reason || (!s.o.lease_id != !s.o.fencing_token))
+        return session_usage(&s, "--reason is required; --lease-id and --fencing-token go "
+                                 "together");
+    status = admin_act(&s, &a, revoke);
+    session_close(&s);
     return status;
 }
 
@@ -465,10 +435,9 @@ int ctl_commit_main(int argc, char **argv)
     };
     commit_args_t a = {0};
     ctl_extra_t extra = {opts, take_commit, &a};
-    ctl_options_t o;
+    session_t s;
     int status =
-        parse_exit(ctl_options_parse(&o, CTL_OPT_IDENTITY | CTL_OPT_HELD, argc, argv, &extra),
-                   argv[0], synopsis);
+        session_open(&s, argc, argv, CTL_OPT_IDENTITY | CTL_OPT_HELD, &extra, synopsis, false);
     if (status >= 0)
         return status;
     const char *problem = a.n == 0 ? "at least one --document or --publication is required" : NULL;
@@ -478,24 +447,14 @@ int ctl_commit_main(int argc, char **argv)
         else if (a.writes[i].kind == LEASE_WRITE_DOCUMENT && !a.has_revision[i])
             problem = "every --document needs --expected-revision";
     }
-    if (problem) {
-        ctl_options_free(&o);
-        fprintf(stderr, "leasectl commit: %s\n", problem);
-        return CTL_EXIT_USAGE;
-    }
-    lease_client_t *c = client_for(&o, argv[0]);
-    if (!c) {
-        ctl_options_free(&o);
-        return CTL_EXIT_USAGE;
-    }
-    lease_client_commit_t req = {o.identity, o.lease_id, o.fencing_token, o.execution_id,
-                                 o.trace_id, a.n,        a.writes};
-    lease_client_call_t call = call_for(&o, false);
+    if (problem)
+        return session_usage(&s, problem);
+    const ctl_options_t *o = &s.o;
+    lease_client_commit_t req = {o->identity, o->lease_id, o->fencing_token, o->execution_id,
+                                 o->trace_id, a.n,         a.writes};
     lease_commit_result_t res;
-    lease_code_t code = lease_client_commit(c, &req, &call, &res);
-    status = report(argv[0], code, res.field, &call);
-    lease_client_call_clear(&call);
-    lease_client_free(c);
-    ctl_options_free(&o);
+    lease_code_t code = lease_client_commit(s.client, &req, &s.call, &res);
+    status = report(s.cmd, code, res.field, &s.call);
+    session_close(&s);
     return status;
 }
