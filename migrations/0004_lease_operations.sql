@@ -248,6 +248,26 @@ RETURN CASE
     WHEN coalesce(lease._int(p -> 'fencing_token'), 0) <= 0 THEN 'fencing_token'
     END;
 
+-- renew and release also name the service instance.
+CREATE FUNCTION lease._bad_owner_ref(p jsonb) RETURNS text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN coalesce(lease._bad_lease_ref(p),
+                CASE WHEN NOT lease._id_ok(p -> 'service_instance_id')
+                     THEN 'service_instance_id' END);
+
+-- Whether a row holds exactly the lease a request names: active and
+-- unexpired at backend time, same lease id and token, and (for the owner's
+-- own operations) the same owner principal and service instance.
+CREATE FUNCTION lease._names_lease(l lease.locks, p jsonb, as_owner boolean) RETURNS boolean
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN coalesce(l.state = 'active' AND l.expires_at > now()
+                AND l.lease_id = p ->> 'lease_id'
+                AND l.fencing_token = lease._int(p -> 'fencing_token')
+                AND (NOT as_owner
+                     OR l.owner_principal_id = p #>> '{principal,principal_id}'
+                        AND l.service_instance_id = p ->> 'service_instance_id'),
+                false);
+
 -- renew-if-owner: the exact lock identity, lease id, owner principal,
 -- service instance and token of the active, unexpired lease. Sets renewed_at
 -- to backend time and expires_at to min(now + ttl, acquired_at + lifetime);
@@ -272,10 +292,7 @@ BEGIN
     IF now() >= deadline THEN
         RETURN lease._result('deadline_exceeded');
     END IF;
-    field := lease._bad_lease_ref(p);
-    IF field IS NULL AND NOT lease._id_ok(p -> 'service_instance_id') THEN
-        field := 'service_instance_id';
-    END IF;
+    field := lease._bad_owner_ref(p);
     IF field IS NOT NULL THEN
         RETURN lease._invalid(field);
     END IF;
@@ -296,11 +313,7 @@ BEGIN
     END IF;
 
     l := lease._row(k, i);
-    IF l.lock_key IS NULL OR l.state <> 'active' OR l.expires_at <= now()
-       OR l.lease_id <> p ->> 'lease_id'
-       OR l.fencing_token <> lease._int(p -> 'fencing_token')
-       OR l.owner_principal_id <> p #>> '{principal,principal_id}'
-       OR l.service_instance_id <> p ->> 'service_instance_id' THEN
+    IF NOT lease._names_lease(l, p, true) THEN
         RETURN lease._result('lease_lost');
     END IF;
 
@@ -374,10 +387,7 @@ BEGIN
     IF now() >= deadline THEN
         RETURN lease._result('deadline_exceeded');
     END IF;
-    field := lease._bad_lease_ref(p);
-    IF field IS NULL AND NOT lease._id_ok(p -> 'service_instance_id') THEN
-        field := 'service_instance_id';
-    END IF;
+    field := lease._bad_owner_ref(p);
     IF field IS NOT NULL THEN
         RETURN lease._invalid(field);
     END IF;
@@ -388,11 +398,7 @@ BEGIN
         RETURN replay;
     END IF;
     l := lease._row(k, i);
-    IF l.lock_key IS NULL OR l.state <> 'active' OR l.expires_at <= now()
-       OR l.lease_id <> p ->> 'lease_id'
-       OR l.fencing_token <> lease._int(p -> 'fencing_token')
-       OR l.owner_principal_id <> p #>> '{principal,principal_id}'
-       OR l.service_instance_id <> p ->> 'service_instance_id' THEN
+    IF NOT lease._names_lease(l, p, true) THEN
         RETURN lease._result('lease_lost');
     END IF;
     RETURN lease._end_lease(p, 'release', l, 'released', NULL, NULL, 'lease_released');
@@ -441,9 +447,7 @@ BEGIN
         RETURN replay;
     END IF;
     l := lease._row(k, i);
-    IF l.lock_key IS NULL OR l.state <> 'active' OR l.expires_at <= now()
-       OR l.lease_id <> p ->> 'lease_id'
-       OR l.fencing_token <> lease._int(p -> 'fencing_token') THEN
+    IF NOT lease._names_lease(l, p, false) THEN
         RETURN lease._result('lease_lost');
     END IF;
     IF op = 'revoke' THEN

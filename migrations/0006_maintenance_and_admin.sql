@@ -156,6 +156,19 @@ RETURN jsonb_build_object(
     'principal_id', 'sql:' || regexp_replace(session_user, '[^A-Za-z0-9._:-]', '_', 'g'),
     'client_id', 'psql', 'credential_id', '', 'principal_class', 'sql');
 
+-- The wire form of a credential; the digest only for the service's lookup.
+CREATE FUNCTION lease._credential_json(c lease.credentials, with_digest boolean) RETURNS jsonb
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN jsonb_build_object('credential_id', c.credential_id, 'principal_id', c.principal_id,
+    'client_id', c.client_id, 'tenant_id', c.tenant_id, 'program_id', c.program_id,
+    'actor_names', to_jsonb(c.actor_names), 'capabilities', to_jsonb(c.capabilities),
+    'admin', c.admin, 'description', c.description,
+    'created_at', lease._ts(c.created_at), 'expires_at', lease._ts(c.expires_at),
+    'revoked_at', lease._ts(c.revoked_at))
+    || CASE WHEN with_digest
+            THEN jsonb_build_object('secret_digest', encode(c.secret_digest, 'hex'))
+            ELSE '{}'::jsonb END;
+
 -- Credentials (docs/credentials.md). Only a digest of the secret is stored.
 CREATE FUNCTION lease.credential_create(p jsonb) RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
@@ -242,12 +255,7 @@ BEGIN
                                             'reason', 'credential ' || c.credential_id
                                                       || ' for ' || c.principal_id,
                                             'priority', 'high'));
-    RETURN jsonb_build_object('credential_id', c.credential_id, 'principal_id', c.principal_id,
-        'client_id', c.client_id, 'tenant_id', c.tenant_id, 'program_id', c.program_id,
-        'actor_names', to_jsonb(c.actor_names), 'capabilities', to_jsonb(c.capabilities),
-        'admin', c.admin, 'description', c.description,
-        'created_at', lease._ts(c.created_at), 'expires_at', lease._ts(c.expires_at),
-        'revoked_at', lease._ts(c.revoked_at));
+    RETURN lease._credential_json(c, false);
 END
 $$;
 
@@ -263,12 +271,7 @@ BEGIN
     IF NOT FOUND THEN
         RETURN NULL;
     END IF;
-    RETURN jsonb_build_object('credential_id', c.credential_id, 'principal_id', c.principal_id,
-        'client_id', c.client_id, 'tenant_id', c.tenant_id, 'program_id', c.program_id,
-        'actor_names', to_jsonb(c.actor_names), 'capabilities', to_jsonb(c.capabilities),
-        'admin', c.admin, 'secret_digest', encode(c.secret_digest, 'hex'),
-        'created_at', lease._ts(c.created_at), 'expires_at', lease._ts(c.expires_at),
-        'revoked_at', lease._ts(c.revoked_at));
+    RETURN lease._credential_json(c, true);
 END
 $$;
 
@@ -297,14 +300,8 @@ $$;
 CREATE FUNCTION lease.credential_list() RETURNS jsonb
 LANGUAGE sql STABLE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
-RETURN (SELECT coalesce(jsonb_agg(jsonb_build_object(
-            'credential_id', c.credential_id, 'principal_id', c.principal_id,
-            'client_id', c.client_id, 'tenant_id', c.tenant_id, 'program_id', c.program_id,
-            'actor_names', to_jsonb(c.actor_names), 'capabilities', to_jsonb(c.capabilities),
-            'admin', c.admin, 'description', c.description,
-            'created_at', lease._ts(c.created_at), 'expires_at', lease._ts(c.expires_at),
-            'revoked_at', lease._ts(c.revoked_at)) ORDER BY c.created_at, c.credential_id),
-            '[]'::jsonb)
+RETURN (SELECT coalesce(jsonb_agg(lease._credential_json(c, false)
+                                  ORDER BY c.created_at, c.credential_id), '[]'::jsonb)
           FROM lease.credentials c);
 
 -- Records a corrupt record seen by an operation (the operation itself raised

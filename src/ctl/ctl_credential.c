@@ -213,7 +213,8 @@ static int parse_create(int argc, char **argv, create_opts_t *o)
     };
     int ch;
     optind = 1;
-    while ((ch = getopt_long(argc, argv, "h", opts, NULL)) != -1) {
+    /* "+": no permutation, so the values after --capability are still in place */
+    while ((ch = getopt_long(argc, argv, "+h", opts, NULL)) != -1) {
         switch (ch) {
         case 'p':
             o->principal = optarg;
@@ -236,13 +237,17 @@ static int parse_create(int argc, char **argv, create_opts_t *o)
             o->actors[o->n_actors++] = optarg;
             break;
         case 'C':
-            if (!capabilities_add(optarg, &o->caps)) {
-                fprintf(stderr,
-                        "leasectl credential create: unknown capability '%s' (one of "
-                        "targets:lease, targets:read, targets:force-release, targets:revoke, "
-                        "audit:read)\n",
-                        optarg);
-                return CTL_EXIT_INVALID;
+            /* --capability CAP... : repeated flags, commas, or several values */
+            for (const char *cap = optarg; cap;
+                 cap = optind < argc && argv[optind][0] != '-' ? argv[optind++] : NULL) {
+                if (!capabilities_add(cap, &o->caps)) {
+                    fprintf(stderr,
+                            "leasectl credential create: unknown capability '%s' (one of "
+                            "targets:lease, targets:read, targets:force-release, targets:revoke, "
+                            "audit:read)\n",
+                            cap);
+                    return CTL_EXIT_INVALID;
+                }
             }
             break;
         case 'A':
