@@ -42,7 +42,7 @@ BEGIN
     END IF;
     FOR e IN SELECT key, value FROM jsonb_each(m) LOOP
         n := n + 1;
-        IF n > 16 OR e.key !~ '^[a-z0-9_]{1,64}$' THEN
+        IF n > 16 OR length(e.key) > 64 OR e.key !~ '^[a-z0-9_]+$' THEN
             RETURN 'metadata.' || left(e.key, 64);
         END IF;
         IF NOT (jsonb_typeof(e.value) IN ('number', 'boolean')

@@ -301,7 +301,7 @@ BEGIN
     IF i.bad_field IS NOT NULL THEN
         RAISE EXCEPTION 'invalid %', i.bad_field USING ERRCODE = '22023';
     END IF;
-    IF lease_id IS NULL OR lease_id !~ '^[A-Za-z0-9._:-]{1,128}$'
+    IF lease_id IS NULL OR length(lease_id) > 128 OR lease_id !~ '^[A-Za-z0-9._:-]+$'
        OR coalesce(fencing_token, 0) <= 0 THEN
         RAISE EXCEPTION 'invalid lease_id or fencing_token' USING ERRCODE = '22023';
     END IF;
