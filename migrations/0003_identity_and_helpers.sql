@@ -58,7 +58,7 @@ RETURN lease.normalize_component(field,
 
 -- The canonical lock key of a normalised identity (no validation).
 CREATE FUNCTION lease._key(i lease.identity) RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
+LANGUAGE sql STABLE PARALLEL SAFE
 RETURN 'starintel:target-lease:v1:'
     || rtrim(translate(encode(sha256(convert_to(
            '["v1","' || i.tenant_id || '","' || i.program_id || '","'
@@ -140,7 +140,7 @@ RETURN l.tenant_id = i.tenant_id AND l.program_id = i.program_id
 CREATE FUNCTION lease._identity_json(tenant_id text, program_id text, target_namespace text,
                                      target_id text, actor_name text, workflow_name text,
                                      operation_class text) RETURNS jsonb
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
+LANGUAGE sql STABLE PARALLEL SAFE
 RETURN jsonb_build_object('tenant_id', tenant_id, 'program_id', program_id,
                           'target_namespace', target_namespace, 'target_id', target_id,
                           'actor_name', actor_name, 'workflow_name', workflow_name,
@@ -148,7 +148,7 @@ RETURN jsonb_build_object('tenant_id', tenant_id, 'program_id', program_id,
 
 -- RFC 3339 UTC with exactly three fractional digits.
 CREATE FUNCTION lease._ts(t timestamptz) RETURNS text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
+LANGUAGE sql STABLE PARALLEL SAFE
 RETURN to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
 
 -- Backend time as stored: truncated to milliseconds so the wire value equals
@@ -181,7 +181,7 @@ RETURN jsonb_build_object(
 
 -- The wire form of a terminal lease.
 CREATE FUNCTION lease._history_json(h lease.history) RETURNS jsonb
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
+LANGUAGE sql STABLE PARALLEL SAFE
 RETURN jsonb_build_object(
     'lock_identity', lease._identity_json(h.tenant_id, h.program_id, h.target_namespace,
                                           h.target_id, h.actor_name, h.workflow_name,
@@ -281,18 +281,22 @@ $$;
 -- Bounds how long this transaction may wait for a row lock: never past the
 -- caller's deadline, so no backend lock wait outlives the request.
 CREATE FUNCTION lease._bound_lock_wait(deadline timestamptz) RETURNS void
-LANGUAGE sql VOLATILE
-RETURN (SELECT NULL::void FROM set_config('lock_timeout',
+LANGUAGE plpgsql VOLATILE
+AS $$
+BEGIN
+    PERFORM set_config('lock_timeout',
         least(600000, greatest(1, ceil(extract(epoch FROM deadline - clock_timestamp()) * 1000)))
-            ::bigint::text || 'ms', true));
+            ::bigint::text || 'ms', true);
+END
+$$;
 
 -- Typed results.
 CREATE FUNCTION lease._result(code text) RETURNS jsonb
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
+LANGUAGE sql STABLE PARALLEL SAFE
 RETURN jsonb_build_object('code', code);
 
 CREATE FUNCTION lease._invalid(field text) RETURNS jsonb
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
+LANGUAGE sql STABLE PARALLEL SAFE
 RETURN jsonb_build_object('code', 'invalid_lease_request', 'field', field);
 
 -- Inserts one audit event of a mutation, inside its transaction. `p` is the
@@ -301,8 +305,9 @@ RETURN jsonb_build_object('code', 'invalid_lease_request', 'field', field);
 -- columns are copied: metadata, bodies and lock keys never reach audit.
 CREATE FUNCTION lease._audit(p jsonb, event_type text, result_code text, extra jsonb)
 RETURNS void
-LANGUAGE sql VOLATILE
-BEGIN ATOMIC
+LANGUAGE plpgsql VOLATILE
+AS $$
+BEGIN
     INSERT INTO lease.audit_events (
         latency_ms, event_type, priority, decision, result_code, retryable, request_id,
         correlation_id, trace_id, execution_id, job_id, principal_class, principal_id,
@@ -327,7 +332,8 @@ BEGIN ATOMIC
         (extra ->> 'effective_ttl_ms')::bigint, left(p ->> 'deadline_class', 16),
         extra ->> 'previous_state', extra ->> 'resulting_state', extra ->> 'reason',
         extra ->> 'incident_id');
-END;
+END
+$$;
 
 -- Looks up a stored idempotent result. Returns NULL when the request is new,
 -- the replayed result (with "replayed" and the lease's current state) when
@@ -365,15 +371,17 @@ $$;
 -- Stores the typed result of a state-changing request with its mutation.
 CREATE FUNCTION lease._remember(k text, op text, p jsonb, result jsonb, lease_id text)
 RETURNS void
-LANGUAGE sql VOLATILE
-BEGIN ATOMIC
+LANGUAGE plpgsql VOLATILE
+AS $$
+BEGIN
     INSERT INTO lease.idempotency (lock_key, operation, owner_principal_id, request_id,
                                    request_digest, result, lease_id, created_at, expires_at)
     SELECT k, op, p #>> '{principal,principal_id}', p ->> 'request_id',
            decode(p ->> 'request_digest', 'hex'), result, lease_id, lease._now(),
            lease._now() + lease._ms(pol.idempotency_retention_ms)
       FROM lease.policy pol;
-END;
+END
+$$;
 
 -- Moves an active-shaped row's lease into history (terminal evidence).
 CREATE FUNCTION lease._to_history(l lease.locks, terminal_state text, ended_at timestamptz,
@@ -405,8 +413,9 @@ $$;
 
 -- Clears the live lease of a row (the counter stays).
 CREATE FUNCTION lease._clear(k text) RETURNS void
-LANGUAGE sql VOLATILE
-BEGIN ATOMIC
+LANGUAGE plpgsql VOLATILE
+AS $$
+BEGIN
     UPDATE lease.locks
        SET state = 'free', lease_id = NULL, fencing_token = NULL, owner_principal_id = NULL,
            owner_client_id = NULL, owner_credential_id = NULL, service_instance_id = NULL,
@@ -414,4 +423,5 @@ BEGIN ATOMIC
            maximum_lifetime_ms = NULL, execution_id = NULL, job_id = NULL, trace_id = NULL,
            request_id = NULL, metadata = NULL
      WHERE lock_key = k;
-END;
+END
+$$;

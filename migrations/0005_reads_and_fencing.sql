@@ -236,14 +236,16 @@ RETURN lease._list(p, 'program');
 
 -- Raises the high-water mark of accepted tokens (never lowers it).
 CREATE FUNCTION lease._accept_token(k text, token bigint) RETURNS void
-LANGUAGE sql VOLATILE
-BEGIN ATOMIC
+LANGUAGE plpgsql VOLATILE
+AS $$
+BEGIN
     INSERT INTO lease.fence_marks AS m (lock_key, high_water_token, updated_at)
     VALUES (k, token, lease._now())
     ON CONFLICT (lock_key) DO UPDATE
        SET high_water_token = EXCLUDED.high_water_token, updated_at = EXCLUDED.updated_at
      WHERE m.high_water_token < EXCLUDED.high_water_token;
-END;
+END
+$$;
 
 -- The identity's row locked FOR SHARE for a fenced write. The share lock
 -- orders the write against renewals and administrative invalidation in real

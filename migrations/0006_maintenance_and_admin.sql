@@ -158,7 +158,7 @@ RETURN jsonb_build_object(
 
 -- The wire form of a credential; the digest only for the service's lookup.
 CREATE FUNCTION lease._credential_json(c lease.credentials, with_digest boolean) RETURNS jsonb
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
+LANGUAGE sql STABLE PARALLEL SAFE
 RETURN jsonb_build_object('credential_id', c.credential_id, 'principal_id', c.principal_id,
     'client_id', c.client_id, 'tenant_id', c.tenant_id, 'program_id', c.program_id,
     'actor_names', to_jsonb(c.actor_names), 'capabilities', to_jsonb(c.capabilities),
