@@ -108,8 +108,9 @@ BEGIN
     IF i.bad_field IS NOT NULL THEN
         RETURN lease._invalid(i.bad_field);
     END IF;
-    SELECT f INTO field FROM unnest(ARRAY['service_instance_id', 'execution_id', 'job_id']) f
-     WHERE NOT lease._id_ok(p -> f) LIMIT 1;
+    field := CASE WHEN NOT lease._id_ok(p -> 'service_instance_id') THEN 'service_instance_id'
+                  WHEN NOT lease._id_ok(p -> 'execution_id') THEN 'execution_id'
+                  WHEN NOT lease._id_ok(p -> 'job_id') THEN 'job_id' END;
     IF field IS NULL AND coalesce(jsonb_typeof(p -> 'trace_id'), 'null') <> 'null'
        AND NOT lease._id_ok(p -> 'trace_id') THEN
         field := 'trace_id';
@@ -226,7 +227,7 @@ BEGIN
     result := jsonb_build_object('code', 'lease_acquired', 'lease', lease._lease_json(l));
     PERFORM lease._remember(k, 'acquire', p, result, l.lease_id);
     PERFORM lease._audit(p, 'target_lease_acquire', 'lease_acquired',
-        jsonb_build_object('lock_identity', lease._lease_json(l) -> 'lock_identity',
+        jsonb_build_object('lock_identity', result #> '{lease,lock_identity}',
                            'lease_id', l.lease_id, 'fencing_token', l.fencing_token,
                            'service_instance_id', l.service_instance_id,
                            'execution_id', l.execution_id, 'job_id', l.job_id,
@@ -237,21 +238,21 @@ BEGIN
 END
 $$;
 
--- Parses what renew, release, force_release and revoke share: the identity,
--- lease_id and fencing_token. Returns the offending field or NULL.
-CREATE FUNCTION lease._bad_lease_ref(p jsonb) RETURNS text
+-- Checks what renew, release, force_release and revoke share: the identity
+-- (normalised once by the caller), lease_id and fencing_token. Returns the
+-- offending field or NULL.
+CREATE FUNCTION lease._bad_lease_ref(p jsonb, i lease.identity) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN CASE
-    WHEN (lease._identity(p -> 'lock_identity')).bad_field IS NOT NULL
-        THEN (lease._identity(p -> 'lock_identity')).bad_field
+    WHEN i.bad_field IS NOT NULL THEN i.bad_field
     WHEN NOT lease._id_ok(p -> 'lease_id') THEN 'lease_id'
     WHEN coalesce(lease._int(p -> 'fencing_token'), 0) <= 0 THEN 'fencing_token'
     END;
 
 -- renew and release also name the service instance.
-CREATE FUNCTION lease._bad_owner_ref(p jsonb) RETURNS text
+CREATE FUNCTION lease._bad_owner_ref(p jsonb, i lease.identity) RETURNS text
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN coalesce(lease._bad_lease_ref(p),
+RETURN coalesce(lease._bad_lease_ref(p, i),
                 CASE WHEN NOT lease._id_ok(p -> 'service_instance_id')
                      THEN 'service_instance_id' END);
 
@@ -292,7 +293,8 @@ BEGIN
     IF now() >= deadline THEN
         RETURN lease._result('deadline_exceeded');
     END IF;
-    field := lease._bad_owner_ref(p);
+    i := lease._identity(p -> 'lock_identity');
+    field := lease._bad_owner_ref(p, i);
     IF field IS NOT NULL THEN
         RETURN lease._invalid(field);
     END IF;
@@ -305,7 +307,6 @@ BEGIN
     IF sealed THEN
         RETURN jsonb_build_object('code', 'lease_backend_unavailable', 'reason', 'sealed');
     END IF;
-    i := lease._identity(p -> 'lock_identity');
     k := lease._key(i);
     replay := lease._replay(k, 'renew', p);
     IF replay IS NOT NULL THEN
@@ -329,7 +330,7 @@ BEGIN
     result := jsonb_build_object('code', 'lease_renewed', 'lease', lease._lease_json(l));
     PERFORM lease._remember(k, 'renew', p, result, l.lease_id);
     PERFORM lease._audit(p, 'target_lease_renew', 'lease_renewed',
-        jsonb_build_object('lock_identity', lease._lease_json(l) -> 'lock_identity',
+        jsonb_build_object('lock_identity', result #> '{lease,lock_identity}',
                            'lease_id', l.lease_id, 'fencing_token', l.fencing_token,
                            'service_instance_id', l.service_instance_id,
                            'execution_id', l.execution_id, 'job_id', l.job_id,
@@ -359,7 +360,7 @@ BEGIN
     result := jsonb_build_object('code', success_code, 'lease', lease._history_json(h));
     PERFORM lease._remember(l.lock_key, op, p, result, h.lease_id);
     PERFORM lease._audit(p, 'target_lease_' || op, success_code,
-        jsonb_build_object('lock_identity', lease._history_json(h) -> 'lock_identity',
+        jsonb_build_object('lock_identity', result #> '{lease,lock_identity}',
                            'lease_id', h.lease_id, 'fencing_token', h.fencing_token,
                            'service_instance_id', h.service_instance_id,
                            'execution_id', h.execution_id, 'job_id', h.job_id,
@@ -387,11 +388,11 @@ BEGIN
     IF now() >= deadline THEN
         RETURN lease._result('deadline_exceeded');
     END IF;
-    field := lease._bad_owner_ref(p);
+    i := lease._identity(p -> 'lock_identity');
+    field := lease._bad_owner_ref(p, i);
     IF field IS NOT NULL THEN
         RETURN lease._invalid(field);
     END IF;
-    i := lease._identity(p -> 'lock_identity');
     k := lease._key(i);
     replay := lease._replay(k, 'release', p);
     IF replay IS NOT NULL THEN
@@ -424,7 +425,8 @@ BEGIN
     IF now() >= deadline THEN
         RETURN lease._result('deadline_exceeded');
     END IF;
-    field := lease._bad_lease_ref(p);
+    i := lease._identity(p -> 'lock_identity');
+    field := lease._bad_lease_ref(p, i);
     IF field IS NULL AND (jsonb_typeof(p -> 'reason') IS DISTINCT FROM 'string'
                           OR char_length(reason) NOT BETWEEN 1 AND 512
                           OR reason ~ '[[:cntrl:]]' OR btrim(reason) = '') THEN
@@ -440,7 +442,6 @@ BEGIN
     IF field IS NOT NULL THEN
         RETURN lease._invalid(field);
     END IF;
-    i := lease._identity(p -> 'lock_identity');
     k := lease._key(i);
     replay := lease._replay(k, op, p);
     IF replay IS NOT NULL THEN

@@ -415,7 +415,8 @@ BEGIN
     IF now() >= deadline THEN
         RETURN lease._result('deadline_exceeded');
     END IF;
-    field := lease._bad_lease_ref(p);
+    i := lease._identity(p -> 'lock_identity');
+    field := lease._bad_lease_ref(p, i);
     IF field IS NULL AND NOT lease._id_ok(p -> 'execution_id') THEN
         field := 'execution_id';
     END IF;
@@ -432,7 +433,6 @@ BEGIN
     IF (SELECT sealed FROM lease.namespace_state) THEN
         RETURN jsonb_build_object('code', 'lease_backend_unavailable', 'reason', 'sealed');
     END IF;
-    i := lease._identity(p -> 'lock_identity');
     k := lease._key(i);
     replay := lease._replay(k, 'commit', p);
     IF replay IS NOT NULL THEN
@@ -489,7 +489,9 @@ BEGIN
                                  'fencing_token', token, 'results', results);
     PERFORM lease._remember(k, 'commit', p, result, l.lease_id);
     PERFORM lease._audit(p, 'target_lease_commit', 'commit_accepted',
-        jsonb_build_object('lock_identity', lease._lease_json(l) -> 'lock_identity',
+        jsonb_build_object('lock_identity', lease._identity_json(l.tenant_id, l.program_id,
+                               l.target_namespace, l.target_id, l.actor_name, l.workflow_name,
+                               l.operation_class),
                            'lease_id', l.lease_id, 'fencing_token', token,
                            'service_instance_id', l.service_instance_id,
                            'execution_id', l.execution_id, 'job_id', l.job_id,
