@@ -90,21 +90,24 @@ static void sweep(leased_sweeper_t *s)
 static void *sweeper_main(void *arg)
 {
     leased_sweeper_t *s = arg;
-    int64_t next_probe = lease_mono_now_ns();
-    int64_t next_sweep = next_probe + s->cfg.sweep_interval_ms * 1000000;
+    /* Sweep (which first checks the namespace for a restore or failover)
+     * before the first probe, so readiness reflects a sealed namespace at
+     * start. */
+    int64_t next_sweep = lease_mono_now_ns();
+    int64_t next_probe = next_sweep;
     pthread_mutex_lock(&s->mutex);
     while (!s->stopping) {
         int64_t now = lease_mono_now_ns();
         if (now >= next_probe || now >= next_sweep) {
             bool do_probe = now >= next_probe, do_sweep = now >= next_sweep;
             pthread_mutex_unlock(&s->mutex);
-            if (do_probe) {
-                probe(s);
-                next_probe = lease_mono_now_ns() + s->cfg.health_interval_ms * 1000000;
-            }
             if (do_sweep) {
                 sweep(s);
                 next_sweep = lease_mono_now_ns() + s->cfg.sweep_interval_ms * 1000000;
+            }
+            if (do_probe) {
+                probe(s);
+                next_probe = lease_mono_now_ns() + s->cfg.health_interval_ms * 1000000;
             }
             pthread_mutex_lock(&s->mutex);
             continue;

@@ -24,7 +24,7 @@
 
 struct pg_conn;
 
-#define STORE_PG_MAX_VALUES 2
+#define STORE_PG_MAX_VALUES 3
 /* How long a cancelled statement may take to confirm before the session is
  * given up as lost. A call may therefore overrun its deadline by this much,
  * and only after it sent a statement. */

@@ -523,7 +523,12 @@ static lease_code_t pg_sweep(lease_store_t *s, int batch, const lease_deadline_t
     const char *params[1] = {batch_text};
     call_spec_t spec = {
         .op = STORE_PG_OP_SWEEP,
-        .stmt = {.sql = "SELECT lease.sweep_expired($1::integer)::text, "
+        /* Every sweep first compares the cluster with the recorded one
+         * (lease.check_namespace seals after a restore or failover; it
+         * writes only when it seals), so readiness and acquisition follow
+         * within one sweep interval, and at start. */
+        .stmt = {.sql = "SELECT lease.check_namespace()::text, "
+                        "lease.sweep_expired($1::integer)::text, "
                         "lease.purge_retention($1::integer)::text",
                  .nparams = 1,
                  .params = params},
@@ -533,8 +538,8 @@ static lease_code_t pg_sweep(lease_store_t *s, int batch, const lease_deadline_t
     run_call(impl(s), &spec, &out);
     lease_code_t code = out.code;
     if (out.ok)
-        code = out.reply.nvalues == 2
-                   ? store_pg_decode_sweep(out.reply.values[0], out.reply.values[1], res)
+        code = out.reply.nvalues == 3
+                   ? store_pg_decode_sweep(out.reply.values[1], out.reply.values[2], res)
                    : store_pg_decode_sweep(NULL, NULL, res);
     store_pg_reply_clear(&out.reply);
     return code;

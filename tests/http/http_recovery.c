@@ -1,0 +1,141 @@
+/*
+ * http_recovery.c - restore and failover end to end: a running leased
+ * notices (through its sweeper's lease.check_namespace) that the database
+ * now runs on another cluster, seals the namespace (readiness false,
+ * acquisition, renewal and commits refused), and `leasectl recover` raises
+ * every fencing counter past anything handed out before, revokes the
+ * restored lease and unseals: the fencing high-water mark never regresses.
+ */
+#include "http_common.h"
+
+#include <sys/wait.h>
+
+static struct {
+    char *db;
+    leased_proc_t *srv;
+    const char *base;
+    char *token;
+} fx;
+
+static int setup(void **state)
+{
+    (void)state;
+    fx.db = testpg_create_db("http_recovery");
+    fx.token =
+        leased_proc_credential(fx.db,
+                               &(leased_cred_spec_t){.principal = "prn_recovery",
+                                                     .tenant = TENANT,
+                                                     .program = PROGRAM,
+                                                     .capabilities = "targets:lease,targets:read"},
+                               NULL);
+    const char *env[] = {"LEASE_SWEEP_INTERVAL_MS=200", NULL};
+    fx.srv = leased_proc_start(fx.db, env);
+    fx.base = leased_proc_url(fx.srv);
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    (void)state;
+    assert_int_equal(leased_proc_stop(fx.srv), 0);
+    testpg_drop_db(fx.db);
+    free(fx.db);
+    free(fx.token);
+    return 0;
+}
+
+/* Polls /readyz until it answers `want` (about 10 s at most). */
+static long wait_ready(long want, char *reason, size_t n)
+{
+    long st = 0;
+    for (int i = 0; i < 200 && st != want; i++) {
+        if (i)
+            usleep(50000);
+        http_resp_t *r = call(fx.base, "GET", "/readyz", NULL, NULL);
+        st = r->status;
+        snprintf(reason, n, "%s", http_resp_str(r, "reason") ? http_resp_str(r, "reason") : "");
+        http_resp_free(r);
+    }
+    return st;
+}
+
+static void test_restore_is_sealed_until_recovery(void **state)
+{
+    (void)state;
+    char reason[64];
+    /* the first sweep recorded the cluster this database runs on */
+    assert_int_equal(wait_ready(200, reason, sizeof reason), 200);
+    for (int i = 0; i < 100 && testpg_query_int(fx.db, "SELECT (system_identifier IS NULL)::int "
+                                                       "FROM lease.namespace_state");
+         i++)
+        usleep(50000);
+    assert_int_equal(testpg_query_int(fx.db, "SELECT (system_identifier IS NOT NULL AND "
+                                             "timeline_id IS NOT NULL)::int "
+                                             "FROM lease.namespace_state"),
+                     1);
+
+    http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/acquire", fx.token,
+                                acquire_body("rec-1", "t-restored"));
+    check_reply(r, 200, "lease_acquired", NULL);
+    json_t *held = json_incref(lease_of(r));
+    assert_int_equal(json_integer_value(json_object_get(held, "fencing_token")), 1);
+    http_resp_free(r);
+
+    /* the database now looks restored onto another cluster */
+    assert_true(testpg_exec(fx.db, "UPDATE lease.namespace_state "
+                                   "SET system_identifier = system_identifier + 1"));
+    assert_int_equal(wait_ready(503, reason, sizeof reason), 503);
+    assert_string_equal(reason, "sealed");
+    char *why = testpg_query_value(fx.db, "SELECT sealed_reason FROM lease.namespace_state "
+                                          "WHERE sealed AND sealed_reason LIKE '%restored%'");
+    assert_non_null(why);
+    free(why);
+
+    /* sealed: no acquisition, no renewal of the restored lease */
+    r = call_owned(fx.base, "POST", "/v1/leases/acquire", fx.token,
+                   acquire_body("rec-2", "t-other"));
+    check_reply(r, 503, "lease_backend_unavailable", NULL);
+    http_resp_free(r);
+    r = call_owned(fx.base, "POST", "/v1/leases/renew", fx.token,
+                   owner_body("rec-3", "t-restored", held));
+    check_reply(r, 503, "lease_backend_unavailable", NULL);
+    http_resp_free(r);
+
+    /* recovery: every counter raised by the epoch stride, leases revoked */
+    char cmd[4096];
+    char *owner_url = testpg_url_as(fx.db, "postgres");
+    snprintf(cmd, sizeof cmd,
+             "'%s' recover --reason 'restored from backup (test)' --database-url '%s' >/dev/null",
+             LEASE_TEST_LEASECTL, owner_url);
+    free(owner_url);
+    int st = system(cmd);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    assert_int_equal(wait_ready(200, reason, sizeof reason), 200);
+
+    /* the restored lease is gone for good */
+    r = call_owned(fx.base, "POST", "/v1/leases/renew", fx.token,
+                   owner_body("rec-4", "t-restored", held));
+    check_reply(r, 409, "lease_lost", NULL);
+    http_resp_free(r);
+    assert_int_equal(testpg_query_int(fx.db, "SELECT count(*) FROM lease.history WHERE "
+                                             "state = 'revoked' AND end_reason LIKE "
+                                             "'epoch recovery:%'"),
+                     1);
+
+    /* the next token is above everything issued before the restore */
+    r = call_owned(fx.base, "POST", "/v1/leases/acquire", fx.token,
+                   acquire_body("rec-5", "t-restored"));
+    check_reply(r, 200, "lease_acquired", NULL);
+    json_int_t token = json_integer_value(json_object_get(lease_of(r), "fencing_token"));
+    assert_true(token > 1000000000);
+    http_resp_free(r);
+    json_decref(held);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_restore_is_sealed_until_recovery),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
