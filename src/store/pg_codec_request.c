@@ -148,18 +148,6 @@ static json_t *common_json(const lease_call_t *call, int64_t now_mono_ns)
     return built(o, ok);
 }
 
-/* Parses embedded JSON that must be an object; NULL when it is not one. */
-static json_t *parse_object(const char *text)
-{
-    json_error_t err;
-    json_t *v = json_loads(text, JSON_REJECT_DUPLICATES, &err);
-    if (v && !json_is_object(v)) {
-        json_decref(v);
-        return NULL;
-    }
-    return v;
-}
-
 /* Serializes and frees `o`; NULL when o is NULL or out of memory. */
 static char *finish(json_t *o, bool ok)
 {
@@ -189,7 +177,7 @@ char *store_pg_encode_acquire(const lease_acquire_req_t *req, int64_t now_mono_n
     if (req->maximum_lifetime_ms > 0)
         put(o, "maximum_lifetime_ms", json_integer(req->maximum_lifetime_ms), &ok);
     if (ok && req->metadata_json[0]) {
-        json_t *meta = parse_object(req->metadata_json);
+        json_t *meta = store_pg_parse_object(req->metadata_json);
         if (!meta) {
             *bad_field = "metadata";
             ok = false;
@@ -313,7 +301,7 @@ char *store_pg_encode_commit(const lease_commit_req_t *req, int64_t now_mono_ns,
             ok = false;
             break;
         }
-        json_t *payload = w->json ? parse_object(w->json) : NULL;
+        json_t *payload = store_pg_parse_object(w->json);
         if (!payload) {
             *bad_field = indexed_field("writes", i, doc ? "body" : "payload");
             ok = false;
