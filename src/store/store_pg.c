@@ -380,22 +380,29 @@ static const char *const json_op_sql[STORE_PG_OP_COUNT] = {
     [STORE_PG_OP_RECORD_AUDIT] = "SELECT lease.record_audit($1::jsonb)::text",
 };
 
-/* Calls op's function with one jsonb request; takes `json` (freed here).
- * call and identity (for logs and quarantine) may be NULL. The caller
- * clears out->reply. */
-static void json_call(store_pg_t *pg, store_pg_op_t op, char *json,
-                      const lease_deadline_t *deadline, const lease_call_t *call,
-                      const lease_identity_t *identity, call_outcome_t *out)
+/* Runs sql with one parameter. call and identity (for logs and
+ * quarantine) may be NULL. The caller clears out->reply. */
+static void param_call(store_pg_t *pg, store_pg_op_t op, const char *sql, const char *param,
+                       const lease_deadline_t *deadline, const lease_call_t *call,
+                       const lease_identity_t *identity, call_outcome_t *out)
 {
-    const char *params[1] = {json};
+    const char *params[1] = {param};
     call_spec_t spec = {
         .op = op,
-        .stmt = {.sql = json_op_sql[op], .nparams = 1, .params = params},
+        .stmt = {.sql = sql, .nparams = 1, .params = params},
         .deadline = deadline,
         .call = call,
         .identity = identity,
     };
     run_call(pg, &spec, out);
+}
+
+/* Calls op's function with one jsonb request; takes `json` (freed here). */
+static void json_call(store_pg_t *pg, store_pg_op_t op, char *json,
+                      const lease_deadline_t *deadline, const lease_call_t *call,
+                      const lease_identity_t *identity, call_outcome_t *out)
+{
+    param_call(pg, op, json_op_sql[op], json, deadline, call, identity, out);
     free(json);
 }
 
@@ -524,22 +531,16 @@ static lease_code_t pg_sweep(lease_store_t *s, int batch, const lease_deadline_t
         return INVALID_LEASE_REQUEST;
     char batch_text[16];
     snprintf(batch_text, sizeof batch_text, "%d", batch);
-    const char *params[1] = {batch_text};
-    call_spec_t spec = {
-        .op = STORE_PG_OP_SWEEP,
-        /* Every sweep first compares the cluster with the recorded one
-         * (lease.check_namespace seals after a restore or failover; it
-         * writes only when it seals), so readiness and acquisition follow
-         * within one sweep interval, and at start. */
-        .stmt = {.sql = "SELECT lease.check_namespace()::text, "
-                        "lease.sweep_expired($1::integer)::text, "
-                        "lease.purge_retention($1::integer)::text",
-                 .nparams = 1,
-                 .params = params},
-        .deadline = deadline,
-    };
     call_outcome_t out;
-    run_call(impl(s), &spec, &out);
+    /* Every sweep first compares the cluster with the recorded one
+     * (lease.check_namespace seals after a restore or failover; it writes
+     * only when it seals), so readiness and acquisition follow within one
+     * sweep interval, and at start. */
+    param_call(impl(s), STORE_PG_OP_SWEEP,
+               "SELECT lease.check_namespace()::text, "
+               "lease.sweep_expired($1::integer)::text, "
+               "lease.purge_retention($1::integer)::text",
+               batch_text, deadline, NULL, NULL, &out);
     lease_code_t code = out.code;
     if (out.ok)
         code = out.reply.nvalues == 3
@@ -573,16 +574,10 @@ static lease_code_t pg_credential_lookup(lease_store_t *s, const char *credentia
     *found = false;
     if (!credential_id || !*credential_id || strlen(credential_id) > LEASE_ID_MAX)
         return INVALID_LEASE_REQUEST;
-    const char *params[1] = {credential_id};
-    call_spec_t spec = {
-        .op = STORE_PG_OP_CREDENTIAL_LOOKUP,
-        .stmt = {.sql = "SELECT lease.credential_lookup($1::text)::text",
-                 .nparams = 1,
-                 .params = params},
-        .deadline = deadline,
-    };
     call_outcome_t out;
-    run_call(impl(s), &spec, &out);
+    param_call(impl(s), STORE_PG_OP_CREDENTIAL_LOOKUP,
+               "SELECT lease.credential_lookup($1::text)::text", credential_id, deadline, NULL,
+               NULL, &out);
     lease_code_t code = out.code;
     if (out.ok) {
         code = store_pg_decode_credential(out.reply.values[0], cred, found);
