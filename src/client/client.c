@@ -387,17 +387,29 @@ lease_code_t lease_client_acquire(lease_client_t *c, const lease_client_acquire_
     return single_call(c, "POST", "/v1/leases/acquire", o, true, &ctx, res);
 }
 
-static lease_code_t owner_call(lease_client_t *c, const char *path, const lease_client_owner_t *req,
-                               bool with_ttl, lease_client_call_t *call, lease_result_t *res)
+/* What renew, release, force-release and revoke send besides the lease
+ * they name; NULL strings and a ttl of 0 are left out. */
+typedef struct held_fields {
+    const char *service_instance_id;
+    int64_t ttl_ms;
+    const char *reason;
+    const char *incident_id;
+} held_fields_t;
+
+/* A call about a held lease: identity, lease id, fencing token and f. */
+static lease_code_t held_call(lease_client_t *c, const char *path,
+                              const lease_identity_input_t *identity, const char *lease_id,
+                              int64_t fencing_token, const held_fields_t *f,
+                              lease_client_call_t *call, lease_result_t *res)
 {
     call_ctx_t ctx;
     if (!begin(&ctx, call, true))
         return refuse(res, "request_id");
-    json_t *o = identity_body(&req->identity);
-    if (!o || !set_str(o, "lease_id", req->lease_id) ||
-        !set_int(o, "fencing_token", req->fencing_token) ||
-        !set_str(o, "service_instance_id", req->service_instance_id) ||
-        (with_ttl && req->ttl_ms > 0 && !set_int(o, "ttl_ms", req->ttl_ms))) {
+    json_t *o = identity_body(identity);
+    if (!o || !set_str(o, "lease_id", lease_id) || !set_int(o, "fencing_token", fencing_token) ||
+        !set_str(o, "service_instance_id", f->service_instance_id) ||
+        (f->ttl_ms > 0 && !set_int(o, "ttl_ms", f->ttl_ms)) || !set_str(o, "reason", f->reason) ||
+        !set_str(o, "incident_id", f->incident_id)) {
         json_decref(o);
         return refuse(res, "lock_identity");
     }
@@ -407,41 +419,33 @@ static lease_code_t owner_call(lease_client_t *c, const char *path, const lease_
 lease_code_t lease_client_renew(lease_client_t *c, const lease_client_owner_t *req,
                                 lease_client_call_t *call, lease_result_t *res)
 {
-    return owner_call(c, "/v1/leases/renew", req, true, call, res);
+    held_fields_t f = {.service_instance_id = req->service_instance_id, .ttl_ms = req->ttl_ms};
+    return held_call(c, "/v1/leases/renew", &req->identity, req->lease_id, req->fencing_token, &f,
+                     call, res);
 }
 
 lease_code_t lease_client_release(lease_client_t *c, const lease_client_owner_t *req,
                                   lease_client_call_t *call, lease_result_t *res)
 {
-    return owner_call(c, "/v1/leases/release", req, false, call, res);
-}
-
-static lease_code_t admin_call(lease_client_t *c, const char *path, const lease_client_admin_t *req,
-                               bool with_incident, lease_client_call_t *call, lease_result_t *res)
-{
-    call_ctx_t ctx;
-    if (!begin(&ctx, call, true))
-        return refuse(res, "request_id");
-    json_t *o = identity_body(&req->identity);
-    if (!o || !set_str(o, "lease_id", req->lease_id) ||
-        !set_int(o, "fencing_token", req->fencing_token) || !set_str(o, "reason", req->reason) ||
-        (with_incident && !set_str(o, "incident_id", req->incident_id))) {
-        json_decref(o);
-        return refuse(res, "lock_identity");
-    }
-    return single_call(c, "POST", path, o, true, &ctx, res);
+    held_fields_t f = {.service_instance_id = req->service_instance_id};
+    return held_call(c, "/v1/leases/release", &req->identity, req->lease_id, req->fencing_token, &f,
+                     call, res);
 }
 
 lease_code_t lease_client_force_release(lease_client_t *c, const lease_client_admin_t *req,
                                         lease_client_call_t *call, lease_result_t *res)
 {
-    return admin_call(c, "/v1/leases/force-release", req, false, call, res);
+    held_fields_t f = {.reason = req->reason};
+    return held_call(c, "/v1/leases/force-release", &req->identity, req->lease_id,
+                     req->fencing_token, &f, call, res);
 }
 
 lease_code_t lease_client_revoke(lease_client_t *c, const lease_client_admin_t *req,
                                  lease_client_call_t *call, lease_result_t *res)
 {
-    return admin_call(c, "/v1/leases/revoke", req, true, call, res);
+    held_fields_t f = {.reason = req->reason, .incident_id = req->incident_id};
+    return held_call(c, "/v1/leases/revoke", &req->identity, req->lease_id, req->fencing_token, &f,
+                     call, res);
 }
 
 lease_code_t lease_client_inspect_id(lease_client_t *c, const char *lease_id,

@@ -128,17 +128,7 @@ int ctl_acquire_main(int argc, char **argv)
         session_open(&s, argc, argv, CTL_OPT_IDENTITY, NULL, "IDENTITY [LEASE OPTIONS]", true);
     if (status >= 0)
         return status;
-    const ctl_options_t *o = &s.o;
-    lease_client_acquire_t req = {
-        .identity = o->identity,
-        .service_instance_id = o->service_instance_id,
-        .execution_id = o->execution_id,
-        .job_id = o->job_id,
-        .trace_id = o->trace_id,
-        .ttl_ms = o->ttl_ms,
-        .maximum_lifetime_ms = o->maximum_lifetime_ms,
-        .wait_ms = o->wait_ms,
-    };
+    lease_client_acquire_t req = ctl_options_acquire_req(&s.o);
     lease_result_t res;
     lease_code_t code = lease_client_acquire(s.client, &req, &s.call, &res);
     status = report(s.cmd, code, res.field, &s.call);

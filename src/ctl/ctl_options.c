@@ -347,6 +347,20 @@ void ctl_options_free(ctl_options_t *o)
     o->token = NULL;
 }
 
+lease_client_acquire_t ctl_options_acquire_req(const ctl_options_t *o)
+{
+    return (lease_client_acquire_t){
+        .identity = o->identity,
+        .service_instance_id = o->service_instance_id,
+        .execution_id = o->execution_id,
+        .job_id = o->job_id,
+        .trace_id = o->trace_id,
+        .ttl_ms = o->ttl_ms,
+        .maximum_lifetime_ms = o->maximum_lifetime_ms,
+        .wait_ms = o->wait_ms,
+    };
+}
+
 int64_t ctl_options_deadline_ms(const ctl_options_t *o, bool acquire)
 {
     int64_t d = o->deadline_ms;

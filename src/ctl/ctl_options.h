@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "lease/client.h"
 #include "lease/identity.h"
 
 /* What a command takes besides the shared identity and lease options. */
@@ -79,6 +80,9 @@ void ctl_options_free(ctl_options_t *o);
 /* The deadline of a call: --deadline-ms, else 5 s (plus --wait-ms for an
  * acquire that waits), capped at CTL_MAX_DEADLINE_MS. */
 int64_t ctl_options_deadline_ms(const ctl_options_t *o, bool acquire);
+
+/* The acquire the options describe (borrows o's strings). */
+lease_client_acquire_t ctl_options_acquire_req(const ctl_options_t *o);
 
 /* Strict decimal parse into [min, max]; false on anything else. */
 LEASE_MUST_USE bool ctl_parse_int(const char *s, int64_t min, int64_t max, int64_t *out);

@@ -353,16 +353,7 @@ static int hold_and_run(const ctl_options_t *o, lease_client_t *client, char **c
                         int64_t grace_ms, const sigset_t *handled, const sigset_t *original,
                         const int *inherited)
 {
-    lease_client_acquire_t req = {
-        .identity = o->identity,
-        .service_instance_id = o->service_instance_id,
-        .execution_id = o->execution_id,
-        .job_id = o->job_id,
-        .trace_id = o->trace_id,
-        .ttl_ms = o->ttl_ms,
-        .maximum_lifetime_ms = o->maximum_lifetime_ms,
-        .wait_ms = o->wait_ms,
-    };
+    lease_client_acquire_t req = ctl_options_acquire_req(o);
     lease_client_call_t call = {.request_id = o->request_id,
                                 .deadline_ms = ctl_options_deadline_ms(o, true)};
     lease_result_t res;

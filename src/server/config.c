@@ -238,21 +238,16 @@ static bool apply(const setting_t *s, const char *origin, const char *value, lea
         return true;
     }
     case SETTING_INT:
-        if (!parse_int(value, &n) || n < s->min || n > s->max) {
-            snprintf(err, errsz, "%s (%s): '%.40s' is not an integer in %lld..%lld", s->name,
-                     origin, value, (long long)s->min, (long long)s->max);
+    case SETTING_RATE: {
+        bool rate = s->type == SETTING_RATE;
+        if (!(rate ? parse_rate(value, &n) : parse_int(value, &n)) || n < s->min || n > s->max) {
+            snprintf(err, errsz, "%s (%s): '%.40s' is not %s in %lld..%lld", s->name, origin, value,
+                     rate ? "<n>/s with n" : "an integer", (long long)s->min, (long long)s->max);
             return false;
         }
         *(int64_t *)field = n;
         return true;
-    case SETTING_RATE:
-        if (!parse_rate(value, &n) || n < s->min || n > s->max) {
-            snprintf(err, errsz, "%s (%s): '%.40s' is not <n>/s with n in %lld..%lld", s->name,
-                     origin, value, (long long)s->min, (long long)s->max);
-            return false;
-        }
-        *(int64_t *)field = n;
-        return true;
+    }
     case SETTING_LEVEL:
         if (!lease_log_parse_level(value, field)) {
             snprintf(err, errsz, "%s (%s): '%.40s' is not one of debug, info, warn, error", s->name,

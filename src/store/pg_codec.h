@@ -13,6 +13,7 @@
 #ifndef LEASE_STORE_PG_CODEC_H
 #define LEASE_STORE_PG_CODEC_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -73,6 +74,11 @@ LEASE_MUST_USE char *store_pg_encode_audit(const lease_audit_event_t *events, si
 
 /* The list function of a request's `by`. */
 store_pg_op_t store_pg_list_op(lease_list_by_t by);
+
+/* JSON text that must be an object (duplicate keys refused): results, and
+ * the JSON embedded in requests. NULL when text is NULL, does not parse or
+ * is not an object. */
+LEASE_MUST_USE json_t *store_pg_parse_object(const char *text);
 
 /*
  * Decoders. Each fills `out` (zeroed first) and returns the decoded code;

@@ -41,24 +41,45 @@ static void put_str(json_t *o, const char *k, const char *v, bool *ok)
     put(o, k, json_string(v ? v : ""), ok);
 }
 
+/* o when everything went into it; otherwise NULL, and o is freed. */
+static json_t *built(json_t *o, bool ok)
+{
+    if (!ok) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+/* The identity fields, into a lock_identity object or an audit event. */
+static void put_identity(json_t *o, const lease_identity_t *id, bool *ok)
+{
+    put_str(o, "tenant_id", id->tenant_id, ok);
+    put_str(o, "program_id", id->program_id, ok);
+    put_str(o, "target_namespace", id->target_namespace, ok);
+    put_str(o, "target_id", id->target_id, ok);
+    put_str(o, "actor_name", id->actor_name, ok);
+    put_str(o, "workflow_name", id->workflow_name, ok);
+    put_str(o, "operation_class", id->operation_class[0] ? id->operation_class : "default", ok);
+}
+
 static json_t *identity_json(const lease_identity_t *id)
 {
     json_t *o = json_object();
     bool ok = o != NULL;
     if (!ok)
         return NULL;
-    put_str(o, "tenant_id", id->tenant_id, &ok);
-    put_str(o, "program_id", id->program_id, &ok);
-    put_str(o, "target_namespace", id->target_namespace, &ok);
-    put_str(o, "target_id", id->target_id, &ok);
-    put_str(o, "actor_name", id->actor_name, &ok);
-    put_str(o, "workflow_name", id->workflow_name, &ok);
-    put_str(o, "operation_class", id->operation_class[0] ? id->operation_class : "default", &ok);
-    if (!ok) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
+    put_identity(o, id, &ok);
+    return built(o, ok);
+}
+
+/* The lease a holder or an administrator names. */
+static void put_lease_ref(json_t *o, const lease_identity_t *id, const char *lease_id,
+                          int64_t fencing_token, bool *ok)
+{
+    put(o, "lock_identity", identity_json(id), ok);
+    put_str(o, "lease_id", lease_id, ok);
+    put(o, "fencing_token", json_integer(fencing_token), ok);
 }
 
 static json_t *scope_json(const lease_scope_t *scope)
@@ -86,11 +107,7 @@ static json_t *scope_json(const lease_scope_t *scope)
         actors = NULL;
     }
     json_decref(actors);
-    if (!ok) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
+    return built(o, ok);
 }
 
 /* The fields every request carries. */
@@ -128,23 +145,7 @@ static json_t *common_json(const lease_call_t *call, int64_t now_mono_ns)
             put(o, "principal", p, &ok);
         }
     }
-    if (!ok) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
-}
-
-/* Parses embedded JSON that must be an object; NULL when it is not one. */
-static json_t *parse_object(const char *text)
-{
-    json_error_t err;
-    json_t *v = json_loads(text, JSON_REJECT_DUPLICATES, &err);
-    if (v && !json_is_object(v)) {
-        json_decref(v);
-        return NULL;
-    }
-    return v;
+    return built(o, ok);
 }
 
 /* Serializes and frees `o`; NULL when o is NULL or out of memory. */
@@ -176,7 +177,7 @@ char *store_pg_encode_acquire(const lease_acquire_req_t *req, int64_t now_mono_n
     if (req->maximum_lifetime_ms > 0)
         put(o, "maximum_lifetime_ms", json_integer(req->maximum_lifetime_ms), &ok);
     if (ok && req->metadata_json[0]) {
-        json_t *meta = parse_object(req->metadata_json);
+        json_t *meta = store_pg_parse_object(req->metadata_json);
         if (!meta) {
             *bad_field = "metadata";
             ok = false;
@@ -195,9 +196,7 @@ char *store_pg_encode_owner(store_pg_op_t op, const lease_owner_req_t *req, int6
     bool ok = o != NULL;
     if (!ok)
         return NULL;
-    put(o, "lock_identity", identity_json(&req->identity), &ok);
-    put_str(o, "lease_id", req->lease_id, &ok);
-    put(o, "fencing_token", json_integer(req->fencing_token), &ok);
+    put_lease_ref(o, &req->identity, req->lease_id, req->fencing_token, &ok);
     put_str(o, "service_instance_id", req->service_instance_id, &ok);
     if (op == STORE_PG_OP_RENEW && req->ttl_ms > 0)
         put(o, "ttl_ms", json_integer(req->ttl_ms), &ok);
@@ -212,9 +211,7 @@ char *store_pg_encode_admin(store_pg_op_t op, const lease_admin_req_t *req, int6
     bool ok = o != NULL;
     if (!ok)
         return NULL;
-    put(o, "lock_identity", identity_json(&req->identity), &ok);
-    put_str(o, "lease_id", req->lease_id, &ok);
-    put(o, "fencing_token", json_integer(req->fencing_token), &ok);
+    put_lease_ref(o, &req->identity, req->lease_id, req->fencing_token, &ok);
     put_str(o, "reason", req->reason, &ok);
     if (op == STORE_PG_OP_REVOKE)
         put_str_opt(o, "incident_id", req->incident_id, &ok);
@@ -292,9 +289,7 @@ char *store_pg_encode_commit(const lease_commit_req_t *req, int64_t now_mono_ns,
     json_t *writes = json_array();
     bool ok = o && writes;
     if (ok) {
-        put(o, "lock_identity", identity_json(&req->identity), &ok);
-        put_str(o, "lease_id", req->lease_id, &ok);
-        put(o, "fencing_token", json_integer(req->fencing_token), &ok);
+        put_lease_ref(o, &req->identity, req->lease_id, req->fencing_token, &ok);
         put_str(o, "execution_id", req->execution_id, &ok);
         put_str_opt(o, "trace_id", req->trace_id[0] ? req->trace_id : req->call.trace_id, &ok);
     }
@@ -306,7 +301,7 @@ char *store_pg_encode_commit(const lease_commit_req_t *req, int64_t now_mono_ns,
             ok = false;
             break;
         }
-        json_t *payload = w->json ? parse_object(w->json) : NULL;
+        json_t *payload = store_pg_parse_object(w->json);
         if (!payload) {
             *bad_field = indexed_field("writes", i, doc ? "body" : "payload");
             ok = false;
@@ -375,16 +370,8 @@ static json_t *audit_event_json(const lease_audit_event_t *e)
     put_str_opt(o, "principal_class", e->call.principal.principal_class, &ok);
     put_str_opt(o, "client_id", e->call.principal.client_id, &ok);
     put_str_opt(o, "credential_id", e->call.principal.credential_id, &ok);
-    if (e->has_identity) {
-        put_str(o, "tenant_id", e->identity.tenant_id, &ok);
-        put_str(o, "program_id", e->identity.program_id, &ok);
-        put_str(o, "target_namespace", e->identity.target_namespace, &ok);
-        put_str(o, "target_id", e->identity.target_id, &ok);
-        put_str(o, "actor_name", e->identity.actor_name, &ok);
-        put_str(o, "workflow_name", e->identity.workflow_name, &ok);
-        put_str(o, "operation_class",
-                e->identity.operation_class[0] ? e->identity.operation_class : "default", &ok);
-    }
+    if (e->has_identity)
+        put_identity(o, &e->identity, &ok);
     put_str_opt(o, "lease_id", e->lease_id, &ok);
     if (e->fencing_token > 0)
         put(o, "fencing_token", json_integer(e->fencing_token), &ok);
@@ -397,11 +384,7 @@ static json_t *audit_event_json(const lease_audit_event_t *e)
     put_str_opt(o, "resulting_state", lease_state_name(e->resulting_state), &ok);
     put_str_opt(o, "reason", e->reason, &ok);
     put_str_opt(o, "incident_id", e->incident_id, &ok);
-    if (!ok) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
+    return built(o, ok);
 }
 
 char *store_pg_encode_audit(const lease_audit_event_t *events, size_t n, const char **bad_field)

@@ -78,7 +78,7 @@ static lease_code_t malformed(store_pg_op_t op, const char *why)
     return LEASE_BACKEND_UNAVAILABLE;
 }
 
-static json_t *parse_object(const char *text)
+json_t *store_pg_parse_object(const char *text)
 {
     if (!text)
         return NULL;
@@ -216,30 +216,37 @@ static bool decode_record(json_t *o, lease_record_t *r)
     return r->expires_at_ms >= r->acquired_at_ms && r->renewed_at_ms >= r->acquired_at_ms;
 }
 
-/* code, and that the operation may answer it. */
-static bool decode_code(store_pg_op_t op, json_t *o, lease_code_t *code, const char **why)
+/* The result object of op, its code read into *code and one op may answer;
+ * NULL otherwise, with *why saying what is wrong. On success *why is the
+ * reason for a field the caller then finds malformed. */
+static json_t *open_result(store_pg_op_t op, const char *text, lease_code_t *code, const char **why)
 {
+    json_t *o = store_pg_parse_object(text);
+    if (!o) {
+        *why = "not a JSON object";
+        return NULL;
+    }
     json_t *c = json_object_get(o, "code");
     if (!json_is_string(c) || !lease_code_parse(json_string_value(c), code)) {
         *why = "missing or unknown code";
-        return false;
-    }
-    if (!store_pg_op_allows(op, *code)) {
+    } else if (!store_pg_op_allows(op, *code)) {
         *why = "code not allowed for this operation";
-        return false;
+    } else {
+        *why = "malformed result field";
+        return o;
     }
-    return true;
+    json_decref(o);
+    return NULL;
 }
 
 lease_code_t store_pg_decode_result(store_pg_op_t op, const char *text, lease_result_t *out)
 {
     memset(out, 0, sizeof *out);
-    const char *why = "not a JSON object";
+    const char *why;
     lease_code_t code;
-    json_t *o = parse_object(text);
-    if (!o || !decode_code(op, o, &code, &why))
+    json_t *o = open_result(op, text, &code, &why);
+    if (!o)
         goto malformed;
-    why = "malformed result field";
     json_t *lease = json_object_get(o, "lease");
     if (lease && !json_is_null(lease)) {
         if (!decode_record(lease, &out->lease)) {
@@ -275,12 +282,11 @@ malformed:
 lease_code_t store_pg_decode_list(store_pg_op_t op, const char *text, lease_list_result_t *out)
 {
     memset(out, 0, sizeof *out);
-    const char *why = "not a JSON object";
+    const char *why;
     lease_code_t code;
-    json_t *o = parse_object(text);
-    if (!o || !decode_code(op, o, &code, &why))
+    json_t *o = open_result(op, text, &code, &why);
+    if (!o)
         goto malformed;
-    why = "malformed result field";
     if (!get_str(o, "field", out->field, sizeof out->field, false) ||
         !get_str(o, "next_page_token", out->next_page_token, sizeof out->next_page_token, false))
         goto malformed;
@@ -324,12 +330,11 @@ lease_code_t store_pg_decode_commit(const char *text, size_t n_writes, lease_com
 {
     const store_pg_op_t op = STORE_PG_OP_FENCED_COMMIT;
     memset(out, 0, sizeof *out);
-    const char *why = "not a JSON object";
+    const char *why;
     lease_code_t code;
-    json_t *o = parse_object(text);
-    if (!o || !decode_code(op, o, &code, &why))
+    json_t *o = open_result(op, text, &code, &why);
+    if (!o)
         goto malformed;
-    why = "malformed result field";
     if (!get_bool(o, "replayed", &out->replayed) ||
         !get_str(o, "field", out->field, sizeof out->field, false) ||
         !get_int(o, "retry_after_ms", &out->retry_after_ms, false, 0) ||
@@ -369,8 +374,8 @@ lease_code_t store_pg_decode_sweep(const char *sweep_text, const char *purge_tex
                                    lease_sweep_result_t *out)
 {
     memset(out, 0, sizeof *out);
-    json_t *s = parse_object(sweep_text);
-    json_t *p = parse_object(purge_text);
+    json_t *s = store_pg_parse_object(sweep_text);
+    json_t *p = store_pg_parse_object(purge_text);
     bool ran_sweep = false, ran_purge = false;
     bool ok = s && p && get_bool(s, "ran", &ran_sweep) &&
               get_int(s, "expired", &out->expired, false, 0) && get_bool(p, "ran", &ran_purge) &&
@@ -503,7 +508,7 @@ lease_code_t store_pg_decode_health(const char *text, lease_health_t *out)
     memset(out, 0, sizeof *out);
     out->reachable = reachable;
     out->expected_schema_version = LEASE_SCHEMA_VERSION;
-    json_t *o = parse_object(text);
+    json_t *o = store_pg_parse_object(text);
     int64_t version = 0;
     bool ok = o && get_int(o, "schema_version", &version, true, 0) && version <= 1000000 &&
               json_is_boolean(json_object_get(o, "sealed")) &&

@@ -19,14 +19,13 @@
 /* Arbitrary constant shared by every migrator ("leasemig" in ASCII). */
 #define MIGRATE_LOCK_KEY "7809644177848592743"
 
-static const char bootstrap_sql[] =
-    "CREATE SCHEMA IF NOT EXISTS lease;"
-    "CREATE TABLE IF NOT EXISTS lease.schema_migrations ("
-    "  version integer PRIMARY KEY,"
-    "  name text NOT NULL,"
-    "  checksum text NOT NULL,"
-    "  applied_at timestamptz NOT NULL DEFAULT now(),"
-    "  applied_by text NOT NULL DEFAULT current_user)";
+static const char bootstrap_sql[] = "CREATE SCHEMA IF NOT EXISTS lease;"
+                                    "CREATE TABLE IF NOT EXISTS lease.schema_migrations ("
+                                    "  version integer PRIMARY KEY,"
+                                    "  name text NOT NULL,"
+                                    "  checksum text NOT NULL,"
+                                    "  applied_at timestamptz NOT NULL DEFAULT now(),"
+                                    "  applied_by text NOT NULL DEFAULT current_user)";
 
 static void set_err(char *err, size_t errsz, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
@@ -296,17 +295,40 @@ fail:
     return -1;
 }
 
+/* Reads dir into *plan and connects; NULL (plan freed, err set) when
+ * either fails. */
+static PGconn *open_plan(const char *database_url, const char *dir, lease_migration_plan_t *plan,
+                         char *err, size_t errsz)
+{
+    *plan = (lease_migration_plan_t){0};
+    if (scan_dir(dir, plan, err, errsz) != 0)
+        return NULL;
+    PGconn *c = connect_db(database_url, err, errsz);
+    if (!c)
+        lease_migration_plan_free(plan);
+    return c;
+}
+
+/* Disconnects, then hands the plan to plan_out (rc 0 and plan_out not
+ * NULL) or frees it. Returns rc. */
+static int close_plan(PGconn *c, int rc, lease_migration_plan_t *plan,
+                      lease_migration_plan_t *plan_out)
+{
+    PQfinish(c);
+    if (rc == 0 && plan_out)
+        *plan_out = *plan;
+    else
+        lease_migration_plan_free(plan);
+    return rc;
+}
+
 int lease_migrate_apply(const char *database_url, const char *dir, FILE *log,
                         lease_migration_plan_t *plan_out, char *err, size_t errsz)
 {
-    lease_migration_plan_t plan = {0};
-    if (scan_dir(dir, &plan, err, errsz) != 0)
+    lease_migration_plan_t plan;
+    PGconn *c = open_plan(database_url, dir, &plan, err, errsz);
+    if (!c)
         return -1;
-    PGconn *c = connect_db(database_url, err, errsz);
-    if (!c) {
-        lease_migration_plan_free(&plan);
-        return -1;
-    }
     int rc = 0;
     for (size_t i = 0; i < plan.count && rc == 0; i++)
         rc = apply_one(c, dir, &plan, i, log, err, errsz);
@@ -315,25 +337,16 @@ int lease_migrate_apply(const char *database_url, const char *dir, FILE *log,
             plan.items[j].applied = false;
         rc = compare_applied(c, &plan, err, errsz);
     }
-    PQfinish(c);
-    if (rc == 0 && plan_out)
-        *plan_out = plan;
-    else
-        lease_migration_plan_free(&plan);
-    return rc;
+    return close_plan(c, rc, &plan, plan_out);
 }
 
 int lease_migrate_status(const char *database_url, const char *dir,
                          lease_migration_plan_t *plan_out, char *err, size_t errsz)
 {
-    lease_migration_plan_t plan = {0};
-    if (scan_dir(dir, &plan, err, errsz) != 0)
+    lease_migration_plan_t plan;
+    PGconn *c = open_plan(database_url, dir, &plan, err, errsz);
+    if (!c)
         return -1;
-    PGconn *c = connect_db(database_url, err, errsz);
-    if (!c) {
-        lease_migration_plan_free(&plan);
-        return -1;
-    }
     int rc = 0;
     PGresult *r = PQexec(c, "SELECT to_regclass('lease.schema_migrations') IS NOT NULL");
     bool exists = PQresultStatus(r) == PGRES_TUPLES_OK && PQgetvalue(r, 0, 0)[0] == 't';
@@ -344,10 +357,5 @@ int lease_migrate_status(const char *database_url, const char *dir,
     PQclear(r);
     if (rc == 0 && exists)
         rc = compare_applied(c, &plan, err, errsz);
-    PQfinish(c);
-    if (rc == 0 && plan_out)
-        *plan_out = plan;
-    else
-        lease_migration_plan_free(&plan);
-    return rc;
+    return close_plan(c, rc, &plan, plan_out);
 }

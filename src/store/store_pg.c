@@ -365,27 +365,57 @@ static lease_code_t encode_failed(const char *bad_field, lease_code_t *code, cha
     return *code;
 }
 
-/* A single-lease operation: encode, call, decode. Takes `json`. */
-static lease_code_t lease_call(store_pg_t *pg, store_pg_op_t op, const char *sql, char *json,
-                               const char *bad_field, const lease_call_t *call,
-                               const lease_identity_t *identity, lease_result_t *res)
+/* The SQL of each operation that takes one jsonb request. */
+static const char *const json_op_sql[STORE_PG_OP_COUNT] = {
+    [STORE_PG_OP_ACQUIRE] = "SELECT lease.acquire($1::jsonb)::text",
+    [STORE_PG_OP_RENEW] = "SELECT lease.renew($1::jsonb)::text",
+    [STORE_PG_OP_RELEASE] = "SELECT lease.release($1::jsonb)::text",
+    [STORE_PG_OP_FORCE_RELEASE] = "SELECT lease.force_release($1::jsonb)::text",
+    [STORE_PG_OP_REVOKE] = "SELECT lease.revoke($1::jsonb)::text",
+    [STORE_PG_OP_INSPECT] = "SELECT lease.inspect($1::jsonb)::text",
+    [STORE_PG_OP_LIST_BY_OWNER] = "SELECT lease.list_by_owner($1::jsonb)::text",
+    [STORE_PG_OP_LIST_BY_TARGET] = "SELECT lease.list_by_target($1::jsonb)::text",
+    [STORE_PG_OP_LIST_BY_PROGRAM] = "SELECT lease.list_by_program($1::jsonb)::text",
+    [STORE_PG_OP_FENCED_COMMIT] = "SELECT lease.fenced_commit($1::jsonb)::text",
+    [STORE_PG_OP_RECORD_AUDIT] = "SELECT lease.record_audit($1::jsonb)::text",
+};
+
+/* Runs sql with one parameter. call and identity (for logs and
+ * quarantine) may be NULL. The caller clears out->reply. */
+static void param_call(store_pg_t *pg, store_pg_op_t op, const char *sql, const char *param,
+                       const lease_deadline_t *deadline, const lease_call_t *call,
+                       const lease_identity_t *identity, call_outcome_t *out)
 {
-    memset(res, 0, sizeof *res);
-    if (!json) {
-        encode_failed(bad_field, &res->code, res->field, sizeof res->field);
-        return res->code;
-    }
-    const char *params[1] = {json};
+    const char *params[1] = {param};
     call_spec_t spec = {
         .op = op,
         .stmt = {.sql = sql, .nparams = 1, .params = params},
-        .deadline = &call->deadline,
+        .deadline = deadline,
         .call = call,
         .identity = identity,
     };
-    call_outcome_t out;
-    run_call(pg, &spec, &out);
+    run_call(pg, &spec, out);
+}
+
+/* Calls op's function with one jsonb request; takes `json` (freed here). */
+static void json_call(store_pg_t *pg, store_pg_op_t op, char *json,
+                      const lease_deadline_t *deadline, const lease_call_t *call,
+                      const lease_identity_t *identity, call_outcome_t *out)
+{
+    param_call(pg, op, json_op_sql[op], json, deadline, call, identity, out);
     free(json);
+}
+
+/* A single-lease operation: encode, call, decode. Takes `json`. */
+static lease_code_t lease_call(store_pg_t *pg, store_pg_op_t op, char *json, const char *bad_field,
+                               const lease_call_t *call, const lease_identity_t *identity,
+                               lease_result_t *res)
+{
+    memset(res, 0, sizeof *res);
+    if (!json)
+        return encode_failed(bad_field, &res->code, res->field, sizeof res->field);
+    call_outcome_t out;
+    json_call(pg, op, json, &call->deadline, call, identity, &out);
     if (out.ok) {
         store_pg_decode_result(op, out.reply.values[0], res);
     } else {
@@ -401,42 +431,46 @@ static lease_code_t pg_acquire(lease_store_t *s, const lease_acquire_req_t *req,
 {
     const char *bad = NULL;
     char *json = store_pg_encode_acquire(req, lease_mono_now_ns(), &bad);
-    return lease_call(impl(s), STORE_PG_OP_ACQUIRE, "SELECT lease.acquire($1::jsonb)::text", json,
-                      bad, &req->call, &req->identity, res);
+    return lease_call(impl(s), STORE_PG_OP_ACQUIRE, json, bad, &req->call, &req->identity, res);
+}
+
+/* renew and release */
+static lease_code_t owner_call(lease_store_t *s, store_pg_op_t op, const lease_owner_req_t *req,
+                               lease_result_t *res)
+{
+    const char *bad = NULL;
+    char *json = store_pg_encode_owner(op, req, lease_mono_now_ns(), &bad);
+    return lease_call(impl(s), op, json, bad, &req->call, &req->identity, res);
 }
 
 static lease_code_t pg_renew(lease_store_t *s, const lease_owner_req_t *req, lease_result_t *res)
 {
-    const char *bad = NULL;
-    char *json = store_pg_encode_owner(STORE_PG_OP_RENEW, req, lease_mono_now_ns(), &bad);
-    return lease_call(impl(s), STORE_PG_OP_RENEW, "SELECT lease.renew($1::jsonb)::text", json, bad,
-                      &req->call, &req->identity, res);
+    return owner_call(s, STORE_PG_OP_RENEW, req, res);
 }
 
 static lease_code_t pg_release(lease_store_t *s, const lease_owner_req_t *req, lease_result_t *res)
 {
+    return owner_call(s, STORE_PG_OP_RELEASE, req, res);
+}
+
+/* force-release and revoke */
+static lease_code_t admin_call(lease_store_t *s, store_pg_op_t op, const lease_admin_req_t *req,
+                               lease_result_t *res)
+{
     const char *bad = NULL;
-    char *json = store_pg_encode_owner(STORE_PG_OP_RELEASE, req, lease_mono_now_ns(), &bad);
-    return lease_call(impl(s), STORE_PG_OP_RELEASE, "SELECT lease.release($1::jsonb)::text", json,
-                      bad, &req->call, &req->identity, res);
+    char *json = store_pg_encode_admin(op, req, lease_mono_now_ns(), &bad);
+    return lease_call(impl(s), op, json, bad, &req->call, &req->identity, res);
 }
 
 static lease_code_t pg_force_release(lease_store_t *s, const lease_admin_req_t *req,
                                      lease_result_t *res)
 {
-    const char *bad = NULL;
-    char *json = store_pg_encode_admin(STORE_PG_OP_FORCE_RELEASE, req, lease_mono_now_ns(), &bad);
-    return lease_call(impl(s), STORE_PG_OP_FORCE_RELEASE,
-                      "SELECT lease.force_release($1::jsonb)::text", json, bad, &req->call,
-                      &req->identity, res);
+    return admin_call(s, STORE_PG_OP_FORCE_RELEASE, req, res);
 }
 
 static lease_code_t pg_revoke(lease_store_t *s, const lease_admin_req_t *req, lease_result_t *res)
 {
-    const char *bad = NULL;
-    char *json = store_pg_encode_admin(STORE_PG_OP_REVOKE, req, lease_mono_now_ns(), &bad);
-    return lease_call(impl(s), STORE_PG_OP_REVOKE, "SELECT lease.revoke($1::jsonb)::text", json,
-                      bad, &req->call, &req->identity, res);
+    return admin_call(s, STORE_PG_OP_REVOKE, req, res);
 }
 
 static lease_code_t pg_inspect(lease_store_t *s, const lease_inspect_req_t *req,
@@ -444,8 +478,8 @@ static lease_code_t pg_inspect(lease_store_t *s, const lease_inspect_req_t *req,
 {
     const char *bad = NULL;
     char *json = store_pg_encode_inspect(req, lease_mono_now_ns(), &bad);
-    return lease_call(impl(s), STORE_PG_OP_INSPECT, "SELECT lease.inspect($1::jsonb)::text", json,
-                      bad, &req->call, req->by_identity ? &req->identity : NULL, res);
+    return lease_call(impl(s), STORE_PG_OP_INSPECT, json, bad, &req->call,
+                      req->by_identity ? &req->identity : NULL, res);
 }
 
 static lease_code_t pg_list(lease_store_t *s, const lease_list_req_t *req, lease_list_result_t *res)
@@ -456,21 +490,8 @@ static lease_code_t pg_list(lease_store_t *s, const lease_list_req_t *req, lease
     if (!json)
         return encode_failed(bad, &res->code, res->field, sizeof res->field);
     store_pg_op_t op = store_pg_list_op(req->by);
-    static const char *const sql[] = {
-        [LEASE_LIST_BY_OWNER] = "SELECT lease.list_by_owner($1::jsonb)::text",
-        [LEASE_LIST_BY_TARGET] = "SELECT lease.list_by_target($1::jsonb)::text",
-        [LEASE_LIST_BY_PROGRAM] = "SELECT lease.list_by_program($1::jsonb)::text",
-    };
-    const char *params[1] = {json};
-    call_spec_t spec = {
-        .op = op,
-        .stmt = {.sql = sql[req->by], .nparams = 1, .params = params},
-        .deadline = &req->call.deadline,
-        .call = &req->call,
-    };
     call_outcome_t out;
-    run_call(impl(s), &spec, &out);
-    free(json);
+    json_call(impl(s), op, json, &req->call.deadline, &req->call, NULL, &out);
     if (out.ok) {
         store_pg_decode_list(op, out.reply.values[0], res);
     } else {
@@ -488,19 +509,9 @@ static lease_code_t pg_fenced_commit(lease_store_t *s, const lease_commit_req_t 
     char *json = store_pg_encode_commit(req, lease_mono_now_ns(), &bad);
     if (!json)
         return encode_failed(bad, &res->code, res->field, sizeof res->field);
-    const char *params[1] = {json};
-    call_spec_t spec = {
-        .op = STORE_PG_OP_FENCED_COMMIT,
-        .stmt = {.sql = "SELECT lease.fenced_commit($1::jsonb)::text",
-                 .nparams = 1,
-                 .params = params},
-        .deadline = &req->call.deadline,
-        .call = &req->call,
-        .identity = &req->identity,
-    };
     call_outcome_t out;
-    run_call(impl(s), &spec, &out);
-    free(json);
+    json_call(impl(s), STORE_PG_OP_FENCED_COMMIT, json, &req->call.deadline, &req->call,
+              &req->identity, &out);
     if (out.ok) {
         store_pg_decode_commit(out.reply.values[0], req->n_writes, res);
     } else {
@@ -520,22 +531,16 @@ static lease_code_t pg_sweep(lease_store_t *s, int batch, const lease_deadline_t
         return INVALID_LEASE_REQUEST;
     char batch_text[16];
     snprintf(batch_text, sizeof batch_text, "%d", batch);
-    const char *params[1] = {batch_text};
-    call_spec_t spec = {
-        .op = STORE_PG_OP_SWEEP,
-        /* Every sweep first compares the cluster with the recorded one
-         * (lease.check_namespace seals after a restore or failover; it
-         * writes only when it seals), so readiness and acquisition follow
-         * within one sweep interval, and at start. */
-        .stmt = {.sql = "SELECT lease.check_namespace()::text, "
-                        "lease.sweep_expired($1::integer)::text, "
-                        "lease.purge_retention($1::integer)::text",
-                 .nparams = 1,
-                 .params = params},
-        .deadline = deadline,
-    };
     call_outcome_t out;
-    run_call(impl(s), &spec, &out);
+    /* Every sweep first compares the cluster with the recorded one
+     * (lease.check_namespace seals after a restore or failover; it writes
+     * only when it seals), so readiness and acquisition follow within one
+     * sweep interval, and at start. */
+    param_call(impl(s), STORE_PG_OP_SWEEP,
+               "SELECT lease.check_namespace()::text, "
+               "lease.sweep_expired($1::integer)::text, "
+               "lease.purge_retention($1::integer)::text",
+               batch_text, deadline, NULL, NULL, &out);
     lease_code_t code = out.code;
     if (out.ok)
         code = out.reply.nvalues == 3
@@ -554,17 +559,8 @@ static lease_code_t pg_record_audit(lease_store_t *s, const lease_audit_event_t 
     char *json = store_pg_encode_audit(events, n, &bad);
     if (!json)
         return bad ? INVALID_LEASE_REQUEST : LEASE_BACKEND_UNAVAILABLE;
-    const char *params[1] = {json};
-    call_spec_t spec = {
-        .op = STORE_PG_OP_RECORD_AUDIT,
-        .stmt = {.sql = "SELECT lease.record_audit($1::jsonb)::text",
-                 .nparams = 1,
-                 .params = params},
-        .deadline = deadline,
-    };
     call_outcome_t out;
-    run_call(impl(s), &spec, &out);
-    free(json);
+    json_call(impl(s), STORE_PG_OP_RECORD_AUDIT, json, deadline, NULL, NULL, &out);
     lease_code_t code = out.ok ? store_pg_decode_audit_count(out.reply.values[0], n) : out.code;
     store_pg_reply_clear(&out.reply);
     return code;
@@ -578,16 +574,10 @@ static lease_code_t pg_credential_lookup(lease_store_t *s, const char *credentia
     *found = false;
     if (!credential_id || !*credential_id || strlen(credential_id) > LEASE_ID_MAX)
         return INVALID_LEASE_REQUEST;
-    const char *params[1] = {credential_id};
-    call_spec_t spec = {
-        .op = STORE_PG_OP_CREDENTIAL_LOOKUP,
-        .stmt = {.sql = "SELECT lease.credential_lookup($1::text)::text",
-                 .nparams = 1,
-                 .params = params},
-        .deadline = deadline,
-    };
     call_outcome_t out;
-    run_call(impl(s), &spec, &out);
+    param_call(impl(s), STORE_PG_OP_CREDENTIAL_LOOKUP,
+               "SELECT lease.credential_lookup($1::text)::text", credential_id, deadline, NULL,
+               NULL, &out);
     lease_code_t code = out.code;
     if (out.ok) {
         code = store_pg_decode_credential(out.reply.values[0], cred, found);

@@ -308,33 +308,46 @@ int leased_proc_stop(leased_proc_t *p)
     return status;
 }
 
-int leased_proc_run_cli(const char *const *args, const char *const *extra_env, char **out)
+/*
+ * Runs argv (argv[0] the program, n entries, all heap: freed here) to
+ * completion within timeout_ms, its stdout and stderr into a scratch file;
+ * returns its exit status and, when out is not NULL, what it wrote (heap).
+ */
+static int run_to_end(char **argv, size_t n, const char *const *extra_env, int timeout_ms,
+                      char **out)
 {
-    char dir[] = "/tmp/leased-cli.XXXXXX";
+    char dir[] = "/tmp/leased-run.XXXXXX";
     if (!mkdtemp(dir))
         die(NULL, "mkdtemp failed");
     char path[64];
     snprintf(path, sizeof path, "%s/out", dir);
+    char **env = child_env(extra_env, NULL);
+    leased_proc_t p = {.pid = spawn(argv[0], argv, env, path)};
+    free_env(env);
+    if (p.pid < 0) {
+        fprintf(stderr, "leased_proc: cannot run %s\n", argv[0]);
+        exit(1);
+    }
+    for (size_t i = 0; i < n; i++)
+        free(argv[i]);
+    snprintf(p.log_path, sizeof p.log_path, "%s", path);
+    int status = leased_proc_wait(&p, timeout_ms);
+    if (out)
+        *out = read_file(path);
+    unlink(path);
+    rmdir(dir);
+    return status;
+}
+
+int leased_proc_run_cli(const char *const *args, const char *const *extra_env, char **out)
+{
     char *argv[32];
     size_t n = 0;
     argv[n++] = strdup(LEASE_TEST_LEASED);
     for (const char *const *a = args; a && *a && n < 31; a++)
         argv[n++] = strdup(*a);
     argv[n] = NULL;
-    char **env = child_env(extra_env, NULL);
-    leased_proc_t p = {.pid = spawn(LEASE_TEST_LEASED, argv, env, path)};
-    free_env(env);
-    for (size_t i = 0; i < n; i++)
-        free(argv[i]);
-    if (p.pid < 0)
-        die(NULL, "cannot run leased");
-    snprintf(p.log_path, sizeof p.log_path, "%s", path);
-    int status = leased_proc_wait(&p, 10000);
-    if (out)
-        *out = read_file(path);
-    unlink(path);
-    rmdir(dir);
-    return status;
+    return run_to_end(argv, n, extra_env, 10000, out);
 }
 
 static void add_list(char **argv, size_t *n, const char *flag, const char *csv)
@@ -370,24 +383,8 @@ char *leased_proc_credential(const char *db_url, const leased_cred_spec_t *spec,
         argv[n++] = strdup(spec->expires_in);
     }
     argv[n] = NULL;
-
-    char dir[] = "/tmp/leased-cred.XXXXXX";
-    if (!mkdtemp(dir))
-        die(NULL, "mkdtemp failed");
-    char path[64];
-    snprintf(path, sizeof path, "%s/out", dir);
-    char **env = child_env(NULL, NULL);
-    leased_proc_t p = {.pid = spawn(LEASE_TEST_LEASECTL, argv, env, path)};
-    free_env(env);
-    for (size_t i = 0; i < n; i++)
-        free(argv[i]);
-    if (p.pid < 0)
-        die(NULL, "cannot run leasectl");
-    snprintf(p.log_path, sizeof p.log_path, "%s", path);
-    int status = leased_proc_wait(&p, 30000);
-    char *text = read_file(path);
-    unlink(path);
-    rmdir(dir);
+    char *text = NULL;
+    int status = run_to_end(argv, n, NULL, 30000, &text);
     /* stdout and stderr share the file: the JSON object is the line that
      * starts with '{' */
     json_t *obj = NULL;

@@ -7,71 +7,43 @@
  */
 #include "http_common.h"
 
-static struct {
-    char *db;
-    leased_proc_t *srv;
-    const char *base;
-    char *worker, *lease_only, *other_tenant, *other_program, *crawler_only, *reader, *admin,
-        *auditor, *admin_other_tenant;
-    char worker_id[32];
-} fx;
+static http_fx_t fx;
+static const char *worker, *lease_only, *other_tenant, *other_program, *crawler_only, *reader,
+    *admin, *auditor, *admin_other_tenant; /* owned by fx */
+static char worker_id[32];
 
-static char *cred(const char *principal, const char *tenant, const char *program,
-                  const char *actors, const char *caps, bool admin, char *id_out)
+static const char *cred(const char *principal, const char *tenant, const char *program,
+                        const char *actors, const char *caps, bool is_admin, char *id_out)
 {
-    return leased_proc_credential(fx.db,
-                                  &(leased_cred_spec_t){.principal = principal,
-                                                        .tenant = tenant,
-                                                        .program = program,
-                                                        .actors = actors,
-                                                        .capabilities = caps,
-                                                        .admin = admin},
-                                  id_out);
+    return http_fx_credential_spec(&fx,
+                                   &(leased_cred_spec_t){.principal = principal,
+                                                         .tenant = tenant,
+                                                         .program = program,
+                                                         .actors = actors,
+                                                         .capabilities = caps,
+                                                         .admin = is_admin},
+                                   id_out);
 }
 
 static int setup(void **state)
 {
-    (void)state;
-    fx.db = testpg_create_db("http_auth");
-    fx.worker = cred("prn_worker", TENANT, PROGRAM, NULL, "targets:lease,targets:read", false,
-                     fx.worker_id);
-    fx.lease_only = cred("prn_lease_only", TENANT, PROGRAM, NULL, "targets:lease", false, NULL);
-    fx.other_tenant = cred("prn_other_tenant", "tenant-other", PROGRAM, NULL,
-                           "targets:lease,targets:read", false, NULL);
-    fx.other_program = cred("prn_other_program", TENANT, "program-b", NULL,
-                            "targets:lease,targets:read", false, NULL);
-    fx.crawler_only =
-        cred("prn_crawler", TENANT, PROGRAM, "crawler", "targets:lease,targets:read", false, NULL);
-    fx.reader = cred("prn_reader", TENANT, PROGRAM, NULL, "targets:read", false, NULL);
-    fx.admin = cred("prn_admin", TENANT, "*", NULL,
-                    "targets:force-release,targets:revoke,targets:read", true, NULL);
-    fx.auditor = cred("prn_auditor", TENANT, "*", NULL, "targets:read,audit:read", true, NULL);
-    fx.admin_other_tenant = cred("prn_admin_b", "tenant-other", "*", NULL,
-                                 "targets:force-release,targets:revoke", true, NULL);
+    http_fx_open(&fx, state, "http_auth");
+    worker = cred("prn_worker", TENANT, PROGRAM, NULL, WORKER_CAPS, false, worker_id);
+    lease_only = cred("prn_lease_only", TENANT, PROGRAM, NULL, "targets:lease", false, NULL);
+    other_tenant =
+        cred("prn_other_tenant", "tenant-other", PROGRAM, NULL, WORKER_CAPS, false, NULL);
+    other_program = cred("prn_other_program", TENANT, "program-b", NULL, WORKER_CAPS, false, NULL);
+    crawler_only = cred("prn_crawler", TENANT, PROGRAM, "crawler", WORKER_CAPS, false, NULL);
+    reader = cred("prn_reader", TENANT, PROGRAM, NULL, "targets:read", false, NULL);
+    admin = cred("prn_admin", TENANT, "*", NULL,
+                 "targets:force-release,targets:revoke,targets:read", true, NULL);
+    auditor = cred("prn_auditor", TENANT, "*", NULL, "targets:read,audit:read", true, NULL);
+    admin_other_tenant = cred("prn_admin_b", "tenant-other", "*", NULL,
+                              "targets:force-release,targets:revoke", true, NULL);
     /* a 1 ms credential cache: revocation and expiry are seen at once */
     const char *env[] = {"LEASE_CREDENTIAL_CACHE_MS=1", NULL};
-    fx.srv = leased_proc_start(fx.db, env);
-    fx.base = leased_proc_url(fx.srv);
+    http_fx_serve(&fx, env);
     return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    assert_int_equal(leased_proc_stop(fx.srv), 0);
-    testpg_drop_db(fx.db);
-    char **all[] = {
-        &fx.db,           &fx.worker, &fx.lease_only, &fx.other_tenant, &fx.other_program,
-        &fx.crawler_only, &fx.reader, &fx.admin,      &fx.auditor,      &fx.admin_other_tenant};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++)
-        free(*all[i]);
-    return 0;
-}
-
-static http_resp_t *acquire_as(const char *token, const char *request_id, const char *target)
-{
-    return call_owned(fx.base, "POST", "/v1/leases/acquire", token,
-                      acquire_body(request_id, target));
 }
 
 /* The body of a 401 without its correlation id: all failures must match. */
@@ -86,7 +58,7 @@ static char *canonical_401(const http_resp_t *r)
 
 static void expect_401(const char *authorization_token, char **first)
 {
-    http_resp_t *r = acquire_as(authorization_token, "auth-x", "t-auth");
+    http_resp_t *r = acquire_call(fx.base, authorization_token, "auth-x", "t-auth");
     check_reply(r, 401, "invalid_credential", NULL);
     char *c = canonical_401(r);
     if (!*first)
@@ -107,7 +79,7 @@ static void test_credential_failures(void **state)
     expect_401("lsk_key_aaaaaaaaaaaaaaaaaaaaaaaaaa_", &first); /* malformed */
     expect_401("lsk_key_aaaaaaaaaaaaaaaaaaaaaaaaaa_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
                &first); /* unknown id */
-    char *tampered = strdup(fx.worker);
+    char *tampered = strdup(worker);
     size_t n = strlen(tampered);
     tampered[n - 1] = tampered[n - 1] == 'A' ? 'B' : 'A'; /* one secret character off */
     expect_401(tampered, &first);
@@ -115,7 +87,7 @@ static void test_credential_failures(void **state)
 
     /* a non-Bearer scheme carrying a valid token */
     char basic[256];
-    snprintf(basic, sizeof basic, "Authorization: Basic %s", fx.worker);
+    snprintf(basic, sizeof basic, "Authorization: Basic %s", worker);
     const char *hdrs[] = {basic, NULL};
     http_client_t *c = http_client_new(fx.base, 0);
     char *body = acquire_body("auth-basic", "t-auth");
@@ -126,42 +98,41 @@ static void test_credential_failures(void **state)
     http_client_free(c);
 
     /* the valid token works, then expires, then (restored) is revoked */
-    r = acquire_as(fx.worker, "auth-ok", "t-auth");
+    r = acquire_call(fx.base, worker, "auth-ok", "t-auth");
     check_reply(r, 200, "lease_acquired", NULL);
     http_resp_free(r);
     char sql[256];
     snprintf(sql, sizeof sql,
              "UPDATE lease.credentials SET expires_at = now() - interval '1 minute' "
              "WHERE credential_id = '%s'",
-             fx.worker_id);
+             worker_id);
     assert_true(testpg_exec(fx.db, sql));
-    expect_401(fx.worker, &first);
+    expect_401(worker, &first);
     snprintf(sql, sizeof sql,
              "UPDATE lease.credentials SET expires_at = NULL WHERE credential_id = '%s'",
-             fx.worker_id);
+             worker_id);
     assert_true(testpg_exec(fx.db, sql));
-    r = call_owned(fx.base, "POST", "/v1/leases/inspect", fx.worker,
-                   dump(json_pack("{s:o}", "lock_identity", identity_json("t-auth"))));
+    r = call_owned(fx.base, "POST", "/v1/leases/inspect", worker, inspect_body("t-auth"));
     check_reply(r, 200, "lease_inspected", NULL);
     http_resp_free(r);
     snprintf(sql, sizeof sql,
              "BEGIN ISOLATION LEVEL SERIALIZABLE; SELECT lease.credential_revoke('%s'); COMMIT",
-             fx.worker_id);
+             worker_id);
     assert_true(testpg_exec(fx.db, sql));
-    expect_401(fx.worker, &first);
+    expect_401(worker, &first);
     free(first);
 }
 
 static void test_scope(void **state)
 {
     (void)state;
-    http_resp_t *r = acquire_as(fx.other_tenant, "scope-1", "t-scope");
+    http_resp_t *r = acquire_call(fx.base, other_tenant, "scope-1", "t-scope");
     check_reply(r, 403, "access_denied", NULL);
     http_resp_free(r);
-    r = acquire_as(fx.other_program, "scope-2", "t-scope");
+    r = acquire_call(fx.base, other_program, "scope-2", "t-scope");
     check_reply(r, 403, "access_denied", NULL);
     http_resp_free(r);
-    r = acquire_as(fx.crawler_only, "scope-3", "t-scope"); /* actor usernamegen */
+    r = acquire_call(fx.base, crawler_only, "scope-3", "t-scope"); /* actor usernamegen */
     check_reply(r, 403, "access_denied", NULL);
     http_resp_free(r);
     /* none of them created anything */
@@ -169,41 +140,33 @@ static void test_scope(void **state)
         testpg_query_int(fx.db, "SELECT count(*) FROM lease.locks WHERE target_id = 't-scope'"), 0);
 
     /* reads outside scope are invisible, not forbidden */
-    r = acquire_as(fx.lease_only, "scope-4", "t-scope");
+    r = acquire_call(fx.base, lease_only, "scope-4", "t-scope");
     check_reply(r, 200, "lease_acquired", NULL);
     char path[256];
     snprintf(path, sizeof path, "/v1/leases/%s",
              json_string_value(http_resp_get(r, "lease.lease_id")));
     http_resp_free(r);
-    r = call(fx.base, "GET", path, fx.other_tenant, NULL);
+    r = call(fx.base, "GET", path, other_tenant, NULL);
     check_reply(r, 404, "lease_not_found", NULL);
     http_resp_free(r);
-    r = call_owned(fx.base, "POST", "/v1/leases/inspect", fx.other_program,
-                   dump(json_pack("{s:o}", "lock_identity", identity_json("t-scope"))));
+    r = call_owned(fx.base, "POST", "/v1/leases/inspect", other_program, inspect_body("t-scope"));
     check_reply(r, 404, "lease_not_found", NULL);
     http_resp_free(r);
-    r = call_owned(fx.base, "POST", "/v1/leases/list", fx.other_tenant,
-                   dump(json_pack("{s:s, s:s, s:s}", "by", "program", "tenant_id", TENANT,
-                                  "program_id", PROGRAM)));
+    r = call_owned(fx.base, "POST", "/v1/leases/list", other_tenant, list_body("program"));
     check_reply(r, 200, "lease_listed", NULL);
     assert_int_equal(json_array_size(http_resp_get(r, "leases")), 0);
     http_resp_free(r);
 
     /* list: by owner with targets:lease only; by target/program needs read */
-    r = call_owned(fx.base, "POST", "/v1/leases/list", fx.lease_only,
-                   dump(json_pack("{s:s, s:s, s:s}", "by", "owner", "tenant_id", TENANT,
-                                  "program_id", PROGRAM)));
+    r = call_owned(fx.base, "POST", "/v1/leases/list", lease_only, list_body("owner"));
     check_reply(r, 200, "lease_listed", NULL);
     assert_int_equal(json_array_size(http_resp_get(r, "leases")), 1);
     http_resp_free(r);
-    r = call_owned(fx.base, "POST", "/v1/leases/list", fx.lease_only,
-                   dump(json_pack("{s:s, s:s, s:s}", "by", "program", "tenant_id", TENANT,
-                                  "program_id", PROGRAM)));
+    r = call_owned(fx.base, "POST", "/v1/leases/list", lease_only, list_body("program"));
     check_reply(r, 403, "access_denied", NULL);
     http_resp_free(r);
     /* inspect needs targets:read */
-    r = call_owned(fx.base, "POST", "/v1/leases/inspect", fx.lease_only,
-                   dump(json_pack("{s:o}", "lock_identity", identity_json("t-scope"))));
+    r = call_owned(fx.base, "POST", "/v1/leases/inspect", lease_only, inspect_body("t-scope"));
     check_reply(r, 403, "access_denied", NULL);
     http_resp_free(r);
 }
@@ -211,33 +174,30 @@ static void test_scope(void **state)
 static void test_admin_operations(void **state)
 {
     (void)state;
-    http_resp_t *a = acquire_as(fx.lease_only, "adm-acq", "t-admin");
-    check_reply(a, 200, "lease_acquired", NULL);
-    json_t *lease = json_deep_copy(lease_of(a));
-    http_resp_free(a);
+    json_t *lease = acquire_lease(fx.base, lease_only, "adm-acq", "t-admin");
     static const char *const owner[] = {"prn_lease_only", "inst_1", "exec_1", NULL};
 
     /* a worker cannot force-release or revoke, even its own lease */
-    http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/force-release", fx.lease_only,
+    http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/force-release", lease_only,
                                 admin_body("adm-1", "t-admin", lease, "mine"));
     check_reply(r, 403, "access_denied", NULL);
     http_resp_free(r);
-    r = call_owned(fx.base, "POST", "/v1/leases/revoke", fx.crawler_only,
+    r = call_owned(fx.base, "POST", "/v1/leases/revoke", crawler_only,
                    admin_body("adm-2", "t-admin", lease, "not mine"));
     check_reply(r, 403, "access_denied", NULL);
     http_resp_free(r);
     /* an administrator of another tenant */
-    r = call_owned(fx.base, "POST", "/v1/leases/force-release", fx.admin_other_tenant,
+    r = call_owned(fx.base, "POST", "/v1/leases/force-release", admin_other_tenant,
                    admin_body("adm-3", "t-admin", lease, "wrong tenant"));
     check_reply(r, 403, "access_denied", owner);
     http_resp_free(r);
     /* an administrator without a reason, or with an empty one */
-    r = call_owned(fx.base, "POST", "/v1/leases/force-release", fx.admin,
+    r = call_owned(fx.base, "POST", "/v1/leases/force-release", admin,
                    admin_body("adm-4", "t-admin", lease, NULL));
     check_reply(r, 400, "invalid_lease_request", NULL);
     assert_string_equal(http_resp_str(r, "field"), "reason");
     http_resp_free(r);
-    r = call_owned(fx.base, "POST", "/v1/leases/revoke", fx.admin,
+    r = call_owned(fx.base, "POST", "/v1/leases/revoke", admin,
                    admin_body("adm-5", "t-admin", lease, ""));
     check_reply(r, 400, "invalid_lease_request", NULL);
     assert_string_equal(http_resp_str(r, "field"), "reason");
@@ -253,18 +213,18 @@ static void test_admin_operations(void **state)
     char path[256];
     snprintf(path, sizeof path, "/v1/leases/%s",
              json_string_value(json_object_get(lease, "lease_id")));
-    r = call(fx.base, "GET", path, fx.auditor, NULL);
+    r = call(fx.base, "GET", path, auditor, NULL);
     check_reply(r, 200, "lease_inspected", NULL);
     assert_string_equal(json_string_value(http_resp_get(r, "lease.owner_principal_id")),
                         "prn_lease_only");
     assert_string_equal(json_string_value(http_resp_get(r, "lease.execution_id")), "exec_1");
     http_resp_free(r);
-    r = call(fx.base, "GET", path, fx.reader, NULL);
+    r = call(fx.base, "GET", path, reader, NULL);
     check_reply(r, 200, "lease_inspected", owner);
     http_resp_free(r);
 
     /* with a reason it works, and the reason is recorded */
-    r = call_owned(fx.base, "POST", "/v1/leases/force-release", fx.admin,
+    r = call_owned(fx.base, "POST", "/v1/leases/force-release", admin,
                    admin_body("adm-6", "t-admin", lease, "host drained for maintenance"));
     check_reply(r, 200, "lease_released", NULL);
     http_resp_free(r);
@@ -279,7 +239,7 @@ static void test_admin_operations(void **state)
 static void test_denials_audited(void **state)
 {
     (void)state;
-    http_resp_t *r = acquire_as(fx.other_tenant, "audit-deny-1", "t-audit");
+    http_resp_t *r = acquire_call(fx.base, other_tenant, "audit-deny-1", "t-audit");
     check_reply(r, 403, "access_denied", NULL);
     http_resp_free(r);
     long long n = 0;
@@ -304,5 +264,5 @@ int main(void)
         cmocka_unit_test(test_admin_operations),
         cmocka_unit_test(test_denials_audited),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, http_fx_teardown);
 }

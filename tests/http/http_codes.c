@@ -5,69 +5,21 @@
  */
 #include "http_common.h"
 
-static struct {
-    char *db;
-    leased_proc_t *srv;
-    const char *base;
-    char *worker_a, *worker_b, *reader, *admin;
-} fx;
+static http_fx_t fx;
+static const char *worker_a, *worker_b, *reader, *admin; /* owned by fx */
 
 static const char *const not_a[] = {"prn_worker_a", "inst_1", "exec_1", "job_1", NULL};
 
 static int setup(void **state)
 {
-    (void)state;
-    fx.db = testpg_create_db("http_codes");
-    fx.worker_a =
-        leased_proc_credential(fx.db,
-                               &(leased_cred_spec_t){.principal = "prn_worker_a",
-                                                     .tenant = TENANT,
-                                                     .program = PROGRAM,
-                                                     .capabilities = "targets:lease,targets:read"},
-                               NULL);
-    fx.worker_b =
-        leased_proc_credential(fx.db,
-                               &(leased_cred_spec_t){.principal = "prn_worker_b",
-                                                     .tenant = TENANT,
-                                                     .program = PROGRAM,
-                                                     .capabilities = "targets:lease,targets:read"},
-                               NULL);
-    fx.reader = leased_proc_credential(fx.db,
-                                       &(leased_cred_spec_t){.principal = "prn_reader",
-                                                             .tenant = TENANT,
-                                                             .program = PROGRAM,
-                                                             .capabilities = "targets:read"},
-                                       NULL);
-    fx.admin = leased_proc_credential(
-        fx.db,
-        &(leased_cred_spec_t){.principal = "prn_admin",
-                              .tenant = TENANT,
-                              .program = "*",
-                              .capabilities = "targets:force-release,targets:revoke,targets:read",
-                              .admin = true},
-        NULL);
-    fx.srv = leased_proc_start(fx.db, NULL);
-    fx.base = leased_proc_url(fx.srv);
+    http_fx_open(&fx, state, "http_codes");
+    worker_a = http_fx_worker(&fx, "prn_worker_a");
+    worker_b = http_fx_worker(&fx, "prn_worker_b");
+    reader = http_fx_credential(&fx, "prn_reader", PROGRAM, "targets:read", false);
+    admin = http_fx_credential(&fx, "prn_admin", "*",
+                               "targets:force-release,targets:revoke,targets:read", true);
+    http_fx_serve(&fx, NULL);
     return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    assert_int_equal(leased_proc_stop(fx.srv), 0);
-    testpg_drop_db(fx.db);
-    free(fx.db);
-    free(fx.worker_a);
-    free(fx.worker_b);
-    free(fx.reader);
-    free(fx.admin);
-    return 0;
-}
-
-static http_resp_t *acquire(const char *token, const char *request_id, const char *target)
-{
-    return call_owned(fx.base, "POST", "/v1/leases/acquire", token,
-                      acquire_body(request_id, target));
 }
 
 static char *commit_body(const char *request_id, const char *target, json_t *lease,
@@ -85,17 +37,14 @@ static char *commit_body(const char *request_id, const char *target, json_t *lea
 static void test_success_codes(void **state)
 {
     (void)state;
-    http_resp_t *a = acquire(fx.worker_a, "s-acq-1", "t-success");
-    check_reply(a, 200, "lease_acquired", NULL);
-    json_t *lease = json_deep_copy(lease_of(a));
+    json_t *lease = acquire_lease(fx.base, worker_a, "s-acq-1", "t-success");
     assert_string_equal(json_string_value(json_object_get(lease, "state")), "active");
     assert_true(json_integer_value(json_object_get(lease, "fencing_token")) >= 1);
     /* the owner sees owner-private fields, never the owner principal */
     assert_string_equal(json_string_value(json_object_get(lease, "service_instance_id")), "inst_1");
     assert_null(json_object_get(lease, "owner_principal_id"));
-    http_resp_free(a);
 
-    http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/renew", fx.worker_a,
+    http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/renew", worker_a,
                                 owner_body("s-renew-1", "t-success", lease));
     check_reply(r, 200, "lease_renewed", NULL);
     assert_true(json_equal(http_resp_get(r, "lease.fencing_token"),
@@ -105,27 +54,24 @@ static void test_success_codes(void **state)
     char path[256];
     snprintf(path, sizeof path, "/v1/leases/%s",
              json_string_value(json_object_get(lease, "lease_id")));
-    r = call(fx.base, "GET", path, fx.reader, NULL);
+    r = call(fx.base, "GET", path, reader, NULL);
     check_reply(r, 200, "lease_inspected", not_a);
     /* a reader without audit:read sees no owner-private fields */
     assert_null(http_resp_get(r, "lease.service_instance_id"));
     assert_null(http_resp_get(r, "lease.metadata"));
     http_resp_free(r);
 
-    r = call_owned(fx.base, "POST", "/v1/leases/inspect", fx.worker_a,
-                   dump(json_pack("{s:o}", "lock_identity", identity_json("t-success"))));
+    r = call_owned(fx.base, "POST", "/v1/leases/inspect", worker_a, inspect_body("t-success"));
     check_reply(r, 200, "lease_inspected", NULL);
     assert_true(json_equal(http_resp_get(r, "lease.lease_id"), json_object_get(lease, "lease_id")));
     http_resp_free(r);
 
-    r = call_owned(fx.base, "POST", "/v1/leases/list", fx.worker_a,
-                   dump(json_pack("{s:s, s:s, s:s}", "by", "owner", "tenant_id", TENANT,
-                                  "program_id", PROGRAM)));
+    r = call_owned(fx.base, "POST", "/v1/leases/list", worker_a, list_body("owner"));
     check_reply(r, 200, "lease_listed", NULL);
     assert_true(json_array_size(http_resp_get(r, "leases")) >= 1);
     http_resp_free(r);
 
-    r = call_owned(fx.base, "POST", "/v1/commits", fx.worker_a,
+    r = call_owned(fx.base, "POST", "/v1/commits", worker_a,
                    commit_body("s-commit-1", "t-success", lease, 0));
     check_reply(r, 200, "commit_accepted", NULL);
     json_t *results = http_resp_get(r, "commit.results");
@@ -134,7 +80,7 @@ static void test_success_codes(void **state)
                      1);
     http_resp_free(r);
 
-    r = call_owned(fx.base, "POST", "/v1/leases/release", fx.worker_a,
+    r = call_owned(fx.base, "POST", "/v1/leases/release", worker_a,
                    owner_body("s-release-1", "t-success", lease));
     check_reply(r, 200, "lease_released", NULL);
     assert_string_equal(json_string_value(http_resp_get(r, "lease.state")), "released");
@@ -142,22 +88,16 @@ static void test_success_codes(void **state)
     json_decref(lease);
 
     /* administrator paths: revoke and force-release of fresh leases */
-    a = acquire(fx.worker_a, "s-acq-2", "t-success");
-    check_reply(a, 200, "lease_acquired", NULL);
-    lease = json_deep_copy(lease_of(a));
-    http_resp_free(a);
-    r = call_owned(fx.base, "POST", "/v1/leases/revoke", fx.admin,
+    lease = acquire_lease(fx.base, worker_a, "s-acq-2", "t-success");
+    r = call_owned(fx.base, "POST", "/v1/leases/revoke", admin,
                    admin_body("s-revoke-1", "t-success", lease, "incident 17: key leaked"));
     check_reply(r, 200, "lease_revoked", NULL);
     assert_string_equal(json_string_value(http_resp_get(r, "lease.state")), "revoked");
     http_resp_free(r);
     json_decref(lease);
 
-    a = acquire(fx.worker_a, "s-acq-3", "t-success");
-    check_reply(a, 200, "lease_acquired", NULL);
-    lease = json_deep_copy(lease_of(a));
-    http_resp_free(a);
-    r = call_owned(fx.base, "POST", "/v1/leases/force-release", fx.admin,
+    lease = acquire_lease(fx.base, worker_a, "s-acq-3", "t-success");
+    r = call_owned(fx.base, "POST", "/v1/leases/force-release", admin,
                    admin_body("s-force-1", "t-success", lease, "worker host decommissioned"));
     check_reply(r, 200, "lease_released", NULL);
     /* audit:read is not held by this admin: no owner identity either */
@@ -174,7 +114,7 @@ static void test_invalid_request(void **state)
                                 "program_id", PROGRAM, "target_namespace", NAMESPACE, "target_id",
                                 "bad/target", "actor_name", ACTOR, "workflow_name", "default",
                                 "service_instance_id", "i", "execution_id", "e", "job_id", "j"));
-    http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/acquire", fx.worker_a, body);
+    http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/acquire", worker_a, body);
     check_reply(r, 400, "invalid_lease_request", NULL);
     assert_string_equal(http_resp_str(r, "field"), "lock_identity.target_id");
     assert_false(json_is_true(json_object_get(r->json, "retryable")));
@@ -184,7 +124,7 @@ static void test_invalid_request(void **state)
 static void test_invalid_credential(void **state)
 {
     (void)state;
-    http_resp_t *r = acquire(NULL, "cred-1", "t-401");
+    http_resp_t *r = acquire_call(fx.base, NULL, "cred-1", "t-401");
     check_reply(r, 401, "invalid_credential", NULL);
     http_resp_free(r);
 }
@@ -193,14 +133,14 @@ static void test_access_denied(void **state)
 {
     (void)state;
     /* a reader may not acquire */
-    http_resp_t *r = acquire(fx.reader, "deny-1", "t-403");
+    http_resp_t *r = acquire_call(fx.base, reader, "deny-1", "t-403");
     check_reply(r, 403, "access_denied", NULL);
     http_resp_free(r);
     /* an identity outside the credential's program */
     json_t *id = identity_json("t-403");
     json_object_set_new(id, "program_id", json_string("program-b"));
     r = call_owned(
-        fx.base, "POST", "/v1/leases/acquire", fx.worker_a,
+        fx.base, "POST", "/v1/leases/acquire", worker_a,
         dump(json_pack("{s:s, s:o, s:s, s:s, s:s}", "request_id", "deny-2", "lock_identity", id,
                        "service_instance_id", "i", "execution_id", "e", "job_id", "j")));
     check_reply(r, 403, "access_denied", NULL);
@@ -211,7 +151,7 @@ static void test_not_found(void **state)
 {
     (void)state;
     http_resp_t *r =
-        call(fx.base, "GET", "/v1/leases/lease_00000000000000000000000000000000", fx.reader, NULL);
+        call(fx.base, "GET", "/v1/leases/lease_00000000000000000000000000000000", reader, NULL);
     check_reply(r, 404, "lease_not_found", NULL);
     http_resp_free(r);
 }
@@ -223,7 +163,7 @@ static void test_deadline_exceeded(void **state)
     (void)state;
     json_t *body = parse_owned(acquire_body("late-1", "t-408"));
     json_object_set_new(body, "deadline_at", json_string("2020-01-01T00:00:00.000Z"));
-    http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/acquire", fx.worker_a, dump(body));
+    http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/acquire", worker_a, dump(body));
     check_reply(r, 408, "deadline_exceeded", NULL);
     assert_true(json_is_true(json_object_get(r->json, "retryable")));
     http_resp_free(r);
@@ -237,13 +177,10 @@ static void test_deadline_exceeded(void **state)
 static void test_conflicts(void **state)
 {
     (void)state;
-    http_resp_t *a = acquire(fx.worker_a, "c-acq-1", "t-409");
-    check_reply(a, 200, "lease_acquired", NULL);
-    json_t *lease = json_deep_copy(lease_of(a));
-    http_resp_free(a);
+    json_t *lease = acquire_lease(fx.base, worker_a, "c-acq-1", "t-409");
 
     /* another worker: conflict, without a trace of the holder */
-    http_resp_t *r = acquire(fx.worker_b, "c-acq-2", "t-409");
+    http_resp_t *r = acquire_call(fx.base, worker_b, "c-acq-2", "t-409");
     check_reply(r, 409, "lease_conflict", not_a);
     assert_null(strstr(r->body, json_string_value(json_object_get(lease, "lease_id"))));
     assert_true(json_is_true(json_object_get(r->json, "retryable")));
@@ -255,30 +192,30 @@ static void test_conflicts(void **state)
     json_object_set_new(
         stale, "fencing_token",
         json_integer(json_integer_value(json_object_get(lease, "fencing_token")) + 7));
-    r = call_owned(fx.base, "POST", "/v1/leases/renew", fx.worker_a,
+    r = call_owned(fx.base, "POST", "/v1/leases/renew", worker_a,
                    owner_body("c-renew-1", "t-409", stale));
     check_reply(r, 409, "lease_lost", NULL);
     http_resp_free(r);
     /* someone else's lease: lease_lost too, never "not found" */
-    r = call_owned(fx.base, "POST", "/v1/leases/release", fx.worker_b,
+    r = call_owned(fx.base, "POST", "/v1/leases/release", worker_b,
                    owner_body("c-release-b", "t-409", lease));
     check_reply(r, 409, "lease_lost", not_a);
     http_resp_free(r);
     json_decref(stale);
 
     /* the same request id with another body */
-    r = call_owned(fx.base, "POST", "/v1/leases/renew", fx.worker_a,
+    r = call_owned(fx.base, "POST", "/v1/leases/renew", worker_a,
                    owner_body("c-renew-2", "t-409", lease));
     check_reply(r, 200, "lease_renewed", NULL);
     http_resp_free(r);
     json_t *changed = parse_owned(owner_body("c-renew-2", "t-409", lease));
     json_object_set_new(changed, "ttl_ms", json_integer(20000));
-    r = call_owned(fx.base, "POST", "/v1/leases/renew", fx.worker_a, dump(changed));
+    r = call_owned(fx.base, "POST", "/v1/leases/renew", worker_a, dump(changed));
     check_reply(r, 409, "idempotency_conflict", NULL);
     http_resp_free(r);
 
     /* a document revision that does not match */
-    r = call_owned(fx.base, "POST", "/v1/commits", fx.worker_a,
+    r = call_owned(fx.base, "POST", "/v1/commits", worker_a,
                    commit_body("c-commit-1", "t-409", lease, 5));
     check_reply(r, 409, "write_conflict", NULL);
     assert_string_equal(http_resp_str(r, "field"), "writes[0].expected_revision");
@@ -293,10 +230,10 @@ static void test_rate_limited(void **state)
     (void)state;
     const char *env[] = {"LEASE_RATE_LIMIT=1/s", NULL};
     leased_proc_t *srv = leased_proc_start(fx.db, env);
-    http_resp_t *r1 = call_owned(leased_proc_url(srv), "POST", "/v1/leases/inspect", fx.reader,
-                                 dump(json_pack("{s:o}", "lock_identity", identity_json("t-429"))));
-    http_resp_t *r2 = call_owned(leased_proc_url(srv), "POST", "/v1/leases/inspect", fx.reader,
-                                 dump(json_pack("{s:o}", "lock_identity", identity_json("t-429"))));
+    http_resp_t *r1 = call_owned(leased_proc_url(srv), "POST", "/v1/leases/inspect", reader,
+                                 inspect_body("t-429"));
+    http_resp_t *r2 = call_owned(leased_proc_url(srv), "POST", "/v1/leases/inspect", reader,
+                                 inspect_body("t-429"));
     check_reply(r1, 404, "lease_not_found", NULL);
     check_reply(r2, 429, "lease_rate_limited", NULL);
     assert_true(json_is_true(json_object_get(r2->json, "retryable")));
@@ -304,8 +241,8 @@ static void test_rate_limited(void **state)
     http_resp_free(r1);
     http_resp_free(r2);
     /* another credential has its own bucket */
-    http_resp_t *r3 = call_owned(leased_proc_url(srv), "POST", "/v1/leases/inspect", fx.worker_a,
-                                 dump(json_pack("{s:o}", "lock_identity", identity_json("t-429"))));
+    http_resp_t *r3 = call_owned(leased_proc_url(srv), "POST", "/v1/leases/inspect", worker_a,
+                                 inspect_body("t-429"));
     check_reply(r3, 404, "lease_not_found", NULL);
     http_resp_free(r3);
     assert_int_equal(leased_proc_stop(srv), 0);
@@ -319,5 +256,5 @@ int main(void)
         cmocka_unit_test(test_not_found),          cmocka_unit_test(test_deadline_exceeded),
         cmocka_unit_test(test_conflicts),          cmocka_unit_test(test_rate_limited),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, http_fx_teardown);
 }

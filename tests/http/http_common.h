@@ -2,6 +2,17 @@
  * http_common.h - helpers shared by the http_*.c tests (header only; each
  * test file is its own program): request bodies, envelope checks and the
  * per-file fixture of a database, a leased and a few credentials.
+ *
+ *   static http_fx_t fx;
+ *   static const char *worker;                 // owned by fx
+ *   static int setup(void **state)             // cmocka group setup
+ *   {
+ *       http_fx_open(&fx, state, "http_mine");
+ *       worker = http_fx_worker(&fx, "prn_mine");
+ *       http_fx_serve(&fx, NULL);             // leased, fx.base
+ *       return 0;
+ *   }
+ *   ... cmocka_run_group_tests(tests, setup, http_fx_teardown);
  */
 #ifndef LEASE_TEST_HTTP_COMMON_H
 #define LEASE_TEST_HTTP_COMMON_H
@@ -17,6 +28,8 @@
 
 #include <cmocka.h>
 #include <jansson.h>
+#include <libpq-fe.h>
+#include <pthread.h>
 
 #include "http_client.h"
 #include "leased_proc.h"
@@ -26,6 +39,8 @@
 #define PROGRAM "program-a"
 #define NAMESPACE "starintel-target"
 #define ACTOR "usernamegen"
+/* What a worker credential holds. */
+#define WORKER_CAPS "targets:lease,targets:read"
 
 /* A lock identity object (new reference). */
 static inline json_t *identity_json(const char *target)
@@ -77,6 +92,18 @@ static inline char *admin_body(const char *request_id, const char *target, json_
     if (reason)
         json_object_set_new(o, "reason", json_string(reason));
     return dump(o);
+}
+
+/* A lookup by identity (inspect). */
+static inline char *inspect_body(const char *target)
+{
+    return dump(json_pack("{s:o}", "lock_identity", identity_json(target)));
+}
+
+/* A list filter of TENANT and PROGRAM; by: "owner", "program". */
+static inline char *list_body(const char *by)
+{
+    return dump(json_pack("{s:s, s:s, s:s}", "by", by, "tenant_id", TENANT, "program_id", PROGRAM));
 }
 
 /* Text that must never reach a client. */
@@ -188,6 +215,200 @@ static inline json_t *lease_of(const http_resp_t *r)
     json_t *l = json_object_get(r->json, "lease");
     assert_true(json_is_object(l));
     return l;
+}
+
+/* An acquire of target (reply not checked). */
+static inline http_resp_t *acquire_call(const char *base, const char *token, const char *request_id,
+                                        const char *target)
+{
+    return call_owned(base, "POST", "/v1/leases/acquire", token, acquire_body(request_id, target));
+}
+
+/* An acquire that must answer lease_acquired; returns its lease (new
+ * reference). */
+static inline json_t *acquire_lease(const char *base, const char *token, const char *request_id,
+                                    const char *target)
+{
+    http_resp_t *a = acquire_call(base, token, request_id, target);
+    check_reply(a, 200, "lease_acquired", NULL);
+    json_t *lease = json_deep_copy(lease_of(a));
+    http_resp_free(a);
+    return lease;
+}
+
+/*
+ * Polls /readyz until it answers want, at most tries times 50 ms apart;
+ * returns the last status and copies its reason ("" without one) into
+ * reason (n bytes). With check_not_ready, every 503 seen must also say
+ * status "not_ready" and carry Retry-After.
+ */
+static inline long http_wait_ready(const char *base, long want, char *reason, size_t n, int tries,
+                                   bool check_not_ready)
+{
+    long st = 0;
+    for (int i = 0; i < tries; i++) {
+        if (i)
+            usleep(50000);
+        http_resp_t *r = call(base, "GET", "/readyz", NULL, NULL);
+        st = r->status;
+        snprintf(reason, n, "%s", http_resp_str(r, "reason") ? http_resp_str(r, "reason") : "");
+        if (check_not_ready && st == 503) {
+            assert_string_equal(http_resp_str(r, "status"), "not_ready");
+            assert_non_null(http_resp_header(r, "Retry-After"));
+        }
+        http_resp_free(r);
+        if (st == want)
+            break;
+    }
+    return st;
+}
+
+/* ------------------------------------------------------------------ */
+/* Requests that block inside the database                             */
+
+/* A session of its own holding target's lock row (FOR UPDATE, in an open
+ * transaction) until http_unblock. */
+static inline PGconn *http_block_target(const char *db, const char *target)
+{
+    PGconn *blocker = PQconnectdb(db);
+    assert_int_equal(PQstatus(blocker), CONNECTION_OK);
+    char sql[256];
+    snprintf(sql, sizeof sql, "BEGIN; SELECT 1 FROM lease.locks WHERE target_id = '%s' FOR UPDATE",
+             target);
+    PGresult *res = PQexec(blocker, sql);
+    assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
+    PQclear(res);
+    return blocker;
+}
+
+/* Rolls the blocking transaction back and closes its session. */
+static inline void http_unblock(PGconn *blocker)
+{
+    PQclear(PQexec(blocker, "ROLLBACK"));
+    PQfinish(blocker);
+}
+
+/* Polls (about 4 s) until one of leased's sessions waits on a lock;
+ * returns how many do. */
+static inline long long http_wait_lock_waiter(const char *db)
+{
+    long long waiting = 0;
+    for (int i = 0; i < 200 && waiting == 0; i++) {
+        usleep(20000);
+        waiting = testpg_query_int(db, "SELECT count(*) FROM pg_stat_activity WHERE "
+                                       "datname = current_database() AND application_name = "
+                                       "'leased' AND wait_event_type = 'Lock'");
+    }
+    return waiting;
+}
+
+/* A POST sent from a thread of its own, for a request that blocks. */
+typedef struct http_pending {
+    const char *base, *path, *token;
+    char *body;        /* borrowed */
+    http_resp_t *resp; /* the reply after http_pending_join; NULL on a transport failure */
+    pthread_t thread;
+} http_pending_t;
+
+static inline void *http_pending_main(void *arg)
+{
+    http_pending_t *p = arg;
+    http_client_t *c = http_client_new(p->base, 20000);
+    p->resp = http_client_call(c, "POST", p->path, p->token, p->body, NULL, NULL);
+    http_client_free(c);
+    return NULL;
+}
+
+static inline void http_pending_start(http_pending_t *p)
+{
+    pthread_create(&p->thread, NULL, http_pending_main, p);
+}
+
+static inline void http_pending_join(http_pending_t *p)
+{
+    pthread_join(p->thread, NULL);
+}
+
+/* ------------------------------------------------------------------ */
+/* The per-file fixture                                                */
+
+#define HTTP_FX_MAX_TOKENS 16
+
+/* One test file's database, leased and credentials; http_fx_close frees
+ * all of it. */
+typedef struct http_fx {
+    char *db;           /* superuser URL of the file's own database */
+    leased_proc_t *srv; /* NULL until http_fx_serve */
+    const char *base;   /* srv's "http://127.0.0.1:PORT" */
+    char *tokens[HTTP_FX_MAX_TOKENS];
+    size_t ntokens;
+} http_fx_t;
+
+/* Creates the file's database (named after prefix). group_state (a cmocka
+ * group setup's state, or NULL) receives fx for http_fx_teardown. */
+static inline void http_fx_open(http_fx_t *fx, void **group_state, const char *prefix)
+{
+    *fx = (http_fx_t){.db = testpg_create_db(prefix)};
+    if (group_state)
+        *group_state = fx;
+}
+
+/* A credential in fx's database; the token is fx's (freed by
+ * http_fx_close). credential_id as for leased_proc_credential. */
+static inline const char *http_fx_credential_spec(http_fx_t *fx, const leased_cred_spec_t *spec,
+                                                  char *credential_id)
+{
+    assert_true(fx->ntokens < HTTP_FX_MAX_TOKENS);
+    char *token = leased_proc_credential(fx->db, spec, credential_id);
+    fx->tokens[fx->ntokens++] = token;
+    return token;
+}
+
+/* A credential of TENANT for program ("*" with admin), any actor. */
+static inline const char *http_fx_credential(http_fx_t *fx, const char *principal,
+                                             const char *program, const char *capabilities,
+                                             bool admin)
+{
+    return http_fx_credential_spec(fx,
+                                   &(leased_cred_spec_t){.principal = principal,
+                                                         .tenant = TENANT,
+                                                         .program = program,
+                                                         .capabilities = capabilities,
+                                                         .admin = admin},
+                                   NULL);
+}
+
+/* A worker of TENANT and PROGRAM: may lease and read. */
+static inline const char *http_fx_worker(http_fx_t *fx, const char *principal)
+{
+    return http_fx_credential(fx, principal, PROGRAM, WORKER_CAPS, false);
+}
+
+/* Starts leased on fx's database (extra_env as for leased_proc_start). */
+static inline void http_fx_serve(http_fx_t *fx, const char *const *extra_env)
+{
+    fx->srv = leased_proc_start(fx->db, extra_env);
+    assert_non_null(fx->srv);
+    fx->base = leased_proc_url(fx->srv);
+}
+
+/* Stops leased (it must exit 0), drops the database, frees the tokens. */
+static inline void http_fx_close(http_fx_t *fx)
+{
+    if (fx->srv)
+        assert_int_equal(leased_proc_stop(fx->srv), 0);
+    testpg_drop_db(fx->db);
+    free(fx->db);
+    for (size_t i = 0; i < fx->ntokens; i++)
+        free(fx->tokens[i]);
+    *fx = (http_fx_t){0};
+}
+
+/* A cmocka group teardown for the fixture http_fx_open put in the state. */
+static inline int http_fx_teardown(void **state)
+{
+    http_fx_close(*state);
+    return 0;
 }
 
 #endif

@@ -12,42 +12,19 @@
 #define THREADS 12
 #define ROUNDS 5
 
-static struct {
-    char *db;
-    leased_proc_t *srv;
-    const char *base;
-    char *tokens[4];
-} fx;
+static http_fx_t fx;
+static const char *tokens[4]; /* owned by fx */
 
 static int setup(void **state)
 {
-    (void)state;
-    fx.db = testpg_create_db("http_conc");
+    http_fx_open(&fx, state, "http_conc");
     for (int i = 0; i < 4; i++) {
         char principal[32];
         snprintf(principal, sizeof principal, "prn_racer_%d", i);
-        fx.tokens[i] = leased_proc_credential(
-            fx.db,
-            &(leased_cred_spec_t){.principal = principal,
-                                  .tenant = TENANT,
-                                  .program = PROGRAM,
-                                  .capabilities = "targets:lease,targets:read"},
-            NULL);
+        tokens[i] = http_fx_worker(&fx, principal);
     }
     const char *env[] = {"LEASE_HTTP_THREADS=8", "LEASE_DB_POOL_SIZE=8", NULL};
-    fx.srv = leased_proc_start(fx.db, env);
-    fx.base = leased_proc_url(fx.srv);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    assert_int_equal(leased_proc_stop(fx.srv), 0);
-    testpg_drop_db(fx.db);
-    free(fx.db);
-    for (int i = 0; i < 4; i++)
-        free(fx.tokens[i]);
+    http_fx_serve(&fx, env);
     return 0;
 }
 
@@ -69,8 +46,8 @@ static void *race(void *arg)
     /* warm the connection so the race is between requests, not connects */
     http_resp_free(http_client_call(c, "GET", "/healthz", NULL, NULL, NULL, NULL));
     pthread_barrier_wait(r->start);
-    http_resp_t *resp = http_client_call(c, "POST", "/v1/leases/acquire", fx.tokens[r->index % 4],
-                                         body, NULL, NULL);
+    http_resp_t *resp =
+        http_client_call(c, "POST", "/v1/leases/acquire", tokens[r->index % 4], body, NULL, NULL);
     r->status = resp ? resp->status : 0;
     snprintf(r->code, sizeof r->code, "%s",
              resp && http_resp_str(resp, "code") ? http_resp_str(resp, "code") : "");
@@ -121,7 +98,7 @@ static void test_one_winner(void **state)
                          token);
         char rid[64];
         snprintf(rid, sizeof rid, "race-release-%d", round);
-        http_resp_t *rel = call_owned(fx.base, "POST", "/v1/leases/release", fx.tokens[winner % 4],
+        http_resp_t *rel = call_owned(fx.base, "POST", "/v1/leases/release", tokens[winner % 4],
                                       owner_body(rid, "t-race", lease));
         check_reply(rel, 200, "lease_released", NULL);
         http_resp_free(rel);
@@ -145,7 +122,7 @@ static void *release_later(void *arg)
 {
     releaser_t *rl = arg;
     usleep((useconds_t)rl->after_ms * 1000);
-    http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/release", fx.tokens[0],
+    http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/release", tokens[0],
                                 owner_body("wait-release", "t-wait", rl->lease));
     assert_int_equal(r->status, 200);
     http_resp_free(r);
@@ -155,18 +132,14 @@ static void *release_later(void *arg)
 static void test_bounded_wait(void **state)
 {
     (void)state;
-    http_resp_t *a = call_owned(fx.base, "POST", "/v1/leases/acquire", fx.tokens[0],
-                                acquire_body("wait-hold", "t-wait"));
-    check_reply(a, 200, "lease_acquired", NULL);
-    releaser_t rl = {json_deep_copy(lease_of(a)), 400};
-    http_resp_free(a);
+    releaser_t rl = {acquire_lease(fx.base, tokens[0], "wait-hold", "t-wait"), 400};
 
     /* a wait shorter than the deadline allows: conflict within both */
     json_t *b = parse_owned(acquire_body("wait-short", "t-wait"));
     json_object_set_new(b, "wait_ms", json_integer(5000));
     json_object_set_new(b, "deadline_ms", json_integer(300));
     long t0 = mono_ms();
-    http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/acquire", fx.tokens[1], dump(b));
+    http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/acquire", tokens[1], dump(b));
     long took = mono_ms() - t0;
     check_reply(r, 409, "lease_conflict", NULL);
     http_resp_free(r);
@@ -179,7 +152,7 @@ static void test_bounded_wait(void **state)
     b = parse_owned(acquire_body("wait-long", "t-wait"));
     json_object_set_new(b, "wait_ms", json_integer(5000));
     t0 = mono_ms();
-    r = call_owned(fx.base, "POST", "/v1/leases/acquire", fx.tokens[1], dump(b));
+    r = call_owned(fx.base, "POST", "/v1/leases/acquire", tokens[1], dump(b));
     took = mono_ms() - t0;
     pthread_join(th, NULL);
     check_reply(r, 200, "lease_acquired", NULL);
@@ -200,7 +173,7 @@ static void *wait_acquire(void *arg)
     waiter_t *w = arg;
     json_t *b = parse_owned(acquire_body("hold-wait", "t-hold"));
     json_object_set_new(b, "wait_ms", json_integer(1500));
-    w->resp = call_owned(w->base, "POST", "/v1/leases/acquire", fx.tokens[1], dump(b));
+    w->resp = call_owned(w->base, "POST", "/v1/leases/acquire", tokens[1], dump(b));
     return NULL;
 }
 
@@ -212,8 +185,7 @@ static void test_waiting_holds_no_worker(void **state)
     const char *env[] = {"LEASE_HTTP_THREADS=1", NULL};
     leased_proc_t *srv = leased_proc_start(fx.db, env);
     const char *base = leased_proc_url(srv);
-    http_resp_t *a = call_owned(base, "POST", "/v1/leases/acquire", fx.tokens[0],
-                                acquire_body("hold-1", "t-hold"));
+    http_resp_t *a = acquire_call(base, tokens[0], "hold-1", "t-hold");
     check_reply(a, 200, "lease_acquired", NULL);
     http_resp_free(a);
     waiter_t w = {base, NULL};
@@ -224,8 +196,7 @@ static void test_waiting_holds_no_worker(void **state)
     for (int i = 0; i < 5; i++) {
         long t0 = mono_ms();
         http_resp_t *r =
-            call_owned(base, "POST", "/v1/leases/inspect", fx.tokens[2],
-                       dump(json_pack("{s:o}", "lock_identity", identity_json("t-hold"))));
+            call_owned(base, "POST", "/v1/leases/inspect", tokens[2], inspect_body("t-hold"));
         check_reply(r, 200, "lease_inspected", NULL);
         http_resp_free(r);
         assert_true(mono_ms() - t0 < 400);
@@ -244,5 +215,5 @@ int main(void)
         cmocka_unit_test(test_bounded_wait),
         cmocka_unit_test(test_waiting_holds_no_worker),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, http_fx_teardown);
 }

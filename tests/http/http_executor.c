@@ -21,90 +21,37 @@
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <setjmp.h>
 #include <signal.h>
 #include <spawn.h>
-#include <stdarg.h>
-#include <stddef.h>
-#include <stdint.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
-#include <unistd.h>
 
-#include <cmocka.h>
-#include <jansson.h>
-
+#include "http_common.h"
 #include "lease/client.h"
 #include "lease/clock.h"
 #include "tcp_proxy.h"
-#include "testpg.h"
 
-#include "leased_proc.h"
-
-#define TENANT "tenant-main"
-#define PROGRAM "program-a"
-#define NAMESPACE "starintel-target"
-#define ACTOR "usernamegen"
 #define WORKFLOW "default"
 #define SLACK_MS 1000 /* scheduling on a shared 2-core machine, sanitizers */
 
 static const char *skipped; /* why a case could not run (the test then exits 77) */
 
 /* ------------------------------------------------------------------ */
-/* The service: adapter to tests/harness/leased_proc.h                 */
+/* The service: the http_common.h fixture                              */
 
-typedef struct service {
-    char *db_url;       /* superuser URL of this test's database */
-    char url[128];      /* leased's base URL */
-    char *worker_token; /* targets:lease, targets:read */
-    char *admin_token;  /* admin: force-release, revoke, read, audit:read */
-    leased_proc_t *proc;
-} service_t;
-
-static service_t svc;
-
-static void service_start(void)
-{
-    svc.db_url = testpg_create_db("executor");
-    svc.proc = leased_proc_start(svc.db_url, NULL);
-    assert_non_null(svc.proc);
-    snprintf(svc.url, sizeof svc.url, "%s", leased_proc_url(svc.proc));
-    leased_cred_spec_t worker = {.principal = "prn_executor",
-                                 .tenant = TENANT,
-                                 .program = PROGRAM,
-                                 .capabilities = "targets:lease,targets:read"};
-    leased_cred_spec_t admin = {.principal = "prn_operator",
-                                .tenant = TENANT,
-                                .program = "*",
-                                .capabilities =
-                                    "targets:force-release,targets:revoke,targets:read,audit:read",
-                                .admin = true};
-    svc.worker_token = leased_proc_credential(svc.db_url, &worker, NULL);
-    svc.admin_token = leased_proc_credential(svc.db_url, &admin, NULL);
-}
-
-static void service_stop(void)
-{
-    assert_int_equal(leased_proc_stop(svc.proc), 0);
-    testpg_drop_db(svc.db_url);
-    free(svc.db_url);
-    free(svc.worker_token);
-    free(svc.admin_token);
-}
+static http_fx_t fx;
+static const char *worker_token; /* targets:lease, targets:read; owned by fx */
+static const char *admin_token;  /* admin: force-release, revoke, read, audit:read; owned by fx */
 
 static uint16_t service_port(void)
 {
-    return (uint16_t)leased_proc_port(svc.proc);
+    return (uint16_t)leased_proc_port(fx.srv);
 }
 
 /* Waits until /readyz answers 200 (after the cluster comes back). */
 static void service_wait_ready(int64_t timeout_ms)
 {
-    lease_client_t *c = lease_client_new(svc.url, NULL);
+    lease_client_t *c = lease_client_new(fx.base, NULL);
     assert_non_null(c);
     lease_deadline_t until = lease_deadline_in(timeout_ms);
     lease_code_t code = LEASE_BACKEND_UNAVAILABLE;
@@ -305,7 +252,7 @@ static proc_t run_start(const char *target, const char *ttl_ms, const char *url)
                           NAMESPACE, "--target", target,       "--actor",    ACTOR,   "--workflow",
                           WORKFLOW,  "--ttl-ms", ttl_ms,       "--grace-ms", "2000",  "--",
                           "sh",      "-c",       child_script, NULL};
-    proc_t p = ctl_start(args, url, svc.worker_token, NULL);
+    proc_t p = ctl_start(args, url, worker_token, NULL);
     if (!wait_file(&p, "env", 10000)) {
         char *err = proc_file(&p, "err");
         fail_msg("the command never started under run; stderr:\n%s", err ? err : "");
@@ -322,7 +269,7 @@ static long long sql_int(const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(sql, sizeof sql, fmt, ap);
     va_end(ap);
-    return testpg_query_int(svc.db_url, sql);
+    return testpg_query_int(fx.db, sql);
 }
 
 /* ------------------------------------------------------------------ */
@@ -331,7 +278,7 @@ static long long sql_int(const char *fmt, ...)
 static void force_release_cancels_the_command(void **state)
 {
     (void)state;
-    proc_t run = run_start("exec-a", "3000", svc.url);
+    proc_t run = run_start("exec-a", "3000", fx.base);
     char *lease_id = env_value(&run, "LEASE_ID");
 
     /* past one TTL the command still runs: renewals keep the lease */
@@ -347,7 +294,7 @@ static void force_release_cancels_the_command(void **state)
                            "exec-a",        "--actor",     ACTOR,      "--workflow",
                            WORKFLOW,        "--reason",    "test (a)", NULL};
     json_t *answer;
-    assert_int_equal(ctl(force, svc.url, svc.admin_token, NULL, &answer), 0);
+    assert_int_equal(ctl(force, fx.base, admin_token, NULL, &answer), 0);
     int64_t released_at = lease_mono_now_ns();
     assert_string_equal(json_string_value(json_object_get(answer, "code")), "lease_released");
     assert_string_equal(
@@ -378,7 +325,7 @@ static void force_release_cancels_the_command(void **state)
     extra[n] = NULL;
     const char *commit[] = {"commit", "--document", "doc-a",     "--expected-revision",
                             "0",      "--body",     "{\"v\":1}", NULL};
-    assert_int_equal(ctl(commit, svc.url, svc.worker_token, extra, &answer), 1);
+    assert_int_equal(ctl(commit, fx.base, worker_token, extra, &answer), 1);
     assert_string_equal(json_string_value(json_object_get(answer, "code")), "lease_lost");
     json_decref(answer);
     assert_true(sql_int("SELECT count(*) FROM lease.fenced_documents WHERE document_key = '%s'",
@@ -400,7 +347,7 @@ static void database_outage_cancels_before_expiry(void **state)
         skipped = "(b) needs the test-owned cluster (LEASE_TEST_DATABASE_URL is set)";
         return;
     }
-    proc_t run = run_start("exec-b", "4000", svc.url);
+    proc_t run = run_start("exec-b", "4000", fx.base);
     char *lease_id = env_value(&run, "LEASE_ID");
 
     /* Stop the database right after a renewal, so no later renewal can
@@ -411,9 +358,9 @@ static void database_outage_cancels_before_expiry(void **state)
              "SELECT (extract(epoch FROM renewed_at) * 1000)::bigint FROM lease.active_leases "
              "WHERE lease_id = '%s'",
              lease_id);
-    long long first = testpg_query_int(svc.db_url, sql);
+    long long first = testpg_query_int(fx.db, sql);
     lease_deadline_t until = lease_deadline_in(3000);
-    while (testpg_query_int(svc.db_url, sql) == first && !lease_deadline_passed(&until))
+    while (testpg_query_int(fx.db, sql) == first && !lease_deadline_passed(&until))
         lease_sleep_ms(10);
     long long expires_at = sql_int("SELECT (extract(epoch FROM expires_at) * 1000)::bigint "
                                    "FROM lease.active_leases WHERE lease_id = '%s'",
@@ -477,7 +424,7 @@ static void late_renewals_do_not_extend_authority(void **state)
              "SELECT renewed_at FROM lease.lease_history WHERE lease_id = '%s' UNION ALL "
              "SELECT renewed_at FROM lease.active_leases WHERE lease_id = '%s') r",
              lease_id, lease_id);
-    assert_true(testpg_query_int(svc.db_url, sql) > delayed_wall);
+    assert_true(testpg_query_int(fx.db, sql) > delayed_wall);
     free(lease_id);
     proc_cleanup(&run);
 }
@@ -491,7 +438,7 @@ static int run_command(const char *target, const char *script)
                           "--namespace", NAMESPACE,    "--target", target,      "--actor",
                           ACTOR,         "--workflow", WORKFLOW,   "--ttl-ms",  "3000",
                           "--",          "sh",         "-c",       script,      NULL};
-    return ctl(args, svc.url, svc.worker_token, NULL, NULL);
+    return ctl(args, fx.base, worker_token, NULL, NULL);
 }
 
 static void completion_releases_and_passes_the_code(void **state)
@@ -518,7 +465,7 @@ static void completion_releases_and_passes_the_code(void **state)
                           "-c",
                           "env | grep '^LEASE_' > \"$TEST_DIR/env\"; sleep 3.5; exit 7",
                           NULL};
-    proc_t run = ctl_start(args, svc.url, svc.worker_token, NULL);
+    proc_t run = ctl_start(args, fx.base, worker_token, NULL);
     assert_int_equal(proc_wait(&run, 20000), 7);
     char *lease_id = env_value(&run, "LEASE_ID");
     char *token = env_value(&run, "LEASE_FENCING_TOKEN");
@@ -530,7 +477,7 @@ static void completion_releases_and_passes_the_code(void **state)
         NAMESPACE, "--target",           "exec-d",  "--actor",   ACTOR,   "--workflow",
         WORKFLOW,  "--service-instance", "other-1", NULL};
     json_t *answer;
-    assert_int_equal(ctl(acquire, svc.url, svc.worker_token, NULL, &answer), 0);
+    assert_int_equal(ctl(acquire, fx.base, worker_token, NULL, &answer), 0);
     json_t *lease = json_object_get(answer, "lease");
     assert_int_equal(json_integer_value(json_object_get(lease, "fencing_token")), atoll(token) + 1);
     json_decref(answer);
@@ -565,7 +512,7 @@ static void commit_inside_run_needs_no_identity_flags(void **state)
     const char *args[] = {"run",     "--tenant", TENANT,   "--program", PROGRAM, "--namespace",
                           NAMESPACE, "--target", "exec-g", "--actor",   ACTOR,   "--workflow",
                           WORKFLOW,  "--",       "sh",     "-c",        script,  NULL};
-    proc_t run = ctl_start(args, svc.url, svc.worker_token, NULL);
+    proc_t run = ctl_start(args, fx.base, worker_token, NULL);
     assert_int_equal(proc_wait(&run, 30000), 0);
     char *answer_text = proc_file(&run, "term");
     json_t *answer = json_loads(answer_text, 0, NULL);
@@ -604,7 +551,7 @@ static void dropped_answer_resolves_by_request_id(void **state)
                              "--namespace", NAMESPACE,    "--target", "exec-e1",   "--actor",
                              ACTOR,         "--workflow", WORKFLOW,   NULL};
     json_t *answer;
-    assert_int_equal(ctl(acquire, url, svc.worker_token, NULL, &answer), 0);
+    assert_int_equal(ctl(acquire, url, worker_token, NULL, &answer), 0);
     assert_int_equal(atomic_load(&px.drop), 0); /* the first answer was swallowed */
     tcp_proxy_stop(&px);
     assert_true(json_is_true(json_object_get(answer, "replayed")));
@@ -618,7 +565,7 @@ static void dropped_answer_resolves_by_request_id(void **state)
                         "exec-e1") == 1);
     json_decref(answer);
     /* and it is held: a new request id conflicts */
-    assert_int_equal(ctl(acquire, svc.url, svc.worker_token, NULL, NULL), 75);
+    assert_int_equal(ctl(acquire, fx.base, worker_token, NULL, NULL), 75);
 }
 
 typedef struct chaos {
@@ -629,14 +576,14 @@ typedef struct chaos {
 static void *chaos_main(void *arg)
 {
     chaos_t *ch = arg;
-    char *name = testpg_query_value(svc.db_url, "SELECT current_database()");
+    char *name = testpg_query_value(fx.db, "SELECT current_database()");
     char sql[512];
     snprintf(sql, sizeof sql,
              "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
              "WHERE datname = '%s' AND usename = 'leased_app' AND pid <> pg_backend_pid()",
              name);
     while (!atomic_load(&ch->stop)) {
-        ch->kills += (int)testpg_query_int(svc.db_url, sql);
+        ch->kills += (int)testpg_query_int(fx.db, sql);
         lease_sleep_ms(3 + (int64_t)lease_jitter(20));
     }
     free(name);
@@ -647,7 +594,7 @@ static void terminated_backends_never_lose_or_double_a_lease(void **state)
 {
     (void)state;
     enum { N = 24 };
-    lease_client_t *c = lease_client_new(svc.url, svc.worker_token);
+    lease_client_t *c = lease_client_new(fx.base, worker_token);
     assert_non_null(c);
     chaos_t ch = {0};
     pthread_t t;
@@ -727,7 +674,7 @@ static void client_commands_answer_json_and_exit_codes(void **state)
     const char *acquire[] = {"acquire", IDF,        "--target", "cli-f", "--service-instance",
                              "cli-1",   "--ttl-ms", "20000",    NULL};
     json_t *a;
-    assert_int_equal(ctl(acquire, svc.url, svc.worker_token, NULL, &a), 0);
+    assert_int_equal(ctl(acquire, fx.base, worker_token, NULL, &a), 0);
     assert_string_equal(json_string_value(json_object_get(a, "code")), "lease_acquired");
     json_t *lease = json_object_get(a, "lease");
     char lease_id[LEASE_ID_MAX + 1], token[24];
@@ -738,53 +685,53 @@ static void client_commands_answer_json_and_exit_codes(void **state)
     json_decref(a);
 
     json_t *b;
-    assert_int_equal(ctl(acquire, svc.url, svc.worker_token, NULL, &b), 75);
+    assert_int_equal(ctl(acquire, fx.base, worker_token, NULL, &b), 75);
     assert_string_equal(json_string_value(json_object_get(b, "code")), "lease_conflict");
     json_decref(b);
-    assert_int_equal(ctl(acquire, svc.url, "lsk_key_aaaaaaaaaaaaaaaaaaaaaaaaaa_bogus", NULL, &b),
+    assert_int_equal(ctl(acquire, fx.base, "lsk_key_aaaaaaaaaaaaaaaaaaaaaaaaaa_bogus", NULL, &b),
                      77);
     assert_string_equal(json_string_value(json_object_get(b, "code")), "invalid_credential");
     json_decref(b);
     const char *bad[] = {"acquire", IDF, "--target", "bad/target", NULL};
-    assert_int_equal(ctl(bad, svc.url, svc.worker_token, NULL, &b), 65);
+    assert_int_equal(ctl(bad, fx.base, worker_token, NULL, &b), 65);
     assert_string_equal(json_string_value(json_object_get(b, "code")), "invalid_lease_request");
     json_decref(b);
-    assert_int_equal(ctl(acquire, "http://127.0.0.1:1", svc.worker_token, NULL, &b), 69);
+    assert_int_equal(ctl(acquire, "http://127.0.0.1:1", worker_token, NULL, &b), 69);
     assert_string_equal(json_string_value(json_object_get(b, "code")), "lease_backend_unavailable");
     json_decref(b);
     const char *usage[] = {"acquire", "--tenant", TENANT, NULL};
-    assert_int_equal(ctl(usage, svc.url, svc.worker_token, NULL, NULL), 2);
+    assert_int_equal(ctl(usage, fx.base, worker_token, NULL, NULL), 2);
 
     const char *renew[] = {
         "renew",           IDF,   "--target",           "cli-f", "--lease-id", lease_id,
         "--fencing-token", token, "--service-instance", "cli-1", NULL};
-    assert_int_equal(ctl(renew, svc.url, svc.worker_token, NULL, &b), 0);
+    assert_int_equal(ctl(renew, fx.base, worker_token, NULL, &b), 0);
     assert_string_equal(json_string_value(json_object_get(b, "code")), "lease_renewed");
     json_decref(b);
     const char *stale[] = {
         "renew",           IDF,   "--target",           "cli-f", "--lease-id", lease_id,
         "--fencing-token", token, "--service-instance", "cli-2", NULL};
-    assert_int_equal(ctl(stale, svc.url, svc.worker_token, NULL, &b), 1);
+    assert_int_equal(ctl(stale, fx.base, worker_token, NULL, &b), 1);
     assert_string_equal(json_string_value(json_object_get(b, "code")), "lease_lost");
     json_decref(b);
 
     const char *inspect[] = {"inspect", "--lease-id", lease_id, NULL};
-    assert_int_equal(ctl(inspect, svc.url, svc.worker_token, NULL, &b), 0);
+    assert_int_equal(ctl(inspect, fx.base, worker_token, NULL, &b), 0);
     assert_string_equal(json_string_value(json_object_get(b, "code")), "lease_inspected");
     json_decref(b);
     const char *list[] = {"list", "--by", "target", IDF, "--target", "cli-f", NULL};
-    assert_int_equal(ctl(list, svc.url, svc.worker_token, NULL, &b), 0);
+    assert_int_equal(ctl(list, fx.base, worker_token, NULL, &b), 0);
     assert_int_equal(json_array_size(json_object_get(b, "leases")), 1);
     json_decref(b);
 
     const char *release[] = {
         "release",         IDF,   "--target",           "cli-f", "--lease-id", lease_id,
         "--fencing-token", token, "--service-instance", "cli-1", NULL};
-    assert_int_equal(ctl(release, svc.url, svc.worker_token, NULL, &b), 0);
+    assert_int_equal(ctl(release, fx.base, worker_token, NULL, &b), 0);
     assert_string_equal(json_string_value(json_object_get(b, "code")), "lease_released");
     json_decref(b);
     const char *inspect_id[] = {"inspect", IDF, "--target", "cli-f", NULL};
-    assert_int_equal(ctl(inspect_id, svc.url, svc.worker_token, NULL, &b), 1);
+    assert_int_equal(ctl(inspect_id, fx.base, worker_token, NULL, &b), 1);
     assert_string_equal(json_string_value(json_object_get(b, "code")), "lease_not_found");
     json_decref(b);
 #undef IDF
@@ -792,16 +739,13 @@ static void client_commands_answer_json_and_exit_codes(void **state)
 
 static int group_setup(void **state)
 {
-    (void)state;
     signal(SIGPIPE, SIG_IGN); /* the proxy writes to sockets that may close */
-    service_start();
-    return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    service_stop();
+    http_fx_open(&fx, state, "executor");
+    http_fx_serve(&fx, NULL);
+    worker_token = http_fx_worker(&fx, "prn_executor");
+    admin_token =
+        http_fx_credential(&fx, "prn_operator", "*",
+                           "targets:force-release,targets:revoke,targets:read,audit:read", true);
     return 0;
 }
 
@@ -817,7 +761,7 @@ int main(void)
         cmocka_unit_test(terminated_backends_never_lose_or_double_a_lease),
         cmocka_unit_test(database_outage_cancels_before_expiry),
     };
-    int failed = cmocka_run_group_tests(tests, group_setup, group_teardown);
+    int failed = cmocka_run_group_tests(tests, group_setup, http_fx_teardown);
     if (failed)
         return 1;
     if (skipped) {

@@ -6,45 +6,16 @@
  */
 #include "http_common.h"
 
-static struct {
-    char *db;
-    leased_proc_t *srv;
-    const char *base;
-    char *worker, *admin;
-} fx;
+static http_fx_t fx;
+static const char *worker, *admin; /* owned by fx */
 
 static int setup(void **state)
 {
-    (void)state;
-    fx.db = testpg_create_db("http_idem");
-    fx.worker =
-        leased_proc_credential(fx.db,
-                               &(leased_cred_spec_t){.principal = "prn_idem",
-                                                     .tenant = TENANT,
-                                                     .program = PROGRAM,
-                                                     .capabilities = "targets:lease,targets:read"},
-                               NULL);
-    fx.admin = leased_proc_credential(
-        fx.db,
-        &(leased_cred_spec_t){.principal = "prn_idem_admin",
-                              .tenant = TENANT,
-                              .program = "*",
-                              .capabilities = "targets:force-release,targets:revoke",
-                              .admin = true},
-        NULL);
-    fx.srv = leased_proc_start(fx.db, NULL);
-    fx.base = leased_proc_url(fx.srv);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    assert_int_equal(leased_proc_stop(fx.srv), 0);
-    testpg_drop_db(fx.db);
-    free(fx.db);
-    free(fx.worker);
-    free(fx.admin);
+    http_fx_open(&fx, state, "http_idem");
+    worker = http_fx_worker(&fx, "prn_idem");
+    admin = http_fx_credential(&fx, "prn_idem_admin", "*", "targets:force-release,targets:revoke",
+                               true);
+    http_fx_serve(&fx, NULL);
     return 0;
 }
 
@@ -91,25 +62,25 @@ static void test_acquire_renew_release(void **state)
 {
     (void)state;
     char *body = acquire_body("idem-acq", "t-idem");
-    json_t *lease = twice("/v1/leases/acquire", fx.worker, body, "lease_acquired");
+    json_t *lease = twice("/v1/leases/acquire", worker, body, "lease_acquired");
     assert_int_equal(counter_of("t-idem"), 1); /* one token, not two */
-    expect_idem_conflict("/v1/leases/acquire", fx.worker, json_loads(body, 0, NULL), "job_id",
+    expect_idem_conflict("/v1/leases/acquire", worker, json_loads(body, 0, NULL), "job_id",
                          json_string("job_other"));
     assert_int_equal(counter_of("t-idem"), 1);
 
     char *renew = owner_body("idem-renew", "t-idem", lease);
-    json_t *renewed = twice("/v1/leases/renew", fx.worker, renew, "lease_renewed");
-    expect_idem_conflict("/v1/leases/renew", fx.worker, json_loads(renew, 0, NULL), "ttl_ms",
+    json_t *renewed = twice("/v1/leases/renew", worker, renew, "lease_renewed");
+    expect_idem_conflict("/v1/leases/renew", worker, json_loads(renew, 0, NULL), "ttl_ms",
                          json_integer(12345));
 
     char *release = owner_body("idem-release", "t-idem", lease);
-    json_t *released = twice("/v1/leases/release", fx.worker, release, "lease_released");
+    json_t *released = twice("/v1/leases/release", worker, release, "lease_released");
     assert_string_equal(json_string_value(json_object_get(released, "state")), "released");
-    expect_idem_conflict("/v1/leases/release", fx.worker, json_loads(release, 0, NULL),
+    expect_idem_conflict("/v1/leases/release", worker, json_loads(release, 0, NULL),
                          "service_instance_id", json_string("inst_2"));
 
     /* the acquire replayed after release: the original lease, state now */
-    http_resp_t *r = call(fx.base, "POST", "/v1/leases/acquire", fx.worker, body);
+    http_resp_t *r = call(fx.base, "POST", "/v1/leases/acquire", worker, body);
     check_reply(r, 200, "lease_acquired", NULL);
     assert_true(json_is_true(json_object_get(r->json, "replayed")));
     assert_string_equal(http_resp_str(r, "current_state"), "released");
@@ -117,8 +88,7 @@ static void test_acquire_renew_release(void **state)
     http_resp_free(r);
     assert_int_equal(counter_of("t-idem"), 1);
     /* a new request id acquires anew with a greater token */
-    r = call_owned(fx.base, "POST", "/v1/leases/acquire", fx.worker,
-                   acquire_body("idem-acq-2", "t-idem"));
+    r = acquire_call(fx.base, worker, "idem-acq-2", "t-idem");
     check_reply(r, 200, "lease_acquired", NULL);
     assert_int_equal(json_integer_value(http_resp_get(r, "lease.fencing_token")), 2);
     http_resp_free(r);
@@ -140,15 +110,11 @@ static void test_admin_replays(void **state)
         char target[32], rid[32];
         snprintf(target, sizeof target, "t-idem-admin-%d", i);
         snprintf(rid, sizeof rid, "idem-admin-acq-%d", i);
-        http_resp_t *a =
-            call_owned(fx.base, "POST", "/v1/leases/acquire", fx.worker, acquire_body(rid, target));
-        check_reply(a, 200, "lease_acquired", NULL);
-        json_t *lease = json_deep_copy(lease_of(a));
-        http_resp_free(a);
+        json_t *lease = acquire_lease(fx.base, worker, rid, target);
         snprintf(rid, sizeof rid, "idem-admin-%d", i);
         char *body = admin_body(rid, target, lease, "planned maintenance window");
-        json_t *done = twice(ops[i], fx.admin, body, codes[i]);
-        expect_idem_conflict(ops[i], fx.admin, json_loads(body, 0, NULL), "reason",
+        json_t *done = twice(ops[i], admin, body, codes[i]);
+        expect_idem_conflict(ops[i], admin, json_loads(body, 0, NULL), "reason",
                              json_string("another reason"));
         json_decref(done);
         json_decref(lease);
@@ -159,11 +125,7 @@ static void test_admin_replays(void **state)
 static void test_commit_replay(void **state)
 {
     (void)state;
-    http_resp_t *a = call_owned(fx.base, "POST", "/v1/leases/acquire", fx.worker,
-                                acquire_body("idem-c-acq", "t-idem-commit"));
-    check_reply(a, 200, "lease_acquired", NULL);
-    json_t *lease = json_deep_copy(lease_of(a));
-    http_resp_free(a);
+    json_t *lease = acquire_lease(fx.base, worker, "idem-c-acq", "t-idem-commit");
     char *body = dump(json_pack(
         "{s:s, s:o, s:O, s:O, s:s, s:s, s:[{s:s, s:s, s:i, s:{s:s}}, {s:s, s:s, s:{s:i}}]}",
         "request_id", "idem-commit", "lock_identity", identity_json("t-idem-commit"), "lease_id",
@@ -171,9 +133,9 @@ static void test_commit_replay(void **state)
         json_object_get(lease, "fencing_token"), "execution_id", "exec_1", "trace_id", "trace_1",
         "writes", "kind", "document", "key", "result/1", "expected_revision", 0, "body", "status",
         "done", "kind", "publication", "topic", "results", "payload", "n", 1));
-    http_resp_t *first = call(fx.base, "POST", "/v1/commits", fx.worker, body);
+    http_resp_t *first = call(fx.base, "POST", "/v1/commits", worker, body);
     check_reply(first, 200, "commit_accepted", NULL);
-    http_resp_t *again = call(fx.base, "POST", "/v1/commits", fx.worker, body);
+    http_resp_t *again = call(fx.base, "POST", "/v1/commits", worker, body);
     check_reply(again, 200, "commit_accepted", NULL);
     assert_true(json_is_true(json_object_get(again->json, "replayed")));
     assert_true(
@@ -187,7 +149,7 @@ static void test_commit_replay(void **state)
     assert_int_equal(testpg_query_int(fx.db, "SELECT count(*) FROM lease.outbox"), 1);
     json_t *changed = json_loads(body, 0, NULL);
     json_object_set_new(changed, "execution_id", json_string("exec_other"));
-    http_resp_t *r = call_owned(fx.base, "POST", "/v1/commits", fx.worker, dump(changed));
+    http_resp_t *r = call_owned(fx.base, "POST", "/v1/commits", worker, dump(changed));
     check_reply(r, 409, "idempotency_conflict", NULL);
     http_resp_free(r);
     assert_int_equal(testpg_query_int(fx.db, "SELECT count(*) FROM lease.outbox"), 1);
@@ -202,5 +164,5 @@ int main(void)
         cmocka_unit_test(test_admin_replays),
         cmocka_unit_test(test_commit_replay),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, http_fx_teardown);
 }

@@ -7,67 +7,36 @@
  */
 #include "http_common.h"
 
-static struct {
-    bool paused; /* teardown restarts the cluster if a failed test left it down */
-    char *db;
-    leased_proc_t *srv;
-    const char *base;
-    char *token;
-} fx;
+static http_fx_t fx;
+static const char *worker; /* owned by fx */
+static bool paused;        /* teardown restarts the cluster if a failed test left it down */
 
 static int setup(void **state)
 {
-    (void)state;
-    fx.db = testpg_create_db("http_outage");
-    fx.token =
-        leased_proc_credential(fx.db,
-                               &(leased_cred_spec_t){.principal = "prn_outage",
-                                                     .tenant = TENANT,
-                                                     .program = PROGRAM,
-                                                     .capabilities = "targets:lease,targets:read"},
-                               NULL);
+    http_fx_open(&fx, state, "http_outage");
+    worker = http_fx_worker(&fx, "prn_outage");
     const char *env[] = {"LEASE_DB_CONNECT_TIMEOUT_MS=500", "LEASE_DB_POOL_SIZE=2", NULL};
-    fx.srv = leased_proc_start(fx.db, env);
-    fx.base = leased_proc_url(fx.srv);
+    http_fx_serve(&fx, env);
     return 0;
 }
 
 static int teardown(void **state)
 {
-    (void)state;
-    if (fx.paused)
+    if (paused)
         assert_true(testpg_resume());
-    assert_int_equal(leased_proc_stop(fx.srv), 0);
-    testpg_drop_db(fx.db);
-    free(fx.db);
-    free(fx.token);
-    return 0;
-}
-
-static long readyz_status(const char **reason_out, char *reason, size_t n)
-{
-    http_resp_t *r = call(fx.base, "GET", "/readyz", NULL, NULL);
-    long st = r->status;
-    snprintf(reason, n, "%s", http_resp_str(r, "reason") ? http_resp_str(r, "reason") : "");
-    *reason_out = reason;
-    http_resp_free(r);
-    return st;
+    return http_fx_teardown(state);
 }
 
 static void test_backend_unavailable(void **state)
 {
     (void)state;
     /* a lease taken before the outage, to renew during it */
-    http_resp_t *a = call_owned(fx.base, "POST", "/v1/leases/acquire", fx.token,
-                                acquire_body("out-acq", "t-outage"));
-    check_reply(a, 200, "lease_acquired", NULL);
-    json_t *lease = json_deep_copy(lease_of(a));
-    http_resp_free(a);
+    json_t *lease = acquire_lease(fx.base, worker, "out-acq", "t-outage");
 
     /* the test cluster runs with synchronous_commit off: make the lease
      * durable before the immediate shutdown */
     assert_true(testpg_exec(fx.db, "CHECKPOINT"));
-    fx.paused = true;
+    paused = true;
     assert_true(testpg_pause());
     /* A mutation sent on a pooled session that died with the server may
      * already have been submitted: outcome unknown, and the session is
@@ -78,8 +47,7 @@ static void test_backend_unavailable(void **state)
         char rid[32];
         snprintf(rid, sizeof rid, "out-acq-%d", i);
         http_resp_free(r);
-        r = call_owned(fx.base, "POST", "/v1/leases/acquire", fx.token,
-                       acquire_body(rid, "t-outage-2"));
+        r = acquire_call(fx.base, worker, rid, "t-outage-2");
         assert_int_equal(r->status, 503);
         if (strcmp(http_resp_str(r, "code"), "lease_backend_unavailable") == 0)
             break;
@@ -88,21 +56,12 @@ static void test_backend_unavailable(void **state)
     check_reply(r, 503, "lease_backend_unavailable", NULL);
     assert_true(json_is_true(json_object_get(r->json, "retryable")));
     http_resp_free(r);
-    r = call_owned(fx.base, "POST", "/v1/leases/inspect", fx.token,
-                   dump(json_pack("{s:o}", "lock_identity", identity_json("t-outage"))));
+    r = call_owned(fx.base, "POST", "/v1/leases/inspect", worker, inspect_body("t-outage"));
     check_reply(r, 503, "lease_backend_unavailable", NULL);
     http_resp_free(r);
     /* readiness follows within a few probe intervals */
-    const char *reason = NULL;
-    char buf[64];
-    long st = 0;
-    for (int i = 0; i < 100; i++) {
-        st = readyz_status(&reason, buf, sizeof buf);
-        if (st == 503)
-            break;
-        usleep(50000);
-    }
-    assert_int_equal(st, 503);
+    char reason[64];
+    assert_int_equal(http_wait_ready(fx.base, 503, reason, sizeof reason, 100, false), 503);
     assert_string_equal(reason, "database_unreachable");
     /* the audit events of those refusals cannot reach the database: they
      * go to the log instead, without tokens */
@@ -123,16 +82,10 @@ static void test_backend_unavailable(void **state)
     http_resp_free(r);
 
     assert_true(testpg_resume());
-    fx.paused = false;
-    for (int i = 0; i < 200; i++) {
-        st = readyz_status(&reason, buf, sizeof buf);
-        if (st == 200)
-            break;
-        usleep(50000);
-    }
-    assert_int_equal(st, 200);
+    paused = false;
+    assert_int_equal(http_wait_ready(fx.base, 200, reason, sizeof reason, 200, false), 200);
     /* the lease from before the outage is still ours */
-    r = call_owned(fx.base, "POST", "/v1/leases/renew", fx.token,
+    r = call_owned(fx.base, "POST", "/v1/leases/renew", worker,
                    owner_body("out-renew", "t-outage", lease));
     check_reply(r, 200, "lease_renewed", NULL);
     http_resp_free(r);

@@ -9,39 +9,20 @@
 #define THEIRS 3
 #define WORKFLOWS 7
 
-static struct {
-    char *db;
-    leased_proc_t *srv;
-    const char *base;
-    char *mine, *theirs;
-} fx;
+static http_fx_t fx;
+static const char *mine, *theirs; /* owned by fx */
 
 static int setup(void **state)
 {
-    (void)state;
-    fx.db = testpg_create_db("http_pages");
-    fx.mine =
-        leased_proc_credential(fx.db,
-                               &(leased_cred_spec_t){.principal = "prn_pager",
-                                                     .tenant = TENANT,
-                                                     .program = PROGRAM,
-                                                     .capabilities = "targets:lease,targets:read"},
-                               NULL);
-    fx.theirs =
-        leased_proc_credential(fx.db,
-                               &(leased_cred_spec_t){.principal = "prn_other",
-                                                     .tenant = TENANT,
-                                                     .program = PROGRAM,
-                                                     .capabilities = "targets:lease,targets:read"},
-                               NULL);
-    fx.srv = leased_proc_start(fx.db, NULL);
-    fx.base = leased_proc_url(fx.srv);
+    http_fx_open(&fx, state, "http_pages");
+    mine = http_fx_worker(&fx, "prn_pager");
+    theirs = http_fx_worker(&fx, "prn_other");
+    http_fx_serve(&fx, NULL);
     char rid[32], target[32];
     for (int i = 0; i < MINE + THEIRS; i++) {
         snprintf(rid, sizeof rid, "page-acq-%d", i);
         snprintf(target, sizeof target, "p-%02d", i);
-        http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/acquire",
-                                    i < MINE ? fx.mine : fx.theirs, acquire_body(rid, target));
+        http_resp_t *r = acquire_call(fx.base, i < MINE ? mine : theirs, rid, target);
         check_reply(r, 200, "lease_acquired", NULL);
         http_resp_free(r);
     }
@@ -53,23 +34,12 @@ static int setup(void **state)
         json_object_set_new(id, "workflow_name", json_string(wf));
         snprintf(rid, sizeof rid, "page-wf-%d", w);
         http_resp_t *r = call_owned(
-            fx.base, "POST", "/v1/leases/acquire", fx.mine,
+            fx.base, "POST", "/v1/leases/acquire", mine,
             dump(json_pack("{s:s, s:o, s:s, s:s, s:s}", "request_id", rid, "lock_identity", id,
                            "service_instance_id", "inst_1", "execution_id", "e", "job_id", "j")));
         check_reply(r, 200, "lease_acquired", NULL);
         http_resp_free(r);
     }
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    assert_int_equal(leased_proc_stop(fx.srv), 0);
-    testpg_drop_db(fx.db);
-    free(fx.db);
-    free(fx.mine);
-    free(fx.theirs);
     return 0;
 }
 
@@ -133,21 +103,21 @@ static void test_every_page_once(void **state)
 {
     (void)state;
     int pages;
-    json_t *ids = walk(fx.mine, "program", &pages, NULL);
+    json_t *ids = walk(mine, "program", &pages, NULL);
     assert_int_equal(json_array_size(ids), MINE + THEIRS + WORKFLOWS);
     assert_int_equal(pages, (MINE + THEIRS + WORKFLOWS + 4) / 5);
     json_decref(ids);
 
-    ids = walk(fx.theirs, "owner", &pages, NULL);
+    ids = walk(theirs, "owner", &pages, NULL);
     assert_int_equal(json_array_size(ids), THEIRS);
     assert_int_equal(pages, 1);
     json_decref(ids);
 
-    ids = walk(fx.mine, "owner", &pages, NULL);
+    ids = walk(mine, "owner", &pages, NULL);
     assert_int_equal(json_array_size(ids), MINE + WORKFLOWS);
     json_decref(ids);
 
-    ids = walk(fx.mine, "target", &pages, NULL);
+    ids = walk(mine, "target", &pages, NULL);
     assert_int_equal(json_array_size(ids), WORKFLOWS);
     assert_int_equal(pages, (WORKFLOWS + 2) / 3);
     json_decref(ids);
@@ -157,7 +127,7 @@ static void expect_bad_token(const char *by, const char *token_text)
 {
     json_t *f = list_filter(by);
     json_object_set_new(f, "page_token", json_string(token_text));
-    http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/list", fx.mine, dump(f));
+    http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/list", mine, dump(f));
     check_reply(r, 400, "invalid_lease_request", NULL);
     assert_string_equal(http_resp_str(r, "field"), "page_token");
     http_resp_free(r);
@@ -168,7 +138,7 @@ static void test_tampered_tokens(void **state)
     (void)state;
     int pages;
     json_t *token = NULL;
-    json_decref(walk(fx.mine, "program", &pages, &token));
+    json_decref(walk(mine, "program", &pages, &token));
     assert_non_null(token);
     const char *good = json_string_value(token);
     size_t n = strlen(good);
@@ -191,5 +161,5 @@ int main(void)
         cmocka_unit_test(test_every_page_once),
         cmocka_unit_test(test_tampered_tokens),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, http_fx_teardown);
 }

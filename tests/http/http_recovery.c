@@ -10,53 +10,22 @@
 
 #include <sys/wait.h>
 
-static struct {
-    char *db;
-    leased_proc_t *srv;
-    const char *base;
-    char *token;
-} fx;
+static http_fx_t fx;
+static const char *worker; /* owned by fx */
 
 static int setup(void **state)
 {
-    (void)state;
-    fx.db = testpg_create_db("http_recovery");
-    fx.token =
-        leased_proc_credential(fx.db,
-                               &(leased_cred_spec_t){.principal = "prn_recovery",
-                                                     .tenant = TENANT,
-                                                     .program = PROGRAM,
-                                                     .capabilities = "targets:lease,targets:read"},
-                               NULL);
+    http_fx_open(&fx, state, "http_recovery");
+    worker = http_fx_worker(&fx, "prn_recovery");
     const char *env[] = {"LEASE_SWEEP_INTERVAL_MS=200", NULL};
-    fx.srv = leased_proc_start(fx.db, env);
-    fx.base = leased_proc_url(fx.srv);
+    http_fx_serve(&fx, env);
     return 0;
 }
 
-static int teardown(void **state)
-{
-    (void)state;
-    assert_int_equal(leased_proc_stop(fx.srv), 0);
-    testpg_drop_db(fx.db);
-    free(fx.db);
-    free(fx.token);
-    return 0;
-}
-
-/* Polls /readyz until it answers `want` (about 10 s at most). */
+/* /readyz answering want within about 10 s. */
 static long wait_ready(long want, char *reason, size_t n)
 {
-    long st = 0;
-    for (int i = 0; i < 200 && st != want; i++) {
-        if (i)
-            usleep(50000);
-        http_resp_t *r = call(fx.base, "GET", "/readyz", NULL, NULL);
-        st = r->status;
-        snprintf(reason, n, "%s", http_resp_str(r, "reason") ? http_resp_str(r, "reason") : "");
-        http_resp_free(r);
-    }
-    return st;
+    return http_wait_ready(fx.base, want, reason, n, 200, false);
 }
 
 static void test_restore_is_sealed_until_recovery(void **state)
@@ -74,12 +43,8 @@ static void test_restore_is_sealed_until_recovery(void **state)
                                              "FROM lease.namespace_state"),
                      1);
 
-    http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/acquire", fx.token,
-                                acquire_body("rec-1", "t-restored"));
-    check_reply(r, 200, "lease_acquired", NULL);
-    json_t *held = json_incref(lease_of(r));
+    json_t *held = acquire_lease(fx.base, worker, "rec-1", "t-restored");
     assert_int_equal(json_integer_value(json_object_get(held, "fencing_token")), 1);
-    http_resp_free(r);
 
     /* the database now looks restored onto another cluster */
     assert_true(testpg_exec(fx.db, "UPDATE lease.namespace_state "
@@ -92,11 +57,10 @@ static void test_restore_is_sealed_until_recovery(void **state)
     free(why);
 
     /* sealed: no acquisition, no renewal of the restored lease */
-    r = call_owned(fx.base, "POST", "/v1/leases/acquire", fx.token,
-                   acquire_body("rec-2", "t-other"));
+    http_resp_t *r = acquire_call(fx.base, worker, "rec-2", "t-other");
     check_reply(r, 503, "lease_backend_unavailable", NULL);
     http_resp_free(r);
-    r = call_owned(fx.base, "POST", "/v1/leases/renew", fx.token,
+    r = call_owned(fx.base, "POST", "/v1/leases/renew", worker,
                    owner_body("rec-3", "t-restored", held));
     check_reply(r, 503, "lease_backend_unavailable", NULL);
     http_resp_free(r);
@@ -113,7 +77,7 @@ static void test_restore_is_sealed_until_recovery(void **state)
     assert_int_equal(wait_ready(200, reason, sizeof reason), 200);
 
     /* the restored lease is gone for good */
-    r = call_owned(fx.base, "POST", "/v1/leases/renew", fx.token,
+    r = call_owned(fx.base, "POST", "/v1/leases/renew", worker,
                    owner_body("rec-4", "t-restored", held));
     check_reply(r, 409, "lease_lost", NULL);
     http_resp_free(r);
@@ -123,8 +87,7 @@ static void test_restore_is_sealed_until_recovery(void **state)
                      1);
 
     /* the next token is above everything issued before the restore */
-    r = call_owned(fx.base, "POST", "/v1/leases/acquire", fx.token,
-                   acquire_body("rec-5", "t-restored"));
+    r = acquire_call(fx.base, worker, "rec-5", "t-restored");
     check_reply(r, 200, "lease_acquired", NULL);
     json_int_t token = json_integer_value(json_object_get(lease_of(r), "fencing_token"));
     assert_true(token > 1000000000);
@@ -137,5 +100,5 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_restore_is_sealed_until_recovery),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, http_fx_teardown);
 }

@@ -3,8 +3,6 @@
  * flight are answered, every acknowledged acquire is in the database, and
  * leased exits 0.
  */
-#include <libpq-fe.h>
-#include <pthread.h>
 #include <signal.h>
 #include <time.h>
 
@@ -13,31 +11,14 @@
 #define CLIENTS 6
 #define MAX_ACKS 4096
 
-static struct {
-    char *db;
-    char *token;
-} fx;
+/* Each test starts (and signals) a leased of its own. */
+static http_fx_t fx;
+static const char *worker; /* owned by fx */
 
 static int setup(void **state)
 {
-    (void)state;
-    fx.db = testpg_create_db("http_shutdown");
-    fx.token =
-        leased_proc_credential(fx.db,
-                               &(leased_cred_spec_t){.principal = "prn_sd",
-                                                     .tenant = TENANT,
-                                                     .program = PROGRAM,
-                                                     .capabilities = "targets:lease,targets:read"},
-                               NULL);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    testpg_drop_db(fx.db);
-    free(fx.db);
-    free(fx.token);
+    http_fx_open(&fx, state, "http_shutdown");
+    worker = http_fx_worker(&fx, "prn_sd");
     return 0;
 }
 
@@ -61,7 +42,7 @@ static void *hammer(void *arg)
         snprintf(target, sizeof target, "t-sd-%d-%d", c->index, n);
         char *body = acquire_body(rid, target);
         http_resp_t *r =
-            http_client_call(h, "POST", "/v1/leases/acquire", fx.token, body, NULL, NULL);
+            http_client_call(h, "POST", "/v1/leases/acquire", worker, body, NULL, NULL);
         free(body);
         if (r && r->status == 200) {
             c->lease_ids[c->acked++] =
@@ -138,29 +119,6 @@ static void test_no_acknowledged_operation_lost(void **state)
     leased_proc_free(srv);
 }
 
-typedef struct pending {
-    const char *base;
-    char *body;
-    const char *path;
-    http_resp_t *resp;
-} pending_t;
-
-static void *send_pending(void *arg)
-{
-    pending_t *p = arg;
-    http_client_t *c = http_client_new(p->base, 20000);
-    p->resp = http_client_call(c, "POST", p->path, fx.token, p->body, NULL, NULL);
-    http_client_free(c);
-    return NULL;
-}
-
-static long long lock_waiters(void)
-{
-    return testpg_query_int(fx.db, "SELECT count(*) FROM pg_stat_activity WHERE "
-                                   "datname = current_database() AND application_name = 'leased' "
-                                   "AND wait_event_type = 'Lock'");
-}
-
 /* A renew waiting on a row lock in the database when SIGTERM arrives is
  * answered (and takes effect) once the lock goes away; an acquire waiting
  * for a holder is cut short with its conflict. Both before leased exits 0. */
@@ -169,48 +127,33 @@ static void test_in_flight_answered(void **state)
     (void)state;
     leased_proc_t *srv = leased_proc_start(fx.db, NULL);
     const char *base = leased_proc_url(srv);
-    http_resp_t *a = call_owned(base, "POST", "/v1/leases/acquire", fx.token,
-                                acquire_body("inflight-acq", "t-inflight"));
-    check_reply(a, 200, "lease_acquired", NULL);
-    json_t *lease = json_deep_copy(lease_of(a));
-    http_resp_free(a);
-    a = call_owned(base, "POST", "/v1/leases/acquire", fx.token,
-                   acquire_body("inflight-held", "t-held"));
+    json_t *lease = acquire_lease(base, worker, "inflight-acq", "t-inflight");
+    http_resp_t *a = acquire_call(base, worker, "inflight-held", "t-held");
     check_reply(a, 200, "lease_acquired", NULL);
     http_resp_free(a);
 
-    PGconn *blocker = PQconnectdb(fx.db);
-    assert_int_equal(PQstatus(blocker), CONNECTION_OK);
-    PGresult *res = PQexec(blocker, "BEGIN; SELECT 1 FROM lease.locks WHERE target_id = "
-                                    "'t-inflight' FOR UPDATE");
-    assert_int_equal(PQresultStatus(res), PGRES_TUPLES_OK);
-    PQclear(res);
+    PGconn *blocker = http_block_target(fx.db, "t-inflight");
 
     json_t *rb = parse_owned(owner_body("inflight-renew", "t-inflight", lease));
     json_object_set_new(rb, "deadline_ms", json_integer(10000));
-    pending_t renew = {base, dump(rb), "/v1/leases/renew", NULL};
+    http_pending_t renew = {
+        .base = base, .path = "/v1/leases/renew", .token = worker, .body = dump(rb)};
     json_t *wb = parse_owned(acquire_body("inflight-wait", "t-held"));
     json_object_set_new(wb, "wait_ms", json_integer(8000));
     json_object_set_new(wb, "deadline_ms", json_integer(9000));
-    pending_t waiter = {base, dump(wb), "/v1/leases/acquire", NULL};
-    pthread_t t1, t2;
-    pthread_create(&t1, NULL, send_pending, &renew);
-    pthread_create(&t2, NULL, send_pending, &waiter);
-    long long waiting = 0;
-    for (int i = 0; i < 200 && waiting == 0; i++) {
-        usleep(20000);
-        waiting = lock_waiters();
-    }
-    assert_int_equal(waiting, 1); /* the renew is inside the database, blocked */
-    usleep(200000);               /* and the waiter has seen its first conflict */
+    http_pending_t waiter = {
+        .base = base, .path = "/v1/leases/acquire", .token = worker, .body = dump(wb)};
+    http_pending_start(&renew);
+    http_pending_start(&waiter);
+    /* the renew is inside the database, blocked */
+    assert_int_equal(http_wait_lock_waiter(fx.db), 1);
+    usleep(200000); /* and the waiter has seen its first conflict */
 
     leased_proc_signal(srv, SIGTERM);
     usleep(500000);
-    res = PQexec(blocker, "ROLLBACK");
-    PQclear(res);
-    PQfinish(blocker);
-    pthread_join(t1, NULL);
-    pthread_join(t2, NULL);
+    http_unblock(blocker);
+    http_pending_join(&renew);
+    http_pending_join(&waiter);
     assert_int_equal(leased_proc_wait(srv, 30000), 0);
     check_reply(renew.resp, 200, "lease_renewed", NULL);
     char sql[256];
@@ -232,5 +175,5 @@ int main(void)
         cmocka_unit_test(test_no_acknowledged_operation_lost),
         cmocka_unit_test(test_in_flight_answered),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, http_fx_teardown);
 }

@@ -6,36 +6,14 @@
  */
 #include "http_common.h"
 
-static struct {
-    char *db;
-    leased_proc_t *srv;
-    const char *base;
-    char *token;
-} fx;
+static http_fx_t fx;
+static const char *worker; /* owned by fx */
 
 static int setup(void **state)
 {
-    (void)state;
-    fx.db = testpg_create_db("http_strict");
-    fx.token =
-        leased_proc_credential(fx.db,
-                               &(leased_cred_spec_t){.principal = "prn_strict",
-                                                     .tenant = TENANT,
-                                                     .program = PROGRAM,
-                                                     .capabilities = "targets:lease,targets:read"},
-                               NULL);
-    fx.srv = leased_proc_start(fx.db, NULL);
-    fx.base = leased_proc_url(fx.srv);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    assert_int_equal(leased_proc_stop(fx.srv), 0);
-    testpg_drop_db(fx.db);
-    free(fx.db);
-    free(fx.token);
+    http_fx_open(&fx, state, "http_strict");
+    worker = http_fx_worker(&fx, "prn_strict");
+    http_fx_serve(&fx, NULL);
     return 0;
 }
 
@@ -175,7 +153,7 @@ static void test_table(void **state)
 {
     (void)state;
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        http_resp_t *r = call(fx.base, "POST", cases[i].path, fx.token, cases[i].body);
+        http_resp_t *r = call(fx.base, "POST", cases[i].path, worker, cases[i].body);
         check_refused(r, cases[i].field, cases[i].body);
         http_resp_free(r);
     }
@@ -189,7 +167,7 @@ static void test_invalid_utf8(void **state)
     (void)state;
     static const char body[] = "{\"request_id\":\"a\xff\"," ID "," REST "}";
     http_client_t *c = http_client_new(fx.base, 0);
-    http_resp_t *r = http_client_call_raw(c, "POST", "/v1/leases/acquire", fx.token, body,
+    http_resp_t *r = http_client_call_raw(c, "POST", "/v1/leases/acquire", worker, body,
                                           sizeof body - 1, NULL, NULL);
     check_refused(r, "request_id", "invalid utf-8");
     http_resp_free(r);
@@ -205,7 +183,7 @@ static void test_metadata_sizes(void **state)
     big[257] = '\0';
     json_t *body = parse_owned(acquire_body("md-1", "t-md"));
     json_object_set_new(body, "metadata", json_pack("{s:s}", "note", big));
-    http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/acquire", fx.token, dump(body));
+    http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/acquire", worker, dump(body));
     check_refused(r, "metadata.note", "long metadata string");
     http_resp_free(r);
 
@@ -218,7 +196,7 @@ static void test_metadata_sizes(void **state)
         json_object_set_new(md, key, json_string(big));
     }
     json_object_set_new(body, "metadata", md);
-    r = call_owned(fx.base, "POST", "/v1/leases/acquire", fx.token, dump(body));
+    r = call_owned(fx.base, "POST", "/v1/leases/acquire", worker, dump(body));
     check_refused(r, "metadata", "metadata over 2 KiB");
     http_resp_free(r);
 
@@ -234,7 +212,7 @@ static void test_metadata_sizes(void **state)
         json_object_set_new(md, key, json_integer(i));
     }
     json_object_set_new(body, "metadata", md);
-    r = call_owned(fx.base, "POST", "/v1/leases/acquire", fx.token, dump(body));
+    r = call_owned(fx.base, "POST", "/v1/leases/acquire", worker, dump(body));
     check_reply(r, 200, "lease_acquired", NULL);
     assert_int_equal(json_object_size(http_resp_get(r, "lease.metadata")), 16);
     http_resp_free(r);
@@ -251,7 +229,7 @@ static void test_oversize(void **state)
     memset(body + k, 'p', n);
     strcpy(body + k + n, "\"}");
     http_client_t *c = http_client_new(fx.base, 0);
-    http_resp_t *r = http_client_call(c, "POST", "/v1/leases/acquire", fx.token, body, NULL, NULL);
+    http_resp_t *r = http_client_call(c, "POST", "/v1/leases/acquire", worker, body, NULL, NULL);
     check_refused(r, "body", "70 KiB body");
     http_resp_free(r);
     /* the same connection serves the next request */
@@ -260,7 +238,7 @@ static void test_oversize(void **state)
     assert_int_equal(r->status, 200);
     http_resp_free(r);
     const char *expect[] = {"Expect: 100-continue", NULL};
-    r = http_client_call(c, "POST", "/v1/leases/acquire", fx.token, body, expect, NULL);
+    r = http_client_call(c, "POST", "/v1/leases/acquire", worker, body, expect, NULL);
     check_refused(r, "body", "70 KiB body with Expect");
     http_resp_free(r);
     http_client_free(c);
@@ -272,7 +250,7 @@ static void test_oversize(void **state)
     memset(body, ' ', n);
     memcpy(body, "{\"unknown\":1}", 13);
     body[n] = '\0';
-    r = call(fx.base, "POST", "/v1/leases/acquire", fx.token, body);
+    r = call(fx.base, "POST", "/v1/leases/acquire", worker, body);
     check_refused(r, "unknown", "64 KiB body");
     http_resp_free(r);
     free(body);
@@ -287,16 +265,16 @@ static void test_routes(void **state)
     strcpy(longid + 150, "");
     char path[256];
     snprintf(path, sizeof path, "/v1/leases/%s", longid);
-    http_resp_t *r = call(fx.base, "GET", path, fx.token, NULL);
+    http_resp_t *r = call(fx.base, "GET", path, worker, NULL);
     check_refused(r, "lease_id", "long lease id");
     http_resp_free(r);
-    r = call(fx.base, "GET", "/v1/leases/acquire", fx.token, NULL);
+    r = call(fx.base, "GET", "/v1/leases/acquire", worker, NULL);
     check_refused(r, "method", "GET acquire");
     http_resp_free(r);
-    r = call(fx.base, "POST", "/v1/nothing", fx.token, "{}");
+    r = call(fx.base, "POST", "/v1/nothing", worker, "{}");
     check_refused(r, "path", "unknown path");
     http_resp_free(r);
-    r = call(fx.base, "GET", "/v1/leases/lease_x", fx.token, "{\"a\":1}");
+    r = call(fx.base, "GET", "/v1/leases/lease_x", worker, "{\"a\":1}");
     check_refused(r, "body", "GET with a body");
     http_resp_free(r);
 }
@@ -308,5 +286,5 @@ int main(void)
         cmocka_unit_test(test_metadata_sizes), cmocka_unit_test(test_oversize),
         cmocka_unit_test(test_routes),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, http_fx_teardown);
 }

@@ -8,36 +8,14 @@
 
 #include "lease/schema.h"
 
-static struct {
-    char *db;
-    leased_proc_t *srv;
-    const char *base;
-    char *token;
-} fx;
+static http_fx_t fx;
+static const char *worker; /* owned by fx */
 
 static int setup(void **state)
 {
-    (void)state;
-    fx.db = testpg_create_db("http_transport");
-    fx.token =
-        leased_proc_credential(fx.db,
-                               &(leased_cred_spec_t){.principal = "prn_transport",
-                                                     .tenant = TENANT,
-                                                     .program = PROGRAM,
-                                                     .capabilities = "targets:lease,targets:read"},
-                               NULL);
-    fx.srv = leased_proc_start(fx.db, NULL);
-    fx.base = leased_proc_url(fx.srv);
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    (void)state;
-    assert_int_equal(leased_proc_stop(fx.srv), 0);
-    testpg_drop_db(fx.db);
-    free(fx.db);
-    free(fx.token);
+    http_fx_open(&fx, state, "http_transport");
+    worker = http_fx_worker(&fx, "prn_transport");
+    http_fx_serve(&fx, NULL);
     return 0;
 }
 
@@ -64,7 +42,7 @@ static void test_correlation_ids(void **state)
     const char *mine[] = {"X-Correlation-Id: corr_chosen_by_the_client_00000", NULL};
     http_client_t *c = http_client_new(fx.base, 0);
     for (int i = 0; i < 20; i++) {
-        http_resp_t *r = http_client_call(c, "POST", "/v1/leases/inspect", fx.token,
+        http_resp_t *r = http_client_call(c, "POST", "/v1/leases/inspect", worker,
                                           "{\"lock_identity\":{\"tenant_id\":\"tenant-main\","
                                           "\"program_id\":\"program-a\",\"target_namespace\":"
                                           "\"n\",\"target_id\":\"none\",\"actor_name\":\"a\","
@@ -92,7 +70,7 @@ static void test_traceparent(void **state)
     const char *hdrs[] = {tp, NULL};
     http_client_t *c = http_client_new(fx.base, 0);
     char *body = acquire_body("tp-1", "t-trace-1");
-    http_resp_t *r = http_client_call(c, "POST", "/v1/leases/acquire", fx.token, body, hdrs, NULL);
+    http_resp_t *r = http_client_call(c, "POST", "/v1/leases/acquire", worker, body, hdrs, NULL);
     free(body);
     check_reply(r, 200, "lease_acquired", NULL);
     assert_string_equal(json_string_value(http_resp_get(r, "lease.trace_id")), trace);
@@ -102,7 +80,7 @@ static void test_traceparent(void **state)
     json_t *b = parse_owned(acquire_body("tp-2", "t-trace-2"));
     json_object_set_new(b, "trace_id", json_string("trace_from_body"));
     body = dump(b);
-    r = http_client_call(c, "POST", "/v1/leases/acquire", fx.token, body, hdrs, NULL);
+    r = http_client_call(c, "POST", "/v1/leases/acquire", worker, body, hdrs, NULL);
     free(body);
     check_reply(r, 200, "lease_acquired", NULL);
     assert_string_equal(json_string_value(http_resp_get(r, "lease.trace_id")), "trace_from_body");
@@ -112,7 +90,7 @@ static void test_traceparent(void **state)
     const char *bad[] = {"traceparent: 00-00000000000000000000000000000000-00f067aa0ba902b7-01",
                          NULL};
     body = acquire_body("tp-3", "t-trace-3");
-    r = http_client_call(c, "POST", "/v1/leases/acquire", fx.token, body, bad, NULL);
+    r = http_client_call(c, "POST", "/v1/leases/acquire", worker, body, bad, NULL);
     free(body);
     check_reply(r, 200, "lease_acquired", NULL);
     assert_null(http_resp_get(r, "lease.trace_id"));
@@ -123,8 +101,7 @@ static void test_traceparent(void **state)
 static void test_metrics(void **state)
 {
     (void)state;
-    http_resp_t *a = call_owned(fx.base, "POST", "/v1/leases/acquire", fx.token,
-                                acquire_body("m-1", "t-metrics"));
+    http_resp_t *a = acquire_call(fx.base, worker, "m-1", "t-metrics");
     check_reply(a, 200, "lease_acquired", NULL);
     http_resp_free(a);
     /* the active-lease gauge is refreshed by the health probe (200 ms in tests) */
@@ -162,8 +139,7 @@ static void test_metrics(void **state)
 static void test_logs(void **state)
 {
     (void)state;
-    http_resp_t *r =
-        call_owned(fx.base, "POST", "/v1/leases/acquire", fx.token, acquire_body("log-1", "t-log"));
+    http_resp_t *r = acquire_call(fx.base, worker, "log-1", "t-log");
     check_reply(r, 200, "lease_acquired", NULL);
     char corr[64];
     snprintf(corr, sizeof corr, "%s", http_resp_str(r, "correlation_id"));
@@ -171,7 +147,7 @@ static void test_logs(void **state)
     usleep(100000);
     char *log = leased_proc_log(fx.srv);
     assert_null(strstr(log, "lsk_"));
-    assert_null(strstr(log, fx.token + 40)); /* not even part of the secret */
+    assert_null(strstr(log, worker + 40)); /* not even part of the secret */
     assert_null(strstr(log, "postgresql://"));
     assert_null(strstr(log, "starintel:target-lease"));
     bool found = false;
@@ -196,23 +172,11 @@ static void test_logs(void **state)
     free(log);
 }
 
+/* /readyz answering want within about 5 s; every 503 on the way has the
+ * not-ready shape. */
 static long wait_ready_status(long want, char *reason, size_t n)
 {
-    long st = 0;
-    for (int i = 0; i < 100; i++) {
-        http_resp_t *r = call(fx.base, "GET", "/readyz", NULL, NULL);
-        st = r->status;
-        snprintf(reason, n, "%s", http_resp_str(r, "reason") ? http_resp_str(r, "reason") : "");
-        if (st == 503) {
-            assert_string_equal(http_resp_str(r, "status"), "not_ready");
-            assert_non_null(http_resp_header(r, "Retry-After"));
-        }
-        http_resp_free(r);
-        if (st == want)
-            break;
-        usleep(50000);
-    }
-    return st;
+    return http_wait_ready(fx.base, want, reason, n, 100, true);
 }
 
 /* Readiness follows the database: a sealed namespace and a schema other
@@ -226,8 +190,7 @@ static void test_not_ready_reasons(void **state)
     assert_int_equal(wait_ready_status(503, reason, sizeof reason), 503);
     assert_string_equal(reason, "sealed");
     /* a sealed namespace refuses acquisition */
-    http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/acquire", fx.token,
-                                acquire_body("sealed-1", "t-sealed"));
+    http_resp_t *r = acquire_call(fx.base, worker, "sealed-1", "t-sealed");
     check_reply(r, 503, "lease_backend_unavailable", NULL);
     http_resp_free(r);
     assert_true(testpg_exec(fx.db, "UPDATE lease.namespace_state SET sealed = false, "
@@ -252,5 +215,5 @@ int main(void)
         cmocka_unit_test(test_logs),
         cmocka_unit_test(test_not_ready_reasons),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, setup, http_fx_teardown);
 }

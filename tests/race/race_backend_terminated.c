@@ -68,13 +68,7 @@ static void *warm_pool(void *arg)
 
 static lease_record_t acquire_ok(lease_store_t *s, const lease_identity_t *id, const char *tag)
 {
-    char rid[128];
-    race_rid(rid, sizeof rid, tag, 0, 0);
-    lease_acquire_req_t req;
-    race_acquire_req(&req, id, rid, "prn-t", "inst-t", 30000, 10000);
-    lease_result_t res;
-    CHECK(lease_store_acquire(s, &req, &res) == LEASE_ACQUIRED, "%s: %s", tag, CODE(res.code));
-    return res.lease;
+    return race_acquire_ok(s, id, tag, "prn-t", "inst-t");
 }
 
 static void release_ok(lease_store_t *s, const lease_record_t *l, const char *tag)

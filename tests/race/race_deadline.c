@@ -52,13 +52,7 @@ static void nothing_reached(const char *db_url, const char *rid, const char *wha
 
 static lease_record_t acquire_ok(lease_store_t *s, const lease_identity_t *id, const char *tag)
 {
-    char rid[128];
-    race_rid(rid, sizeof rid, tag, 0, 0);
-    lease_acquire_req_t req;
-    race_acquire_req(&req, id, rid, "prn-d", "inst-d", 30000, 10000);
-    lease_result_t res;
-    CHECK(lease_store_acquire(s, &req, &res) == LEASE_ACQUIRED, "%s: %s", tag, CODE(res.code));
-    return res.lease;
+    return race_acquire_ok(s, id, tag, "prn-d", "inst-d");
 }
 
 int main(void)

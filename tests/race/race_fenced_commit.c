@@ -51,13 +51,7 @@ static void commit_req(lease_commit_req_t *c, const lease_record_t *l, const cha
 
 static lease_record_t acquire_ok(lease_store_t *s, const lease_identity_t *id)
 {
-    char rid[128];
-    race_rid(rid, sizeof rid, "c-acq", 0, 0);
-    lease_acquire_req_t req;
-    race_acquire_req(&req, id, rid, "prn-c", "inst-c", 30000, 10000);
-    lease_result_t res;
-    CHECK(lease_store_acquire(s, &req, &res) == LEASE_ACQUIRED, "acquire: %s", CODE(res.code));
-    return res.lease;
+    return race_acquire_ok(s, id, "c-acq", "prn-c", "inst-c");
 }
 
 static long long doc_revision(const char *db_url, const char *doc)

@@ -25,13 +25,7 @@ static lease_record_t must_acquire(lease_store_t *s, const lease_identity_t *id,
     race_rid(rid, sizeof rid, "acq", 0, 0);
     lease_acquire_req_t req;
     race_acquire_req(&req, id, rid, principal, instance, ttl, 10000);
-    lease_result_t res;
-    lease_code_t c;
-    do
-        c = lease_store_acquire(s, &req, &res);
-    while (c == LEASE_BACKEND_UNAVAILABLE);
-    CHECK(c == LEASE_ACQUIRED, "acquire %s: %s", id->target_id, CODE(c));
-    return res.lease;
+    return race_acquire_retrying(s, &req);
 }
 
 static void sleep_until_wall(int64_t wall_ms)

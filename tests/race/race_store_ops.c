@@ -19,13 +19,7 @@ static lease_record_t acquire_as(lease_store_t *s, const lease_identity_t *id,
     race_acquire_req(&req, id, rid, principal, "inst-ops", ttl, 10000);
     strcpy(req.metadata_json, "{\"attempt\":1,\"source\":\"race\"}");
     lease_digest_acquire(&req, req.call.request_digest);
-    lease_result_t res;
-    lease_code_t c;
-    do
-        c = lease_store_acquire(s, &req, &res);
-    while (c == LEASE_BACKEND_UNAVAILABLE);
-    CHECK(c == LEASE_ACQUIRED, "acquire %s: %s", id->target_id, CODE(c));
-    return res.lease;
+    return race_acquire_retrying(s, &req);
 }
 
 static void list_req(lease_list_req_t *l, lease_list_by_t by, const char *target, const char *owner,

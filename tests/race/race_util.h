@@ -120,6 +120,34 @@ static inline void race_acquire_req(lease_acquire_req_t *r, const lease_identity
     lease_digest_acquire(r, r->call.request_digest);
 }
 
+/* An acquire of id (as principal and instance, 30 s) that must answer
+ * lease_acquired; tag prefixes the request id and names a failure. */
+static inline lease_record_t race_acquire_ok(lease_store_t *s, const lease_identity_t *id,
+                                             const char *tag, const char *principal,
+                                             const char *instance)
+{
+    char rid[128];
+    race_rid(rid, sizeof rid, tag, 0, 0);
+    lease_acquire_req_t req;
+    race_acquire_req(&req, id, rid, principal, instance, 30000, 10000);
+    lease_result_t res;
+    CHECK(lease_store_acquire(s, &req, &res) == LEASE_ACQUIRED, "%s: %s", tag, CODE(res.code));
+    return res.lease;
+}
+
+/* Sends req again while the backend is unavailable; the answer must be
+ * lease_acquired. */
+static inline lease_record_t race_acquire_retrying(lease_store_t *s, const lease_acquire_req_t *req)
+{
+    lease_result_t res;
+    lease_code_t c;
+    do
+        c = lease_store_acquire(s, req, &res);
+    while (c == LEASE_BACKEND_UNAVAILABLE);
+    CHECK(c == LEASE_ACQUIRED, "acquire %s: %s", req->identity.target_id, CODE(c));
+    return res.lease;
+}
+
 /* renew (ttl_ms > 0 or 0) or release, for the holder of `lease`. */
 static inline void race_owner_req(lease_owner_req_t *r, const lease_record_t *lease,
                                   const char *request_id, const char *principal,
