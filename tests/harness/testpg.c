@@ -248,7 +248,9 @@ int testpg_terminate_backends(const char *db_url, const char *application_name)
     char *name = url_db_name(db_url);
     char sql[512];
     snprintf(sql, sizeof sql,
-             "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
+             /* wait (up to 5 s) until each backend has exited, so the
+              * caller's next step sees the sessions gone, not dying */
+             "SELECT count(pg_terminate_backend(pid, 5000)) FROM pg_stat_activity "
              "WHERE datname = '%s' AND application_name = '%s' AND pid <> pg_backend_pid()",
              name, application_name);
     free(name);

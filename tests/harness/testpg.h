@@ -38,7 +38,8 @@ bool testpg_owned(void);
 bool testpg_pause(void);
 bool testpg_resume(void);
 
-/* Terminates every backend of the database whose application_name matches. */
+/* Terminates every backend of the database whose application_name matches
+ * and waits until they have exited; returns how many. */
 int testpg_terminate_backends(const char *db_url, const char *application_name);
 
 #endif
