@@ -37,7 +37,7 @@
 #define LEASE_CLIENT_DEFAULT_URL "http://127.0.0.1:8080"
 #define LEASE_CLIENT_DEFAULT_DEADLINE_MS 5000
 #define LEASE_CLIENT_MAX_ANSWER (8 * 1024 * 1024) /* larger answers are refused */
-#define LEASE_CLIENT_TRANSPORT_ERROR_MAX 320 /* lease_client_call_t.transport_error */
+#define LEASE_CLIENT_TRANSPORT_ERROR_MAX 320      /* lease_client_call_t.transport_error */
 
 typedef struct lease_client lease_client_t;
 

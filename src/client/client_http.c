@@ -183,8 +183,7 @@ static client_transport_t judge_failure(CURL *h, CURLcode rc)
 /* What the transport said about a failed exchange, for people: libcurl's
  * message (it names the host and port) and the system error behind it
  * ("Connection refused") when libcurl's words do not already say it. */
-static void describe_failure(CURL *h, CURLcode rc, const char *curl_error, char *out,
-                             size_t outsz)
+static void describe_failure(CURL *h, CURLcode rc, const char *curl_error, char *out, size_t outsz)
 {
     const char *what = curl_error[0] ? curl_error : curl_easy_strerror(rc);
     long os_errno = 0;

@@ -17,16 +17,18 @@
 #include "ctl/ctl_report.h"
 #include "lease/client.h"
 
-/* --help of each client command: only the options that command uses. */
+/* --help of each client command: only the options that command uses.
+ * (Kept as written: clang-format would split the sentences.) */
+/* clang-format off */
 static const char help_acquire[] =
     "usage: leasectl acquire IDENTITY [OPTIONS]\n"
-    "Acquires the lease of one identity if it is free; prints the answer as JSON.\n\n" CTL_HELP_IDENTITY
-    "options:\n"
+    "Acquires the lease of one identity if it is free; prints the answer as JSON.\n\n"
+    CTL_HELP_IDENTITY "options:\n"
     "  --ttl-ms N               time to live (default: the policy's)\n"
     "  --maximum-lifetime-ms N  lower the policy's maximum lifetime\n"
     "  --wait-ms N              while another holds it, retry for up to N ms\n"
     "  --service-instance ID    the holding instance (default: HOSTNAME-PID)\n"
-    "  --execution-id ID  --job-id ID  --trace-id ID   recorded on the lease (generated)\n"
+    "  --execution-id ID --job-id ID --trace-id ID  recorded on the lease (generated)\n"
     CTL_HELP_REQUEST_ID CTL_HELP_COMMON;
 
 static const char help_renew[] =
@@ -103,6 +105,8 @@ static const char help_commit[] =
     "LEASE_TRACE_ID):\n"
     "  --lease-id ID --fencing-token N --execution-id ID [--trace-id ID] and the identity\n"
     CTL_HELP_IDENTITY "options:\n" CTL_HELP_REQUEST_ID CTL_HELP_COMMON;
+
+/* clang-format on */
 
 static int usage_of(const char *help, int status)
 {
@@ -345,8 +349,8 @@ int ctl_list_main(int argc, char **argv)
         a.by = LEASE_LIST_BY_TARGET;
     bool target = a.by == LEASE_LIST_BY_TARGET;
     /* by owner, the service takes what is left out from the credential */
-    if (a.by != LEASE_LIST_BY_OWNER &&
-        (!id->tenant_id || !id->program_id || (target && (!id->target_namespace || !id->target_id))))
+    if (a.by != LEASE_LIST_BY_OWNER && (!id->tenant_id || !id->program_id ||
+                                        (target && (!id->target_namespace || !id->target_id))))
         return session_usage(&s, target ? "--tenant, --program, --namespace and --target are "
                                           "required with --by target"
                                         : "--tenant and --program are required (or --by owner)");

@@ -99,14 +99,14 @@ void ctl_default_service_instance(char *out, size_t outsz);
  * the ones it does not use.)
  */
 #define CTL_HELP_IDENTITY                                                                          \
-    "identity (each one left out comes from its LEASE_* variable):\n"                     \
+    "identity (each one left out comes from its LEASE_* variable):\n"                              \
     "  --tenant T --program P --namespace N --target ID --actor A --workflow W\n"                  \
     "  [--operation-class default|collect|enrich|publish|maintenance]\n"
 #define CTL_HELP_REQUEST_ID                                                                        \
     "  --request-id ID          idempotency key; repeat it to retry safely (generated)\n"
 #define CTL_HELP_COMMON                                                                            \
     "  --deadline-ms N          give up after N ms (default 5000, at most 30000)\n"                \
-    "  --url URL                the service (default: LEASE_URL, else " LEASE_CLIENT_DEFAULT_URL  \
+    "  --url URL                the service (default: LEASE_URL, else " LEASE_CLIENT_DEFAULT_URL   \
     ")\n"                                                                                          \
     "  --help                   this text\n"                                                       \
     "environment: LEASE_URL, LEASE_TOKEN (the bearer token)\n"

@@ -299,6 +299,7 @@ static void supervise(supervision_t *s, int sfd, int cancel_fd, int64_t grace_ms
 
 static const char synopsis[] = "IDENTITY [OPTIONS] -- COMMAND [ARGS...]";
 
+/* clang-format off */
 static const char help[] =
     "Acquires the lease, runs COMMAND with it in its environment (LEASE_ID,\n"
     "LEASE_FENCING_TOKEN, ...), renews it while COMMAND runs, cancels COMMAND\n"
@@ -311,8 +312,9 @@ static const char help[] =
     "  --wait-ms N              while another holds it, retry for up to N ms\n"
     "  --grace-ms N             after a loss, SIGKILL N ms after SIGTERM (default 10000)\n"
     "  --service-instance ID    the holding instance (default: HOSTNAME-PID)\n"
-    "  --execution-id ID  --job-id ID  --trace-id ID   recorded on the lease (generated)\n"
+    "  --execution-id ID --job-id ID --trace-id ID  recorded on the lease (generated)\n"
     CTL_HELP_REQUEST_ID CTL_HELP_COMMON;
+/* clang-format on */
 
 /* Runs the command under a held lease; returns run's exit status. */
 static int run_under_lease(const ctl_options_t *o, lease_worker_t *worker, char **command,

@@ -467,8 +467,8 @@ static void describe_bind_failure(const char *listen, const struct sockaddr *add
     if (fd >= 0) {
         int one = 1;
         (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        socklen_t len = addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6)
-                                                    : sizeof(struct sockaddr_in);
+        socklen_t len =
+            addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
         if (bind(fd, addr, len) != 0)
             why = strerror_r(errno, buf, sizeof buf); /* GNU: returns the text */
         else
@@ -520,8 +520,8 @@ leased_http_t *leased_http_start(leased_app_t *app, char *err, size_t errsz)
     /* The port goes in twice: MHD binds the address of MHD_OPTION_SOCK_ADDR,
      * and names the port argument in its own messages. */
     h->daemon = MHD_start_daemon(
-        flags, (uint16_t)cfg->listen_port, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
+        flags, (uint16_t)cfg->listen_port, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER,
+        on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
         on_completed, h, MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1,

@@ -163,9 +163,8 @@ static void test_lease_id_outside_scope_is_not_found(void **state)
              json_string_value(json_object_get(lease, "lease_id")));
 
     /* one answer for "outside your scope" and "does not exist" */
-    http_resp_t *missing =
-        call(fx.base, "GET", "/v1/leases/lease_00000000000000000000000000000000", other_tenant,
-             NULL);
+    http_resp_t *missing = call(fx.base, "GET", "/v1/leases/lease_00000000000000000000000000000000",
+                                other_tenant, NULL);
     check_reply(missing, 404, "lease_not_found", NULL);
     const char *const outsiders[] = {other_tenant, other_program, crawler_only, admin_other_tenant};
     for (size_t i = 0; i < sizeof outsiders / sizeof outsiders[0]; i++) {
@@ -204,8 +203,8 @@ static void test_list_by_owner_alone(void **state)
     size_t owned = 0;
     for (size_t i = 0; i < json_array_size(leases); i++) {
         json_t *l = json_array_get(leases, i);
-        const char *target = json_string_value(json_object_get(
-            json_object_get(l, "lock_identity"), "target_id"));
+        const char *target =
+            json_string_value(json_object_get(json_object_get(l, "lock_identity"), "target_id"));
         assert_non_null(target);
         assert_false(strcmp(target, "t-owner-3") == 0); /* another principal's */
         assert_false(strcmp(target, "t-owner-4") == 0);

@@ -165,8 +165,8 @@ static void test_help_per_command(void **state)
         }
         for (const char *const *o = c->hides; *o; o++) {
             if (strstr(r.out, *o))
-                fprintf(stderr, "%s --help shows %s, which it does not use:\n%s", c->command,
-                        *o, r.out);
+                fprintf(stderr, "%s --help shows %s, which it does not use:\n%s", c->command, *o,
+                        r.out);
             assert_null(strstr(r.out, *o));
         }
         ran_free(&r);
@@ -212,8 +212,8 @@ static void test_unreachable_service_is_named(void **state)
     char url[64];
     snprintf(url, sizeof url, "http://127.0.0.1:%d", closed_port());
 
-    ran_t r = run_sh("LEASE_TOKEN=lsk_x '%s' acquire --url %s " IDENTITY_FLAGS,
-                     LEASE_TEST_LEASECTL, url);
+    ran_t r =
+        run_sh("LEASE_TOKEN=lsk_x '%s' acquire --url %s " IDENTITY_FLAGS, LEASE_TEST_LEASECTL, url);
     expect_unreachable(&r, url, true);
     ran_free(&r);
 
