@@ -362,13 +362,16 @@ RETURN CASE
     ELSE (p ->> 'deadline_at')::timestamptz END;
 
 -- Bounds how long this transaction may wait for a row lock: never past the
--- caller's deadline, so no backend lock wait outlives the request. An
--- expression (assigned, not PERFORMed: PERFORM would run a query).
-CREATE FUNCTION lease._lock_wait_until(deadline timestamptz) RETURNS text
+-- caller's deadline, so no backend lock wait outlives the request. False
+-- (and nothing set) when the deadline has already passed: the caller then
+-- answers deadline_exceeded before its first write. An expression, used in
+-- an IF (PERFORM would run a query).
+CREATE FUNCTION lease._lock_wait_until(deadline timestamptz) RETURNS boolean
 LANGUAGE sql VOLATILE
-RETURN set_config('lock_timeout',
-    least(600000, greatest(1, ceil(extract(epoch FROM deadline - clock_timestamp()) * 1000)))
-        ::bigint::text || 'ms', true);
+RETURN clock_timestamp() < deadline
+       AND set_config('lock_timeout',
+               least(600000, ceil(extract(epoch FROM deadline - clock_timestamp()) * 1000))
+                   ::bigint::text || 'ms', true) IS NOT NULL;
 
 -- Whether the caller asked to skip the request-id lookup before a
 -- state-changing decision (see the file comment).
@@ -447,11 +450,16 @@ SELECT pol.minimum_ttl_ms, pol.default_ttl_ms, pol.maximum_ttl_ms, pol.maximum_l
 REVOKE ALL ON lease._settings FROM PUBLIC;
 
 -- Results. ---------------------------------------------------------------
--- A state-changing answer carries what the database decided, not what the
--- request already said: building a JSON object costs per key, and the full
--- 30-key lease was a sixth of a call. The service completes the record from
--- the request it sent (identity, lease id, token, owner, instance, ...);
--- inspect and list still answer whole records (lease._lease_json).
+-- A "brief" request (the service sends it) gets an answer that carries
+-- what the database decided, not what the request already said: building a
+-- JSON object costs per key, and the full 30-key lease was a sixth of a
+-- call. The service completes the record from the request it sent
+-- (identity, lease id, token, owner, instance, ...). Other callers (psql)
+-- get whole records, as do inspect and list (lease._lease_json).
+
+CREATE FUNCTION lease._brief(p jsonb) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN coalesce(p -> 'brief' = 'true'::jsonb, false);
 
 -- An acquisition: the new lease's id, token, times, TTLs and client.
 CREATE FUNCTION lease._acquired_json(l lease.locks) RETURNS jsonb
@@ -614,7 +622,6 @@ DECLARE
     prev text := 'none';
     replay jsonb;
     result jsonb;
-    lock_wait text;
 BEGIN
     IF now() >= deadline THEN
         RETURN lease._result('deadline_exceeded');
@@ -679,7 +686,9 @@ BEGIN
     -- An existing identity: a free row of exactly this tuple, below the
     -- token limit, takes the lease in one statement.
     WHILE l.lock_key IS NULL LOOP
-        lock_wait := lease._lock_wait_until(deadline);
+        IF NOT lease._lock_wait_until(deadline) THEN
+            RETURN lease._result('deadline_exceeded');
+        END IF;
         UPDATE lease.locks
            SET fencing_counter = fencing_counter + 1, state = 'active', lease_id = lid,
                fencing_token = fencing_counter + 1,
@@ -735,11 +744,15 @@ BEGIN
     END LOOP;
 
     INSERT INTO lease.lease_index (lease_id, lock_key, created_at) VALUES (lid, k, t);
-    result := jsonb_build_object('code', 'lease_acquired', 'lease', lease._acquired_json(l));
-    IF lease._evidence(p, 'acquire', l, result, s.idempotency_retention_ms, prev, 'active',
-                       lease._int(p -> 'ttl_ms'), NULL, NULL) THEN
-        RETURN result || '{"replayed": false, "current_state": "active"}'::jsonb;
+    -- (separate assignments: PL/pgSQL compiles only the expression it runs)
+    IF lease._brief(p) THEN
+        result := jsonb_build_object('code', 'lease_acquired', 'lease', lease._acquired_json(l));
+    ELSE
+        result := jsonb_build_object('code', 'lease_acquired', 'lease', lease._lease_json(l));
     END IF;
+    RETURN CASE WHEN lease._evidence(p, 'acquire', l, result, s.idempotency_retention_ms, prev,
+                                     'active', lease._int(p -> 'ttl_ms'), NULL, NULL)
+                THEN result || '{"replayed": false, "current_state": "active"}'::jsonb END;
 END
 $$;
 
@@ -774,7 +787,6 @@ DECLARE
     l lease.locks;
     replay jsonb;
     result jsonb;
-    lock_wait text;
 BEGIN
     IF now() >= deadline THEN
         RETURN lease._result('deadline_exceeded');
@@ -803,7 +815,9 @@ BEGIN
         END IF;
     END IF;
 
-    lock_wait := lease._lock_wait_until(deadline);
+    IF NOT lease._lock_wait_until(deadline) THEN
+        RETURN lease._result('deadline_exceeded');
+    END IF;
     UPDATE lease.locks
        SET renewed_at = t,
            expires_at = least(t + lease._ms(coalesce(ttl, ttl_ms)),
@@ -820,11 +834,14 @@ BEGIN
         RETURN lease._unmatched(k, 'renew', p, c, lease._result('lease_lost'));
     END IF;
 
-    result := jsonb_build_object('code', 'lease_renewed', 'lease', lease._renewed_json(l));
-    IF lease._evidence(p, 'renew', l, result, s.idempotency_retention_ms, 'active', 'active',
-                       lease._int(p -> 'ttl_ms'), NULL, NULL) THEN
-        RETURN result || '{"replayed": false, "current_state": "active"}'::jsonb;
+    IF lease._brief(p) THEN
+        result := jsonb_build_object('code', 'lease_renewed', 'lease', lease._renewed_json(l));
+    ELSE
+        result := jsonb_build_object('code', 'lease_renewed', 'lease', lease._lease_json(l));
     END IF;
+    RETURN CASE WHEN lease._evidence(p, 'renew', l, result, s.idempotency_retention_ms, 'active',
+                                     'active', lease._int(p -> 'ttl_ms'), NULL, NULL)
+                THEN result || '{"replayed": false, "current_state": "active"}'::jsonb END;
 END
 $$;
 
@@ -850,7 +867,6 @@ DECLARE
     h lease.history;
     replay jsonb;
     result jsonb;
-    lock_wait text;
 BEGIN
     IF now() >= deadline THEN
         RETURN lease._result('deadline_exceeded');
@@ -880,7 +896,9 @@ BEGIN
             RETURN replay;
         END IF;
     END IF;
-    lock_wait := lease._lock_wait_until(deadline);
+    IF NOT lease._lock_wait_until(deadline) THEN
+        RETURN lease._result('deadline_exceeded');
+    END IF;
     UPDATE lease.locks SET state = 'free'
      WHERE lock_key = k AND state = 'active' AND expires_at > now() AND record_version = 1
        AND lease_id = p ->> 'lease_id' AND fencing_token = lease._int(p -> 'fencing_token')
@@ -893,13 +911,17 @@ BEGIN
         RETURN lease._unmatched(k, op, p, c, lease._result('lease_lost'));
     END IF;
     h := lease._to_history(l, terminal_state, lease._now(), p, reason, incident);
-    result := jsonb_build_object('code', success_code,
-                                 'lease', lease._ended_json(l, terminal_state, h.ended_at));
-    IF lease._evidence(p, op, l, result,
-                       (SELECT x.idempotency_retention_ms FROM lease.policy x), 'active',
-                       terminal_state, NULL, reason, incident) THEN
-        RETURN result || jsonb_build_object('replayed', false, 'current_state', terminal_state);
+    IF lease._brief(p) THEN
+        result := jsonb_build_object('code', success_code,
+                                     'lease', lease._ended_json(l, terminal_state, h.ended_at));
+    ELSE
+        result := jsonb_build_object('code', success_code, 'lease', lease._history_json(h));
     END IF;
+    RETURN CASE WHEN lease._evidence(p, op, l, result,
+                                     (SELECT x.idempotency_retention_ms FROM lease.policy x),
+                                     'active', terminal_state, NULL, reason, incident)
+                THEN result || jsonb_build_object('replayed', false,
+                                                  'current_state', terminal_state) END;
 END
 $$;
 
@@ -936,7 +958,6 @@ $$;
 DROP FUNCTION lease._admin_end(jsonb, text);
 DROP FUNCTION lease._end_lease(jsonb, text, lease.locks, text, text, text, text);
 DROP FUNCTION lease._bad_owner_ref(jsonb, lease.identity);
-DROP FUNCTION lease._bound_lock_wait(timestamptz);
 
 -- Inspect (0005's rules). A freed row keeps its last lease's columns, so
 -- only an active row answers for its lease id; otherwise history does.

@@ -483,6 +483,11 @@ static void take_details(leased_request_t *req, leased_outcome_t *out)
     default:
         field = out->lease.field;
         out->retry_after_ms = out->lease.retry_after_ms;
+        out->reason = out->lease.reason[0] ? out->lease.reason : NULL;
+        /* a human detail only where it is the database's answer about the
+         * request itself (bounds), never about the backend */
+        if (out->code == INVALID_LEASE_REQUEST && out->lease.detail[0])
+            out->detail = out->lease.detail;
         break;
     }
     if (out->code == INVALID_LEASE_REQUEST || out->code == WRITE_CONFLICT)

@@ -300,7 +300,7 @@ static void test_views(void **state)
 static void test_envelopes(void **state)
 {
     (void)state;
-    char *text = leased_codec_error_envelope(LEASE_RATE_LIMITED, "corr_a", NULL, 250, -1);
+    char *text = leased_codec_error_envelope(LEASE_RATE_LIMITED, "corr_a", NULL, 250, -1, NULL, NULL);
     json_t *e = json_loads(text, 0, NULL);
     free(text);
     assert_string_equal(json_string_value(json_object_get(e, "status")), "error");
@@ -313,7 +313,8 @@ static void test_envelopes(void **state)
     json_decref(e);
 
     text =
-        leased_codec_error_envelope(WRITE_CONFLICT, "corr_b", "writes[1].expected_revision", 0, 4);
+        leased_codec_error_envelope(WRITE_CONFLICT, "corr_b", "writes[1].expected_revision", 0, 4,
+                                    NULL, NULL);
     e = json_loads(text, 0, NULL);
     free(text);
     assert_string_equal(json_string_value(json_object_get(e, "field")),
