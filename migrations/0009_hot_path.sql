@@ -204,6 +204,27 @@ BEGIN ATOMIC
            'active token ' || l.fencing_token || ' > counter ' || l.fencing_counter
       FROM lease.locks l WHERE l.state = 'active' AND l.fencing_token > l.fencing_counter
     UNION ALL
+    -- the shape an active row must have (0009 keeps only the fencing CHECK:
+    -- every CHECK costs each write statement a parse)
+    SELECT 'active_row_malformed', l.lock_key,
+           'an active lease misses a column, or its times or token are out of order'
+      FROM lease.locks l
+     WHERE l.state = 'active'
+       AND NOT coalesce(l.lease_id IS NOT NULL AND l.owner_principal_id IS NOT NULL
+                        AND l.owner_client_id IS NOT NULL AND l.owner_credential_id IS NOT NULL
+                        AND l.service_instance_id IS NOT NULL AND l.execution_id IS NOT NULL
+                        AND l.job_id IS NOT NULL AND l.request_id IS NOT NULL
+                        AND l.metadata IS NOT NULL AND l.ttl_ms IS NOT NULL
+                        AND l.fencing_token >= 1 AND l.renewed_at >= l.acquired_at
+                        AND l.expires_at <= l.acquired_at
+                                           + l.maximum_lifetime_ms * interval '1 millisecond',
+                        false)
+    UNION ALL
+    SELECT 'history_malformed', h.lock_key, 'history lease ' || h.lease_id
+           || ' has a token below 1 or an administrative end without its administrator'
+      FROM lease.history h
+     WHERE h.fencing_token < 1 OR (h.state <> 'expired' AND h.ended_by_principal_id IS NULL)
+    UNION ALL
     SELECT 'counter_below_accepted_token', m.lock_key,
            'accepted token ' || m.high_water_token || ' > counter '
            || coalesce(l.fencing_counter::text, 'missing')
