@@ -76,7 +76,7 @@ typedef struct client {
     pthread_t thread;
     CURL *curl;
     struct curl_slist *headers;
-    char *body;   /* response buffer */
+    char *body; /* response buffer */
     size_t body_len, body_cap;
     uint64_t rng; /* xorshift64 state */
     /* etcd session */
@@ -163,10 +163,10 @@ static void record_latency(client_t *c, int64_t ns)
 }
 
 typedef struct answer {
-    long status;       /* HTTP status, 0 when the transport failed */
-    CURLcode curl;     /* transport result */
-    json_t *json;      /* parsed body, NULL if none */
-    bool in_window;    /* completed before the end of the window */
+    long status;    /* HTTP status, 0 when the transport failed */
+    CURLcode curl;  /* transport result */
+    json_t *json;   /* parsed body, NULL if none */
+    bool in_window; /* completed before the end of the window */
 } answer_t;
 
 /* One POST on the client's connection; the latency is recorded when the
@@ -215,6 +215,12 @@ static void count_failure(client_t *c, const answer_t *a)
         snprintf(key, sizeof key, "%ld/%.40s", a->status, code ? code : "-");
     }
     count_error(c, key);
+}
+
+static bool error_code_is(const answer_t *a, const char *code)
+{
+    const char *got = a->json ? json_string_value(json_object_get(a->json, "code")) : NULL;
+    return got && strcmp(got, code) == 0;
 }
 
 static void target_of(client_t *c, long seq, char *out, size_t n)
@@ -266,17 +272,14 @@ static void leased_cycle(client_t *c, long seq)
                 c->ops++;
                 c->cycles++;
             }
-        } else if (r.status == 409 && r.in_window) { /* lease_lost */
-            c->lost++;
-        } else if (r.status != 409) {
-            count_failure(c, &r);
+        } else if (r.status == 409 && error_code_is(&r, "lease_lost")) {
+            if (r.in_window)
+                c->lost++;
         } else {
             count_failure(c, &r);
         }
         json_decref(r.json);
-    } else if (a.status == 409 && a.json &&
-               json_string_value(json_object_get(a.json, "code")) &&
-               strcmp(json_string_value(json_object_get(a.json, "code")), "lease_conflict") == 0) {
+    } else if (a.status == 409 && error_code_is(&a, "lease_conflict")) {
         if (a.in_window)
             c->conflicts++;
     } else {
@@ -437,8 +440,8 @@ static bool client_init(client_t *c, const options_t *opt, int index)
 {
     c->opt = opt;
     c->index = index;
-    c->rng = 0x9E3779B97F4A7C15ULL ^ ((uint64_t)index + 1) * 0xBF58476D1CE4E5B9ULL ^
-             (uint64_t)now_ns();
+    c->rng =
+        0x9E3779B97F4A7C15ULL ^ ((uint64_t)index + 1) * 0xBF58476D1CE4E5B9ULL ^ (uint64_t)now_ns();
     if (!c->rng)
         c->rng = 1;
     c->curl = curl_easy_init();
@@ -545,8 +548,8 @@ static void report(const options_t *opt, client_t *clients)
            : opt->targets == TARGETS_NEW    ? "new"
                                             : "disjoint",
            opt->clients, opt->seconds, ops, (double)ops / opt->seconds, n,
-           percentile_ms(all, n, 0.50), percentile_ms(all, n, 0.99),
-           n ? all[n - 1] / 1000.0 : 0.0, cycles, conflicts, lost, failed, connects);
+           percentile_ms(all, n, 0.50), percentile_ms(all, n, 0.99), n ? all[n - 1] / 1000.0 : 0.0,
+           cycles, conflicts, lost, failed, connects);
     if (!n_errors)
         printf("-");
     for (int e = 0; e < n_errors; e++)
@@ -577,8 +580,13 @@ static long parse_long(const char *v, long min, long max)
 
 int main(int argc, char **argv)
 {
-    options_t opt = {.mode = MODE_LEASED, .targets = TARGETS_EXISTING, .clients = 1,
-                     .seconds = 5, .identities = 100000, .ttl_ms = 30000, .tag = "x"};
+    options_t opt = {.mode = MODE_LEASED,
+                     .targets = TARGETS_EXISTING,
+                     .clients = 1,
+                     .seconds = 5,
+                     .identities = 100000,
+                     .ttl_ms = 30000,
+                     .tag = "x"};
     const char *mode = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
