@@ -71,6 +71,17 @@ char *leased_proc_log(const leased_proc_t *p)
     return read_file(p->log_path);
 }
 
+int leased_proc_log_count(const leased_proc_t *p, const char *needle)
+{
+    char *log = leased_proc_log(p);
+    int n = 0;
+    size_t len = strlen(needle);
+    for (const char *at = strstr(log, needle); at && len; at = strstr(at + len, needle))
+        n++;
+    free(log);
+    return n;
+}
+
 void leased_proc_dump_log(const leased_proc_t *p)
 {
     char *log = leased_proc_log(p);

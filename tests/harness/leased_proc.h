@@ -49,6 +49,9 @@ void leased_proc_free(leased_proc_t *p);
 
 /* Everything leased logged so far (heap string). */
 char *leased_proc_log(const leased_proc_t *p);
+/* How many times needle occurs in the log so far (a condition to wait on
+ * with test_wait_until: "leased logged that it is draining"). */
+int leased_proc_log_count(const leased_proc_t *p, const char *needle);
 /* Prints the tail of the log to stderr (for failing tests). */
 void leased_proc_dump_log(const leased_proc_t *p);
 

@@ -33,6 +33,7 @@
 
 #include "http_client.h"
 #include "leased_proc.h"
+#include "test_wait.h"
 #include "testpg.h"
 
 #define TENANT "tenant-main"
@@ -288,17 +289,15 @@ static inline void http_unblock(PGconn *blocker)
     PQfinish(blocker);
 }
 
-/* Polls (about 4 s) until one of leased's sessions waits on a lock;
+/* Polls (at most 30 s) until one of leased's sessions waits on a lock;
  * returns how many do. */
 static inline long long http_wait_lock_waiter(const char *db)
 {
     long long waiting = 0;
-    for (int i = 0; i < 200 && waiting == 0; i++) {
-        usleep(20000);
-        waiting = testpg_query_int(db, "SELECT count(*) FROM pg_stat_activity WHERE "
-                                       "datname = current_database() AND application_name = "
-                                       "'leased' AND wait_event_type = 'Lock'");
-    }
+    (void)test_wait_until(30000, (waiting = testpg_query_int(
+                                db, "SELECT count(*) FROM pg_stat_activity WHERE "
+                                    "datname = current_database() AND application_name = "
+                                    "'leased' AND wait_event_type = 'Lock'")) > 0);
     return waiting;
 }
 
@@ -307,16 +306,24 @@ typedef struct http_pending {
     const char *base, *path, *token;
     char *body;        /* borrowed */
     http_resp_t *resp; /* the reply after http_pending_join; NULL on a transport failure */
+    int done;          /* __atomic: the reply (or failure) is in */
     pthread_t thread;
 } http_pending_t;
 
 static inline void *http_pending_main(void *arg)
 {
     http_pending_t *p = arg;
-    http_client_t *c = http_client_new(p->base, 20000);
+    http_client_t *c = http_client_new(p->base, 60000);
     p->resp = http_client_call(c, "POST", p->path, p->token, p->body, NULL, NULL);
     http_client_free(c);
+    __atomic_store_n(&p->done, 1, __ATOMIC_RELEASE);
     return NULL;
+}
+
+/* Whether the request has its reply (a condition for test_wait_until). */
+static inline bool http_pending_done(http_pending_t *p)
+{
+    return __atomic_load_n(&p->done, __ATOMIC_ACQUIRE) != 0;
 }
 
 static inline void http_pending_start(http_pending_t *p)

@@ -25,7 +25,8 @@ static int setup(void **state)
 typedef struct client {
     int index;
     const char *base;
-    volatile int *stop;
+    int *stop;   /* __atomic */
+    int *acked_total; /* __atomic: acknowledged acquires of all clients */
     int acked;
     char **lease_ids;
     int refused; /* 503 or transport failure after SIGTERM */
@@ -49,67 +50,100 @@ static void *hammer(void *arg)
                 strdup(http_resp_str(r, "code") && http_resp_get(r, "lease.lease_id")
                            ? json_string_value(http_resp_get(r, "lease.lease_id"))
                            : "");
-        } else if (!r || r->status == 503) {
+            __atomic_add_fetch(c->acked_total, 1, __ATOMIC_RELEASE);
+        } else if (!r) {
+            /* refused or cut: leased has closed its listener */
             c->refused++;
-            /* the server is going away: reconnect until it is gone */
+            break;
+        } else if (r->status == 503) {
+            /* draining: the answer closed the connection; open another
+             * while leased still accepts them */
+            c->refused++;
             http_client_free(h);
             h = http_client_new(c->base, 10000);
-            usleep(10000);
         } else {
             fprintf(stderr, "unexpected %ld %s\n", r->status, r->body);
             fail();
         }
         http_resp_free(r);
-        if (*c->stop)
+        if (__atomic_load_n(c->stop, __ATOMIC_ACQUIRE))
             break;
     }
     http_client_free(h);
     return NULL;
 }
 
+/* One /readyz on a new connection: its status, 0 when refused. On 503 it
+ * must be the draining answer. */
+static long readyz_on_new_connection(const char *base)
+{
+    http_resp_t *r = http_call(base, "GET", "/readyz", NULL, NULL);
+    long status = r ? r->status : 0;
+    if (status == 503) {
+        assert_string_equal(http_resp_str(r, "reason"), "draining");
+        assert_string_equal(http_resp_header(r, "Connection"), "close");
+    } else if (status != 0 && status != 200) {
+        fail_msg("/readyz answered %ld during shutdown", status);
+    }
+    http_resp_free(r);
+    return status;
+}
+
 static void test_no_acknowledged_operation_lost(void **state)
 {
     (void)state;
-    /* no rate limit in the way: the clients go as fast as they can */
-    const char *env[] = {"LEASE_DRAIN_DELAY_MS=400", "LEASE_RATE_LIMIT=1000000/s", NULL};
+    /* No rate limit in the way: the clients go as fast as they can. The
+     * drain delay is the window in which /readyz answers 503 on new
+     * connections before the listener closes; the probe below polls
+     * without pausing, so only being descheduled for all of it could miss
+     * it. */
+    const char *env[] = {"LEASE_DRAIN_DELAY_MS=2000", "LEASE_RATE_LIMIT=1000000/s", NULL};
     leased_proc_t *srv = leased_proc_start(fx.db, env);
     const char *base = leased_proc_url(srv);
-    volatile int stop = 0;
+    int stop = 0, acked_total = 0;
     client_t clients[CLIENTS];
     pthread_t th[CLIENTS];
     for (int i = 0; i < CLIENTS; i++) {
-        clients[i] = (client_t){.index = i, .base = base, .stop = &stop};
+        clients[i] = (client_t){
+            .index = i, .base = base, .stop = &stop, .acked_total = &acked_total};
         pthread_create(&th[i], NULL, hammer, &clients[i]);
     }
-    usleep(400000);
+    /* the clients get work done before the signal */
+    assert_true(
+        test_wait_until(30000, __atomic_load_n(&acked_total, __ATOMIC_ACQUIRE) > 2 * CLIENTS));
     leased_proc_signal(srv, SIGTERM);
-    /* readiness turns false before the listener closes */
-    usleep(100000);
-    http_resp_t *r = http_call(base, "GET", "/readyz", NULL, NULL);
-    assert_non_null(r);
-    assert_int_equal(r->status, 503);
-    assert_string_equal(http_resp_str(r, "reason"), "draining");
-    assert_string_equal(http_resp_header(r, "Connection"), "close");
-    http_resp_free(r);
+    /* readiness turns false before the listener closes: 200 until leased
+     * takes the signal, then 503 "draining", never refused first */
+    long ready = 200;
+    assert_true(test_wait_until(30000, (ready = readyz_on_new_connection(base)) != 200));
+    assert_int_equal(ready, 503);
     assert_int_equal(leased_proc_wait(srv, 30000), 0);
-    stop = 1;
+    __atomic_store_n(&stop, 1, __ATOMIC_RELEASE);
+    /* every acknowledged lease is active in the database (one query) */
     int acked = 0;
+    char *ids = NULL;
+    size_t ids_len = 0;
+    FILE *list = open_memstream(&ids, &ids_len);
     for (int i = 0; i < CLIENTS; i++) {
         pthread_join(th[i], NULL);
         for (int k = 0; k < clients[i].acked; k++) {
-            char sql[256];
-            snprintf(sql, sizeof sql,
-                     "SELECT count(*) FROM lease.locks WHERE lease_id = '%s' AND state = 'active'",
-                     clients[i].lease_ids[k]);
-            if (testpg_query_int(fx.db, sql) != 1)
-                fprintf(stderr, "acknowledged lease %s is missing\n", clients[i].lease_ids[k]);
-            assert_int_equal(testpg_query_int(fx.db, sql), 1);
+            fprintf(list, "%s'%s'", acked ? "," : "", clients[i].lease_ids[k]);
             free(clients[i].lease_ids[k]);
             acked++;
         }
         free(clients[i].lease_ids);
     }
-    assert_true(acked > CLIENTS); /* the clients did get work done before the signal */
+    fclose(list);
+    char *sql = NULL;
+    size_t sql_len = 0;
+    FILE *q = open_memstream(&sql, &sql_len);
+    fprintf(q, "SELECT count(*) FROM lease.locks WHERE state = 'active' AND lease_id IN (%s)",
+            acked ? ids : "NULL");
+    fclose(q);
+    assert_int_equal(testpg_query_int(fx.db, sql), acked);
+    free(sql);
+    free(ids);
+    assert_true(acked > 2 * CLIENTS);
     /* and nothing was committed that was not acknowledged to somebody: the
      * database holds at most the acknowledged leases plus one in flight per
      * client whose reply was lost when the connection closed */
@@ -121,11 +155,18 @@ static void test_no_acknowledged_operation_lost(void **state)
 
 /* A renew waiting on a row lock in the database when SIGTERM arrives is
  * answered (and takes effect) once the lock goes away; an acquire waiting
- * for a holder is cut short with its conflict. Both before leased exits 0. */
+ * for a holder is cut short with its conflict; a connection opened before
+ * the signal reads /readyz 503 while the renew holds shutdown open. All
+ * before leased exits 0. Every step waits for the state it needs. */
 static void test_in_flight_answered(void **state)
 {
     (void)state;
-    leased_proc_t *srv = leased_proc_start(fx.db, NULL);
+    /* debug: the waiter's conflicts are logged ("acquire conflict, attempt
+     * N"). The long bounds only keep a broken build from hanging: each step
+     * below waits for the state it needs, not for time to pass. */
+    const char *env[] = {"LEASE_LOG_LEVEL=debug", "LEASE_MAX_WAIT_MS=60000",
+                         "LEASE_MAX_DEADLINE_MS=60000", "LEASE_SHUTDOWN_GRACE_MS=60000", NULL};
+    leased_proc_t *srv = leased_proc_start(fx.db, env);
     const char *base = leased_proc_url(srv);
     json_t *lease = acquire_lease(base, worker, "inflight-acq", "t-inflight");
     http_resp_t *a = acquire_call(base, worker, "inflight-held", "t-held");
@@ -135,22 +176,43 @@ static void test_in_flight_answered(void **state)
     PGconn *blocker = http_block_target(fx.db, "t-inflight");
 
     json_t *rb = parse_owned(owner_body("inflight-renew", "t-inflight", lease));
-    json_object_set_new(rb, "deadline_ms", json_integer(10000));
+    json_object_set_new(rb, "deadline_ms", json_integer(60000));
     http_pending_t renew = {
         .base = base, .path = "/v1/leases/renew", .token = worker, .body = dump(rb)};
     json_t *wb = parse_owned(acquire_body("inflight-wait", "t-held"));
-    json_object_set_new(wb, "wait_ms", json_integer(8000));
-    json_object_set_new(wb, "deadline_ms", json_integer(9000));
+    json_object_set_new(wb, "wait_ms", json_integer(50000));
+    json_object_set_new(wb, "deadline_ms", json_integer(60000));
     http_pending_t waiter = {
         .base = base, .path = "/v1/leases/acquire", .token = worker, .body = dump(wb)};
     http_pending_start(&renew);
     http_pending_start(&waiter);
     /* the renew is inside the database, blocked */
     assert_int_equal(http_wait_lock_waiter(fx.db), 1);
-    usleep(200000); /* and the waiter has seen its first conflict */
+    /* and the waiter has seen its first conflict */
+    assert_true(
+        test_wait_until(30000, leased_proc_log_count(srv, "acquire conflict, attempt 1,") == 1));
+    /* a connection that exists before the signal */
+    http_client_t *kept = http_client_new(base, 20000);
+    http_resp_t *h = http_client_call(kept, "GET", "/healthz", NULL, NULL, NULL, NULL);
+    assert_non_null(h);
+    assert_int_equal(h->status, 200);
+    http_resp_free(h);
 
     leased_proc_signal(srv, SIGTERM);
-    usleep(500000);
+    /* shutdown cuts the wait short (after the drain delay, before waiting
+     * for requests in flight) */
+    assert_true(test_wait_until(30000, http_pending_done(&waiter)));
+    assert_false(http_pending_done(&renew));
+    assert_int_equal(leased_proc_log_count(srv, "received: draining"), 1);
+    /* the blocked renew keeps leased serving the connections it has */
+    h = http_client_call(kept, "GET", "/readyz", NULL, NULL, NULL, NULL);
+    assert_non_null(h);
+    assert_int_equal(h->status, 503);
+    assert_string_equal(http_resp_str(h, "reason"), "draining");
+    assert_string_equal(http_resp_header(h, "Connection"), "close");
+    http_resp_free(h);
+    http_client_free(kept);
+
     http_unblock(blocker);
     http_pending_join(&renew);
     http_pending_join(&waiter);

@@ -2,7 +2,8 @@
  * test_server_queues.c - the audit queue (bounded: drops and counts when
  * full, writes in batches of at most `batch`, falls back to the log when the
  * store refuses, flushes on stop) and the work queue (FIFO, delayed jobs in
- * due order, delayed jobs run at once when the pool is freed).
+ * due order, delayed jobs run at once when the pool is freed). Nothing here
+ * sleeps to synchronise: threads are waited for on conditions.
  *
  * The audit queue is driven through a store of this file: a lease_store_t
  * whose record_audit counts batches and can be told to fail or to block.
@@ -17,13 +18,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "lease/clock.h"
 #include "server/audit_queue.h"
 #include "server/work_queue.h"
+#include "test_wait.h"
 
 typedef struct audit_sink {
     lease_store_t base;
@@ -177,32 +178,94 @@ static void record(void *arg)
     pthread_mutex_unlock(&it->order->mutex);
 }
 
+static int recorded(order_t *o)
+{
+    pthread_mutex_lock(&o->mutex);
+    int n = o->n;
+    pthread_mutex_unlock(&o->mutex);
+    return n;
+}
+
+/* A job that holds its worker until the test opens it. */
+typedef struct gate {
+    pthread_mutex_t mutex;
+    pthread_cond_t cond;
+    bool entered, open;
+} gate_t;
+
+static void gate_job(void *arg)
+{
+    gate_t *g = arg;
+    pthread_mutex_lock(&g->mutex);
+    g->entered = true;
+    pthread_cond_broadcast(&g->cond);
+    while (!g->open)
+        pthread_cond_wait(&g->cond, &g->mutex);
+    pthread_mutex_unlock(&g->mutex);
+}
+
+static bool gate_entered(gate_t *g)
+{
+    pthread_mutex_lock(&g->mutex);
+    bool entered = g->entered;
+    pthread_mutex_unlock(&g->mutex);
+    return entered;
+}
+
+static void gate_open(gate_t *g)
+{
+    pthread_mutex_lock(&g->mutex);
+    g->open = true;
+    pthread_cond_broadcast(&g->cond);
+    pthread_mutex_unlock(&g->mutex);
+}
+
+/*
+ * The order is made certain, not likely: the only worker is held in a gate
+ * while the jobs are queued, so when it comes back the ready job is already
+ * first in line and the delayed ones follow in due order, however long the
+ * machine kept the test thread away.
+ */
 static void test_work_queue_delays(void **state)
 {
     (void)state;
     order_t order = {.n = 0};
     pthread_mutex_init(&order.mutex, NULL);
     item_t items[3] = {{&order, 1}, {&order, 2}, {&order, 3}};
-    leased_work_queue_t *q = leased_work_queue_new(2);
+    gate_t gate = {.entered = false};
+    pthread_mutex_init(&gate.mutex, NULL);
+    pthread_cond_init(&gate.cond, NULL);
+    leased_work_queue_t *q = leased_work_queue_new(1);
+    assert_non_null(q);
+    assert_true(leased_work_queue_push(q, gate_job, &gate));
+    assert_true(test_wait_until(10000, gate_entered(&gate)));
     int64_t t0 = lease_mono_now_ns();
     assert_true(leased_work_queue_push_after(q, record, &items[0], 300));
     assert_true(leased_work_queue_push_after(q, record, &items[1], 100));
     assert_true(leased_work_queue_push(q, record, &items[2]));
-    usleep(500000);
-    assert_int_equal(order.n, 3);
+    gate_open(&gate);
+    assert_true(test_wait_until(10000, recorded(&order) == 3));
+    pthread_mutex_lock(&order.mutex);
     assert_int_equal(order.seen[0], 3);
     assert_int_equal(order.seen[1], 2);
     assert_int_equal(order.seen[2], 1);
+    /* never sooner than asked (a lower bound the queue guarantees) */
     assert_true(order.at_ns[1] - t0 >= 100 * INT64_C(1000000));
     assert_true(order.at_ns[2] - t0 >= 300 * INT64_C(1000000));
-
-    /* freeing runs delayed jobs at once rather than dropping them */
     order.n = 0;
-    assert_true(leased_work_queue_push_after(q, record, &items[0], 60000));
-    int64_t t1 = lease_mono_now_ns();
+    pthread_mutex_unlock(&order.mutex);
+
+    /* freeing runs delayed jobs at once rather than dropping them or
+     * waiting for them: the job ran long before it was due */
+    int64_t due = lease_mono_now_ns() + 600000 * INT64_C(1000000);
+    assert_true(leased_work_queue_push_after(q, record, &items[0], 600000));
     leased_work_queue_free(q);
     assert_int_equal(order.n, 1);
-    assert_true(lease_mono_now_ns() - t1 < 5000 * INT64_C(1000000));
+    assert_int_equal(order.seen[0], 1);
+    assert_true(order.at_ns[0] < due);
+    pthread_cond_destroy(&gate.cond);
+    pthread_mutex_destroy(&gate.mutex);
+    pthread_mutex_destroy(&order.mutex);
 }
 
 int main(void)
