@@ -1,11 +1,11 @@
 /*
  * http_concurrency.c - concurrent acquires of one identity over HTTP have
  * exactly one winner and allocate exactly one token per round; bounded
- * waiting acquires a lease freed during the wait and never outlives the
- * request's deadline.
+ * waiting acquires a lease freed during the wait, ends with its wait window
+ * or its deadline, and holds no worker thread while it waits. The tests
+ * assert outcomes and their order, never how long something took.
  */
 #include <pthread.h>
-#include <time.h>
 
 #include "http_common.h"
 
@@ -106,105 +106,129 @@ static void test_one_winner(void **state)
     }
 }
 
-static long mono_ms(void)
+/*
+ * The waiting tests run a leased of their own that logs at debug level:
+ * each conflict a waiting acquire meets is logged ("acquire conflict,
+ * attempt N, again in M ms"), which is how the test knows a request is
+ * waiting, without sleeping and hoping. Long bounds (wait_ms, deadlines)
+ * only keep a broken build from hanging; nothing asserts on elapsed time.
+ */
+#define WAIT_LOGGED "acquire conflict, attempt "
+
+static leased_proc_t *start_waiting_server(const char *threads)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
+    const char *env[] = {"LEASE_LOG_LEVEL=debug", "LEASE_MAX_WAIT_MS=60000",
+                         "LEASE_MAX_DEADLINE_MS=60000", threads, NULL};
+    return leased_proc_start(fx.db, env);
 }
 
-typedef struct releaser {
-    json_t *lease;
-    int after_ms;
-} releaser_t;
-
-static void *release_later(void *arg)
+static int waits_logged(const leased_proc_t *srv)
 {
-    releaser_t *rl = arg;
-    usleep((useconds_t)rl->after_ms * 1000);
-    http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/release", tokens[0],
-                                owner_body("wait-release", "t-wait", rl->lease));
-    assert_int_equal(r->status, 200);
-    http_resp_free(r);
-    return NULL;
+    return leased_proc_log_count(srv, WAIT_LOGGED);
+}
+
+/* An acquire of target with wait_ms and deadline_ms (0: none), sent from a
+ * thread of its own (http_pending_t; the caller frees p->body). */
+static void start_waiting_acquire(http_pending_t *p, const char *base, const char *token,
+                                  const char *rid, const char *target, int wait_ms,
+                                  int deadline_ms)
+{
+    json_t *b = parse_owned(acquire_body(rid, target));
+    json_object_set_new(b, "wait_ms", json_integer(wait_ms));
+    if (deadline_ms)
+        json_object_set_new(b, "deadline_ms", json_integer(deadline_ms));
+    *p = (http_pending_t){.base = base, .path = "/v1/leases/acquire", .token = token,
+                          .body = dump(b)};
+    http_pending_start(p);
 }
 
 static void test_bounded_wait(void **state)
 {
     (void)state;
-    releaser_t rl = {acquire_lease(fx.base, tokens[0], "wait-hold", "t-wait"), 400};
+    leased_proc_t *srv = start_waiting_server("LEASE_HTTP_THREADS=4");
+    const char *base = leased_proc_url(srv);
+    json_t *held = acquire_lease(base, tokens[0], "wait-hold", "t-wait");
 
-    /* a wait shorter than the deadline allows: conflict within both */
-    json_t *b = parse_owned(acquire_body("wait-short", "t-wait"));
-    json_object_set_new(b, "wait_ms", json_integer(5000));
-    json_object_set_new(b, "deadline_ms", json_integer(300));
-    long t0 = mono_ms();
-    http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/acquire", tokens[1], dump(b));
-    long took = mono_ms() - t0;
+    /* wait_ms shorter than the deadline: the wait window ends it, after
+     * more than one attempt, with the holder's conflict (1.5 s: room for a
+     * second attempt even when the first is slow) */
+    json_t *b = parse_owned(acquire_body("wait-window", "t-wait"));
+    json_object_set_new(b, "wait_ms", json_integer(1500));
+    json_object_set_new(b, "deadline_ms", json_integer(30000));
+    int before = waits_logged(srv);
+    http_resp_t *r = call_owned(base, "POST", "/v1/leases/acquire", tokens[1], dump(b));
     check_reply(r, 409, "lease_conflict", NULL);
     http_resp_free(r);
-    assert_true(took >= 150);      /* it did wait */
-    assert_true(took < 300 + 250); /* and not past the deadline (plus transport slack) */
+    assert_true(waits_logged(srv) > before); /* it did wait */
 
-    /* the holder releases after 400 ms; a waiter with 5 s gets the lease */
-    pthread_t th;
-    pthread_create(&th, NULL, release_later, &rl);
-    b = parse_owned(acquire_body("wait-long", "t-wait"));
-    json_object_set_new(b, "wait_ms", json_integer(5000));
-    t0 = mono_ms();
-    r = call_owned(fx.base, "POST", "/v1/leases/acquire", tokens[1], dump(b));
-    took = mono_ms() - t0;
-    pthread_join(th, NULL);
-    check_reply(r, 200, "lease_acquired", NULL);
-    assert_true(took >= 350 && took < 3000);
-    assert_int_equal(json_integer_value(http_resp_get(r, "lease.fencing_token")),
-                     json_integer_value(json_object_get(rl.lease, "fencing_token")) + 1);
+    /* a deadline shorter than wait_ms ends the wait instead: no attempt
+     * starts past it (ATTEMPT_MARGIN_MS), so the answer is the conflict, or
+     * deadline_exceeded when the last attempt, started in time, ran past
+     * the deadline on a loaded machine; never a wait of wait_ms, which
+     * would end in the lease released below */
+    b = parse_owned(acquire_body("wait-deadline", "t-wait"));
+    json_object_set_new(b, "wait_ms", json_integer(50000));
+    json_object_set_new(b, "deadline_ms", json_integer(1500));
+    before = waits_logged(srv);
+    r = call_owned(base, "POST", "/v1/leases/acquire", tokens[1], dump(b));
+    if (r->status == 409)
+        check_reply(r, 409, "lease_conflict", NULL);
+    else
+        check_reply(r, lease_code_http_status(DEADLINE_EXCEEDED), "deadline_exceeded", NULL);
     http_resp_free(r);
-    json_decref(rl.lease);
-}
+    assert_true(waits_logged(srv) > before);
 
-typedef struct waiter {
-    const char *base;
-    http_resp_t *resp;
-} waiter_t;
-
-static void *wait_acquire(void *arg)
-{
-    waiter_t *w = arg;
-    json_t *b = parse_owned(acquire_body("hold-wait", "t-hold"));
-    json_object_set_new(b, "wait_ms", json_integer(1500));
-    w->resp = call_owned(w->base, "POST", "/v1/leases/acquire", tokens[1], dump(b));
-    return NULL;
+    /* the holder releases while a waiter waits: the waiter gets the lease,
+     * with the next token */
+    before = waits_logged(srv);
+    http_pending_t waiter;
+    start_waiting_acquire(&waiter, base, tokens[1], "wait-long", "t-wait", 50000, 60000);
+    assert_true(test_wait_until(30000, waits_logged(srv) > before));
+    assert_false(http_pending_done(&waiter));
+    r = call_owned(base, "POST", "/v1/leases/release", tokens[0],
+                   owner_body("wait-release", "t-wait", held));
+    check_reply(r, 200, "lease_released", NULL);
+    http_resp_free(r);
+    http_pending_join(&waiter);
+    check_reply(waiter.resp, 200, "lease_acquired", NULL);
+    assert_int_equal(json_integer_value(http_resp_get(waiter.resp, "lease.fencing_token")),
+                     json_integer_value(json_object_get(held, "fencing_token")) + 1);
+    http_resp_free(waiter.resp);
+    free(waiter.body);
+    json_decref(held);
+    assert_int_equal(leased_proc_stop(srv), 0);
 }
 
 /* With one worker thread, an acquire waiting for a held lease does not
- * hold that worker: other requests are served meanwhile. */
+ * hold that worker: other requests are answered while it still waits
+ * (ordering, not speed: the waiter has no answer until the lease is
+ * released after them). */
 static void test_waiting_holds_no_worker(void **state)
 {
     (void)state;
-    const char *env[] = {"LEASE_HTTP_THREADS=1", NULL};
-    leased_proc_t *srv = leased_proc_start(fx.db, env);
+    leased_proc_t *srv = start_waiting_server("LEASE_HTTP_THREADS=1");
     const char *base = leased_proc_url(srv);
-    http_resp_t *a = acquire_call(base, tokens[0], "hold-1", "t-hold");
-    check_reply(a, 200, "lease_acquired", NULL);
-    http_resp_free(a);
-    waiter_t w = {base, NULL};
-    pthread_t th;
-    long t_start = mono_ms();
-    pthread_create(&th, NULL, wait_acquire, &w);
-    usleep(200000);
+    json_t *held = acquire_lease(base, tokens[0], "hold-1", "t-hold");
+    http_pending_t waiter;
+    start_waiting_acquire(&waiter, base, tokens[1], "hold-wait", "t-hold", 50000, 60000);
+    assert_true(test_wait_until(30000, waits_logged(srv) > 0));
     for (int i = 0; i < 5; i++) {
-        long t0 = mono_ms();
         http_resp_t *r =
             call_owned(base, "POST", "/v1/leases/inspect", tokens[2], inspect_body("t-hold"));
         check_reply(r, 200, "lease_inspected", NULL);
         http_resp_free(r);
-        assert_true(mono_ms() - t0 < 400);
     }
-    pthread_join(th, NULL);
-    check_reply(w.resp, 409, "lease_conflict", NULL);
-    assert_true(mono_ms() - t_start >= 1400); /* it did wait its 1.5 s */
-    http_resp_free(w.resp);
+    /* answered while the waiter was still waiting */
+    assert_false(http_pending_done(&waiter));
+    http_resp_t *r = call_owned(base, "POST", "/v1/leases/release", tokens[0],
+                                owner_body("hold-release", "t-hold", held));
+    check_reply(r, 200, "lease_released", NULL);
+    http_resp_free(r);
+    http_pending_join(&waiter);
+    check_reply(waiter.resp, 200, "lease_acquired", NULL);
+    http_resp_free(waiter.resp);
+    free(waiter.body);
+    json_decref(held);
     assert_int_equal(leased_proc_stop(srv), 0);
 }
 
