@@ -7,6 +7,10 @@
 #ifndef LEASE_CTL_H
 #define LEASE_CTL_H
 
+#include <stdint.h>
+
+#include "ctl/ctl_options.h"
+
 enum {
     CTL_EXIT_OK = 0,
     CTL_EXIT_OTHER = 1,
@@ -39,6 +43,12 @@ int ctl_force_release_main(int argc, char **argv);
 int ctl_revoke_main(int argc, char **argv);
 int ctl_commit_main(int argc, char **argv);
 int ctl_run_main(int argc, char **argv);
+/* run's own options (--grace-ms into *grace_ms), for ctl_options_parse:
+ * the one table, shared with tests/unit/test_ctl_options.c. */
+ctl_extra_t ctl_run_extra(int64_t *grace_ms);
+/* The LEASE_* variables run gives the command (NULL-terminated); the
+ * command's own inherited ones of these names are replaced. */
+extern const char *const ctl_run_exported_names[];
 
 /* Resolves the database URL: --database-url wins, else LEASE_DATABASE_URL.
  * Returns NULL (after printing why) when neither is set. */

@@ -59,6 +59,15 @@ static bool take_grace(void *ctx, int val, const char *arg)
     return false;
 }
 
+ctl_extra_t ctl_run_extra(int64_t *grace_ms)
+{
+    static const struct option opts[] = {
+        {"grace-ms", required_argument, NULL, OPT_GRACE},
+        {NULL, 0, NULL, 0},
+    };
+    return (ctl_extra_t){opts, take_grace, grace_ms};
+}
+
 static void log_line(void *arg, const char *message)
 {
     (void)arg;
@@ -72,7 +81,7 @@ typedef struct run_env {
     size_t cap;
 } run_env_t;
 
-static const char *const exported_names[] = {
+const char *const ctl_run_exported_names[] = {
     "LEASE_URL",
     "LEASE_TOKEN",
     "LEASE_ID",
@@ -88,13 +97,14 @@ static const char *const exported_names[] = {
     "LEASE_ACTOR_NAME",
     "LEASE_WORKFLOW_NAME",
     "LEASE_OPERATION_CLASS",
+    NULL,
 };
 
 static bool exported(const char *entry)
 {
-    for (size_t i = 0; i < sizeof exported_names / sizeof exported_names[0]; i++) {
-        size_t n = strlen(exported_names[i]);
-        if (strncmp(entry, exported_names[i], n) == 0 && entry[n] == '=')
+    for (const char *const *name = ctl_run_exported_names; *name; name++) {
+        size_t n = strlen(*name);
+        if (strncmp(entry, *name, n) == 0 && entry[n] == '=')
             return true;
     }
     return false;
@@ -433,11 +443,7 @@ int ctl_run_main(int argc, char **argv)
     pthread_sigmask(SIG_BLOCK, &handled, &original);
 
     int64_t grace_ms = DEFAULT_GRACE_MS;
-    static const struct option opts[] = {
-        {"grace-ms", required_argument, NULL, OPT_GRACE},
-        {NULL, 0, NULL, 0},
-    };
-    ctl_extra_t extra = {opts, take_grace, &grace_ms};
+    ctl_extra_t extra = ctl_run_extra(&grace_ms);
     ctl_options_t o;
     int status = CTL_EXIT_USAGE;
     int first = ctl_options_parse(&o, CTL_OPT_IDENTITY | CTL_OPT_OPERANDS, argc, argv, &extra);

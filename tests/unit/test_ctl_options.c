@@ -14,33 +14,17 @@
 
 #include <cmocka.h>
 
+#include "ctl/ctl.h"
 #include "ctl/ctl_options.h"
 
 #define ARGC(a) ((int)(sizeof(a) / sizeof((a)[0])) - 1)
 
-static const char *const lease_vars[] = {
-    "LEASE_URL",
-    "LEASE_TOKEN",
-    "LEASE_ID",
-    "LEASE_FENCING_TOKEN",
-    "LEASE_EXPIRES_AT",
-    "LEASE_EXECUTION_ID",
-    "LEASE_TRACE_ID",
-    "LEASE_SERVICE_INSTANCE_ID",
-    "LEASE_TENANT_ID",
-    "LEASE_PROGRAM_ID",
-    "LEASE_TARGET_NAMESPACE",
-    "LEASE_TARGET_ID",
-    "LEASE_ACTOR_NAME",
-    "LEASE_WORKFLOW_NAME",
-    "LEASE_OPERATION_CLASS",
-};
-
 static int clear_env(void **state)
 {
     (void)state;
-    for (size_t i = 0; i < sizeof lease_vars / sizeof lease_vars[0]; i++)
-        unsetenv(lease_vars[i]);
+    /* the names run exports are the ones these tests set */
+    for (const char *const *name = ctl_run_exported_names; *name; name++)
+        unsetenv(*name);
     return 0;
 }
 
@@ -270,19 +254,12 @@ static void run_operands_follow_the_double_dash(void **state)
     ctl_options_free(&o);
 }
 
-static bool take_grace(void *ctx, int val, const char *arg)
-{
-    assert_int_equal(val, 1);
-    return ctl_parse_int(arg, 0, 100000, ctx);
-}
-
+/* run's own option table, the one ctl_run.c parses with */
 static void command_options_reach_their_handler(void **state)
 {
     (void)state;
-    static const struct option extra_opts[] = {{"grace-ms", required_argument, NULL, 1},
-                                               {NULL, 0, NULL, 0}};
     int64_t grace = -1;
-    ctl_extra_t extra = {extra_opts, take_grace, &grace};
+    ctl_extra_t extra = ctl_run_extra(&grace);
     char *argv[] = {"run", "--grace-ms",  "1500", "--tenant", "t",    "--program",
                     "p",   "--namespace", "n",    "--target", "x",    "--actor",
                     "a",   "--workflow",  "w",    "--",       "true", NULL};
@@ -294,6 +271,9 @@ static void command_options_reach_their_handler(void **state)
 
     char *bad[] = {"run", "--grace-ms", "soon", NULL};
     assert_int_equal(ctl_options_parse(&o, CTL_OPT_OPERANDS, ARGC(bad), bad, &extra),
+                     CTL_PARSE_USAGE);
+    char *over[] = {"run", "--grace-ms", "3600001", NULL};
+    assert_int_equal(ctl_options_parse(&o, CTL_OPT_OPERANDS, ARGC(over), over, &extra),
                      CTL_PARSE_USAGE);
 }
 
