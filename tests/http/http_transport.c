@@ -144,7 +144,8 @@ static void test_logs(void **state)
     char corr[64];
     snprintf(corr, sizeof corr, "%s", http_resp_str(r, "correlation_id"));
     http_resp_free(r);
-    usleep(100000);
+    /* the access line is written when the reply is done: wait for it */
+    assert_true(test_wait_until(30000, leased_proc_log_count(fx.srv, corr) > 0));
     char *log = leased_proc_log(fx.srv);
     assert_null(strstr(log, "lsk_"));
     assert_null(strstr(log, worker + 40)); /* not even part of the secret */
