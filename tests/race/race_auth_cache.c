@@ -36,6 +36,7 @@
 #include "lease/store_pg.h"
 #include "lease/token.h"
 #include "server/auth.h"
+#include "test_wait.h"
 #include "testpg.h"
 
 #define PEPPER "race-auth-pepper"
@@ -387,27 +388,20 @@ static void test_revocation_visible_within_ttl(void **state)
     lease_caller_t c;
     lease_code_t code;
     assert_true(authenticate(a, m.token, &c, &code));
+    /* the cached answer was fetched before this instant */
+    int64_t cached_by = lease_mono_now_ns();
 
     char *out = NULL;
-    int64_t revoked_at = lease_mono_now_ns();
     assert_int_equal(leasectl(&out, NULL, "credential", "revoke", m.id, NULL), 0);
     assert_non_null(strstr(out, "\"revoked\":true"));
     free(out);
 
-    /* Poll until refused: it must happen within the TTL (plus scheduling
-     * slack), and stay refused. */
-    int64_t refused_after_ms = -1;
-    while ((lease_mono_now_ns() - revoked_at) / 1000000 < ttl_ms + 2000) {
-        if (!authenticate(a, m.token, &c, &code)) {
-            assert_int_equal(code, INVALID_CREDENTIAL);
-            refused_after_ms = (lease_mono_now_ns() - revoked_at) / 1000000;
-            break;
-        }
-        lease_sleep_ms(10);
-    }
-    assert_true(refused_after_ms >= 0);
-    assert_true(refused_after_ms <= ttl_ms + 250);
-    for (int i = 0; i < 5; i++)
+    /* Until the TTL has run since the fetch the cached answer may still
+     * be used (the documented window); the first authentication after
+     * that asks the database and is refused, and it stays refused. The
+     * wait is for the cache's own clock to pass its TTL, not a guess. */
+    assert_true(test_wait_until(30000, lease_mono_now_ns() - cached_by > ttl_ms * 1000000));
+    for (int i = 0; i < 6; i++)
         expect_invalid(a, m.token);
 
     /* revoking again changes nothing and says so */

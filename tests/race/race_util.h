@@ -20,6 +20,7 @@
 #include "lease/clock.h"
 #include "lease/digest.h"
 #include "lease/store.h"
+#include "test_wait.h"
 #include "lease/store_pg.h"
 #include "testpg.h"
 
