@@ -36,6 +36,7 @@
 #include "ctl/ctl_options.h"
 #include "ctl/ctl_report.h"
 #include "lease/client.h"
+#include "lease/clock.h"
 #include "lease/worker.h"
 
 extern char **environ;

@@ -29,8 +29,10 @@ typedef struct lease_migration_plan {
     lease_migration_t *items; /* sorted by version */
 } lease_migration_plan_t;
 
-/* The migrations folder: $LEASE_MIGRATIONS_DIR, else the installed share
- * folder when it exists, else the source tree's. */
+/* The migrations folder: $LEASE_MIGRATIONS_DIR, else the share folder of
+ * the prefix the program is installed in (PREFIX/bin/leasectl reads
+ * PREFIX/share/leased/migrations), else the build tree's link to the
+ * source's migrations/. */
 const char *lease_migrations_dir(void);
 
 /* Applies every pending migration. Progress lines go to `log` (may be NULL).

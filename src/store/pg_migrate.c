@@ -14,7 +14,9 @@
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
+#include <limits.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* Arbitrary constant shared by every migrator ("leasemig" in ASCII). */
 #define MIGRATE_LOCK_KEY "7809644177848592743"
@@ -41,15 +43,45 @@ static void set_err(char *err, size_t errsz, const char *fmt, ...)
             *p = ' ';
 }
 
+/* <folder of the running program>/rel into out; true when it is a folder. */
+static bool beside_program(const char *rel, char *out, size_t outsz)
+{
+    char exe[PATH_MAX];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0)
+        return false;
+    exe[n] = '\0';
+    char *slash = strrchr(exe, '/');
+    if (!slash)
+        return false;
+    *slash = '\0';
+    int len = snprintf(out, outsz, "%s/%s", exe, rel); /* written even when absent */
+    struct stat st;
+    return len > 0 && (size_t)len < outsz && stat(out, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+/*
+ * No absolute path is compiled in, so an installed tree can move (and the
+ * binaries carry no path of the machine that built them). Found in order:
+ * $LEASE_MIGRATIONS_DIR; beside the program as installed
+ * (LEASE_MIGRATIONS_FROM_BINDIR, "../share/leased/migrations" from bin/);
+ * beside the program in a build tree ("migrations", a link CMake makes to
+ * the source's migrations/). Called from one thread (leasectl's main).
+ */
 const char *lease_migrations_dir(void)
 {
     const char *env = getenv("LEASE_MIGRATIONS_DIR");
     if (env && *env)
         return env;
-    struct stat st;
-    if (stat(LEASE_INSTALL_MIGRATIONS_DIR, &st) == 0 && S_ISDIR(st.st_mode))
-        return LEASE_INSTALL_MIGRATIONS_DIR;
-    return LEASE_SOURCE_MIGRATIONS_DIR;
+    static char installed[PATH_MAX + 64], build_tree[PATH_MAX + 64];
+    if (beside_program(LEASE_MIGRATIONS_FROM_BINDIR, installed, sizeof installed))
+        return installed;
+    if (beside_program("migrations", build_tree, sizeof build_tree))
+        return build_tree;
+    /* neither: the error that follows names the installed location */
+    if (!installed[0])
+        snprintf(installed, sizeof installed, "%s", LEASE_MIGRATIONS_FROM_BINDIR);
+    return installed;
 }
 
 void lease_migration_plan_free(lease_migration_plan_t *plan)
