@@ -18,11 +18,11 @@
 #include "lease/identity.h"
 #include "lease/result.h"
 
-#define LEASE_METADATA_MAX 2048  /* compact JSON text of the metadata object */
-#define LEASE_REASON_MAX 512     /* force-release / revoke reason */
-#define LEASE_DETAIL_MAX 160     /* a result's human detail (lease_result_t.detail) */
+#define LEASE_METADATA_MAX 2048 /* compact JSON text of the metadata object */
+#define LEASE_REASON_MAX 512    /* force-release / revoke reason */
+#define LEASE_DETAIL_MAX 160    /* a result's human detail (lease_result_t.detail) */
 #define LEASE_CORRELATION_MAX 64
-#define LEASE_FIELD_MAX 64       /* name of an offending request field */
+#define LEASE_FIELD_MAX 64 /* name of an offending request field */
 #define LEASE_PAGE_TOKEN_MAX 1024
 #define LEASE_SCOPE_ACTORS_MAX 32
 #define LEASE_COMMIT_WRITES_MAX 32
@@ -37,7 +37,7 @@ typedef enum lease_state {
     LEASE_STATE_REVOKED,  /* revoked by an administrator (security) */
 } lease_state_t;
 
-const char *lease_state_name(lease_state_t s);             /* "active", ... "" */
+const char *lease_state_name(lease_state_t s); /* "active", ... "" */
 LEASE_MUST_USE bool lease_state_parse(const char *s, lease_state_t *out);
 
 /* A lease as stored: active, or terminal from history. */
@@ -68,11 +68,11 @@ typedef struct lease_record {
 /* The answer of every single-lease operation. */
 typedef struct lease_result {
     lease_code_t code;
-    bool has_lease;                /* lease is filled */
+    bool has_lease; /* lease is filled */
     lease_record_t lease;
-    bool replayed;                 /* answered from the idempotency record */
-    lease_state_t current_state;   /* replays: the lease's state now */
-    int64_t retry_after_ms;        /* > 0 when a retry can help */
+    bool replayed;                   /* answered from the idempotency record */
+    lease_state_t current_state;     /* replays: the lease's state now */
+    int64_t retry_after_ms;          /* > 0 when a retry can help */
     char field[LEASE_FIELD_MAX + 1]; /* invalid_lease_request: offending field */
     /* lease_backend_unavailable: why, as a stable word ("namespace_sealed",
      * "token_limit"), else "". */
@@ -92,7 +92,7 @@ typedef struct lease_list_result {
     lease_code_t code;
     char field[LEASE_FIELD_MAX + 1];
     size_t count;
-    lease_record_t *leases; /* heap; lease_list_result_free */
+    lease_record_t *leases;                         /* heap; lease_list_result_free */
     char next_page_token[LEASE_PAGE_TOKEN_MAX + 1]; /* "" on the last page */
 } lease_list_result_t;
 
@@ -113,12 +113,12 @@ typedef struct lease_write {
 typedef struct lease_commit_result {
     lease_code_t code;
     bool replayed;
-    char field[LEASE_FIELD_MAX + 1];  /* e.g. "writes[1].expected_revision" */
+    char field[LEASE_FIELD_MAX + 1]; /* e.g. "writes[1].expected_revision" */
     int64_t retry_after_ms;
     size_t n_writes;
     /* per write: the document's new revision, or the outbox row id */
     int64_t revisions[LEASE_COMMIT_WRITES_MAX];
-    int64_t current_revision;         /* write_conflict: the revision found */
+    int64_t current_revision; /* write_conflict: the revision found */
 } lease_commit_result_t;
 
 #endif

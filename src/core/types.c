@@ -8,10 +8,8 @@
 #include <string.h>
 
 static const char *const state_names[] = {
-    [LEASE_STATE_NONE] = "",
-    [LEASE_STATE_ACTIVE] = "active",
-    [LEASE_STATE_EXPIRED] = "expired",
-    [LEASE_STATE_RELEASED] = "released",
+    [LEASE_STATE_NONE] = "",           [LEASE_STATE_ACTIVE] = "active",
+    [LEASE_STATE_EXPIRED] = "expired", [LEASE_STATE_RELEASED] = "released",
     [LEASE_STATE_REVOKED] = "revoked",
 };
 

@@ -295,9 +295,9 @@ static inline long long http_wait_lock_waiter(const char *db)
 {
     long long waiting = 0;
     (void)test_wait_until(30000, (waiting = testpg_query_int(
-                                db, "SELECT count(*) FROM pg_stat_activity WHERE "
-                                    "datname = current_database() AND application_name = "
-                                    "'leased' AND wait_event_type = 'Lock'")) > 0);
+                                      db, "SELECT count(*) FROM pg_stat_activity WHERE "
+                                          "datname = current_database() AND application_name = "
+                                          "'leased' AND wait_event_type = 'Lock'")) > 0);
     return waiting;
 }
 

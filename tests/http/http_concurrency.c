@@ -130,15 +130,14 @@ static int waits_logged(const leased_proc_t *srv)
 /* An acquire of target with wait_ms and deadline_ms (0: none), sent from a
  * thread of its own (http_pending_t; the caller frees p->body). */
 static void start_waiting_acquire(http_pending_t *p, const char *base, const char *token,
-                                  const char *rid, const char *target, int wait_ms,
-                                  int deadline_ms)
+                                  const char *rid, const char *target, int wait_ms, int deadline_ms)
 {
     json_t *b = parse_owned(acquire_body(rid, target));
     json_object_set_new(b, "wait_ms", json_integer(wait_ms));
     if (deadline_ms)
         json_object_set_new(b, "deadline_ms", json_integer(deadline_ms));
-    *p = (http_pending_t){.base = base, .path = "/v1/leases/acquire", .token = token,
-                          .body = dump(b)};
+    *p = (http_pending_t){
+        .base = base, .path = "/v1/leases/acquire", .token = token, .body = dump(b)};
     http_pending_start(p);
 }
 

@@ -25,7 +25,7 @@ static int setup(void **state)
 typedef struct client {
     int index;
     const char *base;
-    int *stop;   /* __atomic */
+    int *stop;        /* __atomic */
     int *acked_total; /* __atomic: acknowledged acquires of all clients */
     int acked;
     char **lease_ids;
@@ -104,8 +104,8 @@ static void test_no_acknowledged_operation_lost(void **state)
     client_t clients[CLIENTS];
     pthread_t th[CLIENTS];
     for (int i = 0; i < CLIENTS; i++) {
-        clients[i] = (client_t){
-            .index = i, .base = base, .stop = &stop, .acked_total = &acked_total};
+        clients[i] =
+            (client_t){.index = i, .base = base, .stop = &stop, .acked_total = &acked_total};
         pthread_create(&th[i], NULL, hammer, &clients[i]);
     }
     /* the clients get work done before the signal */

@@ -15,7 +15,7 @@
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
-            fprintf(stderr, "client_smoke: failed: %s (line %d)\n", #cond, __LINE__);             \
+            fprintf(stderr, "client_smoke: failed: %s (line %d)\n", #cond, __LINE__);              \
             return 1;                                                                              \
         }                                                                                          \
     } while (0)
@@ -24,8 +24,9 @@ int main(void)
 {
     CHECK(lease_client_new("ftp://127.0.0.1:1", NULL) == NULL);
 
-    lease_identity_input_t raw = {"Tenant-Main", "program-a", "starintel-target", "target_01",
-                                  "usernamegen", "default", NULL};
+    lease_identity_input_t raw = {"Tenant-Main", "program-a",   "starintel-target",
+                                  "target_01",   "usernamegen", "default",
+                                  NULL};
     lease_identity_t id;
     const char *bad = NULL;
     CHECK(lease_identity_normalize(&raw, &id, &bad));

@@ -409,8 +409,7 @@ static bool expired_on_its_own(const char *db_url, const lease_identity_t *id,
     snprintf(cond, sizeof cond, "lease_id = '%s' AND expires_at <= now()", lease->lease_id);
     if (race_count(db_url, "lease.locks", id, cond) == 1)
         return true;
-    snprintf(cond, sizeof cond,
-             "lease_id = '%s' AND state = 'expired' AND ended_at >= expires_at",
+    snprintf(cond, sizeof cond, "lease_id = '%s' AND state = 'expired' AND ended_at >= expires_at",
              lease->lease_id);
     return race_count(db_url, "lease.history", id, cond) == 1;
 }
