@@ -237,7 +237,14 @@ static void renew_racing_end(race_env_t *env, end_kind_t kind, int rounds, int *
             CHECK(hist.lease.renewed_at_ms == e.renew.lease.renewed_at_ms,
                   "renewed before the end, but history says renewed_at %lld (renew %lld)",
                   (long long)hist.lease.renewed_at_ms, (long long)e.renew.lease.renewed_at_ms);
-            CHECK(hist.lease.ended_at_ms >= e.renew.lease.renewed_at_ms, "ended after renewal");
+            /* The end decided on the renewed row (above), so it is ordered
+             * after the renewal. Its ended_at (its now()) is not compared
+             * with renewed_at: a transaction's timestamp is taken when its
+             * statement arrives, before its snapshot, and a renewal that
+             * runs entirely inside that gap (a backend descheduled on a
+             * loaded machine: 1 run in 100 under stress-ng) is seen by an
+             * end whose now() is earlier. docs/architecture.md ("the
+             * microsecond gap") says why that is harmless. */
         } else {
             CHECK(hist.lease.renewed_at_ms == e.lease.renewed_at_ms,
                   "a renewal answered lease_lost left a trace");
