@@ -328,7 +328,12 @@ static char *serializable_text(PGconn *conn, const store_pg_stmt_t *stmt)
         lits[i] = v ? PQescapeLiteral(conn, v, strlen(v)) : NULL;
         if (v && !lits[i])
             goto cleanup;
-        total += lits[i] ? strlen(lits[i]) : 4; /* NULL */
+    }
+    /* each occurrence of $n is replaced: a parameter may be used twice */
+    for (const char *r = stmt->sql; (r = strchr(r, '$')) != NULL; r++) {
+        long n = strtol(r + 1, NULL, 10);
+        if (n >= 1 && n <= stmt->nparams)
+            total += lits[n - 1] ? strlen(lits[n - 1]) : 4; /* NULL */
     }
     text = malloc(total);
     if (!text)
