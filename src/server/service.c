@@ -99,13 +99,15 @@ void leased_service_begin(leased_op_ctx_t *ctx, leased_op_t op, const char *corr
 /* The deadline of a request that has not named one yet (authentication). */
 static lease_deadline_t default_deadline(const leased_service_t *svc, const leased_op_ctx_t *ctx)
 {
-    lease_deadline_t d = {ctx->received_wall_ms + svc->cfg.default_deadline_ms,
-                          ctx->received_mono_ns + svc->cfg.default_deadline_ms * 1000000};
-    return d;
+    return lease_deadline_after(ctx->received_wall_ms, ctx->received_mono_ns,
+                                svc->cfg.default_deadline_ms);
 }
 
 /* Resolves the request's deadline relative to its receipt: the client's
- * (deadline_ms or deadline_at), else the default; never beyond the cap. */
+ * (deadline_ms or deadline_at), else the default; never beyond the cap.
+ * Client times may lie anywhere in years 0000..9999: the offset saturates
+ * instead of overflowing, and one in the past leaves a deadline that has
+ * passed (deadline_exceeded, the database untouched). */
 static void resolve_deadline(const leased_service_t *svc, const leased_op_ctx_t *ctx,
                              const leased_deadline_input_t *in, lease_call_t *call)
 {
@@ -115,15 +117,14 @@ static void resolve_deadline(const leased_service_t *svc, const leased_op_ctx_t 
         rel = in->ms;
         cls = "client";
     } else if (in->kind == LEASED_DEADLINE_ABSOLUTE) {
-        rel = in->ms - ctx->received_wall_ms;
+        rel = lease_time_sub_sat(in->ms, ctx->received_wall_ms);
         cls = "client";
     }
     if (rel > svc->cfg.max_deadline_ms) {
         rel = svc->cfg.max_deadline_ms;
         cls = "capped";
     }
-    call->deadline.wall_ms = ctx->received_wall_ms + rel;
-    call->deadline.mono_ns = ctx->received_mono_ns + rel * 1000000;
+    call->deadline = lease_deadline_after(ctx->received_wall_ms, ctx->received_mono_ns, rel);
     snprintf(call->deadline_class, sizeof call->deadline_class, "%s", cls);
 }
 
@@ -374,9 +375,10 @@ static lease_code_t acquire_attempt(leased_service_t *svc, const leased_op_ctx_t
         __atomic_load_n(&svc->stop_waiting, __ATOMIC_ACQUIRE))
         return code;
     int64_t now = lease_mono_now_ns();
-    int64_t wait_left = (ctx->received_mono_ns + req->wait_ms * 1000000 - now) / 1000000;
+    int64_t wait_end = lease_time_add_sat(ctx->received_mono_ns, lease_ms_to_ns_sat(req->wait_ms));
+    int64_t wait_left = lease_time_sub_sat(wait_end, now) / 1000000;
     int64_t deadline_left =
-        (req->u.acquire.call.deadline.mono_ns - now) / 1000000 - ATTEMPT_MARGIN_MS;
+        lease_time_sub_sat(req->u.acquire.call.deadline.mono_ns, now) / 1000000 - ATTEMPT_MARGIN_MS;
     int64_t room = min64(wait_left, deadline_left);
     if (room <= 0)
         return code;

@@ -9,6 +9,8 @@
  */
 #include "store/pg_codec.h"
 
+#include "lease/json_text.h"
+
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,12 +150,14 @@ static json_t *common_json(const lease_call_t *call, int64_t now_mono_ns)
     return built(o, ok);
 }
 
-/* Serializes and frees `o`; NULL when o is NULL or out of memory. */
+/* Serializes and frees `o`; NULL when o is NULL or out of memory. Reals
+ * (metadata, write bodies) go out in their shortest form: jsonb keeps the
+ * decimal text, and 0.1 must not be stored as 0.10000000000000001. */
 static char *finish(json_t *o, bool ok)
 {
     char *text = NULL;
     if (o && ok)
-        text = json_dumps(o, JSON_COMPACT);
+        text = lease_json_dumps(o, 0);
     json_decref(o);
     return text;
 }
