@@ -83,10 +83,12 @@ void leased_service_stop_waiting(leased_service_t *svc)
 }
 
 void leased_service_begin(leased_op_ctx_t *ctx, leased_op_t op, const char *correlation_id,
-                          const char *traceparent_trace_id, int64_t received_mono_ns)
+                          const char *traceparent_trace_id, const char *source,
+                          int64_t received_mono_ns)
 {
     memset(ctx, 0, sizeof *ctx);
     ctx->op = op;
+    snprintf(ctx->source, sizeof ctx->source, "%s", source ? source : "");
     snprintf(ctx->correlation_id, sizeof ctx->correlation_id, "%s", correlation_id);
     snprintf(ctx->trace_id, sizeof ctx->trace_id, "%s",
              traceparent_trace_id ? traceparent_trace_id : "");
@@ -234,6 +236,7 @@ static void audit(leased_service_t *svc, const leased_op_ctx_t *ctx, const lease
         ev.call.principal = ctx->caller.principal;
     if (req)
         event_from_request(&ev, req);
+    snprintf(ev.source_address, sizeof ev.source_address, "%s", ctx->source);
     if (res && res->has_lease) {
         bool visible = ctx->authenticated && (strcmp(res->lease.owner_principal_id,
                                                      ctx->caller.principal.principal_id) == 0 ||
@@ -245,7 +248,13 @@ static void audit(leased_service_t *svc, const leased_op_ctx_t *ctx, const lease
             ev.fencing_token = res->lease.fencing_token;
         }
     }
-    leased_audit_queue_push(svc->audit, &ev);
+    /* Refusals a caller can repeat at no cost to itself (no credential, or
+     * over its rate) are counted per source and window, so a flood of them
+     * costs the database one row per window, not one per request. */
+    if (!ctx->authenticated || code == LEASE_RATE_LIMITED)
+        leased_audit_queue_count(svc->audit, &ev);
+    else
+        leased_audit_queue_push(svc->audit, &ev);
 }
 
 void leased_service_audit_refusal(leased_service_t *svc, const leased_op_ctx_t *ctx,
@@ -255,16 +264,19 @@ void leased_service_audit_refusal(leased_service_t *svc, const leased_op_ctx_t *
 }
 
 bool leased_service_authenticate(leased_service_t *svc, leased_op_ctx_t *ctx,
-                                 const char *authorization, lease_code_t *code)
+                                 const char *authorization, lease_auth_gate_t *gate,
+                                 lease_code_t *code)
 {
     lease_deadline_t dl = default_deadline(svc, ctx);
     if (lease_deadline_passed(&dl)) {
         *code = DEADLINE_EXCEEDED;
-    } else if (lease_auth_authenticate(svc->auth, authorization, &dl, &ctx->caller, code)) {
+    } else if (lease_auth_authenticate_gated(svc->auth, authorization, &dl, gate, &ctx->caller,
+                                             code)) {
         ctx->authenticated = true;
         return true;
     }
-    if (*code != LEASE_BACKEND_UNAVAILABLE && *code != DEADLINE_EXCEEDED)
+    if (*code != LEASE_BACKEND_UNAVAILABLE && *code != DEADLINE_EXCEEDED &&
+        *code != LEASE_RATE_LIMITED)
         *code = INVALID_CREDENTIAL; /* one answer for every way a credential fails */
     audit(svc, ctx, NULL, NULL, *code, NULL);
     return false;

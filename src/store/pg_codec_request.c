@@ -388,6 +388,10 @@ static json_t *audit_event_json(const lease_audit_event_t *e)
     put_str_opt(o, "resulting_state", lease_state_name(e->resulting_state), &ok);
     put_str_opt(o, "reason", e->reason, &ok);
     put_str_opt(o, "incident_id", e->incident_id, &ok);
+    /* aggregated refusals (schema 14): one event standing for many */
+    if (e->event_count > 1)
+        put(o, "event_count", json_integer(e->event_count), &ok);
+    put_str_opt(o, "source_address", e->source_address, &ok);
     return built(o, ok);
 }
 
