@@ -291,6 +291,11 @@ static void refuse_socket(int fd, int status, lease_code_t code)
         free(reply);
     }
     shutdown(fd, SHUT_WR);
+    /* what the client already sent would make close() reset the
+     * connection, possibly before the answer is read: drop it first */
+    char sink[4096];
+    for (int i = 0; i < 16 && recv(fd, sink, sizeof sink, MSG_DONTWAIT) > 0; i++)
+        ;
     close(fd);
 }
 
@@ -692,7 +697,11 @@ static void process_lib(leased_gate_t *g, gate_conn_t *c, const char *data, size
                 replace_library_reply(g, c, 500);
                 return;
             }
-            if (!rh.ours) {
+            /* interim replies (100 Continue) are the library's own by
+             * design; any other without our correlation id is an error it
+             * made itself */
+            bool interim = rh.status >= 100 && rh.status < 200;
+            if (!rh.ours && !interim) {
                 replace_library_reply(g, c, rh.status);
                 return;
             }
@@ -701,8 +710,8 @@ static void process_lib(leased_gate_t *g, gate_conn_t *c, const char *data, size
                 return;
             }
             c->rhead.len = 0;
-            if (rh.status >= 100 && rh.status < 200)
-                break; /* interim (100 Continue): the reply proper follows */
+            if (interim)
+                break; /* the reply proper follows */
             if (c->is_head || rh.status == 204 || rh.status == 304 ||
                 (rh.has_length && rh.content_length == 0)) {
                 reply_done(g, c, rh.close);
