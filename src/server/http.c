@@ -6,9 +6,9 @@
  * request state is made, the route matched, an oversize Content-Length
  * answered at once), once per body chunk (appended, or discarded after
  * 64 KiB and answered 400 at the end), and once at the end. At the end a
- * health route is answered inline; a lease route passes the global
- * in-flight bound, the connection is suspended and the request queued to
- * a worker. The worker runs the route (blocking on the database), marks
+ * health route is answered inline; for a lease route the connection is
+ * suspended and the request queued to a worker (admission happens there,
+ * once the caller is known). The worker runs the route (blocking on the database), marks
  * the request done and resumes the connection; the next call of the
  * handler queues the reply. Every reply gets X-Correlation-Id.
  */
@@ -304,7 +304,6 @@ static void after_route(request_t *rq)
         lease_sleep_ms(rq->ex.again_after_ms);
         leased_routes_continue(h->app, &rq->ex);
     }
-    leased_admission_leave(h->app->admission);
     __atomic_store_n(&rq->state, RQ_DONE, __ATOMIC_RELEASE);
     /* Resume and count down under the mutex leased_http_stop takes: once
      * resumed, the reply may be sent and the request completed before this
@@ -366,15 +365,9 @@ static enum MHD_Result complete(request_t *rq)
         leased_routes_dispatch(h->app, ex);
         return send_reply(rq);
     }
-    int64_t retry_ms = 0;
-    if (!leased_admission_enter(h->app->admission, &retry_ms)) {
-        leased_op_ctx_t ctx;
-        leased_service_begin(&ctx, ex->route->op, ex->correlation_id, ex->trace_id, ex->source,
-                             ex->received_mono_ns);
-        leased_service_audit_refusal(h->app->service, &ctx, LEASE_RATE_LIMITED, NULL);
-        leased_routes_reply_error(ex, LEASE_RATE_LIMITED, NULL, retry_ms);
-        return send_reply(rq);
-    }
+    /* Admission (rates, shares, the global in-flight bound) happens on the
+     * worker once the caller is known (routes.c): the requests waiting for
+     * a worker are bounded by the connections, one request each. */
     /* Counting the suspension and checking for stop happen together, so
      * that leased_http_stop either sees this request or it never starts. */
     pthread_mutex_lock(&h->idle_mutex);
@@ -383,14 +376,12 @@ static enum MHD_Result complete(request_t *rq)
         __atomic_add_fetch(&h->suspended, 1, __ATOMIC_ACQ_REL);
     pthread_mutex_unlock(&h->idle_mutex);
     if (stopping) {
-        leased_admission_leave(h->app->admission);
         leased_routes_reply_error(ex, LEASE_BACKEND_UNAVAILABLE, NULL, 1000);
         return send_reply(rq);
     }
     __atomic_store_n(&rq->state, RQ_RUNNING, __ATOMIC_RELEASE);
     MHD_suspend_connection(rq->conn);
     if (!leased_work_queue_push(h->workers, run_job, rq)) {
-        leased_admission_leave(h->app->admission);
         leased_routes_reply_error(ex, LEASE_BACKEND_UNAVAILABLE, NULL, 1000);
         __atomic_store_n(&rq->state, RQ_DONE, __ATOMIC_RELEASE);
         pthread_mutex_lock(&h->idle_mutex);

@@ -5,7 +5,7 @@
  * bucket (429), credential (401; 429 when the address's failed
  * authentications used up its lookups), the credential's token bucket
  * (429), capability (403), the credential's and tenant's share of requests
- * in flight (429), then the handler: body decoding (400), an acquire that
+ * in flight (429), the global in-flight bound (429), then the handler: body decoding (400), an acquire that
  * may wait takes a waiting share (429), then the service operation.
  * Health, readiness and metrics need no credential and answer from memory
  * on the event thread.
@@ -237,7 +237,9 @@ static void release_claims(leased_app_t *app, leased_exchange_t *ex)
         leased_admission_unclaim(app->admission, c->credential_id, c->tenant_id, true);
     if (c->inflight)
         leased_admission_unclaim(app->admission, c->credential_id, c->tenant_id, false);
-    c->waiting = c->inflight = false;
+    if (c->global)
+        leased_admission_leave(app->admission);
+    c->waiting = c->inflight = c->global = false;
 }
 
 void leased_routes_continue(leased_app_t *app, leased_exchange_t *ex)
@@ -402,6 +404,16 @@ static bool admit(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx
         return false;
     }
     c->inflight = true;
+    /* the global bound last: a credential over its share never holds a
+     * global slot, so it cannot crowd out anyone else */
+    if (!leased_admission_enter(app->admission, &retry_ms)) {
+        leased_admission_unclaim(app->admission, c->credential_id, c->tenant_id, false);
+        c->inflight = false;
+        leased_service_audit_refusal(app->service, ctx, LEASE_RATE_LIMITED, NULL);
+        leased_routes_reply_error(ex, LEASE_RATE_LIMITED, NULL, retry_ms);
+        return false;
+    }
+    c->global = true;
     return true;
 }
 

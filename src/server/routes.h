@@ -40,6 +40,7 @@ typedef struct leased_route {
 
 /* The fair shares (admission.h) an exchange holds until its final reply. */
 typedef struct leased_claim {
+    bool global;   /* one of LEASE_MAX_INFLIGHT */
     bool inflight; /* one of the credential's and tenant's requests in flight */
     bool waiting;  /* an acquire that may wait (wait_ms > 0) */
     char credential_id[LEASE_ID_MAX + 1];
