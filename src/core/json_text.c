@@ -151,7 +151,7 @@ static void put_object(text_buf_t *b, json_t *v, size_t flags)
     {
         keys[i++] = key;
     }
-    if (flags & JSON_SORT_KEYS)
+    if ((flags & JSON_SORT_KEYS) && n > 1)
         qsort(keys, n, sizeof *keys, compare_keys);
     put(b, "{", 1);
     for (i = 0; i < n && !b->failed; i++) {

@@ -55,8 +55,8 @@ typedef struct share {
 
 struct leased_admission {
     int64_t max_inflight;
-    int64_t inflight;                          /* atomic */
-    uint64_t rejected_inflight;                /* atomic */
+    int64_t inflight;           /* atomic */
+    uint64_t rejected_inflight; /* atomic */
     leased_admission_limits_t limits;
     pthread_mutex_t mutex;
     bucket_table_t credentials, sources, failures;
@@ -95,7 +95,7 @@ leased_admission_t *leased_admission_new(int64_t rate_per_s, int64_t max_infligh
     adm->max_inflight = max_inflight;
     /* until configured: no bound beyond the global ones */
     adm->limits = (leased_admission_limits_t){max_inflight, max_inflight, max_inflight,
-                                              max_inflight, UNLIMITED, UNLIMITED};
+                                              max_inflight, UNLIMITED,    UNLIMITED};
     pthread_mutex_init(&adm->mutex, NULL);
     return adm;
 }

@@ -24,7 +24,7 @@ struct leased_app {
     leased_sweeper_t *sweeper;
     leased_codec_limits_t limits;
     struct leased_http *http; /* set once listening; for metrics */
-    int draining; /* atomic: set on SIGTERM, /readyz answers 503 from then on */
+    int draining;             /* atomic: set on SIGTERM, /readyz answers 503 from then on */
 };
 
 #endif

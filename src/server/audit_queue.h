@@ -23,9 +23,9 @@ typedef struct leased_audit_queue leased_audit_queue_t;
 
 typedef struct leased_audit_stats {
     size_t depth;
-    uint64_t written;  /* accepted by the store */
-    uint64_t dropped;  /* queue full */
-    uint64_t fallback; /* logged because the store failed */
+    uint64_t written;    /* accepted by the store */
+    uint64_t dropped;    /* queue full */
+    uint64_t fallback;   /* logged because the store failed */
     uint64_t aggregated; /* refusals counted into aggregated events */
 } leased_audit_stats_t;
 

@@ -321,8 +321,8 @@ static bool credential_get(lease_auth_t *auth, const char *id, const lease_deadl
                 else if (s->state == SLOT_EMPTY)
                     victim = s;
                 else if (s->state == SLOT_READY &&
-                         (!victim || (victim->state == SLOT_READY &&
-                                      s->fetched_ns < victim->fetched_ns)))
+                         (!victim ||
+                          (victim->state == SLOT_READY && s->fetched_ns < victim->fetched_ns)))
                     victim = s;
             }
             if (!present && victim) {

@@ -40,7 +40,7 @@ typedef struct leased_config {
     int64_t max_inflight_per_tenant;
     int64_t max_waiting_per_credential; /* acquires with wait_ms in flight */
     int64_t max_waiting_per_tenant;
-    int64_t source_rate_limit_per_s; /* per client address, before authentication */
+    int64_t source_rate_limit_per_s;  /* per client address, before authentication */
     int64_t auth_failure_limit_per_s; /* failed authentications per client address */
     int64_t auth_audit_window_ms;
     lease_log_level_t log_level;

@@ -438,7 +438,9 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     idle_signal(h);
 }
 
-static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+/* fmt is the library's own format string */
+__attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const char *fmt,
+                                                             va_list ap)
 {
     (void)cls;
     if (!LEASE_LOG_ENABLED(LEASE_LOG_WARN))

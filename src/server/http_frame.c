@@ -218,8 +218,7 @@ bool leased_http_parse_head(const char *buf, size_t len, leased_http_head_t *h,
     return true;
 }
 
-size_t leased_http_forward_head(const char *buf, size_t len, const leased_http_head_t *h,
-                                char *out)
+size_t leased_http_forward_head(const char *buf, size_t len, const leased_http_head_t *h, char *out)
 {
     size_t n = 0;
     memcpy(out + n, h->method, h->method_len);

@@ -32,18 +32,18 @@
 
 #include "lease/result.h"
 
-#define LEASED_HTTP_HEAD_MAX (16 * 1024)  /* request line + headers, bytes */
-#define LEASED_HTTP_HEADER_LINES_MAX 100  /* header fields per request */
-#define LEASED_HTTP_CHUNK_LINE_MAX 256    /* chunk-size line with extensions */
-#define LEASED_HTTP_TRAILER_MAX 4096      /* trailer section of a chunked body */
+#define LEASED_HTTP_HEAD_MAX (16 * 1024)   /* request line + headers, bytes */
+#define LEASED_HTTP_HEADER_LINES_MAX 100   /* header fields per request */
+#define LEASED_HTTP_CHUNK_LINE_MAX 256     /* chunk-size line with extensions */
+#define LEASED_HTTP_TRAILER_MAX 4096       /* trailer section of a chunked body */
 #define LEASED_HTTP_RESPONSE_HEAD_MAX 8192 /* what the gate buffers of a reply head */
 
 /* Why a request is refused: the answer's status, code and field. */
 typedef struct leased_http_reject {
-    int status;          /* 400, 408, 429, 503 */
-    lease_code_t code;   /* INVALID_LEASE_REQUEST, DEADLINE_EXCEEDED, ... */
-    const char *field;   /* "headers.content-length", "path", ...; static */
-    const char *reason;  /* for the log; static */
+    int status;         /* 400, 408, 429, 503 */
+    lease_code_t code;  /* INVALID_LEASE_REQUEST, DEADLINE_EXCEEDED, ... */
+    const char *field;  /* "headers.content-length", "path", ...; static */
+    const char *reason; /* for the log; static */
 } leased_http_reject_t;
 
 /* A request head that passed every rule. Pointers are into the caller's

@@ -64,10 +64,10 @@ typedef enum req_phase {
 } req_phase_t;
 
 typedef enum reply_phase {
-    RP_HEAD = 0,     /* expecting (more of) a reply head */
-    RP_BODY,         /* relaying rleft more body bytes */
-    RP_UNTIL_CLOSE,  /* a reply without length: it ends when the library closes */
-    RP_SWALLOW,      /* a library-made reply was replaced: drop what follows */
+    RP_HEAD = 0,    /* expecting (more of) a reply head */
+    RP_BODY,        /* relaying rleft more body bytes */
+    RP_UNTIL_CLOSE, /* a reply without length: it ends when the library closes */
+    RP_SWALLOW,     /* a library-made reply was replaced: drop what follows */
 } reply_phase_t;
 
 typedef struct byte_buf {
@@ -97,10 +97,10 @@ typedef struct gate_conn {
     uint32_t mask_client, mask_lib; /* interest registered */
     bool lib_parked;                /* lfd taken out of epoll (hung up while full) */
     req_phase_t phase;
-    bool first;                     /* no request finished on it yet */
-    int64_t recv_deadline_ns;       /* PH_HEAD, PH_BODY, PH_DISCARD, and PH_IDLE before the first */
-    int64_t idle_since_ns;          /* PH_IDLE */
-    int64_t out_progress_ns;        /* last write to the client while out was pending */
+    bool first;               /* no request finished on it yet */
+    int64_t recv_deadline_ns; /* PH_HEAD, PH_BODY, PH_DISCARD, and PH_IDLE before the first */
+    int64_t idle_since_ns;    /* PH_IDLE */
+    int64_t out_progress_ns;  /* last write to the client while out was pending */
     byte_buf_t in, to_lib, out;
     size_t scanned; /* bytes of `in` searched for the end of the head */
     size_t crlf_skipped;
@@ -114,12 +114,12 @@ typedef struct gate_conn {
     byte_buf_t rhead;
     uint64_t rleft;
     bool client_eof, lib_eof;
-    bool closing; /* send what is in `out`, then close */
+    bool closing;   /* send what is in `out`, then close */
     bool answered;  /* the gate answered (and closes): linger before closing */
     bool lingering; /* answered and shut down for writing: draining input */
     int64_t linger_deadline_ns;
     size_t lingered;
-    bool dead;    /* closed; freed at the end of the loop round */
+    bool dead; /* closed; freed at the end of the loop round */
 } gate_conn_t;
 
 struct leased_gate {

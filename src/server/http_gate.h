@@ -76,12 +76,12 @@ void leased_gate_quiesce(leased_gate_t *g);
 void leased_gate_stop(leased_gate_t *g, int64_t wait_ms);
 
 typedef struct leased_gate_stats {
-    int64_t open;                /* connections open now */
-    uint64_t refused_capacity;   /* past LEASE_MAX_CONNECTIONS */
-    uint64_t refused_source;     /* past LEASE_MAX_CONNECTIONS_PER_SOURCE */
-    uint64_t receive_timeouts;   /* 408: a request did not arrive in time */
-    uint64_t framing_refused;    /* requests refused by the framing rules */
-    uint64_t library_replies;    /* library-made replies replaced by the envelope */
+    int64_t open;              /* connections open now */
+    uint64_t refused_capacity; /* past LEASE_MAX_CONNECTIONS */
+    uint64_t refused_source;   /* past LEASE_MAX_CONNECTIONS_PER_SOURCE */
+    uint64_t receive_timeouts; /* 408: a request did not arrive in time */
+    uint64_t framing_refused;  /* requests refused by the framing rules */
+    uint64_t library_replies;  /* library-made replies replaced by the envelope */
 } leased_gate_stats_t;
 
 void leased_gate_stats(const leased_gate_t *g, leased_gate_stats_t *out);

@@ -135,6 +135,8 @@ static bool fail(decoder_t *d, const char *prefix, const char *name, const char 
     memcpy(d->err->field, prefix, a);
     memcpy(d->err->field + a, name, b);
     d->err->field[a + b] = '\0';
+    if (a + b == 0) /* a client's own empty key at the top: the body is wrong */
+        snprintf(d->err->field, sizeof d->err->field, "body");
     d->err->reason = reason;
     return false;
 }
@@ -292,8 +294,8 @@ static bool metadata_key_valid(const char *k)
 /* The metadata rules of interface.md: a flat object of at most 16 keys
  * [a-z0-9_]{1,64}, values string (<= 256 bytes), number (magnitude at most
  * 2^53-1, so jsonb gives back exactly the value sent) or boolean, at most
- * 2 KiB compact (reals in their shortest form). Stored with sorted keys so the request digest does not
- * depend on the client's key order. */
+ * 2 KiB compact (reals in their shortest form). Stored with sorted keys so the request digest does
+ * not depend on the client's key order. */
 static bool decode_metadata(decoder_t *d, json_t *body, char *out, size_t outsz)
 {
     static const char prefix[] = "metadata.";
@@ -553,9 +555,10 @@ static void path_at(const char *text, size_t len, size_t pos, char *out, size_t 
     } st[DEPTH];
     int depth = 0; /* frames in use; deeper nesting is tracked but not named */
     int overflow = 0;
+    bool top_closed = false; /* the top value ended: what follows is the body's fault */
     if (pos > len)
         pos = len;
-    for (size_t i = 0; i < pos; i++) {
+    for (size_t i = 0; i < pos && !top_closed; i++) {
         char c = text[i];
         struct frame *top = depth > 0 && !overflow ? &st[depth - 1] : NULL;
         if (c == '{' || c == '[') {
@@ -568,8 +571,8 @@ static void path_at(const char *text, size_t len, size_t pos, char *out, size_t 
         } else if (c == '}' || c == ']') {
             if (overflow)
                 overflow--;
-            else if (depth > 0)
-                depth--;
+            else if (depth > 0 && --depth == 0)
+                top_closed = true;
         } else if (c == ',' && top) {
             if (top->is_array)
                 top->index++;
@@ -592,6 +595,8 @@ static void path_at(const char *text, size_t len, size_t pos, char *out, size_t 
     }
     size_t used = 0;
     out[0] = '\0';
+    if (top_closed)
+        depth = 0;
     for (int f = 0; f < depth && used < outsz; f++) {
         int n;
         if (st[f].is_array)

@@ -64,7 +64,8 @@ static json_t *lease_json(const lease_record_t *rec, const leased_view_t *view)
         /* "null" marks stored metadata the result decoder could not read
          * (docs/api.md "Numbers"): shown as null, never as an empty object */
         json_error_t jerr;
-        json_t *md = rec->metadata_json[0] ? json_loads(rec->metadata_json, JSON_DECODE_ANY, &jerr) : NULL;
+        json_t *md =
+            rec->metadata_json[0] ? json_loads(rec->metadata_json, JSON_DECODE_ANY, &jerr) : NULL;
         if (json_is_null(md))
             json_object_set_new(o, "metadata", md);
         else

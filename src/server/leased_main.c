@@ -71,12 +71,10 @@ static bool build(parts_t *p, char *err, size_t errsz)
     p->service = p->auth && p->audit ? leased_service_new(p->store, p->auth, p->audit, &sc) : NULL;
     p->admission = leased_admission_new(cfg->rate_limit_per_s, cfg->max_inflight);
     if (p->admission) {
-        leased_admission_limits_t lim = {cfg->max_inflight_per_credential,
-                                         cfg->max_inflight_per_tenant,
-                                         cfg->max_waiting_per_credential,
-                                         cfg->max_waiting_per_tenant,
-                                         cfg->source_rate_limit_per_s,
-                                         cfg->auth_failure_limit_per_s};
+        leased_admission_limits_t lim = {
+            cfg->max_inflight_per_credential, cfg->max_inflight_per_tenant,
+            cfg->max_waiting_per_credential,  cfg->max_waiting_per_tenant,
+            cfg->source_rate_limit_per_s,     cfg->auth_failure_limit_per_s};
         leased_admission_configure(p->admission, &lim);
     }
     if (p->audit)

@@ -215,8 +215,7 @@ char *leased_metrics_render(const leased_metrics_t *m, const leased_metrics_gaug
             "Requests refused by the HTTP framing rules (answered 400 and closed).",
             g->framing_refused);
     counter(&t, "leased_http_library_replies_replaced_total",
-            "Error replies of the HTTP library replaced by the JSON envelope.",
-            g->library_replies);
+            "Error replies of the HTTP library replaced by the JSON envelope.", g->library_replies);
     counter(&t, "leased_audit_refusals_aggregated_total",
             "Refusals counted into aggregated audit events (one per source and window).",
             g->audit_aggregated);

@@ -76,8 +76,8 @@ void leased_service_begin(leased_op_ctx_t *ctx, leased_op_t op, const char *corr
  * DEADLINE_EXCEEDED (audited, aggregated per source: see
  * leased_audit_queue_count). gate may be NULL. */
 LEASE_MUST_USE bool leased_service_authenticate(leased_service_t *svc, leased_op_ctx_t *ctx,
-                                                const char *authorization,
-                                                lease_auth_gate_t *gate, lease_code_t *code);
+                                                const char *authorization, lease_auth_gate_t *gate,
+                                                lease_code_t *code);
 
 /* Whether the caller holds one of caps_any; else false with *code
  * ACCESS_DENIED (audited). */

@@ -147,7 +147,8 @@ const char *raw_header(const raw_resp_t *r, const char *name)
 {
     static __thread char value[512];
     size_t n = strlen(name);
-    for (const char *line = strstr(r->head, "\r\n"); line && line[2]; line = strstr(line + 2, "\r\n")) {
+    for (const char *line = strstr(r->head, "\r\n"); line && line[2];
+         line = strstr(line + 2, "\r\n")) {
         const char *l = line + 2;
         if (strncasecmp(l, name, n) == 0 && l[n] == ':') {
             const char *v = l + n + 1;

@@ -22,10 +22,10 @@ typedef struct raw_conn raw_conn_t;
 
 typedef struct raw_resp {
     int status;
-    char *head;    /* status line and headers, NUL-terminated */
-    char *body;    /* NUL-terminated */
+    char *head; /* status line and headers, NUL-terminated */
+    char *body; /* NUL-terminated */
     size_t body_len;
-    json_t *json;  /* body parsed, or NULL */
+    json_t *json; /* body parsed, or NULL */
 } raw_resp_t;
 
 /* Connects to 127.0.0.1:port from local_addr (e.g. "127.0.0.2"; NULL: any).

@@ -181,9 +181,9 @@ char *testpg_state_digest(const char *url)
      * refused request is audited: that is its one allowed trace). A table a
      * later migration drops or renames is skipped, not an error. */
     static const char *const tables[] = {
-        "lease.locks",      "lease.lease_index", "lease.history",          "lease.idempotency",
-        "lease.fence_marks", "lease.fenced_documents", "lease.outbox",     "lease.quarantine",
-        "lease.recoveries", "lease.credentials", "lease.namespace_state", "lease.policy",
+        "lease.locks",       "lease.lease_index",      "lease.history",         "lease.idempotency",
+        "lease.fence_marks", "lease.fenced_documents", "lease.outbox",          "lease.quarantine",
+        "lease.recoveries",  "lease.credentials",      "lease.namespace_state", "lease.policy",
     };
     size_t cap = 64 * (sizeof tables / sizeof tables[0]) + 1, used = 0;
     char *out = calloc(1, cap);

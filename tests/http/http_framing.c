@@ -289,9 +289,9 @@ static void test_wellformed_still_served(void **state)
     assert_non_null(c);
     size_t big = 70000;
     char *text = malloc(big + 256);
-    int n = snprintf(text, big + 256,
-                     "POST /v1/leases/inspect HTTP/1.1\r\nHost: leased\r\nContent-Length: %zu\r\n\r\n",
-                     big);
+    int n = snprintf(
+        text, big + 256,
+        "POST /v1/leases/inspect HTTP/1.1\r\nHost: leased\r\nContent-Length: %zu\r\n\r\n", big);
     memset(text + n, ' ', big);
     assert_true(raw_send_bytes(c, text, (size_t)n + big));
     free(text);
@@ -357,10 +357,8 @@ static void test_wellformed_still_served(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_smuggling_refused),
-        cmocka_unit_test(test_paths_canonical),
-        cmocka_unit_test(test_long_query_string),
-        cmocka_unit_test(test_errors_in_envelope),
+        cmocka_unit_test(test_smuggling_refused),       cmocka_unit_test(test_paths_canonical),
+        cmocka_unit_test(test_long_query_string),       cmocka_unit_test(test_errors_in_envelope),
         cmocka_unit_test(test_wellformed_still_served),
     };
     return cmocka_run_group_tests(tests, setup, http_fx_teardown);

@@ -22,8 +22,7 @@ static int setup(void **state)
 }
 
 /* An acquire body of target whose metadata is the raw JSON text given. */
-static char *acquire_with_metadata(const char *request_id, const char *target,
-                                   const char *metadata)
+static char *acquire_with_metadata(const char *request_id, const char *target, const char *metadata)
 {
     char *base = acquire_body(request_id, target);
     size_t n = strlen(base) + strlen(metadata) + 32;
@@ -39,8 +38,17 @@ static void test_metadata_numbers_refused(void **state)
 {
     (void)state;
     static const char *const bad[] = {
-        "1e19", "9.3e18", "12345678901234567890.5", "1e300", "12345678901234567890",
-        "9007199254740992", "-9007199254740992", "-1e400", "1e400", "NaN", "Infinity",
+        "1e19",
+        "9.3e18",
+        "12345678901234567890.5",
+        "1e300",
+        "12345678901234567890",
+        "9007199254740992",
+        "-9007199254740992",
+        "-1e400",
+        "1e400",
+        "NaN",
+        "Infinity",
         "-0.1e17",
     };
     char *before = testpg_state_digest(fx.db);
@@ -88,8 +96,11 @@ static void test_metadata_numbers_round_trip(void **state)
     static const struct {
         const char *key, *value;
     } stored[] = {
-        {"r", "0.1"},    {"i", "9007199254740991"}, {"neg", "-2.5"},
-        {"small", "-9007199254740991"}, {"third", "0.3333333333333333"},
+        {"r", "0.1"},
+        {"i", "9007199254740991"},
+        {"neg", "-2.5"},
+        {"small", "-9007199254740991"},
+        {"third", "0.3333333333333333"},
     };
     for (size_t i = 0; i < sizeof stored / sizeof stored[0]; i++) {
         char sql[256];

@@ -54,8 +54,8 @@ static char *other_tenant_acquire(const char *request_id, const char *target)
     json_t *id = identity_json(target);
     json_object_set_new(id, "tenant_id", json_string("tenant-other"));
     return dump(json_pack("{s:s, s:o, s:s, s:s, s:s}", "request_id", request_id, "lock_identity",
-                          id, "service_instance_id", "inst_o", "execution_id", "exec_o",
-                          "job_id", "job_o"));
+                          id, "service_instance_id", "inst_o", "execution_id", "exec_o", "job_id",
+                          "job_o"));
 }
 
 static void test_flood_of_waiting_acquires(void **state)
@@ -121,8 +121,9 @@ static void test_flood_of_waiting_acquires(void **state)
         raw_resp_free(r);
         raw_close(conns[i]);
     }
-    fprintf(stderr, "starvation: %d waiting acquires of one credential: %d waited (409), %d "
-                    "refused (429); another tenant's 20 acquires all 200\n",
+    fprintf(stderr,
+            "starvation: %d waiting acquires of one credential: %d waited (409), %d "
+            "refused (429); another tenant's 20 acquires all 200\n",
             FLOOD, conflicts, limited);
     assert_true(conflicts >= 1 && conflicts <= WAITING_SHARE);
     assert_int_equal(conflicts + limited, FLOOD);

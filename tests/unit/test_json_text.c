@@ -90,10 +90,18 @@ static void test_number_bound(void **state)
         const char *text;
         bool safe;
     } cases[] = {
-        {"9007199254740991", true},  {"-9007199254740991", true}, {"9007199254740992", false},
-        {"9200000000000000000", false}, {"0.1", true},            {"9007199254740991.0", true},
-        {"1e19", false},             {"-1e300", false},           {"12345678901234567890.5", false},
-        {"0", true},                 {"\"1\"", false},            {"true", false},
+        {"9007199254740991", true},
+        {"-9007199254740991", true},
+        {"9007199254740992", false},
+        {"9200000000000000000", false},
+        {"0.1", true},
+        {"9007199254740991.0", true},
+        {"1e19", false},
+        {"-1e300", false},
+        {"12345678901234567890.5", false},
+        {"0", true},
+        {"\"1\"", false},
+        {"true", false},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         json_error_t err;

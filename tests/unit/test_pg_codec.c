@@ -483,8 +483,8 @@ static void test_decode_malformed(void **state)
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         lease_result_t r;
         memset(&r, 0x5a, sizeof r);
-        lease_code_t want = store_pg_op_read_only(cases[i].op) ? LEASE_BACKEND_UNAVAILABLE
-                                                               : LEASE_OUTCOME_UNKNOWN;
+        lease_code_t want =
+            store_pg_op_read_only(cases[i].op) ? LEASE_BACKEND_UNAVAILABLE : LEASE_OUTCOME_UNKNOWN;
         lease_code_t c = store_pg_decode_result(cases[i].op, cases[i].text, &r);
         if (c != want || r.code != want || r.has_lease || r.replayed || r.lease.fencing_token != 0)
             fail_msg("case %zu decoded to %s", i, lease_code_name(c));
@@ -591,8 +591,8 @@ static void test_decode_metadata_numbers(void **state)
 
     /* a list with one lease whose metadata holds such a value lists both */
     lease_list_result_t l;
-    snprintf(text, sizeof text, "{\"code\":\"lease_listed\",\"leases\":[%s,%.*s%s%s]}",
-             LEASE_JSON, (int)(strstr(LEASE_JSON, "\"metadata\"") - LEASE_JSON), LEASE_JSON,
+    snprintf(text, sizeof text, "{\"code\":\"lease_listed\",\"leases\":[%s,%.*s%s%s]}", LEASE_JSON,
+             (int)(strstr(LEASE_JSON, "\"metadata\"") - LEASE_JSON), LEASE_JSON,
              "\"metadata\":{\"n\":1e19999}",
              strstr(LEASE_JSON, "\"metadata\"") + strlen("\"metadata\":{\"z\":1,\"a\":\"x\"}"));
     assert_int_equal(store_pg_decode_list(STORE_PG_OP_LIST_BY_PROGRAM, text, &l), LEASE_LISTED);
@@ -792,9 +792,8 @@ int main(void)
         cmocka_unit_test(test_encode_reads),     cmocka_unit_test(test_encode_commit),
         cmocka_unit_test(test_encode_audit),     cmocka_unit_test(test_decode_success),
         cmocka_unit_test(test_decode_malformed), cmocka_unit_test(test_decode_metadata_numbers),
-        cmocka_unit_test(test_decode_list),
-        cmocka_unit_test(test_decode_commit),    cmocka_unit_test(test_decode_internal),
-        cmocka_unit_test(test_op_table),
+        cmocka_unit_test(test_decode_list),      cmocka_unit_test(test_decode_commit),
+        cmocka_unit_test(test_decode_internal),  cmocka_unit_test(test_op_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
