@@ -589,8 +589,11 @@ bool leased_http_stop(leased_http_t *h, int64_t wait_ms)
     pthread_mutex_unlock(&h->idle_mutex);
     if (busy)
         return false;
-    /* the library's ends close; the gate delivers what they held, then
-     * closes the clients */
+    /* no new connection may be handed to a stopped library: the listener
+     * closes first (a no-op after a drain's quiesce); then the library's
+     * ends close, and the gate delivers what they held and closes the
+     * clients */
+    leased_gate_quiesce(h->gate);
     MHD_stop_daemon(h->daemon);
     leased_gate_stop(h->gate, GATE_DRAIN_MS);
     leased_work_queue_free(h->workers);
