@@ -331,13 +331,6 @@ static bool check_relations(const leased_config_t *cfg, char *err, size_t errsz)
         snprintf(err, errsz, "database url: set LEASE_DATABASE_URL or --database-url");
         return false;
     }
-    if (cfg->max_connections_per_source > cfg->max_connections) {
-        snprintf(err, errsz,
-                 "connections per source (%lld) exceed the connection limit (%lld): "
-                 "LEASE_MAX_CONNECTIONS_PER_SOURCE must be <= LEASE_MAX_CONNECTIONS",
-                 (long long)cfg->max_connections_per_source, (long long)cfg->max_connections);
-        return false;
-    }
     if (cfg->default_deadline_ms > cfg->max_deadline_ms) {
         snprintf(err, errsz,
                  "default deadline (%lld ms) exceeds the maximum deadline (%lld ms): "

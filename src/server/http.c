@@ -490,7 +490,9 @@ leased_http_t *leased_http_start(leased_app_t *app, char *err, size_t errsz)
     /* the logger option comes first so that even option errors reach it */
     h->daemon = MHD_start_daemon(
         flags, 0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections + 16,
+        /* the gate enforces LEASE_MAX_CONNECTIONS; the library's own limit
+         * only has to cover ends it has not finished closing */
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections * 2 + 64,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)0, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
         (size_t)CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
         MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1, MHD_OPTION_END);
@@ -502,7 +504,10 @@ leased_http_t *leased_http_start(leased_app_t *app, char *err, size_t errsz)
         .host = cfg->listen_host,
         .port = cfg->listen_port,
         .max_connections = cfg->max_connections,
-        .max_per_source = cfg->max_connections_per_source,
+        /* a per-source cap above the global one is the global one */
+        .max_per_source = cfg->max_connections_per_source < cfg->max_connections
+                              ? cfg->max_connections_per_source
+                              : cfg->max_connections,
         .receive_timeout_ms = cfg->receive_timeout_ms,
         .idle_timeout_ms = cfg->idle_timeout_ms,
         .body_max = LEASED_BODY_MAX,

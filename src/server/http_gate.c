@@ -448,6 +448,11 @@ static bool may_answer(const gate_conn_t *c)
  */
 static void answer(leased_gate_t *g, gate_conn_t *c, const leased_http_reject_t *rej, bool close)
 {
+    if (c->closing) {
+        /* already ending after what `out` holds: nothing more is said */
+        close_lib(g, c);
+        return;
+    }
     if (!may_answer(c)) {
         /* a library reply is half out: nothing can be said; just close */
         c->closing = true;
@@ -632,12 +637,12 @@ static void reply_done(leased_gate_t *g, gate_conn_t *c, bool library_closes)
         return; /* an early reply (before the whole body): the library closes */
     c->lib_has_request = false;
     c->first = false;
+    c->phase = PH_IDLE; /* nothing is awaited any more */
+    c->idle_since_ns = lease_mono_now_ns();
     if (library_closes || c->client_eof || !c->keep_alive) {
         c->closing = true;
         return;
     }
-    c->phase = PH_IDLE;
-    c->idle_since_ns = lease_mono_now_ns();
     process_in(g, c); /* a pipelined request */
 }
 

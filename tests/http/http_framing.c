@@ -351,6 +351,19 @@ static void test_wellformed_still_served(void **state)
     assert_int_equal(r->status, 200);
     assert_string_equal(raw_str(r, "code"), "lease_inspected");
     raw_resp_free(r);
+
+    /* Connection: close: exactly one reply, then the close */
+    for (int i = 0; i < 20; i++) {
+        assert_true(raw_send(c, i < 19 ? "GET /healthz HTTP/1.1\r\nHost: leased\r\n\r\n"
+                                       : "GET /healthz HTTP/1.1\r\nHost: leased\r\n"
+                                         "Connection: close\r\n\r\n"));
+        r = raw_read(c, 10000);
+        assert_non_null(r);
+        assert_int_equal(r->status, 200);
+        raw_resp_free(r);
+    }
+    assert_null(raw_read(c, 10000));
+    assert_true(raw_closed(c, 10000));
     raw_close(c);
 }
 
