@@ -540,6 +540,14 @@ lease_code_t leased_service_run(leased_service_t *svc, leased_op_ctx_t *ctx, lea
 lease_code_t leased_service_run_again(leased_service_t *svc, leased_op_ctx_t *ctx,
                                       leased_request_t *req, leased_outcome_t *out)
 {
+    /* The pause was planned to end before the deadline; a busy machine may
+     * run it late. Then the answer is the conflict this request already
+     * saw (true when it was seen), not deadline_exceeded for an attempt
+     * that never began. */
+    if (lease_deadline_passed(&req->u.acquire.call.deadline)) {
+        out->again_after_ms = 0;
+        return finish(svc, ctx, req, out);
+    }
     out->code = acquire_attempt(svc, ctx, req, out);
     if (out->again_after_ms > 0)
         return out->code;
