@@ -38,7 +38,7 @@ static void test_async_failover_never_regresses_a_token(void **state)
 
     /* the replica stops: the primary acknowledges what it will never see */
     testpair_run(pair, "stop", "replica");
-    drill_set_phase(&d, DRILL_LAGGING);
+    drill_set_phase(&d, DRILL_UNREPLICATED);
     drill_wait_acks(&d, 100);
 
     testpair_run(pair, "kill", "primary");
@@ -56,11 +56,11 @@ static void test_async_failover_never_regresses_a_token(void **state)
 
     /* the promoted database really lacks acknowledged acquisitions (the
      * drill tested the dangerous case), and it records why it is sealed */
-    long lost = drill_missing_tokens(&d, replica, DRILL_LAGGING);
+    long lost = drill_missing_tokens(&d, replica, DRILL_STREAMING, DRILL_UNREPLICATED, 0);
     int behind = 0; /* identities whose counter is below an acknowledged token */
     for (int id = 0; id < DRILL_IDENTITIES; id++)
         behind += drill_counter(replica, d.ids[id].target) <
-                  drill_token_between(&d, id, DRILL_STREAMING, DRILL_LAGGING, false);
+                  drill_token_between(&d, id, DRILL_STREAMING, DRILL_UNREPLICATED, false);
     assert_true(lost > 0);
     assert_true(behind > 0);
     char *why = testpg_query_value(replica, "SELECT sealed_reason FROM lease.namespace_state "
@@ -102,12 +102,12 @@ static void test_async_failover_never_regresses_a_token(void **state)
         assert_true(after > before);
     }
 
-    printf("drill async: acknowledged before the kill %ld (streaming %ld, lagging %ld), "
+    printf("drill async: acknowledged before the kill %ld (streaming %ld, unreplicated %ld), "
            "lost by the replica %ld (identities behind %d), refused sealed after promotion %ld, other refusals %ld, "
            "promote issued -> first sealed answer %.0f ms, acknowledged after recovery %ld, "
            "violations %ld, conflicts %ld, released %ld, total %.1f s\n",
-           d.acked[DRILL_STREAMING] + d.acked[DRILL_LAGGING], d.acked[DRILL_STREAMING],
-           d.acked[DRILL_LAGGING], lost, behind, d.sealed[DRILL_PROMOTED],
+           d.acked[DRILL_STREAMING] + d.acked[DRILL_UNREPLICATED], d.acked[DRILL_STREAMING],
+           d.acked[DRILL_UNREPLICATED], lost, behind, d.sealed[DRILL_PROMOTED],
            drill_sum(&d, d.other, DRILL_KILLED, DRILL_PROMOTED),
            drill_ms(d.promote_issued_ns, d.first_sealed_ns),
            drill_sum(&d, d.acked, DRILL_RECOVERING, DRILL_RECOVERED), violations, d.conflicts, d.released,

@@ -46,7 +46,8 @@ static const char *const drill_leased_env[] = {"LEASE_RATE_LIMIT=100000/s", NULL
 
 typedef enum drill_phase {
     DRILL_STREAMING,  /* primary up, replica streaming */
-    DRILL_LAGGING,    /* replica stopped: it misses what the primary acknowledges */
+    DRILL_UNREPLICATED, /* what the primary acknowledges now the new database will lack
+                         * (replica stopped, or after the restore target) */
     DRILL_KILLED,     /* the primary is dead (immediate shutdown) */
     DRILL_PROMOTED,   /* the replica (or a restore) accepts writes */
     DRILL_RECOVERING, /* leasectl recover is running */
@@ -55,7 +56,7 @@ typedef enum drill_phase {
 } drill_phase_t;
 
 static const char *const drill_phase_names[DRILL_PHASES] = {
-    "streaming", "lagging", "killed", "promoted", "recovering", "recovered"};
+    "streaming", "unreplicated", "killed", "promoted", "recovering", "recovered"};
 
 /* One acknowledged (200 lease_acquired) acquisition. */
 typedef struct drill_ack {
@@ -477,12 +478,13 @@ static inline long long drill_counter(const char *url, const char *target)
 }
 
 /*
- * How many acquisitions acknowledged for requests started in phase `last`
- * or earlier the database at url does not know: no lease with that
- * identity and token in lease.history or lease.locks. Zero means no
- * acknowledged acquisition was lost.
+ * How many acquisitions acknowledged for requests started in phases
+ * [from, to] (and, when replied_before_ns is not 0, answered before it) the
+ * database at url does not know: no lease with that identity and token in
+ * lease.history or lease.locks. Zero means none of them was lost.
  */
-static inline long drill_missing_tokens(drill_t *d, const char *url, drill_phase_t last)
+static inline long drill_missing_tokens(drill_t *d, const char *url, drill_phase_t from,
+                                        drill_phase_t to, int64_t replied_before_ns)
 {
     long missing = 0;
     for (int id = 0; id < DRILL_IDENTITIES; id++) {
@@ -491,12 +493,14 @@ static inline long drill_missing_tokens(drill_t *d, const char *url, drill_phase
         list[0] = '\0';
         pthread_mutex_lock(&d->mu);
         for (size_t k = 0; k < d->ids[id].n; k++) {
-            if (d->ids[id].acks[k].start_phase > last)
+            const drill_ack_t *a = &d->ids[id].acks[k];
+            if (a->start_phase < from || a->start_phase > to ||
+                (replied_before_ns && a->reply_ns >= replied_before_ns))
                 continue;
             if (cap - len < 32)
                 list = realloc(list, cap *= 2);
             len += (size_t)snprintf(list + len, cap - len, "%s%lld", len ? "," : "",
-                                    (long long)d->ids[id].acks[k].token);
+                                    (long long)a->token);
         }
         pthread_mutex_unlock(&d->mu);
         size_t sqlsz = len + 512;
