@@ -8,7 +8,8 @@
  * replica started and promoted: it lacks acquisitions that were
  * acknowledged, so it must never decide one. Asserted: no acknowledged
  * token reused or lowered; every acquisition answered after the promotion
- * and before recovery is 503 namespace_sealed; /readyz says sealed; a
+ * and before recovery is 503 namespace_sealed; /readyz says
+ * database_unreachable while no read-write database answers, then sealed; a
  * high-priority audit row and the metrics record it; leased never
  * restarts; `leasectl recover` on the promoted database unseals and every
  * identity's next token is greater than every token acknowledged before.
@@ -22,10 +23,12 @@ static void test_async_failover_never_regresses_a_token(void **state)
     testpair_t *pair = testpair_new();
     char *primary = testpair_url(pair, "primary", "postgres");
     char *replica = testpair_url(pair, "replica", "postgres");
-    char *token = leased_proc_credential(
-        primary, &(leased_cred_spec_t){.principal = "prn_drill", .tenant = TENANT,
-                                       .program = PROGRAM, .capabilities = WORKER_CAPS},
-        NULL);
+    char *token = leased_proc_credential(primary,
+                                         &(leased_cred_spec_t){.principal = "prn_drill",
+                                                               .tenant = TENANT,
+                                                               .program = PROGRAM,
+                                                               .capabilities = WORKER_CAPS},
+                                         NULL);
     testpair_run(pair, "replica", "async");
     char *both = testpair_multi_url(pair, "primary,replica", "postgres");
     leased_proc_t *srv = leased_proc_start(both, drill_leased_env);
@@ -43,6 +46,8 @@ static void test_async_failover_never_regresses_a_token(void **state)
 
     testpair_run(pair, "kill", "primary");
     drill_set_phase(&d, DRILL_KILLED);
+    /* readiness follows each phase: no read-write database now */
+    drill_wait_readyz(base, 503, "database_unreachable");
     testpair_run(pair, "start", "replica");
     d.promote_issued_ns = drill_now_ns();
     testpair_run(pair, "promote", "replica");
@@ -68,10 +73,10 @@ static void test_async_failover_never_regresses_a_token(void **state)
                                             "'timeline changed from 1 to 2%'");
     assert_non_null(why);
     free(why);
-    assert_true(testpg_query_int(replica, "SELECT count(*) FROM lease.audit_events WHERE "
-                                          "event_type = 'target_lease_alert' AND priority = "
-                                          "'high' AND reason LIKE 'namespace sealed: timeline%'") ==
-                1);
+    assert_true(testpg_query_int(replica,
+                                 "SELECT count(*) FROM lease.audit_events WHERE "
+                                 "event_type = 'target_lease_alert' AND priority = "
+                                 "'high' AND reason LIKE 'namespace sealed: timeline%'") == 1);
 
     /* recovery on the promoted database, leased still running */
     drill_set_phase(&d, DRILL_RECOVERING);
@@ -102,16 +107,18 @@ static void test_async_failover_never_regresses_a_token(void **state)
         assert_true(after > before);
     }
 
-    printf("drill async: acknowledged before the kill %ld (streaming %ld, unreplicated %ld), "
-           "lost by the replica %ld (identities behind %d), refused sealed after promotion %ld, other refusals %ld, "
-           "promote issued -> first sealed answer %.0f ms, acknowledged after recovery %ld, "
-           "violations %ld, conflicts %ld, released %ld, total %.1f s\n",
-           d.acked[DRILL_STREAMING] + d.acked[DRILL_UNREPLICATED], d.acked[DRILL_STREAMING],
-           d.acked[DRILL_UNREPLICATED], lost, behind, d.sealed[DRILL_PROMOTED],
-           drill_sum(&d, d.other, DRILL_KILLED, DRILL_PROMOTED),
-           drill_ms(d.promote_issued_ns, d.first_sealed_ns),
-           drill_sum(&d, d.acked, DRILL_RECOVERING, DRILL_RECOVERED), violations, d.conflicts, d.released,
-           drill_ms(t0, drill_now_ns()) / 1000.0);
+    printf(
+        "drill async: acknowledged before the kill %ld (streaming %ld, unreplicated %ld), "
+        "lost by the replica %ld (identities behind %d), refused sealed %ld, other refusals %ld, "
+        "promote issued -> first sealed answer %.0f ms, acknowledged after recovery %ld, "
+        "violations %ld, conflicts %ld, released %ld, total %.1f s\n",
+        d.acked[DRILL_STREAMING] + d.acked[DRILL_UNREPLICATED], d.acked[DRILL_STREAMING],
+        d.acked[DRILL_UNREPLICATED], lost, behind,
+        drill_sum(&d, d.sealed, DRILL_STREAMING, DRILL_RECOVERED),
+        drill_sum(&d, d.other, DRILL_KILLED, DRILL_PROMOTED),
+        drill_ms(d.promote_issued_ns, d.first_sealed_ns),
+        drill_sum(&d, d.acked, DRILL_RECOVERING, DRILL_RECOVERED), violations, d.conflicts,
+        d.released, drill_ms(t0, drill_now_ns()) / 1000.0);
     fflush(stdout);
 
     assert_int_equal(leased_proc_stop(srv), 0);

@@ -45,13 +45,13 @@
 static const char *const drill_leased_env[] = {"LEASE_RATE_LIMIT=100000/s", NULL};
 
 typedef enum drill_phase {
-    DRILL_STREAMING,  /* primary up, replica streaming */
+    DRILL_STREAMING,    /* primary up, replica streaming */
     DRILL_UNREPLICATED, /* what the primary acknowledges now the new database will lack
                          * (replica stopped, or after the restore target) */
-    DRILL_KILLED,     /* the primary is dead (immediate shutdown) */
-    DRILL_PROMOTED,   /* the replica (or a restore) accepts writes */
-    DRILL_RECOVERING, /* leasectl recover is running */
-    DRILL_RECOVERED,  /* leasectl recover returned */
+    DRILL_KILLED,       /* the primary is dead (immediate shutdown) */
+    DRILL_PROMOTED,     /* the replica (or a restore) accepts writes */
+    DRILL_RECOVERING,   /* leasectl recover is running */
+    DRILL_RECOVERED,    /* leasectl recover returned */
     DRILL_PHASES
 } drill_phase_t;
 
@@ -92,9 +92,13 @@ struct drill {
     long acked[DRILL_PHASES];  /* acknowledged acquisitions, by the phase they started in */
     long sealed[DRILL_PHASES]; /* 503 reason namespace_sealed, by the phase they were answered in */
     long other[DRILL_PHASES];  /* other refusals (database unreachable, outcome unknown...) */
-    long conflicts;            /* 409 lease_conflict: another worker held the identity */
-    long released;             /* releases answered 200 */
-    long transport_errors;     /* no HTTP answer at all */
+    struct {
+        char kind[96]; /* "503 lease_backend_unavailable namespace_sealed" */
+        long n;
+    } kinds[12];           /* every kind of answer to an acquisition, counted */
+    long conflicts;        /* 409 lease_conflict: another worker held the identity */
+    long released;         /* releases answered 200 */
+    long transport_errors; /* no HTTP answer at all */
     /* Acquisitions started and answered while DRILL_PROMOTED was the phase
      * that were not 503 namespace_sealed. */
     long promoted_not_sealed;
@@ -126,9 +130,9 @@ static inline void drill_set_phase(drill_t *d, drill_phase_t phase)
 static inline char *drill_acquire_body(const char *request_id, const char *target)
 {
     return dump(json_pack("{s:s, s:o, s:s, s:s, s:s, s:i}", "request_id", request_id,
-                          "lock_identity", identity_json(target), "service_instance_id",
-                          "inst_1", "execution_id", "exec_drill", "job_id", "job_drill",
-                          "ttl_ms", DRILL_TTL_MS));
+                          "lock_identity", identity_json(target), "service_instance_id", "inst_1",
+                          "execution_id", "exec_drill", "job_id", "job_drill", "ttl_ms",
+                          DRILL_TTL_MS));
 }
 
 static inline void drill_record_ack(drill_t *d, int id, json_int_t token, int64_t start_ns,
@@ -148,15 +152,14 @@ static inline void drill_record_ack(drill_t *d, int id, json_int_t token, int64_
 
 /* Releases what an acknowledged acquisition holds, until an answer says
  * it is released or no longer held (or the drill stops). */
-static inline void drill_release(drill_t *d, http_client_t *c, int w, long i, int id,
-                                 json_t *lease)
+static inline void drill_release(drill_t *d, http_client_t *c, int w, long i, int id, json_t *lease)
 {
     for (int attempt = 0; !atomic_load(&d->stop); attempt++) {
         char rid[64];
         snprintf(rid, sizeof rid, "w%d-r%ld-%d", w, i, attempt);
         char *body = owner_body(rid, d->ids[id].target, lease);
-        http_resp_t *r = http_client_call(c, "POST", "/v1/leases/release", d->token, body, NULL,
-                                          NULL);
+        http_resp_t *r =
+            http_client_call(c, "POST", "/v1/leases/release", d->token, body, NULL, NULL);
         free(body);
         long st = r ? r->status : 0;
         http_resp_free(r);
@@ -183,8 +186,8 @@ static inline void *drill_worker_main(void *arg)
         drill_phase_t start_phase = (drill_phase_t)atomic_load(&d->phase);
         int64_t start_ns = drill_now_ns();
         char err[256] = "";
-        http_resp_t *r = http_client_call(c, "POST", "/v1/leases/acquire", d->token, body, NULL,
-                                          err);
+        http_resp_t *r =
+            http_client_call(c, "POST", "/v1/leases/acquire", d->token, body, NULL, err);
         int64_t reply_ns = drill_now_ns();
         drill_phase_t reply_phase = (drill_phase_t)atomic_load(&d->phase);
         free(body);
@@ -198,7 +201,17 @@ static inline void *drill_worker_main(void *arg)
         json_t *lease = acked ? json_deep_copy(json_object_get(r->json, "lease")) : NULL;
         json_int_t token = acked ? json_integer_value(json_object_get(lease, "fencing_token")) : 0;
 
+        char kind[96];
+        snprintf(kind, sizeof kind, "%ld %s%s%s", r ? r->status : 0L,
+                 code ? code : (r ? "-" : "no answer"), reason ? " " : "", reason ? reason : "");
         pthread_mutex_lock(&d->mu);
+        for (size_t k = 0; k < sizeof d->kinds / sizeof d->kinds[0]; k++)
+            if (!d->kinds[k].n || strcmp(d->kinds[k].kind, kind) == 0) {
+                if (!d->kinds[k].n)
+                    snprintf(d->kinds[k].kind, sizeof d->kinds[k].kind, "%s", kind);
+                d->kinds[k].n++;
+                break;
+            }
         if (!r)
             d->transport_errors++;
         else if (sealed) {
@@ -241,9 +254,8 @@ static inline void drill_start(drill_t *d, const char *base, const char *token)
     drill_set_phase(d, DRILL_STREAMING);
     for (int w = 0; w < DRILL_WORKERS; w++) {
         d->workers[w] = (drill_worker_t){.d = d, .index = w};
-        assert_int_equal(pthread_create(&d->workers[w].thread, NULL, drill_worker_main,
-                                        &d->workers[w]),
-                         0);
+        assert_int_equal(
+            pthread_create(&d->workers[w].thread, NULL, drill_worker_main, &d->workers[w]), 0);
     }
 }
 
@@ -310,8 +322,7 @@ static inline long drill_sum(drill_t *d, const long *field, drill_phase_t from, 
 
 /* Waits (at most DRILL_WAIT_MS) until cond(d, arg) holds; fails the test
  * naming what it waited for. */
-static inline void drill_wait(drill_t *d, bool (*cond)(drill_t *, long), long arg,
-                              const char *what)
+static inline void drill_wait(drill_t *d, bool (*cond)(drill_t *, long), long arg, const char *what)
 {
     int64_t end = drill_now_ns() + (int64_t)DRILL_WAIT_MS * 1000000;
     while (!cond(d, arg)) {
@@ -418,8 +429,8 @@ static inline void drill_wait_readyz(const char *base, long want_status, const c
     for (;;) {
         http_resp_t *r = http_call(base, "GET", "/readyz", NULL, NULL);
         bool ok = r && r->status == want_status &&
-                  (!want_reason ||
-                   (http_resp_str(r, "reason") && strcmp(http_resp_str(r, "reason"), want_reason) == 0));
+                  (!want_reason || (http_resp_str(r, "reason") &&
+                                    strcmp(http_resp_str(r, "reason"), want_reason) == 0));
         if (r)
             snprintf(last, sizeof last, "%ld %s", r->status, r->body);
         http_resp_free(r);
@@ -549,6 +560,12 @@ static inline void drill_print_phases(const drill_t *d, int64_t t0)
     for (int p = 0; p < DRILL_PHASES; p++)
         if (d->phase_ns[p])
             printf(" %s %.2f", drill_phase_names[p], drill_ms(t0, d->phase_ns[p]) / 1000.0);
+    printf("\ndrill sealed answers by phase:");
+    for (int p = 0; p < DRILL_PHASES; p++)
+        printf(" %s %ld", drill_phase_names[p], d->sealed[p]);
+    printf("\ndrill answers to acquisitions:");
+    for (size_t k = 0; k < sizeof d->kinds / sizeof d->kinds[0] && d->kinds[k].n; k++)
+        printf("%s %s x%ld", k ? "," : "", d->kinds[k].kind, d->kinds[k].n);
     printf("\n");
 }
 

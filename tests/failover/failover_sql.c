@@ -14,10 +14,10 @@
 
 /* The fields every request to the SQL API carries (docs/sql-api.md). */
 #define SQL_REQ                                                                                    \
-    "jsonb_build_object('deadline_at', to_char((now() + interval '1 minute') AT TIME ZONE "       \
-    "'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), 'request_id', 'sql-' || gen_random_uuid(), "    \
-    "'request_digest', encode(sha256(convert_to(gen_random_uuid()::text, 'UTF8')), 'hex'), "      \
-    "'principal', jsonb_build_object('principal_id', 'prn_sql', 'client_id', 'cl_sql', "          \
+    "jsonb_build_object('deadline_at', to_char((now() + interval '1 minute') AT TIME ZONE "        \
+    "'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), 'request_id', 'sql-' || gen_random_uuid(), "     \
+    "'request_digest', encode(sha256(convert_to(gen_random_uuid()::text, 'UTF8')), 'hex'), "       \
+    "'principal', jsonb_build_object('principal_id', 'prn_sql', 'client_id', 'cl_sql', "           \
     "'credential_id', 'cred_sql', 'principal_class', 'worker'))"
 
 /* SELECT lease.acquire(...) of target, as text. */

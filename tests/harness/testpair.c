@@ -153,7 +153,7 @@ char *testpair_multi_url(const testpair_t *pair, const char *nodes, const char *
     free(copy);
     char buf[1024];
     snprintf(buf, sizeof buf,
-             "postgresql:///leased?host=%s&port=%s&user=%s&target_session_attrs=read-write",
-             hosts, ports, user);
+             "postgresql:///leased?host=%s&port=%s&user=%s&target_session_attrs=read-write", hosts,
+             ports, user);
     return strdup(buf);
 }
