@@ -48,6 +48,7 @@ static void test_async_failover_never_regresses_a_token(void **state)
     drill_set_phase(&d, DRILL_KILLED);
     /* readiness follows each phase: no read-write database now */
     drill_wait_readyz(base, 503, "database_unreachable");
+    drill_wait_connections_dropped(&d);
     testpair_run(pair, "start", "replica");
     d.promote_issued_ns = drill_now_ns();
     testpair_run(pair, "promote", "replica");

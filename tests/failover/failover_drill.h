@@ -41,8 +41,10 @@
 
 /* leased's settings for the drills: the workers retry refusals every 10 ms,
  * above the default per-credential rate (a 429 would hide the answer the
- * drill is about). */
-static const char *const drill_leased_env[] = {"LEASE_RATE_LIMIT=100000/s", NULL};
+ * drill is about); a known pool size (drill_wait_connections_dropped). */
+#define DRILL_POOL_SIZE 8
+static const char *const drill_leased_env[] = {"LEASE_RATE_LIMIT=100000/s", "LEASE_DB_POOL_SIZE=8",
+                                               NULL};
 
 typedef enum drill_phase {
     DRILL_STREAMING,    /* primary up, replica streaming */
@@ -89,7 +91,9 @@ struct drill {
     drill_identity_t ids[DRILL_IDENTITIES];
     drill_worker_t workers[DRILL_WORKERS];
     /* Under mu: */
-    long acked[DRILL_PHASES];  /* acknowledged acquisitions, by the phase they started in */
+    long acked[DRILL_PHASES];    /* acknowledged acquisitions, by the phase they started in */
+    long answered[DRILL_PHASES]; /* acquisitions answered (or failed), by the phase they started in
+                                  */
     long sealed[DRILL_PHASES]; /* 503 reason namespace_sealed, by the phase they were answered in */
     long other[DRILL_PHASES];  /* other refusals (database unreachable, outcome unknown...) */
     struct {
@@ -212,6 +216,7 @@ static inline void *drill_worker_main(void *arg)
                 d->kinds[k].n++;
                 break;
             }
+        d->answered[start_phase]++;
         if (!r)
             d->transport_errors++;
         else if (sealed) {
@@ -347,6 +352,28 @@ static inline void drill_wait_acks(drill_t *d, long n)
     snprintf(what, sizeof what, "%ld acquisitions are acknowledged in phase %s", n,
              drill_phase_names[atomic_load(&d->phase)]);
     drill_wait(d, drill_has_acks_in_phase, n, what);
+}
+
+static inline bool drill_has_answers_since_kill(drill_t *d, long n)
+{
+    return drill_read(d, &d->answered[DRILL_KILLED]) >= n;
+}
+
+/*
+ * After the old primary died: waits until leased has dropped every
+ * connection it held to it. A connection to a dead server looks alive until
+ * it is used; the pool hands out connected slots before empty ones, so once
+ * more acquisitions than it has slots (plus one in flight per worker) have
+ * been answered since the kill, each of those connections has been used and
+ * discarded. A failover manager likewise promotes only after its own
+ * timeout. Without this wait, a request after the promotion can still meet
+ * one of them and be answered lease_outcome_unknown (no decision, but not
+ * the sealed answer the drill checks for).
+ */
+static inline void drill_wait_connections_dropped(drill_t *d)
+{
+    drill_wait(d, drill_has_answers_since_kill, 2 * DRILL_POOL_SIZE + DRILL_WORKERS,
+               "leased has used every connection it held to the lost primary");
 }
 
 static inline bool drill_has_sealed(drill_t *d, long n)

@@ -46,6 +46,7 @@ static void test_point_in_time_restore_is_sealed_until_recovery(void **state)
 
     testpair_run(pair, "kill", "primary");
     drill_set_phase(&d, DRILL_KILLED);
+    drill_wait_connections_dropped(&d);
     d.promote_issued_ns = drill_now_ns();
     testpair_run(pair, "restore", lsn);
     drill_set_phase(&d, DRILL_PROMOTED);

@@ -55,6 +55,7 @@ static void run_until_promoted(sync_run_t *s, bool seal_on_timeline_change)
 
     testpair_run(s->pair, "kill", "primary");
     drill_set_phase(&s->d, DRILL_KILLED);
+    drill_wait_connections_dropped(&s->d);
     s->d.promote_issued_ns = drill_now_ns();
     testpair_run(s->pair, "promote", "replica");
     drill_set_phase(&s->d, DRILL_PROMOTED);
