@@ -16,6 +16,7 @@ SELECT 'lease_service', f::regprocedure FROM unnest(ARRAY[
     'lease.sweep_expired(integer)', 'lease.purge_retention(integer)',
     'lease.record_audit(jsonb)', 'lease.credential_lookup(text)',
     'lease.quarantine(text,text,text)', 'lease.health()', 'lease.check_namespace()',
+    'lease.check_namespace(integer,integer,pg_lsn)',
     'lease.lock_key(text,text,text,text,text,text,text)',
     'lease.normalize_component(text,text)']) f
 UNION ALL
@@ -29,6 +30,7 @@ SELECT 'lease_admin', f::regprocedure FROM unnest(ARRAY[
     'lease.recover_epoch(text,bigint)', 'lease.admin_force_release(text,text)',
     'lease.admin_revoke(text,text,text)', 'lease.credential_create(jsonb)',
     'lease.credential_revoke(text)', 'lease.credential_list()', 'lease.check_namespace()',
+    'lease.check_namespace(integer,integer,pg_lsn)',
     'lease.sweep_expired(integer)', 'lease.purge_retention(integer)']) f;
 
 -- Table and view privileges per role, for every relation in the schema.
@@ -39,7 +41,7 @@ SELECT r.role, c.relname,
        WHEN r.role = 'lease_service' THEN ARRAY[]::name[]
        WHEN c.relname = 'policy' AND r.role = 'lease_admin' THEN ARRAY['SELECT', 'UPDATE']::name[]
        WHEN c.relname IN ('active_leases', 'lease_history', 'audit_log', 'fencing_counters',
-                          'quarantined_records', 'policy', 'namespace_state', 'namespace_progress',
+                          'quarantined_records', 'policy', 'namespace_state',
                           'schema_migrations', 'recoveries') THEN ARRAY['SELECT']::name[]
        ELSE ARRAY[]::name[]
        END
@@ -57,7 +59,7 @@ SELECT plan(34 + (SELECT count(*)::int FROM t.exec_grants)
 SELECT has_schema('lease');
 SELECT tables_are('lease', ARRAY['policy', 'namespace_state', 'secrets', 'locks', 'history',
     'idempotency', 'audit_events', 'credentials', 'fence_marks', 'fenced_documents', 'outbox',
-    'quarantine', 'recoveries', 'schema_migrations', 'lease_index', 'namespace_progress']);
+    'quarantine', 'recoveries', 'schema_migrations', 'lease_index']);
 SELECT views_are('lease', ARRAY['active_leases', 'lease_history', 'audit_log',
     'fencing_counters', 'quarantined_records', '_settings']);
 SELECT is((SELECT count(*)::int FROM t.exec_grants e

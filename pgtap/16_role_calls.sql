@@ -80,6 +80,8 @@ INSERT INTO t.calls VALUES
 ('lease.quarantine(text,text,text)',
  $q$SELECT lease.quarantine(t.key(t.ident('target_calls')), 'acquire', 'role call test') > 0$q$),
 ('lease.check_namespace()', $q$SELECT jsonb_typeof(lease.check_namespace()) = 'object'$q$),
+('lease.check_namespace(integer,integer,pg_lsn)',
+ $q$SELECT lease.check_namespace(0, 1, '0/0') ->> 'sealed' = 'false'$q$),
 ('lease.recover_epoch(text,bigint)',
  $q$SELECT jsonb_typeof(lease.recover_epoch('role call test')) = 'object'$q$),
 ('lease.admin_force_release(text,text)',

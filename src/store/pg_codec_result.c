@@ -560,6 +560,28 @@ malformed:
     return out->code;
 }
 
+int store_pg_decode_position(const char *text, int *epoch, int *timeline, uint64_t *wal_lsn)
+{
+    json_t *o = store_pg_parse_object(text);
+    int64_t ep = -1, tl = 0;
+    char lsn[32];
+    unsigned hi, lo;
+    char extra;
+    int rc = o && get_int(o, "epoch", &ep, true, 0) && ep <= INT32_MAX &&
+                     get_int(o, "timeline", &tl, true, 1) && tl <= INT32_MAX &&
+                     get_str(o, "wal_lsn", lsn, sizeof lsn, true) &&
+                     sscanf(lsn, "%X/%X%c", &hi, &lo, &extra) == 2
+                 ? 0
+                 : -1;
+    json_decref(o);
+    if (rc == 0) {
+        *epoch = (int)ep;
+        *timeline = (int)tl;
+        *wal_lsn = (uint64_t)hi << 32 | lo;
+    }
+    return rc;
+}
+
 lease_code_t store_pg_decode_sweep(const char *sweep_text, const char *purge_text,
                                    lease_sweep_result_t *out)
 {
