@@ -214,7 +214,12 @@ static bool consumer_connect(testbroker_consumer_t *c, bool quiet)
         return false;
     if (!declare(c->conn, c->exchange, c->queue, c->binding_key))
         goto fail;
-    amqp_basic_consume(c->conn, 1, amqp_cstring_bytes(c->queue), amqp_empty_bytes, 0, 1, 0,
+    /* acknowledged one by one after reading: a message in flight when the
+     * broker goes away is delivered again, never lost */
+    amqp_basic_qos(c->conn, 1, 0, 1000, 0);
+    if (!rpc_ok(c->conn, "basic.qos", quiet))
+        goto fail;
+    amqp_basic_consume(c->conn, 1, amqp_cstring_bytes(c->queue), amqp_empty_bytes, 0, 0, 0,
                        amqp_empty_table);
     if (!rpc_ok(c->conn, "basic.consume", quiet))
         goto fail;
@@ -319,6 +324,7 @@ testbroker_msg_t *testbroker_next(testbroker_consumer_t *c, int timeout_ms)
         amqp_rpc_reply_t r = amqp_consume_message(c->conn, &e, &tv, 0);
         if (r.reply_type == AMQP_RESPONSE_NORMAL) {
             testbroker_msg_t *m = from_envelope(&e);
+            (void)amqp_basic_ack(c->conn, 1, e.delivery_tag, 0);
             amqp_destroy_envelope(&e);
             return m;
         }

@@ -117,6 +117,53 @@ static inline int relay_commit_ok(relay_fx_t *fx, const char *target, json_t *le
     return n;
 }
 
+/*
+ * Accepted publications in bulk, identities interleaved in outbox order:
+ * for each of `leases` rounds every target acquires (a new, higher token),
+ * then `commits` times every target commits `per_commit` publications,
+ * then every target releases. Targets are "<prefix>-0", "<prefix>-1"...
+ * Returns the number of outbox rows written.
+ */
+static inline int relay_fill(relay_fx_t *fx, const char *prefix, int targets, int leases,
+                             int commits, int per_commit)
+{
+    int rows = 0;
+    json_t **held = calloc((size_t)targets, sizeof *held);
+    char name[64];
+    for (int l = 0; l < leases; l++) {
+        for (int t = 0; t < targets; t++) {
+            snprintf(name, sizeof name, "%s-%d", prefix, t);
+            held[t] = relay_acquire(fx, name);
+        }
+        for (int c = 0; c < commits; c++)
+            for (int t = 0; t < targets; t++) {
+                snprintf(name, sizeof name, "%s-%d", prefix, t);
+                rows += relay_commit_ok(fx, name, held[t], per_commit, "results.bulk");
+            }
+        for (int t = 0; t < targets; t++) {
+            snprintf(name, sizeof name, "%s-%d", prefix, t);
+            relay_release(fx, name, held[t]);
+            json_decref(held[t]);
+        }
+    }
+    free(held);
+    return rows;
+}
+
+/* The database session of a relay instance that sits in its delivery
+ * transaction holding identities (mid-batch): its backend pid, or 0. */
+static inline long long relay_mid_batch_pid(relay_fx_t *fx, const char *instance)
+{
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "SELECT coalesce(min(a.pid), 0) FROM pg_stat_activity a WHERE a.datname = "
+             "current_database() AND a.application_name = 'leased-relay/%s' AND a.state LIKE "
+             "'idle in transaction%%' AND EXISTS (SELECT 1 FROM pg_locks k WHERE k.pid = a.pid "
+             "AND k.locktype = 'advisory' AND k.classid = 1819042146 AND k.granted)",
+             instance);
+    return testpg_query_int(fx->http.db, sql);
+}
+
 /* Unpublished outbox rows of the fixture's database. */
 static inline long long relay_unpublished(relay_fx_t *fx)
 {
