@@ -205,6 +205,11 @@ static json_t *build_doc(const json_t *payload, const relay_row_t *row, json_t *
         snprintf(detail, detailsz, "the payload names _rev or lease_fence (set by the relay)");
         return NULL;
     }
+    if (json_object_get(payload, "_deleted")) {
+        snprintf(detail, detailsz, "the payload deletes the document: fenced documents are "
+                                   "marked deleted in their body instead");
+        return NULL;
+    }
     json_t *doc = json_deep_copy(payload);
     json_object_del(doc, "_id");
     json_t *fence = json_pack("{s:I, s:s, s:O, s:I, s:s, s:s}", "fencing_token",

@@ -2,8 +2,9 @@
  * relay_couchdb.h - applying an outbox row to CouchDB as a fenced document
  * write (libcurl, HTTP JSON API).
  *
- * The row's payload is the document: {"_id": "...", ...fields}, optionally
- * "_deleted": true. The relay adds "lease_fence" (token, lease, identity,
+ * The row's payload is the document: {"_id": "...", ...fields} (no _rev,
+ * no lease_fence, no _deleted: a deletion would make CouchDB forget the
+ * document's token, see contrib/couchdb). The relay adds "lease_fence" (token, lease, identity,
  * outbox id, execution, trace) and writes with the document's current
  * "_rev", so the write is a compare-and-set: it lands only on the revision
  * the relay looked at. Before writing it compares the stored lease_fence:
