@@ -89,8 +89,10 @@ static char **relay_env(const char *db_url, const char *const *extra, char *db_s
         free(relay_url);
         defaults[n++] = db_setting;
     }
-    snprintf(amqp_setting, amqp_setting_sz, "LEASE_RELAY_AMQP_URL=%s", testbroker_url());
-    defaults[n++] = amqp_setting;
+    if (db_url) { /* a run that delivers: the fixture's broker (unit tests have none) */
+        snprintf(amqp_setting, amqp_setting_sz, "LEASE_RELAY_AMQP_URL=%s", testbroker_url());
+        defaults[n++] = amqp_setting;
+    }
     defaults[n++] = "LEASE_RELAY_METRICS_LISTEN=127.0.0.1:0";
     defaults[n++] = "LEASE_LOG_LEVEL=debug";
     defaults[n++] = "LEASE_RELAY_LAG_INTERVAL_MS=100";

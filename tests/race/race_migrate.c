@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <glob.h>
 
 #include "lease/schema.h"
 #include "testpg.h"
@@ -37,6 +38,20 @@ static int run(char *out, size_t outsz, const char *fmt, ...)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
+/* The number of migration files (versions may skip numbers while branches
+ * that add migrations are merged one by one). */
+static long long migration_files(void)
+{
+    glob_t g;
+    memset(&g, 0, sizeof g);
+    assert_int_equal(glob(LEASE_TEST_SOURCE_DIR "/migrations/[0-9][0-9][0-9][0-9]_*.sql", 0, NULL,
+                          &g),
+                     0);
+    long long n = (long long)g.gl_pathc;
+    globfree(&g);
+    return n;
+}
+
 static void concurrent_migrators_apply_each_file_once(void **state)
 {
     (void)state;
@@ -50,10 +65,10 @@ static void concurrent_migrators_apply_each_file_once(void **state)
                  LEASE_TEST_LEASECTL, url);
     assert_int_equal(rc, 0);
     assert_int_equal(testpg_query_int(url, "SELECT count(*) FROM lease.schema_migrations"),
-                     LEASE_SCHEMA_VERSION);
+                     migration_files());
     assert_int_equal(testpg_query_int(url, "SELECT count(DISTINCT version) FROM "
                                            "lease.schema_migrations"),
-                     LEASE_SCHEMA_VERSION);
+                     migration_files());
     assert_int_equal(testpg_query_int(url, "SELECT max(version) FROM lease.schema_migrations"),
                      LEASE_SCHEMA_VERSION);
 
