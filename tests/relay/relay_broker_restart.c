@@ -114,11 +114,7 @@ static void restart_in_the_middle_of_a_flow(void **state)
      * flow, wait until the relay sits in its delivery transaction waiting
      * for confirms, then stop the broker */
     assert_true(collector_until(&col, fx.consumer, 1, 30000));
-    assert_true(testbroker_freeze());
-    long end = child_proc_now_ms() + 30000;
-    while (relay_mid_batch_pid(&fx, "relay-busy") == 0 && child_proc_now_ms() < end)
-        usleep(10000);
-    assert_true(relay_mid_batch_pid(&fx, "relay-busy") > 0);
+    (void)relay_freeze_mid_batch(&fx, relay, "relay-busy", &rows);
     assert_true(testbroker_pause());
     assert_true(wait_metric_eq(relay, "relay_broker_up", 0, 60000));
     long long waiting = relay_unpublished(&fx);

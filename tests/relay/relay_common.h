@@ -203,6 +203,39 @@ static inline bool relay_wait_metric(const relay_proc_t *p, const char *series, 
     }
 }
 
+/*
+ * Freezes the broker (SIGSTOP) and waits until relay `instance` sits in its
+ * delivery transaction holding identities: it publishes into the frozen
+ * broker and waits for confirms that cannot come. A commit of a few more
+ * rows (on a target of its own) makes sure it has something to claim even
+ * if it had delivered everything. Returns the relay's backend pid and adds
+ * the new rows to *rows. The caller thaws the broker (testbroker_thaw).
+ */
+static inline long long relay_freeze_mid_batch(relay_fx_t *fx, relay_proc_t *p,
+                                               const char *instance, int *rows)
+{
+    static int n;
+    /* connected first: a relay meeting a frozen broker while connecting
+     * waits in the handshake, not in a batch */
+    assert_true(relay_wait_metric(p, "relay_broker_up", 1, 30000));
+    assert_true(testbroker_freeze());
+    char target[64];
+    snprintf(target, sizeof target, "freeze-%d", ++n);
+    json_t *lease = relay_acquire(fx, target);
+    *rows += relay_commit_ok(fx, target, lease, 10, "results.extra");
+    json_decref(lease);
+    long long pid = 0;
+    long end = child_proc_now_ms() + 30000;
+    while ((pid = relay_mid_batch_pid(fx, instance)) == 0 && child_proc_now_ms() < end)
+        usleep(10000);
+    if (!pid) {
+        (void)testbroker_thaw();
+        relay_proc_dump_log(p);
+    }
+    assert_true(pid > 0);
+    return pid;
+}
+
 /* ------------------------------------------------------------------ */
 /* What the consumer saw                                                */
 

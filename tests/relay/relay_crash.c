@@ -70,18 +70,7 @@ static void kill9_mid_batch(void **state)
     collector_init(&col);
     relay_proc_t *a = start_relay("relay-a", "200");
     assert_true(collector_until(&col, fx.consumer, 1, 30000));
-    assert_true(testbroker_freeze());
-    /* the relay publishes into the frozen broker and waits for confirms
-     * that do not come: it is in its delivery transaction, holding rows */
-    long long pid = 0;
-    long end = child_proc_now_ms() + 30000;
-    while ((pid = relay_mid_batch_pid(&fx, "relay-a")) == 0 && child_proc_now_ms() < end)
-        usleep(20000);
-    if (!pid) {
-        assert_true(testbroker_thaw());
-        relay_proc_dump_log(a);
-    }
-    assert_true(pid > 0);
+    long long pid = relay_freeze_mid_batch(&fx, a, "relay-a", &rows);
     long long published_before = relay_outbox_rows(&fx) - relay_unpublished(&fx);
     assert_true(published_before < rows);
     relay_proc_signal(a, SIGKILL);

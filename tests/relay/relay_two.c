@@ -92,24 +92,13 @@ static void two_relays_side_by_side(void **state)
     collector_free(&col);
 }
 
-/*
- * Stops relay p (SIGSTOP) while it holds identities mid-batch; returns its
- * backend pid. To catch it there for certain, the broker is frozen first:
- * the relay publishes and then waits for confirms inside its delivery
- * transaction; once it is stopped the broker is thawed for the others.
- */
-static long long stop_mid_batch(relay_proc_t *p, const char *instance)
+/* Stops relay p (SIGSTOP) while it holds identities mid-batch (caught there
+ * by freezing the broker a moment); returns its backend pid. */
+static long long stop_mid_batch(relay_proc_t *p, const char *instance, int *rows)
 {
-    assert_true(testbroker_freeze());
-    long long pid = 0;
-    long end = child_proc_now_ms() + 30000;
-    while ((pid = relay_mid_batch_pid(&fx, instance)) == 0 && child_proc_now_ms() < end)
-        usleep(10000);
+    long long pid = relay_freeze_mid_batch(&fx, p, instance, rows);
     relay_proc_signal(p, SIGSTOP);
     assert_true(testbroker_thaw());
-    if (!pid)
-        relay_proc_dump_log(p);
-    assert_true(pid > 0);
     return pid;
 }
 
@@ -134,7 +123,7 @@ static void held_identities_wait_for_their_holder(void **state)
     collector_t col;
     collector_init(&col);
     relay_proc_t *a = start_relay("relay-a", "40", "120000");
-    long long pid = stop_mid_batch(a, "relay-a");
+    long long pid = stop_mid_batch(a, "relay-a", &rows);
     char *held = held_targets(pid);
     char sql[1024];
     snprintf(sql, sizeof sql,
@@ -178,7 +167,7 @@ static void a_frozen_relay_loses_its_claim(void **state)
     collector_init(&col);
     /* confirm timeout 500 ms: Postgres ends an idle claim after 3 x 500 + 5000 ms */
     relay_proc_t *a = start_relay("relay-a", "40", "500");
-    long long pid = stop_mid_batch(a, "relay-a");
+    long long pid = stop_mid_batch(a, "relay-a", &rows);
     long long before = published_by("relay-a");
     relay_proc_t *b = start_relay("relay-b", "40", "60000");
     /* a's session is ended by the server; b delivers everything */
