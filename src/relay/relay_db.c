@@ -113,7 +113,11 @@ static relay_db_status_t failed(relay_db_t *db, PGresult *res, char *err, size_t
     if (db->in_transaction || PQtransactionStatus(db->conn) != PQTRANS_IDLE)
         PQclear(PQexec(db->conn, "ROLLBACK"));
     db->in_transaction = false;
-    return relay_db_connected(db) ? RELAY_DB_FAILED : (relay_db_disconnect(db), RELAY_DB_LOST);
+    if (!relay_db_connected(db)) { /* the session died during the rollback */
+        relay_db_disconnect(db);
+        return RELAY_DB_LOST;
+    }
+    return RELAY_DB_FAILED;
 }
 
 relay_db_status_t relay_db_connect(relay_db_t *db, char *err, size_t errsz)

@@ -96,7 +96,9 @@ static http_resp_t *couch_put(const char *id, json_t *body, const char *rev)
         json_object_set_new(body, "_rev", json_string(rev));
     char path[256];
     snprintf(path, sizeof path, "/" DB "/%s", id);
-    http_resp_t *r = http_call(couch_url, "PUT", path, NULL, dump(body));
+    char *text = dump(body);
+    http_resp_t *r = http_call(couch_url, "PUT", path, NULL, text);
+    free(text);
     assert_non_null(r);
     return r;
 }
@@ -138,7 +140,9 @@ static void design_document_refuses_stale_writes(void **state)
     /* the same through _bulk_docs */
     json_t *bulk = json_pack("{s:[{s:s, s:s, s:i, s:o}]}", "docs", "_id", "doc-1", "_rev", rev,
                              "v", 3, "lease_fence", fence("t-x", 1));
-    r = http_call(couch_url, "POST", "/" DB "/_bulk_docs", NULL, dump(bulk));
+    char *bulk_text = dump(bulk);
+    r = http_call(couch_url, "POST", "/" DB "/_bulk_docs", NULL, bulk_text);
+    free(bulk_text);
     assert_non_null(r);
     assert_true(r->status == 201 || r->status == 200);
     json_t *item = json_array_get(r->json, 0);
@@ -234,7 +238,9 @@ static void relay_writes_documents_with_their_lease(void **state)
                      json_integer_value(json_object_get(l2, "fencing_token")));
     assert_string_equal(json_string_value(json_object_get(f, "lease_id")),
                         json_string_value(json_object_get(l2, "lease_id")));
-    assert_true(json_equal(json_object_get(f, "lock_identity"), fence_identity("t-c1")));
+    json_t *want_identity = fence_identity("t-c1");
+    assert_true(json_equal(json_object_get(f, "lock_identity"), want_identity));
+    json_decref(want_identity);
     assert_int_equal(json_integer_value(json_object_get(f, "outbox_id")),
                      testpg_query_int(fx.http.db, "SELECT max(outbox_id) FROM lease.outbox"));
     assert_string_equal(json_string_value(json_object_get(f, "trace_id")), "trace-couch");
