@@ -1,8 +1,8 @@
-# leased and leasectl on Debian bookworm.
+# leased, leasectl and leased-relay on Debian bookworm.
 FROM debian:bookworm-slim AS build
 RUN apt-get update && apt-get install -y --no-install-recommends \
       build-essential cmake pkg-config libpq-dev libmicrohttpd-dev libjansson-dev \
-      libssl-dev libcurl4-openssl-dev libcmocka-dev \
+      libssl-dev libcurl4-openssl-dev libcmocka-dev librabbitmq-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -12,7 +12,7 @@ RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DLEASE_TESTS=OFF \
 
 FROM debian:bookworm-slim
 RUN apt-get update && apt-get install -y --no-install-recommends \
-      libpq5 libmicrohttpd12 libjansson4 libssl3 libcurl4 ca-certificates \
+      libpq5 libmicrohttpd12 libjansson4 libssl3 libcurl4 librabbitmq4 ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --no-create-home leased
 COPY --from=build /opt/leased /opt/leased
