@@ -34,7 +34,8 @@ static inline void relay_fx_open(relay_fx_t *fx, const char *prefix)
     memset(fx, 0, sizeof *fx);
     http_fx_open(&fx->http, NULL, prefix);
     fx->worker = http_fx_worker(&fx->http, "prn_relay");
-    http_fx_serve(&fx->http, NULL);
+    /* the tests commit in bulk, faster than the default per-credential rate */
+    http_fx_serve(&fx->http, (const char *[]){"LEASE_RATE_LIMIT=1000000/s", NULL});
     snprintf(fx->exchange, sizeof fx->exchange, "leased.test.%s.%d", prefix, (int)getpid());
     snprintf(fx->queue, sizeof fx->queue, "q.%s.%d", prefix, (int)getpid());
     snprintf(fx->exchange_env, sizeof fx->exchange_env, "LEASE_RELAY_EXCHANGE=%s", fx->exchange);
