@@ -87,9 +87,8 @@ int main(int argc, char **argv)
             LOG_ERROR("cannot start: %s", err);
             goto done;
         }
-        LOG_INFO("metrics on %s%s%s:%d", strchr(cfg.metrics_host, ':') ? "[" : "",
-                 cfg.metrics_host, strchr(cfg.metrics_host, ':') ? "]" : "",
-                 relay_http_port(http));
+        LOG_INFO("metrics on %s%s%s:%d", strchr(cfg.metrics_host, ':') ? "[" : "", cfg.metrics_host,
+                 strchr(cfg.metrics_host, ':') ? "]" : "", relay_http_port(http));
     }
     status = relay_run(relay, &stop_requested);
 done:

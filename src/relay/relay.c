@@ -253,8 +253,8 @@ static void on_return(void *ctx, const char *message_id, int reply_code, const c
         }
 }
 
-static uint64_t publish_row(relay_t *r, const relay_row_t *row, relay_destination_t dest,
-                            char *err, size_t errsz)
+static uint64_t publish_row(relay_t *r, const relay_row_t *row, relay_destination_t dest, char *err,
+                            size_t errsz)
 {
     const lease_identity_t *id = &row->identity;
     relay_amqp_header_t h[16];
@@ -322,8 +322,8 @@ static bool send_rows(relay_t *r, relay_batch_t *b, row_track_t *t, bool *blocke
             if (row->attempts > 0)
                 blocked[t[i].group] = true; /* as for AMQP rows below */
             char detail[256];
-            relay_couch_outcome_t o = relay_couch_apply(r->couch, dest.target, row, detail,
-                                                        sizeof detail);
+            relay_couch_outcome_t o =
+                relay_couch_apply(r->couch, dest.target, row, detail, sizeof detail);
             LEASE_LOG(LEASE_LOG_DEBUG, NULL, "outbox %s to couchdb %s: %s %s", row->message_id,
                       dest.target, relay_couch_outcome_name(o), detail);
             snprintf(t[i].reason, sizeof t[i].reason, "%s", detail);
@@ -331,8 +331,8 @@ static bool send_rows(relay_t *r, relay_batch_t *b, row_track_t *t, bool *blocke
                 t[i].state = ROW_OK;
             } else if (o == RELAY_COUCH_REFUSED) {
                 t[i].state = ROW_REFUSED;
-                LOG_WARN("outbox %s (token %" PRId64 ") refused by couchdb %s: %s",
-                         row->message_id, row->fencing_token, dest.target, detail);
+                LOG_WARN("outbox %s (token %" PRId64 ") refused by couchdb %s: %s", row->message_id,
+                         row->fencing_token, dest.target, detail);
             } else {
                 t[i].state = ROW_DEFER;
                 blocked[t[i].group] = true;
@@ -392,8 +392,8 @@ static bool await_confirms(relay_t *r, relay_batch_t *b, row_track_t *t)
     batch_ctx_t ctx = {b, t};
     char err[256];
     int64_t deadline = lease_mono_now_ns() + r->cfg->confirm_timeout_ms * 1000000;
-    bool ok = relay_amqp_wait(r->amqp, first, last, settles, deadline, on_return, &ctx, err,
-                              sizeof err);
+    bool ok =
+        relay_amqp_wait(r->amqp, first, last, settles, deadline, on_return, &ctx, err, sizeof err);
     if (!ok)
         LOG_WARN("broker confirms: %s", err);
     for (size_t i = 0; i < b->count; i++) {
@@ -438,8 +438,8 @@ static bool record(relay_t *r, relay_batch_t *b, row_track_t *t, uint64_t *n_amq
                 (*n_couch)++;
             break;
         case ROW_REFUSED:
-            ok = relay_db_mark_refused(r->db, row->outbox_id, r->cfg->instance_id, t[i].reason,
-                                       err, sizeof err) == RELAY_DB_OK;
+            ok = relay_db_mark_refused(r->db, row->outbox_id, r->cfg->instance_id, t[i].reason, err,
+                                       sizeof err) == RELAY_DB_OK;
             (*n_refused)++;
             break;
         case ROW_DEFER:
@@ -448,8 +448,8 @@ static bool record(relay_t *r, relay_batch_t *b, row_track_t *t, uint64_t *n_amq
                                 sizeof err) == RELAY_DB_OK;
             (*n_deferred)++;
             if (ok)
-                LOG_WARN("outbox %s deferred (attempt %d): %s", row->message_id,
-                         row->attempts + 1, t[i].reason);
+                LOG_WARN("outbox %s deferred (attempt %d): %s", row->message_id, row->attempts + 1,
+                         t[i].reason);
             done[g] = true;
             break;
         case ROW_SKIPPED:

@@ -47,8 +47,9 @@ relay_amqp_t *relay_amqp_new(const char *url, char *err, size_t errsz)
         return NULL;
     }
     if (a->info.ssl) {
-        snprintf(err, errsz, "AMQP url: amqps:// is not supported by this build; connect "
-                             "through a local TLS tunnel (stunnel) with amqp://");
+        snprintf(err, errsz,
+                 "AMQP url: amqps:// is not supported by this build; connect "
+                 "through a local TLS tunnel (stunnel) with amqp://");
         relay_amqp_free(a);
         return NULL;
     }
@@ -125,7 +126,8 @@ static struct timeval tv_ms(int64_t ms)
 {
     if (ms < 0)
         ms = 0;
-    return (struct timeval){.tv_sec = (time_t)(ms / 1000), .tv_usec = (suseconds_t)(ms % 1000) * 1000};
+    return (struct timeval){.tv_sec = (time_t)(ms / 1000),
+                            .tv_usec = (suseconds_t)(ms % 1000) * 1000};
 }
 
 bool relay_amqp_connect(relay_amqp_t *a, const char *const *exchanges, size_t n_exchanges,
@@ -188,8 +190,7 @@ fail:
     return false;
 }
 
-uint64_t relay_amqp_publish(relay_amqp_t *a, const relay_amqp_message_t *m, char *err,
-                            size_t errsz)
+uint64_t relay_amqp_publish(relay_amqp_t *a, const relay_amqp_message_t *m, char *err, size_t errsz)
 {
     if (!a->conn) {
         snprintf(err, errsz, "not connected");
@@ -322,8 +323,8 @@ static bool all_settled(uint64_t first, uint64_t last, const relay_settle_t *set
 }
 
 bool relay_amqp_wait(relay_amqp_t *a, uint64_t first, uint64_t last, relay_settle_t *settles,
-                     int64_t deadline_mono_ns, relay_amqp_return_fn on_return, void *ctx,
-                     char *err, size_t errsz)
+                     int64_t deadline_mono_ns, relay_amqp_return_fn on_return, void *ctx, char *err,
+                     size_t errsz)
 {
     while (a->conn && !all_settled(first, last, settles)) {
         int64_t left_ms = (deadline_mono_ns - lease_mono_now_ns()) / 1000000;

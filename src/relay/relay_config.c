@@ -86,8 +86,8 @@ static const setting_t settings[] = {
      AT(instance_id), "name in logs, published_by and the session (default: host-pid)"},
     {"log level", "LEASE_LOG_LEVEL", "--log-level", SETTING_LEVEL, "info", 0, 0, AT(log_level),
      "debug, info, warn or error"},
-    {"log format", "LEASE_LOG_FORMAT", "--log-format", SETTING_FORMAT, "json", 0, 0,
-     AT(log_format), "json or text"},
+    {"log format", "LEASE_LOG_FORMAT", "--log-format", SETTING_FORMAT, "json", 0, 0, AT(log_format),
+     "json or text"},
 };
 
 #define N_SETTINGS (sizeof settings / sizeof settings[0])

@@ -19,12 +19,12 @@
 #define RELAY_LISTEN_HOST_MAX 64
 
 typedef struct relay_config {
-    char *database_url;  /* secret-bearing: never logged */
-    char *amqp_url;      /* secret-bearing: never logged */
-    char *exchange;      /* default exchange; routing key = topic */
-    char *routes;        /* topic routes (relay_routes.h); "" none */
+    char *database_url; /* secret-bearing: never logged */
+    char *amqp_url;     /* secret-bearing: never logged */
+    char *exchange;     /* default exchange; routing key = topic */
+    char *routes;       /* topic routes (relay_routes.h); "" none */
     bool declare_exchanges;
-    char *couchdb_url;   /* secret-bearing; "" when no CouchDB route */
+    char *couchdb_url; /* secret-bearing; "" when no CouchDB route */
     int64_t batch_size;
     int64_t poll_interval_ms;
     int64_t confirm_timeout_ms;

@@ -104,7 +104,8 @@ static long request(relay_couch_t *c, const char *method, const char *db, const 
     *reply = NULL;
     char *esc_db = curl_easy_escape(c->curl, db, 0);
     char *esc_id = curl_easy_escape(c->curl, doc_id, 0);
-    size_t urlsz = strlen(c->base) + (esc_db ? strlen(esc_db) : 0) + (esc_id ? strlen(esc_id) : 0) + 4;
+    size_t urlsz =
+        strlen(c->base) + (esc_db ? strlen(esc_db) : 0) + (esc_id ? strlen(esc_id) : 0) + 4;
     char *url = malloc(urlsz);
     long status = 0;
     buf_t b = {0};
@@ -183,8 +184,7 @@ static relay_couch_outcome_t compare_fence(const json_t *doc, const relay_row_t 
     json_int_t token = json_integer_value(json_object_get(fence, "fencing_token"));
     json_int_t outbox = json_integer_value(json_object_get(fence, "outbox_id"));
     if (outbox >= row->outbox_id) {
-        snprintf(detail, detailsz, "already written by outbox row %" JSON_INTEGER_FORMAT,
-                 outbox);
+        snprintf(detail, detailsz, "already written by outbox row %" JSON_INTEGER_FORMAT, outbox);
         return RELAY_COUCH_ALREADY;
     }
     if (token > row->fencing_token) {
@@ -206,8 +206,9 @@ static json_t *build_doc(const json_t *payload, const relay_row_t *row, json_t *
         return NULL;
     }
     if (json_object_get(payload, "_deleted")) {
-        snprintf(detail, detailsz, "the payload deletes the document: fenced documents are "
-                                   "marked deleted in their body instead");
+        snprintf(detail, detailsz,
+                 "the payload deletes the document: fenced documents are "
+                 "marked deleted in their body instead");
         return NULL;
     }
     json_t *doc = json_deep_copy(payload);
@@ -244,8 +245,9 @@ relay_couch_outcome_t relay_couch_apply(relay_couch_t *c, const char *db, const 
         goto done;
     }
     if (!doc_id || !*doc_id || doc_id[0] == '_' || strlen(doc_id) > 1024) {
-        snprintf(detail, detailsz, "the payload has no string \"_id\" of 1..1024 characters "
-                                   "(not starting with _)");
+        snprintf(detail, detailsz,
+                 "the payload has no string \"_id\" of 1..1024 characters "
+                 "(not starting with _)");
         goto done;
     }
     out = RELAY_COUCH_RETRY;

@@ -279,9 +279,8 @@ relay_db_status_t relay_db_mark_published(relay_db_t *db, const int64_t *ids, si
         len += (size_t)snprintf(array + len, cap - len, "%s%" PRId64, i ? "," : "", ids[i]);
     snprintf(array + len, cap - len, "}");
     const char *params[2] = {array, instance};
-    relay_db_status_t st =
-        call_int(db, "SELECT lease.outbox_mark_published($1::bigint[], $2)", 2, params, marked,
-                 err, errsz);
+    relay_db_status_t st = call_int(db, "SELECT lease.outbox_mark_published($1::bigint[], $2)", 2,
+                                    params, marked, err, errsz);
     free(array);
     return st;
 }

@@ -29,18 +29,18 @@ typedef enum relay_db_status {
 /* One claimed outbox row. Strings are heap, freed with the batch. */
 typedef struct relay_row {
     int64_t outbox_id;
-    char message_id[24];  /* outbox_id in decimal */
-    char *identity_json;  /* the claim's lock_identity, as text: the per-identity group key */
+    char message_id[24]; /* outbox_id in decimal */
+    char *identity_json; /* the claim's lock_identity, as text: the per-identity group key */
     lease_identity_t identity;
     char *topic;
-    char *payload;        /* JSON object text */
+    char *payload; /* JSON object text */
     int64_t fencing_token;
     char *lease_id;
     char *execution_id;
-    char *trace_id;       /* NULL when the commit named none */
+    char *trace_id; /* NULL when the commit named none */
     char created_at[LEASE_TIME_LEN + 1];
     int64_t created_at_ms;
-    int attempts;         /* deferrals so far */
+    int attempts; /* deferrals so far */
 } relay_row_t;
 
 typedef struct relay_batch {
@@ -70,8 +70,8 @@ void relay_db_disconnect(relay_db_t *db);
 
 /* Begins the delivery transaction and claims up to batch_size rows into
  * out (out->count may be 0; the transaction is open either way when OK). */
-LEASE_MUST_USE relay_db_status_t relay_db_claim(relay_db_t *db, int batch_size,
-                                                relay_batch_t *out, char *err, size_t errsz);
+LEASE_MUST_USE relay_db_status_t relay_db_claim(relay_db_t *db, int batch_size, relay_batch_t *out,
+                                                char *err, size_t errsz);
 /* In the delivery transaction. *marked (may be NULL) receives the count. */
 LEASE_MUST_USE relay_db_status_t relay_db_mark_published(relay_db_t *db, const int64_t *ids,
                                                          size_t n, const char *instance,

@@ -33,8 +33,8 @@ static enum MHD_Result reply(struct MHD_Connection *conn, unsigned status, const
 }
 
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
-                                  const char *method, const char *version,
-                                  const char *upload_data, size_t *upload_size, void **con_cls)
+                                  const char *method, const char *version, const char *upload_data,
+                                  size_t *upload_size, void **con_cls)
 {
     (void)version;
     (void)upload_data;
@@ -56,17 +56,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
     static char draining[] = "{\"status\":\"not_ready\",\"reason\":\"draining\"}\n";
     static char oom[] = "out of memory\n";
     const char *json = "application/json";
-    bool known = strcmp(url, "/metrics") == 0 || strcmp(url, "/healthz") == 0 ||
-                 strcmp(url, "/readyz") == 0;
+    bool known =
+        strcmp(url, "/metrics") == 0 || strcmp(url, "/healthz") == 0 || strcmp(url, "/readyz") == 0;
     if (!known)
         return reply(conn, MHD_HTTP_NOT_FOUND, json, not_found, MHD_RESPMEM_PERSISTENT);
     if (strcmp(method, "GET") != 0 && strcmp(method, "HEAD") != 0)
-        return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, json, not_allowed,
-                     MHD_RESPMEM_PERSISTENT);
+        return reply(conn, MHD_HTTP_METHOD_NOT_ALLOWED, json, not_allowed, MHD_RESPMEM_PERSISTENT);
     if (strcmp(url, "/healthz") == 0)
         return reply(conn, MHD_HTTP_OK, json, ok, MHD_RESPMEM_PERSISTENT);
     if (strcmp(url, "/readyz") == 0) {
-        char *body = RELAY_METRIC_GET(h->metrics, draining)      ? draining
+        char *body = RELAY_METRIC_GET(h->metrics, draining)       ? draining
                      : !RELAY_METRIC_GET(h->metrics, database_up) ? no_db
                      : !RELAY_METRIC_GET(h->metrics, broker_up)   ? no_broker
                                                                   : ready;
@@ -104,10 +103,10 @@ relay_http_t *relay_http_start(const char *host, int port, relay_metrics_t *metr
         a4->sin_port = htons((uint16_t)port);
         inet_pton(AF_INET, host, &a4->sin_addr);
     }
-    h->daemon = MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, h,
-                                 MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-                                 MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
-                                 MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
+    h->daemon =
+        MHD_start_daemon(flags, (uint16_t)port, NULL, NULL, on_request, h, MHD_OPTION_SOCK_ADDR,
+                         (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT, (unsigned)64,
+                         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)10, MHD_OPTION_END);
     if (!h->daemon) {
         snprintf(err, errsz, "cannot listen on %s:%d", host, port);
         free(h);

@@ -56,10 +56,11 @@ char *relay_metrics_render(relay_metrics_t *m)
     text_t t = {malloc(4096), 0, 4096, false};
     if (!t.buf)
         return NULL;
-    emit(&t, "# HELP relay_published_total Outbox rows marked published after their "
-             "destination confirmed them.\n# TYPE relay_published_total counter\n"
-             "relay_published_total{destination=\"amqp\"} %llu\n"
-             "relay_published_total{destination=\"couchdb\"} %llu\n",
+    emit(&t,
+         "# HELP relay_published_total Outbox rows marked published after their "
+         "destination confirmed them.\n# TYPE relay_published_total counter\n"
+         "relay_published_total{destination=\"amqp\"} %llu\n"
+         "relay_published_total{destination=\"couchdb\"} %llu\n",
          (unsigned long long)RELAY_METRIC_GET(m, published_amqp),
          (unsigned long long)RELAY_METRIC_GET(m, published_couchdb));
     counter(&t, "relay_refused_total",

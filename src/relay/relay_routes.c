@@ -31,8 +31,8 @@ struct relay_routes {
 static bool chars_in(const char *s, const char *extra)
 {
     for (const char *c = s; *c; c++) {
-        bool ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') || (*c >= '0' && *c <= '9') ||
-                  strchr(extra, *c) != NULL;
+        bool ok = (*c >= 'a' && *c <= 'z') || (*c >= 'A' && *c <= 'Z') ||
+                  (*c >= '0' && *c <= '9') || strchr(extra, *c) != NULL;
         if (!ok)
             return false;
     }
@@ -112,15 +112,19 @@ static bool parse_entry(relay_routes_t *r, char *entry, char *err, size_t errsz)
 {
     char *eq = strchr(entry, '=');
     if (!eq) {
-        snprintf(err, errsz, "route '%.80s' is not PATTERN=amqp:EXCHANGE[/KEY] or "
-                             "PATTERN=couchdb:DATABASE", entry);
+        snprintf(err, errsz,
+                 "route '%.80s' is not PATTERN=amqp:EXCHANGE[/KEY] or "
+                 "PATTERN=couchdb:DATABASE",
+                 entry);
         return false;
     }
     *eq = '\0';
     const char *pattern = entry, *dest = eq + 1;
     if (!relay_routes_topic_valid(pattern, true)) {
-        snprintf(err, errsz, "route pattern '%.80s' is not a topic of [A-Za-z0-9._:/-] "
-                             "(optionally ending in *)", pattern);
+        snprintf(err, errsz,
+                 "route pattern '%.80s' is not a topic of [A-Za-z0-9._:/-] "
+                 "(optionally ending in *)",
+                 pattern);
         return false;
     }
     route_t rt = {0};
@@ -135,31 +139,39 @@ static bool parse_entry(relay_routes_t *r, char *entry, char *err, size_t errsz)
         if (slash)
             rt.routing_key = strdup(slash + 1);
         if (rt.target && !exchange_valid(rt.target)) {
-            snprintf(err, errsz, "route '%.80s': exchange '%.80s' is not 0..127 of "
-                                 "[A-Za-z0-9._:-] (and not amq.*)", pattern, rt.target);
+            snprintf(err, errsz,
+                     "route '%.80s': exchange '%.80s' is not 0..127 of "
+                     "[A-Za-z0-9._:-] (and not amq.*)",
+                     pattern, rt.target);
             goto fail;
         }
         if (slash && rt.routing_key && !routing_key_valid(rt.routing_key)) {
-            snprintf(err, errsz, "route '%.80s': routing key '%.80s' is not 1..255 of "
-                                 "[A-Za-z0-9._:/-]", pattern, rt.routing_key);
+            snprintf(err, errsz,
+                     "route '%.80s': routing key '%.80s' is not 1..255 of "
+                     "[A-Za-z0-9._:/-]",
+                     pattern, rt.routing_key);
             goto fail;
         }
     } else if (strncmp(dest, "couchdb:", 8) == 0) {
         rt.kind = RELAY_DEST_COUCHDB;
         rt.target = strdup(dest + 8);
         if (rt.target && !couchdb_name_valid(rt.target)) {
-            snprintf(err, errsz, "route '%.80s': '%.80s' is not a CouchDB database name "
-                                 "(^[a-z][a-z0-9_$()+/-]*$)", pattern, rt.target);
+            snprintf(err, errsz,
+                     "route '%.80s': '%.80s' is not a CouchDB database name "
+                     "(^[a-z][a-z0-9_$()+/-]*$)",
+                     pattern, rt.target);
             goto fail;
         }
         r->couchdb = true;
     } else {
-        snprintf(err, errsz, "route '%.80s': destination '%.80s' is neither amqp:EXCHANGE[/KEY] "
-                             "nor couchdb:DATABASE", pattern, dest);
+        snprintf(err, errsz,
+                 "route '%.80s': destination '%.80s' is neither amqp:EXCHANGE[/KEY] "
+                 "nor couchdb:DATABASE",
+                 pattern, dest);
         goto fail;
     }
-    if (!rt.pattern || !rt.target || (strchr(dest, '/') && rt.kind == RELAY_DEST_AMQP &&
-                                      !rt.routing_key)) {
+    if (!rt.pattern || !rt.target ||
+        (strchr(dest, '/') && rt.kind == RELAY_DEST_AMQP && !rt.routing_key)) {
         snprintf(err, errsz, "out of memory");
         goto fail;
     }

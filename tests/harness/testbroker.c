@@ -176,8 +176,8 @@ static bool declare(amqp_connection_state_t conn, const char *exchange, const ch
                     const char *binding_key)
 {
     if (*exchange) {
-        amqp_exchange_declare(conn, 1, amqp_cstring_bytes(exchange), amqp_cstring_bytes("topic"),
-                              0, 1, 0, 0, amqp_empty_table);
+        amqp_exchange_declare(conn, 1, amqp_cstring_bytes(exchange), amqp_cstring_bytes("topic"), 0,
+                              1, 0, 0, amqp_empty_table);
         if (!rpc_ok(conn, "exchange.declare", false))
             return false;
     }
@@ -348,8 +348,8 @@ long testbroker_queue_depth(testbroker_consumer_t *c)
     amqp_connection_state_t conn = open_conn(true);
     if (!conn)
         return -1;
-    amqp_queue_declare_ok_t *ok = amqp_queue_declare(conn, 1, amqp_cstring_bytes(c->queue), 1, 0,
-                                                     0, 0, amqp_empty_table);
+    amqp_queue_declare_ok_t *ok =
+        amqp_queue_declare(conn, 1, amqp_cstring_bytes(c->queue), 1, 0, 0, 0, amqp_empty_table);
     long depth = ok ? (long)ok->message_count : -1;
     amqp_destroy_connection(conn);
     return depth;

@@ -44,9 +44,8 @@ static long long migration_files(void)
 {
     glob_t g;
     memset(&g, 0, sizeof g);
-    assert_int_equal(glob(LEASE_TEST_SOURCE_DIR "/migrations/[0-9][0-9][0-9][0-9]_*.sql", 0, NULL,
-                          &g),
-                     0);
+    assert_int_equal(
+        glob(LEASE_TEST_SOURCE_DIR "/migrations/[0-9][0-9][0-9][0-9]_*.sql", 0, NULL, &g), 0);
     long long n = (long long)g.gl_pathc;
     globfree(&g);
     return n;

@@ -77,13 +77,14 @@ static void fill(const char *spec)
     assert_true(testpg_exec(db, "TRUNCATE lease.outbox RESTART IDENTITY"));
     char sql[4096];
     size_t len = 0;
-    len += (size_t)snprintf(sql + len, sizeof sql - len,
-                            "INSERT INTO lease.locks (lock_key, tenant_id, program_id, "
-                            "target_namespace, target_id, actor_name, workflow_name, "
-                            "operation_class, fencing_counter, created_at, state) "
-                            "SELECT lease.lock_key('t','p','ns', x,'a','w','default'), 't','p','ns', "
-                            "x, 'a','w','default', 1, now(), 'free' FROM unnest(ARRAY['t-X','t-Y',"
-                            "'t-Z']) x ON CONFLICT DO NOTHING; ");
+    len +=
+        (size_t)snprintf(sql + len, sizeof sql - len,
+                         "INSERT INTO lease.locks (lock_key, tenant_id, program_id, "
+                         "target_namespace, target_id, actor_name, workflow_name, "
+                         "operation_class, fencing_counter, created_at, state) "
+                         "SELECT lease.lock_key('t','p','ns', x,'a','w','default'), 't','p','ns', "
+                         "x, 'a','w','default', 1, now(), 'free' FROM unnest(ARRAY['t-X','t-Y',"
+                         "'t-Z']) x ON CONFLICT DO NOTHING; ");
     for (const char *p = spec; *p; p++) {
         if (*p == ',')
             continue;

@@ -55,9 +55,8 @@ static void restart_while_idle(void **state)
     relay_proc_t *relay = relay_proc_start(
         fx.http.db, (const char *[]){fx.exchange_env, "LEASE_RELAY_BACKOFF_MAX_MS=500", NULL});
     assert_true(collector_until(&col, fx.consumer, (size_t)rows, 30000));
-    assert_true(relay_wait_sql(fx.http.db,
-                               "SELECT count(*) FROM lease.outbox WHERE published_at IS NULL", 0,
-                               10000));
+    assert_true(relay_wait_sql(
+        fx.http.db, "SELECT count(*) FROM lease.outbox WHERE published_at IS NULL", 0, 10000));
 
     assert_true(testbroker_pause());
     long down_at = child_proc_now_ms();
@@ -81,9 +80,8 @@ static void restart_while_idle(void **state)
 
     assert_true(testbroker_resume());
     long up_at = child_proc_now_ms();
-    assert_true(relay_wait_sql(fx.http.db,
-                               "SELECT count(*) FROM lease.outbox WHERE published_at IS NULL", 0,
-                               60000));
+    assert_true(relay_wait_sql(
+        fx.http.db, "SELECT count(*) FROM lease.outbox WHERE published_at IS NULL", 0, 60000));
     long caught_up = child_proc_now_ms();
     assert_true(wait_metric_eq(relay, "relay_broker_up", 1, 10000));
     assert_true(relay_proc_metric(relay, "relay_broker_connects_total") >= 2);
@@ -106,10 +104,10 @@ static void restart_in_the_middle_of_a_flow(void **state)
     int rows = relay_fill(&fx, "busy", 10, 2, 5, 30);
     collector_t col;
     collector_init(&col);
-    relay_proc_t *relay = relay_proc_start(
-        fx.http.db, (const char *[]){fx.exchange_env, "LEASE_RELAY_BATCH_SIZE=50",
-                                     "LEASE_RELAY_INSTANCE_ID=relay-busy",
-                                     "LEASE_RELAY_BACKOFF_MAX_MS=500", NULL});
+    relay_proc_t *relay =
+        relay_proc_start(fx.http.db, (const char *[]){fx.exchange_env, "LEASE_RELAY_BATCH_SIZE=50",
+                                                      "LEASE_RELAY_INSTANCE_ID=relay-busy",
+                                                      "LEASE_RELAY_BACKOFF_MAX_MS=500", NULL});
     /* catch it mid-batch for certain: freeze the broker once messages
      * flow, wait until the relay sits in its delivery transaction waiting
      * for confirms, then stop the broker */
@@ -120,9 +118,8 @@ static void restart_in_the_middle_of_a_flow(void **state)
     long long waiting = relay_unpublished(&fx);
     assert_true(waiting > 0);
     assert_true(testbroker_resume());
-    assert_true(relay_wait_sql(fx.http.db,
-                               "SELECT count(*) FROM lease.outbox WHERE published_at IS NULL", 0,
-                               60000));
+    assert_true(relay_wait_sql(
+        fx.http.db, "SELECT count(*) FROM lease.outbox WHERE published_at IS NULL", 0, 60000));
     assert_true(collector_until(&col, fx.consumer, (size_t)rows, 60000));
     collector_drain(&col, fx.consumer, 300);
     collector_check_exact(&col, &fx);

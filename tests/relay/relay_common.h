@@ -82,17 +82,16 @@ static inline json_t *relay_payload(const char *target, json_int_t token, int se
  * POST /v1/commits of n publications of topic by lease (plus extra_writes,
  * a JSON array stolen, may be NULL); returns the reply (caller frees).
  */
-static inline http_resp_t *relay_commit(relay_fx_t *fx, const char *target, json_t *lease,
-                                        int n, const char *topic, const char *tag,
-                                        json_t *extra_writes)
+static inline http_resp_t *relay_commit(relay_fx_t *fx, const char *target, json_t *lease, int n,
+                                        const char *topic, const char *tag, json_t *extra_writes)
 {
     static int calls;
     json_int_t token = json_integer_value(json_object_get(lease, "fencing_token"));
     json_t *writes = json_array();
     for (int i = 0; i < n; i++)
-        json_array_append_new(writes, json_pack("{s:s, s:s, s:o}", "kind", "publication", "topic",
-                                                topic, "payload",
-                                                relay_payload(target, token, i, tag)));
+        json_array_append_new(writes,
+                              json_pack("{s:s, s:s, s:o}", "kind", "publication", "topic", topic,
+                                        "payload", relay_payload(target, token, i, tag)));
     if (extra_writes) {
         json_array_extend(writes, extra_writes);
         json_decref(extra_writes);
@@ -100,11 +99,11 @@ static inline http_resp_t *relay_commit(relay_fx_t *fx, const char *target, json
     char rid[96], trace[96];
     snprintf(rid, sizeof rid, "commit-%s-%d", target, ++calls);
     snprintf(trace, sizeof trace, "trace-%s-%d", target, calls);
-    json_t *body = json_pack("{s:s, s:o, s:O, s:O, s:s, s:s, s:o}", "request_id", rid,
-                             "lock_identity", identity_json(target), "lease_id",
-                             json_object_get(lease, "lease_id"), "fencing_token",
-                             json_object_get(lease, "fencing_token"), "execution_id", "exec_1",
-                             "trace_id", trace, "writes", writes);
+    json_t *body =
+        json_pack("{s:s, s:o, s:O, s:O, s:s, s:s, s:o}", "request_id", rid, "lock_identity",
+                  identity_json(target), "lease_id", json_object_get(lease, "lease_id"),
+                  "fencing_token", json_object_get(lease, "fencing_token"), "execution_id",
+                  "exec_1", "trace_id", trace, "writes", writes);
     return call_owned(fx->http.base, "POST", "/v1/commits", fx->worker, dump(body));
 }
 

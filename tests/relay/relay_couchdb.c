@@ -57,7 +57,8 @@ static int setup(void **state)
     assert_non_null(r);
     assert_int_equal(r->status, 201);
     http_resp_free(r);
-    char *design = child_proc_read_file(LEASE_TEST_SOURCE_DIR "/contrib/couchdb/lease_fencing.json");
+    char *design =
+        child_proc_read_file(LEASE_TEST_SOURCE_DIR "/contrib/couchdb/lease_fencing.json");
     r = http_call(couch_url, "PUT", "/" DB "/_design/lease_fencing", NULL, design);
     free(design);
     assert_non_null(r);
@@ -127,19 +128,19 @@ static void expect_forbidden(http_resp_t *r, const char *reason_part)
 static void design_document_refuses_stale_writes(void **state)
 {
     (void)state;
-    http_resp_t *r = couch_put("doc-1", json_pack("{s:i, s:o}", "v", 1, "lease_fence",
-                                                  fence("t-x", 5)), NULL);
+    http_resp_t *r =
+        couch_put("doc-1", json_pack("{s:i, s:o}", "v", 1, "lease_fence", fence("t-x", 5)), NULL);
     assert_int_equal(r->status, 201);
     char rev[128];
     snprintf(rev, sizeof rev, "%s", http_resp_str(r, "rev"));
     http_resp_free(r);
     /* a lower token: refused, by the server itself, with the right revision */
-    expect_forbidden(couch_put("doc-1", json_pack("{s:i, s:o}", "v", 2, "lease_fence",
-                                                  fence("t-x", 4)), rev),
-                     "stale fencing token 4");
+    expect_forbidden(
+        couch_put("doc-1", json_pack("{s:i, s:o}", "v", 2, "lease_fence", fence("t-x", 4)), rev),
+        "stale fencing token 4");
     /* the same through _bulk_docs */
-    json_t *bulk = json_pack("{s:[{s:s, s:s, s:i, s:o}]}", "docs", "_id", "doc-1", "_rev", rev,
-                             "v", 3, "lease_fence", fence("t-x", 1));
+    json_t *bulk = json_pack("{s:[{s:s, s:s, s:i, s:o}]}", "docs", "_id", "doc-1", "_rev", rev, "v",
+                             3, "lease_fence", fence("t-x", 1));
     char *bulk_text = dump(bulk);
     r = http_call(couch_url, "POST", "/" DB "/_bulk_docs", NULL, bulk_text);
     free(bulk_text);
@@ -149,8 +150,9 @@ static void design_document_refuses_stale_writes(void **state)
     assert_string_equal(json_string_value(json_object_get(item, "error")), "forbidden");
     http_resp_free(r);
     /* another identity, no fence, a malformed token, a deletion: refused */
-    expect_forbidden(couch_put("doc-1", json_pack("{s:i, s:o}", "v", 2, "lease_fence",
-                                                  fence("t-other", 9)), rev),
+    expect_forbidden(couch_put("doc-1",
+                               json_pack("{s:i, s:o}", "v", 2, "lease_fence", fence("t-other", 9)),
+                               rev),
                      "another lock identity");
     expect_forbidden(couch_put("doc-1", json_pack("{s:i}", "v", 2), rev), "lease_fence");
     json_t *bad = fence("t-x", 6);
@@ -198,11 +200,11 @@ static void commit_docs(const char *target, json_t *lease, json_t *payloads)
     json_decref(payloads);
     char rid[64];
     snprintf(rid, sizeof rid, "couch-commit-%d", ++calls);
-    json_t *body = json_pack("{s:s, s:o, s:O, s:O, s:s, s:s, s:o}", "request_id", rid,
-                             "lock_identity", identity_json(target), "lease_id",
-                             json_object_get(lease, "lease_id"), "fencing_token",
-                             json_object_get(lease, "fencing_token"), "execution_id", "exec_1",
-                             "trace_id", "trace-couch", "writes", writes);
+    json_t *body =
+        json_pack("{s:s, s:o, s:O, s:O, s:s, s:s, s:o}", "request_id", rid, "lock_identity",
+                  identity_json(target), "lease_id", json_object_get(lease, "lease_id"),
+                  "fencing_token", json_object_get(lease, "fencing_token"), "execution_id",
+                  "exec_1", "trace_id", "trace-couch", "writes", writes);
     http_resp_t *r = call_owned(fx.http.base, "POST", "/v1/commits", fx.worker, dump(body));
     check_reply(r, 200, "commit_accepted", NULL);
     http_resp_free(r);
@@ -211,8 +213,7 @@ static void commit_docs(const char *target, json_t *lease, json_t *payloads)
 static bool wait_all_published(void)
 {
     return relay_wait_sql(fx.http.db,
-                          "SELECT count(*) FROM lease.outbox WHERE published_at IS NULL", 0,
-                          30000);
+                          "SELECT count(*) FROM lease.outbox WHERE published_at IS NULL", 0, 30000);
 }
 
 static void relay_writes_documents_with_their_lease(void **state)
@@ -224,8 +225,8 @@ static void relay_writes_documents_with_their_lease(void **state)
                           "scanned", "n", 1, "_id", "target-c1", "state", "enriched", "n", 2));
     relay_release(&fx, "t-c1", l1);
     json_t *l2 = relay_acquire(&fx, "t-c1");
-    commit_docs("t-c1", l2, json_pack("[{s:s, s:s, s:i}]", "_id", "target-c1", "state", "done",
-                                      "n", 3));
+    commit_docs("t-c1", l2,
+                json_pack("[{s:s, s:s, s:i}]", "_id", "target-c1", "state", "done", "n", 3));
     relay_proc_t *relay = start_relay();
     if (!wait_all_published())
         relay_proc_dump_log(relay);
@@ -246,8 +247,8 @@ static void relay_writes_documents_with_their_lease(void **state)
     assert_string_equal(json_string_value(json_object_get(f, "trace_id")), "trace-couch");
     /* three writes, in order: revision 3 */
     assert_int_equal(strncmp(json_string_value(json_object_get(doc, "_rev")), "3-", 2), 0);
-    assert_true(relay_wait_metric(relay, "relay_published_total{destination=\"couchdb\"}", 3,
-                                  5000));
+    assert_true(
+        relay_wait_metric(relay, "relay_published_total{destination=\"couchdb\"}", 3, 5000));
     assert_int_equal(testpg_query_int(fx.http.db, "SELECT count(*) FROM lease.outbox WHERE "
                                                   "published_by = 'relay-couch' AND last_error "
                                                   "IS NULL"),
@@ -262,9 +263,9 @@ static void a_stale_row_is_refused_and_recorded(void **state)
 {
     (void)state;
     /* a writer outside leased wrote the document with token 50 */
-    http_resp_t *r = couch_put("target-c2", json_pack("{s:s, s:o}", "state", "from-elsewhere",
-                                                      "lease_fence", fence("t-c2", 50)),
-                               NULL);
+    http_resp_t *r = couch_put(
+        "target-c2",
+        json_pack("{s:s, s:o}", "state", "from-elsewhere", "lease_fence", fence("t-c2", 50)), NULL);
     assert_int_equal(r->status, 201);
     http_resp_free(r);
     json_t *l = relay_acquire(&fx, "t-c2");
@@ -310,9 +311,9 @@ static void a_bad_payload_waits_for_an_operator(void **state)
     json_t *l = relay_acquire(&fx, "t-c3");
     long long first = testpg_query_int(fx.http.db, "SELECT coalesce(max(outbox_id), 0) + 1 FROM "
                                                    "lease.outbox");
-    commit_docs("t-c3", l,
-                json_pack("[{s:s}, {s:s, s:s}]", "state", "no id", "_id", "target-c3", "state",
-                          "fine"));
+    commit_docs(
+        "t-c3", l,
+        json_pack("[{s:s}, {s:s, s:s}]", "state", "no id", "_id", "target-c3", "state", "fine"));
     relay_proc_t *relay = start_relay();
     char sql[256];
     snprintf(sql, sizeof sql,

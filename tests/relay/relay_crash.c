@@ -40,9 +40,9 @@ static relay_proc_t *start_relay(const char *instance, const char *batch)
     char inst[96], b[64];
     snprintf(inst, sizeof inst, "LEASE_RELAY_INSTANCE_ID=%s", instance);
     snprintf(b, sizeof b, "LEASE_RELAY_BATCH_SIZE=%s", batch);
-    return relay_proc_start(fx.http.db, (const char *[]){fx.exchange_env, inst, b,
-                                                         "LEASE_RELAY_CONFIRM_TIMEOUT_MS=60000",
-                                                         NULL});
+    return relay_proc_start(
+        fx.http.db,
+        (const char *[]){fx.exchange_env, inst, b, "LEASE_RELAY_CONFIRM_TIMEOUT_MS=60000", NULL});
 }
 
 static void finish_and_check(collector_t *col, int rows, const char *label)

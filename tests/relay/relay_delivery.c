@@ -72,9 +72,9 @@ static void check_message_against_row(const testbroker_msg_t *m)
              m->message_id);
     char *want = testpg_query_value(fx.http.db, sql);
     assert_non_null(want);
-    const char *names[] = {"lease_id",         "fencing_token", "execution_id", "trace_id",
-                           "topic",            "tenant_id",     "program_id",   "target_namespace",
-                           "target_id",        "actor_name",    "workflow_name", "operation_class",
+    const char *names[] = {"lease_id",  "fencing_token", "execution_id",  "trace_id",
+                           "topic",     "tenant_id",     "program_id",    "target_namespace",
+                           "target_id", "actor_name",    "workflow_name", "operation_class",
                            "created_at"};
     char got[2048] = "";
     size_t len = 0;
@@ -133,9 +133,8 @@ static void accepted_arrive_exactly_once_rejected_never(void **state)
                                                   "WHERE payload ->> 'tag' <> 'accepted'"),
                      0);
 
-    relay_proc_t *relay =
-        relay_proc_start(fx.http.db, (const char *[]){fx.exchange_env,
-                                                      "LEASE_RELAY_INSTANCE_ID=relay-a", NULL});
+    relay_proc_t *relay = relay_proc_start(
+        fx.http.db, (const char *[]){fx.exchange_env, "LEASE_RELAY_INSTANCE_ID=relay-a", NULL});
     collector_t col;
     collector_init(&col);
     /* the first message, checked field by field against its row */
@@ -149,9 +148,8 @@ static void accepted_arrive_exactly_once_rejected_never(void **state)
     if (!collector_until(&col, fx.consumer, (size_t)rows, 30000))
         relay_proc_dump_log(relay);
     assert_int_equal(col.n_new, rows);
-    assert_true(relay_wait_sql(fx.http.db,
-                               "SELECT count(*) FROM lease.outbox WHERE published_at IS NULL", 0,
-                               10000));
+    assert_true(relay_wait_sql(
+        fx.http.db, "SELECT count(*) FROM lease.outbox WHERE published_at IS NULL", 0, 10000));
     collector_drain(&col, fx.consumer, 300);
     collector_check_exact(&col, &fx);
     collector_check_order(&col);
@@ -162,8 +160,8 @@ static void accepted_arrive_exactly_once_rejected_never(void **state)
                                                   "published_by = 'relay-a' AND last_error IS NULL "
                                                   "AND attempts = 0"),
                      rows);
-    assert_true(relay_wait_metric(relay, "relay_published_total{destination=\"amqp\"}", rows,
-                                  5000));
+    assert_true(
+        relay_wait_metric(relay, "relay_published_total{destination=\"amqp\"}", rows, 5000));
     assert_true(relay_proc_metric(relay, "relay_published_total{destination=\"amqp\"}") == rows);
     long end = child_proc_now_ms() + 5000;
     while (relay_proc_metric(relay, "relay_lag_rows") != 0 && child_proc_now_ms() < end)
@@ -192,15 +190,16 @@ static void routes_pick_exchange_and_routing_key(void **state)
     snprintf(ex3, sizeof ex3, "%s.state", fx.exchange);
     snprintf(q2, sizeof q2, "%s.alerts", fx.queue);
     snprintf(q3, sizeof q3, "%s.state", fx.queue);
-    snprintf(routes, sizeof routes, "LEASE_RELAY_ROUTES=alerts.*=amqp:%s/pager.fixed, state.*=amqp:%s",
-             ex2, ex3);
+    snprintf(routes, sizeof routes,
+             "LEASE_RELAY_ROUTES=alerts.*=amqp:%s/pager.fixed, state.*=amqp:%s", ex2, ex3);
     testbroker_consumer_t *c2 = testbroker_consumer_new(ex2, "pager.fixed", q2);
     testbroker_consumer_t *c3 = testbroker_consumer_new(ex3, "state.#", q3);
     json_t *lease = relay_acquire(&fx, "t-routes");
     relay_commit_ok(&fx, "t-routes", lease, 1, "alerts.high");
     relay_commit_ok(&fx, "t-routes", lease, 1, "state.scanned");
     relay_commit_ok(&fx, "t-routes", lease, 1, "other.topic");
-    relay_proc_t *relay = relay_proc_start(fx.http.db, (const char *[]){fx.exchange_env, routes, NULL});
+    relay_proc_t *relay =
+        relay_proc_start(fx.http.db, (const char *[]){fx.exchange_env, routes, NULL});
     testbroker_msg_t *m = testbroker_next(c2, 30000);
     assert_non_null(m);
     assert_string_equal(m->type, "alerts.high");
@@ -217,9 +216,8 @@ static void routes_pick_exchange_and_routing_key(void **state)
     assert_string_equal(m->type, "other.topic");
     assert_string_equal(m->exchange, fx.exchange);
     testbroker_msg_free(m);
-    assert_true(relay_wait_sql(fx.http.db,
-                               "SELECT count(*) FROM lease.outbox WHERE published_at IS NULL", 0,
-                               10000));
+    assert_true(relay_wait_sql(
+        fx.http.db, "SELECT count(*) FROM lease.outbox WHERE published_at IS NULL", 0, 10000));
     assert_int_equal(relay_proc_stop(relay), 0);
     testbroker_consumer_free(c2);
     testbroker_consumer_free(c3);
@@ -249,9 +247,10 @@ static void unroutable_row_waits_and_holds_back_its_identity(void **state)
         fx.http.db, (const char *[]){fx.exchange_env, routes, "LEASE_RELAY_RETRY_DELAY_MS=200",
                                      "LEASE_RELAY_BACKOFF_MAX_MS=200", NULL});
     char sql[256];
-    snprintf(sql, sizeof sql,
-             "SELECT count(*) FROM lease.outbox WHERE outbox_id = %lld AND published_at IS NOT NULL",
-             base + 3);
+    snprintf(
+        sql, sizeof sql,
+        "SELECT count(*) FROM lease.outbox WHERE outbox_id = %lld AND published_at IS NOT NULL",
+        base + 3);
     assert_true(relay_wait_sql(fx.http.db, sql, 1, 30000));
     snprintf(sql, sizeof sql,
              "SELECT count(*) FROM lease.outbox WHERE outbox_id = %lld AND published_at IS NULL "
@@ -273,9 +272,8 @@ static void unroutable_row_waits_and_holds_back_its_identity(void **state)
 
     /* a queue appears: the row goes, then the one behind it */
     testbroker_declare(ex, q, "#");
-    assert_true(relay_wait_sql(fx.http.db,
-                               "SELECT count(*) FROM lease.outbox WHERE published_at IS NULL", 0,
-                               30000));
+    assert_true(relay_wait_sql(
+        fx.http.db, "SELECT count(*) FROM lease.outbox WHERE published_at IS NULL", 0, 30000));
     snprintf(sql, sizeof sql,
              "SELECT count(*) FROM lease.outbox a, lease.outbox b WHERE a.outbox_id = %lld AND "
              "b.outbox_id = %lld AND a.published_at <= b.published_at AND a.last_error IS NULL",
@@ -335,15 +333,14 @@ static void once_mode_and_exit_codes(void **state)
     assert_non_null(strstr(out, "batch size"));
     free(out);
     rc = relay_proc_run(fx.http.db, NULL,
-                        (const char *[]){"LEASE_RELAY_AMQP_URL=amqps://u:s3cr3t-pw@h:5671/v",
-                                         NULL},
+                        (const char *[]){"LEASE_RELAY_AMQP_URL=amqps://u:s3cr3t-pw@h:5671/v", NULL},
                         10000, &out);
     assert_int_equal(rc, 2);
     assert_null(strstr(out, "s3cr3t-pw"));
     assert_non_null(strstr(out, "amqps"));
     free(out);
-    rc = relay_proc_run(fx.http.db, NULL, (const char *[]){"LEASE_RELAY_ROUTES=a.*=couchdb:x", NULL},
-                        10000, &out);
+    rc = relay_proc_run(fx.http.db, NULL,
+                        (const char *[]){"LEASE_RELAY_ROUTES=a.*=couchdb:x", NULL}, 10000, &out);
     assert_int_equal(rc, 2);
     assert_non_null(strstr(out, "LEASE_RELAY_COUCHDB_URL"));
     free(out);

@@ -63,9 +63,8 @@ static long long published_by(const char *instance)
 
 static void collect_all(collector_t *col, int rows)
 {
-    assert_true(relay_wait_sql(fx.http.db,
-                               "SELECT count(*) FROM lease.outbox WHERE published_at IS NULL", 0,
-                               120000));
+    assert_true(relay_wait_sql(
+        fx.http.db, "SELECT count(*) FROM lease.outbox WHERE published_at IS NULL", 0, 120000));
     assert_true(collector_until(col, fx.consumer, (size_t)rows, 60000));
     collector_drain(col, fx.consumer, 300);
     collector_check_exact(col, &fx);

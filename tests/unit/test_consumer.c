@@ -18,19 +18,27 @@
 
 #include "lease/consumer.h"
 
-static const char *names[] = {"outbox_id",        "lease_id",      "fencing_token",
-                              "tenant_id",        "program_id",    "target_namespace",
-                              "target_id",        "actor_name",    "workflow_name",
-                              "operation_class",  "execution_id",  "trace_id",
+static const char *names[] = {"outbox_id",     "lease_id",         "fencing_token", "tenant_id",
+                              "program_id",    "target_namespace", "target_id",     "actor_name",
+                              "workflow_name", "operation_class",  "execution_id",  "trace_id",
                               "topic"};
 #define N_HEADERS (sizeof names / sizeof names[0])
 
 /* A delivery of target with token and message id. */
 static lease_delivery_t delivery(const char *target, const char *token, const char *id)
 {
-    const char *values[N_HEADERS] = {id,          "lease_abc",   token,     "Tenant-Main",
-                                     "program-a", "starintel-target", target, "usernamegen",
-                                     "default",   "default",     "exec_1",  "trace_1",
+    const char *values[N_HEADERS] = {id,
+                                     "lease_abc",
+                                     token,
+                                     "Tenant-Main",
+                                     "program-a",
+                                     "starintel-target",
+                                     target,
+                                     "usernamegen",
+                                     "default",
+                                     "default",
+                                     "exec_1",
+                                     "trace_1",
                                      "results.ready"};
     lease_delivery_t d;
     const char *bad = NULL;
@@ -55,18 +63,17 @@ static void test_parse(void **state)
         const char *value;
         const char *bad;
     } cases[] = {
-        {2, "0", "fencing_token"},      {2, "-1", "fencing_token"},
-        {2, "4x", "fencing_token"},     {2, "99999999999999999999", "fencing_token"},
-        {2, NULL, "fencing_token"},     {1, "lease id", "lease_id"},
-        {6, "a/b", "target_id"},        {3, "", "tenant_id"},
+        {2, "0", "fencing_token"},       {2, "-1", "fencing_token"},
+        {2, "4x", "fencing_token"},      {2, "99999999999999999999", "fencing_token"},
+        {2, NULL, "fencing_token"},      {1, "lease id", "lease_id"},
+        {6, "a/b", "target_id"},         {3, "", "tenant_id"},
         {9, "other", "operation_class"}, {9, NULL, "operation_class"},
         {11, "bad trace", "trace_id"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
-        const char *values[N_HEADERS] = {"7",         "lease_abc",        "3",
-                                         "tenant-main", "program-a",      "starintel-target",
-                                         "t1",        "usernamegen",      "default",
-                                         "default",   "exec_1",           "trace_1",
+        const char *values[N_HEADERS] = {"7",         "lease_abc",        "3",      "tenant-main",
+                                         "program-a", "starintel-target", "t1",     "usernamegen",
+                                         "default",   "default",          "exec_1", "trace_1",
                                          "topic"};
         const char *hdr_names[N_HEADERS];
         memcpy(hdr_names, names, sizeof hdr_names);
@@ -211,8 +218,8 @@ static void test_threads(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_parse),          cmocka_unit_test(test_duplicates_and_stale),
-        cmocka_unit_test(test_window),         cmocka_unit_test(test_many_identities),
+        cmocka_unit_test(test_parse),   cmocka_unit_test(test_duplicates_and_stale),
+        cmocka_unit_test(test_window),  cmocka_unit_test(test_many_identities),
         cmocka_unit_test(test_threads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

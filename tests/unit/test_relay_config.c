@@ -56,10 +56,10 @@ static void test_env_and_flags(void **state)
 {
     (void)state;
     char *env[] = {"LEASE_DATABASE_URL=postgresql:///x", "LEASE_RELAY_BATCH_SIZE=7",
-                   "LEASE_RELAY_METRICS_LISTEN=off", "LEASE_RELAY_DECLARE_EXCHANGES=false",
-                   "LEASE_RELAY_INSTANCE_ID=relay-1", NULL};
-    char *argv[] = {"leased-relay", "--batch-size", "9", "--once", "--exchange=ex",
-                    "--metrics-listen", "[::1]:0", NULL};
+                   "LEASE_RELAY_METRICS_LISTEN=off",     "LEASE_RELAY_DECLARE_EXCHANGES=false",
+                   "LEASE_RELAY_INSTANCE_ID=relay-1",    NULL};
+    char *argv[] = {"leased-relay",  "--batch-size",     "9",       "--once",
+                    "--exchange=ex", "--metrics-listen", "[::1]:0", NULL};
     relay_config_t cfg;
     char err[512];
     assert_int_equal(load(&cfg, argv, 7, env, err), RELAY_CONFIG_OK);
@@ -182,12 +182,12 @@ static void test_cli(void **state)
     assert_int_equal(relay_proc_run(NULL, NULL, NULL, 10000, &out), 2);
     assert_non_null(strstr(out, "LEASE_DATABASE_URL"));
     free(out);
-    assert_int_equal(relay_proc_run(NULL, NULL,
-                                    (const char *[]){"LEASE_DATABASE_URL=postgresql:///x",
-                                                     "LEASE_RELAY_AMQP_URL=not-a-url-pw=hunter2",
-                                                     NULL},
-                                    10000, &out),
-                     2);
+    assert_int_equal(
+        relay_proc_run(NULL, NULL,
+                       (const char *[]){"LEASE_DATABASE_URL=postgresql:///x",
+                                        "LEASE_RELAY_AMQP_URL=not-a-url-pw=hunter2", NULL},
+                       10000, &out),
+        2);
     assert_non_null(strstr(out, "AMQP url"));
     assert_null(strstr(out, "hunter2"));
     free(out);
@@ -196,10 +196,8 @@ static void test_cli(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_defaults),
-        cmocka_unit_test(test_env_and_flags),
-        cmocka_unit_test(test_bad_values),
-        cmocka_unit_test(test_docs_list_every_setting),
+        cmocka_unit_test(test_defaults),   cmocka_unit_test(test_env_and_flags),
+        cmocka_unit_test(test_bad_values), cmocka_unit_test(test_docs_list_every_setting),
         cmocka_unit_test(test_cli),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

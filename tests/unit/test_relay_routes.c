@@ -33,7 +33,8 @@ static void test_routes_and_default(void **state)
     char err[256];
     relay_routes_t *r = relay_routes_parse(
         " alerts.high=amqp:alerts/pager.high , alerts.*=amqp:alerts,state.*=couchdb:targets,"
-        "exact.topic=amqp:", "leased.outbox", err, sizeof err);
+        "exact.topic=amqp:",
+        "leased.outbox", err, sizeof err);
     assert_non_null(r);
     lookup_is(r, "alerts.high", RELAY_DEST_AMQP, "alerts", "pager.high"); /* first match wins */
     lookup_is(r, "alerts.low", RELAY_DEST_AMQP, "alerts", NULL);
@@ -73,18 +74,18 @@ static void test_bad_routes(void **state)
     static const struct {
         const char *spec, *exchange, *must_name;
     } bad[] = {
-        {"alerts.*", "x", "alerts.*"},                      /* no = */
-        {"alerts.*=kafka:topic", "x", "kafka:topic"},       /* unknown kind */
-        {"al erts=amqp:x", "x", "al erts"},                 /* bad pattern */
-        {"a*b=amqp:x", "x", "a*b"},                         /* star inside */
-        {"=amqp:x", "x", "pattern"},                        /* empty pattern */
-        {"a=amqp:bad exchange", "x", "bad exchange"},       /* bad exchange */
-        {"a=amqp:amq.direct", "x", "amq.direct"},           /* reserved */
-        {"a=amqp:x/bad key", "x", "bad key"},               /* bad key */
-        {"a=amqp:x/", "x", "routing key"},                  /* empty key */
-        {"a=couchdb:Targets", "x", "Targets"},              /* CouchDB names are lower-case */
-        {"a=couchdb:", "x", "CouchDB"},                     /* empty database */
-        {"", "bad exchange", "bad exchange"},               /* bad default */
+        {"alerts.*", "x", "alerts.*"},                /* no = */
+        {"alerts.*=kafka:topic", "x", "kafka:topic"}, /* unknown kind */
+        {"al erts=amqp:x", "x", "al erts"},           /* bad pattern */
+        {"a*b=amqp:x", "x", "a*b"},                   /* star inside */
+        {"=amqp:x", "x", "pattern"},                  /* empty pattern */
+        {"a=amqp:bad exchange", "x", "bad exchange"}, /* bad exchange */
+        {"a=amqp:amq.direct", "x", "amq.direct"},     /* reserved */
+        {"a=amqp:x/bad key", "x", "bad key"},         /* bad key */
+        {"a=amqp:x/", "x", "routing key"},            /* empty key */
+        {"a=couchdb:Targets", "x", "Targets"},        /* CouchDB names are lower-case */
+        {"a=couchdb:", "x", "CouchDB"},               /* empty database */
+        {"", "bad exchange", "bad exchange"},         /* bad default */
         {"", "amq.topic", "amq.topic"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
