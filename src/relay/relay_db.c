@@ -31,7 +31,7 @@ static const char claim_sql[] =
     "c.lease_id, c.execution_id, c.trace_id, "
     "to_char(c.created_at AT TIME ZONE 'UTC', 'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"'), "
     "(extract(epoch FROM c.created_at) * 1000)::bigint, c.attempts "
-    "FROM lease.outbox_claim($1::integer) c";
+    "FROM lease.outbox_claim($1::integer) c ORDER BY c.outbox_id";
 
 void relay_batch_clear(relay_batch_t *b)
 {
