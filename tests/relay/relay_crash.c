@@ -6,7 +6,10 @@
  *     sits in its delivery transaction with published, unconfirmed
  *     messages; it is killed there; the broker is thawed (so the messages
  *     it had received are routed) and a new relay delivers everything;
- *  2. three kills at whatever point the flow has reached.
+ *  2. three kills at whatever point the flow has reached;
+ *  3. SIGTERM mid-batch (again caught with the broker frozen): the relay
+ *     finishes the batch once the confirms come, records it and exits 0;
+ *     the next relay delivers the rest without a single duplicate.
  * The broker is frozen: this test runs alone (RUN_SERIAL).
  */
 #include "relay_common.h"
@@ -114,11 +117,45 @@ static void kill9_anywhere_three_times(void **state)
     collector_free(&col);
 }
 
+static int setup_term(void **state)
+{
+    (void)state;
+    relay_fx_open(&fx, "relay_crash_term");
+    return 0;
+}
+
+static void sigterm_mid_batch_finishes_the_batch(void **state)
+{
+    (void)state;
+    int rows = relay_fill(&fx, "term", 10, 2, 5, 30);
+    collector_t col;
+    collector_init(&col);
+    relay_proc_t *a = start_relay("relay-t", "200");
+    assert_true(collector_until(&col, fx.consumer, 1, 30000));
+    long long pid = relay_freeze_mid_batch(&fx, a, "relay-t", &rows);
+    long long before = relay_outbox_rows(&fx) - relay_unpublished(&fx);
+    relay_proc_signal(a, SIGTERM);
+    assert_true(testbroker_thaw());
+    /* it waits for its confirms, marks its batch, and exits cleanly */
+    assert_int_equal(relay_proc_wait(a, 60000), 0);
+    relay_proc_free(a);
+    char sql[160];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM pg_stat_activity WHERE pid = %lld", pid);
+    assert_true(relay_wait_sql(fx.http.db, sql, 0, 30000));
+    long long after = relay_outbox_rows(&fx) - relay_unpublished(&fx);
+    assert_true(after > before);             /* the batch in flight was recorded */
+    assert_true(relay_unpublished(&fx) > 0); /* and it stopped after it */
+    finish_and_check(&col, rows, "SIGTERM mid-batch");
+    assert_int_equal(col.n_duplicate, 0);
+    collector_free(&col);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(kill9_mid_batch, setup_mid, teardown),
         cmocka_unit_test_setup_teardown(kill9_anywhere_three_times, setup_any, teardown),
+        cmocka_unit_test_setup_teardown(sigterm_mid_batch_finishes_the_batch, setup_term, teardown),
     };
     if (!testbroker_owned()) {
         /* skipped, visibly: ctest reports it (SKIP_RETURN_CODE 77) */
