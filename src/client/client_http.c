@@ -7,6 +7,7 @@
 #include <curl/curl.h>
 #include <openssl/crypto.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -179,6 +180,23 @@ static client_transport_t judge_failure(CURL *h, CURLcode rc)
     }
 }
 
+/* What the transport said about a failed exchange, for people: libcurl's
+ * message (it names the host and port) and the system error behind it
+ * ("Connection refused") when libcurl's words do not already say it. */
+static void describe_failure(CURL *h, CURLcode rc, const char *curl_error, char *out, size_t outsz)
+{
+    const char *what = curl_error[0] ? curl_error : curl_easy_strerror(rc);
+    long os_errno = 0;
+    const char *os = NULL;
+    char os_buf[128];
+    if (curl_easy_getinfo(h, CURLINFO_OS_ERRNO, &os_errno) == CURLE_OK && os_errno > 0)
+        os = strerror_r((int)os_errno, os_buf, sizeof os_buf); /* GNU: thread-safe */
+    if (os && !strstr(what, os))
+        snprintf(out, outsz, "%s (%s)", what, os);
+    else
+        snprintf(out, outsz, "%s", what);
+}
+
 void client_http_perform(client_http_pool_t *pool, const char *method, const char *url,
                          const char *authorization, const char *body,
                          const lease_deadline_t *deadline, client_http_answer_t *out)
@@ -233,6 +251,9 @@ void client_http_perform(client_http_pool_t *pool, const char *method, const cha
         curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
     }
 
+    char curl_error[CURL_ERROR_SIZE] = "";
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, curl_error);
+
     CURLcode rc = curl_easy_perform(h);
     if (rc == CURLE_OK) {
         long status = 0;
@@ -242,6 +263,7 @@ void client_http_perform(client_http_pool_t *pool, const char *method, const cha
     } else {
         out->transport = judge_failure(h, rc);
         out->timed_out = rc == CURLE_OPERATION_TIMEDOUT;
+        describe_failure(h, rc, curl_error, out->error, sizeof out->error);
         free(out->body);
         out->body = NULL;
         out->len = 0;

@@ -38,8 +38,8 @@ static int run(char *out, size_t outsz, const char *fmt, ...)
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
 
-/* The number of migration files (versions may skip numbers while branches
- * that add migrations are merged one by one). */
+/* How many migration files the source tree holds (numbers may have gaps
+ * while branches are merged, so this is not LEASE_SCHEMA_VERSION). */
 static long long migration_files(void)
 {
     glob_t g;
