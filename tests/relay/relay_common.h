@@ -97,8 +97,9 @@ static inline http_resp_t *relay_commit(relay_fx_t *fx, const char *target, json
         json_decref(extra_writes);
     }
     char rid[96], trace[96];
-    snprintf(rid, sizeof rid, "commit-%s-%d", target, ++calls);
-    snprintf(trace, sizeof trace, "trace-%s-%d", target, calls);
+    int call = __atomic_add_fetch(&calls, 1, __ATOMIC_RELAXED); /* threads commit at once */
+    snprintf(rid, sizeof rid, "commit-%s-%d", target, call);
+    snprintf(trace, sizeof trace, "trace-%s-%d", target, call);
     json_t *body =
         json_pack("{s:s, s:o, s:O, s:O, s:s, s:s, s:o}", "request_id", rid, "lock_identity",
                   identity_json(target), "lease_id", json_object_get(lease, "lease_id"),
