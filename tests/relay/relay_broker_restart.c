@@ -31,6 +31,9 @@ static int setup_busy(void **state)
 static int teardown(void **state)
 {
     (void)state;
+    /* a test that failed with the broker frozen or stopped must not leave it so */
+    (void)testbroker_thaw();
+    (void)testbroker_resume();
     relay_fx_close(&fx);
     return 0;
 }

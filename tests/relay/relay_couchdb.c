@@ -1,7 +1,7 @@
 /*
  * relay_couchdb.c - the CouchDB fence, against a CouchDB-compatible server
- * (express-pouchdb, installed from npm by tests/harness/couchdb-compat; or a
- * real CouchDB named by LEASE_TEST_COUCHDB_URL):
+ * (express-pouchdb, installed from npm by tests/harness/couchdb-compat and
+ * run as this test's child; or a real CouchDB named by LEASE_TEST_COUCHDB_URL):
  *  1. contrib/couchdb/lease_fencing.json makes the server itself refuse a
  *     write with a lower token than the stored document's (PUT, _bulk_docs),
  *     a write of another identity, a write without a fence, a deletion;
@@ -16,39 +16,110 @@
  */
 #include "relay_common.h"
 
+#include <signal.h>
 #include <sys/wait.h>
 
-#define COUCH_STATE "/tmp/leased-couch-test.state"
 #define DB "targets"
 
 static relay_fx_t fx;
 static char couch_url[1024];
-static char state_path[256];
+static pid_t couch_pid = -1; /* our child: it dies with this process (PR_SET_PDEATHSIG) */
+static char couch_dir[64];
+
+/* The path of server.js after `couchcompat install` (77: skipped by
+ * request), or exits the test. */
+static void install_server(char *server, size_t n)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s' install", LEASE_TEST_COUCHCOMPAT);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    char line[1024];
+    server[0] = '\0';
+    while (fgets(line, sizeof line, p))
+        if (strncmp(line, "SERVER=", 7) == 0) {
+            line[strcspn(line, "\n")] = '\0';
+            snprintf(server, n, "%s", line + 7);
+        }
+    int rc = pclose(p);
+    if (WIFEXITED(rc) && WEXITSTATUS(rc) == 77)
+        exit(77); /* LEASE_TEST_NO_COUCHDB: reported as skipped by ctest */
+    if (rc != 0 || !server[0]) {
+        fprintf(stderr, "relay_couchdb: no CouchDB-compatible server (couchcompat install: %d)\n",
+                rc);
+        exit(1);
+    }
+}
+
+/* Starts server.js on a free port as a child of this test. */
+static void start_server(void)
+{
+    char server[1100];
+    install_server(server, sizeof server);
+    snprintf(couch_dir, sizeof couch_dir, "/tmp/leased-couch.XXXXXX");
+    assert_non_null(mkdtemp(couch_dir));
+    char out[128], log[128];
+    snprintf(out, sizeof out, "%s/out", couch_dir);
+    snprintf(log, sizeof log, "%s/pouchdb.log", couch_dir);
+    char *argv[] = {"env", "node", server, "0", log, NULL};
+    char **env = child_proc_env(NULL, NULL);
+    couch_pid = child_proc_spawn("/usr/bin/env", argv, env, out);
+    child_proc_env_free(env);
+    assert_true(couch_pid > 0);
+    long end = child_proc_now_ms() + 30000;
+    for (;;) {
+        char *text = child_proc_read_file(out);
+        const char *at = strstr(text, "couchcompat listening on 127.0.0.1:");
+        if (at)
+            snprintf(couch_url, sizeof couch_url, "http://127.0.0.1:%d",
+                     atoi(at + strlen("couchcompat listening on 127.0.0.1:")));
+        int status;
+        bool exited = !at && child_proc_reap(couch_pid, WNOHANG, &status);
+        if (exited || (!at && child_proc_now_ms() > end)) {
+            fprintf(stderr, "relay_couchdb: the CouchDB-compatible server did not start:\n%s\n",
+                    text);
+            free(text);
+            exit(1);
+        }
+        free(text);
+        if (at)
+            return;
+        child_proc_sleep_ms(50);
+    }
+}
+
+static void stop_server(void)
+{
+    if (couch_pid > 0) {
+        kill(couch_pid, SIGTERM);
+        int status;
+        long end = child_proc_now_ms() + 5000;
+        while (!child_proc_reap(couch_pid, WNOHANG, &status)) {
+            if (child_proc_now_ms() > end) {
+                kill(couch_pid, SIGKILL);
+                (void)child_proc_reap(couch_pid, 0, &status);
+                break;
+            }
+            child_proc_sleep_ms(20);
+        }
+        couch_pid = -1;
+    }
+    if (couch_dir[0]) {
+        char cmd[128];
+        snprintf(cmd, sizeof cmd, "rm -rf '%s'", couch_dir);
+        if (system(cmd) != 0)
+            fprintf(stderr, "relay_couchdb: could not remove %s\n", couch_dir);
+    }
+}
 
 static int setup(void **state)
 {
     (void)state;
-    snprintf(state_path, sizeof state_path, "%s.%d", COUCH_STATE, (int)getpid());
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "'%s' start '%s'", LEASE_TEST_COUCHCOMPAT, state_path);
-    int rc = system(cmd);
-    if (WIFEXITED(rc) && WEXITSTATUS(rc) == 77)
-        exit(77); /* LEASE_TEST_NO_COUCHDB: reported as skipped by ctest */
-    if (rc != 0) {
-        fprintf(stderr, "relay_couchdb: no CouchDB-compatible server (couchcompat start: %d)\n",
-                rc);
-        return -1;
-    }
-    FILE *f = fopen(state_path, "r");
-    assert_non_null(f);
-    char line[1024];
-    while (fgets(line, sizeof line, f))
-        if (strncmp(line, "COUCH_URL='", 11) == 0) {
-            line[strcspn(line + 11, "'\n") + 11] = '\0';
-            snprintf(couch_url, sizeof couch_url, "%s", line + 11);
-        }
-    fclose(f);
-    assert_true(couch_url[0] != '\0');
+    const char *real = getenv("LEASE_TEST_COUCHDB_URL");
+    if (real && *real)
+        snprintf(couch_url, sizeof couch_url, "%s", real); /* a real CouchDB */
+    else
+        start_server();
     relay_fx_open(&fx, "relay_couchdb");
     /* a database of the test's own, with the fencing design document */
     http_resp_t *r = http_call(couch_url, "DELETE", "/" DB, NULL, NULL);
@@ -71,9 +142,9 @@ static int teardown(void **state)
 {
     (void)state;
     relay_fx_close(&fx);
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "'%s' stop '%s'", LEASE_TEST_COUCHCOMPAT, state_path);
-    return system(cmd) == 0 ? 0 : -1;
+    http_resp_free(http_call(couch_url, "DELETE", "/" DB, NULL, NULL));
+    stop_server();
+    return 0;
 }
 
 /* {"tenant_id": ..., target} as the relay writes it (all seven components). */
