@@ -24,9 +24,13 @@
 -- marked. Within one identity, rows are claimed in outbox_id order and a
 -- claim stops at the first row it cannot take (locked, deferred for retry):
 -- it never claims a later row of an identity whose earlier row stays
--- unpublished. Commits of one identity are serialised by the fenced commit
--- (it locks the identity's high-water mark row), so their outbox ids are
--- assigned in commit order and tokens never decrease along them.
+-- unpublished. Rows of one identity become visible in token order: a new
+-- lease is granted only after every commit of the previous one finished
+-- (a fenced commit holds the identity's row FOR SHARE, the acquisition
+-- updates it), so all of a lower token's rows are visible, with lower ids,
+-- before any row of a higher token exists. Concurrent commits of one lease
+-- may become visible out of outbox_id order (ids are drawn before commit);
+-- equal tokens carry no order between them.
 
 DO $$
 BEGIN
