@@ -105,7 +105,19 @@ static inline http_resp_t *relay_commit(relay_fx_t *fx, const char *target, json
                   identity_json(target), "lease_id", json_object_get(lease, "lease_id"),
                   "fencing_token", json_object_get(lease, "fencing_token"), "execution_id",
                   "exec_1", "trace_id", trace, "writes", writes);
-    return call_owned(fx->http.base, "POST", "/v1/commits", fx->worker, dump(body));
+    /* a reply lost in transport is resolved the way the contract says: the
+     * same request id and body again (a replay answers what was decided) */
+    char *text = dump(body);
+    http_resp_t *r = NULL;
+    for (int attempt = 0; attempt < 3 && !r; attempt++) {
+        r = http_call(fx->http.base, "POST", "/v1/commits", fx->worker, text);
+        if (!r)
+            fprintf(stderr, "relay_commit: no reply to %s (attempt %d); repeating it\n", rid,
+                    attempt + 1);
+    }
+    free(text);
+    assert_non_null(r);
+    return r;
 }
 
 /* A commit that must be accepted; returns how many publications it made. */
