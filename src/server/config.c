@@ -31,8 +31,12 @@ typedef enum setting_type {
 /* Defaults that depend on the machine. */
 typedef enum setting_dynamic {
     DYN_NONE = 0,
-    DYN_CORES,       /* number of online cores */
-    DYN_TWICE_CORES, /* two connections per core: handlers wait on the database */
+    /* Four per core, at least eight: a request's thread waits on the
+     * database, and with durable commits (fsync) it mostly waits for the
+     * WAL flush, which concurrent commits share. Measured on 2 cores
+     * (docs/benchmarks.md): 2 threads and 4 connections gave 250 ops/s and
+     * p99 421 ms at 16 clients, 8 and 8 gave about 650 ops/s. */
+    DYN_WAITERS,
 } setting_dynamic_t;
 
 typedef struct setting {
@@ -56,17 +60,24 @@ static const setting_t settings[] = {
     {"listen address", "LEASE_LISTEN", "--listen", SETTING_LISTEN, "127.0.0.1:8080", DYN_NONE, 0, 0,
      AT(listen), "numeric address and port to listen on (port 0: any free port)"},
     {"database pool size", "LEASE_DB_POOL_SIZE", "--db-pool-size", SETTING_INT, NULL,
-     DYN_TWICE_CORES, 1, 1000, AT(db_pool_size), "database connections kept"},
+     DYN_WAITERS, 1, 1000, AT(db_pool_size), "database connections kept"},
     {"database connect timeout", "LEASE_DB_CONNECT_TIMEOUT_MS", "--db-connect-timeout-ms",
      SETTING_INT, "2000", DYN_NONE, 100, 60000, AT(db_connect_timeout_ms),
      "bound on one connection attempt, ms"},
-    {"HTTP worker threads", "LEASE_HTTP_THREADS", "--http-threads", SETTING_INT, NULL, DYN_CORES, 1,
-     1024, AT(http_threads), "threads that run requests (they wait on the database)"},
+    {"HTTP worker threads", "LEASE_HTTP_THREADS", "--http-threads", SETTING_INT, NULL, DYN_WAITERS,
+     1, 1024, AT(http_threads), "threads that run requests (they wait on the database)"},
     {"connection limit", "LEASE_MAX_CONNECTIONS", "--max-connections", SETTING_INT, "1024",
-     DYN_NONE, 1, 65536, AT(max_connections), "open client connections accepted at once"},
+     DYN_NONE, 1, 65536, AT(max_connections),
+     "open client connections at once; more are answered 503 and closed"},
+    {"connections per source", "LEASE_MAX_CONNECTIONS_PER_SOURCE", "--max-connections-per-source",
+     SETTING_INT, "256", DYN_NONE, 1, 65536, AT(max_connections_per_source),
+     "open connections from one client address; more are answered 429 and closed"},
+    {"receive timeout", "LEASE_RECEIVE_TIMEOUT_MS", "--receive-timeout-ms", SETTING_INT, "10000",
+     DYN_NONE, 100, 600000, AT(receive_timeout_ms),
+     "a request's head and body must arrive within this of its first byte, ms"},
     {"idle timeout", "LEASE_IDLE_TIMEOUT_MS", "--idle-timeout-ms", SETTING_INT, "60000", DYN_NONE,
      1000, 3600000, AT(idle_timeout_ms),
-     "close a client connection idle this long, ms (whole seconds)"},
+     "close a connection idle between requests (or not reading a reply) this long, ms"},
     {"default deadline", "LEASE_DEFAULT_DEADLINE_MS", "--default-deadline-ms", SETTING_INT, "5000",
      DYN_NONE, 1, MS_MAX, AT(default_deadline_ms), "deadline of a request that names none, ms"},
     {"maximum deadline", "LEASE_MAX_DEADLINE_MS", "--max-deadline-ms", SETTING_INT, "30000",
@@ -77,6 +88,28 @@ static const setting_t settings[] = {
      AT(rate_limit_per_s), "requests per second per credential, burst the same"},
     {"in-flight limit", "LEASE_MAX_INFLIGHT", "--max-inflight", SETTING_INT, "256", DYN_NONE, 1,
      100000, AT(max_inflight), "requests being served at once; more answer 429"},
+    {"in-flight per credential", "LEASE_MAX_INFLIGHT_PER_CREDENTIAL",
+     "--max-inflight-per-credential", SETTING_INT, "64", DYN_NONE, 1, 100000,
+     AT(max_inflight_per_credential), "requests of one credential being served at once"},
+    {"in-flight per tenant", "LEASE_MAX_INFLIGHT_PER_TENANT", "--max-inflight-per-tenant",
+     SETTING_INT, "128", DYN_NONE, 1, 100000, AT(max_inflight_per_tenant),
+     "requests of one tenant's credentials being served at once"},
+    {"waiting per credential", "LEASE_MAX_WAITING_PER_CREDENTIAL", "--max-waiting-per-credential",
+     SETTING_INT, "16", DYN_NONE, 0, 100000, AT(max_waiting_per_credential),
+     "acquires of one credential waiting (wait_ms) at once"},
+    {"waiting per tenant", "LEASE_MAX_WAITING_PER_TENANT", "--max-waiting-per-tenant", SETTING_INT,
+     "32", DYN_NONE, 0, 100000, AT(max_waiting_per_tenant),
+     "acquires of one tenant waiting (wait_ms) at once"},
+    {"source rate limit", "LEASE_SOURCE_RATE_LIMIT", "--source-rate-limit", SETTING_RATE, "1000/s",
+     DYN_NONE, 1, 1000000, AT(source_rate_limit_per_s),
+     "requests per second from one client address before authentication, burst the same"},
+    {"authentication failure limit", "LEASE_AUTH_FAILURE_LIMIT", "--auth-failure-limit",
+     SETTING_RATE, "10/s", DYN_NONE, 1, 1000000, AT(auth_failure_limit_per_s),
+     "failed authentications per second from one client address before its unknown "
+     "credentials are refused without a lookup, burst the same"},
+    {"authentication audit window", "LEASE_AUTH_AUDIT_WINDOW_MS", "--auth-audit-window-ms",
+     SETTING_INT, "10000", DYN_NONE, 100, 3600000, AT(auth_audit_window_ms),
+     "authentication failures of one source are audited as one event per window, ms"},
     {"log level", "LEASE_LOG_LEVEL", "--log-level", SETTING_LEVEL, "info", DYN_NONE, 0, 0,
      AT(log_level), "debug, info, warn or error"},
     {"log format", "LEASE_LOG_FORMAT", "--log-format", SETTING_FORMAT, "json", DYN_NONE, 0, 0,
@@ -123,11 +156,8 @@ static long online_cores(void)
 static const char *default_text(const setting_t *s, char *buf, size_t bufsz)
 {
     switch (s->dynamic) {
-    case DYN_CORES:
-        snprintf(buf, bufsz, "%ld", online_cores());
-        return buf;
-    case DYN_TWICE_CORES:
-        snprintf(buf, bufsz, "%ld", 2 * online_cores());
+    case DYN_WAITERS:
+        snprintf(buf, bufsz, "%ld", 4 * online_cores() < 8 ? 8 : 4 * online_cores());
         return buf;
     case DYN_NONE:
         break;

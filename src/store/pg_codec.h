@@ -53,7 +53,9 @@ bool store_pg_op_allows(store_pg_op_t op, lease_code_t code);
  * answers invalid_lease_request), or is NULL when memory ran out.
  * now_mono_ns is the moment of the call, for latency_ms.
  */
-LEASE_MUST_USE char *store_pg_encode_acquire(const lease_acquire_req_t *req, int64_t now_mono_ns,
+/* existing: the identity's row is known to exist (pg_known.h). */
+LEASE_MUST_USE char *store_pg_encode_acquire(const lease_acquire_req_t *req, bool existing,
+                                             int64_t now_mono_ns,
                                              const char **bad_field);
 /* op: STORE_PG_OP_RENEW or STORE_PG_OP_RELEASE (release sends no ttl). */
 LEASE_MUST_USE char *store_pg_encode_owner(store_pg_op_t op, const lease_owner_req_t *req,
@@ -77,13 +79,16 @@ store_pg_op_t store_pg_list_op(lease_list_by_t by);
 
 /* JSON text that must be an object (duplicate keys refused): results, and
  * the JSON embedded in requests. NULL when text is NULL, does not parse or
- * is not an object. */
+ * is not an object. A number too large for jansson (jsonb numeric has no
+ * bound) is read as null rather than failing the whole text. */
 LEASE_MUST_USE json_t *store_pg_parse_object(const char *text);
 
 /*
  * Decoders. Each fills `out` (zeroed first) and returns the decoded code;
  * malformed text, a code the operation may not answer, or a success without
- * its payload returns LEASE_BACKEND_UNAVAILABLE (and logs why).
+ * its payload returns LEASE_BACKEND_UNAVAILABLE for reads and
+ * LEASE_OUTCOME_UNKNOWN for lease mutations (and logs why). Metadata never
+ * makes a record unreadable: values it cannot hold exactly read as null.
  */
 lease_code_t store_pg_decode_result(store_pg_op_t op, const char *text, lease_result_t *out);
 /* On success out->leases is heap (lease_list_result_free). */
