@@ -45,6 +45,13 @@ typedef struct leased_config {
     int64_t audit_batch;
     int64_t drain_delay_ms;
     int64_t shutdown_grace_ms;
+    char *watch_database_url; /* secret-bearing; "" = database_url */
+    bool watch_listen;
+    int64_t watch_poll_ms;
+    int64_t watch_max_wait_ms;
+    int64_t max_watches;
+    char *tls_cert_file; /* "" = plain HTTP */
+    char *tls_key_file;
 } leased_config_t;
 
 typedef enum leased_config_status {

@@ -11,6 +11,13 @@
  * a worker. The worker runs the route (blocking on the database), marks
  * the request done and resumes the connection; the next call of the
  * handler queues the reply. Every reply gets X-Correlation-Id.
+ *
+ * A watch (GET /v1/leases/{lease_id}/watch) that finds its lease active
+ * asks to be parked: the worker gives back its in-flight slot and hands the
+ * request to the watch hub with the connection still suspended; when the
+ * hub wakes it, a worker runs the route's next step (which answers or parks
+ * again). A parked request counts as suspended, so shutdown waits for it;
+ * draining releases every parked watch first (leased_main.c).
  */
 #include "server/http.h"
 
@@ -49,6 +56,8 @@ struct leased_http {
     int64_t active;       /* atomic: requests between headers and reply sent */
     int64_t suspended;    /* requests on workers (changed under idle_mutex) */
     bool stopping;        /* under idle_mutex: no request is suspended any more */
+    char *tls_cert;       /* PEM text for libmicrohttpd (HTTPS), NULL for HTTP */
+    char *tls_key;        /* wiped on free */
     pthread_mutex_t idle_mutex;
     pthread_cond_t idle_cond;
 };
@@ -70,7 +79,9 @@ typedef struct request {
     size_t discarded;
     bool too_large;
     char *authorization;
-    int state; /* request_state_t, atomic between worker and event thread */
+    char query_wait_ms[24];
+    bool admitted; /* holds an in-flight slot (admission.h) */
+    int state;     /* request_state_t, atomic between worker and event thread */
 } request_t;
 
 void leased_http_correlation_id(char out[32])
@@ -136,6 +147,24 @@ static void idle_signal(leased_http_t *h)
     pthread_mutex_unlock(&h->idle_mutex);
 }
 
+/* Query arguments: only a watch reads one (wait_ms); any other argument,
+ * or wait_ms twice or too long, marks the query invalid for it. Other routes
+ * ignore the query string. */
+static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    (void)kind;
+    request_t *rq = cls;
+    if (strcmp(key, "wait_ms") != 0 || rq->ex.query_wait_ms || !value ||
+        strlen(value) >= sizeof rq->query_wait_ms) {
+        rq->ex.query_invalid = true;
+        return MHD_YES;
+    }
+    snprintf(rq->query_wait_ms, sizeof rq->query_wait_ms, "%s", value);
+    rq->ex.query_wait_ms = rq->query_wait_ms;
+    return MHD_YES;
+}
+
 static request_t *request_new(leased_http_t *h, struct MHD_Connection *conn, const char *url,
                               const char *method)
 {
@@ -155,6 +184,7 @@ static request_t *request_new(leased_http_t *h, struct MHD_Connection *conn, con
         return NULL;
     }
     rq->ex.authorization = rq->authorization;
+    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, collect_query, rq);
     (void)leased_http_parse_traceparent(
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "traceparent"), rq->ex.trace_id);
     __atomic_add_fetch(&h->active, 1, __ATOMIC_ACQ_REL);
@@ -284,17 +314,46 @@ static void run_job(void *arg)
     after_route(rq);
 }
 
+/* The watch hub woke a parked request: its next step runs on a worker. */
+static void watch_woken(void *arg)
+{
+    request_t *rq = arg;
+    /* accepted even while stopping; out of memory: run it right here */
+    if (!leased_work_queue_push_after(rq->http->workers, continue_job, rq, 0))
+        continue_job(rq);
+}
+
+static void leave_admission(request_t *rq)
+{
+    if (rq->admitted) {
+        rq->admitted = false;
+        leased_admission_leave(rq->http->app->admission);
+    }
+}
+
 static void after_route(request_t *rq)
 {
     leased_http_t *h = rq->http;
-    while (rq->ex.again_after_ms > 0) {
+    while (rq->ex.again_after_ms > 0 || rq->ex.park_requested) {
+        if (rq->ex.park_requested) {
+            /* a parked watch holds no in-flight slot: LEASE_MAX_WATCHES bounds them */
+            leave_admission(rq);
+            rq->ex.park_requested = false;
+            leased_watch_park_result_t pr =
+                leased_watch_park(h->app->watch, rq->ex.park_lease_id, rq->ex.park_seq,
+                                  rq->ex.park_until_ns, watch_woken, rq);
+            if (pr == LEASED_WATCH_PARKED)
+                return; /* rq belongs to the hub now */
+            leased_routes_park_refused(h->app, &rq->ex, pr == LEASED_WATCH_FULL);
+            continue;
+        }
         if (leased_work_queue_push_after(h->workers, continue_job, rq, rq->ex.again_after_ms))
             return;
         /* out of memory for a job: wait here instead */
         lease_sleep_ms(rq->ex.again_after_ms);
         leased_routes_continue(h->app, &rq->ex);
     }
-    leased_admission_leave(h->app->admission);
+    leave_admission(rq);
     __atomic_store_n(&rq->state, RQ_DONE, __ATOMIC_RELEASE);
     /* Resume and count down under the mutex leased_http_stop takes: once
      * resumed, the reply may be sent and the request completed before this
@@ -377,10 +436,11 @@ static enum MHD_Result complete(request_t *rq)
         leased_routes_reply_error(ex, LEASE_BACKEND_UNAVAILABLE, NULL, 1000);
         return send_reply(rq);
     }
+    rq->admitted = true;
     __atomic_store_n(&rq->state, RQ_RUNNING, __ATOMIC_RELEASE);
     MHD_suspend_connection(rq->conn);
     if (!leased_work_queue_push(h->workers, run_job, rq)) {
-        leased_admission_leave(h->app->admission);
+        leave_admission(rq);
         leased_routes_reply_error(ex, LEASE_BACKEND_UNAVAILABLE, NULL, 1000);
         __atomic_store_n(&rq->state, RQ_DONE, __ATOMIC_RELEASE);
         pthread_mutex_lock(&h->idle_mutex);
@@ -450,6 +510,47 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
     LOG_WARN("libmicrohttpd: %s", msg);
 }
 
+/* The whole of a small PEM file, NUL-terminated; NULL on failure. */
+static char *read_pem(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    size_t cap = 8192, len = 0;
+    char *buf = malloc(cap);
+    while (buf) {
+        size_t n = fread(buf + len, 1, cap - len - 1, f);
+        len += n;
+        if (n == 0)
+            break;
+        if (cap - len < 2) {
+            char *grown = cap < 1024 * 1024 ? realloc(buf, cap * 2) : NULL;
+            if (!grown) {
+                OPENSSL_cleanse(buf, len);
+                free(buf);
+                buf = NULL;
+                break;
+            }
+            buf = grown;
+            cap *= 2;
+        }
+    }
+    fclose(f);
+    if (buf)
+        buf[len] = '\0';
+    return buf;
+}
+
+static void free_tls(leased_http_t *h)
+{
+    if (h->tls_key) {
+        OPENSSL_cleanse(h->tls_key, strlen(h->tls_key));
+        free(h->tls_key);
+    }
+    free(h->tls_cert);
+    h->tls_key = h->tls_cert = NULL;
+}
+
 leased_http_t *leased_http_start(leased_app_t *app, char *err, size_t errsz)
 {
     const leased_config_t *cfg = app->config;
@@ -484,6 +585,26 @@ leased_http_t *leased_http_start(leased_app_t *app, char *err, size_t errsz)
         if (inet_pton(AF_INET, cfg->listen_host, &a4->sin_addr) != 1)
             goto bad_address;
     }
+    /* HTTPS: libmicrohttpd with GnuTLS; the PEM texts must outlive the daemon */
+    struct MHD_OptionItem tls[3] = {{MHD_OPTION_END, 0, NULL}};
+    if (*cfg->tls_cert_file) {
+        if (MHD_is_feature_supported(MHD_FEATURE_TLS) != MHD_YES) {
+            snprintf(err, errsz, "this libmicrohttpd was built without TLS: use a reverse proxy "
+                                 "(docs/operators.md) or a TLS-enabled build");
+            goto fail;
+        }
+        h->tls_cert = read_pem(cfg->tls_cert_file);
+        h->tls_key = read_pem(cfg->tls_key_file);
+        if (!h->tls_cert || !h->tls_key) {
+            snprintf(err, errsz, "cannot read the TLS %s file",
+                     h->tls_cert ? "key" : "certificate");
+            goto fail;
+        }
+        flags |= MHD_USE_TLS;
+        tls[0] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_CERT, 0, h->tls_cert};
+        tls[1] = (struct MHD_OptionItem){MHD_OPTION_HTTPS_MEM_KEY, 0, h->tls_key};
+        tls[2] = (struct MHD_OptionItem){MHD_OPTION_END, 0, NULL};
+    }
     unsigned timeout_s = (unsigned)((cfg->idle_timeout_ms + 999) / 1000);
     /* the logger option comes first so that even option errors reach it */
     h->daemon = MHD_start_daemon(
@@ -492,9 +613,14 @@ leased_http_t *leased_http_start(leased_app_t *app, char *err, size_t errsz)
         (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
         on_completed, h, MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1,
-        MHD_OPTION_END);
+        MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
     if (!h->daemon) {
-        snprintf(err, errsz, "cannot listen on %s (address in use or not available)", cfg->listen);
+        snprintf(err, errsz,
+                 *cfg->tls_cert_file
+                     ? "cannot listen on %s (address in use, or the TLS certificate or key is "
+                       "not valid PEM or they do not match)"
+                     : "cannot listen on %s (address in use or not available)",
+                 cfg->listen);
         goto fail;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
@@ -503,6 +629,7 @@ leased_http_t *leased_http_start(leased_app_t *app, char *err, size_t errsz)
 bad_address:
     snprintf(err, errsz, "listen address %s is not numeric", cfg->listen);
 fail:
+    free_tls(h);
     leased_work_queue_free(h->workers);
     pthread_cond_destroy(&h->idle_cond);
     pthread_mutex_destroy(&h->idle_mutex);
@@ -577,6 +704,7 @@ bool leased_http_stop(leased_http_t *h, int64_t wait_ms)
     if (h->listen_fd != MHD_INVALID_SOCKET)
         close(h->listen_fd);
     leased_work_queue_free(h->workers);
+    free_tls(h);
     pthread_cond_destroy(&h->idle_cond);
     pthread_mutex_destroy(&h->idle_mutex);
     free(h);
