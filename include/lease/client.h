@@ -139,6 +139,11 @@ LEASE_MUST_USE lease_client_t *lease_client_new(const char *base_url, const char
 void lease_client_free(lease_client_t *client);
 /* The base URL the client talks to (borrowed, without trailing slash). */
 const char *lease_client_url(const lease_client_t *client);
+/* For https:// URLs: trust the CA certificates in path (PEM) instead of
+ * the system's (a private CA); NULL or "" restores the default. Call before
+ * sharing the client between threads. False when out of memory. leasectl
+ * sets it from LEASE_CA_FILE. */
+LEASE_MUST_USE bool lease_client_set_ca_file(lease_client_t *client, const char *path);
 
 /*
  * The operations. Each returns the typed outcome and also stores it in the

@@ -76,6 +76,11 @@ const char *lease_client_url(const lease_client_t *c)
     return c->base_url;
 }
 
+bool lease_client_set_ca_file(lease_client_t *c, const char *path)
+{
+    return client_http_pool_set_ca_file(c->pool, path && *path ? path : NULL);
+}
+
 void lease_client_call_clear(lease_client_call_t *call)
 {
     if (!call)

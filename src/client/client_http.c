@@ -17,6 +17,7 @@
 #define POOL_IDLE_MAX 8
 
 struct client_http_pool {
+    char *ca_file; /* NULL: libcurl's default trust store */
     pthread_mutex_t lock;
     size_t n_idle;
     CURL *idle[POOL_IDLE_MAX];
@@ -48,8 +49,19 @@ void client_http_pool_free(client_http_pool_t *pool)
         return;
     for (size_t i = 0; i < pool->n_idle; i++)
         curl_easy_cleanup(pool->idle[i]);
+    free(pool->ca_file);
     pthread_mutex_destroy(&pool->lock);
     free(pool);
+}
+
+bool client_http_pool_set_ca_file(client_http_pool_t *pool, const char *path)
+{
+    char *copy = path ? strdup(path) : NULL;
+    if (path && !copy)
+        return false;
+    free(pool->ca_file);
+    pool->ca_file = copy;
+    return true;
 }
 
 static CURL *pool_take(client_http_pool_t *pool)
@@ -263,6 +275,8 @@ void client_http_perform(client_http_pool_t *pool, const char *method, const cha
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L); /* threads: no SIGALRM games */
     curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, open_socket);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    if (pool->ca_file)
+        curl_easy_setopt(h, CURLOPT_CAINFO, pool->ca_file);
     curl_easy_setopt(h, CURLOPT_USERAGENT,
                      "leased-client/"
                      "0.1");

@@ -40,6 +40,9 @@ typedef struct client_http_pool client_http_pool_t;
  * calls). NULL when libcurl cannot be initialised. */
 client_http_pool_t *client_http_pool_new(void);
 void client_http_pool_free(client_http_pool_t *pool);
+/* Trust the CA certificates in path (PEM) for https:// instead of the
+ * system's; NULL restores the default. False when out of memory. */
+LEASE_MUST_USE bool client_http_pool_set_ca_file(client_http_pool_t *pool, const char *path);
 
 /*
  * One HTTP exchange. method "GET" or "POST" (body NULL for GET);

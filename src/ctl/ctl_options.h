@@ -94,4 +94,9 @@ void ctl_default_service_instance(char *out, size_t outsz);
 /* The usage text of the shared options, for commands' --help. */
 extern const char ctl_options_usage[];
 
+/* The HTTP client of a client command: o's URL and token, and the CA file
+ * of LEASE_CA_FILE (a private CA for https://) when set. NULL when the URL
+ * is not http(s) or memory runs out. */
+lease_client_t *ctl_client_new(const ctl_options_t *o);
+
 #endif
