@@ -4,6 +4,7 @@
  * changed applied file is refused, --status reports pending work, and
  * verify/recover find and repair a fencing inconsistency.
  */
+#include <glob.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -49,11 +50,15 @@ static void concurrent_migrators_apply_each_file_once(void **state)
                  "exit $fail",
                  LEASE_TEST_LEASECTL, url);
     assert_int_equal(rc, 0);
-    assert_int_equal(testpg_query_int(url, "SELECT count(*) FROM lease.schema_migrations"),
-                     LEASE_SCHEMA_VERSION);
+    /* numbers may have gaps (branches claim numbers ahead): count the files */
+    glob_t g;
+    assert_int_equal(glob(LEASE_TEST_SOURCE_DIR "/migrations/*.sql", 0, NULL, &g), 0);
+    long long files = (long long)g.gl_pathc;
+    globfree(&g);
+    assert_int_equal(testpg_query_int(url, "SELECT count(*) FROM lease.schema_migrations"), files);
     assert_int_equal(testpg_query_int(url, "SELECT count(DISTINCT version) FROM "
                                            "lease.schema_migrations"),
-                     LEASE_SCHEMA_VERSION);
+                     files);
     assert_int_equal(testpg_query_int(url, "SELECT max(version) FROM lease.schema_migrations"),
                      LEASE_SCHEMA_VERSION);
 
