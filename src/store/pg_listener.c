@@ -86,14 +86,17 @@ int lease_listener_pg_open(const lease_listener_pg_config_t *cfg, lease_listener
     return 0;
 }
 
+/* Ends the session (message may point into it: it is copied first). */
 static void drop_session(lease_listener_t *l, const char *why, const char *message)
 {
+    char copy[256];
+    snprintf(copy, sizeof copy, "%s", message ? message : "");
     if (l->conn) {
         PQfinish(l->conn);
         l->conn = NULL;
     }
     if (!l->down_logged) {
-        log_event(STORE_PG_LOG_WARN, why, message);
+        log_event(STORE_PG_LOG_WARN, why, copy);
         l->down_logged = true;
     }
     l->mode = LEASE_LISTENER_DOWN;
