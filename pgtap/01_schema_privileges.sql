@@ -39,7 +39,7 @@ SELECT r.role, c.relname,
        WHEN r.role = 'lease_service' THEN ARRAY[]::name[]
        WHEN c.relname = 'policy' AND r.role = 'lease_admin' THEN ARRAY['SELECT', 'UPDATE']::name[]
        WHEN c.relname IN ('active_leases', 'lease_history', 'audit_log', 'fencing_counters',
-                          'quarantined_records', 'policy', 'namespace_state',
+                          'quarantined_records', 'policy', 'namespace_state', 'namespace_progress',
                           'schema_migrations', 'recoveries') THEN ARRAY['SELECT']::name[]
        ELSE ARRAY[]::name[]
        END
@@ -57,7 +57,7 @@ SELECT plan(34 + (SELECT count(*)::int FROM t.exec_grants)
 SELECT has_schema('lease');
 SELECT tables_are('lease', ARRAY['policy', 'namespace_state', 'secrets', 'locks', 'history',
     'idempotency', 'audit_events', 'credentials', 'fence_marks', 'fenced_documents', 'outbox',
-    'quarantine', 'recoveries', 'schema_migrations', 'lease_index']);
+    'quarantine', 'recoveries', 'schema_migrations', 'lease_index', 'namespace_progress']);
 SELECT views_are('lease', ARRAY['active_leases', 'lease_history', 'audit_log',
     'fencing_counters', 'quarantined_records']);
 SELECT is((SELECT count(*)::int FROM t.exec_grants e
@@ -156,7 +156,7 @@ SELECT throws_ok($$SELECT count(*) FROM lease.locks$$, '42501', NULL,
                  'lease_service cannot read lease.locks');
 SELECT throws_ok($$UPDATE lease.policy SET default_ttl_ms = 20000$$, '42501', NULL,
                  'lease_service cannot change the policy');
-SELECT throws_ok($$SELECT lease._clear('x')$$, '42501', NULL,
+SELECT throws_ok($$SELECT lease._expire('x', 'x', 1)$$, '42501', NULL,
                  'lease_service cannot call an internal helper');
 RESET ROLE;
 SET LOCAL ROLE lease_operator;

@@ -93,7 +93,8 @@ SELECT is((SELECT count(DISTINCT lease_id)::int FROM lease.history WHERE lock_ke
 
 -- TTL bounds: minimum exclusive, maximum inclusive --------------------------------
 SET LOCAL ROLE lease_service;
-SELECT is(t.acquire('ttl-1', '{"ttl_ms": 1000}'), '{"code":"invalid_lease_request","field":"ttl_ms"}'::jsonb,
+SELECT is(t.acquire('ttl-1', '{"ttl_ms": 1000}'),
+          '{"code":"invalid_lease_request","field":"ttl_ms","detail":"ttl_ms must be greater than 1000 and at most 300000"}'::jsonb,
           'ttl_ms = minimum is refused (exclusive bound)');
 SELECT is(t.acquire('ttl-2', '{"ttl_ms": 1001}') #>> '{lease,ttl_ms}', '1001', 'ttl_ms = minimum + 1 accepted');
 SELECT is(t.acquire('ttl-3', '{"ttl_ms": 300000}') #>> '{lease,ttl_ms}', '300000',
@@ -174,7 +175,7 @@ RESET ROLE;
 UPDATE lease.namespace_state SET sealed = true, sealed_reason = 'test: restored', sealed_at = now();
 SELECT t.snapshot() AS before \gset
 SET LOCAL ROLE lease_service;
-SELECT is(t.acquire('sealed-1'), '{"code":"lease_backend_unavailable","reason":"sealed"}'::jsonb,
+SELECT is(t.acquire('sealed-1'), '{"code":"lease_backend_unavailable","reason":"sealed","detail":"test: restored"}'::jsonb,
           'a sealed namespace refuses acquisition');
 RESET ROLE;
 SELECT is(t.snapshot(), :'before', 'and changes nothing');

@@ -179,7 +179,7 @@ UPDATE lease.fence_marks SET high_water_token = 2 WHERE lock_key = t.key(t.ident
 UPDATE lease.namespace_state SET sealed = true, sealed_reason = 'test', sealed_at = now();
 SET LOCAL ROLE lease_service;
 SELECT is(lease.fenced_commit(t.commit_req(:'a2'::jsonb, jsonb_build_array(t.pub('x')))),
-          '{"code":"lease_backend_unavailable","reason":"sealed"}'::jsonb, 'a sealed namespace refuses commits');
+          '{"code":"lease_backend_unavailable","reason":"sealed","detail":"test"}'::jsonb, 'a sealed namespace refuses commits');
 SELECT throws_ok(format('SELECT lease.fence_check(%L::jsonb, %L, 2)', t.ident(), :'a2'::jsonb #>> '{lease,lease_id}'),
                  'LS010', NULL, 'and fence_check');
 RESET ROLE;

@@ -4,7 +4,7 @@
 -- and lease.verify.
 BEGIN ISOLATION LEVEL SERIALIZABLE;
 \ir helpers/fixtures.psql
-SELECT plan(55);
+SELECT plan(56);
 
 SET LOCAL ROLE lease_operator;
 SELECT is_empty('SELECT * FROM lease.verify()', 'verify is empty on a fresh, consistent namespace');
@@ -53,10 +53,11 @@ SELECT is((SELECT ARRAY[priority, decision] FROM lease.audit_events
 -- what a sealed namespace refuses
 SELECT t.snapshot() AS before \gset
 SET LOCAL ROLE lease_service;
-SELECT is(t.acquire('r-new'), '{"code":"lease_backend_unavailable","reason":"sealed"}'::jsonb, 'sealed: acquire refused');
-SELECT is(lease.renew(t.ref(:'x1'::jsonb)), '{"code":"lease_backend_unavailable","reason":"sealed"}'::jsonb,
+SELECT is(t.acquire('r-new') - 'detail', '{"code":"lease_backend_unavailable","reason":"sealed"}'::jsonb, 'sealed: acquire refused');
+SELECT matches(t.acquire('r-new2') ->> 'detail', 'system identifier', 'and says why');
+SELECT is(lease.renew(t.ref(:'x1'::jsonb)) - 'detail', '{"code":"lease_backend_unavailable","reason":"sealed"}'::jsonb,
           'sealed: renew refused');
-SELECT is(lease.fenced_commit(t.commit_req(:'x1'::jsonb, jsonb_build_array(t.pub('x')))),
+SELECT is(lease.fenced_commit(t.commit_req(:'x1'::jsonb, jsonb_build_array(t.pub('x')))) - 'detail',
           '{"code":"lease_backend_unavailable","reason":"sealed"}'::jsonb, 'sealed: fenced_commit refused');
 SELECT throws_ok(format('SELECT lease.fence_check(%L::jsonb, %L, 1)', t.ident('r-x'), :'x1'::jsonb #>> '{lease,lease_id}'),
                  'LS010', NULL, 'sealed: fence_check raises LS010');
