@@ -1,8 +1,11 @@
-# leased and leasectl on Debian bookworm.
+# leased and leasectl on Debian bookworm. The build context is the source
+# tree without .local/ (plaintext development tokens) or build trees: see
+# .dockerignore. The tests are not built here (LEASE_TESTS=OFF), so the image
+# needs none of the test packages.
 FROM debian:bookworm-slim AS build
 RUN apt-get update && apt-get install -y --no-install-recommends \
       build-essential cmake pkg-config libpq-dev libmicrohttpd-dev libjansson-dev \
-      libssl-dev libcurl4-openssl-dev libcmocka-dev \
+      libssl-dev libcurl4-openssl-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .

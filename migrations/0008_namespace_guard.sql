@@ -130,20 +130,19 @@ BEGIN
 END
 $$;
 
--- The guard as deciding operations call it, with the policy they already
--- read: one read of the namespace row, and the refusal (or NULL).
-CREATE FUNCTION lease._guard(pol lease.policy) RETURNS text
+-- The guard as deciding operations call it: NULL when this database may
+-- decide (recording the namespace if it was not yet), else why not (the
+-- namespace is then sealed, in the caller's transaction).
+CREATE FUNCTION lease._guard() RETURNS text
 LANGUAGE plpgsql VOLATILE
 AS $$
 DECLARE
     ns lease.namespace_state;
+    pol lease.policy;
 BEGIN
     SELECT * INTO ns FROM lease.namespace_state;
-    IF ns.sealed OR ns.timeline_id IS NULL
-       OR lease._namespace_mismatch(ns, pol.seal_on_timeline_change) IS NOT NULL THEN
-        RETURN lease._namespace_refusal(ns, pol);
-    END IF;
-    RETURN NULL;
+    SELECT * INTO pol FROM lease.policy;
+    RETURN lease._namespace_refusal(ns, pol);
 END
 $$;
 

@@ -59,7 +59,7 @@ SELECT tables_are('lease', ARRAY['policy', 'namespace_state', 'secrets', 'locks'
     'idempotency', 'audit_events', 'credentials', 'fence_marks', 'fenced_documents', 'outbox',
     'quarantine', 'recoveries', 'schema_migrations', 'lease_index', 'namespace_progress']);
 SELECT views_are('lease', ARRAY['active_leases', 'lease_history', 'audit_log',
-    'fencing_counters', 'quarantined_records']);
+    'fencing_counters', 'quarantined_records', '_settings']);
 SELECT is((SELECT count(*)::int FROM t.exec_grants e
             WHERE NOT EXISTS (SELECT 1 FROM pg_proc p WHERE p.oid = e.fn)), 0,
           'every function named in the grants exists');

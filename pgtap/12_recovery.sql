@@ -157,14 +157,7 @@ SELECT 'lease_ghost', t.key(t.ident('r-w')), 'tenant-main', 'program-a', 'starin
        'default', 'default', 1, 9999, 'p1', 'c', 'k', 'i', now(), now(), now(), 30000, 3600000, 'e', 'j', NULL,
        'r', '{}', 'expired', now(), NULL, NULL, NULL, NULL;
 INSERT INTO lease.fence_marks VALUES (t.key(t.ident('r-missing')), 7, now());
-DO $$
-DECLARE c name;
-BEGIN
-    SELECT conname INTO c FROM pg_constraint
-     WHERE conrelid = 'lease.locks'::regclass AND contype = 'c'
-       AND pg_get_constraintdef(oid) LIKE '%fencing_counter%' AND pg_get_constraintdef(oid) LIKE '%state%';
-    EXECUTE format('ALTER TABLE lease.locks DROP CONSTRAINT %I', c);
-END $$;
+ALTER TABLE lease.locks DROP CONSTRAINT locks_fencing;  -- to store the corrupt row verify must find
 UPDATE lease.locks SET state = 'active', lease_id = 'lease_x', fencing_token = 2000, owner_principal_id = 'p1',
        owner_client_id = 'c', owner_credential_id = 'k', service_instance_id = 'i', acquired_at = now(),
        renewed_at = now(), expires_at = now() + interval '1 minute', ttl_ms = 60000, maximum_lifetime_ms = 3600000,

@@ -37,6 +37,7 @@
 #define LEASE_CLIENT_DEFAULT_URL "http://127.0.0.1:8080"
 #define LEASE_CLIENT_DEFAULT_DEADLINE_MS 5000
 #define LEASE_CLIENT_MAX_ANSWER (8 * 1024 * 1024) /* larger answers are refused */
+#define LEASE_CLIENT_TRANSPORT_ERROR_MAX 320      /* lease_client_call_t.transport_error */
 
 typedef struct lease_client lease_client_t;
 
@@ -58,6 +59,11 @@ typedef struct lease_client_call {
     int attempts;               /* requests started, resolution repeats included */
     int64_t first_sent_mono_ns; /* CLOCK_MONOTONIC just before the first attempt */
     char *body;                 /* keep_body: heap JSON text of the final answer or NULL */
+    /* when an attempt got no HTTP answer: what the transport said, e.g.
+     * "Failed to connect to 127.0.0.1 port 8080 ...: Couldn't connect to
+     * server (Connection refused)"; "" otherwise. No secrets: the token
+     * travels in a header, never in a transport message. */
+    char transport_error[LEASE_CLIENT_TRANSPORT_ERROR_MAX];
 } lease_client_call_t;
 
 #define LEASE_CLIENT_CALL_INIT                                                                     \

@@ -25,6 +25,7 @@
 
 #define LEASE_METADATA_MAX 2048  /* compact JSON text of the metadata object */
 #define LEASE_REASON_MAX 512     /* force-release / revoke reason */
+#define LEASE_DETAIL_MAX 160     /* a result's human detail (lease_result_t.detail) */
 #define LEASE_CORRELATION_MAX 64
 #define LEASE_FIELD_MAX 64       /* name of an offending request field */
 #define LEASE_PAGE_TOKEN_MAX 1024
@@ -100,6 +101,12 @@ typedef struct lease_result {
     lease_state_t current_state;   /* replays: the lease's state now */
     int64_t retry_after_ms;        /* > 0 when a retry can help */
     char field[LEASE_FIELD_MAX + 1]; /* invalid_lease_request: offending field */
+    /* lease_backend_unavailable: why, as a stable word ("namespace_sealed",
+     * "token_limit"), else "". */
+    char reason[32];
+    /* invalid_lease_request: a human detail safe to show (the TTL bounds),
+     * else "". */
+    char detail[LEASE_DETAIL_MAX + 1];
 } lease_result_t;
 
 typedef struct lease_acquire_req {
@@ -276,6 +283,8 @@ typedef struct lease_store_stats {
     uint64_t serialization_retries;
     uint64_t outcome_unknown;
     uint64_t backend_errors;
+    uint64_t sealed_refusals;    /* decisions refused: the namespace is sealed */
+    uint64_t repeated_requests;  /* optimistic calls that found their request id committed */
 } lease_store_stats_t;
 
 typedef struct lease_sweep_result {

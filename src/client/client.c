@@ -198,6 +198,8 @@ static lease_code_t exchange_abortable(lease_client_t *c, const char *method, co
         client_http_perform(c->pool, method, url, c->authorization, body, deadline, abort_fd,
                             &ans);
         int64_t retry_after = ans.retry_after_ms;
+        if (ans.transport != CLIENT_ANSWERED)
+            snprintf(call->transport_error, sizeof call->transport_error, "%s", ans.error);
         if (ans.aborted) {
             client_http_answer_clear(&ans);
             return maybe_done ? LEASE_OUTCOME_UNKNOWN : LEASE_BACKEND_UNAVAILABLE;
@@ -277,6 +279,7 @@ static bool begin(call_ctx_t *ctx, lease_client_call_t *call, bool mutation)
     cl->request_id_used[0] = '\0';
     cl->correlation_id[0] = '\0';
     cl->http_status = 0;
+    cl->transport_error[0] = '\0';
     cl->attempts = 0;
     cl->first_sent_mono_ns = 0;
     ctx->deadline_ms = cl->deadline_ms > 0 ? cl->deadline_ms : LEASE_CLIENT_DEFAULT_DEADLINE_MS;
@@ -715,6 +718,8 @@ lease_code_t lease_client_health(lease_client_t *c, bool ready, lease_client_cal
     ctx.call->attempts = 1;
     ctx.call->first_sent_mono_ns = lease_mono_now_ns();
     client_http_perform(c->pool, "GET", url, NULL, NULL, &ctx.deadline, -1, &ans);
+    if (ans.transport != CLIENT_ANSWERED)
+        snprintf(ctx.call->transport_error, sizeof ctx.call->transport_error, "%s", ans.error);
     lease_code_t code = LEASE_BACKEND_UNAVAILABLE;
     json_t *root = ans.body ? json_loadb(ans.body, ans.len, 0, NULL) : NULL;
     if (ans.transport == CLIENT_ANSWERED && json_is_object(root)) {

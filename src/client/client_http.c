@@ -7,6 +7,7 @@
 #include <curl/curl.h>
 #include <openssl/crypto.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -238,6 +239,23 @@ static CURLcode perform_abortable(CURL *h, int abort_fd, bool *aborted)
     return rc;
 }
 
+/* What the transport said about a failed exchange, for people: libcurl's
+ * message (it names the host and port) and the system error behind it
+ * ("Connection refused") when libcurl's words do not already say it. */
+static void describe_failure(CURL *h, CURLcode rc, const char *curl_error, char *out, size_t outsz)
+{
+    const char *what = curl_error[0] ? curl_error : curl_easy_strerror(rc);
+    long os_errno = 0;
+    const char *os = NULL;
+    char os_buf[128];
+    if (curl_easy_getinfo(h, CURLINFO_OS_ERRNO, &os_errno) == CURLE_OK && os_errno > 0)
+        os = strerror_r((int)os_errno, os_buf, sizeof os_buf); /* GNU: thread-safe */
+    if (os && !strstr(what, os))
+        snprintf(out, outsz, "%s (%s)", what, os);
+    else
+        snprintf(out, outsz, "%s", what);
+}
+
 void client_http_perform(client_http_pool_t *pool, const char *method, const char *url,
                          const char *authorization, const char *body,
                          const lease_deadline_t *deadline, int abort_fd,
@@ -295,6 +313,9 @@ void client_http_perform(client_http_pool_t *pool, const char *method, const cha
         curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
     }
 
+    char curl_error[CURL_ERROR_SIZE] = "";
+    curl_easy_setopt(h, CURLOPT_ERRORBUFFER, curl_error);
+
     bool aborted = false;
     CURLcode rc = abort_fd >= 0 ? perform_abortable(h, abort_fd, &aborted) : curl_easy_perform(h);
     if (rc == CURLE_OK) {
@@ -306,6 +327,7 @@ void client_http_perform(client_http_pool_t *pool, const char *method, const cha
         out->transport = judge_failure(h, rc);
         out->timed_out = rc == CURLE_OPERATION_TIMEDOUT;
         out->aborted = aborted;
+        describe_failure(h, rc, curl_error, out->error, sizeof out->error);
         free(out->body);
         out->body = NULL;
         out->len = 0;

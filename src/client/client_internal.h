@@ -32,6 +32,7 @@ typedef struct client_http_answer {
     size_t len;
     char correlation_id[LEASE_CORRELATION_MAX + 1]; /* X-Correlation-Id */
     int64_t retry_after_ms;                         /* Retry-After, 0 if none */
+    char error[LEASE_CLIENT_TRANSPORT_ERROR_MAX];   /* no answer: libcurl's words and errno */
 } client_http_answer_t;
 
 typedef struct client_http_pool client_http_pool_t;

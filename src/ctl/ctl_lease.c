@@ -14,23 +14,127 @@
 
 #include "ctl/ctl.h"
 #include "ctl/ctl_options.h"
+#include "ctl/ctl_report.h"
 #include "lease/client.h"
 
-static int usage_of(const char *cmd, const char *synopsis, int status)
+/* --help of each client command: only the options that command uses.
+ * (Kept as written: clang-format would split the sentences.) */
+/* clang-format off */
+static const char help_acquire[] =
+    "usage: leasectl acquire IDENTITY [OPTIONS]\n"
+    "Acquires the lease of one identity if it is free; prints the answer as JSON.\n\n"
+    CTL_HELP_IDENTITY "options:\n"
+    "  --ttl-ms N               time to live (default: the policy's)\n"
+    "  --maximum-lifetime-ms N  lower the policy's maximum lifetime\n"
+    "  --wait-ms N              while another holds it, retry for up to N ms\n"
+    "  --service-instance ID    the holding instance (default: HOSTNAME-PID)\n"
+    "  --execution-id ID --job-id ID --trace-id ID  recorded on the lease (generated)\n"
+    CTL_HELP_REQUEST_ID CTL_HELP_COMMON;
+
+static const char help_renew[] =
+    "usage: leasectl renew IDENTITY --lease-id ID --fencing-token N --service-instance ID "
+    "[OPTIONS]\n"
+    "Extends a lease you hold; the fencing token stays the same.\n\n" CTL_HELP_IDENTITY
+    "the held lease (defaults: LEASE_ID, LEASE_FENCING_TOKEN, LEASE_SERVICE_INSTANCE_ID):\n"
+    "  --lease-id ID --fencing-token N --service-instance ID (the acquiring instance)\n"
+    "options:\n"
+    "  --ttl-ms N               new time to live (default: the lease's)\n" CTL_HELP_REQUEST_ID
+        CTL_HELP_COMMON;
+
+static const char help_release[] =
+    "usage: leasectl release IDENTITY --lease-id ID --fencing-token N --service-instance ID "
+    "[OPTIONS]\n"
+    "Ends a lease you hold; the next acquisition gets a greater token.\n\n" CTL_HELP_IDENTITY
+    "the held lease (defaults: LEASE_ID, LEASE_FENCING_TOKEN, LEASE_SERVICE_INSTANCE_ID):\n"
+    "  --lease-id ID --fencing-token N --service-instance ID (the acquiring instance)\n"
+    "options:\n" CTL_HELP_REQUEST_ID CTL_HELP_COMMON;
+
+static const char help_inspect[] =
+    "usage: leasectl inspect (--lease-id ID | IDENTITY) [OPTIONS]\n"
+    "Shows one lease: by id (active or ended), or the active lease of an identity.\n\n"
+    "  --lease-id ID            the lease (default: LEASE_ID)\n" CTL_HELP_IDENTITY
+    "options:\n" CTL_HELP_COMMON;
+
+static const char help_list[] =
+    "usage: leasectl list [--by owner|program|target] [--tenant T --program P]\n"
+    "                     [--namespace N --target ID] [--page-size N] [--page-token T]\n"
+    "Lists active leases, one page at a time.\n\n"
+    "options:\n"
+    "  --by owner               your own leases; --tenant and --program default to your\n"
+    "                           credential's (an administrator credential of every\n"
+    "                           program names --program)\n"
+    "  --by program             the leases of --tenant T --program P (the default)\n"
+    "  --by target              the leases of --tenant T --program P --namespace N\n"
+    "                           --target ID (the default when a target is given)\n"
+    "  --page-size N            leases per page (default 100, at most the server's)\n"
+    "  --page-token T           next_page_token of the previous page, same filter\n"
+    CTL_HELP_COMMON;
+
+static const char help_force_release[] =
+    "usage: leasectl force-release IDENTITY --reason TEXT [--lease-id ID --fencing-token N]\n"
+    "Administrator: ends another owner's lease (operational end; audited with the reason).\n"
+    "Without --lease-id it inspects the identity and ends the lease it saw, never a\n"
+    "successor.\n\n" CTL_HELP_IDENTITY
+    "options:\n"
+    "  --reason TEXT            why (1..512 characters, required)\n"
+    "  --lease-id ID --fencing-token N   the lease to end (default: the one inspected)\n"
+    CTL_HELP_REQUEST_ID CTL_HELP_COMMON;
+
+static const char help_revoke[] =
+    "usage: leasectl revoke IDENTITY --reason TEXT [--incident-id ID] [--lease-id ID "
+    "--fencing-token N]\n"
+    "Administrator: revokes a lease (security end; audited with the reason).\n"
+    "Without --lease-id it inspects the identity and revokes the lease it saw, never a\n"
+    "successor.\n\n" CTL_HELP_IDENTITY
+    "options:\n"
+    "  --reason TEXT            why (1..512 characters, required)\n"
+    "  --incident-id ID         the incident it belongs to\n"
+    "  --lease-id ID --fencing-token N   the lease to revoke (default: the one inspected)\n"
+    CTL_HELP_REQUEST_ID CTL_HELP_COMMON;
+
+static const char help_commit[] =
+    "usage: leasectl commit [--document KEY --expected-revision N --body JSON]...\n"
+    "                       [--publication TOPIC --payload JSON]... [OPTIONS]\n"
+    "Fenced commit: the writes happen only while the lease is held with this token.\n"
+    "Inside `leasectl run` the lease and identity come from its LEASE_* variables.\n\n"
+    "writes (at least one, at most 32):\n"
+    "  --document KEY --expected-revision N --body JSON\n"
+    "                           N is the revision you read (0: must not exist yet)\n"
+    "  --publication TOPIC --payload JSON\n"
+    "the held lease (defaults: LEASE_ID, LEASE_FENCING_TOKEN, LEASE_EXECUTION_ID, "
+    "LEASE_TRACE_ID):\n"
+    "  --lease-id ID --fencing-token N --execution-id ID [--trace-id ID] and the identity\n"
+    CTL_HELP_IDENTITY "options:\n" CTL_HELP_REQUEST_ID CTL_HELP_COMMON;
+
+/* clang-format on */
+
+static int usage_of(const char *help, int status)
 {
-    FILE *out = status == CTL_EXIT_OK ? stdout : stderr;
-    fprintf(out, "usage: leasectl %s %s\n%s", cmd, synopsis, ctl_options_usage);
+    fputs(help, status == CTL_EXIT_OK ? stdout : stderr);
     return status;
 }
+
+/* One command's parsed options, client and call. */
+typedef struct session {
+    const char *cmd;
+    ctl_options_t o;
+    lease_client_t *client;
+    lease_client_call_t call;
+} session_t;
 
 /*
  * Prints the outcome: the service's body when it is the typed answer that
  * decided `code`, else a client-made envelope. Returns the exit status.
  */
-static int report(const char *cmd, lease_code_t code, const char *field,
-                  const lease_client_call_t *call)
+static int report(const session_t *s, const lease_client_call_t *call, lease_code_t code,
+                  const char *field)
 {
+    const char *cmd = s->cmd;
+    const char *url = lease_client_url(s->client);
     bool printed = false;
+    /* no answer from leased at all: say where we looked and what happened */
+    char unreachable[LEASE_CLIENT_TRANSPORT_ERROR_MAX + 256];
+    bool no_answer = ctl_report_unreachable(url, call, unreachable, sizeof unreachable);
     if (call->body) {
         json_t *root = json_loads(call->body, 0, NULL);
         const char *said = json_string_value(json_object_get(root, "code"));
@@ -44,7 +148,8 @@ static int report(const char *cmd, lease_code_t code, const char *field,
     if (!printed) {
         json_t *env = json_pack("{s:s, s:s, s:s, s:b}", "status",
                                 lease_code_is_success(code) ? "success" : "error", "code",
-                                lease_code_name(code), "msg", lease_code_message(code), "retryable",
+                                lease_code_name(code), "msg",
+                                no_answer ? unreachable : lease_code_message(code), "retryable",
                                 lease_code_retryable(code));
         if (env && field && *field)
             json_object_set_new(env, "field", json_string(field));
@@ -57,7 +162,11 @@ static int report(const char *cmd, lease_code_t code, const char *field,
         json_decref(env);
     }
     fflush(stdout);
-    if (!lease_code_is_success(code)) {
+    if (no_answer && code == LEASE_BACKEND_UNAVAILABLE) {
+        /* nothing was sent: the service, not the database, is the problem */
+        fprintf(stderr, "leasectl %s: %s (%s) [%s]\n", cmd, unreachable,
+                CTL_REPORT_UNREACHABLE_HINT, lease_code_name(code));
+    } else if (!lease_code_is_success(code)) {
         fprintf(stderr, "leasectl %s: %s: %s", cmd, lease_code_name(code),
                 lease_code_message(code));
         if (field && *field)
@@ -66,18 +175,12 @@ static int report(const char *cmd, lease_code_t code, const char *field,
             fprintf(stderr, " [correlation %s]", call->correlation_id);
         if (code == LEASE_OUTCOME_UNKNOWN && call->request_id_used[0])
             fprintf(stderr, " (request id %s)", call->request_id_used);
+        if (no_answer)
+            fprintf(stderr, "; %s", unreachable);
         fputc('\n', stderr);
     }
     return lease_code_exit_status(code);
 }
-
-/* One command's parsed options, client and call. */
-typedef struct session {
-    const char *cmd;
-    ctl_options_t o;
-    lease_client_t *client;
-    lease_client_call_t call;
-} session_t;
 
 /*
  * Parses the options and makes the client. Returns -1 when the command
@@ -85,13 +188,13 @@ typedef struct session {
  * (--help, a usage error).
  */
 static int session_open(session_t *s, int argc, char **argv, unsigned flags,
-                        const ctl_extra_t *extra, const char *synopsis, bool acquire)
+                        const ctl_extra_t *extra, const char *help, bool acquire)
 {
     memset(s, 0, sizeof *s);
     s->cmd = argv[0];
     int parsed = ctl_options_parse(&s->o, flags, argc, argv, extra);
     if (parsed == CTL_PARSE_HELP)
-        return usage_of(s->cmd, synopsis, CTL_EXIT_OK);
+        return usage_of(help, CTL_EXIT_OK);
     if (parsed < 0)
         return CTL_EXIT_USAGE;
     s->client = ctl_client_new(&s->o);
@@ -124,14 +227,13 @@ static int session_usage(session_t *s, const char *problem)
 int ctl_acquire_main(int argc, char **argv)
 {
     session_t s;
-    int status =
-        session_open(&s, argc, argv, CTL_OPT_IDENTITY, NULL, "IDENTITY [LEASE OPTIONS]", true);
+    int status = session_open(&s, argc, argv, CTL_OPT_IDENTITY, NULL, help_acquire, true);
     if (status >= 0)
         return status;
     lease_client_acquire_t req = ctl_options_acquire_req(&s.o);
     lease_result_t res;
     lease_code_t code = lease_client_acquire(s.client, &req, &s.call, &res);
-    status = report(s.cmd, code, res.field, &s.call);
+    status = report(&s, &s.call, code, res.field);
     session_close(&s);
     return status;
 }
@@ -141,9 +243,7 @@ static int owner_main(int argc, char **argv, bool renew)
 {
     session_t s;
     int status = session_open(&s, argc, argv, CTL_OPT_IDENTITY | CTL_OPT_HELD, NULL,
-                              "IDENTITY --lease-id ID --fencing-token N "
-                              "[--service-instance ID] [--ttl-ms N]",
-                              false);
+                              renew ? help_renew : help_release, false);
     if (status >= 0)
         return status;
     const ctl_options_t *o = &s.o;
@@ -152,7 +252,7 @@ static int owner_main(int argc, char **argv, bool renew)
     lease_result_t res;
     lease_code_t code = renew ? lease_client_renew(s.client, &req, &s.call, &res)
                               : lease_client_release(s.client, &req, &s.call, &res);
-    status = report(s.cmd, code, res.field, &s.call);
+    status = report(&s, &s.call, code, res.field);
     session_close(&s);
     return status;
 }
@@ -176,8 +276,7 @@ static bool identity_complete(const lease_identity_input_t *id)
 int ctl_inspect_main(int argc, char **argv)
 {
     session_t s;
-    int status = session_open(&s, argc, argv, CTL_OPT_HELD_OPTIONAL, NULL,
-                              "(--lease-id ID | IDENTITY)", false);
+    int status = session_open(&s, argc, argv, CTL_OPT_HELD_OPTIONAL, NULL, help_inspect, false);
     if (status >= 0)
         return status;
     const ctl_options_t *o = &s.o;
@@ -187,7 +286,7 @@ int ctl_inspect_main(int argc, char **argv)
     lease_code_t code = o->lease_id
                             ? lease_client_inspect_id(s.client, o->lease_id, &s.call, &res)
                             : lease_client_inspect_identity(s.client, &o->identity, &s.call, &res);
-    status = report(s.cmd, code, res.field, &s.call);
+    status = report(&s, &s.call, code, res.field);
     session_close(&s);
     return status;
 }
@@ -233,9 +332,6 @@ static bool take_list(void *ctx, int val, const char *arg)
 
 int ctl_list_main(int argc, char **argv)
 {
-    static const char synopsis[] = "[--by owner|target|program] --tenant T --program P "
-                                   "[--namespace N --target ID] [--page-size N] "
-                                   "[--page-token T]";
     static const struct option opts[] = {
         {"by", required_argument, NULL, OPT_BY},
         {"page-size", required_argument, NULL, OPT_PAGE_SIZE},
@@ -245,23 +341,25 @@ int ctl_list_main(int argc, char **argv)
     list_args_t a = {.by = LEASE_LIST_BY_PROGRAM};
     ctl_extra_t extra = {opts, take_list, &a};
     session_t s;
-    int status = session_open(&s, argc, argv, 0, &extra, synopsis, false);
+    int status = session_open(&s, argc, argv, 0, &extra, help_list, false);
     if (status >= 0)
         return status;
     const lease_identity_input_t *id = &s.o.identity;
     if (!a.by_given && id->target_namespace && id->target_id)
         a.by = LEASE_LIST_BY_TARGET;
     bool target = a.by == LEASE_LIST_BY_TARGET;
-    if (!id->tenant_id || !id->program_id || (target && (!id->target_namespace || !id->target_id)))
+    /* by owner, the service takes what is left out from the credential */
+    if (a.by != LEASE_LIST_BY_OWNER && (!id->tenant_id || !id->program_id ||
+                                        (target && (!id->target_namespace || !id->target_id))))
         return session_usage(&s, target ? "--tenant, --program, --namespace and --target are "
                                           "required with --by target"
-                                        : "--tenant and --program are required");
+                                        : "--tenant and --program are required (or --by owner)");
     lease_client_list_t req = {
         a.by,          id->tenant_id,    id->program_id, id->target_namespace,
         id->target_id, (int)a.page_size, a.page_token};
     lease_list_result_t res;
     lease_code_t code = lease_client_list(s.client, &req, &s.call, &res);
-    status = report(s.cmd, code, res.field, &s.call);
+    status = report(&s, &s.call, code, res.field);
     lease_list_result_free(&res);
     session_close(&s);
     return status;
@@ -300,7 +398,7 @@ static int admin_act(session_t *s, const admin_args_t *a, bool revoke)
     } else {
         lease_client_call_t look = {.deadline_ms = s->call.deadline_ms, .keep_body = true};
         lease_code_t code = lease_client_inspect_identity(s->client, &o->identity, &look, &res);
-        int status = code == LEASE_INSPECTED ? CTL_EXIT_OK : report(s->cmd, code, res.field, &look);
+        int status = code == LEASE_INSPECTED ? CTL_EXIT_OK : report(s, &look, code, res.field);
         lease_client_call_clear(&look);
         if (code != LEASE_INSPECTED)
             return status;
@@ -310,14 +408,12 @@ static int admin_act(session_t *s, const admin_args_t *a, bool revoke)
     lease_client_admin_t req = {o->identity, observed_id, token, a->reason, a->incident_id};
     lease_code_t code = revoke ? lease_client_revoke(s->client, &req, &s->call, &res)
                                : lease_client_force_release(s->client, &req, &s->call, &res);
-    return report(s->cmd, code, res.field, &s->call);
+    return report(s, &s->call, code, res.field);
 }
 
 /* force-release and revoke */
 static int admin_main(int argc, char **argv, bool revoke)
 {
-    static const char synopsis[] = "IDENTITY --reason TEXT [--lease-id ID --fencing-token N] "
-                                   "[--incident-id ID (revoke)]";
     static const struct option force_opts[] = {
         {"reason", required_argument, NULL, OPT_REASON},
         {NULL, 0, NULL, 0},
@@ -331,7 +427,7 @@ static int admin_main(int argc, char **argv, bool revoke)
     ctl_extra_t extra = {revoke ? revoke_opts : force_opts, take_admin, &a};
     session_t s;
     int status = session_open(&s, argc, argv, CTL_OPT_IDENTITY | CTL_OPT_HELD_OPTIONAL, &extra,
-                              synopsis, false);
+                              revoke ? help_revoke : help_force_release, false);
     if (status >= 0)
         return status;
     if (!a.reason || !*a.reason || (!s.o.lease_id != !s.o.fencing_token))
@@ -410,11 +506,6 @@ static bool take_commit(void *ctx, int val, const char *arg)
 
 int ctl_commit_main(int argc, char **argv)
 {
-    static const char synopsis[] =
-        "[--document KEY --expected-revision N --body JSON]... "
-        "[--publication TOPIC --payload JSON]...\n"
-        "       [--lease-id ID --fencing-token N IDENTITY]   (default: the LEASE_* "
-        "environment of `leasectl run`)";
     static const struct option opts[] = {
         {"document", required_argument, NULL, OPT_DOCUMENT},
         {"expected-revision", required_argument, NULL, OPT_REVISION},
@@ -427,7 +518,7 @@ int ctl_commit_main(int argc, char **argv)
     ctl_extra_t extra = {opts, take_commit, &a};
     session_t s;
     int status =
-        session_open(&s, argc, argv, CTL_OPT_IDENTITY | CTL_OPT_HELD, &extra, synopsis, false);
+        session_open(&s, argc, argv, CTL_OPT_IDENTITY | CTL_OPT_HELD, &extra, help_commit, false);
     if (status >= 0)
         return status;
     const char *problem = a.n == 0 ? "at least one --document or --publication is required" : NULL;
@@ -444,7 +535,7 @@ int ctl_commit_main(int argc, char **argv)
                                  o->trace_id, a.n,         a.writes};
     lease_commit_result_t res;
     lease_code_t code = lease_client_commit(s.client, &req, &s.call, &res);
-    status = report(s.cmd, code, res.field, &s.call);
+    status = report(&s, &s.call, code, res.field);
     session_close(&s);
     return status;
 }

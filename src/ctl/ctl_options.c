@@ -68,17 +68,6 @@ static const struct option held_opts[] = {
     {"fencing-token", required_argument, NULL, OPT_FENCING_TOKEN},
 };
 
-const char ctl_options_usage[] =
-    "identity:  --tenant T --program P --namespace N --target ID --actor A --workflow W\n"
-    "           [--operation-class default|collect|enrich|publish|maintenance]\n"
-    "lease:     [--ttl-ms N] [--maximum-lifetime-ms N] [--wait-ms N] [--deadline-ms N]\n"
-    "           [--service-instance ID] [--execution-id ID] [--job-id ID] [--trace-id ID]\n"
-    "           [--request-id ID] [--url URL]\n"
-    "environment: LEASE_URL (default " LEASE_CLIENT_DEFAULT_URL "), LEASE_TOKEN,\n"
-    "           LEASE_CA_FILE (PEM CA certificates to trust for https:// instead of the\n"
-    "           system's), and the LEASE_* variables `leasectl run` exports supply\n"
-    "           defaults for the flags.\n";
-
 bool ctl_parse_int(const char *s, int64_t min, int64_t max, int64_t *out)
 {
     if (!s || !*s)

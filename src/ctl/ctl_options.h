@@ -91,8 +91,26 @@ LEASE_MUST_USE bool ctl_parse_int(const char *s, int64_t min, int64_t max, int64
  * '-', bounded to LEASE_ID_MAX. */
 void ctl_default_service_instance(char *out, size_t outsz);
 
-/* The usage text of the shared options, for commands' --help. */
-extern const char ctl_options_usage[];
+/*
+ * Pieces of the commands' --help texts. Each command prints only the
+ * options it uses: its own lines, these shared pieces where they apply,
+ * and CTL_HELP_COMMON last. (The parser accepts every shared option for
+ * every command, so one set of flags serves them all; a command ignores
+ * the ones it does not use.)
+ */
+#define CTL_HELP_IDENTITY                                                                          \
+    "identity (each one left out comes from its LEASE_* variable):\n"                              \
+    "  --tenant T --program P --namespace N --target ID --actor A --workflow W\n"                  \
+    "  [--operation-class default|collect|enrich|publish|maintenance]\n"
+#define CTL_HELP_REQUEST_ID                                                                        \
+    "  --request-id ID          idempotency key; repeat it to retry safely (generated)\n"
+#define CTL_HELP_COMMON                                                                            \
+    "  --deadline-ms N          give up after N ms (default 5000, at most 30000)\n"                \
+    "  --url URL                the service (default: LEASE_URL, else " LEASE_CLIENT_DEFAULT_URL   \
+    ")\n"                                                                                          \
+    "  --help                   this text\n"                                                       \
+    "environment: LEASE_URL, LEASE_TOKEN (the bearer token), LEASE_CA_FILE (PEM CA\n"        \
+    "  certificates to trust for an https:// URL instead of the system's)\n"
 
 /* The HTTP client of a client command: o's URL and token, and the CA file
  * of LEASE_CA_FILE (a private CA for https://) when set. NULL when the URL

@@ -34,6 +34,7 @@
 
 #include "ctl/ctl.h"
 #include "ctl/ctl_options.h"
+#include "ctl/ctl_report.h"
 #include "lease/client.h"
 #include "lease/worker.h"
 
@@ -296,8 +297,24 @@ static void supervise(supervision_t *s, int sfd, int cancel_fd, int64_t grace_ms
     }
 }
 
-static const char synopsis[] = "IDENTITY [LEASE OPTIONS] [--wait-ms N] [--grace-ms N] -- "
-                               "COMMAND [ARGS...]";
+static const char synopsis[] = "IDENTITY [OPTIONS] -- COMMAND [ARGS...]";
+
+/* clang-format off */
+static const char help[] =
+    "Acquires the lease, runs COMMAND with it in its environment (LEASE_ID,\n"
+    "LEASE_FENCING_TOKEN, ...), renews it while COMMAND runs, cancels COMMAND\n"
+    "(SIGTERM, then SIGKILL) the moment the lease is lost, and releases it after.\n"
+    "Exit status: COMMAND's own (128+N: signal N); 75 held by another; 76 lease\n"
+    "lost while running; 69 service unavailable; 77 credential refused.\n\n" CTL_HELP_IDENTITY
+    "options:\n"
+    "  --ttl-ms N               time to live (default: the policy's)\n"
+    "  --maximum-lifetime-ms N  lower the policy's maximum lifetime\n"
+    "  --wait-ms N              while another holds it, retry for up to N ms\n"
+    "  --grace-ms N             after a loss, SIGKILL N ms after SIGTERM (default 10000)\n"
+    "  --service-instance ID    the holding instance (default: HOSTNAME-PID)\n"
+    "  --execution-id ID --job-id ID --trace-id ID  recorded on the lease (generated)\n"
+    CTL_HELP_REQUEST_ID CTL_HELP_COMMON;
+/* clang-format on */
 
 /* Runs the command under a held lease; returns run's exit status. */
 static int run_under_lease(const ctl_options_t *o, lease_worker_t *worker, char **command,
@@ -362,8 +379,15 @@ static int hold_and_run(const ctl_options_t *o, lease_client_t *client, char **c
         res.current_state != LEASE_STATE_NONE)
         code = LEASE_LOST; /* a replayed --request-id whose lease has ended since */
     if (code != LEASE_ACQUIRED) {
-        fprintf(stderr, "leasectl run: not acquired: %s: %s%s%s\n", lease_code_name(code),
-                lease_code_message(code), res.field[0] ? "; field " : "", res.field);
+        char unreachable[LEASE_CLIENT_TRANSPORT_ERROR_MAX + 256];
+        if (ctl_report_unreachable(lease_client_url(client), &call, unreachable,
+                                   sizeof unreachable) &&
+            code == LEASE_BACKEND_UNAVAILABLE)
+            fprintf(stderr, "leasectl run: not acquired: %s (%s) [%s]\n", unreachable,
+                    CTL_REPORT_UNREACHABLE_HINT, lease_code_name(code));
+        else
+            fprintf(stderr, "leasectl run: not acquired: %s: %s%s%s\n", lease_code_name(code),
+                    lease_code_message(code), res.field[0] ? "; field " : "", res.field);
         return lease_code_exit_status(code);
     }
 
@@ -418,9 +442,7 @@ int ctl_run_main(int argc, char **argv)
     int status = CTL_EXIT_USAGE;
     int first = ctl_options_parse(&o, CTL_OPT_IDENTITY | CTL_OPT_OPERANDS, argc, argv, &extra);
     if (first == CTL_PARSE_HELP) {
-        printf("usage: leasectl run %s\n%s--grace-ms N: after a lease loss, SIGKILL the "
-               "group N ms after SIGTERM (default %d)\n",
-               synopsis, ctl_options_usage, DEFAULT_GRACE_MS);
+        printf("usage: leasectl run %s\n%s", synopsis, help);
         status = CTL_EXIT_OK;
     } else if (first >= 0 && first >= argc) {
         fprintf(stderr, "leasectl run: no command given (usage: leasectl run %s)\n", synopsis);

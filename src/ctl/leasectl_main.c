@@ -5,6 +5,12 @@
 #include <string.h>
 
 #include "ctl/ctl.h"
+#include "lease/schema.h"
+
+/* The project's version (CMakeLists.txt project()); the build defines it. */
+#ifndef LEASE_VERSION
+#error "LEASE_VERSION must be defined by the build"
+#endif
 
 static const ctl_command_t commands[] = {
     {"migrate", ctl_migrate_main, "apply pending schema migrations (--status to list)"},
@@ -24,7 +30,7 @@ static const ctl_command_t commands[] = {
 
 static void usage(FILE *out)
 {
-    fprintf(out, "usage: leasectl COMMAND [OPTIONS]\n\ncommands:\n");
+    fprintf(out, "usage: leasectl COMMAND [OPTIONS] | --help | --version\n\ncommands:\n");
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         fprintf(out, "  %-14s %s\n", commands[i].name, commands[i].summary);
     fprintf(out, "\n'leasectl COMMAND --help' describes one command.\n");
@@ -39,6 +45,10 @@ int main(int argc, char **argv)
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
         strcmp(argv[1], "help") == 0) {
         usage(stdout);
+        return CTL_EXIT_OK;
+    }
+    if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
+        printf("leasectl %s (schema %d)\n", LEASE_VERSION, LEASE_SCHEMA_VERSION);
         return CTL_EXIT_OK;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

@@ -22,6 +22,7 @@
 #include "server/http.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <microhttpd.h>
 #include <openssl/crypto.h>
 #include <netinet/in.h>
@@ -32,6 +33,7 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "lease/clock.h"
@@ -551,6 +553,35 @@ static void free_tls(leased_http_t *h)
     h->tls_key = h->tls_cert = NULL;
 }
 
+/*
+ * Why the daemon could not listen on addr, for the operator: libmicrohttpd
+ * does not say, so one bind of our own (with SO_REUSEADDR, as libmicrohttpd
+ * binds) finds the system's reason. The message names the address and the
+ * setting that changes it.
+ */
+static void describe_bind_failure(const char *listen, const struct sockaddr *addr, char *err,
+                                  size_t errsz)
+{
+    const char *why = "cannot bind";
+    char buf[128];
+    int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd >= 0) {
+        int one = 1;
+        (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        socklen_t len =
+            addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
+        if (bind(fd, addr, len) != 0)
+            why = strerror_r(errno, buf, sizeof buf); /* GNU: returns the text */
+        else
+            why = "libmicrohttpd could not start its listener there";
+        close(fd);
+    }
+    snprintf(err, errsz,
+             "cannot listen on %s: %s; set LEASE_LISTEN=HOST:PORT (or --listen HOST:PORT) to "
+             "another address",
+             listen, why);
+}
+
 leased_http_t *leased_http_start(leased_app_t *app, char *err, size_t errsz)
 {
     const leased_config_t *cfg = app->config;
@@ -607,20 +638,24 @@ leased_http_t *leased_http_start(leased_app_t *app, char *err, size_t errsz)
     }
     unsigned timeout_s = (unsigned)((cfg->idle_timeout_ms + 999) / 1000);
     /* the logger option comes first so that even option errors reach it */
+    /* The port goes in twice: MHD binds the address of MHD_OPTION_SOCK_ADDR,
+     * and names the port argument in its own messages. */
     h->daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
-        MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
+        flags, (uint16_t)cfg->listen_port, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER,
+        on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
         (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
         MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
         on_completed, h, MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1,
         MHD_OPTION_ARRAY, tls, MHD_OPTION_END);
     if (!h->daemon) {
-        snprintf(err, errsz,
-                 *cfg->tls_cert_file
-                     ? "cannot listen on %s (address in use, or the TLS certificate or key is "
-                       "not valid PEM or they do not match)"
-                     : "cannot listen on %s (address in use or not available)",
-                 cfg->listen);
+        describe_bind_failure(cfg->listen, (const struct sockaddr *)&ss, err, errsz);
+        if (*cfg->tls_cert_file) {
+            /* the bind itself may be fine: then the TLS files are to blame */
+            size_t n = strlen(err);
+            snprintf(err + n, errsz - n,
+                     " (HTTPS: or the TLS certificate or key is not valid PEM, or they do not "
+                     "match)");
+        }
         goto fail;
     }
     const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);

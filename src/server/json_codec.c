@@ -86,8 +86,10 @@ static const field_rule_t inspect_fields[] = {
     {NULL, OPTIONAL},
 };
 static const field_rule_t list_fields[] = {
-    {"by", REQUIRED},         {"tenant_id", REQUIRED},
-    {"program_id", REQUIRED}, {"target_namespace", OPTIONAL},
+    /* tenant_id and program_id: required by target and program; by owner
+     * they default to the credential's (decode_list, service.c) */
+    {"by", REQUIRED},         {"tenant_id", OPTIONAL},
+    {"program_id", OPTIONAL}, {"target_namespace", OPTIONAL},
     {"target_id", OPTIONAL},  {"page_size", OPTIONAL},
     {"page_token", OPTIONAL}, DEADLINE_FIELDS,
     {NULL, OPTIONAL},
@@ -487,6 +489,10 @@ static bool decode_list(decoder_t *d, json_t *b, leased_request_t *req)
     else
         return fail(d, "", "by", "must be owner, target or program");
     bool by_target = l->by == LEASE_LIST_BY_TARGET;
+    static const char *const scope_filters[] = {"tenant_id", "program_id"};
+    for (size_t i = 0; i < 2 && l->by != LEASE_LIST_BY_OWNER; i++)
+        if (!json_object_get(b, scope_filters[i]))
+            return fail(d, "", scope_filters[i], "required");
     static const char *const target_filters[] = {"target_namespace", "target_id"};
     for (size_t i = 0; i < 2; i++) {
         bool present = json_object_get(b, target_filters[i]) != NULL;

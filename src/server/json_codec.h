@@ -69,7 +69,9 @@ char *leased_codec_commit_envelope(const lease_commit_req_t *req, const lease_co
                                    const char *correlation_id);
 /* Error envelope: field may be NULL or ""; retry_after_ms <= 0 is omitted;
  * current_revision < 0 is omitted (write_conflict carries it). */
+/* reason (a stable word) and detail (replaces the code's message) may be NULL. */
 char *leased_codec_error_envelope(lease_code_t code, const char *correlation_id, const char *field,
-                                  int64_t retry_after_ms, int64_t current_revision);
+                                  int64_t retry_after_ms, int64_t current_revision,
+                                  const char *reason, const char *detail);
 
 #endif

@@ -155,12 +155,18 @@ char *leased_codec_commit_envelope(const lease_commit_req_t *req, const lease_co
 }
 
 char *leased_codec_error_envelope(lease_code_t code, const char *correlation_id, const char *field,
-                                  int64_t retry_after_ms, int64_t current_revision)
+                                  int64_t retry_after_ms, int64_t current_revision,
+                                  const char *reason, const char *detail)
 {
     json_t *root = envelope(code, correlation_id);
     if (!root)
         return NULL;
-    json_object_set_new(root, "msg", json_string(lease_code_message(code)));
+    /* detail comes from the database's own words for this request (the TTL
+     * bounds), never from a backend error: safe to show */
+    json_t *msg = detail && *detail ? json_string(detail) : NULL;
+    json_object_set_new(root, "msg", msg ? msg : json_string(lease_code_message(code)));
+    if (reason && *reason)
+        json_object_set_new(root, "reason", json_string(reason));
     json_object_set_new(root, "retryable", json_boolean(lease_code_retryable(code)));
     if (retry_after_ms > 0)
         json_object_set_new(root, "retry_after_ms", json_integer(retry_after_ms));

@@ -204,6 +204,12 @@ char *leased_metrics_render(const leased_metrics_t *m, const leased_metrics_gaug
             g->store.outcome_unknown);
     counter(&t, "leased_db_backend_errors_total", "Calls that failed in the backend.",
             g->store.backend_errors);
+    counter(&t, "leased_namespace_sealed_refusals_total",
+            "Acquisitions, renewals and commits refused because the namespace is sealed.",
+            g->store.sealed_refusals);
+    counter(&t, "leased_db_repeated_requests_total",
+            "Optimistic calls whose request id had already committed (answered by replay).",
+            g->store.repeated_requests);
     gauge(&t, "leased_audit_queue_depth", "Audit events waiting to be written.",
           (double)g->audit_depth);
     counter(&t, "leased_audit_events_written_total", "Audit events written to the database.",

@@ -122,7 +122,8 @@ static void reply(leased_exchange_t *ex, int status, const char *label, char *bo
 void leased_routes_reply_error(leased_exchange_t *ex, lease_code_t code, const char *field,
                                int64_t retry_after_ms)
 {
-    char *body = leased_codec_error_envelope(code, ex->correlation_id, field, retry_after_ms, -1);
+    char *body =
+        leased_codec_error_envelope(code, ex->correlation_id, field, retry_after_ms, -1, NULL, NULL);
     reply(ex, lease_code_http_status(code), lease_code_name(code), body, "application/json");
     ex->retry_after_ms = lease_code_retryable(code) ? retry_after_ms : 0;
 }
@@ -132,8 +133,9 @@ static void reply_outcome(leased_exchange_t *ex, const leased_op_ctx_t *ctx, lea
 {
     lease_code_t code = out->code;
     if (!lease_code_is_success(code)) {
-        char *body = leased_codec_error_envelope(code, ex->correlation_id, out->field,
-                                                 out->retry_after_ms, out->current_revision);
+        char *body =
+            leased_codec_error_envelope(code, ex->correlation_id, out->field, out->retry_after_ms,
+                                        out->current_revision, out->reason, out->detail);
         reply(ex, lease_code_http_status(code), lease_code_name(code), body, "application/json");
         ex->retry_after_ms = out->retry_after_ms;
         return;

@@ -8,9 +8,18 @@
  *   the caller owns the lease is the store's decision and answers
  *   lease_lost, never "not found";
  * - force-release and revoke additionally need an administrator credential;
- * - reads pass the caller's scope to the store, which hides what lies
- *   outside it (inspect: lease_not_found; list: skipped); list by target or
- *   program needs targets:read, list by owner also allows targets:lease.
+ * - reads: a request that names a scope itself (inspect by lock_identity,
+ *   list by target or program, list by owner with tenant_id/program_id)
+ *   outside the caller's tenant/program/actor scope answers access_denied:
+ *   the caller named it, so the answer discloses nothing it did not know.
+ *   An opaque lease_id names no scope: its read passes the caller's scope
+ *   to the store, which answers lease_not_found for a lease outside it,
+ *   the same as for one that does not exist. Lists pass the scope too, so
+ *   an actor-restricted credential sees only its actors' leases;
+ * - list by target or program needs targets:read, list by owner also
+ *   allows targets:lease; by owner, tenant_id and program_id default to
+ *   the credential's own (an administrator credential of every program,
+ *   "*", must name program_id).
  */
 #include "server/service.h"
 
@@ -282,9 +291,28 @@ bool leased_service_authorize(leased_service_t *svc, leased_op_ctx_t *ctx, unsig
     return false;
 }
 
+/* Fills the scope of a list by owner the request left out from the
+ * credential; false (field set) when it cannot be: an administrator
+ * credential of every program names the program itself. */
+static bool default_owner_scope(const lease_caller_t *c, lease_list_req_t *l, char *field,
+                                size_t fieldsz)
+{
+    if (!l->tenant_id[0])
+        snprintf(l->tenant_id, sizeof l->tenant_id, "%s", c->scope.tenant_id);
+    if (!l->program_id[0]) {
+        if (strcmp(c->scope.program_id, "*") == 0) {
+            snprintf(field, fieldsz, "%s", "program_id");
+            return false;
+        }
+        snprintf(l->program_id, sizeof l->program_id, "%s", c->scope.program_id);
+    }
+    return true;
+}
+
 /* Scope and administrator rules of one decoded request; LEASE_CODE_COUNT
- * when allowed. */
-static lease_code_t authorize_request(const leased_op_ctx_t *ctx, leased_request_t *req)
+ * when allowed. An INVALID_LEASE_REQUEST names its field in field. */
+static lease_code_t authorize_request(const leased_op_ctx_t *ctx, leased_request_t *req,
+                                      char *field, size_t fieldsz)
 {
     const lease_caller_t *c = &ctx->caller;
     switch (req->op) {
@@ -304,16 +332,24 @@ static lease_code_t authorize_request(const leased_op_ctx_t *ctx, leased_request
     case LEASED_OP_INSPECT:
     case LEASED_OP_WATCH:
         req->u.inspect.scope = c->scope;
+        /* A named identity outside scope is forbidden (the caller named
+         * it); a lease id outside scope is the store's lease_not_found. */
         if (req->u.inspect.by_identity && !lease_auth_in_scope(c, &req->u.inspect.identity))
-            return LEASE_NOT_FOUND; /* invisible, not forbidden: existence is not disclosed */
-        return LEASE_CODE_COUNT;
-    case LEASED_OP_LIST:
-        if (req->u.list.by != LEASE_LIST_BY_OWNER && !lease_auth_has(c, LEASE_CAP_READ))
             return ACCESS_DENIED;
-        req->u.list.scope = c->scope;
-        snprintf(req->u.list.owner_principal_id, sizeof req->u.list.owner_principal_id, "%s",
+        return LEASE_CODE_COUNT;
+    case LEASED_OP_LIST: {
+        lease_list_req_t *l = &req->u.list;
+        if (l->by != LEASE_LIST_BY_OWNER && !lease_auth_has(c, LEASE_CAP_READ))
+            return ACCESS_DENIED;
+        if (l->by == LEASE_LIST_BY_OWNER && !default_owner_scope(c, l, field, fieldsz))
+            return INVALID_LEASE_REQUEST;
+        if (!lease_auth_program_in_scope(c, l->tenant_id, l->program_id))
+            return ACCESS_DENIED;
+        l->scope = c->scope;
+        snprintf(l->owner_principal_id, sizeof l->owner_principal_id, "%s",
                  c->principal.principal_id);
         return LEASE_CODE_COUNT;
+    }
     default:
         return ACCESS_DENIED;
     }
@@ -470,6 +506,11 @@ static void take_details(leased_request_t *req, leased_outcome_t *out)
     default:
         field = out->lease.field;
         out->retry_after_ms = out->lease.retry_after_ms;
+        out->reason = out->lease.reason[0] ? out->lease.reason : NULL;
+        /* a human detail only where it is the database's answer about the
+         * request itself (bounds), never about the backend */
+        if (out->code == INVALID_LEASE_REQUEST && out->lease.detail[0])
+            out->detail = out->lease.detail;
         break;
     }
     if (out->code == INVALID_LEASE_REQUEST || out->code == WRITE_CONFLICT)
@@ -529,7 +570,7 @@ lease_code_t leased_service_run(leased_service_t *svc, leased_op_ctx_t *ctx, lea
     }
 
     /* refusals that need no database; LEASE_CODE_COUNT means none */
-    lease_code_t refusal = authorize_request(ctx, req);
+    lease_code_t refusal = authorize_request(ctx, req, out->field, sizeof out->field);
     if (refusal == LEASE_CODE_COUNT && lease_deadline_passed(&call->deadline))
         refusal = DEADLINE_EXCEEDED;
     if (refusal == LEASE_CODE_COUNT && !digest(req, call)) {

@@ -45,6 +45,8 @@ typedef struct leased_outcome {
     char field[LEASE_FIELD_MAX + 1]; /* invalid_lease_request, write_conflict */
     int64_t retry_after_ms;          /* > 0 when a retry can help */
     int64_t current_revision;        /* write_conflict, else -1 */
+    const char *reason;              /* lease_backend_unavailable: why (borrowed), or NULL */
+    const char *detail;              /* a safe human detail for msg (borrowed), or NULL */
     lease_result_t lease;            /* single-lease operations */
     lease_list_result_t list;        /* LIST (heap-owning) */
     lease_commit_result_t commit;    /* COMMIT */

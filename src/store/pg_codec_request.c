@@ -166,6 +166,10 @@ char *store_pg_encode_acquire(const lease_acquire_req_t *req, int64_t now_mono_n
     bool ok = o != NULL;
     if (!ok)
         return NULL;
+    /* see store_pg.c, "Transaction model": no lookup before deciding, and
+     * an answer of what the database decided (completed there) */
+    put(o, "optimistic", json_true(), &ok);
+    put(o, "brief", json_true(), &ok);
     put(o, "lock_identity", identity_json(&req->identity), &ok);
     put_str(o, "service_instance_id", req->service_instance_id, &ok);
     put_str(o, "execution_id", req->execution_id, &ok);
@@ -196,6 +200,8 @@ char *store_pg_encode_owner(store_pg_op_t op, const lease_owner_req_t *req, int6
     bool ok = o != NULL;
     if (!ok)
         return NULL;
+    put(o, "optimistic", json_true(), &ok);
+    put(o, "brief", json_true(), &ok);
     put_lease_ref(o, &req->identity, req->lease_id, req->fencing_token, &ok);
     put_str(o, "service_instance_id", req->service_instance_id, &ok);
     if (op == STORE_PG_OP_RENEW && req->ttl_ms > 0)
@@ -211,6 +217,8 @@ char *store_pg_encode_admin(store_pg_op_t op, const lease_admin_req_t *req, int6
     bool ok = o != NULL;
     if (!ok)
         return NULL;
+    put(o, "optimistic", json_true(), &ok);
+    put(o, "brief", json_true(), &ok);
     put_lease_ref(o, &req->identity, req->lease_id, req->fencing_token, &ok);
     put_str(o, "reason", req->reason, &ok);
     if (op == STORE_PG_OP_REVOKE)

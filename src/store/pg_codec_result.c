@@ -112,6 +112,27 @@ static bool get_str(json_t *o, const char *key, char *buf, size_t size, bool req
     return true;
 }
 
+/* A result's human "detail": optional, shortened to fit (it only informs);
+ * cut at a character boundary so it stays UTF-8. */
+static bool get_detail(json_t *o, char *buf, size_t size)
+{
+    json_t *v = json_object_get(o, "detail");
+    buf[0] = '\0';
+    if (!v || json_is_null(v))
+        return true;
+    if (!json_is_string(v))
+        return false;
+    size_t len = json_string_length(v);
+    if (len >= size) {
+        len = size - 1;
+        while (len > 0 && ((unsigned char)json_string_value(v)[len] & 0xC0) == 0x80)
+            len--;
+    }
+    memcpy(buf, json_string_value(v), len);
+    buf[len] = '\0';
+    return strlen(buf) == len;
+}
+
 static bool get_int(json_t *o, const char *key, int64_t *out, bool required, int64_t min)
 {
     json_t *v = json_object_get(o, key);
@@ -167,16 +188,21 @@ static bool decode_identity(json_t *o, lease_identity_t *id)
     return true;
 }
 
-/* One lease record (docs/sql-api.md "Result shape"). */
-static bool decode_record(json_t *o, lease_record_t *r)
+/* One lease record (docs/sql-api.md "Result shape"). A whole record
+ * (inspect, list) names its identity, lease id and token; the answer of a
+ * state-changing operation (`partial`) may leave out what its request named,
+ * which the adapter then completes from the request (store_pg.c). */
+static bool decode_record(json_t *o, lease_record_t *r, bool partial)
 {
     memset(r, 0, sizeof *r);
     if (!json_is_object(o))
         return false;
     char state[16];
-    if (!decode_identity(json_object_get(o, "lock_identity"), &r->identity) ||
-        !get_str(o, "lease_id", r->lease_id, sizeof r->lease_id, true) ||
-        !get_int(o, "fencing_token", &r->fencing_token, true, 1) ||
+    json_t *identity = json_object_get(o, "lock_identity");
+    bool whole = !partial || identity;
+    if ((whole && !decode_identity(identity, &r->identity)) ||
+        !get_str(o, "lease_id", r->lease_id, sizeof r->lease_id, whole) ||
+        !get_int(o, "fencing_token", &r->fencing_token, whole, 1) ||
         !get_str(o, "state", state, sizeof state, true) || !lease_state_parse(state, &r->state) ||
         !get_time(o, "acquired_at", &r->acquired_at_ms, true) ||
         !get_time(o, "renewed_at", &r->renewed_at_ms, true) ||
@@ -199,7 +225,9 @@ static bool decode_record(json_t *o, lease_record_t *r)
         !get_str(o, "incident_id", r->incident_id, sizeof r->incident_id, false))
         return false;
     json_t *meta = json_object_get(o, "metadata");
-    if (!meta || json_is_null(meta)) {
+    if (!meta && partial) {
+        r->metadata_json[0] = '\0'; /* the request's (store_pg.c completes it) */
+    } else if (!meta || json_is_null(meta)) {
         strcpy(r->metadata_json, "{}");
     } else {
         if (!json_is_object(meta))
@@ -249,16 +277,19 @@ lease_code_t store_pg_decode_result(store_pg_op_t op, const char *text, lease_re
         goto malformed;
     json_t *lease = json_object_get(o, "lease");
     if (lease && !json_is_null(lease)) {
-        if (!decode_record(lease, &out->lease)) {
+        if (!decode_record(lease, &out->lease, true)) {
             why = "malformed lease record";
             goto malformed;
         }
         out->has_lease = true;
     }
     char current[16];
+    char reason[32];
     if (!get_bool(o, "replayed", &out->replayed) ||
         !get_int(o, "retry_after_ms", &out->retry_after_ms, false, 0) ||
         !get_str(o, "field", out->field, sizeof out->field, false) ||
+        !get_str(o, "reason", reason, sizeof reason, false) ||
+        !get_detail(o, out->detail, sizeof out->detail) ||
         !get_str(o, "current_state", current, sizeof current, false))
         goto malformed;
     if (current[0] && !lease_state_parse(current, &out->current_state))
@@ -269,6 +300,11 @@ lease_code_t store_pg_decode_result(store_pg_op_t op, const char *text, lease_re
     }
     if (out->replayed && !out->current_state)
         out->current_state = out->lease.state;
+    /* the function's own words ("sealed") become the wire's stable reason */
+    if (strcmp(reason, "sealed") == 0)
+        snprintf(out->reason, sizeof out->reason, "namespace_sealed");
+    else
+        snprintf(out->reason, sizeof out->reason, "%s", reason);
     out->code = code;
     json_decref(o);
     return code;
@@ -305,7 +341,7 @@ lease_code_t store_pg_decode_list(store_pg_op_t op, const char *text, lease_list
             }
         }
         for (size_t i = 0; i < n; i++) {
-            if (!decode_record(json_array_get(leases, i), &out->leases[i])) {
+            if (!decode_record(json_array_get(leases, i), &out->leases[i], false)) {
                 why = "malformed lease record in list";
                 goto malformed;
             }

@@ -301,11 +301,59 @@ static void absorb(PGresult *res, collect_t *c, store_pg_reply_t *out)
         copy_msg(out->primary, sizeof out->primary,
                  PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
         copy_msg(out->detail, sizeof out->detail, PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL));
+        copy_msg(out->constraint, sizeof out->constraint,
+                 PQresultErrorField(res, PG_DIAG_CONSTRAINT_NAME));
     }
     if (state && sev && strcmp(sev, "ERROR") == 0)
         c->server_error = true;
     else
         c->fatal = true;
+}
+
+#define SERIALIZABLE_PREFIX "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE; "
+#define STMT_MAX_PARAMS 16
+
+/* stmt's SQL behind SERIALIZABLE_PREFIX, each $N replaced by parameter N as
+ * an escaped literal (store_pg_stmt_t.serializable). Returns a malloc'd
+ * string, or NULL (out of memory, or a $N without its parameter). */
+static char *serializable_text(PGconn *conn, const store_pg_stmt_t *stmt)
+{
+    char *lits[STMT_MAX_PARAMS] = {NULL};
+    size_t total = strlen(SERIALIZABLE_PREFIX) + strlen(stmt->sql) + 1;
+    char *text = NULL;
+    if (stmt->nparams > STMT_MAX_PARAMS)
+        return NULL;
+    for (int i = 0; i < stmt->nparams; i++) {
+        const char *v = stmt->params[i];
+        lits[i] = v ? PQescapeLiteral(conn, v, strlen(v)) : NULL;
+        if (v && !lits[i])
+            goto cleanup;
+        total += lits[i] ? strlen(lits[i]) : 4; /* NULL */
+    }
+    text = malloc(total);
+    if (!text)
+        goto cleanup;
+    char *w = text + sprintf(text, "%s", SERIALIZABLE_PREFIX);
+    for (const char *r = stmt->sql; *r;) {
+        if (r[0] == '$' && r[1] >= '1' && r[1] <= '9') {
+            char *end;
+            long n = strtol(r + 1, &end, 10);
+            r = end;
+            if (n < 1 || n > stmt->nparams) {
+                free(text);
+                text = NULL;
+                goto cleanup;
+            }
+            w += sprintf(w, "%s", lits[n - 1] ? lits[n - 1] : "NULL");
+        } else {
+            *w++ = *r++;
+        }
+    }
+    *w = '\0';
+cleanup:
+    for (int i = 0; i < stmt->nparams; i++)
+        PQfreemem(lits[i]);
+    return text;
 }
 
 void store_pg_conn_exec(struct pg_conn *c, const store_pg_stmt_t *stmt,
@@ -317,9 +365,18 @@ void store_pg_conn_exec(struct pg_conn *c, const store_pg_stmt_t *stmt,
         out->status = STORE_PG_EXEC_NOT_SENT;
         return;
     }
-    int sent = stmt->simple ? PQsendQuery(conn, stmt->sql)
-                            : PQsendQueryParams(conn, stmt->sql, stmt->nparams, NULL, stmt->params,
-                                                NULL, NULL, 0);
+    int sent;
+    if (stmt->serializable) {
+        char *text = serializable_text(conn, stmt);
+        sent = text ? PQsendQuery(conn, text) : 0;
+        if (text) /* it may hold a request: never leave it in freed memory */
+            memset(text, 0, strlen(text));
+        free(text);
+    } else if (stmt->simple) {
+        sent = PQsendQuery(conn, stmt->sql);
+    } else {
+        sent = PQsendQueryParams(conn, stmt->sql, stmt->nparams, NULL, stmt->params, NULL, NULL, 0);
+    }
     if (!sent) {
         out->status = STORE_PG_EXEC_SEND_FAILED;
         out->discard = true;

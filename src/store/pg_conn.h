@@ -85,6 +85,7 @@ typedef struct store_pg_reply {
     char message[256];                 /* backend or libpq text: for the log only */
     char primary[192];                 /* the error's primary message alone */
     char detail[192];                  /* the error DETAIL (LS001 names the lock key) */
+    char constraint[64];               /* the constraint an ERROR names (23505), or "" */
     int nvalues;                       /* columns of the single row read (OK) */
     char *values[STORE_PG_MAX_VALUES]; /* heap, NULL for SQL null */
 } store_pg_reply_t;
@@ -97,6 +98,13 @@ typedef struct store_pg_stmt {
     int nparams; /* text parameters, unnamed statement */
     const char *const *params;
     bool simple; /* PQsendQuery (several statements, no params) */
+    /* Run as its own SERIALIZABLE transaction, whatever the session's or
+     * the login role's default: sent as one simple-protocol string
+     * "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE; <sql>" with the
+     * parameters inlined as escaped literals. One round trip, one implicit
+     * transaction (an error rolls it back), and no session state: behind
+     * PgBouncer in transaction mode nothing leaks to other clients. */
+    bool serializable;
 } store_pg_stmt_t;
 
 /* Runs one statement (see the header comment for the outcomes). */

@@ -4,12 +4,20 @@
  * deadlines, serialization retries, quarantine of corrupt records, and the
  * mapping of every outcome to a lease_code_t.
  *
- * Transaction model: every operation is `SELECT lease.<fn>($1::jsonb)::text`
- * sent as an unnamed statement with one text parameter, i.e. one implicit
- * transaction at the login role's default isolation (SERIALIZABLE; the
- * functions raise LS002 otherwise). No session state is relied on, so the
- * adapter works behind PgBouncer in transaction mode. health() alone runs an
- * explicit READ COMMITTED READ ONLY transaction.
+ * Transaction model: every operation is one simple-protocol string,
+ * `SET TRANSACTION ISOLATION LEVEL SERIALIZABLE; SELECT lease.<fn>('<request>'::jsonb)::text`
+ * (pg_conn.c, store_pg_stmt_t.serializable): one round trip, one implicit
+ * SERIALIZABLE transaction whatever the login role's default, and no session
+ * state, so the adapter works behind PgBouncer in transaction mode and leaks
+ * nothing to other clients of its pool. health() alone runs an explicit
+ * READ COMMITTED READ ONLY transaction.
+ *
+ * State-changing lease operations are sent "optimistic" (docs/sql-api.md):
+ * the function does not look the request id up before it decides, so no
+ * predicate lock ties unrelated transactions together. A repeated request
+ * whose original committed then fails on idempotency's primary key (23505,
+ * constraint idempotency_pkey) and rolls back; the adapter repeats it at
+ * once without "optimistic" and answers what the function replays.
  *
  * Outcome rules (docs/architecture.md, "Deadlines and outcome-unknown"):
  * - nothing sent yet and the deadline passed (waiting for the pool, or
@@ -54,12 +62,18 @@ typedef struct store_pg {
     uint64_t serialization_retries; /* __atomic */
     uint64_t outcome_unknown;
     uint64_t backend_errors;
+    uint64_t sealed_refusals;
+    uint64_t repeated_requests;
 } store_pg_t;
 
 /* One backend call as the retry loop sees it. */
 typedef struct call_spec {
     store_pg_op_t op;
     store_pg_stmt_t stmt;
+    /* The same call without "optimistic" (looks the request id up first),
+     * for a request found to repeat one that committed; NULL when stmt is
+     * not optimistic. */
+    const char *lookup_sql;
     const lease_deadline_t *deadline;
     const lease_call_t *call;         /* for logs; may be NULL */
     const lease_identity_t *identity; /* for quarantine; may be NULL */
@@ -133,7 +147,7 @@ static void quarantine(store_pg_t *pg, PGconn *conn, const call_spec_t *spec,
     const lease_identity_t *id = spec->identity;
     char key[LEASE_LOCK_KEY_LEN + 64];
     const char *params[9] = {NULL};
-    store_pg_stmt_t stmt = {.params = params};
+    store_pg_stmt_t stmt = {.params = params, .serializable = true};
     if (detail_lock_key(err->detail, key, sizeof key)) {
         params[0] = key;
         params[1] = store_pg_op_name(spec->op);
@@ -166,27 +180,6 @@ static void quarantine(store_pg_t *pg, PGconn *conn, const call_spec_t *spec,
     store_pg_reply_clear(&r);
 }
 
-/*
- * Makes a new session SERIALIZABLE by default, so one call is one
- * SERIALIZABLE transaction even when the login role lacks the setting
- * (docs/schema.md asks for it too). Behind PgBouncer in transaction mode the
- * SET lands on a server session of leased's own pool, where it is the
- * intended default anyway. Returns 0, or -1 with the reason in msg.
- */
-static int prepare_session(struct pg_conn *conn, const lease_deadline_t *deadline, char *msg,
-                           size_t msgsz)
-{
-    store_pg_stmt_t stmt = {.sql = "SET default_transaction_isolation = 'serializable'",
-                            .simple = true};
-    store_pg_reply_t r;
-    store_pg_conn_exec(conn, &stmt, deadline, &r);
-    int rc = r.status == STORE_PG_EXEC_OK ? 0 : -1;
-    if (rc != 0)
-        snprintf(msg, msgsz, "preparing the session: %.200s", r.message);
-    store_pg_reply_clear(&r);
-    return rc;
-}
-
 /* A slot with a usable session, connecting (at most CONNECT_ATTEMPTS
  * times) when needed. Returns 0, or the code to answer. */
 static int ensure_session(store_pg_t *pg, store_pg_slot_t *slot, const call_spec_t *spec,
@@ -205,12 +198,8 @@ static int ensure_session(store_pg_t *pg, store_pg_slot_t *slot, const call_spec
         store_pg_connect_status_t st =
             store_pg_conn_connect(&pg->params, spec->deadline, &conn, msg, sizeof msg);
         if (st == STORE_PG_CONNECT_OK) {
-            if (prepare_session(conn, spec->deadline, msg, sizeof msg) == 0) {
-                slot->conn = conn;
-                continue;
-            }
-            PQfinish((PGconn *)conn);
-            st = STORE_PG_CONNECT_FAILED;
+            slot->conn = conn;
+            continue;
         }
         if (st == STORE_PG_CONNECT_DEADLINE) {
             *code = DEADLINE_EXCEEDED;
@@ -226,8 +215,17 @@ static int ensure_session(store_pg_t *pg, store_pg_slot_t *slot, const call_spec
  * Runs spec until it has an answer: the function's value (out->ok) or a
  * typed failure. See the file comment for the rules.
  */
-static void run_call(store_pg_t *pg, const call_spec_t *spec, call_outcome_t *out)
+/* Whether reply says an optimistic call repeated a request that committed. */
+static bool repeated_request(const call_spec_t *spec, const store_pg_reply_t *r)
 {
+    return spec->lookup_sql && strcmp(r->sqlstate, SQLSTATE_UNIQUE_VIOLATION) == 0 &&
+           strcmp(r->constraint, "idempotency_pkey") == 0;
+}
+
+static void run_call(store_pg_t *pg, const call_spec_t *given, call_outcome_t *out)
+{
+    call_spec_t copy = *given; /* stmt.sql changes for a repeated request */
+    const call_spec_t *spec = &copy;
     memset(out, 0, sizeof *out);
     bool read_only = store_pg_op_read_only(spec->op);
     bool touched = false; /* a statement reached the server on an earlier attempt */
@@ -289,6 +287,17 @@ static void run_call(store_pg_t *pg, const call_spec_t *spec, call_outcome_t *ou
 
         out->reached_backend = true;
         touched = true;
+        if (repeated_request(spec, r)) {
+            /* rolled back; ask again, looking the request up first */
+            count(&pg->repeated_requests);
+            store_pg_pool_checkin(pg->pool, slot, r->discard);
+            log_call(STORE_PG_LOG_DEBUG, "repeated_request", spec, r->sqlstate, r->constraint,
+                     NULL, attempt);
+            copy.stmt.sql = copy.lookup_sql;
+            copy.lookup_sql = NULL;
+            store_pg_reply_clear(r);
+            continue;
+        }
         const store_pg_sqlstate_rule_t *rule = store_pg_sqlstate_lookup(r->sqlstate);
         if (rule->action == STORE_PG_ACT_RETRY) {
             store_pg_pool_checkin(pg->pool, slot, r->discard || rule->discard_connection);
@@ -365,6 +374,16 @@ static lease_code_t encode_failed(const char *bad_field, lease_code_t *code, cha
     return *code;
 }
 
+/* The SQL of each state-changing lease operation when its request repeats
+ * one that committed: the same request without "optimistic". */
+static const char *const json_op_lookup_sql[STORE_PG_OP_COUNT] = {
+    [STORE_PG_OP_ACQUIRE] = "SELECT lease.acquire($1::jsonb - 'optimistic')::text",
+    [STORE_PG_OP_RENEW] = "SELECT lease.renew($1::jsonb - 'optimistic')::text",
+    [STORE_PG_OP_RELEASE] = "SELECT lease.release($1::jsonb - 'optimistic')::text",
+    [STORE_PG_OP_FORCE_RELEASE] = "SELECT lease.force_release($1::jsonb - 'optimistic')::text",
+    [STORE_PG_OP_REVOKE] = "SELECT lease.revoke($1::jsonb - 'optimistic')::text",
+};
+
 /* The SQL of each operation that takes one jsonb request. */
 static const char *const json_op_sql[STORE_PG_OP_COUNT] = {
     [STORE_PG_OP_ACQUIRE] = "SELECT lease.acquire($1::jsonb)::text",
@@ -389,7 +408,8 @@ static void param_call(store_pg_t *pg, store_pg_op_t op, const char *sql, const 
     const char *params[1] = {param};
     call_spec_t spec = {
         .op = op,
-        .stmt = {.sql = sql, .nparams = 1, .params = params},
+        .stmt = {.sql = sql, .nparams = 1, .params = params, .serializable = true},
+        .lookup_sql = sql == json_op_sql[op] ? json_op_lookup_sql[op] : NULL,
         .deadline = deadline,
         .call = call,
         .identity = identity,
@@ -418,6 +438,8 @@ static lease_code_t lease_call(store_pg_t *pg, store_pg_op_t op, char *json, con
     json_call(pg, op, json, &call->deadline, call, identity, &out);
     if (out.ok) {
         store_pg_decode_result(op, out.reply.values[0], res);
+        if (strcmp(res->reason, "namespace_sealed") == 0)
+            count(&pg->sealed_refusals);
     } else {
         res->code = out.code;
         res->retry_after_ms = out.retry_after_ms;
@@ -426,12 +448,57 @@ static lease_code_t lease_call(store_pg_t *pg, store_pg_op_t op, char *json, con
     return res->code;
 }
 
+/* The answer of a state-changing operation carries what the database
+ * decided; what the request named is filled in here (only where the answer
+ * left it empty: a replayed whole record keeps its own). */
+static void set_if_empty(char *dst, size_t size, const char *src)
+{
+    if (!dst[0] && src)
+        snprintf(dst, size, "%s", src);
+}
+
+#define SET_IF_EMPTY(dst, src) set_if_empty((dst), sizeof(dst), (src))
+
+static void complete_reference(lease_result_t *res, const lease_identity_t *id,
+                               const char *lease_id, int64_t fencing_token)
+{
+    lease_record_t *r = &res->lease;
+    if (!res->has_lease)
+        return;
+    if (!r->identity.tenant_id[0])
+        r->identity = *id;
+    SET_IF_EMPTY(r->lease_id, lease_id);
+    if (r->fencing_token == 0)
+        r->fencing_token = fencing_token;
+    SET_IF_EMPTY(r->metadata_json, "{}");
+}
+
+static void complete_acquired(lease_result_t *res, const lease_acquire_req_t *req)
+{
+    lease_record_t *r = &res->lease;
+    if (!res->has_lease)
+        return;
+    if (!r->identity.tenant_id[0])
+        r->identity = req->identity;
+    SET_IF_EMPTY(r->owner_principal_id, req->call.principal.principal_id);
+    SET_IF_EMPTY(r->owner_client_id, req->call.principal.client_id);
+    SET_IF_EMPTY(r->owner_credential_id, req->call.principal.credential_id);
+    SET_IF_EMPTY(r->service_instance_id, req->service_instance_id);
+    SET_IF_EMPTY(r->execution_id, req->execution_id);
+    SET_IF_EMPTY(r->job_id, req->job_id);
+    SET_IF_EMPTY(r->trace_id, req->trace_id[0] ? req->trace_id : req->call.trace_id);
+    SET_IF_EMPTY(r->request_id, req->call.request_id);
+    SET_IF_EMPTY(r->metadata_json, req->metadata_json[0] ? req->metadata_json : "{}");
+}
+
 static lease_code_t pg_acquire(lease_store_t *s, const lease_acquire_req_t *req,
                                lease_result_t *res)
 {
     const char *bad = NULL;
     char *json = store_pg_encode_acquire(req, lease_mono_now_ns(), &bad);
-    return lease_call(impl(s), STORE_PG_OP_ACQUIRE, json, bad, &req->call, &req->identity, res);
+    lease_call(impl(s), STORE_PG_OP_ACQUIRE, json, bad, &req->call, &req->identity, res);
+    complete_acquired(res, req);
+    return res->code;
 }
 
 /* renew and release */
@@ -440,7 +507,9 @@ static lease_code_t owner_call(lease_store_t *s, store_pg_op_t op, const lease_o
 {
     const char *bad = NULL;
     char *json = store_pg_encode_owner(op, req, lease_mono_now_ns(), &bad);
-    return lease_call(impl(s), op, json, bad, &req->call, &req->identity, res);
+    lease_call(impl(s), op, json, bad, &req->call, &req->identity, res);
+    complete_reference(res, &req->identity, req->lease_id, req->fencing_token);
+    return res->code;
 }
 
 static lease_code_t pg_renew(lease_store_t *s, const lease_owner_req_t *req, lease_result_t *res)
@@ -459,7 +528,13 @@ static lease_code_t admin_call(lease_store_t *s, store_pg_op_t op, const lease_a
 {
     const char *bad = NULL;
     char *json = store_pg_encode_admin(op, req, lease_mono_now_ns(), &bad);
-    return lease_call(impl(s), op, json, bad, &req->call, &req->identity, res);
+    lease_call(impl(s), op, json, bad, &req->call, &req->identity, res);
+    complete_reference(res, &req->identity, req->lease_id, req->fencing_token);
+    if (res->has_lease) {
+        SET_IF_EMPTY(res->lease.end_reason, req->reason);
+        SET_IF_EMPTY(res->lease.incident_id, req->incident_id);
+    }
+    return res->code;
 }
 
 static lease_code_t pg_force_release(lease_store_t *s, const lease_admin_req_t *req,
@@ -622,6 +697,8 @@ static void pg_stats(lease_store_t *s, lease_store_stats_t *out)
     out->serialization_retries = __atomic_load_n(&pg->serialization_retries, __ATOMIC_RELAXED);
     out->outcome_unknown = __atomic_load_n(&pg->outcome_unknown, __ATOMIC_RELAXED);
     out->backend_errors = __atomic_load_n(&pg->backend_errors, __ATOMIC_RELAXED);
+    out->sealed_refusals = __atomic_load_n(&pg->sealed_refusals, __ATOMIC_RELAXED);
+    out->repeated_requests = __atomic_load_n(&pg->repeated_requests, __ATOMIC_RELAXED);
 }
 
 static void pg_close(lease_store_t *s)

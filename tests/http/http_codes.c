@@ -119,6 +119,20 @@ static void test_invalid_request(void **state)
     assert_string_equal(http_resp_str(r, "field"), "lock_identity.target_id");
     assert_false(json_is_true(json_object_get(r->json, "retryable")));
     http_resp_free(r);
+
+    /* a TTL outside the policy names its bounds (and nothing else) */
+    body = dump(json_pack("{s:s, s:{s:s, s:s, s:s, s:s, s:s, s:s}, s:s, s:s, s:s, s:i}",
+                          "request_id", "inv-2", "lock_identity", "tenant_id", TENANT,
+                          "program_id", PROGRAM, "target_namespace", NAMESPACE, "target_id",
+                          "t-ttl", "actor_name", ACTOR, "workflow_name", "default",
+                          "service_instance_id", "i", "execution_id", "e", "job_id", "j",
+                          "ttl_ms", 1000));
+    r = call_owned(fx.base, "POST", "/v1/leases/acquire", worker_a, body);
+    check_reply(r, 400, "invalid_lease_request", NULL);
+    assert_string_equal(http_resp_str(r, "field"), "ttl_ms");
+    assert_string_equal(http_resp_str(r, "msg"),
+                        "ttl_ms must be greater than 1000 and at most 300000");
+    http_resp_free(r);
 }
 
 static void test_invalid_credential(void **state)

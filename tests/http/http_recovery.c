@@ -59,10 +59,19 @@ static void test_restore_is_sealed_until_recovery(void **state)
     /* sealed: no acquisition, no renewal of the restored lease */
     http_resp_t *r = acquire_call(fx.base, worker, "rec-2", "t-other");
     check_reply(r, 503, "lease_backend_unavailable", NULL);
+    assert_string_equal(json_string_value(json_object_get(r->json, "reason")), "namespace_sealed");
+    /* the database's account of why stays in the database (operators) */
+    assert_null(strstr(r->body, "system identifier"));
     http_resp_free(r);
     r = call_owned(fx.base, "POST", "/v1/leases/renew", worker,
                    owner_body("rec-3", "t-restored", held));
     check_reply(r, 503, "lease_backend_unavailable", NULL);
+    assert_string_equal(json_string_value(json_object_get(r->json, "reason")), "namespace_sealed");
+    http_resp_free(r);
+    /* a metric counts the refusals */
+    r = call(fx.base, "GET", "/metrics", NULL, NULL);
+    assert_non_null(strstr(r->body, "leased_namespace_sealed_refusals_total 2"));
+    assert_non_null(strstr(r->body, "leased_namespace_sealed 1"));
     http_resp_free(r);
 
     /* recovery: every counter raised by the epoch stride, leases revoked */

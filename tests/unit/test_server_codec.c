@@ -134,6 +134,24 @@ static void test_refusals_name_fields(void **state)
                "{\"by\":\"program\",\"tenant_id\":\"t\",\"program_id\":\"p\","
                "\"page_token\":\"\"}",
                "page_token");
+    /* by program and by target name their scope; by owner may leave it to
+     * the credential (the service fills it in) */
+    decode_bad(LEASED_OP_LIST, "{\"by\":\"program\",\"program_id\":\"p\"}", "tenant_id");
+    decode_bad(LEASED_OP_LIST, "{\"by\":\"program\",\"tenant_id\":\"t\"}", "program_id");
+    decode_bad(LEASED_OP_LIST,
+               "{\"by\":\"target\",\"tenant_id\":\"t\",\"target_namespace\":\"n\","
+               "\"target_id\":\"x\"}",
+               "program_id");
+    decode_bad(LEASED_OP_LIST, "{\"by\":\"owner\",\"tenant_id\":\"Not Valid\"}", "tenant_id");
+    leased_request_t *owner = decode_ok(LEASED_OP_LIST, "{\"by\":\"owner\"}");
+    assert_int_equal(owner->u.list.by, LEASE_LIST_BY_OWNER);
+    assert_string_equal(owner->u.list.tenant_id, "");
+    assert_string_equal(owner->u.list.program_id, "");
+    leased_request_free(owner);
+    owner = decode_ok(LEASED_OP_LIST, "{\"by\":\"owner\",\"program_id\":\"Program-A\"}");
+    assert_string_equal(owner->u.list.tenant_id, "");
+    assert_string_equal(owner->u.list.program_id, "program-a");
+    leased_request_free(owner);
     decode_bad(LEASED_OP_COMMIT,
                "{\"request_id\":\"r\"," ID ",\"lease_id\":\"l\","
                "\"fencing_token\":1,\"execution_id\":\"e\",\"trace_id\":\"t\","
@@ -282,7 +300,7 @@ static void test_views(void **state)
 static void test_envelopes(void **state)
 {
     (void)state;
-    char *text = leased_codec_error_envelope(LEASE_RATE_LIMITED, "corr_a", NULL, 250, -1);
+    char *text = leased_codec_error_envelope(LEASE_RATE_LIMITED, "corr_a", NULL, 250, -1, NULL, NULL);
     json_t *e = json_loads(text, 0, NULL);
     free(text);
     assert_string_equal(json_string_value(json_object_get(e, "status")), "error");
@@ -295,7 +313,8 @@ static void test_envelopes(void **state)
     json_decref(e);
 
     text =
-        leased_codec_error_envelope(WRITE_CONFLICT, "corr_b", "writes[1].expected_revision", 0, 4);
+        leased_codec_error_envelope(WRITE_CONFLICT, "corr_b", "writes[1].expected_revision", 0, 4,
+                                    NULL, NULL);
     e = json_loads(text, 0, NULL);
     free(text);
     assert_string_equal(json_string_value(json_object_get(e, "field")),
