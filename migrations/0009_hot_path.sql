@@ -204,6 +204,27 @@ BEGIN ATOMIC
            'active token ' || l.fencing_token || ' > counter ' || l.fencing_counter
       FROM lease.locks l WHERE l.state = 'active' AND l.fencing_token > l.fencing_counter
     UNION ALL
+    -- the shape an active row must have (0009 keeps only the fencing CHECK:
+    -- every CHECK costs each write statement a parse)
+    SELECT 'active_row_malformed', l.lock_key,
+           'an active lease misses a column, or its times or token are out of order'
+      FROM lease.locks l
+     WHERE l.state = 'active'
+       AND NOT coalesce(l.lease_id IS NOT NULL AND l.owner_principal_id IS NOT NULL
+                        AND l.owner_client_id IS NOT NULL AND l.owner_credential_id IS NOT NULL
+                        AND l.service_instance_id IS NOT NULL AND l.execution_id IS NOT NULL
+                        AND l.job_id IS NOT NULL AND l.request_id IS NOT NULL
+                        AND l.metadata IS NOT NULL AND l.ttl_ms IS NOT NULL
+                        AND l.fencing_token >= 1 AND l.renewed_at >= l.acquired_at
+                        AND l.expires_at <= l.acquired_at
+                                           + l.maximum_lifetime_ms * interval '1 millisecond',
+                        false)
+    UNION ALL
+    SELECT 'history_malformed', h.lock_key, 'history lease ' || h.lease_id
+           || ' has a token below 1 or an administrative end without its administrator'
+      FROM lease.history h
+     WHERE h.fencing_token < 1 OR (h.state <> 'expired' AND h.ended_by_principal_id IS NULL)
+    UNION ALL
     SELECT 'counter_below_accepted_token', m.lock_key,
            'accepted token ' || m.high_water_token || ' > counter '
            || coalesce(l.fencing_counter::text, 'missing')
@@ -372,6 +393,24 @@ RETURN clock_timestamp() < deadline
        AND set_config('lock_timeout',
                least(600000, ceil(extract(epoch FROM deadline - clock_timestamp()) * 1000))
                    ::bigint::text || 'ms', true) IS NOT NULL;
+
+-- A new lease id: 32 hex digits, the first 12 the acquisition time in ms,
+-- then 80 random bits. Opaque to clients, unique (the primary keys check),
+-- and time-ordered, so the lease index and the history insert at the right
+-- edge of their primary keys instead of at random pages: each page that a
+-- write touches first after a checkpoint costs a full-page image in the WAL
+-- (measured: random ids doubled the WAL of an acquire/release pair).
+CREATE FUNCTION lease._new_lease_id(t timestamptz) RETURNS text
+LANGUAGE sql VOLATILE
+RETURN 'lease_' || lpad(to_hex((extract(epoch FROM t) * 1000)::bigint), 12, '0')
+       || left(replace(gen_random_uuid()::text, '-', ''), 20);
+
+-- Whether an acquire's caller knows the identity's row exists (the service
+-- remembers identities it has seen): the update comes first and the insert
+-- probe is skipped. A wrong hint costs time, never correctness.
+CREATE FUNCTION lease._existing(p jsonb) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN coalesce(p -> 'existing' = 'true'::jsonb, false);
 
 -- Whether the caller asked to skip the request-id lookup before a
 -- state-changing decision (see the file comment).
@@ -619,6 +658,8 @@ DECLARE
     maxlife bigint;
     lid text;
     l lease.locks;
+    insert_next boolean := NOT lease._existing(p);
+    inserted boolean := false;
     prev text := 'none';
     replay jsonb;
     result jsonb;
@@ -661,31 +702,37 @@ BEGIN
             RETURN replay;
         END IF;
     END IF;
-    lid := 'lease_' || replace(gen_random_uuid()::text, '-', '');
+    lid := lease._new_lease_id(t);
 
     -- A new identity: its row is created holding the lease, before anything
-    -- reads it. An existing row (or a tuple another key claims) makes this
-    -- a no-op; a concurrent first acquisition of the same identity makes it
-    -- a serialization failure, and the retry finds the row.
-    INSERT INTO lease.locks (
-        lock_key, tenant_id, program_id, target_namespace, target_id, actor_name,
-        workflow_name, operation_class, fencing_counter, created_at, state, lease_id,
-        fencing_token, owner_principal_id, owner_client_id, owner_credential_id,
-        service_instance_id, acquired_at, renewed_at, expires_at, ttl_ms, maximum_lifetime_ms,
-        execution_id, job_id, trace_id, request_id, metadata)
-    VALUES (k, split_part(c, '"', 4), split_part(c, '"', 6), split_part(c, '"', 8),
-            split_part(c, '"', 10), split_part(c, '"', 12), split_part(c, '"', 14),
-            split_part(c, '"', 16), 1, t, 'active', lid, 1,
-            p #>> '{principal,principal_id}', coalesce(p #>> '{principal,client_id}', ''),
-            coalesce(p #>> '{principal,credential_id}', ''), p ->> 'service_instance_id', t, t,
-            t + lease._ms(least(ttl, maxlife)), ttl, maxlife, p ->> 'execution_id',
-            p ->> 'job_id', p ->> 'trace_id', p ->> 'request_id', lease._metadata(p))
-    ON CONFLICT DO NOTHING
-    RETURNING * INTO l;
-
+    -- reads it. An existing row (or a tuple another key claims) makes the
+    -- insert a no-op; a concurrent first acquisition of the same identity
+    -- makes it a serialization failure, and the retry finds the row.
     -- An existing identity: a free row of exactly this tuple, below the
-    -- token limit, takes the lease in one statement.
-    WHILE l.lock_key IS NULL LOOP
+    -- token limit, takes the lease in one update. A request that says
+    -- "existing" (the service has seen this identity's row) skips the insert
+    -- probe; should the row not exist after all, the loop inserts it.
+    LOOP
+        IF insert_next THEN
+            insert_next := false;
+            inserted := true;
+            INSERT INTO lease.locks (
+                lock_key, tenant_id, program_id, target_namespace, target_id, actor_name,
+                workflow_name, operation_class, fencing_counter, created_at, state, lease_id,
+                fencing_token, owner_principal_id, owner_client_id, owner_credential_id,
+                service_instance_id, acquired_at, renewed_at, expires_at, ttl_ms, maximum_lifetime_ms,
+                execution_id, job_id, trace_id, request_id, metadata)
+            VALUES (k, split_part(c, '"', 4), split_part(c, '"', 6), split_part(c, '"', 8),
+                    split_part(c, '"', 10), split_part(c, '"', 12), split_part(c, '"', 14),
+                    split_part(c, '"', 16), 1, t, 'active', lid, 1,
+                    p #>> '{principal,principal_id}', coalesce(p #>> '{principal,client_id}', ''),
+                    coalesce(p #>> '{principal,credential_id}', ''), p ->> 'service_instance_id', t, t,
+                    t + lease._ms(least(ttl, maxlife)), ttl, maxlife, p ->> 'execution_id',
+                    p ->> 'job_id', p ->> 'trace_id', p ->> 'request_id', lease._metadata(p))
+            ON CONFLICT DO NOTHING
+            RETURNING * INTO l;
+            EXIT WHEN FOUND;
+        END IF;
         IF NOT lease._lock_wait_until(deadline) THEN
             RETURN lease._result('deadline_exceeded');
         END IF;
@@ -709,8 +756,11 @@ BEGIN
 
         -- Nothing matched: read the row to say why.
         l := lease._row(k, lease._identity_of(c));  -- LS001 when the stored tuple differs
-        IF l.lock_key IS NULL THEN
-            -- the insert above skipped, yet no row has this key: another row
+        IF l.lock_key IS NULL AND NOT inserted THEN
+            insert_next := true;  -- "existing" was wrong: a new identity after all
+            CONTINUE;
+        ELSIF l.lock_key IS NULL THEN
+            -- the insert skipped, yet no row has this key: another row
             -- claims this identity tuple
             PERFORM lease._corrupt(k, 'another row claims this identity tuple');
         END IF;
@@ -740,7 +790,6 @@ BEGIN
         -- the row is then free and the update above takes it
         PERFORM lease._expire(k, l.lease_id, l.fencing_token);
         prev := 'expired';
-        l := NULL;
     END LOOP;
 
     INSERT INTO lease.lease_index (lease_id, lock_key, created_at) VALUES (lid, k, t);

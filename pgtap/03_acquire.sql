@@ -3,7 +3,7 @@
 -- the token limit.
 BEGIN ISOLATION LEVEL SERIALIZABLE;
 \ir helpers/fixtures.psql
-SELECT plan(80);
+SELECT plan(84);
 
 -- no record -> active --------------------------------------------------------
 SET LOCAL ROLE lease_service;
@@ -212,6 +212,18 @@ SELECT is(lease.sweep_expired(100) ->> 'expired', '1', 'the sweeper can still en
 RESET ROLE;
 SELECT is((SELECT count(*)::int FROM lease.history WHERE lease_id = :'k2'::jsonb #>> '{lease,lease_id}'), 1,
           'which then has exactly one history record');
+
+-- the "existing" hint (the service remembers identities it has seen): only
+-- the order of the statements changes, never the answer --------------------------
+SET LOCAL ROLE lease_service;
+SELECT is(t.acquire('hint-new', '{"existing": true}') #>> '{lease,fencing_token}', '1',
+          'a wrong hint on a new identity still creates its row and acquires');
+SELECT is(lease.release(t.ref(t.acquire('hint-old'))) ->> 'code', 'lease_released', 'fixture: hint-old held and freed');
+SELECT is(t.acquire('hint-old', '{"existing": true}') #>> '{lease,fencing_token}', '2',
+          'a right hint acquires the existing row with the next token');
+SELECT is(t.acquire('hint-old', '{"existing": true}') ->> 'code', 'lease_conflict',
+          'and a held identity still conflicts');
+RESET ROLE;
 
 SELECT * FROM finish();
 ROLLBACK;

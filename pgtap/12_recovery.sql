@@ -4,7 +4,7 @@
 -- and lease.verify.
 BEGIN ISOLATION LEVEL SERIALIZABLE;
 \ir helpers/fixtures.psql
-SELECT plan(56);
+SELECT plan(57);
 
 SET LOCAL ROLE lease_operator;
 SELECT is_empty('SELECT * FROM lease.verify()', 'verify is empty on a fresh, consistent namespace');
@@ -163,6 +163,16 @@ UPDATE lease.locks SET state = 'active', lease_id = 'lease_x', fencing_token = 2
        renewed_at = now(), expires_at = now() + interval '1 minute', ttl_ms = 60000, maximum_lifetime_ms = 3600000,
        execution_id = 'e', job_id = 'j', request_id = 'r', metadata = '{}'
  WHERE lock_key = t.key(t.ident('r-z'));
+-- shapes no CHECK enforces any more (0009): an active row missing a column,
+-- and an administrative end without its administrator
+SET LOCAL ROLE lease_service;
+SELECT t.acquire('r-v') IS NOT NULL AS acquired_r_v \gset
+RESET ROLE;
+UPDATE lease.locks SET execution_id = NULL WHERE lock_key = t.key(t.ident('r-v'));
+INSERT INTO lease.history
+SELECT 'lease_unattributed', t.key(t.ident('r-v')), 'tenant-main', 'program-a', 'starintel-target', 'r-v',
+       'usernamegen', 'default', 'default', 1, 1, 'p1', 'c', 'k', 'i', now(), now(), now(), 30000, 3600000,
+       'e', 'j', NULL, 'r', '{}', 'released', now(), NULL, NULL, NULL, NULL;
 SET LOCAL ROLE lease_service;
 SELECT cmp_ok(lease.quarantine(t.key(t.ident('r-new')), 'acquire', 'test case'), '>', 0::bigint, 'fixture: quarantine');
 RESET ROLE;
@@ -175,6 +185,8 @@ SELECT is(t.problems(t.key(t.ident('r-missing'))), ARRAY['counter_below_accepted
           'verify: an accepted token without a counter');
 SELECT is(t.problems(t.key(t.ident('r-z'))), ARRAY['token_above_counter'], 'verify: an active token above the counter');
 SELECT is(t.problems(t.key(t.ident('r-new'))), ARRAY['quarantined'], 'verify: an open quarantine case');
+SELECT is(t.problems(t.key(t.ident('r-v'))), ARRAY['active_row_malformed', 'history_malformed'],
+          'verify: an active row missing a column, and an unattributed administrative end');
 RESET ROLE;
 
 SELECT * FROM finish();

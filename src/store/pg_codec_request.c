@@ -158,7 +158,7 @@ static char *finish(json_t *o, bool ok)
     return text;
 }
 
-char *store_pg_encode_acquire(const lease_acquire_req_t *req, int64_t now_mono_ns,
+char *store_pg_encode_acquire(const lease_acquire_req_t *req, bool existing, int64_t now_mono_ns,
                               const char **bad_field)
 {
     *bad_field = NULL;
@@ -170,6 +170,8 @@ char *store_pg_encode_acquire(const lease_acquire_req_t *req, int64_t now_mono_n
      * an answer of what the database decided (completed there) */
     put(o, "optimistic", json_true(), &ok);
     put(o, "brief", json_true(), &ok);
+    if (existing)
+        put(o, "existing", json_true(), &ok);
     put(o, "lock_identity", identity_json(&req->identity), &ok);
     put_str(o, "service_instance_id", req->service_instance_id, &ok);
     put_str(o, "execution_id", req->execution_id, &ok);

@@ -44,6 +44,7 @@
 
 #include "store/pg_codec.h"
 #include "store/pg_conn.h"
+#include "store/pg_known.h"
 #include "store/pg_log.h"
 #include "store/pg_pool.h"
 #include "store/pg_sqlstate.h"
@@ -54,10 +55,12 @@
 #define QUARANTINE_BUDGET_MS 1000
 #define POOL_SIZE_MAX 1024
 #define CONNECT_ATTEMPTS 2 /* the first connection and one reconnect */
+#define KNOWN_IDENTITY_BITS 16 /* 65536 remembered identities: 512 KiB */
 
 typedef struct store_pg {
     lease_store_t base;
     store_pg_pool_t *pool;
+    store_pg_known_t *known; /* identities whose row exists (a hint) */
     store_pg_connparams_t params;
     uint64_t serialization_retries; /* __atomic */
     uint64_t outcome_unknown;
@@ -491,13 +494,24 @@ static void complete_acquired(lease_result_t *res, const lease_acquire_req_t *re
     SET_IF_EMPTY(r->metadata_json, req->metadata_json[0] ? req->metadata_json : "{}");
 }
 
+/* After an answer that proves the identity's row exists, remember it. */
+static void note_row_exists(store_pg_t *pg, uint64_t fingerprint, lease_code_t code)
+{
+    if (lease_code_is_success(code) || code == LEASE_CONFLICT)
+        store_pg_known_add(pg->known, fingerprint);
+}
+
 static lease_code_t pg_acquire(lease_store_t *s, const lease_acquire_req_t *req,
                                lease_result_t *res)
 {
+    store_pg_t *pg = impl(s);
+    uint64_t fp = store_pg_known_fingerprint(&req->identity);
     const char *bad = NULL;
-    char *json = store_pg_encode_acquire(req, lease_mono_now_ns(), &bad);
-    lease_call(impl(s), STORE_PG_OP_ACQUIRE, json, bad, &req->call, &req->identity, res);
+    char *json =
+        store_pg_encode_acquire(req, store_pg_known_has(pg->known, fp), lease_mono_now_ns(), &bad);
+    lease_call(pg, STORE_PG_OP_ACQUIRE, json, bad, &req->call, &req->identity, res);
     complete_acquired(res, req);
+    note_row_exists(pg, fp, res->code);
     return res->code;
 }
 
@@ -509,6 +523,7 @@ static lease_code_t owner_call(lease_store_t *s, store_pg_op_t op, const lease_o
     char *json = store_pg_encode_owner(op, req, lease_mono_now_ns(), &bad);
     lease_call(impl(s), op, json, bad, &req->call, &req->identity, res);
     complete_reference(res, &req->identity, req->lease_id, req->fencing_token);
+    note_row_exists(impl(s), store_pg_known_fingerprint(&req->identity), res->code);
     return res->code;
 }
 
@@ -705,6 +720,7 @@ static void pg_close(lease_store_t *s)
 {
     store_pg_t *pg = impl(s);
     store_pg_pool_free(pg->pool);
+    store_pg_known_free(pg->known);
     store_pg_connparams_free(&pg->params);
     free(pg);
 }
@@ -745,7 +761,10 @@ int lease_store_pg_open(const lease_store_pg_config_t *cfg, lease_store_t **out,
         return -1;
     }
     pg->pool = store_pg_pool_new(cfg->pool_size);
-    if (!pg->pool) {
+    pg->known = store_pg_known_new(KNOWN_IDENTITY_BITS);
+    if (!pg->pool || !pg->known) {
+        store_pg_pool_free(pg->pool);
+        store_pg_known_free(pg->known);
         store_pg_connparams_free(&pg->params);
         free(pg);
         snprintf(err, errsz, "out of memory");

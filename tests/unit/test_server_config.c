@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -41,8 +42,10 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.max_inflight, 256);
     assert_int_equal(cfg.log_level, LEASE_LOG_INFO);
     assert_int_equal(cfg.log_format, LEASE_LOG_JSON);
-    assert_true(cfg.http_threads >= 1);
-    assert_int_equal(cfg.db_pool_size, 2 * cfg.http_threads);
+    /* four per core, at least eight; one connection per thread */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    assert_int_equal(cfg.http_threads, 4 * cores < 8 ? 8 : 4 * cores);
+    assert_int_equal(cfg.db_pool_size, cfg.http_threads);
     assert_string_equal(cfg.token_pepper, "");
     leased_config_free(&cfg);
     assert_null(cfg.database_url);
