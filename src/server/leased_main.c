@@ -212,11 +212,10 @@ int main(int argc, char **argv)
                  h.schema_current ? "" : ", not the one this build expects");
     else
         snprintf(schema, sizeof schema, "schema unknown: database unreachable");
-    LOG_INFO("listening on %s://%s%s%s:%d (pool %lld, workers %lld, %s; build expects schema %d)",
-             *p.cfg.tls_cert_file ? "https" : "http",
+    LOG_INFO("listening on %s%s%s:%d (%spool %lld, workers %lld, %s; build expects schema %d)",
              strchr(p.cfg.listen_host, ':') ? "[" : "", p.cfg.listen_host,
              strchr(p.cfg.listen_host, ':') ? "]" : "", leased_http_port(p.http),
-             (long long)p.cfg.db_pool_size, (long long)p.cfg.http_threads, schema,
+             *p.cfg.tls_cert_file ? "https, " : "", (long long)p.cfg.db_pool_size, (long long)p.cfg.http_threads, schema,
              LEASE_SCHEMA_VERSION);
     int sig = wait_for_signal(&set);
     return drain(&p, sig);

@@ -171,7 +171,7 @@ static void test_https_listener(void **state)
     const char *env[] = {setting, cert, key, NULL};
     leased_proc_t *srv = leased_proc_start_unready(super, env);
     char *log = leased_proc_log(srv);
-    assert_non_null(strstr(log, "listening on https://"));
+    assert_non_null(strstr(log, "(https, pool"));
     free(log);
     char base[64];
     snprintf(base, sizeof base, "https://localhost:%d", leased_proc_port(srv));
