@@ -25,7 +25,8 @@ struct leased_app {
     leased_sweeper_t *sweeper;
     leased_watch_t *watch;
     leased_codec_limits_t limits;
-    int draining; /* atomic: set on SIGTERM, /readyz answers 503 from then on */
+    struct leased_http *http; /* set once listening; for metrics */
+    int draining;             /* atomic: set on SIGTERM, /readyz answers 503 from then on */
 };
 
 #endif

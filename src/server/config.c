@@ -68,10 +68,17 @@ static const setting_t settings[] = {
     {"HTTP worker threads", "LEASE_HTTP_THREADS", "--http-threads", SETTING_INT, NULL, DYN_WAITERS,
      1, 1024, AT(http_threads), "threads that run requests (they wait on the database)"},
     {"connection limit", "LEASE_MAX_CONNECTIONS", "--max-connections", SETTING_INT, "1024",
-     DYN_NONE, 1, 65536, AT(max_connections), "open client connections accepted at once"},
+     DYN_NONE, 1, 65536, AT(max_connections),
+     "open client connections at once; more are answered 503 and closed"},
+    {"connections per source", "LEASE_MAX_CONNECTIONS_PER_SOURCE", "--max-connections-per-source",
+     SETTING_INT, "256", DYN_NONE, 1, 65536, AT(max_connections_per_source),
+     "open connections from one client address; more are answered 429 and closed"},
+    {"receive timeout", "LEASE_RECEIVE_TIMEOUT_MS", "--receive-timeout-ms", SETTING_INT, "10000",
+     DYN_NONE, 100, 600000, AT(receive_timeout_ms),
+     "a request's head and body must arrive within this of its first byte, ms"},
     {"idle timeout", "LEASE_IDLE_TIMEOUT_MS", "--idle-timeout-ms", SETTING_INT, "60000", DYN_NONE,
      1000, 3600000, AT(idle_timeout_ms),
-     "close a client connection idle this long, ms (whole seconds)"},
+     "close a connection idle between requests (or not reading a reply) this long, ms"},
     {"default deadline", "LEASE_DEFAULT_DEADLINE_MS", "--default-deadline-ms", SETTING_INT, "5000",
      DYN_NONE, 1, MS_MAX, AT(default_deadline_ms), "deadline of a request that names none, ms"},
     {"maximum deadline", "LEASE_MAX_DEADLINE_MS", "--max-deadline-ms", SETTING_INT, "30000",
@@ -82,6 +89,28 @@ static const setting_t settings[] = {
      AT(rate_limit_per_s), "requests per second per credential, burst the same"},
     {"in-flight limit", "LEASE_MAX_INFLIGHT", "--max-inflight", SETTING_INT, "256", DYN_NONE, 1,
      100000, AT(max_inflight), "requests being served at once; more answer 429"},
+    {"in-flight per credential", "LEASE_MAX_INFLIGHT_PER_CREDENTIAL",
+     "--max-inflight-per-credential", SETTING_INT, "64", DYN_NONE, 1, 100000,
+     AT(max_inflight_per_credential), "requests of one credential being served at once"},
+    {"in-flight per tenant", "LEASE_MAX_INFLIGHT_PER_TENANT", "--max-inflight-per-tenant",
+     SETTING_INT, "128", DYN_NONE, 1, 100000, AT(max_inflight_per_tenant),
+     "requests of one tenant's credentials being served at once"},
+    {"waiting per credential", "LEASE_MAX_WAITING_PER_CREDENTIAL", "--max-waiting-per-credential",
+     SETTING_INT, "16", DYN_NONE, 0, 100000, AT(max_waiting_per_credential),
+     "acquires of one credential waiting (wait_ms) at once"},
+    {"waiting per tenant", "LEASE_MAX_WAITING_PER_TENANT", "--max-waiting-per-tenant", SETTING_INT,
+     "32", DYN_NONE, 0, 100000, AT(max_waiting_per_tenant),
+     "acquires of one tenant waiting (wait_ms) at once"},
+    {"source rate limit", "LEASE_SOURCE_RATE_LIMIT", "--source-rate-limit", SETTING_RATE, "1000/s",
+     DYN_NONE, 1, 1000000, AT(source_rate_limit_per_s),
+     "requests per second from one client address before authentication, burst the same"},
+    {"authentication failure limit", "LEASE_AUTH_FAILURE_LIMIT", "--auth-failure-limit",
+     SETTING_RATE, "10/s", DYN_NONE, 1, 1000000, AT(auth_failure_limit_per_s),
+     "failed authentications per second from one client address before its unknown "
+     "credentials are refused without a lookup, burst the same"},
+    {"authentication audit window", "LEASE_AUTH_AUDIT_WINDOW_MS", "--auth-audit-window-ms",
+     SETTING_INT, "10000", DYN_NONE, 100, 3600000, AT(auth_audit_window_ms),
+     "authentication failures of one source are audited as one event per window, ms"},
     {"log level", "LEASE_LOG_LEVEL", "--log-level", SETTING_LEVEL, "info", DYN_NONE, 0, 0,
      AT(log_level), "debug, info, warn or error"},
     {"log format", "LEASE_LOG_FORMAT", "--log-format", SETTING_FORMAT, "json", DYN_NONE, 0, 0,
@@ -123,10 +152,6 @@ static const setting_t settings[] = {
      DYN_NONE, 0, 3600000, AT(watch_max_wait_ms), "cap on a watch's wait_ms, ms"},
     {"watch limit", "LEASE_MAX_WATCHES", "--max-watches", SETTING_INT, "1000", DYN_NONE, 1, 100000,
      AT(max_watches), "watches waiting at once; more answer 429"},
-    {"TLS certificate", "LEASE_TLS_CERT_FILE", "--tls-cert-file", SETTING_STRING, "", DYN_NONE, 0, 0,
-     AT(tls_cert_file), "PEM certificate chain: serve HTTPS (with the key file)"},
-    {"TLS key", "LEASE_TLS_KEY_FILE", "--tls-key-file", SETTING_STRING, "", DYN_NONE, 0, 0,
-     AT(tls_key_file), "PEM private key of the certificate"},
 };
 
 #define N_SETTINGS (sizeof settings / sizeof settings[0])
@@ -327,11 +352,6 @@ static bool check_relations(const leased_config_t *cfg, char *err, size_t errsz)
 {
     if (!cfg->database_url) {
         snprintf(err, errsz, "database url: set LEASE_DATABASE_URL or --database-url");
-        return false;
-    }
-    if (!*cfg->tls_cert_file != !*cfg->tls_key_file) {
-        snprintf(err, errsz,
-                 "TLS: set both LEASE_TLS_CERT_FILE and LEASE_TLS_KEY_FILE, or neither");
         return false;
     }
     if (cfg->default_deadline_ms > cfg->max_deadline_ms) {

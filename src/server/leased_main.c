@@ -74,6 +74,15 @@ static bool build(parts_t *p, char *err, size_t errsz)
     leased_service_config_t sc = {cfg->default_deadline_ms, cfg->max_deadline_ms, cfg->max_wait_ms};
     p->service = p->auth && p->audit ? leased_service_new(p->store, p->auth, p->audit, &sc) : NULL;
     p->admission = leased_admission_new(cfg->rate_limit_per_s, cfg->max_inflight);
+    if (p->admission) {
+        leased_admission_limits_t lim = {
+            cfg->max_inflight_per_credential, cfg->max_inflight_per_tenant,
+            cfg->max_waiting_per_credential,  cfg->max_waiting_per_tenant,
+            cfg->source_rate_limit_per_s,     cfg->auth_failure_limit_per_s};
+        leased_admission_configure(p->admission, &lim);
+    }
+    if (p->audit)
+        leased_audit_queue_set_window(p->audit, cfg->auth_audit_window_ms);
     size_t n_routes;
     const leased_route_t *routes = leased_routes_table(&n_routes);
     size_t n_names = sizeof p->route_names / sizeof p->route_names[0];
@@ -115,6 +124,7 @@ static bool build(parts_t *p, char *err, size_t errsz)
                             .watch = p->watch,
                             .limits = {cfg->max_wait_ms}};
     p->http = leased_http_start(&p->app, err, errsz);
+    p->app.http = p->http;
     return p->http != NULL;
 }
 
@@ -212,10 +222,10 @@ int main(int argc, char **argv)
                  h.schema_current ? "" : ", not the one this build expects");
     else
         snprintf(schema, sizeof schema, "schema unknown: database unreachable");
-    LOG_INFO("listening on %s%s%s:%d (%spool %lld, workers %lld, %s; build expects schema %d)",
+    LOG_INFO("listening on %s%s%s:%d (pool %lld, workers %lld, %s; build expects schema %d)",
              strchr(p.cfg.listen_host, ':') ? "[" : "", p.cfg.listen_host,
              strchr(p.cfg.listen_host, ':') ? "]" : "", leased_http_port(p.http),
-             *p.cfg.tls_cert_file ? "https, " : "", (long long)p.cfg.db_pool_size, (long long)p.cfg.http_threads, schema,
+             (long long)p.cfg.db_pool_size, (long long)p.cfg.http_threads, schema,
              LEASE_SCHEMA_VERSION);
     int sig = wait_for_signal(&set);
     return drain(&p, sig);

@@ -44,6 +44,11 @@ typedef struct leased_metrics_gauges {
     bool draining;
     int64_t inflight;
     uint64_t rejected_rate, rejected_inflight;
+    uint64_t rejected_source, rejected_lookups, rejected_share;
+    int64_t connections_open;
+    uint64_t connections_refused_capacity, connections_refused_source;
+    uint64_t receive_timeouts, framing_refused, library_replies;
+    uint64_t audit_aggregated;
     size_t audit_depth;
     uint64_t audit_written, audit_dropped, audit_fallback;
     uint64_t sweep_runs, sweep_expired, sweep_failures;

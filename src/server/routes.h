@@ -38,6 +38,15 @@ typedef struct leased_route {
 #define LEASED_TRACE_ID_LEN 32
 #define LEASED_CODE_LABEL_MAX 32
 
+/* The fair shares (admission.h) an exchange holds until its final reply. */
+typedef struct leased_claim {
+    bool global;   /* one of LEASE_MAX_INFLIGHT */
+    bool inflight; /* one of the credential's and tenant's requests in flight */
+    bool waiting;  /* an acquire that may wait (wait_ms > 0) */
+    char credential_id[LEASE_ID_MAX + 1];
+    char tenant_id[LEASE_NAME_MAX + 1];
+} leased_claim_t;
+
 /* One request and its reply, shared by http.c (transport) and the handlers. */
 struct leased_exchange {
     /* request: filled by http.c, borrowed for the exchange's lifetime */
@@ -48,6 +57,7 @@ struct leased_exchange {
     const char *authorization;              /* Authorization header, NULL when absent */
     const char *query_wait_ms;              /* the wait_ms query argument, NULL when absent */
     bool query_invalid; /* another query argument, a repeated or oversize wait_ms */
+    char source[64];                        /* the client's address ("127.0.0.1") */
     char trace_id[LEASED_TRACE_ID_LEN + 1]; /* from traceparent; "" when none */
     char correlation_id[LEASE_CORRELATION_MAX + 1];
     int64_t received_mono_ns;
@@ -69,6 +79,7 @@ struct leased_exchange {
     char park_lease_id[LEASE_ID_MAX + 1];
     uint64_t park_seq;
     int64_t park_until_ns;
+    leased_claim_t claim;
 };
 
 /* The table (n rows). */
@@ -90,9 +101,12 @@ const leased_route_t *leased_routes_match(const char *method, const char *path, 
                                           size_t paramsz, leased_route_miss_t *miss);
 
 /*
- * Runs a matched route: credential, per-credential admission, capability,
- * then the handler. Fills the reply part of ex. Blocks on the database for
- * routes that are not on_event_thread.
+ * Runs a matched route: the client address's rate, the credential (whose
+ * lookups a source with failing authentications may be refused), the
+ * credential's rate, capability, the credential's and tenant's share of
+ * requests in flight, then the handler. Fills the reply part of ex. Blocks
+ * on the database for routes that are not on_event_thread. Shares are
+ * released with the final reply (here, or in leased_routes_continue).
  */
 void leased_routes_dispatch(leased_app_t *app, leased_exchange_t *ex);
 

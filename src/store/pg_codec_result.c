@@ -4,16 +4,23 @@
  *
  * Fail closed: a result that does not parse, has a field of the wrong type
  * or size, names a code its operation cannot give, or claims success without
- * its lease is LEASE_BACKEND_UNAVAILABLE. Half-decoded data never escapes:
- * the output struct is zeroed and only the code is set on failure.
+ * its lease is LEASE_BACKEND_UNAVAILABLE for a read and LEASE_OUTCOME_UNKNOWN
+ * for a mutation (its function ran; whether it committed is not known).
+ * Half-decoded data never escapes: the output struct is zeroed and only the
+ * code is set on failure. Metadata is the exception that is tolerated: an
+ * unreadable stored value reads as null (decode_metadata).
  */
 #include "store/pg_codec.h"
 
+#include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <openssl/crypto.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "lease/json_text.h"
 #include "lease/schema.h"
 #include "store/pg_log.h"
 
@@ -69,13 +76,110 @@ bool store_pg_op_allows(store_pg_op_t op, lease_code_t code)
            (ops[op].allowed & BIT(code)) != 0;
 }
 
-/* Logs why a result was rejected and answers backend_unavailable. */
+/* The lease operations whose function may have committed before its answer
+ * was read. */
+static bool may_have_committed(store_pg_op_t op)
+{
+    switch (op) {
+    case STORE_PG_OP_ACQUIRE:
+    case STORE_PG_OP_RENEW:
+    case STORE_PG_OP_RELEASE:
+    case STORE_PG_OP_FORCE_RELEASE:
+    case STORE_PG_OP_REVOKE:
+    case STORE_PG_OP_FENCED_COMMIT:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Logs why a result was rejected. A read answers backend_unavailable; a
+ * mutation's function has run and committed by the time its answer is
+ * read, so an answer we cannot read is outcome_unknown (resolvable by
+ * repeating the request id), never "nothing happened". */
 static lease_code_t malformed(store_pg_op_t op, const char *why)
 {
     store_pg_log_rec_t rec = {
         .event = "malformed_result", .op = store_pg_op_name(op), .message = why};
     store_pg_log(STORE_PG_LOG_ERROR, &rec);
-    return LEASE_BACKEND_UNAVAILABLE;
+    return may_have_committed(op) ? LEASE_OUTCOME_UNKNOWN : LEASE_BACKEND_UNAVAILABLE;
+}
+
+/* Length of the JSON number token at p (0 when p does not start one). */
+static size_t number_token_len(const char *p, bool *is_integer)
+{
+    size_t n = 0;
+    *is_integer = true;
+    if (p[n] == '-')
+        n++;
+    if (p[n] < '0' || p[n] > '9')
+        return 0;
+    while ((p[n] >= '0' && p[n] <= '9') || p[n] == '.' || p[n] == 'e' || p[n] == 'E' ||
+           p[n] == '+' || p[n] == '-') {
+        if (p[n] == '.' || p[n] == 'e' || p[n] == 'E')
+            *is_integer = false;
+        n++;
+    }
+    return n;
+}
+
+/* Whether jansson refuses the number token as out of range: an integer
+ * beyond int64, or a real beyond a double. */
+static bool number_unreadable(const char *p, size_t n, bool is_integer)
+{
+    char buf[64];
+    if (n >= sizeof buf)
+        return true; /* 64+ characters: no int64, and a double only as a curiosity */
+    memcpy(buf, p, n);
+    buf[n] = '\0';
+    errno = 0;
+    if (is_integer) {
+        (void)strtoll(buf, NULL, 10);
+        return errno == ERANGE;
+    }
+    double x = strtod(buf, NULL);
+    return errno == ERANGE && (x == HUGE_VAL || x == -HUGE_VAL);
+}
+
+/*
+ * A copy of text in which every number jansson cannot hold (jsonb keeps
+ * numeric values of any size: 10000000000000000000, 1e400) is replaced by
+ * null padded with spaces. Such a value can only be metadata written before
+ * the number bound existed, or by SQL; decoding the rest keeps one stored
+ * value from making every read that touches it fail. Required fields that
+ * turn null this way still fail their own checks. NULL when out of memory.
+ */
+static char *null_unreadable_numbers(const char *text)
+{
+    char *copy = strdup(text);
+    if (!copy)
+        return NULL;
+    bool in_string = false;
+    for (char *p = copy; *p; p++) {
+        if (in_string) {
+            if (*p == '\\' && p[1])
+                p++;
+            else if (*p == '"')
+                in_string = false;
+            continue;
+        }
+        if (*p == '"') {
+            in_string = true;
+            continue;
+        }
+        bool is_integer;
+        size_t n = number_token_len(p, &is_integer);
+        if (n == 0)
+            continue;
+        /* an unreadable token is at least 5 characters ("1e999"), so
+         * "null" always fits in its place */
+        if (n >= 4 && number_unreadable(p, n, is_integer)) {
+            memcpy(p, "null", 4);
+            memset(p + 4, ' ', n - 4);
+        }
+        p += n - 1;
+    }
+    return copy;
 }
 
 json_t *store_pg_parse_object(const char *text)
@@ -84,6 +188,13 @@ json_t *store_pg_parse_object(const char *text)
         return NULL;
     json_error_t err;
     json_t *v = json_loads(text, JSON_REJECT_DUPLICATES, &err);
+    if (!v && json_error_code(&err) == json_error_numeric_overflow) {
+        char *copy = null_unreadable_numbers(text);
+        if (copy) {
+            v = json_loads(copy, JSON_REJECT_DUPLICATES, &err);
+            free(copy);
+        }
+    }
     if (v && !json_is_object(v)) {
         json_decref(v);
         return NULL;
@@ -188,6 +299,36 @@ static bool decode_identity(json_t *o, lease_identity_t *id)
     return true;
 }
 
+/*
+ * A record's metadata as compact text. Metadata is the caller's own
+ * non-authoritative data, so it never makes a record unreadable: a number
+ * outside the request bound (|x| > 2^53-1, or one jsonb holds but a double
+ * cannot) reads as null, and metadata that is not an object or does not
+ * fit reads as null as a whole (docs/api.md "Numbers").
+ */
+static void decode_metadata(json_t *meta, char *out, size_t outsz)
+{
+    snprintf(out, outsz, "{}");
+    if (!meta || json_is_null(meta))
+        return; /* no metadata */
+    snprintf(out, outsz, "null");
+    if (!json_is_object(meta))
+        return;
+    const char *key;
+    json_t *v;
+    void *tmp;
+    json_object_foreach_safe(meta, tmp, key, v)
+    {
+        if (json_is_number(v) && !lease_json_number_safe(v) &&
+            json_object_set_new(meta, key, json_null()) != 0)
+            return;
+    }
+    char *text = lease_json_dumps(meta, JSON_SORT_KEYS);
+    if (text && strlen(text) < outsz)
+        memcpy(out, text, strlen(text) + 1);
+    free(text);
+}
+
 /* One lease record (docs/sql-api.md "Result shape"). A whole record
  * (inspect, list) names its identity, lease id and token; the answer of a
  * state-changing operation (`partial`) may leave out what its request named,
@@ -225,22 +366,10 @@ static bool decode_record(json_t *o, lease_record_t *r, bool partial)
         !get_str(o, "incident_id", r->incident_id, sizeof r->incident_id, false))
         return false;
     json_t *meta = json_object_get(o, "metadata");
-    if (!meta && partial) {
+    if (!meta && partial)
         r->metadata_json[0] = '\0'; /* the request's (store_pg.c completes it) */
-    } else if (!meta || json_is_null(meta)) {
-        strcpy(r->metadata_json, "{}");
-    } else {
-        if (!json_is_object(meta))
-            return false;
-        char *text = json_dumps(meta, JSON_COMPACT | JSON_SORT_KEYS);
-        size_t len = text ? strlen(text) : 0;
-        bool fits = text && len < sizeof r->metadata_json;
-        if (fits)
-            memcpy(r->metadata_json, text, len + 1);
-        free(text);
-        if (!fits)
-            return false;
-    }
+    else
+        decode_metadata(meta, r->metadata_json, sizeof r->metadata_json);
     return r->expires_at_ms >= r->acquired_at_ms && r->renewed_at_ms >= r->acquired_at_ms;
 }
 
