@@ -91,6 +91,10 @@ LEASE_MUST_USE json_t *store_pg_parse_object(const char *text);
  * makes a record unreadable: values it cannot hold exactly read as null.
  */
 lease_code_t store_pg_decode_result(store_pg_op_t op, const char *text, lease_result_t *out);
+/* The recovery epoch and WAL position lease.check_namespace answers
+ * ("epoch", "timeline", "wal_lsn" "X/Y"). Returns 0, or -1 when absent or
+ * malformed. */
+int store_pg_decode_position(const char *text, int *epoch, int *timeline, uint64_t *wal_lsn);
 /* On success out->leases is heap (lease_list_result_free). */
 lease_code_t store_pg_decode_list(store_pg_op_t op, const char *text, lease_list_result_t *out);
 lease_code_t store_pg_decode_commit(const char *text, size_t n_writes, lease_commit_result_t *out);

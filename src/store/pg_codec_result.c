@@ -329,21 +329,46 @@ static void decode_metadata(json_t *meta, char *out, size_t outsz)
     free(text);
 }
 
-/* One lease record (docs/sql-api.md "Result shape"). A whole record
- * (inspect, list) names its identity, lease id and token; the answer of a
- * state-changing operation (`partial`) may leave out what its request named,
- * which the adapter then completes from the request (store_pg.c). */
-static bool decode_record(json_t *o, lease_record_t *r, bool partial)
+/* How much of a lease record an answer must carry (docs/sql-api.md "Result
+ * shape"): inspect and list answer whole records; the brief answer of a
+ * state-changing operation leaves out what its request named, which the
+ * adapter completes from the request (store_pg.c): an acquisition names its
+ * new lease id and token, a renewal or an ending names neither. A whole
+ * record is always accepted. */
+typedef enum record_shape {
+    RECORD_WHOLE,
+    RECORD_ACQUIRED, /* identity may be absent */
+    RECORD_NAMED,    /* identity, lease id and token may be absent */
+} record_shape_t;
+
+static record_shape_t answer_shape(store_pg_op_t op)
+{
+    switch (op) {
+    case STORE_PG_OP_ACQUIRE:
+        return RECORD_ACQUIRED;
+    case STORE_PG_OP_RENEW:
+    case STORE_PG_OP_RELEASE:
+    case STORE_PG_OP_FORCE_RELEASE:
+    case STORE_PG_OP_REVOKE:
+        return RECORD_NAMED;
+    default:
+        return RECORD_WHOLE;
+    }
+}
+
+static bool decode_record(json_t *o, lease_record_t *r, record_shape_t shape)
 {
     memset(r, 0, sizeof *r);
     if (!json_is_object(o))
         return false;
     char state[16];
     json_t *identity = json_object_get(o, "lock_identity");
-    bool whole = !partial || identity;
+    bool whole = shape == RECORD_WHOLE || identity;
+    bool named = whole || shape == RECORD_ACQUIRED;
+    bool partial = !whole;
     if ((whole && !decode_identity(identity, &r->identity)) ||
-        !get_str(o, "lease_id", r->lease_id, sizeof r->lease_id, whole) ||
-        !get_int(o, "fencing_token", &r->fencing_token, whole, 1) ||
+        !get_str(o, "lease_id", r->lease_id, sizeof r->lease_id, named) ||
+        !get_int(o, "fencing_token", &r->fencing_token, named, 1) ||
         !get_str(o, "state", state, sizeof state, true) || !lease_state_parse(state, &r->state) ||
         !get_time(o, "acquired_at", &r->acquired_at_ms, true) ||
         !get_time(o, "renewed_at", &r->renewed_at_ms, true) ||
@@ -406,7 +431,7 @@ lease_code_t store_pg_decode_result(store_pg_op_t op, const char *text, lease_re
         goto malformed;
     json_t *lease = json_object_get(o, "lease");
     if (lease && !json_is_null(lease)) {
-        if (!decode_record(lease, &out->lease, true)) {
+        if (!decode_record(lease, &out->lease, answer_shape(op))) {
             why = "malformed lease record";
             goto malformed;
         }
@@ -470,7 +495,7 @@ lease_code_t store_pg_decode_list(store_pg_op_t op, const char *text, lease_list
             }
         }
         for (size_t i = 0; i < n; i++) {
-            if (!decode_record(json_array_get(leases, i), &out->leases[i], false)) {
+            if (!decode_record(json_array_get(leases, i), &out->leases[i], RECORD_WHOLE)) {
                 why = "malformed lease record in list";
                 goto malformed;
             }
@@ -533,6 +558,28 @@ malformed:
     memset(out, 0, sizeof *out);
     out->code = malformed(op, why);
     return out->code;
+}
+
+int store_pg_decode_position(const char *text, int *epoch, int *timeline, uint64_t *wal_lsn)
+{
+    json_t *o = store_pg_parse_object(text);
+    int64_t ep = -1, tl = 0;
+    char lsn[32];
+    unsigned hi, lo;
+    char extra;
+    int rc = o && get_int(o, "epoch", &ep, true, 0) && ep <= INT32_MAX &&
+                     get_int(o, "timeline", &tl, true, 1) && tl <= INT32_MAX &&
+                     get_str(o, "wal_lsn", lsn, sizeof lsn, true) &&
+                     sscanf(lsn, "%X/%X%c", &hi, &lo, &extra) == 2
+                 ? 0
+                 : -1;
+    json_decref(o);
+    if (rc == 0) {
+        *epoch = (int)ep;
+        *timeline = (int)tl;
+        *wal_lsn = (uint64_t)hi << 32 | lo;
+    }
+    return rc;
 }
 
 lease_code_t store_pg_decode_sweep(const char *sweep_text, const char *purge_text,

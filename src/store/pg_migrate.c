@@ -9,9 +9,10 @@
  * file's transaction, so behind PgBouncer in transaction mode nothing leaks
  * to the pool's other clients (the advisory lock is transaction-level too).
  *
- * Roles: before 0001 runs, a preflight reads whether the three group roles
- * exist and whether the migrating user may create them and grant
- * lease_operator to lease_admin (0001 does both). When it may not (a managed
+ * Roles: before 0001 runs, a preflight reads whether the project's group
+ * roles exist (0001 makes three, 0012 lease_relay) and whether the
+ * migrating user may create them and grant lease_operator to lease_admin
+ * (0001 does). When it may not (a managed
  * Postgres owner without CREATEROLE), nothing is applied and the error lists
  * every statement the provider's administrator must run (docs/schema.md).
  */
@@ -239,8 +240,8 @@ static PGconn *connect_db(const char *url, char *err, size_t errsz)
 }
 
 /*
- * The statements an administrator must run before 0001 can, or "" when none:
- * 0001 creates missing roles (needs CREATEROLE) and grants lease_operator to
+ * The statements an administrator must run before the migrations can, or ""
+ * when none: 0001 and 0012 create missing roles (needs CREATEROLE); 0001 grants lease_operator to
  * lease_admin (needs CREATEROLE before PostgreSQL 16, the ADMIN OPTION on
  * lease_operator from 16 on, or superuser). Returns 0, or -1 when the
  * catalogue could not be read.
@@ -252,7 +253,7 @@ static int roles_preflight(PGconn *c, char *todo, size_t todosz, char *err, size
         c, "SELECT u.rolsuper, u.rolcreaterole, current_setting('server_version_num')::int,"
            "       quote_ident(current_user),"
            "       (SELECT string_agg(n, ',' ORDER BY o) FROM unnest(ARRAY['lease_service',"
-           "          'lease_operator', 'lease_admin']) WITH ORDINALITY x(n, o)"
+           "          'lease_operator', 'lease_admin', 'lease_relay']) WITH ORDINALITY x(n, o)"
            "         WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = x.n)),"
            "       EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'lease_operator')"
            "       AND pg_has_role(current_user, 'lease_operator', 'MEMBER WITH ADMIN OPTION')"

@@ -34,8 +34,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (!store_pg_op_allows(op, c))
             FUZZ_CHECK(c == (store_pg_op_read_only(op) ? LEASE_BACKEND_UNAVAILABLE
                                                        : LEASE_OUTCOME_UNKNOWN));
-        if (lease_code_is_success(c))
-            FUZZ_CHECK(r.has_lease && r.lease.fencing_token >= 1 && r.lease.lease_id[0]);
+        /* a success carries its lease; a renewal's or an ending's brief
+         * answer may leave the lease id and token to the request (the
+         * adapter completes them), an acquisition's or an inspection's not */
+        if (lease_code_is_success(c)) {
+            FUZZ_CHECK(r.has_lease);
+            if (op == STORE_PG_OP_ACQUIRE || op == STORE_PG_OP_INSPECT)
+                FUZZ_CHECK(r.lease.fencing_token >= 1 && r.lease.lease_id[0]);
+            FUZZ_CHECK(r.lease.expires_at_ms >= r.lease.acquired_at_ms);
+        }
     } else if (pick < 9) {
         store_pg_op_t op = pick == 6   ? STORE_PG_OP_LIST_BY_OWNER
                            : pick == 7 ? STORE_PG_OP_LIST_BY_TARGET

@@ -102,15 +102,16 @@ static void test_owner_with_createrole(void **state)
     char *owner = pg_private_url(pg, "managed_cr", "owner_cr");
     assert_true(testpg_exec(owner, "CREATE ROLE leased_cr LOGIN IN ROLE lease_service"));
     assert_int_equal(testpg_query_int(owner, "SELECT count(*) FROM pg_roles WHERE rolname IN "
-                                             "('lease_service','lease_operator','lease_admin')"),
-                     3);
+                                             "('lease_service','lease_operator','lease_admin',"
+                                             "'lease_relay')"),
+                     4);
     free(owner);
     serve_a_lease("managed_cr", "owner_cr", "leased_cr");
 
     /* leave the cluster without the roles for the next case */
     assert_true(testpg_exec(admin_url, "DROP DATABASE managed_cr WITH (FORCE)"));
     assert_true(testpg_exec(admin_url, "DROP ROLE leased_cr, lease_admin, lease_operator, "
-                                       "lease_service, owner_cr"));
+                                       "lease_service, lease_relay, owner_cr"));
 }
 
 /* The SQL block of docs/schema.md after the managed-admin-sql marker. */
@@ -163,7 +164,8 @@ static void test_owner_without_createrole(void **state)
     /* every statement named at once, and nothing applied */
     static const char *const named[] = {
         "CREATE ROLE lease_service NOLOGIN;", "CREATE ROLE lease_operator NOLOGIN;",
-        "CREATE ROLE lease_admin NOLOGIN;", "GRANT lease_operator TO lease_admin;",
+        "CREATE ROLE lease_admin NOLOGIN;", "CREATE ROLE lease_relay NOLOGIN;",
+        "GRANT lease_operator TO lease_admin;",
         "GRANT lease_operator TO owner_plain WITH ADMIN OPTION;", "nothing was applied"};
     for (size_t i = 0; i < sizeof named / sizeof named[0]; i++)
         if (!strstr(err, named[i]))

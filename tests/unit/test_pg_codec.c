@@ -379,6 +379,51 @@ static void test_encode_audit(void **state)
     "\"trace_id\":null,\"request_id\":\"req-1\",\"metadata\":{\"z\":1,\"a\":\"x\"},"               \
     "\"end_reason\":null,\"incident_id\":null}"
 
+/* Brief answers (docs/sql-api.md): what the database decided, no more. */
+static void test_decode_brief(void **state)
+{
+    (void)state;
+    lease_result_t r;
+    const char *acquired =
+        "{\"code\":\"lease_acquired\",\"replayed\":false,\"current_state\":\"active\","
+        "\"lease\":{\"lease_id\":\"lease_9\",\"fencing_token\":7,\"state\":\"active\","
+        "\"acquired_at\":\"2026-08-05T12:00:00.000Z\",\"renewed_at\":\"2026-08-05T12:00:00.000Z\","
+        "\"expires_at\":\"2026-08-05T12:00:30.000Z\",\"ttl_ms\":30000,"
+        "\"maximum_lifetime_ms\":3600000,\"owner_client_id\":\"c\",\"owner_credential_id\":\"k\"}}";
+    assert_int_equal(store_pg_decode_result(STORE_PG_OP_ACQUIRE, acquired, &r), LEASE_ACQUIRED);
+    assert_string_equal(r.lease.lease_id, "lease_9");
+    assert_int_equal(r.lease.fencing_token, 7);
+    assert_string_equal(r.lease.identity.tenant_id, ""); /* the request's */
+    assert_string_equal(r.lease.metadata_json, "");      /* the request's */
+    /* an acquisition's answer must name its lease: without it, it is not
+     * readable, and a mutation whose answer cannot be read may have happened */
+    const char *anonymous =
+        "{\"code\":\"lease_acquired\",\"lease\":{\"state\":\"active\","
+        "\"acquired_at\":\"2026-08-05T12:00:00.000Z\",\"renewed_at\":\"2026-08-05T12:00:00.000Z\","
+        "\"expires_at\":\"2026-08-05T12:00:30.000Z\",\"ttl_ms\":30000,\"maximum_lifetime_ms\":1}}";
+    assert_int_equal(store_pg_decode_result(STORE_PG_OP_ACQUIRE, anonymous, &r),
+                     LEASE_OUTCOME_UNKNOWN);
+    /* a renewal's names neither lease nor token: the request did */
+    const char *renewed =
+        "{\"code\":\"lease_renewed\",\"lease\":{\"state\":\"active\","
+        "\"acquired_at\":\"2026-08-05T12:00:00.000Z\",\"renewed_at\":\"2026-08-05T12:00:20.000Z\","
+        "\"expires_at\":\"2026-08-05T12:00:50.000Z\",\"ttl_ms\":30000,"
+        "\"maximum_lifetime_ms\":3600000,\"execution_id\":\"e\",\"metadata\":{\"k\":1}}}";
+    assert_int_equal(store_pg_decode_result(STORE_PG_OP_RENEW, renewed, &r), LEASE_RENEWED);
+    assert_int_equal(r.lease.fencing_token, 0);
+    assert_string_equal(r.lease.execution_id, "e");
+    assert_string_equal(r.lease.metadata_json, "{\"k\":1}");
+    /* an inspection must answer a whole record */
+    assert_int_equal(store_pg_decode_result(STORE_PG_OP_INSPECT,
+                                            "{\"code\":\"lease_inspected\",\"lease\":"
+                                            "{\"state\":\"active\",\"acquired_at\":\"2026-08-05T12:00:00.000Z\","
+                                            "\"renewed_at\":\"2026-08-05T12:00:00.000Z\","
+                                            "\"expires_at\":\"2026-08-05T12:00:30.000Z\","
+                                            "\"ttl_ms\":1,\"maximum_lifetime_ms\":1}}",
+                                            &r),
+                     LEASE_BACKEND_UNAVAILABLE);
+}
+
 static void test_decode_success(void **state)
 {
     (void)state;
@@ -791,6 +836,7 @@ int main(void)
         cmocka_unit_test(test_encode_acquire),   cmocka_unit_test(test_encode_owner_and_admin),
         cmocka_unit_test(test_encode_reads),     cmocka_unit_test(test_encode_commit),
         cmocka_unit_test(test_encode_audit),     cmocka_unit_test(test_decode_success),
+        cmocka_unit_test(test_decode_brief),
         cmocka_unit_test(test_decode_malformed), cmocka_unit_test(test_decode_metadata_numbers),
         cmocka_unit_test(test_decode_list),      cmocka_unit_test(test_decode_commit),
         cmocka_unit_test(test_decode_internal),  cmocka_unit_test(test_op_table),
