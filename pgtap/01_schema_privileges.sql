@@ -18,7 +18,7 @@ SELECT 'lease_service', f::regprocedure FROM unnest(ARRAY[
     'lease.quarantine(text,text,text)', 'lease.health()', 'lease.check_namespace()',
     'lease.check_namespace(integer,integer,pg_lsn)',
     'lease.lock_key(text,text,text,text,text,text,text)',
-    'lease.normalize_component(text,text)']) f
+    'lease.normalize_component(text,text)', 'lease.watch_ended(text[])']) f
 UNION ALL
 SELECT r, f::regprocedure
   FROM unnest(ARRAY['lease_operator', 'lease_admin']) r,

@@ -41,6 +41,8 @@ INSERT INTO t.calls VALUES
                           'usernamegen', 'default', 'default')
        = 'starintel:target-lease:v1:6UMHT_RTstSuGcqfVUzB0pc9lxli2lxUAbN_RNKMpBY'$q$),
 ('lease.health()', $q$SELECT (lease.health() ->> 'active_leases')::int >= 1$q$),
+('lease.watch_ended(text[])',
+ $q$SELECT lease.watch_ended(ARRAY[t.held_id(), 'lease_gone']) = '["lease_gone"]'::jsonb$q$),
 ('lease.verify()', $q$SELECT count(*) >= 0 FROM lease.verify()$q$),
 ('lease.acquire(jsonb)', $q$SELECT t.acquire('target_calls_2') ->> 'code' = 'lease_acquired'$q$),
 ('lease.renew(jsonb)', $q$SELECT lease.renew(t.ref(t.held())) ->> 'code' = 'lease_renewed'$q$),

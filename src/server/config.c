@@ -26,6 +26,7 @@ typedef enum setting_type {
     SETTING_RATE,   /* "<n>/s" */
     SETTING_LEVEL,  /* debug|info|warn|error */
     SETTING_FORMAT, /* json|text */
+    SETTING_BOOL,   /* true|false */
 } setting_type_t;
 
 /* Defaults that depend on the machine. */
@@ -138,6 +139,19 @@ static const setting_t settings[] = {
     {"shutdown grace", "LEASE_SHUTDOWN_GRACE_MS", "--shutdown-grace-ms", SETTING_INT, "20000",
      DYN_NONE, 0, 600000, AT(shutdown_grace_ms),
      "on SIGTERM: bound on waiting for requests in flight, ms"},
+    {"watch database url", "LEASE_WATCH_DATABASE_URL", "--watch-database-url", SETTING_SECRET, "",
+     DYN_NONE, 0, 0, AT(watch_database_url),
+     "the one session that LISTENs for ended leases; a direct connection, not PgBouncer in "
+     "transaction mode (default: the database url)"},
+    {"watch listen", "LEASE_WATCH_LISTEN", "--watch-listen", SETTING_BOOL, "true", DYN_NONE, 0, 0,
+     AT(watch_listen), "true: LISTEN for ended leases; false: poll only"},
+    {"watch poll interval", "LEASE_WATCH_POLL_MS", "--watch-poll-ms", SETTING_INT, "1000", DYN_NONE,
+     50, 60000, AT(watch_poll_ms),
+     "period of the batched check of every watched lease while watches wait, ms"},
+    {"watch maximum wait", "LEASE_WATCH_MAX_WAIT_MS", "--watch-max-wait-ms", SETTING_INT, "60000",
+     DYN_NONE, 0, 3600000, AT(watch_max_wait_ms), "cap on a watch's wait_ms, ms"},
+    {"watch limit", "LEASE_MAX_WATCHES", "--max-watches", SETTING_INT, "1000", DYN_NONE, 1, 100000,
+     AT(max_watches), "watches waiting at once; more answer 429"},
 };
 
 #define N_SETTINGS (sizeof settings / sizeof settings[0])
@@ -291,6 +305,14 @@ static bool apply(const setting_t *s, const char *origin, const char *value, lea
                      value);
             return false;
         }
+        return true;
+    case SETTING_BOOL:
+        if (strcmp(value, "true") != 0 && strcmp(value, "false") != 0) {
+            snprintf(err, errsz, "%s (%s): '%.40s' is not one of true, false", s->name, origin,
+                     value);
+            return false;
+        }
+        *(bool *)field = strcmp(value, "true") == 0;
         return true;
     }
     return false;

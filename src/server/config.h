@@ -54,6 +54,11 @@ typedef struct leased_config {
     int64_t audit_batch;
     int64_t drain_delay_ms;
     int64_t shutdown_grace_ms;
+    char *watch_database_url; /* secret-bearing; "" = database_url */
+    bool watch_listen;
+    int64_t watch_poll_ms;
+    int64_t watch_max_wait_ms;
+    int64_t max_watches;
 } leased_config_t;
 
 typedef enum leased_config_status {

@@ -11,6 +11,14 @@
  * once the caller is known). The worker runs the route (blocking on the database), marks
  * the request done and resumes the connection; the next call of the
  * handler queues the reply. Every reply gets X-Correlation-Id.
+ *
+ * A watch (GET /v1/leases/{lease_id}/watch) that finds its lease active
+ * asks to be parked: the worker hands the request to the watch hub with the
+ * connection still suspended (routes.c has given its admission shares back
+ * already); when the hub wakes it, a worker runs the route's next step
+ * (which answers or parks again). A parked request counts as suspended, so
+ * shutdown waits for it; draining releases every parked watch first
+ * (leased_main.c).
  */
 #include "server/http.h"
 
@@ -75,6 +83,7 @@ typedef struct request {
     size_t discarded;
     bool too_large;
     char *authorization;
+    char query_wait_ms[24];
     int state; /* request_state_t, atomic between worker and event thread */
 } request_t;
 
@@ -141,6 +150,24 @@ static void idle_signal(leased_http_t *h)
     pthread_mutex_unlock(&h->idle_mutex);
 }
 
+/* Query arguments: only a watch reads one (wait_ms); any other argument,
+ * or wait_ms twice or too long, marks the query invalid for it. Other routes
+ * ignore the query string. */
+static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    (void)kind;
+    request_t *rq = cls;
+    if (strcmp(key, "wait_ms") != 0 || rq->ex.query_wait_ms || !value ||
+        strlen(value) >= sizeof rq->query_wait_ms) {
+        rq->ex.query_invalid = true;
+        return MHD_YES;
+    }
+    snprintf(rq->query_wait_ms, sizeof rq->query_wait_ms, "%s", value);
+    rq->ex.query_wait_ms = rq->query_wait_ms;
+    return MHD_YES;
+}
+
 static request_t *request_new(leased_http_t *h, struct MHD_Connection *conn, const char *url,
                               const char *method)
 {
@@ -160,6 +187,7 @@ static request_t *request_new(leased_http_t *h, struct MHD_Connection *conn, con
         return NULL;
     }
     rq->ex.authorization = rq->authorization;
+    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, collect_query, rq);
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     leased_gate_source_text(ci ? ci->client_addr : NULL,
@@ -296,10 +324,29 @@ static void run_job(void *arg)
     after_route(rq);
 }
 
+/* The watch hub woke a parked request: its next step runs on a worker. */
+static void watch_woken(void *arg)
+{
+    request_t *rq = arg;
+    /* accepted even while stopping; out of memory: run it right here */
+    if (!leased_work_queue_push_after(rq->http->workers, continue_job, rq, 0))
+        continue_job(rq);
+}
+
 static void after_route(request_t *rq)
 {
     leased_http_t *h = rq->http;
-    while (rq->ex.again_after_ms > 0) {
+    while (rq->ex.again_after_ms > 0 || rq->ex.park_requested) {
+        if (rq->ex.park_requested) {
+            rq->ex.park_requested = false;
+            leased_watch_park_result_t pr =
+                leased_watch_park(h->app->watch, rq->ex.park_lease_id, rq->ex.park_seq,
+                                  rq->ex.park_until_ns, watch_woken, rq);
+            if (pr == LEASED_WATCH_PARKED)
+                return; /* rq belongs to the hub now */
+            leased_routes_park_refused(h->app, &rq->ex, pr == LEASED_WATCH_FULL);
+            continue;
+        }
         if (leased_work_queue_push_after(h->workers, continue_job, rq, rq->ex.again_after_ms))
             return;
         /* out of memory for a job: wait here instead */

@@ -93,6 +93,17 @@ static bool parse_request_line(const char *buf, size_t len, leased_http_head_t *
     const char *q = memchr(buf + t, '?', i - t);
     h->path = buf + t;
     h->path_len = q ? (size_t)(q - (buf + t)) : i - t;
+    h->plain_query_len = 0;
+    if (q) {
+        size_t qlen = (size_t)(buf + i - q);
+        static const char plain[] = "?abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                    "0123456789._=&-";
+        size_t k = 0;
+        while (k < qlen && memchr(plain, q[k], sizeof plain - 1) && (k == 0 || q[k] != '?'))
+            k++;
+        if (k == qlen)
+            h->plain_query_len = qlen;
+    }
     if (!path_canonical(h->path, h->path_len))
         return refuse(rej, "path", "escaped control character, slash or malformed escape");
     i++;
@@ -224,8 +235,8 @@ size_t leased_http_forward_head(const char *buf, size_t len, const leased_http_h
     memcpy(out + n, h->method, h->method_len);
     n += h->method_len;
     out[n++] = ' ';
-    memcpy(out + n, h->path, h->path_len);
-    n += h->path_len;
+    memcpy(out + n, h->path, h->path_len + h->plain_query_len);
+    n += h->path_len + h->plain_query_len;
     memcpy(out + n, h->version_minor ? " HTTP/1.1\r\n" : " HTTP/1.0\r\n", 11);
     n += 11;
     memcpy(out + n, buf + h->line_len, len - h->line_len);

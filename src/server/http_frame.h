@@ -53,6 +53,7 @@ typedef struct leased_http_head {
     size_t method_len;
     const char *path; /* the target without its query */
     size_t path_len;
+    size_t plain_query_len; /* "?..." after the path when it holds only [A-Za-z0-9._=&-], else 0 */
     size_t line_len;   /* the request line including its CRLF */
     int version_minor; /* HTTP/1.<n>, 0 or 1 */
     bool has_length;
@@ -72,8 +73,10 @@ size_t leased_http_head_length(const char *buf, size_t len);
 bool leased_http_parse_head(const char *buf, size_t len, leased_http_head_t *out,
                             leased_http_reject_t *rej);
 
-/* The head as it is passed on: the request line without its query, then
- * the header lines unchanged. out needs len bytes; returns the length. */
+/* The head as it is passed on: the request line without its query (a
+ * query of plain characters only is kept: GET /v1/leases/{id}/watch reads
+ * wait_ms, and nothing in it needs unescaping), then the header lines
+ * unchanged. out needs len bytes; returns the length. */
 size_t leased_http_forward_head(const char *buf, size_t len, const leased_http_head_t *h,
                                 char *out);
 

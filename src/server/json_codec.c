@@ -626,7 +626,7 @@ bool leased_codec_decode(leased_op_t op, const char *body, size_t len, const cha
     decoder_t d = {err, limits};
     err->field[0] = '\0';
     err->reason = NULL;
-    if (op == LEASED_OP_GET) {
+    if (op == LEASED_OP_GET || op == LEASED_OP_WATCH) {
         if (len > 0)
             return fail(&d, "", "body", "GET takes no body");
         if (!lease_id || !lease_id_valid(lease_id))

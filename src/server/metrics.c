@@ -251,6 +251,24 @@ char *leased_metrics_render(const leased_metrics_t *m, const leased_metrics_gaug
     counter(&t, "leased_sweep_expired_total", "Leases the sweeper moved to history as expired.",
             g->sweep_expired);
     counter(&t, "leased_sweep_failures_total", "Sweeps that failed.", g->sweep_failures);
+    gauge(&t, "leased_watches_waiting", "Watch requests parked until their lease ends.",
+          (double)g->watches_parked);
+    gauge(&t, "leased_watch_listening",
+          "1 while the watch session LISTENs for ended leases (0: polling or down).",
+          g->watch_mode == 1 ? 1 : 0);
+    gauge(&t, "leased_watch_session_up", "1 while the watch session exists (listening or polling).",
+          g->watch_mode != 0 ? 1 : 0);
+    counter(&t, "leased_watch_notifications_total", "Ended-lease notifications heard.",
+            g->watch_heard);
+    counter(&t, "leased_watch_polls_total", "Batched checks of the watched leases.",
+            g->watch_polls);
+    counter(&t, "leased_watch_poll_failures_total", "Batched checks that failed.",
+            g->watch_poll_failures);
+    counter(&t, "leased_watch_woken_by_end_total",
+            "Parked watches woken because their lease ended (heard or polled).",
+            g->watch_woken_by_end);
+    counter(&t, "leased_watch_refused_total", "Watches refused: LEASE_MAX_WATCHES were waiting.",
+            g->watch_refused);
     gauge(&t, "leased_ready", "1 when /readyz answers 200.", g->ready ? 1 : 0);
     gauge(&t, "leased_draining", "1 after SIGTERM.", g->draining ? 1 : 0);
     if (g->health_known) {

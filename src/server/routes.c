@@ -22,6 +22,7 @@
 #include "server/http.h"
 
 static void handle_operation(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx);
+static void handle_watch(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx);
 static void handle_healthz(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx);
 static void handle_readyz(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx);
 static void handle_metrics(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx);
@@ -45,6 +46,9 @@ static const leased_route_t route_table[] = {
     {"POST", "/v1/leases/list", LEASED_OP_LIST, "list", CAP_READ | CAP_LEASE, false,
      handle_operation},
     {"POST", "/v1/commits", LEASED_OP_COMMIT, "commit", CAP_LEASE, false, handle_operation},
+    /* targets:read watches what it may inspect; targets:lease its own leases */
+    {"GET", "/v1/leases/{lease_id}/watch", LEASED_OP_WATCH, "watch", CAP_READ | CAP_LEASE, false,
+     handle_watch},
     {"GET", "/healthz", LEASED_OP_HEALTHZ, "healthz", 0, true, handle_healthz},
     {"GET", "/readyz", LEASED_OP_READYZ, "readyz", 0, true, handle_readyz},
     {"GET", "/metrics", LEASED_OP_METRICS, "metrics", 0, true, handle_metrics},
@@ -244,8 +248,139 @@ static void release_claims(leased_app_t *app, leased_exchange_t *ex)
     c->waiting = c->inflight = c->global = false;
 }
 
+/* ---- watch ---------------------------------------------------------------
+ *
+ * GET /v1/leases/{lease_id}/watch?wait_ms=N: inspect; while the lease is
+ * active and the wait lasts, park in the watch hub (no worker, no in-flight
+ * slot held) and inspect again when it wakes. The answer is the inspect's:
+ * the terminal lease as soon as it ended, or the active lease when the wait
+ * is over. Every inspect is its own call with its own default deadline.
+ */
+
+#define WATCH_DEFAULT_WAIT_MS 30000
+
+typedef struct watch_op {
+    leased_op_ctx_t ctx;
+    leased_request_t *req;
+    leased_outcome_t out; /* of the last inspect */
+    int64_t until_ns;
+} watch_op_t;
+
+static void watch_op_free(watch_op_t *w)
+{
+    if (!w)
+        return;
+    leased_outcome_clear(&w->out);
+    leased_request_free(w->req);
+    free(w);
+}
+
+/* The wait of the request: wait_ms (0..LEASE_WATCH_MAX_WAIT_MS), else the
+ * smaller of 30 s and that cap. False when the query is not acceptable. */
+static bool watch_wait_ms(const leased_app_t *app, const leased_exchange_t *ex, int64_t *out)
+{
+    int64_t cap = app->config->watch_max_wait_ms;
+    if (ex->query_invalid)
+        return false;
+    if (!ex->query_wait_ms) {
+        *out = cap < WATCH_DEFAULT_WAIT_MS ? cap : WATCH_DEFAULT_WAIT_MS;
+        return true;
+    }
+    const char *v = ex->query_wait_ms;
+    int64_t n = 0;
+    if (!*v || strlen(v) > 10)
+        return false;
+    for (; *v; v++) {
+        if (*v < '0' || *v > '9')
+            return false;
+        n = n * 10 + (*v - '0');
+    }
+    if (n > cap)
+        return false;
+    *out = n;
+    return true;
+}
+
+/* Inspects once more; then answers, or asks to be parked again. */
+static void watch_step(leased_app_t *app, leased_exchange_t *ex)
+{
+    watch_op_t *w = ex->pending;
+    uint64_t seen = leased_watch_seq(app->watch);
+    /* each inspect is a call of its own: deadline and latency from now */
+    w->ctx.received_mono_ns = lease_mono_now_ns();
+    w->ctx.received_wall_ms = lease_wall_now_ms();
+    leased_outcome_clear(&w->out);
+    leased_service_run(app->service, &w->ctx, w->req, &w->out);
+    const lease_result_t *res = &w->out.lease;
+    bool active = w->out.code == LEASE_INSPECTED && res->has_lease &&
+                  res->lease.state == LEASE_STATE_ACTIVE;
+    if (active && lease_mono_now_ns() < w->until_ns &&
+        !__atomic_load_n(&app->draining, __ATOMIC_ACQUIRE) && !leased_watch_stopping(app->watch)) {
+        ex->park_requested = true;
+        snprintf(ex->park_lease_id, sizeof ex->park_lease_id, "%s", res->lease.lease_id);
+        ex->park_seq = seen;
+        ex->park_until_ns = w->until_ns;
+        return;
+    }
+    reply_outcome(ex, &w->ctx, w->req, &w->out);
+    ex->pending = NULL;
+    watch_op_free(w);
+}
+
+static void handle_watch(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx)
+{
+    int64_t wait_ms = 0;
+    watch_op_t *w = NULL;
+    leased_request_t *req = leased_request_new(LEASED_OP_WATCH);
+    if (!req) {
+        leased_routes_reply_error(ex, LEASE_BACKEND_UNAVAILABLE, NULL, 1000);
+        return;
+    }
+    leased_codec_error_t err;
+    const char *bad = NULL;
+    if (!watch_wait_ms(app, ex, &wait_ms))
+        bad = ex->query_invalid ? "query" : "wait_ms";
+    else if (!leased_codec_decode(LEASED_OP_WATCH, ex->body, ex->body_len, ex->path_param,
+                                  &app->limits, req, &err))
+        bad = err.field;
+    if (bad) {
+        leased_service_audit_refusal(app->service, ctx, INVALID_LEASE_REQUEST, req);
+        leased_routes_reply_error(ex, INVALID_LEASE_REQUEST, bad, 0);
+        leased_request_free(req);
+        return;
+    }
+    if (!(w = calloc(1, sizeof *w))) {
+        leased_routes_reply_error(ex, LEASE_BACKEND_UNAVAILABLE, NULL, 1000);
+        leased_request_free(req);
+        return;
+    }
+    w->ctx = *ctx;
+    w->req = req;
+    w->until_ns = ex->received_mono_ns + wait_ms * 1000000;
+    ex->pending = w;
+    watch_step(app, ex);
+}
+
+void leased_routes_park_refused(leased_app_t *app, leased_exchange_t *ex, bool full)
+{
+    watch_op_t *w = ex->pending;
+    ex->park_requested = false;
+    if (full) {
+        leased_service_audit_refusal(app->service, &w->ctx, LEASE_RATE_LIMITED, w->req);
+        leased_routes_reply_error(ex, LEASE_RATE_LIMITED, NULL, 1000);
+    }
+    else /* shutting down: the lease as last seen (active) */
+        reply_outcome(ex, &w->ctx, w->req, &w->out);
+    ex->pending = NULL;
+    watch_op_free(w);
+}
+
 void leased_routes_continue(leased_app_t *app, leased_exchange_t *ex)
 {
+    if (ex->route->op == LEASED_OP_WATCH) {
+        watch_step(app, ex); /* a parked watch holds no admission share */
+        return;
+    }
     pending_op_t *p = ex->pending;
     leased_service_run_again(app->service, &p->ctx, p->req, p->out);
     settle(ex, &p->ctx, p->req, p->out);
@@ -340,6 +475,15 @@ static void handle_metrics(leased_app_t *app, leased_exchange_t *ex, leased_op_c
     g.sweep_runs = ss.runs;
     g.sweep_expired = ss.expired;
     g.sweep_failures = ss.failures;
+    leased_watch_stats_t ws;
+    leased_watch_stats(app->watch, &ws);
+    g.watches_parked = ws.parked;
+    g.watch_mode = (int)ws.mode;
+    g.watch_heard = ws.heard;
+    g.watch_polls = ws.polls;
+    g.watch_poll_failures = ws.poll_failures;
+    g.watch_woken_by_end = ws.woken_by_end;
+    g.watch_refused = ws.refused_full;
     char *text = leased_metrics_render(app->metrics, &g);
     if (!text) {
         leased_routes_reply_error(ex, LEASE_BACKEND_UNAVAILABLE, NULL, 1000);

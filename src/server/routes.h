@@ -55,6 +55,8 @@ struct leased_exchange {
     const char *body;
     size_t body_len;
     const char *authorization;              /* Authorization header, NULL when absent */
+    const char *query_wait_ms;              /* the wait_ms query argument, NULL when absent */
+    bool query_invalid; /* another query argument, a repeated or oversize wait_ms */
     char source[64];                        /* the client's address ("127.0.0.1") */
     char trace_id[LEASED_TRACE_ID_LEN + 1]; /* from traceparent; "" when none */
     char correlation_id[LEASE_CORRELATION_MAX + 1];
@@ -69,6 +71,14 @@ struct leased_exchange {
      * (an acquire waiting between attempts; no thread waits meanwhile) */
     int64_t again_after_ms;
     void *pending; /* the operation's state between attempts (routes.c) */
+    /* not final yet: park the exchange in the watch hub (watch.h) on
+     * park_lease_id until park_until_ns, having seen ids up to park_seq;
+     * call leased_routes_continue when it wakes, or
+     * leased_routes_park_refused when the hub refuses it */
+    bool park_requested;
+    char park_lease_id[LEASE_ID_MAX + 1];
+    uint64_t park_seq;
+    int64_t park_until_ns;
     leased_claim_t claim;
 };
 
@@ -100,9 +110,14 @@ const leased_route_t *leased_routes_match(const char *method, const char *path, 
  */
 void leased_routes_dispatch(leased_app_t *app, leased_exchange_t *ex);
 
-/* The next attempt of an exchange that set again_after_ms; sets it again
- * or fills the reply. */
+/* The next attempt of an exchange that set again_after_ms, or of a parked
+ * watch that woke; sets again_after_ms or park_requested again, or fills
+ * the reply. */
 void leased_routes_continue(leased_app_t *app, leased_exchange_t *ex);
+
+/* The watch hub refused to park ex (full: too many watches wait; else it
+ * is shutting down): fills the reply without another database call. */
+void leased_routes_park_refused(leased_app_t *app, leased_exchange_t *ex, bool full);
 
 /* Fills ex with an error envelope (code's HTTP status). */
 void leased_routes_reply_error(leased_exchange_t *ex, lease_code_t code, const char *field,

@@ -58,6 +58,7 @@ static const char *const event_types[LEASED_OP_COUNT] = {
     [LEASED_OP_INSPECT] = "target_lease_inspect",
     [LEASED_OP_LIST] = "target_lease_list",
     [LEASED_OP_COMMIT] = "target_lease_commit_rejected",
+    [LEASED_OP_WATCH] = "target_lease_inspect",
 };
 
 void leased_outcome_clear(leased_outcome_t *out)
@@ -194,6 +195,7 @@ static void event_from_request(lease_audit_event_t *ev, const leased_request_t *
         break;
     case LEASED_OP_GET:
     case LEASED_OP_INSPECT:
+    case LEASED_OP_WATCH:
         if (req->u.inspect.by_identity)
             id = &req->u.inspect.identity;
         else
@@ -341,6 +343,7 @@ static lease_code_t authorize_request(const leased_op_ctx_t *ctx, leased_request
         return lease_auth_in_scope(c, &req->u.commit.identity) ? LEASE_CODE_COUNT : ACCESS_DENIED;
     case LEASED_OP_GET:
     case LEASED_OP_INSPECT:
+    case LEASED_OP_WATCH:
         req->u.inspect.scope = c->scope;
         /* A named identity outside scope is forbidden (the caller named
          * it); a lease id outside scope is the store's lease_not_found. */
@@ -443,6 +446,24 @@ static lease_code_t acquire_attempt(leased_service_t *svc, const leased_op_ctx_t
     return code;
 }
 
+/*
+ * The inspect of a watch. A caller with targets:read sees what inspect
+ * shows; a caller with only targets:lease watches its own leases: another
+ * principal's lease answers lease_not_found, as one out of scope does.
+ */
+static lease_code_t watch_inspect(leased_service_t *svc, const leased_op_ctx_t *ctx,
+                                  leased_request_t *req, leased_outcome_t *out)
+{
+    lease_code_t code = lease_store_inspect(svc->store, &req->u.inspect, &out->lease);
+    if (code == LEASE_INSPECTED && !lease_auth_has(&ctx->caller, LEASE_CAP_READ) &&
+        strcmp(out->lease.lease.owner_principal_id, ctx->caller.principal.principal_id) != 0) {
+        memset(&out->lease, 0, sizeof out->lease);
+        out->lease.code = LEASE_NOT_FOUND;
+        code = LEASE_NOT_FOUND;
+    }
+    return code;
+}
+
 static bool is_mutation(leased_op_t op)
 {
     return op == LEASED_OP_ACQUIRE || op == LEASED_OP_RENEW || op == LEASED_OP_RELEASE ||
@@ -471,6 +492,8 @@ static lease_code_t call_store(leased_service_t *svc, const leased_op_ctx_t *ctx
     case LEASED_OP_GET:
     case LEASED_OP_INSPECT:
         return lease_store_inspect(svc->store, &req->u.inspect, &out->lease);
+    case LEASED_OP_WATCH:
+        return watch_inspect(svc, ctx, req, out);
     case LEASED_OP_LIST:
         return lease_store_list(svc->store, &req->u.list, &out->list);
     case LEASED_OP_COMMIT:

@@ -13,6 +13,8 @@
 static char state_url[1024];
 static char state_template[128];
 static bool state_owned;
+static char state_sockdir[512];
+static int state_port;
 static bool state_loaded;
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -53,6 +55,10 @@ static void load_state(void)
             snprintf(state_template, sizeof state_template, "%s", val);
         else if (strcmp(line, "PG_OWNED") == 0)
             state_owned = strcmp(val, "1") == 0;
+        else if (strcmp(line, "PG_SOCKDIR") == 0)
+            snprintf(state_sockdir, sizeof state_sockdir, "%s", val);
+        else if (strcmp(line, "PG_PORT") == 0)
+            state_port = atoi(val);
     }
     fclose(f);
     if (!state_url[0] || !state_template[0])
@@ -259,6 +265,13 @@ bool testpg_owned(void)
 {
     load_state();
     return state_owned;
+}
+
+const char *testpg_socket(int *port)
+{
+    load_state();
+    *port = state_port;
+    return state_owned && state_sockdir[0] ? state_sockdir : NULL;
 }
 
 static bool run_pgcluster(const char *verb)

@@ -38,6 +38,9 @@ char *testpg_state_digest(const char *url);
 
 /* Whether the tests own the cluster (so they may stop and start it). */
 bool testpg_owned(void);
+/* The owned cluster's socket folder (and *port), or NULL when the tests do
+ * not own the cluster (LEASE_TEST_DATABASE_URL). Borrowed string. */
+const char *testpg_socket(int *port);
 /* Stops (immediate shutdown) / starts the whole cluster. */
 bool testpg_pause(void);
 bool testpg_resume(void);
