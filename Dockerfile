@@ -1,11 +1,11 @@
-# leased and leasectl on Debian bookworm. The build context is the source
-# tree without .local/ (plaintext development tokens) or build trees: see
-# .dockerignore. The tests are not built here (LEASE_TESTS=OFF), so the image
-# needs none of the test packages.
+# leased, leasectl and leased-relay on Debian bookworm. The build context is
+# the source tree without .local/ (plaintext development tokens) or build
+# trees: see .dockerignore. The tests are not built here (LEASE_TESTS=OFF), so
+# the image needs none of the test packages.
 FROM debian:bookworm-slim AS build
 RUN apt-get update && apt-get install -y --no-install-recommends \
       build-essential cmake pkg-config libpq-dev libmicrohttpd-dev libjansson-dev \
-      libssl-dev libcurl4-openssl-dev \
+      libssl-dev libcurl4-openssl-dev librabbitmq-dev \
  && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 COPY . .
@@ -15,7 +15,7 @@ RUN cmake -S . -B /build -DCMAKE_BUILD_TYPE=Release -DLEASE_TESTS=OFF \
 
 FROM debian:bookworm-slim
 RUN apt-get update && apt-get install -y --no-install-recommends \
-      libpq5 libmicrohttpd12 libjansson4 libssl3 libcurl4 ca-certificates \
+      libpq5 libmicrohttpd12 libjansson4 libssl3 libcurl4 librabbitmq4 ca-certificates \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --no-create-home leased
 COPY --from=build /opt/leased /opt/leased

@@ -15,24 +15,16 @@
 --   - the object id of lease.namespace_state itself, which changes when the
 --     schema is recreated from a logical dump: this works even where a
 --     provider forbids the pg_control_* functions.
--- The sweeper and the readiness probe (lease.check_namespace) also compare
--- the WAL insert position with the highest one they recorded: it never
+-- The sweeper (lease.check_namespace) also compares the WAL insert
+-- position with the highest one leased saw on the same timeline: it never
 -- moves backwards on one database, so an older copy restored on the same
 -- timeline (a disk snapshot, a base backup started without archive
--- recovery) is sealed within one sweep. Nothing on the hot path reads that
--- record, so recording it costs lease operations nothing.
+-- recovery) is sealed within one sweep interval while leased keeps running.
+-- leased keeps that position in memory, not in the database: a copy of the
+-- database carries its own older record, and would compare with itself.
 -- Cost per deciding call: a few microseconds (docs/benchmarks.md).
 
 ALTER TABLE lease.namespace_state ADD COLUMN relation_oid oid;
-
--- The highest WAL insert position check_namespace has seen (not read by
--- lease operations: only the sweeper and readiness write and read it).
-CREATE TABLE lease.namespace_progress (
-    singleton boolean PRIMARY KEY DEFAULT true CHECK (singleton),
-    wal_lsn pg_lsn NOT NULL,
-    timeline_id integer NOT NULL,
-    recorded_at timestamptz NOT NULL
-);
 
 -- The timeline new WAL is written on. Unlike pg_control_checkpoint(), it
 -- changes at the moment of promotion. Raises during recovery (a standby
@@ -77,11 +69,6 @@ BEGIN
            timeline_id = lease._insert_timeline(),
            relation_oid = 'lease.namespace_state'::regclass::oid,
            checked_at = lease._now();
-    INSERT INTO lease.namespace_progress AS g (wal_lsn, timeline_id, recorded_at)
-    VALUES (pg_current_wal_lsn(), lease._insert_timeline(), lease._now())
-    ON CONFLICT (singleton) DO UPDATE
-       SET wal_lsn = EXCLUDED.wal_lsn, timeline_id = EXCLUDED.timeline_id,
-           recorded_at = EXCLUDED.recorded_at;
 END
 $$;
 
@@ -152,50 +139,55 @@ LANGUAGE sql STABLE
 RETURN jsonb_build_object('code', 'lease_backend_unavailable', 'reason', 'sealed',
                           'detail', why);
 
--- The sweeper's and readiness probe's check: the deciding calls' guard, plus
--- the WAL insert position, which must never move backwards (an older copy
--- of this same database restored on the same timeline). Records the
--- position it saw. Writes lease.namespace_state only when it records the
--- first identity or seals, so it does not conflict with lease operations.
-CREATE OR REPLACE FUNCTION lease.check_namespace() RETURNS jsonb
+-- The sweeper's check: the deciding calls' guard, plus the WAL insert
+-- position, which never moves backwards on one timeline of one database:
+-- seen_timeline and seen_wal_lsn are the highest position the caller (leased)
+-- saw before, in recovery epoch seen_epoch; a lower one now, on the same
+-- timeline and in the same epoch, means an older copy of the database was
+-- restored (after lease.recover_epoch the position starts over). Answers
+-- the epoch and position now for the caller to keep.
+-- Writes lease.namespace_state only when it records the first identity or
+-- seals, so it does not conflict with lease operations.
+CREATE FUNCTION lease.check_namespace(seen_epoch integer, seen_timeline integer,
+                                      seen_wal_lsn pg_lsn) RETURNS jsonb
 LANGUAGE plpgsql VOLATILE SECURITY DEFINER
 SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     ns lease.namespace_state;
     pol lease.policy;
-    g lease.namespace_progress;
-    why text;
     recorded boolean := false;
 BEGIN
     PERFORM lease._require_serializable();
     SELECT * INTO ns FROM lease.namespace_state;
     SELECT * INTO pol FROM lease.policy;
-    SELECT * INTO g FROM lease.namespace_progress;
-    IF NOT ns.sealed AND g.wal_lsn IS NOT NULL AND pg_current_wal_lsn() < g.wal_lsn THEN
-        why := 'the WAL insert position moved backwards from ' || g.wal_lsn || ' to '
-               || pg_current_wal_lsn() || ' (an older copy of the database was restored)';
-        PERFORM lease._seal(why);
+    IF NOT ns.sealed AND seen_epoch = ns.epoch AND seen_timeline = lease._insert_timeline()
+       AND pg_current_wal_lsn() < seen_wal_lsn THEN
+        PERFORM lease._seal('the WAL insert position ' || pg_current_wal_lsn()
+                            || ' is behind the ' || seen_wal_lsn
+                            || ' seen on the same timeline (an older copy of the database was restored)');
     ELSIF NOT ns.sealed AND ns.timeline_id IS NULL THEN
         PERFORM lease._record_namespace();
         recorded := true;
     ELSE
-        why := lease._namespace_refusal(ns, pol);
-        IF why IS NULL THEN
-            INSERT INTO lease.namespace_progress AS x (wal_lsn, timeline_id, recorded_at)
-            VALUES (pg_current_wal_lsn(), lease._insert_timeline(), lease._now())
-            ON CONFLICT (singleton) DO UPDATE
-               SET wal_lsn = EXCLUDED.wal_lsn, timeline_id = EXCLUDED.timeline_id,
-                   recorded_at = EXCLUDED.recorded_at
-             WHERE x.wal_lsn < EXCLUDED.wal_lsn;
-        END IF;
-    END IF;
-    IF recorded THEN
-        RETURN jsonb_build_object('checked', true, 'sealed', false, 'recorded', true);
+        PERFORM lease._namespace_refusal(ns, pol);
     END IF;
     SELECT * INTO ns FROM lease.namespace_state;
     RETURN jsonb_build_object('checked', true, 'sealed', ns.sealed, 'sealed_reason',
-                              ns.sealed_reason);
+                              ns.sealed_reason, 'epoch', ns.epoch,
+                              'timeline', lease._insert_timeline(),
+                              'wal_lsn', pg_current_wal_lsn()::text)
+           || CASE WHEN recorded THEN '{"recorded": true}'::jsonb ELSE '{}'::jsonb END;
+END
+$$;
+
+-- The same without a position to compare (psql, operators).
+CREATE OR REPLACE FUNCTION lease.check_namespace() RETURNS jsonb
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+AS $$
+BEGIN
+    RETURN lease.check_namespace(NULL, NULL, NULL);
 END
 $$;
 
@@ -298,8 +290,8 @@ BEGIN
 END
 $$;
 
-REVOKE ALL ON lease.namespace_progress FROM PUBLIC;
-GRANT SELECT ON lease.namespace_progress TO lease_operator;
+REVOKE ALL ON FUNCTION lease.check_namespace(integer, integer, pg_lsn) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION lease.check_namespace(integer, integer, pg_lsn) TO lease_service, lease_admin;
 
 -- Helpers are internal: nothing in this schema is executable by PUBLIC
 -- (a per-schema default privilege cannot revoke the global default).

@@ -394,6 +394,17 @@ RETURN clock_timestamp() < deadline
                least(600000, ceil(extract(epoch FROM deadline - clock_timestamp()) * 1000))
                    ::bigint::text || 'ms', true) IS NOT NULL;
 
+-- A new lease id: 32 hex digits, the first 12 the acquisition time in ms,
+-- then 80 random bits. Opaque to clients, unique (the primary keys check),
+-- and time-ordered, so the lease index and the history insert at the right
+-- edge of their primary keys instead of at random pages: each page that a
+-- write touches first after a checkpoint costs a full-page image in the WAL
+-- (measured: random ids doubled the WAL of an acquire/release pair).
+CREATE FUNCTION lease._new_lease_id(t timestamptz) RETURNS text
+LANGUAGE sql VOLATILE
+RETURN 'lease_' || lpad(to_hex((extract(epoch FROM t) * 1000)::bigint), 12, '0')
+       || left(replace(gen_random_uuid()::text, '-', ''), 20);
+
 -- Whether an acquire's caller knows the identity's row exists (the service
 -- remembers identities it has seen): the update comes first and the insert
 -- probe is skipped. A wrong hint costs time, never correctness.
@@ -691,7 +702,7 @@ BEGIN
             RETURN replay;
         END IF;
     END IF;
-    lid := 'lease_' || replace(gen_random_uuid()::text, '-', '');
+    lid := lease._new_lease_id(t);
 
     -- A new identity: its row is created holding the lease, before anything
     -- reads it. An existing row (or a tuple another key claims) makes the

@@ -16,8 +16,9 @@ SELECT 'lease_service', f::regprocedure FROM unnest(ARRAY[
     'lease.sweep_expired(integer)', 'lease.purge_retention(integer)',
     'lease.record_audit(jsonb)', 'lease.credential_lookup(text)',
     'lease.quarantine(text,text,text)', 'lease.health()', 'lease.check_namespace()',
+    'lease.check_namespace(integer,integer,pg_lsn)',
     'lease.lock_key(text,text,text,text,text,text,text)',
-    'lease.normalize_component(text,text)']) f
+    'lease.normalize_component(text,text)', 'lease.watch_ended(text[])']) f
 UNION ALL
 SELECT r, f::regprocedure
   FROM unnest(ARRAY['lease_operator', 'lease_admin']) r,
@@ -25,11 +26,21 @@ SELECT r, f::regprocedure
                     'lease.normalize_component(text,text)', 'lease.health()',
                     'lease.verify()']) f
 UNION ALL
+SELECT r, 'lease.outbox_lag()'::regprocedure FROM unnest(ARRAY['lease_operator', 'lease_admin']) r
+UNION ALL
 SELECT 'lease_admin', f::regprocedure FROM unnest(ARRAY[
     'lease.recover_epoch(text,bigint)', 'lease.admin_force_release(text,text)',
     'lease.admin_revoke(text,text,text)', 'lease.credential_create(jsonb)',
     'lease.credential_revoke(text)', 'lease.credential_list()', 'lease.check_namespace()',
-    'lease.sweep_expired(integer)', 'lease.purge_retention(integer)']) f;
+    'lease.check_namespace(integer,integer,pg_lsn)',
+    'lease.sweep_expired(integer)', 'lease.purge_retention(integer)',
+    'lease.outbox_discard(bigint,text)', 'lease.outbox_purge(bigint,integer)']) f
+UNION ALL
+-- leased-relay's role (migrations/0012, docs/relay.md)
+SELECT 'lease_relay', f::regprocedure FROM unnest(ARRAY[
+    'lease.outbox_claim(integer)', 'lease.outbox_mark_published(bigint[],text)',
+    'lease.outbox_mark_refused(bigint,text,text)', 'lease.outbox_defer(bigint,integer,text)',
+    'lease.outbox_lag()', 'lease.outbox_purge(bigint,integer)']) f;
 
 -- Table and view privileges per role, for every relation in the schema.
 CREATE TABLE t.rel_grants (role name, rel name, privs name[]);
@@ -38,28 +49,31 @@ SELECT r.role, c.relname,
        CASE
        WHEN r.role = 'lease_service' THEN ARRAY[]::name[]
        WHEN c.relname = 'policy' AND r.role = 'lease_admin' THEN ARRAY['SELECT', 'UPDATE']::name[]
+       WHEN r.role = 'lease_relay' THEN ARRAY[]::name[]
        WHEN c.relname IN ('active_leases', 'lease_history', 'audit_log', 'fencing_counters',
-                          'quarantined_records', 'policy', 'namespace_state', 'namespace_progress',
-                          'schema_migrations', 'recoveries') THEN ARRAY['SELECT']::name[]
+                          'quarantined_records', 'policy', 'namespace_state',
+                          'schema_migrations', 'recoveries', 'outbox_backlog')
+            THEN ARRAY['SELECT']::name[]
        ELSE ARRAY[]::name[]
        END
   FROM pg_class c
   JOIN pg_namespace n ON n.oid = c.relnamespace AND n.nspname = 'lease'
- CROSS JOIN (VALUES ('lease_service'::name), ('lease_operator'), ('lease_admin')) r(role)
+ CROSS JOIN (VALUES ('lease_service'::name), ('lease_operator'), ('lease_admin'),
+                    ('lease_relay')) r(role)
  WHERE c.relkind IN ('r', 'v');
 
 GRANT SELECT ON t.exec_grants, t.rel_grants TO PUBLIC;
 
-SELECT plan(34 + (SELECT count(*)::int FROM t.exec_grants)
+SELECT plan(40 + (SELECT count(*)::int FROM t.exec_grants)
                + (SELECT count(*)::int FROM t.rel_grants));
 
 -- Objects ------------------------------------------------------------------
 SELECT has_schema('lease');
 SELECT tables_are('lease', ARRAY['policy', 'namespace_state', 'secrets', 'locks', 'history',
     'idempotency', 'audit_events', 'credentials', 'fence_marks', 'fenced_documents', 'outbox',
-    'quarantine', 'recoveries', 'schema_migrations', 'lease_index', 'namespace_progress']);
+    'quarantine', 'recoveries', 'schema_migrations', 'lease_index']);
 SELECT views_are('lease', ARRAY['active_leases', 'lease_history', 'audit_log',
-    'fencing_counters', 'quarantined_records', '_settings']);
+    'fencing_counters', 'quarantined_records', '_settings', 'outbox_backlog']);
 SELECT is((SELECT count(*)::int FROM t.exec_grants e
             WHERE NOT EXISTS (SELECT 1 FROM pg_proc p WHERE p.oid = e.fn)), 0,
           'every function named in the grants exists');
@@ -75,6 +89,10 @@ SELECT has_role('lease_service');
 SELECT has_role('lease_operator');
 SELECT has_role('lease_admin');
 SELECT is_member_of('lease_operator', 'lease_admin');
+SELECT has_role('lease_relay');
+SELECT is((SELECT rolcanlogin OR rolsuper OR rolcreaterole OR rolbypassrls FROM pg_roles
+            WHERE rolname = 'lease_relay'), false,
+          'lease_relay is a plain NOLOGIN group role');
 SELECT is((SELECT rolcanlogin OR rolsuper OR rolcreaterole OR rolbypassrls FROM pg_roles
             WHERE rolname = 'lease_service'), false,
           'lease_service is a plain NOLOGIN group role');
@@ -87,6 +105,7 @@ SELECT is((SELECT setconfig FROM pg_db_role_setting s JOIN pg_roles r ON r.oid =
 SELECT schema_privs_are('lease', 'lease_service', ARRAY['USAGE']);
 SELECT schema_privs_are('lease', 'lease_operator', ARRAY['USAGE']);
 SELECT schema_privs_are('lease', 'lease_admin', ARRAY['USAGE']);
+SELECT schema_privs_are('lease', 'lease_relay', ARRAY['USAGE']);
 SELECT is(has_schema_privilege('public', 'lease', 'USAGE'), false, 'PUBLIC has no USAGE on lease');
 
 -- Function privileges: each intended grant, then the exact set per role ------
@@ -105,7 +124,7 @@ SELECT set_eq(format($q$SELECT p.oid::regprocedure::text FROM pg_proc p
                           AND has_function_privilege(%L, p.oid, 'EXECUTE')$q$, r),
               format('SELECT fn::text FROM t.exec_grants WHERE role = %L', r),
               r || ' executes exactly its functions (no internal helper)')
-  FROM unnest(ARRAY['lease_service', 'lease_operator', 'lease_admin']) r;
+  FROM unnest(ARRAY['lease_service', 'lease_operator', 'lease_admin', 'lease_relay']) r;
 SELECT is_empty($q$SELECT p.oid::regprocedure::text FROM pg_proc p
                     JOIN pg_namespace n ON n.oid = p.pronamespace
                    WHERE n.nspname = 'lease'
@@ -130,7 +149,8 @@ SELECT is_empty($q$SELECT c.relname FROM pg_class c
                    WHERE n.nspname = 'lease' AND c.relkind = 'S'
                      AND (has_sequence_privilege('lease_service', c.oid, 'USAGE')
                           OR has_sequence_privilege('lease_operator', c.oid, 'USAGE')
-                          OR has_sequence_privilege('lease_admin', c.oid, 'USAGE'))$q$,
+                          OR has_sequence_privilege('lease_admin', c.oid, 'USAGE')
+                          OR has_sequence_privilege('lease_relay', c.oid, 'USAGE'))$q$,
                 'no role uses a lease sequence directly');
 
 -- SECURITY DEFINER hygiene -------------------------------------------------
@@ -167,6 +187,12 @@ RESET ROLE;
 SET LOCAL ROLE lease_admin;
 SELECT lives_ok($$UPDATE lease.policy SET default_ttl_ms = 20000$$,
                 'lease_admin may update the policy row');
+RESET ROLE;
+SET LOCAL ROLE lease_relay;
+SELECT throws_ok($$UPDATE lease.outbox SET published_at = now()$$, '42501', NULL,
+                 'lease_relay cannot write lease.outbox directly');
+SELECT throws_ok($$SELECT lease.fenced_commit('{}')$$, '42501', NULL,
+                 'lease_relay cannot commit');
 RESET ROLE;
 
 SELECT * FROM finish();

@@ -4,7 +4,7 @@
 -- and lease.verify.
 BEGIN ISOLATION LEVEL SERIALIZABLE;
 \ir helpers/fixtures.psql
-SELECT plan(57);
+SELECT plan(62);
 
 SET LOCAL ROLE lease_operator;
 SELECT is_empty('SELECT * FROM lease.verify()', 'verify is empty on a fresh, consistent namespace');
@@ -13,10 +13,28 @@ RESET ROLE;
 -- check_namespace records, then seals on a changed system identifier -----------------------
 UPDATE lease.namespace_state SET system_identifier = NULL, timeline_id = NULL;
 SET LOCAL ROLE lease_service;
-SELECT is(lease.check_namespace(), '{"checked": true, "sealed": false, "recorded": true}'::jsonb,
+SELECT is(lease.check_namespace() - 'epoch' - 'timeline' - 'wal_lsn',
+          '{"checked": true, "sealed": false, "sealed_reason": null, "recorded": true}'::jsonb,
           'the first check records the cluster identity');
-SELECT is(lease.check_namespace(), '{"checked": true, "sealed": false, "sealed_reason": null}'::jsonb,
+SELECT is(lease.check_namespace() - 'epoch' - 'timeline' - 'wal_lsn',
+          '{"checked": true, "sealed": false, "sealed_reason": null}'::jsonb,
           'an unchanged cluster stays unsealed');
+SELECT ok((lease.check_namespace() ->> 'wal_lsn')::pg_lsn <= pg_current_wal_lsn(),
+          'the check answers the WAL position for leased to keep');
+-- leased saw a later position on this timeline: the database went back in
+-- time (an older copy restored on the same timeline): sealed
+SELECT is(lease.check_namespace(0, ('x' || left(pg_walfile_name(pg_current_wal_lsn()), 8))::bit(32)::integer + 1, 'FFFFFFFF/0') ->> 'sealed', 'false',
+          'a position seen on another timeline is not compared');
+SELECT is(lease.check_namespace(1, ('x' || left(pg_walfile_name(pg_current_wal_lsn()), 8))::bit(32)::integer, 'FFFFFFFF/0') ->> 'sealed', 'false',
+          'nor one seen before a recovery (another epoch)');
+SAVEPOINT copy;
+SELECT is(lease.check_namespace(0, ('x' || left(pg_walfile_name(pg_current_wal_lsn()), 8))::bit(32)::integer, 'FFFFFFFF/0') ->> 'sealed', 'true',
+          'a position behind the one seen on the same timeline seals');
+RESET ROLE;
+SELECT matches((SELECT sealed_reason FROM lease.namespace_state), 'older copy',
+               'with the reason');
+ROLLBACK TO SAVEPOINT copy;
+SET LOCAL ROLE lease_service;
 RESET ROLE;
 SELECT is((SELECT ARRAY[system_identifier, timeline_id::numeric] FROM lease.namespace_state),
           ARRAY[(pg_control_system()).system_identifier::numeric, (pg_control_checkpoint()).timeline_id::numeric],

@@ -41,6 +41,8 @@ INSERT INTO t.calls VALUES
                           'usernamegen', 'default', 'default')
        = 'starintel:target-lease:v1:6UMHT_RTstSuGcqfVUzB0pc9lxli2lxUAbN_RNKMpBY'$q$),
 ('lease.health()', $q$SELECT (lease.health() ->> 'active_leases')::int >= 1$q$),
+('lease.watch_ended(text[])',
+ $q$SELECT lease.watch_ended(ARRAY[t.held_id(), 'lease_gone']) = '["lease_gone"]'::jsonb$q$),
 ('lease.verify()', $q$SELECT count(*) >= 0 FROM lease.verify()$q$),
 ('lease.acquire(jsonb)', $q$SELECT t.acquire('target_calls_2') ->> 'code' = 'lease_acquired'$q$),
 ('lease.renew(jsonb)', $q$SELECT lease.renew(t.ref(t.held())) ->> 'code' = 'lease_renewed'$q$),
@@ -80,6 +82,8 @@ INSERT INTO t.calls VALUES
 ('lease.quarantine(text,text,text)',
  $q$SELECT lease.quarantine(t.key(t.ident('target_calls')), 'acquire', 'role call test') > 0$q$),
 ('lease.check_namespace()', $q$SELECT jsonb_typeof(lease.check_namespace()) = 'object'$q$),
+('lease.check_namespace(integer,integer,pg_lsn)',
+ $q$SELECT lease.check_namespace(0, 1, '0/0') ->> 'sealed' = 'false'$q$),
 ('lease.recover_epoch(text,bigint)',
  $q$SELECT jsonb_typeof(lease.recover_epoch('role call test')) = 'object'$q$),
 ('lease.admin_force_release(text,text)',
@@ -95,7 +99,12 @@ INSERT INTO t.calls VALUES
            'secret_digest', repeat('1', 64))) ->> 'credential_id' = 'key_' || repeat('b', 26)$q$),
 ('lease.credential_revoke(text)', $q$SELECT lease.credential_revoke('key_' || repeat('a', 26))$q$),
 ('lease.credential_list()',
- $q$SELECT jsonb_path_exists(lease.credential_list(), '$[*] ? (@.principal_id == "prn_calls")')$q$);
+ $q$SELECT jsonb_path_exists(lease.credential_list(), '$[*] ? (@.principal_id == "prn_calls")')$q$),
+-- the outbox relay's functions that operators and administrators hold
+-- (the relay role's own calls, at READ COMMITTED, are pgtap/17_outbox_relay.sql)
+('lease.outbox_lag()', $q$SELECT (SELECT unpublished >= 0 AND deferred = 0 FROM lease.outbox_lag())$q$),
+('lease.outbox_discard(bigint,text)', $q$SELECT lease.outbox_discard(-1, 'role call test') = 0$q$),
+('lease.outbox_purge(bigint,integer)', $q$SELECT lease.outbox_purge(0, 10) >= 0$q$);
 
 -- Runs q as the current role in a subtransaction that is always rolled
 -- back; returns 'ran', 'ran, unexpected answer', or the SQLSTATE and

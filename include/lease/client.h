@@ -145,6 +145,11 @@ LEASE_MUST_USE lease_client_t *lease_client_new(const char *base_url, const char
 void lease_client_free(lease_client_t *client);
 /* The base URL the client talks to (borrowed, without trailing slash). */
 const char *lease_client_url(const lease_client_t *client);
+/* For https:// URLs: trust the CA certificates in path (PEM) instead of
+ * the system's (a private CA); NULL or "" restores the default. Call before
+ * sharing the client between threads. False when out of memory. leasectl
+ * sets it from LEASE_CA_FILE. */
+LEASE_MUST_USE bool lease_client_set_ca_file(lease_client_t *client, const char *path);
 
 /*
  * The operations. Each returns the typed outcome and also stores it in the
@@ -173,6 +178,17 @@ LEASE_MUST_USE lease_code_t lease_client_revoke(lease_client_t *client,
 /* GET /v1/leases/{lease_id} */
 LEASE_MUST_USE lease_code_t lease_client_inspect_id(lease_client_t *client, const char *lease_id,
                                                     lease_client_call_t *call, lease_result_t *res);
+/*
+ * GET /v1/leases/{lease_id}/watch?wait_ms=N: the lease as soon as it is no
+ * longer active (res->lease.state released, revoked or expired), or as it
+ * is (active) once wait_ms passed; LEASE_INSPECTED either way. The call's
+ * deadline defaults to wait_ms + LEASE_CLIENT_DEFAULT_DEADLINE_MS. With
+ * abort_fd >= 0 the call also ends at once when that fd becomes readable
+ * (answering LEASE_BACKEND_UNAVAILABLE): a worker stopping its watch.
+ */
+LEASE_MUST_USE lease_code_t lease_client_watch(lease_client_t *client, const char *lease_id,
+                                               int64_t wait_ms, int abort_fd,
+                                               lease_client_call_t *call, lease_result_t *res);
 /* POST /v1/leases/inspect: the active lease of an identity */
 LEASE_MUST_USE lease_code_t lease_client_inspect_identity(lease_client_t *client,
                                                           const lease_identity_input_t *identity,

@@ -21,6 +21,18 @@ typedef struct lease_deadline {
 int64_t lease_wall_now_ms(void);
 int64_t lease_mono_now_ns(void);
 
+/* Saturating arithmetic for times: the result is clamped to
+ * [INT64_MIN, INT64_MAX] instead of overflowing (client-supplied times and
+ * offsets reach these). */
+int64_t lease_time_add_sat(int64_t a, int64_t b);
+int64_t lease_time_sub_sat(int64_t a, int64_t b);
+/* Milliseconds as nanoseconds, clamped. */
+int64_t lease_ms_to_ns_sat(int64_t ms);
+
+/* The deadline `rel_ms` after a moment known on both clocks (a request's
+ * receipt). rel_ms is clamped to +-100 years, so any input is safe. */
+lease_deadline_t lease_deadline_after(int64_t wall_ms, int64_t mono_ns, int64_t rel_ms);
+
 /* A deadline `ms` from now (ms may be <= 0: already passed). */
 lease_deadline_t lease_deadline_in(int64_t ms);
 /* A deadline at an absolute wall time; its monotonic twin is derived now. */

@@ -7,6 +7,6 @@
 #ifndef LEASE_SCHEMA_H
 #define LEASE_SCHEMA_H
 
-#define LEASE_SCHEMA_VERSION 11
+#define LEASE_SCHEMA_VERSION 14
 
 #endif

@@ -142,6 +142,8 @@ typedef struct lease_audit_event {
     lease_state_t resulting_state;
     char reason[LEASE_REASON_MAX + 1];
     char incident_id[LEASE_ID_MAX + 1];
+    int64_t event_count;   /* > 1: an aggregate of that many refusals (0 or 1: one) */
+    char source_address[64]; /* the client's address, "" when not from HTTP */
 } lease_audit_event_t;
 
 typedef struct lease_credential {

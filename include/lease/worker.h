@@ -20,8 +20,19 @@
  * Cancellation (callback once, and the cancel fd becomes readable for good)
  * happens when: a renewal answers lease_lost (expired, force-released,
  * revoked, superseded) or is refused for good (credential, scope, invalid);
- * no renewal is confirmed by C (partition, service or database down, late
- * answers); the maximum lifetime ends; the holder releases or stops.
+ * the watch reports the lease ended; no renewal is confirmed by C
+ * (partition, service or database down, late answers); the maximum
+ * lifetime ends; the holder releases or stops.
+ *
+ * The watch (unless no_watch): a second thread long-polls
+ * GET /v1/leases/{lease_id}/watch, so an end the holder did not ask for
+ * (an administrator's force-release or revoke through any leased instance,
+ * expiry, recovery, a release by another process of the holder) cancels
+ * within milliseconds instead of at the next renewal. It only ever cancels:
+ * a watch that fails or is not offered by the service (an older leased, a
+ * credential without the right) changes nothing, renewal stays the safety
+ * net and the authority. Only a typed answer naming this lease in a state
+ * other than active counts.
  */
 #ifndef LEASE_WORKER_H
 #define LEASE_WORKER_H
@@ -57,12 +68,15 @@ typedef void (*lease_worker_log_fn)(void *arg, const char *message);
 #define LEASE_WORKER_JITTER_PERMILLE 100 /* +/- 10 % of the renewal interval */
 #define LEASE_WORKER_MARGIN_MIN_MS 100
 #define LEASE_WORKER_MARGIN_MAX_MS 5000
+#define LEASE_WORKER_WATCH_WAIT_MS 30000 /* within leased's default cap (60 s) */
 
 typedef struct lease_worker_config {
     int renew_permille;              /* 0: LEASE_WORKER_RENEW_PERMILLE (1..900) */
     int jitter_permille;             /* 0: LEASE_WORKER_JITTER_PERMILLE; < 0: no jitter */
     int64_t margin_ms;               /* 0: lease_worker_margin_ms default */
     int64_t ttl_ms;                  /* renew with this TTL; 0 keeps the lease's */
+    bool no_watch;                   /* true: renewal only, no watch thread */
+    int64_t watch_wait_ms;           /* one long-poll's wait; 0: LEASE_WORKER_WATCH_WAIT_MS */
     const char *service_instance_id; /* NULL: the lease record's */
     lease_worker_cancel_fn on_cancel;
     void *cancel_arg;

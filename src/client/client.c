@@ -76,6 +76,11 @@ const char *lease_client_url(const lease_client_t *c)
     return c->base_url;
 }
 
+bool lease_client_set_ca_file(lease_client_t *c, const char *path)
+{
+    return client_http_pool_set_ca_file(c->pool, path && *path ? path : NULL);
+}
+
 void lease_client_call_clear(lease_client_call_t *call)
 {
     if (!call)
@@ -173,9 +178,10 @@ static void settle(lease_client_call_t *call, client_http_answer_t *ans,
  * an effect is resolved by resending the same body until a typed answer
  * comes or the deadline passes.
  */
-static lease_code_t exchange(lease_client_t *c, const char *method, const char *path,
-                             const char *body, bool mutation, const lease_deadline_t *deadline,
-                             lease_client_call_t *call, client_envelope_t *env)
+static lease_code_t exchange_abortable(lease_client_t *c, const char *method, const char *path,
+                                       const char *body, bool mutation,
+                                       const lease_deadline_t *deadline, int abort_fd,
+                                       lease_client_call_t *call, client_envelope_t *env)
 {
     char url[1024];
     if ((size_t)snprintf(url, sizeof url, "%s%s", c->base_url, path) >= sizeof url)
@@ -189,10 +195,15 @@ static lease_code_t exchange(lease_client_t *c, const char *method, const char *
         client_http_answer_t ans;
         if (call->attempts++ == 0)
             call->first_sent_mono_ns = lease_mono_now_ns();
-        client_http_perform(c->pool, method, url, c->authorization, body, deadline, &ans);
+        client_http_perform(c->pool, method, url, c->authorization, body, deadline, abort_fd,
+                            &ans);
         int64_t retry_after = ans.retry_after_ms;
         if (ans.transport != CLIENT_ANSWERED)
             snprintf(call->transport_error, sizeof call->transport_error, "%s", ans.error);
+        if (ans.aborted) {
+            client_http_answer_clear(&ans);
+            return maybe_done ? LEASE_OUTCOME_UNKNOWN : LEASE_BACKEND_UNAVAILABLE;
+        }
 
         if (ans.transport == CLIENT_NOT_SENT && !maybe_done) {
             client_http_answer_clear(&ans);
@@ -241,6 +252,13 @@ static lease_code_t exchange(lease_client_t *c, const char *method, const char *
     if (call->attempts == 0)
         return DEADLINE_EXCEEDED;
     return maybe_done ? LEASE_OUTCOME_UNKNOWN : transient;
+}
+
+static lease_code_t exchange(lease_client_t *c, const char *method, const char *path,
+                             const char *body, bool mutation, const lease_deadline_t *deadline,
+                             lease_client_call_t *call, client_envelope_t *env)
+{
+    return exchange_abortable(c, method, path, body, mutation, deadline, -1, call, env);
 }
 
 /* Common start of a call: defaults, deadline, request id. */
@@ -451,23 +469,54 @@ lease_code_t lease_client_revoke(lease_client_t *c, const lease_client_admin_t *
                      call, res);
 }
 
+/* "/v1/leases/" + the id as one path segment: ids are [A-Za-z0-9._:-];
+ * anything else is escaped so it stays one segment (and the service answers
+ * it as invalid). False when the id is empty or too long. */
+static bool lease_path(const char *lease_id, char *path, size_t pathsz)
+{
+    if (!lease_id || !*lease_id || strlen(lease_id) > LEASE_ID_MAX)
+        return false;
+    size_t n = (size_t)snprintf(path, pathsz, "/v1/leases/");
+    for (const unsigned char *p = (const unsigned char *)lease_id; *p; p++) {
+        bool plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
+                     (*p >= '0' && *p <= '9') || *p == '.' || *p == '_' || *p == ':' || *p == '-';
+        n += (size_t)snprintf(path + n, pathsz - n, plain ? "%c" : "%%%02X", *p);
+    }
+    return true;
+}
+
 lease_code_t lease_client_inspect_id(lease_client_t *c, const char *lease_id,
                                      lease_client_call_t *call, lease_result_t *res)
 {
     call_ctx_t ctx;
     (void)begin(&ctx, call, false);
-    /* ids are [A-Za-z0-9._:-]; anything else is escaped so it stays one
-     * path segment (and the service answers it as invalid) */
-    char path[32 + 3 * LEASE_ID_MAX];
-    size_t n = (size_t)snprintf(path, sizeof path, "/v1/leases/");
-    if (!lease_id || !*lease_id || strlen(lease_id) > LEASE_ID_MAX)
+    char path[64 + 3 * LEASE_ID_MAX];
+    if (!lease_path(lease_id, path, sizeof path))
         return refuse(res, "lease_id");
-    for (const unsigned char *p = (const unsigned char *)lease_id; *p; p++) {
-        bool plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') ||
-                     (*p >= '0' && *p <= '9') || *p == '.' || *p == '_' || *p == ':' || *p == '-';
-        n += (size_t)snprintf(path + n, sizeof path - n, plain ? "%c" : "%%%02X", *p);
-    }
     return single_call(c, "GET", path, NULL, false, &ctx, res);
+}
+
+lease_code_t lease_client_watch(lease_client_t *c, const char *lease_id, int64_t wait_ms,
+                                int abort_fd, lease_client_call_t *call, lease_result_t *res)
+{
+    call_ctx_t ctx;
+    if (wait_ms < 0)
+        wait_ms = 0;
+    (void)begin(&ctx, call, false);
+    /* the whole wait plus the call's own budget, unless the caller names one */
+    if (!call || call->deadline_ms <= 0) {
+        ctx.deadline_ms = wait_ms + LEASE_CLIENT_DEFAULT_DEADLINE_MS;
+        ctx.deadline = lease_deadline_in(ctx.deadline_ms);
+    }
+    char path[96 + 3 * LEASE_ID_MAX];
+    if (!lease_path(lease_id, path, sizeof path))
+        return refuse(res, "lease_id");
+    size_t n = strlen(path);
+    snprintf(path + n, sizeof path - n, "/watch?wait_ms=%lld", (long long)wait_ms);
+    client_envelope_t env;
+    lease_code_t code =
+        exchange_abortable(c, "GET", path, NULL, false, &ctx.deadline, abort_fd, ctx.call, &env);
+    return single_result(code, false, &env, res);
 }
 
 lease_code_t lease_client_inspect_identity(lease_client_t *c,
@@ -668,7 +717,7 @@ lease_code_t lease_client_health(lease_client_t *c, bool ready, lease_client_cal
     client_http_answer_t ans;
     ctx.call->attempts = 1;
     ctx.call->first_sent_mono_ns = lease_mono_now_ns();
-    client_http_perform(c->pool, "GET", url, NULL, NULL, &ctx.deadline, &ans);
+    client_http_perform(c->pool, "GET", url, NULL, NULL, &ctx.deadline, -1, &ans);
     if (ans.transport != CLIENT_ANSWERED)
         snprintf(ctx.call->transport_error, sizeof ctx.call->transport_error, "%s", ans.error);
     lease_code_t code = LEASE_BACKEND_UNAVAILABLE;

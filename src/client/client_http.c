@@ -18,6 +18,7 @@
 #define POOL_IDLE_MAX 8
 
 struct client_http_pool {
+    char *ca_file; /* NULL: libcurl's default trust store */
     pthread_mutex_t lock;
     size_t n_idle;
     CURL *idle[POOL_IDLE_MAX];
@@ -49,8 +50,19 @@ void client_http_pool_free(client_http_pool_t *pool)
         return;
     for (size_t i = 0; i < pool->n_idle; i++)
         curl_easy_cleanup(pool->idle[i]);
+    free(pool->ca_file);
     pthread_mutex_destroy(&pool->lock);
     free(pool);
+}
+
+bool client_http_pool_set_ca_file(client_http_pool_t *pool, const char *path)
+{
+    char *copy = path ? strdup(path) : NULL;
+    if (path && !copy)
+        return false;
+    free(pool->ca_file);
+    pool->ca_file = copy;
+    return true;
 }
 
 static CURL *pool_take(client_http_pool_t *pool)
@@ -180,6 +192,53 @@ static client_transport_t judge_failure(CURL *h, CURLcode rc)
     }
 }
 
+/*
+ * Runs the transfer through a multi handle so that abort_fd can end it at
+ * once (a long-polling watch whose worker stops). Returns the transfer's
+ * result; *aborted when abort_fd ended it.
+ */
+static CURLcode perform_abortable(CURL *h, int abort_fd, bool *aborted)
+{
+    *aborted = false;
+    CURLM *m = curl_multi_init();
+    if (!m)
+        return CURLE_OUT_OF_MEMORY;
+    if (curl_multi_add_handle(m, h) != CURLM_OK) {
+        curl_multi_cleanup(m);
+        return CURLE_OUT_OF_MEMORY;
+    }
+    CURLcode rc = CURLE_OK;
+    int running = 1;
+    while (running) {
+        if (curl_multi_perform(m, &running) != CURLM_OK) {
+            rc = CURLE_RECV_ERROR;
+            break;
+        }
+        if (!running)
+            break;
+        struct curl_waitfd extra = {.fd = abort_fd, .events = CURL_WAIT_POLLIN};
+        if (curl_multi_poll(m, &extra, 1, 1000, NULL) != CURLM_OK) {
+            rc = CURLE_RECV_ERROR;
+            break;
+        }
+        if (extra.revents & CURL_WAIT_POLLIN) {
+            *aborted = true;
+            rc = CURLE_ABORTED_BY_CALLBACK;
+            break;
+        }
+    }
+    if (!*aborted && rc == CURLE_OK) {
+        int queued;
+        CURLMsg *msg;
+        while ((msg = curl_multi_info_read(m, &queued)) != NULL)
+            if (msg->msg == CURLMSG_DONE)
+                rc = msg->data.result;
+    }
+    curl_multi_remove_handle(m, h);
+    curl_multi_cleanup(m);
+    return rc;
+}
+
 /* What the transport said about a failed exchange, for people: libcurl's
  * message (it names the host and port) and the system error behind it
  * ("Connection refused") when libcurl's words do not already say it. */
@@ -199,7 +258,8 @@ static void describe_failure(CURL *h, CURLcode rc, const char *curl_error, char 
 
 void client_http_perform(client_http_pool_t *pool, const char *method, const char *url,
                          const char *authorization, const char *body,
-                         const lease_deadline_t *deadline, client_http_answer_t *out)
+                         const lease_deadline_t *deadline, int abort_fd,
+                         client_http_answer_t *out)
 {
     memset(out, 0, sizeof *out);
     out->transport = CLIENT_NOT_SENT;
@@ -233,6 +293,8 @@ void client_http_perform(client_http_pool_t *pool, const char *method, const cha
     curl_easy_setopt(h, CURLOPT_NOSIGNAL, 1L); /* threads: no SIGALRM games */
     curl_easy_setopt(h, CURLOPT_OPENSOCKETFUNCTION, open_socket);
     curl_easy_setopt(h, CURLOPT_PROTOCOLS_STR, "http,https");
+    if (pool->ca_file)
+        curl_easy_setopt(h, CURLOPT_CAINFO, pool->ca_file);
     curl_easy_setopt(h, CURLOPT_USERAGENT,
                      "leased-client/"
                      "0.1");
@@ -254,7 +316,8 @@ void client_http_perform(client_http_pool_t *pool, const char *method, const cha
     char curl_error[CURL_ERROR_SIZE] = "";
     curl_easy_setopt(h, CURLOPT_ERRORBUFFER, curl_error);
 
-    CURLcode rc = curl_easy_perform(h);
+    bool aborted = false;
+    CURLcode rc = abort_fd >= 0 ? perform_abortable(h, abort_fd, &aborted) : curl_easy_perform(h);
     if (rc == CURLE_OK) {
         long status = 0;
         curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
@@ -263,6 +326,7 @@ void client_http_perform(client_http_pool_t *pool, const char *method, const cha
     } else {
         out->transport = judge_failure(h, rc);
         out->timed_out = rc == CURLE_OPERATION_TIMEDOUT;
+        out->aborted = aborted;
         describe_failure(h, rc, curl_error, out->error, sizeof out->error);
         free(out->body);
         out->body = NULL;

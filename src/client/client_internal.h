@@ -26,6 +26,7 @@ typedef enum client_transport {
 typedef struct client_http_answer {
     client_transport_t transport;
     bool timed_out; /* the local deadline cut the exchange */
+    bool aborted;   /* the abort fd became readable: the caller gave up */
     int status;     /* HTTP status when answered, else 0 */
     char *body;     /* heap, NUL-terminated; NULL when no body */
     size_t len;
@@ -40,16 +41,22 @@ typedef struct client_http_pool client_http_pool_t;
  * calls). NULL when libcurl cannot be initialised. */
 client_http_pool_t *client_http_pool_new(void);
 void client_http_pool_free(client_http_pool_t *pool);
+/* Trust the CA certificates in path (PEM) for https:// instead of the
+ * system's; NULL restores the default. False when out of memory. */
+LEASE_MUST_USE bool client_http_pool_set_ca_file(client_http_pool_t *pool, const char *path);
 
 /*
  * One HTTP exchange. method "GET" or "POST" (body NULL for GET);
  * authorization is the full header line or NULL. Bounded by the deadline's
- * monotonic time; the caller checks the deadline has not passed. Fills *out
- * (release with client_http_answer_clear). Thread-safe.
+ * monotonic time; the caller checks the deadline has not passed. With
+ * abort_fd >= 0 the exchange also ends, at once, when that fd becomes
+ * readable (out->aborted; the fd is not read). Fills *out (release with
+ * client_http_answer_clear). Thread-safe.
  */
 void client_http_perform(client_http_pool_t *pool, const char *method, const char *url,
                          const char *authorization, const char *body,
-                         const lease_deadline_t *deadline, client_http_answer_t *out);
+                         const lease_deadline_t *deadline, int abort_fd,
+                         client_http_answer_t *out);
 void client_http_answer_clear(client_http_answer_t *ans);
 
 /* A decoded answer body. typed is true only for a well-formed envelope

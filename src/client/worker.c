@@ -3,12 +3,17 @@
  * renews on the schedule of worker_schedule.c, and the cancellation signal
  * (callback + eventfd) raised the moment local authority cannot be proven.
  *
+ * A second thread watches the lease (GET .../watch, long-polled) and
+ * cancels as soon as the service reports it ended; its HTTP call is
+ * aborted through the cancel fd, so stopping never waits for a long-poll.
+ *
  * Locking: `lock` guards the lease, its window and the state. No lock is
  * held across an HTTP call or while the cancel callback runs. The state
  * leaves ACTIVE exactly once (signal_cancel), so the callback and the
  * eventfd write happen exactly once.
  */
 #include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -32,6 +37,9 @@ struct lease_worker {
     pthread_t thread;
     bool thread_running;
     bool join_claimed;
+    pthread_t watch_thread;
+    bool watch_running;
+    bool watch_join_claimed;
 
     pthread_mutex_t lock;
     pthread_cond_t wake; /* CLOCK_MONOTONIC */
@@ -240,6 +248,66 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
+#define WATCH_RETRY_FIRST_MS 200
+#define WATCH_RETRY_MAX_MS 5000
+
+/* Waits ms, or less when the cancel fd becomes readable. */
+static void watch_pause(lease_worker_t *w, int64_t ms)
+{
+    struct pollfd pfd = {.fd = w->cancel_fd, .events = POLLIN};
+    while (poll(&pfd, 1, (int)ms) < 0 && errno == EINTR)
+        ;
+}
+
+/* Whether a watch answer means the service will never watch for us (an
+ * older leased without the route, a credential without the right): then
+ * renewal alone carries on. */
+static bool watch_refused_for_good(lease_code_t code)
+{
+    return code == INVALID_LEASE_REQUEST || code == ACCESS_DENIED || code == INVALID_CREDENTIAL ||
+           code == LEASE_NOT_FOUND;
+}
+
+static void *watch_main(void *arg)
+{
+    lease_worker_t *w = arg;
+    int64_t wait_ms = w->cfg.watch_wait_ms > 0 ? w->cfg.watch_wait_ms : LEASE_WORKER_WATCH_WAIT_MS;
+    int64_t retry_ms = WATCH_RETRY_FIRST_MS;
+    for (;;) {
+        pthread_mutex_lock(&w->lock);
+        bool go = !w->stop && w->state == LEASE_WORKER_ACTIVE;
+        char lease_id[LEASE_ID_MAX + 1];
+        snprintf(lease_id, sizeof lease_id, "%s", w->lease.lease_id);
+        pthread_mutex_unlock(&w->lock);
+        if (!go)
+            break;
+        lease_client_call_t call = {0};
+        lease_result_t res;
+        lease_code_t code =
+            lease_client_watch(w->client, lease_id, wait_ms, w->cancel_fd, &call, &res);
+        if (lease_worker_state(w, NULL) != LEASE_WORKER_ACTIVE)
+            break; /* cancelled meanwhile (the call was aborted) */
+        if (code == LEASE_INSPECTED && res.has_lease && strcmp(res.lease.lease_id, lease_id) == 0) {
+            if (res.lease.state != LEASE_STATE_ACTIVE) {
+                wlog(w, "watch: lease %s is %s", lease_id, lease_state_name(res.lease.state));
+                signal_cancel(w, LEASE_WORKER_LOST, LEASE_LOST);
+                break;
+            }
+            retry_ms = WATCH_RETRY_FIRST_MS;
+            continue; /* the wait ended with the lease active: watch again */
+        }
+        if (watch_refused_for_good(code)) {
+            wlog(w, "watch not available (%s): renewal alone guards lease %s",
+                 lease_code_name(code), lease_id);
+            break;
+        }
+        /* the service is unreachable or busy: renewal guards meanwhile */
+        watch_pause(w, retry_ms + (int64_t)lease_jitter((uint64_t)retry_ms / 2 + 1));
+        retry_ms = retry_ms * 2 > WATCH_RETRY_MAX_MS ? WATCH_RETRY_MAX_MS : retry_ms * 2;
+    }
+    return NULL;
+}
+
 static void worker_destroy(lease_worker_t *w)
 {
     if (w->cancel_fd >= 0)
@@ -310,6 +378,13 @@ lease_worker_t *lease_worker_start(lease_client_t *client, const lease_record_t 
         return NULL;
     }
     w->thread_running = true;
+    if (!w->cfg.no_watch) {
+        if (pthread_create(&w->watch_thread, NULL, watch_main, w) == 0)
+            w->watch_running = true;
+        else
+            wlog(w, "cannot start the watch thread: renewal alone guards lease %s",
+                 w->lease.lease_id);
+    }
     *code = LEASE_ACQUIRED;
     return w;
 }
@@ -345,14 +420,23 @@ static void halt(lease_worker_t *w, lease_worker_state_t why, lease_code_t code)
     pthread_mutex_lock(&w->lock);
     w->stop = true;
     pthread_cond_broadcast(&w->wake);
+    /* each thread is joined once, never by itself (a cancel callback may
+     * stop the worker from the thread that saw the loss) */
     bool join = w->thread_running && !w->join_claimed && !pthread_equal(pthread_self(), w->thread);
     if (join)
         w->join_claimed = true;
+    bool join_watch = w->watch_running && !w->watch_join_claimed &&
+                      !pthread_equal(pthread_self(), w->watch_thread);
+    if (join_watch)
+        w->watch_join_claimed = true;
     pthread_mutex_unlock(&w->lock);
-    /* signal first: the holder stops work before the lease is given up */
+    /* signal first: the holder stops work before the lease is given up;
+     * the cancel fd also aborts the watch's long-poll */
     signal_cancel(w, why, code);
     if (join)
         pthread_join(w->thread, NULL);
+    if (join_watch)
+        pthread_join(w->watch_thread, NULL);
 }
 
 lease_code_t lease_worker_release(lease_worker_t *w, int64_t deadline_ms, lease_result_t *res)

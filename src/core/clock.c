@@ -38,11 +38,41 @@ static int64_t clamp_offset(int64_t ms)
     return ms;
 }
 
+int64_t lease_time_add_sat(int64_t a, int64_t b)
+{
+    int64_t r;
+    if (__builtin_add_overflow(a, b, &r))
+        return b > 0 ? INT64_MAX : INT64_MIN;
+    return r;
+}
+
+int64_t lease_time_sub_sat(int64_t a, int64_t b)
+{
+    int64_t r;
+    if (__builtin_sub_overflow(a, b, &r))
+        return b < 0 ? INT64_MAX : INT64_MIN;
+    return r;
+}
+
+int64_t lease_ms_to_ns_sat(int64_t ms)
+{
+    int64_t r;
+    if (__builtin_mul_overflow(ms, (int64_t)1000000, &r))
+        return ms > 0 ? INT64_MAX : INT64_MIN;
+    return r;
+}
+
+lease_deadline_t lease_deadline_after(int64_t wall_ms, int64_t mono_ns, int64_t rel_ms)
+{
+    rel_ms = clamp_offset(rel_ms);
+    lease_deadline_t d = {lease_time_add_sat(wall_ms, rel_ms),
+                          lease_time_add_sat(mono_ns, rel_ms * 1000000)};
+    return d;
+}
+
 lease_deadline_t lease_deadline_in(int64_t ms)
 {
-    ms = clamp_offset(ms);
-    lease_deadline_t d = {lease_wall_now_ms() + ms, lease_mono_now_ns() + ms * 1000000};
-    return d;
+    return lease_deadline_after(lease_wall_now_ms(), lease_mono_now_ns(), ms);
 }
 
 lease_deadline_t lease_deadline_at_wall(int64_t wall_ms)
@@ -55,7 +85,7 @@ lease_deadline_t lease_deadline_at_wall(int64_t wall_ms)
     /* Keep the caller's wall time exactly (it goes to Postgres) unless it was
      * out of range; reading the clock twice could move it by a millisecond. */
     lease_deadline_t d = {clamped == delta ? wall_ms : now + clamped,
-                          lease_mono_now_ns() + clamped * 1000000};
+                          lease_time_add_sat(lease_mono_now_ns(), clamped * 1000000)};
     return d;
 }
 
@@ -66,7 +96,7 @@ lease_deadline_t lease_deadline_min(lease_deadline_t a, lease_deadline_t b)
 
 int64_t lease_deadline_remaining_ms(const lease_deadline_t *d)
 {
-    int64_t left_ns = d->mono_ns - lease_mono_now_ns();
+    int64_t left_ns = lease_time_sub_sat(d->mono_ns, lease_mono_now_ns());
     /* round toward zero: 0.4 ms left is 0 ms, i.e. passed */
     return left_ns / 1000000;
 }

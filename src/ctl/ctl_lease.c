@@ -197,7 +197,7 @@ static int session_open(session_t *s, int argc, char **argv, unsigned flags,
         return usage_of(help, CTL_EXIT_OK);
     if (parsed < 0)
         return CTL_EXIT_USAGE;
-    s->client = lease_client_new(s->o.url, s->o.token);
+    s->client = ctl_client_new(&s->o);
     if (!s->client) {
         fprintf(stderr, "leasectl %s: LEASE_URL must be an http:// or https:// URL\n", s->cmd);
         ctl_options_free(&s->o);

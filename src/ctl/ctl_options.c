@@ -359,3 +359,14 @@ int64_t ctl_options_deadline_ms(const ctl_options_t *o, bool acquire)
         d = CTL_DEFAULT_DEADLINE_MS + (acquire ? o->wait_ms : 0);
     return d > CTL_MAX_DEADLINE_MS ? CTL_MAX_DEADLINE_MS : d;
 }
+
+lease_client_t *ctl_client_new(const ctl_options_t *o)
+{
+    lease_client_t *c = lease_client_new(o->url, o->token);
+    const char *ca = getenv("LEASE_CA_FILE");
+    if (c && ca && *ca && !lease_client_set_ca_file(c, ca)) {
+        lease_client_free(c);
+        return NULL;
+    }
+    return c;
+}

@@ -109,6 +109,12 @@ void ctl_default_service_instance(char *out, size_t outsz);
     "  --url URL                the service (default: LEASE_URL, else " LEASE_CLIENT_DEFAULT_URL   \
     ")\n"                                                                                          \
     "  --help                   this text\n"                                                       \
-    "environment: LEASE_URL, LEASE_TOKEN (the bearer token)\n"
+    "environment: LEASE_URL, LEASE_TOKEN (the bearer token), LEASE_CA_FILE (PEM CA\n"        \
+    "  certificates to trust for an https:// URL instead of the system's)\n"
+
+/* The HTTP client of a client command: o's URL and token, and the CA file
+ * of LEASE_CA_FILE (a private CA for https://) when set. NULL when the URL
+ * is not http(s) or memory runs out. */
+lease_client_t *ctl_client_new(const ctl_options_t *o);
 
 #endif

@@ -456,7 +456,7 @@ int ctl_run_main(int argc, char **argv)
     } else if (first >= 0) {
         /* before the client opens anything: these the command inherits */
         int *inherited = open_fds();
-        lease_client_t *client = lease_client_new(o.url, o.token);
+        lease_client_t *client = ctl_client_new(&o);
         if (client)
             status =
                 hold_and_run(&o, client, argv + first, grace_ms, &handled, &original, inherited);

@@ -13,6 +13,7 @@
 #include "server/metrics.h"
 #include "server/service.h"
 #include "server/sweeper.h"
+#include "server/watch.h"
 
 struct leased_app {
     const leased_config_t *config;
@@ -22,8 +23,10 @@ struct leased_app {
     leased_metrics_t *metrics;
     leased_audit_queue_t *audit;
     leased_sweeper_t *sweeper;
+    leased_watch_t *watch;
     leased_codec_limits_t limits;
-    int draining; /* atomic: set on SIGTERM, /readyz answers 503 from then on */
+    struct leased_http *http; /* set once listening; for metrics */
+    int draining;             /* atomic: set on SIGTERM, /readyz answers 503 from then on */
 };
 
 #endif

@@ -23,9 +23,10 @@ typedef struct leased_audit_queue leased_audit_queue_t;
 
 typedef struct leased_audit_stats {
     size_t depth;
-    uint64_t written;  /* accepted by the store */
-    uint64_t dropped;  /* queue full */
-    uint64_t fallback; /* logged because the store failed */
+    uint64_t written;    /* accepted by the store */
+    uint64_t dropped;    /* queue full */
+    uint64_t fallback;   /* logged because the store failed */
+    uint64_t aggregated; /* refusals counted into aggregated events */
 } leased_audit_stats_t;
 
 /* store is borrowed. capacity >= 1, batch >= 1. NULL when out of memory. */
@@ -35,6 +36,14 @@ LEASE_MUST_USE bool leased_audit_queue_start(leased_audit_queue_t *q);
 /* Copies ev into the queue (never blocks on the database). event_type,
  * decision and backend_health must be static strings. */
 void leased_audit_queue_push(leased_audit_queue_t *q, const lease_audit_event_t *ev);
+/* The aggregation window of leased_audit_queue_count (LEASE_AUTH_AUDIT_WINDOW_MS);
+ * call before start. */
+void leased_audit_queue_set_window(leased_audit_queue_t *q, int64_t window_ms);
+/* Counts one refusal before authentication: events of the same source
+ * (ev->source_address), event_type and code within one window become one
+ * event, the window's first with event_count = how many; it is queued when
+ * the window ends (or at stop). Never blocks on the database. */
+void leased_audit_queue_count(leased_audit_queue_t *q, const lease_audit_event_t *ev);
 /* Writes what is queued (at most flush_ms more), then stops the thread.
  * Events still queued after that go to the log fallback. */
 void leased_audit_queue_stop(leased_audit_queue_t *q, int64_t flush_ms);

@@ -12,6 +12,9 @@
  * TTL after it was fetched, so a revocation in the database is seen by every
  * instance within that TTL; an unknown id is remembered for a shorter time so
  * a flood of one bad token costs one lookup per interval, not one per request.
+ * Unknown ids never push a fresh known credential out of its set, and the
+ * caller may refuse a lookup before it is made (lease_auth_gate_t: leased
+ * bounds the lookups of a source whose authentications keep failing).
  * Only one thread looks an id up at a time; the others wait for its answer
  * (bounded by their own deadline) instead of stampeding the database.
  * Expiry is checked on every use against the stored expires_at, so a cached
@@ -65,6 +68,7 @@ struct lease_auth {
     uint64_t hash_seed;
     pthread_mutex_t mu;
     pthread_cond_t changed; /* a slot left LOADING (CLOCK_MONOTONIC) */
+    uint64_t forgets;       /* bumped by forget: a slot-less load started before is not kept */
     auth_slot_t slots[AUTH_SETS * AUTH_WAYS];
 };
 
@@ -168,6 +172,13 @@ static void fill_timeout(const lease_deadline_t *deadline, struct timespec *ts)
     ts->tv_nsec = (long)(deadline->mono_ns % 1000000000);
 }
 
+/* Whether a ready slot may give way to another id: it holds an unknown
+ * id, or its answer is stale. */
+static bool evictable(const lease_auth_t *auth, const auth_slot_t *s, int64_t now)
+{
+    return !s->found || now - s->fetched_ns >= auth->ttl_ns;
+}
+
 /* Maps the store's answer for one lookup: a success code or a definite "no
  * such credential" is an answer; anything else means no answer was had. */
 static bool lookup_answered(lease_code_t code, lease_code_t *failure)
@@ -195,7 +206,8 @@ static bool lookup_answered(lease_code_t code, lease_code_t *failure)
  * could be had.
  */
 static bool credential_get(lease_auth_t *auth, const char *id, const lease_deadline_t *deadline,
-                           lease_credential_t *out, bool *found, lease_code_t *code)
+                           lease_auth_gate_t *gate, lease_credential_t *out, bool *found,
+                           lease_code_t *code)
 {
     auth_slot_t *set = set_of(auth, id);
     /* Without a deadline from the caller, a bounded one of our own: neither
@@ -221,7 +233,11 @@ static bool credential_get(lease_auth_t *auth, const char *id, const lease_deadl
             if (s->state == SLOT_EMPTY) {
                 if (!empty)
                     empty = s;
-            } else if (s->state == SLOT_READY && (!oldest || s->fetched_ns < oldest->fetched_ns)) {
+            } else if (s->state == SLOT_READY && evictable(auth, s, now) &&
+                       (!oldest || s->fetched_ns < oldest->fetched_ns)) {
+                /* A fresh known credential is never evicted: a flood of
+                 * unknown ids must not push the callers that work out of
+                 * the cache (and onto the database). */
                 oldest = s;
             }
         }
@@ -246,10 +262,18 @@ static bool credential_get(lease_auth_t *auth, const char *id, const lease_deadl
             continue;
         }
 
-        /* We look it up. Claim a slot (stale own, empty, or oldest ready);
-         * when every way is mid-load, look up without caching. */
+        /* Before the store is asked: the caller's budget of lookups (its
+         * source's failed authentications) may refuse it. */
+        if (gate && gate->allow_lookup && !gate->allow_lookup(gate->cls, &gate->retry_after_ms)) {
+            pthread_mutex_unlock(&auth->mu);
+            *code = LEASE_RATE_LIMITED;
+            return false;
+        }
+        /* We look it up. Claim a slot (stale own, empty, or the oldest
+         * unknown or stale one); when there is none, look up without
+         * caching. */
         auth_slot_t *slot = mine ? mine : empty ? empty : oldest;
-        uint64_t seq = 0;
+        uint64_t seq = 0, forgets = auth->forgets;
         if (slot) {
             slot->state = SLOT_LOADING;
             memcpy(slot->credential_id, id, LEASE_CREDENTIAL_ID_LEN + 1);
@@ -283,6 +307,31 @@ static bool credential_get(lease_auth_t *auth, const char *id, const lease_deadl
                     memset(&slot->cred, 0, sizeof slot->cred);
             } else {
                 slot->state = SLOT_EMPTY;
+            }
+        } else if (!slot && answered && got && forgets == auth->forgets) {
+            /* Looked up without a slot (every way held a fresh known
+             * credential): a known one may take the least recently fetched
+             * ready way; an unknown one never does. */
+            auth_slot_t *victim = NULL;
+            bool present = false;
+            for (int w = 0; w < AUTH_WAYS && !present; w++) {
+                auth_slot_t *s = &set[w];
+                if (s->state != SLOT_EMPTY && strcmp(s->credential_id, id) == 0)
+                    present = true; /* another thread cached it meanwhile */
+                else if (s->state == SLOT_EMPTY)
+                    victim = s;
+                else if (s->state == SLOT_READY &&
+                         (!victim ||
+                          (victim->state == SLOT_READY && s->fetched_ns < victim->fetched_ns)))
+                    victim = s;
+            }
+            if (!present && victim) {
+                victim->state = SLOT_READY;
+                memcpy(victim->credential_id, id, LEASE_CREDENTIAL_ID_LEN + 1);
+                victim->seq++;
+                victim->found = true;
+                victim->fetched_ns = now;
+                victim->cred = cred;
             }
         }
         pthread_cond_broadcast(&auth->changed);
@@ -344,6 +393,20 @@ bool lease_auth_authenticate(lease_auth_t *auth, const char *authorization,
                              const lease_deadline_t *deadline, lease_caller_t *out,
                              lease_code_t *code)
 {
+    return lease_auth_authenticate_gated(auth, authorization, deadline, NULL, out, code);
+}
+
+bool lease_auth_parse_bearer(const char *authorization, char id[LEASE_CREDENTIAL_ID_LEN + 1],
+                             unsigned char secret[LEASE_SECRET_BYTES])
+{
+    const char *token = bearer_token(authorization);
+    return token && lease_token_parse(token, id, secret);
+}
+
+bool lease_auth_authenticate_gated(lease_auth_t *auth, const char *authorization,
+                                   const lease_deadline_t *deadline, lease_auth_gate_t *gate,
+                                   lease_caller_t *out, lease_code_t *code)
+{
     char id[LEASE_CREDENTIAL_ID_LEN + 1];
     unsigned char secret[LEASE_SECRET_BYTES];
     unsigned char presented[32];
@@ -353,8 +416,7 @@ bool lease_auth_authenticate(lease_auth_t *auth, const char *authorization,
 
     memset(&cred, 0, sizeof cred);
     memset(out, 0, sizeof *out);
-    const char *token = bearer_token(authorization);
-    if (!token || !lease_token_parse(token, id, secret))
+    if (!lease_auth_parse_bearer(authorization, id, secret))
         goto cleanup;
     lease_token_digest(secret, auth->pepper, presented);
     OPENSSL_cleanse(secret, sizeof secret);
@@ -362,7 +424,7 @@ bool lease_auth_authenticate(lease_auth_t *auth, const char *authorization,
     if (digest_is_zero(presented))
         goto cleanup;
 
-    if (!credential_get(auth, id, deadline, &cred, &found, &failure))
+    if (!credential_get(auth, id, deadline, gate, &cred, &found, &failure))
         goto cleanup;
     failure = INVALID_CREDENTIAL;
     if (!found || !lease_token_digest_equal(presented, cred.secret_digest))
@@ -454,6 +516,7 @@ void lease_auth_forget(lease_auth_t *auth, const char *credential_id)
         return;
     auth_slot_t *set = set_of(auth, credential_id);
     pthread_mutex_lock(&auth->mu);
+    auth->forgets++;
     for (int w = 0; w < AUTH_WAYS; w++) {
         auth_slot_t *s = &set[w];
         if (s->state == SLOT_EMPTY || strcmp(s->credential_id, credential_id) != 0)

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #include "lease/store.h"
+#include "lease/token.h"
 
 /* The authenticated caller of one request. */
 typedef struct lease_caller {
@@ -43,6 +44,29 @@ void lease_auth_free(lease_auth_t *auth);
 LEASE_MUST_USE bool lease_auth_authenticate(lease_auth_t *auth, const char *authorization,
                                             const lease_deadline_t *deadline, lease_caller_t *out,
                                             lease_code_t *code);
+
+/* A budget of credential lookups: allow_lookup is asked (with the cache's
+ * mutex held: it must be quick and must not call back) before a credential
+ * the cache cannot answer is looked up in the store; false refuses the
+ * lookup, with a retry hint in retry_after_ms. */
+typedef struct lease_auth_gate {
+    bool (*allow_lookup)(void *cls, int64_t *retry_after_ms);
+    void *cls;
+    int64_t retry_after_ms; /* set when a lookup was refused */
+} lease_auth_gate_t;
+
+/* lease_auth_authenticate with a lookup budget (gate may be NULL): a
+ * refused lookup fails with *code LEASE_RATE_LIMITED. */
+LEASE_MUST_USE bool lease_auth_authenticate_gated(lease_auth_t *auth, const char *authorization,
+                                                  const lease_deadline_t *deadline,
+                                                  lease_auth_gate_t *gate, lease_caller_t *out,
+                                                  lease_code_t *code);
+
+/* Parses "Bearer lsk_..." (scheme case-insensitive, one or more spaces)
+ * into the credential id and the secret's bytes (wipe them after use). */
+LEASE_MUST_USE bool lease_auth_parse_bearer(const char *authorization,
+                                            char id[LEASE_CREDENTIAL_ID_LEN + 1],
+                                            unsigned char secret[LEASE_SECRET_BYTES]);
 
 /* Whether the caller holds every capability bit in caps. */
 bool lease_auth_has(const lease_caller_t *caller, unsigned caps);

@@ -26,6 +26,7 @@ typedef enum setting_type {
     SETTING_RATE,   /* "<n>/s" */
     SETTING_LEVEL,  /* debug|info|warn|error */
     SETTING_FORMAT, /* json|text */
+    SETTING_BOOL,   /* true|false */
 } setting_type_t;
 
 /* Defaults that depend on the machine. */
@@ -67,10 +68,17 @@ static const setting_t settings[] = {
     {"HTTP worker threads", "LEASE_HTTP_THREADS", "--http-threads", SETTING_INT, NULL, DYN_WAITERS,
      1, 1024, AT(http_threads), "threads that run requests (they wait on the database)"},
     {"connection limit", "LEASE_MAX_CONNECTIONS", "--max-connections", SETTING_INT, "1024",
-     DYN_NONE, 1, 65536, AT(max_connections), "open client connections accepted at once"},
+     DYN_NONE, 1, 65536, AT(max_connections),
+     "open client connections at once; more are answered 503 and closed"},
+    {"connections per source", "LEASE_MAX_CONNECTIONS_PER_SOURCE", "--max-connections-per-source",
+     SETTING_INT, "256", DYN_NONE, 1, 65536, AT(max_connections_per_source),
+     "open connections from one client address; more are answered 429 and closed"},
+    {"receive timeout", "LEASE_RECEIVE_TIMEOUT_MS", "--receive-timeout-ms", SETTING_INT, "10000",
+     DYN_NONE, 100, 600000, AT(receive_timeout_ms),
+     "a request's head and body must arrive within this of its first byte, ms"},
     {"idle timeout", "LEASE_IDLE_TIMEOUT_MS", "--idle-timeout-ms", SETTING_INT, "60000", DYN_NONE,
      1000, 3600000, AT(idle_timeout_ms),
-     "close a client connection idle this long, ms (whole seconds)"},
+     "close a connection idle between requests (or not reading a reply) this long, ms"},
     {"default deadline", "LEASE_DEFAULT_DEADLINE_MS", "--default-deadline-ms", SETTING_INT, "5000",
      DYN_NONE, 1, MS_MAX, AT(default_deadline_ms), "deadline of a request that names none, ms"},
     {"maximum deadline", "LEASE_MAX_DEADLINE_MS", "--max-deadline-ms", SETTING_INT, "30000",
@@ -81,6 +89,28 @@ static const setting_t settings[] = {
      AT(rate_limit_per_s), "requests per second per credential, burst the same"},
     {"in-flight limit", "LEASE_MAX_INFLIGHT", "--max-inflight", SETTING_INT, "256", DYN_NONE, 1,
      100000, AT(max_inflight), "requests being served at once; more answer 429"},
+    {"in-flight per credential", "LEASE_MAX_INFLIGHT_PER_CREDENTIAL",
+     "--max-inflight-per-credential", SETTING_INT, "64", DYN_NONE, 1, 100000,
+     AT(max_inflight_per_credential), "requests of one credential being served at once"},
+    {"in-flight per tenant", "LEASE_MAX_INFLIGHT_PER_TENANT", "--max-inflight-per-tenant",
+     SETTING_INT, "128", DYN_NONE, 1, 100000, AT(max_inflight_per_tenant),
+     "requests of one tenant's credentials being served at once"},
+    {"waiting per credential", "LEASE_MAX_WAITING_PER_CREDENTIAL", "--max-waiting-per-credential",
+     SETTING_INT, "16", DYN_NONE, 0, 100000, AT(max_waiting_per_credential),
+     "acquires of one credential waiting (wait_ms) at once"},
+    {"waiting per tenant", "LEASE_MAX_WAITING_PER_TENANT", "--max-waiting-per-tenant", SETTING_INT,
+     "32", DYN_NONE, 0, 100000, AT(max_waiting_per_tenant),
+     "acquires of one tenant waiting (wait_ms) at once"},
+    {"source rate limit", "LEASE_SOURCE_RATE_LIMIT", "--source-rate-limit", SETTING_RATE, "1000/s",
+     DYN_NONE, 1, 1000000, AT(source_rate_limit_per_s),
+     "requests per second from one client address before authentication, burst the same"},
+    {"authentication failure limit", "LEASE_AUTH_FAILURE_LIMIT", "--auth-failure-limit",
+     SETTING_RATE, "10/s", DYN_NONE, 1, 1000000, AT(auth_failure_limit_per_s),
+     "failed authentications per second from one client address before its unknown "
+     "credentials are refused without a lookup, burst the same"},
+    {"authentication audit window", "LEASE_AUTH_AUDIT_WINDOW_MS", "--auth-audit-window-ms",
+     SETTING_INT, "10000", DYN_NONE, 100, 3600000, AT(auth_audit_window_ms),
+     "authentication failures of one source are audited as one event per window, ms"},
     {"log level", "LEASE_LOG_LEVEL", "--log-level", SETTING_LEVEL, "info", DYN_NONE, 0, 0,
      AT(log_level), "debug, info, warn or error"},
     {"log format", "LEASE_LOG_FORMAT", "--log-format", SETTING_FORMAT, "json", DYN_NONE, 0, 0,
@@ -109,6 +139,19 @@ static const setting_t settings[] = {
     {"shutdown grace", "LEASE_SHUTDOWN_GRACE_MS", "--shutdown-grace-ms", SETTING_INT, "20000",
      DYN_NONE, 0, 600000, AT(shutdown_grace_ms),
      "on SIGTERM: bound on waiting for requests in flight, ms"},
+    {"watch database url", "LEASE_WATCH_DATABASE_URL", "--watch-database-url", SETTING_SECRET, "",
+     DYN_NONE, 0, 0, AT(watch_database_url),
+     "the one session that LISTENs for ended leases; a direct connection, not PgBouncer in "
+     "transaction mode (default: the database url)"},
+    {"watch listen", "LEASE_WATCH_LISTEN", "--watch-listen", SETTING_BOOL, "true", DYN_NONE, 0, 0,
+     AT(watch_listen), "true: LISTEN for ended leases; false: poll only"},
+    {"watch poll interval", "LEASE_WATCH_POLL_MS", "--watch-poll-ms", SETTING_INT, "1000", DYN_NONE,
+     50, 60000, AT(watch_poll_ms),
+     "period of the batched check of every watched lease while watches wait, ms"},
+    {"watch maximum wait", "LEASE_WATCH_MAX_WAIT_MS", "--watch-max-wait-ms", SETTING_INT, "60000",
+     DYN_NONE, 0, 3600000, AT(watch_max_wait_ms), "cap on a watch's wait_ms, ms"},
+    {"watch limit", "LEASE_MAX_WATCHES", "--max-watches", SETTING_INT, "1000", DYN_NONE, 1, 100000,
+     AT(max_watches), "watches waiting at once; more answer 429"},
 };
 
 #define N_SETTINGS (sizeof settings / sizeof settings[0])
@@ -262,6 +305,14 @@ static bool apply(const setting_t *s, const char *origin, const char *value, lea
                      value);
             return false;
         }
+        return true;
+    case SETTING_BOOL:
+        if (strcmp(value, "true") != 0 && strcmp(value, "false") != 0) {
+            snprintf(err, errsz, "%s (%s): '%.40s' is not one of true, false", s->name, origin,
+                     value);
+            return false;
+        }
+        *(bool *)field = strcmp(value, "true") == 0;
         return true;
     }
     return false;

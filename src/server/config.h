@@ -28,12 +28,21 @@ typedef struct leased_config {
     int64_t db_connect_timeout_ms;
     int64_t http_threads;
     int64_t max_connections;
+    int64_t max_connections_per_source; /* per client address, per instance */
+    int64_t receive_timeout_ms;         /* first byte .. last byte of a request */
     int64_t idle_timeout_ms;
     int64_t default_deadline_ms;
     int64_t max_deadline_ms;
     int64_t max_wait_ms;
     int64_t rate_limit_per_s; /* tokens per second and burst, per credential */
     int64_t max_inflight;
+    int64_t max_inflight_per_credential;
+    int64_t max_inflight_per_tenant;
+    int64_t max_waiting_per_credential; /* acquires with wait_ms in flight */
+    int64_t max_waiting_per_tenant;
+    int64_t source_rate_limit_per_s;  /* per client address, before authentication */
+    int64_t auth_failure_limit_per_s; /* failed authentications per client address */
+    int64_t auth_audit_window_ms;
     lease_log_level_t log_level;
     lease_log_format_t log_format;
     char *token_pepper; /* secret: never logged; "" when unset */
@@ -45,6 +54,11 @@ typedef struct leased_config {
     int64_t audit_batch;
     int64_t drain_delay_ms;
     int64_t shutdown_grace_ms;
+    char *watch_database_url; /* secret-bearing; "" = database_url */
+    bool watch_listen;
+    int64_t watch_poll_ms;
+    int64_t watch_max_wait_ms;
+    int64_t max_watches;
 } leased_config_t;
 
 typedef enum leased_config_status {

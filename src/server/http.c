@@ -6,11 +6,19 @@
  * request state is made, the route matched, an oversize Content-Length
  * answered at once), once per body chunk (appended, or discarded after
  * 64 KiB and answered 400 at the end), and once at the end. At the end a
- * health route is answered inline; a lease route passes the global
- * in-flight bound, the connection is suspended and the request queued to
- * a worker. The worker runs the route (blocking on the database), marks
+ * health route is answered inline; for a lease route the connection is
+ * suspended and the request queued to a worker (admission happens there,
+ * once the caller is known). The worker runs the route (blocking on the database), marks
  * the request done and resumes the connection; the next call of the
  * handler queues the reply. Every reply gets X-Correlation-Id.
+ *
+ * A watch (GET /v1/leases/{lease_id}/watch) that finds its lease active
+ * asks to be parked: the worker hands the request to the watch hub with the
+ * connection still suspended (routes.c has given its admission shares back
+ * already); when the hub wakes it, a worker runs the route's next step
+ * (which answers or parks again). A parked request counts as suspended, so
+ * shutdown waits for it; draining releases every parked watch first
+ * (leased_main.c).
  */
 #include "server/http.h"
 
@@ -30,24 +38,27 @@
 #include <unistd.h>
 
 #include "lease/clock.h"
-#include "server/app.h"
 #include "lease/log.h"
+#include "server/app.h"
+#include "server/http_gate.h"
 #include "server/routes.h"
 #include "server/work_queue.h"
 
 /* A client that keeps sending after its body passed the cap is cut off
  * once this much more has been read (the 400 cannot be sent mid-upload). */
 #define DISCARD_MAX (1024 * 1024)
-/* Per-connection memory of libmicrohttpd (headers and I/O buffers); bodies
- * are kept by us, bounded by LEASED_BODY_MAX. */
-#define CONNECTION_MEMORY (32 * 1024)
+/* Per-connection memory of libmicrohttpd (headers and I/O buffers): room
+ * for the largest head the gate passes on (LEASED_HTTP_HEAD_MAX) and its
+ * parsed form; bodies are kept by us, bounded by LEASED_BODY_MAX. */
+#define CONNECTION_MEMORY (64 * 1024)
+/* On stop: how long the gate may take to deliver replies already made. */
+#define GATE_DRAIN_MS 2000
 
 struct leased_http {
     leased_app_t *app;
     struct MHD_Daemon *daemon;
+    leased_gate_t *gate; /* the listener and every client socket (http_gate.h) */
     leased_work_queue_t *workers;
-    int port;
-    MHD_socket listen_fd; /* after quiesce: closed once the daemon stopped */
     int64_t active;       /* atomic: requests between headers and reply sent */
     int64_t suspended;    /* requests on workers (changed under idle_mutex) */
     bool stopping;        /* under idle_mutex: no request is suspended any more */
@@ -72,6 +83,7 @@ typedef struct request {
     size_t discarded;
     bool too_large;
     char *authorization;
+    char query_wait_ms[24];
     int state; /* request_state_t, atomic between worker and event thread */
 } request_t;
 
@@ -138,6 +150,24 @@ static void idle_signal(leased_http_t *h)
     pthread_mutex_unlock(&h->idle_mutex);
 }
 
+/* Query arguments: only a watch reads one (wait_ms); any other argument,
+ * or wait_ms twice or too long, marks the query invalid for it. Other routes
+ * ignore the query string. */
+static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const char *key,
+                                     const char *value)
+{
+    (void)kind;
+    request_t *rq = cls;
+    if (strcmp(key, "wait_ms") != 0 || rq->ex.query_wait_ms || !value ||
+        strlen(value) >= sizeof rq->query_wait_ms) {
+        rq->ex.query_invalid = true;
+        return MHD_YES;
+    }
+    snprintf(rq->query_wait_ms, sizeof rq->query_wait_ms, "%s", value);
+    rq->ex.query_wait_ms = rq->query_wait_ms;
+    return MHD_YES;
+}
+
 static request_t *request_new(leased_http_t *h, struct MHD_Connection *conn, const char *url,
                               const char *method)
 {
@@ -157,6 +187,14 @@ static request_t *request_new(leased_http_t *h, struct MHD_Connection *conn, con
         return NULL;
     }
     rq->ex.authorization = rq->authorization;
+    MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, collect_query, rq);
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    leased_gate_source_text(ci ? ci->client_addr : NULL,
+                            ci && ci->client_addr && ci->client_addr->sa_family == AF_INET6
+                                ? (socklen_t)sizeof(struct sockaddr_in6)
+                                : (socklen_t)sizeof(struct sockaddr_in),
+                            rq->ex.source);
     (void)leased_http_parse_traceparent(
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "traceparent"), rq->ex.trace_id);
     __atomic_add_fetch(&h->active, 1, __ATOMIC_ACQ_REL);
@@ -286,17 +324,35 @@ static void run_job(void *arg)
     after_route(rq);
 }
 
+/* The watch hub woke a parked request: its next step runs on a worker. */
+static void watch_woken(void *arg)
+{
+    request_t *rq = arg;
+    /* accepted even while stopping; out of memory: run it right here */
+    if (!leased_work_queue_push_after(rq->http->workers, continue_job, rq, 0))
+        continue_job(rq);
+}
+
 static void after_route(request_t *rq)
 {
     leased_http_t *h = rq->http;
-    while (rq->ex.again_after_ms > 0) {
+    while (rq->ex.again_after_ms > 0 || rq->ex.park_requested) {
+        if (rq->ex.park_requested) {
+            rq->ex.park_requested = false;
+            leased_watch_park_result_t pr =
+                leased_watch_park(h->app->watch, rq->ex.park_lease_id, rq->ex.park_seq,
+                                  rq->ex.park_until_ns, watch_woken, rq);
+            if (pr == LEASED_WATCH_PARKED)
+                return; /* rq belongs to the hub now */
+            leased_routes_park_refused(h->app, &rq->ex, pr == LEASED_WATCH_FULL);
+            continue;
+        }
         if (leased_work_queue_push_after(h->workers, continue_job, rq, rq->ex.again_after_ms))
             return;
         /* out of memory for a job: wait here instead */
         lease_sleep_ms(rq->ex.again_after_ms);
         leased_routes_continue(h->app, &rq->ex);
     }
-    leased_admission_leave(h->app->admission);
     __atomic_store_n(&rq->state, RQ_DONE, __ATOMIC_RELEASE);
     /* Resume and count down under the mutex leased_http_stop takes: once
      * resumed, the reply may be sent and the request completed before this
@@ -358,15 +414,9 @@ static enum MHD_Result complete(request_t *rq)
         leased_routes_dispatch(h->app, ex);
         return send_reply(rq);
     }
-    int64_t retry_ms = 0;
-    if (!leased_admission_enter(h->app->admission, &retry_ms)) {
-        leased_op_ctx_t ctx;
-        leased_service_begin(&ctx, ex->route->op, ex->correlation_id, ex->trace_id,
-                             ex->received_mono_ns);
-        leased_service_audit_refusal(h->app->service, &ctx, LEASE_RATE_LIMITED, NULL);
-        leased_routes_reply_error(ex, LEASE_RATE_LIMITED, NULL, retry_ms);
-        return send_reply(rq);
-    }
+    /* Admission (rates, shares, the global in-flight bound) happens on the
+     * worker once the caller is known (routes.c): the requests waiting for
+     * a worker are bounded by the connections, one request each. */
     /* Counting the suspension and checking for stop happen together, so
      * that leased_http_stop either sees this request or it never starts. */
     pthread_mutex_lock(&h->idle_mutex);
@@ -375,14 +425,12 @@ static enum MHD_Result complete(request_t *rq)
         __atomic_add_fetch(&h->suspended, 1, __ATOMIC_ACQ_REL);
     pthread_mutex_unlock(&h->idle_mutex);
     if (stopping) {
-        leased_admission_leave(h->app->admission);
         leased_routes_reply_error(ex, LEASE_BACKEND_UNAVAILABLE, NULL, 1000);
         return send_reply(rq);
     }
     __atomic_store_n(&rq->state, RQ_RUNNING, __ATOMIC_RELEASE);
     MHD_suspend_connection(rq->conn);
     if (!leased_work_queue_push(h->workers, run_job, rq)) {
-        leased_admission_leave(h->app->admission);
         leased_routes_reply_error(ex, LEASE_BACKEND_UNAVAILABLE, NULL, 1000);
         __atomic_store_n(&rq->state, RQ_DONE, __ATOMIC_RELEASE);
         pthread_mutex_lock(&h->idle_mutex);
@@ -439,46 +487,31 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     idle_signal(h);
 }
 
-static void on_mhd_log(void *cls, const char *fmt, va_list ap)
+/* fmt is the library's own format string */
+__attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const char *fmt,
+                                                             va_list ap)
 {
     (void)cls;
     if (!LEASE_LOG_ENABLED(LEASE_LOG_WARN))
         return;
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
+    /* The library's ends are Unix socket pairs (the gate holds the TCP
+     * sockets and sets their options): it cannot set TCP options on them,
+     * which it reports once per connection. */
+    if (strncmp(msg, "Setting TCP_", 12) == 0 || strncmp(msg, "Failed to push the data", 23) == 0)
+        return;
     size_t n = strlen(msg);
     while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
         msg[--n] = '\0';
     LOG_WARN("libmicrohttpd: %s", msg);
 }
 
-/*
- * Why the daemon could not listen on addr, for the operator: libmicrohttpd
- * does not say, so one bind of our own (with SO_REUSEADDR, as libmicrohttpd
- * binds) finds the system's reason. The message names the address and the
- * setting that changes it.
- */
-static void describe_bind_failure(const char *listen, const struct sockaddr *addr, char *err,
-                                  size_t errsz)
+/* The gate hands an admitted connection (its socket pair end) over. */
+static bool handoff(void *cls, int fd, const struct sockaddr *addr, socklen_t addrlen)
 {
-    const char *why = "cannot bind";
-    char buf[128];
-    int fd = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd >= 0) {
-        int one = 1;
-        (void)setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-        socklen_t len =
-            addr->sa_family == AF_INET6 ? sizeof(struct sockaddr_in6) : sizeof(struct sockaddr_in);
-        if (bind(fd, addr, len) != 0)
-            why = strerror_r(errno, buf, sizeof buf); /* GNU: returns the text */
-        else
-            why = "libmicrohttpd could not start its listener there";
-        close(fd);
-    }
-    snprintf(err, errsz,
-             "cannot listen on %s: %s; set LEASE_LISTEN=HOST:PORT (or --listen HOST:PORT) to "
-             "another address",
-             listen, why);
+    leased_http_t *h = cls;
+    return MHD_add_connection(h->daemon, fd, addr, addrlen) == MHD_YES;
 }
 
 leased_http_t *leased_http_start(leased_app_t *app, char *err, size_t errsz)
@@ -490,7 +523,6 @@ leased_http_t *leased_http_start(leased_app_t *app, char *err, size_t errsz)
         return NULL;
     }
     h->app = app;
-    h->listen_fd = MHD_INVALID_SOCKET;
     pthread_mutex_init(&h->idle_mutex, NULL);
     pthread_cond_init(&h->idle_cond, NULL);
     h->workers = leased_work_queue_new((size_t)cfg->http_threads);
@@ -498,44 +530,47 @@ leased_http_t *leased_http_start(leased_app_t *app, char *err, size_t errsz)
         snprintf(err, errsz, "cannot start %lld worker threads", (long long)cfg->http_threads);
         goto fail;
     }
-    struct sockaddr_storage ss;
-    memset(&ss, 0, sizeof ss);
-    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG;
-    if (strchr(cfg->listen_host, ':')) {
-        struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
-        a6->sin6_family = AF_INET6;
-        a6->sin6_port = htons((uint16_t)cfg->listen_port);
-        if (inet_pton(AF_INET6, cfg->listen_host, &a6->sin6_addr) != 1)
-            goto bad_address;
-        flags |= MHD_USE_IPv6;
-    } else {
-        struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
-        a4->sin_family = AF_INET;
-        a4->sin_port = htons((uint16_t)cfg->listen_port);
-        if (inet_pton(AF_INET, cfg->listen_host, &a4->sin_addr) != 1)
-            goto bad_address;
-    }
-    unsigned timeout_s = (unsigned)((cfg->idle_timeout_ms + 999) / 1000);
+    /* The library listens on nothing: the gate accepts, frames and times
+     * out connections and passes admitted ones over (http_gate.h). Its own
+     * idle timeout is off for the same reason; the gate closes idle
+     * connections, which the library then sees as closed. */
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+                     MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
     /* the logger option comes first so that even option errors reach it */
     /* The port goes in twice: MHD binds the address of MHD_OPTION_SOCK_ADDR,
      * and names the port argument in its own messages. */
     h->daemon = MHD_start_daemon(
-        flags, (uint16_t)cfg->listen_port, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER,
-        on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss, MHD_OPTION_CONNECTION_LIMIT,
-        (unsigned)cfg->max_connections, MHD_OPTION_CONNECTION_TIMEOUT, timeout_s,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, h, MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1,
-        MHD_OPTION_END);
+        flags, 0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+        /* the gate enforces LEASE_MAX_CONNECTIONS; the library's own limit
+         * only has to cover ends it has not finished closing */
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections * 2 + 64,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)0, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
+        MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1, MHD_OPTION_END);
     if (!h->daemon) {
-        describe_bind_failure(cfg->listen, (const struct sockaddr *)&ss, err, errsz);
+        snprintf(err, errsz, "cannot start the HTTP library");
         goto fail;
     }
-    const union MHD_DaemonInfo *info = MHD_get_daemon_info(h->daemon, MHD_DAEMON_INFO_BIND_PORT);
-    h->port = info ? info->port : cfg->listen_port;
+    leased_gate_config_t gc = {
+        .host = cfg->listen_host,
+        .port = cfg->listen_port,
+        .max_connections = cfg->max_connections,
+        /* a per-source cap above the global one is the global one */
+        .max_per_source = cfg->max_connections_per_source < cfg->max_connections
+                              ? cfg->max_connections_per_source
+                              : cfg->max_connections,
+        .receive_timeout_ms = cfg->receive_timeout_ms,
+        .idle_timeout_ms = cfg->idle_timeout_ms,
+        .body_max = LEASED_BODY_MAX,
+        .discard_max = DISCARD_MAX,
+    };
+    h->gate = leased_gate_start(&gc, handoff, h, err, errsz);
+    if (!h->gate)
+        goto fail;
     return h;
-bad_address:
-    snprintf(err, errsz, "listen address %s is not numeric", cfg->listen);
 fail:
+    if (h->daemon)
+        MHD_stop_daemon(h->daemon);
     leased_work_queue_free(h->workers);
     pthread_cond_destroy(&h->idle_cond);
     pthread_mutex_destroy(&h->idle_mutex);
@@ -545,13 +580,17 @@ fail:
 
 int leased_http_port(const leased_http_t *h)
 {
-    return h->port;
+    return leased_gate_port(h->gate);
 }
 
 void leased_http_quiesce(leased_http_t *h)
 {
-    if (h->listen_fd == MHD_INVALID_SOCKET)
-        h->listen_fd = MHD_quiesce_daemon(h->daemon);
+    leased_gate_quiesce(h->gate);
+}
+
+void leased_http_gate_stats(const leased_http_t *h, leased_gate_stats_t *out)
+{
+    leased_gate_stats(h ? h->gate : NULL, out);
 }
 
 int64_t leased_http_active(const leased_http_t *h)
@@ -606,9 +645,13 @@ bool leased_http_stop(leased_http_t *h, int64_t wait_ms)
     pthread_mutex_unlock(&h->idle_mutex);
     if (busy)
         return false;
+    /* no new connection may be handed to a stopped library: the listener
+     * closes first (a no-op after a drain's quiesce); then the library's
+     * ends close, and the gate delivers what they held and closes the
+     * clients */
+    leased_gate_quiesce(h->gate);
     MHD_stop_daemon(h->daemon);
-    if (h->listen_fd != MHD_INVALID_SOCKET)
-        close(h->listen_fd);
+    leased_gate_stop(h->gate, GATE_DRAIN_MS);
     leased_work_queue_free(h->workers);
     pthread_cond_destroy(&h->idle_cond);
     pthread_mutex_destroy(&h->idle_mutex);

@@ -2,12 +2,15 @@
  * http.h - the libmicrohttpd daemon of leased (threading model: see the
  * "HTTP service" section of docs/architecture.md).
  *
- * One epoll event thread owns every socket: it reads requests, bounds
- * bodies, answers health/metrics inline and suspends the connection of
- * each lease request while a worker of a fixed pool (LEASE_HTTP_THREADS)
- * runs it against the database; the worker resumes the connection and the
- * event thread sends the reply. Idle keep-alive connections therefore cost
- * a socket and a small memory pool, never a thread.
+ * The gate (http_gate.h) owns the listening socket and every client
+ * socket: it admits, frames and times out connections and relays admitted
+ * ones to libmicrohttpd through a socket pair. One epoll event thread of
+ * the library reads requests, bounds bodies, answers health/metrics inline
+ * and suspends the connection of each lease request while a worker of a
+ * fixed pool (LEASE_HTTP_THREADS) runs it against the database; the worker
+ * resumes the connection and the event thread sends the reply. Idle
+ * keep-alive connections therefore cost three descriptors and small
+ * buffers, never a thread.
  */
 #ifndef LEASED_HTTP_H
 #define LEASED_HTTP_H
@@ -17,6 +20,7 @@
 #include <stdint.h>
 
 #include "lease/result.h"
+#include "server/http_gate.h"
 
 typedef struct leased_app leased_app_t;
 typedef struct leased_http leased_http_t;
@@ -31,6 +35,9 @@ int leased_http_port(const leased_http_t *h);
 /* Stops accepting new connections (existing ones may finish their
  * requests; their replies say Connection: close). */
 void leased_http_quiesce(leased_http_t *h);
+
+/* Counters of the front door (connections refused, timed out, ...). */
+void leased_http_gate_stats(const leased_http_t *h, leased_gate_stats_t *out);
 
 /* Requests received and not yet answered (headers seen, reply not sent). */
 int64_t leased_http_active(const leased_http_t *h);

@@ -17,6 +17,7 @@
 
 #include "lease/clock.h"
 #include "lease/identity.h"
+#include "lease/json_text.h"
 
 /* Field presence rules, one table per operation. */
 typedef enum presence {
@@ -136,6 +137,8 @@ static bool fail(decoder_t *d, const char *prefix, const char *name, const char 
     memcpy(d->err->field, prefix, a);
     memcpy(d->err->field + a, name, b);
     d->err->field[a + b] = '\0';
+    if (a + b == 0) /* a client's own empty key at the top: the body is wrong */
+        snprintf(d->err->field, sizeof d->err->field, "body");
     d->err->reason = reason;
     return false;
 }
@@ -291,9 +294,10 @@ static bool metadata_key_valid(const char *k)
 }
 
 /* The metadata rules of interface.md: a flat object of at most 16 keys
- * [a-z0-9_]{1,64}, values string (<= 256 bytes), number or boolean, at most
- * 2 KiB compact. Stored with sorted keys so the request digest does not
- * depend on the client's key order. */
+ * [a-z0-9_]{1,64}, values string (<= 256 bytes), number (magnitude at most
+ * 2^53-1, so jsonb gives back exactly the value sent) or boolean, at most
+ * 2 KiB compact (reals in their shortest form). Stored with sorted keys so the request digest does
+ * not depend on the client's key order. */
 static bool decode_metadata(decoder_t *d, json_t *body, char *out, size_t outsz)
 {
     static const char prefix[] = "metadata.";
@@ -314,11 +318,15 @@ static bool decode_metadata(decoder_t *d, json_t *body, char *out, size_t outsz)
         if (json_is_string(v)) {
             if (json_string_length(v) > LEASED_METADATA_STRING_MAX)
                 return fail(d, prefix, key, "string longer than 256 bytes");
-        } else if (!json_is_number(v) && !json_is_boolean(v)) {
+        } else if (json_is_number(v)) {
+            /* a number must come back from jsonb as the value sent */
+            if (!lease_json_number_safe(v))
+                return fail(d, prefix, key, "number magnitude above 2^53-1");
+        } else if (!json_is_boolean(v)) {
             return fail(d, prefix, key, "must be a string, number or boolean");
         }
     }
-    char *text = json_dumps(md, JSON_COMPACT | JSON_SORT_KEYS);
+    char *text = lease_json_dumps(md, JSON_SORT_KEYS);
     if (!text)
         return fail(d, "", "metadata", "cannot be encoded");
     size_t n = strlen(text);
@@ -385,7 +393,8 @@ static bool decode_write(decoder_t *d, json_t *item, size_t i, leased_request_t 
     json_t *content = json_object_get(item, json_name);
     if (!json_is_object(content))
         return fail(d, prefix, json_name, "must be an object");
-    req->write_json[i] = json_dumps(content, JSON_COMPACT | JSON_SORT_KEYS);
+    /* shortest reals: jsonb stores the decimal text it is given */
+    req->write_json[i] = lease_json_dumps(content, JSON_SORT_KEYS);
     if (!req->write_json[i])
         return fail(d, prefix, json_name, "cannot be encoded");
     w->json = req->write_json[i];
@@ -552,9 +561,10 @@ static void path_at(const char *text, size_t len, size_t pos, char *out, size_t 
     } st[DEPTH];
     int depth = 0; /* frames in use; deeper nesting is tracked but not named */
     int overflow = 0;
+    bool top_closed = false; /* the top value ended: what follows is the body's fault */
     if (pos > len)
         pos = len;
-    for (size_t i = 0; i < pos; i++) {
+    for (size_t i = 0; i < pos && !top_closed; i++) {
         char c = text[i];
         struct frame *top = depth > 0 && !overflow ? &st[depth - 1] : NULL;
         if (c == '{' || c == '[') {
@@ -567,8 +577,8 @@ static void path_at(const char *text, size_t len, size_t pos, char *out, size_t 
         } else if (c == '}' || c == ']') {
             if (overflow)
                 overflow--;
-            else if (depth > 0)
-                depth--;
+            else if (depth > 0 && --depth == 0)
+                top_closed = true;
         } else if (c == ',' && top) {
             if (top->is_array)
                 top->index++;
@@ -591,6 +601,8 @@ static void path_at(const char *text, size_t len, size_t pos, char *out, size_t 
     }
     size_t used = 0;
     out[0] = '\0';
+    if (top_closed)
+        depth = 0;
     for (int f = 0; f < depth && used < outsz; f++) {
         int n;
         if (st[f].is_array)
@@ -614,7 +626,7 @@ bool leased_codec_decode(leased_op_t op, const char *body, size_t len, const cha
     decoder_t d = {err, limits};
     err->field[0] = '\0';
     err->reason = NULL;
-    if (op == LEASED_OP_GET) {
+    if (op == LEASED_OP_GET || op == LEASED_OP_WATCH) {
         if (len > 0)
             return fail(&d, "", "body", "GET takes no body");
         if (!lease_id || !lease_id_valid(lease_id))

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "lease/clock.h"
+#include "lease/json_text.h"
 
 static json_t *time_json(int64_t wall_ms)
 {
@@ -60,10 +61,16 @@ static json_t *lease_json(const lease_record_t *rec, const leased_view_t *view)
         set_id(o, "execution_id", rec->execution_id);
         set_id(o, "job_id", rec->job_id);
         set_id(o, "trace_id", rec->trace_id);
+        /* "null" marks stored metadata the result decoder could not read
+         * (docs/api.md "Numbers"): shown as null, never as an empty object */
         json_error_t jerr;
-        json_t *md = rec->metadata_json[0] ? json_loads(rec->metadata_json, 0, &jerr) : NULL;
-        json_object_set_new(o, "metadata", json_is_object(md) ? md : json_object());
-        if (md && !json_is_object(md))
+        json_t *md =
+            rec->metadata_json[0] ? json_loads(rec->metadata_json, JSON_DECODE_ANY, &jerr) : NULL;
+        if (json_is_null(md))
+            json_object_set_new(o, "metadata", md);
+        else
+            json_object_set_new(o, "metadata", json_is_object(md) ? md : json_object());
+        if (md && !json_is_object(md) && !json_is_null(md))
             json_decref(md);
     }
     if (audit) {
@@ -85,7 +92,8 @@ static char *finish(json_t *root)
 {
     if (!root)
         return NULL;
-    char *text = json_dumps(root, JSON_COMPACT);
+    /* shortest reals: metadata 0.1 is answered as 0.1 */
+    char *text = lease_json_dumps(root, 0);
     json_decref(root);
     return text;
 }

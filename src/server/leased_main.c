@@ -8,7 +8,9 @@
  * Shutdown order: /readyz turns 503 ("draining") first; after
  * LEASE_DRAIN_DELAY_MS the listener closes; requests in flight finish
  * (bounded by LEASE_SHUTDOWN_GRACE_MS; acquire waits are cut short); then
- * the daemon, the sweeper and the audit queue (flushed) stop.
+ * the daemon, the sweeper and the audit queue (flushed) stop. Watches
+ * waiting for their lease to end are answered at once when draining
+ * begins (with the lease as it is), so they never hold the shutdown up.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -18,6 +20,7 @@
 #include <unistd.h>
 
 #include "lease/clock.h"
+#include "lease/listener.h"
 #include "lease/schema.h"
 #include "lease/store_pg.h"
 #include "server/app.h"
@@ -43,6 +46,7 @@ typedef struct parts {
     leased_admission_t *admission;
     leased_metrics_t *metrics;
     leased_sweeper_t *sweeper;
+    leased_watch_t *watch;
     leased_http_t *http;
     const char *route_names[32];
     leased_app_t app;
@@ -70,6 +74,15 @@ static bool build(parts_t *p, char *err, size_t errsz)
     leased_service_config_t sc = {cfg->default_deadline_ms, cfg->max_deadline_ms, cfg->max_wait_ms};
     p->service = p->auth && p->audit ? leased_service_new(p->store, p->auth, p->audit, &sc) : NULL;
     p->admission = leased_admission_new(cfg->rate_limit_per_s, cfg->max_inflight);
+    if (p->admission) {
+        leased_admission_limits_t lim = {
+            cfg->max_inflight_per_credential, cfg->max_inflight_per_tenant,
+            cfg->max_waiting_per_credential,  cfg->max_waiting_per_tenant,
+            cfg->source_rate_limit_per_s,     cfg->auth_failure_limit_per_s};
+        leased_admission_configure(p->admission, &lim);
+    }
+    if (p->audit)
+        leased_audit_queue_set_window(p->audit, cfg->auth_audit_window_ms);
     size_t n_routes;
     const leased_route_t *routes = leased_routes_table(&n_routes);
     size_t n_names = sizeof p->route_names / sizeof p->route_names[0];
@@ -80,11 +93,24 @@ static bool build(parts_t *p, char *err, size_t errsz)
     leased_sweeper_config_t swc = {cfg->sweep_interval_ms, (int)cfg->sweep_batch,
                                    cfg->health_interval_ms};
     p->sweeper = leased_sweeper_new(p->store, &swc);
-    if (!p->service || !p->admission || !p->metrics || !p->sweeper) {
+    /* the watch hub's one session: LISTEN needs a direct connection, so it
+     * may have a URL of its own when the pool goes through PgBouncer */
+    lease_listener_pg_config_t lc = {
+        *cfg->watch_database_url ? cfg->watch_database_url : cfg->database_url,
+        cfg->db_connect_timeout_ms, "leased-watch", cfg->watch_listen};
+    lease_listener_t *listener = NULL;
+    if (lease_listener_pg_open(&lc, &listener, err, errsz) != 0)
+        return false;
+    leased_watch_config_t wc = {cfg->watch_poll_ms, cfg->max_watches};
+    p->watch = leased_watch_new(listener, &wc);
+    if (!p->watch)
+        lease_listener_close(listener);
+    if (!p->service || !p->admission || !p->metrics || !p->sweeper || !p->watch) {
         snprintf(err, errsz, "out of memory");
         return false;
     }
-    if (!leased_audit_queue_start(p->audit) || !leased_sweeper_start(p->sweeper)) {
+    if (!leased_audit_queue_start(p->audit) || !leased_sweeper_start(p->sweeper) ||
+        !leased_watch_start(p->watch)) {
         snprintf(err, errsz, "cannot start background threads");
         return false;
     }
@@ -95,13 +121,17 @@ static bool build(parts_t *p, char *err, size_t errsz)
                             .metrics = p->metrics,
                             .audit = p->audit,
                             .sweeper = p->sweeper,
+                            .watch = p->watch,
                             .limits = {cfg->max_wait_ms}};
     p->http = leased_http_start(&p->app, err, errsz);
+    p->app.http = p->http;
     return p->http != NULL;
 }
 
 static void teardown(parts_t *p)
 {
+    leased_watch_free(p->watch);
+    p->watch = NULL;
     leased_sweeper_stop(p->sweeper);
     leased_audit_queue_stop(p->audit, AUDIT_FLUSH_MAX_MS);
     leased_sweeper_free(p->sweeper);
@@ -125,6 +155,7 @@ static int drain(parts_t *p, int sig)
     lease_sleep_ms(cfg->drain_delay_ms);
     leased_http_quiesce(p->http);
     leased_service_stop_waiting(p->service);
+    leased_watch_release_all(p->watch);
     int64_t left = cfg->shutdown_grace_ms - (lease_mono_now_ns() - start) / 1000000;
     bool idle = leased_http_wait_idle(p->http, left > 0 ? left : 0);
     if (!idle)
@@ -181,10 +212,21 @@ int main(int argc, char **argv)
         teardown(&p);
         return EXIT_RUNTIME;
     }
-    LOG_INFO("listening on %s%s%s:%d (pool %lld, workers %lld, schema %d)",
+    /* the schema the database has, not the one this build expects: the
+     * line answers "what is this instance talking to" */
+    char schema[64];
+    lease_health_t h;
+    lease_deadline_t probe = lease_deadline_in(p.cfg.db_connect_timeout_ms + 1000);
+    if (lease_store_health(p.store, &probe, &h) == LEASE_INSPECTED)
+        snprintf(schema, sizeof schema, "schema %d%s", h.schema_version,
+                 h.schema_current ? "" : ", not the one this build expects");
+    else
+        snprintf(schema, sizeof schema, "schema unknown: database unreachable");
+    LOG_INFO("listening on %s%s%s:%d (pool %lld, workers %lld, %s; build expects schema %d)",
              strchr(p.cfg.listen_host, ':') ? "[" : "", p.cfg.listen_host,
              strchr(p.cfg.listen_host, ':') ? "]" : "", leased_http_port(p.http),
-             (long long)p.cfg.db_pool_size, (long long)p.cfg.http_threads, LEASE_SCHEMA_VERSION);
+             (long long)p.cfg.db_pool_size, (long long)p.cfg.http_threads, schema,
+             LEASE_SCHEMA_VERSION);
     int sig = wait_for_signal(&set);
     return drain(&p, sig);
 }

@@ -190,6 +190,35 @@ char *leased_metrics_render(const leased_metrics_t *m, const leased_metrics_gaug
             "Requests refused by a credential's token bucket.", g->rejected_rate);
     counter(&t, "leased_admission_inflight_rejected_total",
             "Requests refused by the global in-flight bound.", g->rejected_inflight);
+    counter(&t, "leased_admission_source_rate_limited_total",
+            "Requests refused by a client address's token bucket (before authentication).",
+            g->rejected_source);
+    counter(&t, "leased_admission_lookups_refused_total",
+            "Credential lookups refused: the client address's authentications kept failing.",
+            g->rejected_lookups);
+    counter(&t, "leased_admission_share_rejected_total",
+            "Requests refused by a credential's or tenant's share of requests in flight.",
+            g->rejected_share);
+    gauge(&t, "leased_http_connections_open", "Client connections open.",
+          (double)g->connections_open);
+    counter(&t, "leased_http_connections_refused_capacity_total",
+            "Connections answered 503 and closed: LEASE_MAX_CONNECTIONS were open.",
+            g->connections_refused_capacity);
+    counter(&t, "leased_http_connections_refused_source_total",
+            "Connections answered 429 and closed: their address held "
+            "LEASE_MAX_CONNECTIONS_PER_SOURCE.",
+            g->connections_refused_source);
+    counter(&t, "leased_http_receive_timeouts_total",
+            "Requests answered 408: not received within LEASE_RECEIVE_TIMEOUT_MS.",
+            g->receive_timeouts);
+    counter(&t, "leased_http_framing_refused_total",
+            "Requests refused by the HTTP framing rules (answered 400 and closed).",
+            g->framing_refused);
+    counter(&t, "leased_http_library_replies_replaced_total",
+            "Error replies of the HTTP library replaced by the JSON envelope.", g->library_replies);
+    counter(&t, "leased_audit_refusals_aggregated_total",
+            "Refusals counted into aggregated audit events (one per source and window).",
+            g->audit_aggregated);
     gauge(&t, "leased_db_pool_size", "Database connections configured.",
           (double)g->store.pool_size);
     gauge(&t, "leased_db_pool_in_use", "Database connections lent out.",
@@ -222,6 +251,24 @@ char *leased_metrics_render(const leased_metrics_t *m, const leased_metrics_gaug
     counter(&t, "leased_sweep_expired_total", "Leases the sweeper moved to history as expired.",
             g->sweep_expired);
     counter(&t, "leased_sweep_failures_total", "Sweeps that failed.", g->sweep_failures);
+    gauge(&t, "leased_watches_waiting", "Watch requests parked until their lease ends.",
+          (double)g->watches_parked);
+    gauge(&t, "leased_watch_listening",
+          "1 while the watch session LISTENs for ended leases (0: polling or down).",
+          g->watch_mode == 1 ? 1 : 0);
+    gauge(&t, "leased_watch_session_up", "1 while the watch session exists (listening or polling).",
+          g->watch_mode != 0 ? 1 : 0);
+    counter(&t, "leased_watch_notifications_total", "Ended-lease notifications heard.",
+            g->watch_heard);
+    counter(&t, "leased_watch_polls_total", "Batched checks of the watched leases.",
+            g->watch_polls);
+    counter(&t, "leased_watch_poll_failures_total", "Batched checks that failed.",
+            g->watch_poll_failures);
+    counter(&t, "leased_watch_woken_by_end_total",
+            "Parked watches woken because their lease ended (heard or polled).",
+            g->watch_woken_by_end);
+    counter(&t, "leased_watch_refused_total", "Watches refused: LEASE_MAX_WATCHES were waiting.",
+            g->watch_refused);
     gauge(&t, "leased_ready", "1 when /readyz answers 200.", g->ready ? 1 : 0);
     gauge(&t, "leased_draining", "1 after SIGTERM.", g->draining ? 1 : 0);
     if (g->health_known) {

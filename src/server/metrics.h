@@ -44,9 +44,17 @@ typedef struct leased_metrics_gauges {
     bool draining;
     int64_t inflight;
     uint64_t rejected_rate, rejected_inflight;
+    uint64_t rejected_source, rejected_lookups, rejected_share;
+    int64_t connections_open;
+    uint64_t connections_refused_capacity, connections_refused_source;
+    uint64_t receive_timeouts, framing_refused, library_replies;
+    uint64_t audit_aggregated;
     size_t audit_depth;
     uint64_t audit_written, audit_dropped, audit_fallback;
     uint64_t sweep_runs, sweep_expired, sweep_failures;
+    size_t watches_parked;
+    int watch_mode; /* lease_listener_mode_t: 0 down, 1 listening, 2 polling */
+    uint64_t watch_heard, watch_polls, watch_poll_failures, watch_woken_by_end, watch_refused;
 } leased_metrics_gauges_t;
 
 /* The exposition text; heap string (free()) or NULL when out of memory. */

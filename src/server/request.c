@@ -35,6 +35,7 @@ static size_t call_offset(leased_op_t op)
         return offsetof(leased_request_t, u.admin.call);
     case LEASED_OP_GET:
     case LEASED_OP_INSPECT:
+    case LEASED_OP_WATCH:
         return offsetof(leased_request_t, u.inspect.call);
     case LEASED_OP_LIST:
         return offsetof(leased_request_t, u.list.call);

@@ -24,6 +24,7 @@ typedef enum leased_op {
     LEASED_OP_INSPECT,       /* POST /v1/leases/inspect */
     LEASED_OP_LIST,          /* POST /v1/leases/list */
     LEASED_OP_COMMIT,        /* POST /v1/commits */
+    LEASED_OP_WATCH,         /* GET /v1/leases/{lease_id}/watch */
     LEASED_OP_HEALTHZ,       /* GET /healthz */
     LEASED_OP_READYZ,        /* GET /readyz */
     LEASED_OP_METRICS,       /* GET /metrics */
@@ -50,7 +51,7 @@ typedef struct leased_request {
         lease_acquire_req_t acquire; /* ACQUIRE */
         lease_owner_req_t owner;     /* RENEW, RELEASE */
         lease_admin_req_t admin;     /* FORCE_RELEASE, REVOKE */
-        lease_inspect_req_t inspect; /* GET, INSPECT */
+        lease_inspect_req_t inspect; /* GET, INSPECT, WATCH */
         lease_list_req_t list;       /* LIST */
         lease_commit_req_t commit;   /* COMMIT */
     } u;

@@ -1,10 +1,14 @@
 /*
  * routes.c - the route table, path matching, and the handlers it names.
  *
- * Dispatch order for a route with capabilities: credential (401), the
- * credential's token bucket (429), capability (403), then the handler:
- * body decoding (400), then the service operation. Health, readiness and
- * metrics need no credential and answer from memory on the event thread.
+ * Dispatch order for a route with capabilities: the client address's token
+ * bucket (429), credential (401; 429 when the address's failed
+ * authentications used up its lookups), the credential's token bucket
+ * (429), capability (403), the credential's and tenant's share of requests
+ * in flight (429), the global in-flight bound (429), then the handler: body decoding (400), an acquire that
+ * may wait takes a waiting share (429), then the service operation.
+ * Health, readiness and metrics need no credential and answer from memory
+ * on the event thread.
  */
 #include "server/routes.h"
 
@@ -15,8 +19,10 @@
 
 #include "lease/clock.h"
 #include "server/app.h"
+#include "server/http.h"
 
 static void handle_operation(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx);
+static void handle_watch(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx);
 static void handle_healthz(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx);
 static void handle_readyz(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx);
 static void handle_metrics(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx);
@@ -40,6 +46,9 @@ static const leased_route_t route_table[] = {
     {"POST", "/v1/leases/list", LEASED_OP_LIST, "list", CAP_READ | CAP_LEASE, false,
      handle_operation},
     {"POST", "/v1/commits", LEASED_OP_COMMIT, "commit", CAP_LEASE, false, handle_operation},
+    /* targets:read watches what it may inspect; targets:lease its own leases */
+    {"GET", "/v1/leases/{lease_id}/watch", LEASED_OP_WATCH, "watch", CAP_READ | CAP_LEASE, false,
+     handle_watch},
     {"GET", "/healthz", LEASED_OP_HEALTHZ, "healthz", 0, true, handle_healthz},
     {"GET", "/readyz", LEASED_OP_READYZ, "readyz", 0, true, handle_readyz},
     {"GET", "/metrics", LEASED_OP_METRICS, "metrics", 0, true, handle_metrics},
@@ -196,6 +205,7 @@ static void handle_operation(leased_app_t *app, leased_exchange_t *ex, leased_op
         goto cleanup;
     }
     leased_codec_error_t err;
+    int64_t retry_ms = 0;
     if (!leased_codec_decode(ex->route->op, ex->body, ex->body_len, ex->path_param, &app->limits,
                              req, &err)) {
         LEASE_LOG(LEASE_LOG_DEBUG,
@@ -206,6 +216,16 @@ static void handle_operation(leased_app_t *app, leased_exchange_t *ex, leased_op
         leased_routes_reply_error(ex, INVALID_LEASE_REQUEST, err.field, 0);
         goto cleanup;
     }
+    /* an acquire that may wait holds a waiting share for all its attempts */
+    if (req->op == LEASED_OP_ACQUIRE && req->wait_ms > 0 && ex->claim.inflight) {
+        if (!leased_admission_claim(app->admission, ex->claim.credential_id, ex->claim.tenant_id,
+                                    true, &retry_ms)) {
+            leased_service_audit_refusal(app->service, ctx, LEASE_RATE_LIMITED, req);
+            leased_routes_reply_error(ex, LEASE_RATE_LIMITED, NULL, retry_ms);
+            goto cleanup;
+        }
+        ex->claim.waiting = true;
+    }
     leased_service_run(app->service, ctx, req, out);
     settle(ex, ctx, req, out); /* owns req and out from here */
     return;
@@ -215,11 +235,157 @@ cleanup:
     leased_request_free(req);
 }
 
+/* The final reply is made: the exchange's shares go back. */
+static void release_claims(leased_app_t *app, leased_exchange_t *ex)
+{
+    leased_claim_t *c = &ex->claim;
+    if (c->waiting)
+        leased_admission_unclaim(app->admission, c->credential_id, c->tenant_id, true);
+    if (c->inflight)
+        leased_admission_unclaim(app->admission, c->credential_id, c->tenant_id, false);
+    if (c->global)
+        leased_admission_leave(app->admission);
+    c->waiting = c->inflight = c->global = false;
+}
+
+/* ---- watch ---------------------------------------------------------------
+ *
+ * GET /v1/leases/{lease_id}/watch?wait_ms=N: inspect; while the lease is
+ * active and the wait lasts, park in the watch hub (no worker, no in-flight
+ * slot held) and inspect again when it wakes. The answer is the inspect's:
+ * the terminal lease as soon as it ended, or the active lease when the wait
+ * is over. Every inspect is its own call with its own default deadline.
+ */
+
+#define WATCH_DEFAULT_WAIT_MS 30000
+
+typedef struct watch_op {
+    leased_op_ctx_t ctx;
+    leased_request_t *req;
+    leased_outcome_t out; /* of the last inspect */
+    int64_t until_ns;
+} watch_op_t;
+
+static void watch_op_free(watch_op_t *w)
+{
+    if (!w)
+        return;
+    leased_outcome_clear(&w->out);
+    leased_request_free(w->req);
+    free(w);
+}
+
+/* The wait of the request: wait_ms (0..LEASE_WATCH_MAX_WAIT_MS), else the
+ * smaller of 30 s and that cap. False when the query is not acceptable. */
+static bool watch_wait_ms(const leased_app_t *app, const leased_exchange_t *ex, int64_t *out)
+{
+    int64_t cap = app->config->watch_max_wait_ms;
+    if (ex->query_invalid)
+        return false;
+    if (!ex->query_wait_ms) {
+        *out = cap < WATCH_DEFAULT_WAIT_MS ? cap : WATCH_DEFAULT_WAIT_MS;
+        return true;
+    }
+    const char *v = ex->query_wait_ms;
+    int64_t n = 0;
+    if (!*v || strlen(v) > 10)
+        return false;
+    for (; *v; v++) {
+        if (*v < '0' || *v > '9')
+            return false;
+        n = n * 10 + (*v - '0');
+    }
+    if (n > cap)
+        return false;
+    *out = n;
+    return true;
+}
+
+/* Inspects once more; then answers, or asks to be parked again. */
+static void watch_step(leased_app_t *app, leased_exchange_t *ex)
+{
+    watch_op_t *w = ex->pending;
+    uint64_t seen = leased_watch_seq(app->watch);
+    /* each inspect is a call of its own: deadline and latency from now */
+    w->ctx.received_mono_ns = lease_mono_now_ns();
+    w->ctx.received_wall_ms = lease_wall_now_ms();
+    leased_outcome_clear(&w->out);
+    leased_service_run(app->service, &w->ctx, w->req, &w->out);
+    const lease_result_t *res = &w->out.lease;
+    bool active = w->out.code == LEASE_INSPECTED && res->has_lease &&
+                  res->lease.state == LEASE_STATE_ACTIVE;
+    if (active && lease_mono_now_ns() < w->until_ns &&
+        !__atomic_load_n(&app->draining, __ATOMIC_ACQUIRE) && !leased_watch_stopping(app->watch)) {
+        ex->park_requested = true;
+        snprintf(ex->park_lease_id, sizeof ex->park_lease_id, "%s", res->lease.lease_id);
+        ex->park_seq = seen;
+        ex->park_until_ns = w->until_ns;
+        return;
+    }
+    reply_outcome(ex, &w->ctx, w->req, &w->out);
+    ex->pending = NULL;
+    watch_op_free(w);
+}
+
+static void handle_watch(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx)
+{
+    int64_t wait_ms = 0;
+    watch_op_t *w = NULL;
+    leased_request_t *req = leased_request_new(LEASED_OP_WATCH);
+    if (!req) {
+        leased_routes_reply_error(ex, LEASE_BACKEND_UNAVAILABLE, NULL, 1000);
+        return;
+    }
+    leased_codec_error_t err;
+    const char *bad = NULL;
+    if (!watch_wait_ms(app, ex, &wait_ms))
+        bad = ex->query_invalid ? "query" : "wait_ms";
+    else if (!leased_codec_decode(LEASED_OP_WATCH, ex->body, ex->body_len, ex->path_param,
+                                  &app->limits, req, &err))
+        bad = err.field;
+    if (bad) {
+        leased_service_audit_refusal(app->service, ctx, INVALID_LEASE_REQUEST, req);
+        leased_routes_reply_error(ex, INVALID_LEASE_REQUEST, bad, 0);
+        leased_request_free(req);
+        return;
+    }
+    if (!(w = calloc(1, sizeof *w))) {
+        leased_routes_reply_error(ex, LEASE_BACKEND_UNAVAILABLE, NULL, 1000);
+        leased_request_free(req);
+        return;
+    }
+    w->ctx = *ctx;
+    w->req = req;
+    w->until_ns = ex->received_mono_ns + wait_ms * 1000000;
+    ex->pending = w;
+    watch_step(app, ex);
+}
+
+void leased_routes_park_refused(leased_app_t *app, leased_exchange_t *ex, bool full)
+{
+    watch_op_t *w = ex->pending;
+    ex->park_requested = false;
+    if (full) {
+        leased_service_audit_refusal(app->service, &w->ctx, LEASE_RATE_LIMITED, w->req);
+        leased_routes_reply_error(ex, LEASE_RATE_LIMITED, NULL, 1000);
+    }
+    else /* shutting down: the lease as last seen (active) */
+        reply_outcome(ex, &w->ctx, w->req, &w->out);
+    ex->pending = NULL;
+    watch_op_free(w);
+}
+
 void leased_routes_continue(leased_app_t *app, leased_exchange_t *ex)
 {
+    if (ex->route->op == LEASED_OP_WATCH) {
+        watch_step(app, ex); /* a parked watch holds no admission share */
+        return;
+    }
     pending_op_t *p = ex->pending;
     leased_service_run_again(app->service, &p->ctx, p->req, p->out);
     settle(ex, &p->ctx, p->req, p->out);
+    if (ex->again_after_ms == 0)
+        release_claims(app, ex);
 }
 
 static void reply_json(leased_exchange_t *ex, int status, const char *label, json_t *obj)
@@ -282,19 +448,42 @@ static void handle_metrics(leased_app_t *app, leased_exchange_t *ex, leased_op_c
     g.ready = not_ready_reason(app, &scratch) == NULL;
     g.draining = __atomic_load_n(&app->draining, __ATOMIC_ACQUIRE);
     g.inflight = leased_admission_inflight(app->admission);
-    g.rejected_rate = leased_admission_rejected_rate(app->admission);
-    g.rejected_inflight = leased_admission_rejected_inflight(app->admission);
+    leased_admission_stats_t ads;
+    leased_admission_stats(app->admission, &ads);
+    g.rejected_rate = ads.rejected_rate;
+    g.rejected_inflight = ads.rejected_inflight;
+    g.rejected_source = ads.rejected_source;
+    g.rejected_lookups = ads.rejected_lookups;
+    g.rejected_share = ads.rejected_share;
+    leased_gate_stats_t gs;
+    leased_http_gate_stats(app->http, &gs);
+    g.connections_open = gs.open;
+    g.connections_refused_capacity = gs.refused_capacity;
+    g.connections_refused_source = gs.refused_source;
+    g.receive_timeouts = gs.receive_timeouts;
+    g.framing_refused = gs.framing_refused;
+    g.library_replies = gs.library_replies;
     leased_audit_stats_t as;
     leased_audit_queue_stats(app->audit, &as);
     g.audit_depth = as.depth;
     g.audit_written = as.written;
     g.audit_dropped = as.dropped;
     g.audit_fallback = as.fallback;
+    g.audit_aggregated = as.aggregated;
     leased_sweeper_stats_t ss;
     leased_sweeper_stats(app->sweeper, &ss);
     g.sweep_runs = ss.runs;
     g.sweep_expired = ss.expired;
     g.sweep_failures = ss.failures;
+    leased_watch_stats_t ws;
+    leased_watch_stats(app->watch, &ws);
+    g.watches_parked = ws.parked;
+    g.watch_mode = (int)ws.mode;
+    g.watch_heard = ws.heard;
+    g.watch_polls = ws.polls;
+    g.watch_poll_failures = ws.poll_failures;
+    g.watch_woken_by_end = ws.woken_by_end;
+    g.watch_refused = ws.refused_full;
     char *text = leased_metrics_render(app->metrics, &g);
     if (!text) {
         leased_routes_reply_error(ex, LEASE_BACKEND_UNAVAILABLE, NULL, 1000);
@@ -303,28 +492,86 @@ static void handle_metrics(leased_app_t *app, leased_exchange_t *ex, leased_op_c
     reply(ex, 200, "ok", text, "text/plain; version=0.0.4; charset=utf-8");
 }
 
+/* The lookup budget of one request's client address (lease_auth_gate_t). */
+typedef struct lookup_budget {
+    leased_admission_t *admission;
+    const char *source;
+} lookup_budget_t;
+
+static bool allow_lookup(void *cls, int64_t *retry_after_ms)
+{
+    const lookup_budget_t *b = cls;
+    return leased_admission_lookup_allowed(b->admission, b->source, lease_mono_now_ns(),
+                                           retry_after_ms);
+}
+
+/* Credential, rates, capability and shares of a route that needs a
+ * credential; false with the reply filled when the request stops here. */
+static bool admit(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx)
+{
+    const leased_route_t *route = ex->route;
+    lease_code_t code;
+    int64_t retry_ms = 0;
+    if (!leased_admission_source_take(app->admission, ex->source, lease_mono_now_ns(),
+                                      &retry_ms)) {
+        leased_service_audit_refusal(app->service, ctx, LEASE_RATE_LIMITED, NULL);
+        leased_routes_reply_error(ex, LEASE_RATE_LIMITED, NULL, retry_ms);
+        return false;
+    }
+    lookup_budget_t budget = {app->admission, ex->source};
+    lease_auth_gate_t gate = {allow_lookup, &budget, 0};
+    if (!leased_service_authenticate(app->service, ctx, ex->authorization, &gate, &code)) {
+        if (code == INVALID_CREDENTIAL)
+            leased_admission_auth_failed(app->admission, ex->source, lease_mono_now_ns());
+        retry_ms = code == INVALID_CREDENTIAL    ? 0
+                   : code == LEASE_RATE_LIMITED ? gate.retry_after_ms
+                                                : 1000;
+        leased_routes_reply_error(ex, code, NULL, retry_ms);
+        return false;
+    }
+    if (!leased_admission_take(app->admission, ctx->caller.principal.credential_id,
+                               lease_mono_now_ns(), &retry_ms)) {
+        leased_service_audit_refusal(app->service, ctx, LEASE_RATE_LIMITED, NULL);
+        leased_routes_reply_error(ex, LEASE_RATE_LIMITED, NULL, retry_ms);
+        return false;
+    }
+    if (!leased_service_authorize(app->service, ctx, route->caps_any, &code)) {
+        leased_routes_reply_error(ex, code, NULL, 0);
+        return false;
+    }
+    leased_claim_t *c = &ex->claim;
+    snprintf(c->credential_id, sizeof c->credential_id, "%s",
+             ctx->caller.principal.credential_id);
+    snprintf(c->tenant_id, sizeof c->tenant_id, "%s", ctx->caller.scope.tenant_id);
+    if (!leased_admission_claim(app->admission, c->credential_id, c->tenant_id, false,
+                                &retry_ms)) {
+        leased_service_audit_refusal(app->service, ctx, LEASE_RATE_LIMITED, NULL);
+        leased_routes_reply_error(ex, LEASE_RATE_LIMITED, NULL, retry_ms);
+        return false;
+    }
+    c->inflight = true;
+    /* the global bound last: a credential over its share never holds a
+     * global slot, so it cannot crowd out anyone else */
+    if (!leased_admission_enter(app->admission, &retry_ms)) {
+        leased_admission_unclaim(app->admission, c->credential_id, c->tenant_id, false);
+        c->inflight = false;
+        leased_service_audit_refusal(app->service, ctx, LEASE_RATE_LIMITED, NULL);
+        leased_routes_reply_error(ex, LEASE_RATE_LIMITED, NULL, retry_ms);
+        return false;
+    }
+    c->global = true;
+    return true;
+}
+
 void leased_routes_dispatch(leased_app_t *app, leased_exchange_t *ex)
 {
     const leased_route_t *route = ex->route;
     leased_op_ctx_t ctx;
-    leased_service_begin(&ctx, route->op, ex->correlation_id, ex->trace_id, ex->received_mono_ns);
-    if (route->caps_any) {
-        lease_code_t code;
-        if (!leased_service_authenticate(app->service, &ctx, ex->authorization, &code)) {
-            leased_routes_reply_error(ex, code, NULL, code == INVALID_CREDENTIAL ? 0 : 1000);
-            return;
-        }
-        int64_t retry_ms = 0;
-        if (!leased_admission_take(app->admission, ctx.caller.principal.credential_id,
-                                   lease_mono_now_ns(), &retry_ms)) {
-            leased_service_audit_refusal(app->service, &ctx, LEASE_RATE_LIMITED, NULL);
-            leased_routes_reply_error(ex, LEASE_RATE_LIMITED, NULL, retry_ms);
-            return;
-        }
-        if (!leased_service_authorize(app->service, &ctx, route->caps_any, &code)) {
-            leased_routes_reply_error(ex, code, NULL, 0);
-            return;
-        }
-    }
+    leased_service_begin(&ctx, route->op, ex->correlation_id, ex->trace_id, ex->source,
+                         ex->received_mono_ns);
+    if (route->caps_any && !admit(app, ex, &ctx))
+        return;
     route->handler(app, ex, &ctx);
+    if (ex->again_after_ms == 0)
+        release_claims(app, ex);
 }

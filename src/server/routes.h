@@ -38,6 +38,15 @@ typedef struct leased_route {
 #define LEASED_TRACE_ID_LEN 32
 #define LEASED_CODE_LABEL_MAX 32
 
+/* The fair shares (admission.h) an exchange holds until its final reply. */
+typedef struct leased_claim {
+    bool global;   /* one of LEASE_MAX_INFLIGHT */
+    bool inflight; /* one of the credential's and tenant's requests in flight */
+    bool waiting;  /* an acquire that may wait (wait_ms > 0) */
+    char credential_id[LEASE_ID_MAX + 1];
+    char tenant_id[LEASE_NAME_MAX + 1];
+} leased_claim_t;
+
 /* One request and its reply, shared by http.c (transport) and the handlers. */
 struct leased_exchange {
     /* request: filled by http.c, borrowed for the exchange's lifetime */
@@ -46,6 +55,9 @@ struct leased_exchange {
     const char *body;
     size_t body_len;
     const char *authorization;              /* Authorization header, NULL when absent */
+    const char *query_wait_ms;              /* the wait_ms query argument, NULL when absent */
+    bool query_invalid; /* another query argument, a repeated or oversize wait_ms */
+    char source[64];                        /* the client's address ("127.0.0.1") */
     char trace_id[LEASED_TRACE_ID_LEN + 1]; /* from traceparent; "" when none */
     char correlation_id[LEASE_CORRELATION_MAX + 1];
     int64_t received_mono_ns;
@@ -59,6 +71,15 @@ struct leased_exchange {
      * (an acquire waiting between attempts; no thread waits meanwhile) */
     int64_t again_after_ms;
     void *pending; /* the operation's state between attempts (routes.c) */
+    /* not final yet: park the exchange in the watch hub (watch.h) on
+     * park_lease_id until park_until_ns, having seen ids up to park_seq;
+     * call leased_routes_continue when it wakes, or
+     * leased_routes_park_refused when the hub refuses it */
+    bool park_requested;
+    char park_lease_id[LEASE_ID_MAX + 1];
+    uint64_t park_seq;
+    int64_t park_until_ns;
+    leased_claim_t claim;
 };
 
 /* The table (n rows). */
@@ -80,15 +101,23 @@ const leased_route_t *leased_routes_match(const char *method, const char *path, 
                                           size_t paramsz, leased_route_miss_t *miss);
 
 /*
- * Runs a matched route: credential, per-credential admission, capability,
- * then the handler. Fills the reply part of ex. Blocks on the database for
- * routes that are not on_event_thread.
+ * Runs a matched route: the client address's rate, the credential (whose
+ * lookups a source with failing authentications may be refused), the
+ * credential's rate, capability, the credential's and tenant's share of
+ * requests in flight, then the handler. Fills the reply part of ex. Blocks
+ * on the database for routes that are not on_event_thread. Shares are
+ * released with the final reply (here, or in leased_routes_continue).
  */
 void leased_routes_dispatch(leased_app_t *app, leased_exchange_t *ex);
 
-/* The next attempt of an exchange that set again_after_ms; sets it again
- * or fills the reply. */
+/* The next attempt of an exchange that set again_after_ms, or of a parked
+ * watch that woke; sets again_after_ms or park_requested again, or fills
+ * the reply. */
 void leased_routes_continue(leased_app_t *app, leased_exchange_t *ex);
+
+/* The watch hub refused to park ex (full: too many watches wait; else it
+ * is shutting down): fills the reply without another database call. */
+void leased_routes_park_refused(leased_app_t *app, leased_exchange_t *ex, bool full);
 
 /* Fills ex with an error envelope (code's HTTP status). */
 void leased_routes_reply_error(leased_exchange_t *ex, lease_code_t code, const char *field,

@@ -58,6 +58,7 @@ static const char *const event_types[LEASED_OP_COUNT] = {
     [LEASED_OP_INSPECT] = "target_lease_inspect",
     [LEASED_OP_LIST] = "target_lease_list",
     [LEASED_OP_COMMIT] = "target_lease_commit_rejected",
+    [LEASED_OP_WATCH] = "target_lease_inspect",
 };
 
 void leased_outcome_clear(leased_outcome_t *out)
@@ -92,10 +93,12 @@ void leased_service_stop_waiting(leased_service_t *svc)
 }
 
 void leased_service_begin(leased_op_ctx_t *ctx, leased_op_t op, const char *correlation_id,
-                          const char *traceparent_trace_id, int64_t received_mono_ns)
+                          const char *traceparent_trace_id, const char *source,
+                          int64_t received_mono_ns)
 {
     memset(ctx, 0, sizeof *ctx);
     ctx->op = op;
+    snprintf(ctx->source, sizeof ctx->source, "%s", source ? source : "");
     snprintf(ctx->correlation_id, sizeof ctx->correlation_id, "%s", correlation_id);
     snprintf(ctx->trace_id, sizeof ctx->trace_id, "%s",
              traceparent_trace_id ? traceparent_trace_id : "");
@@ -108,13 +111,15 @@ void leased_service_begin(leased_op_ctx_t *ctx, leased_op_t op, const char *corr
 /* The deadline of a request that has not named one yet (authentication). */
 static lease_deadline_t default_deadline(const leased_service_t *svc, const leased_op_ctx_t *ctx)
 {
-    lease_deadline_t d = {ctx->received_wall_ms + svc->cfg.default_deadline_ms,
-                          ctx->received_mono_ns + svc->cfg.default_deadline_ms * 1000000};
-    return d;
+    return lease_deadline_after(ctx->received_wall_ms, ctx->received_mono_ns,
+                                svc->cfg.default_deadline_ms);
 }
 
 /* Resolves the request's deadline relative to its receipt: the client's
- * (deadline_ms or deadline_at), else the default; never beyond the cap. */
+ * (deadline_ms or deadline_at), else the default; never beyond the cap.
+ * Client times may lie anywhere in years 0000..9999: the offset saturates
+ * instead of overflowing, and one in the past leaves a deadline that has
+ * passed (deadline_exceeded, the database untouched). */
 static void resolve_deadline(const leased_service_t *svc, const leased_op_ctx_t *ctx,
                              const leased_deadline_input_t *in, lease_call_t *call)
 {
@@ -124,15 +129,14 @@ static void resolve_deadline(const leased_service_t *svc, const leased_op_ctx_t 
         rel = in->ms;
         cls = "client";
     } else if (in->kind == LEASED_DEADLINE_ABSOLUTE) {
-        rel = in->ms - ctx->received_wall_ms;
+        rel = lease_time_sub_sat(in->ms, ctx->received_wall_ms);
         cls = "client";
     }
     if (rel > svc->cfg.max_deadline_ms) {
         rel = svc->cfg.max_deadline_ms;
         cls = "capped";
     }
-    call->deadline.wall_ms = ctx->received_wall_ms + rel;
-    call->deadline.mono_ns = ctx->received_mono_ns + rel * 1000000;
+    call->deadline = lease_deadline_after(ctx->received_wall_ms, ctx->received_mono_ns, rel);
     snprintf(call->deadline_class, sizeof call->deadline_class, "%s", cls);
 }
 
@@ -191,6 +195,7 @@ static void event_from_request(lease_audit_event_t *ev, const leased_request_t *
         break;
     case LEASED_OP_GET:
     case LEASED_OP_INSPECT:
+    case LEASED_OP_WATCH:
         if (req->u.inspect.by_identity)
             id = &req->u.inspect.identity;
         else
@@ -242,6 +247,7 @@ static void audit(leased_service_t *svc, const leased_op_ctx_t *ctx, const lease
         ev.call.principal = ctx->caller.principal;
     if (req)
         event_from_request(&ev, req);
+    snprintf(ev.source_address, sizeof ev.source_address, "%s", ctx->source);
     if (res && res->has_lease) {
         bool visible = ctx->authenticated && (strcmp(res->lease.owner_principal_id,
                                                      ctx->caller.principal.principal_id) == 0 ||
@@ -253,7 +259,13 @@ static void audit(leased_service_t *svc, const leased_op_ctx_t *ctx, const lease
             ev.fencing_token = res->lease.fencing_token;
         }
     }
-    leased_audit_queue_push(svc->audit, &ev);
+    /* Refusals a caller can repeat at no cost to itself (no credential, or
+     * over its rate) are counted per source and window, so a flood of them
+     * costs the database one row per window, not one per request. */
+    if (!ctx->authenticated || code == LEASE_RATE_LIMITED)
+        leased_audit_queue_count(svc->audit, &ev);
+    else
+        leased_audit_queue_push(svc->audit, &ev);
 }
 
 void leased_service_audit_refusal(leased_service_t *svc, const leased_op_ctx_t *ctx,
@@ -263,16 +275,19 @@ void leased_service_audit_refusal(leased_service_t *svc, const leased_op_ctx_t *
 }
 
 bool leased_service_authenticate(leased_service_t *svc, leased_op_ctx_t *ctx,
-                                 const char *authorization, lease_code_t *code)
+                                 const char *authorization, lease_auth_gate_t *gate,
+                                 lease_code_t *code)
 {
     lease_deadline_t dl = default_deadline(svc, ctx);
     if (lease_deadline_passed(&dl)) {
         *code = DEADLINE_EXCEEDED;
-    } else if (lease_auth_authenticate(svc->auth, authorization, &dl, &ctx->caller, code)) {
+    } else if (lease_auth_authenticate_gated(svc->auth, authorization, &dl, gate, &ctx->caller,
+                                             code)) {
         ctx->authenticated = true;
         return true;
     }
-    if (*code != LEASE_BACKEND_UNAVAILABLE && *code != DEADLINE_EXCEEDED)
+    if (*code != LEASE_BACKEND_UNAVAILABLE && *code != DEADLINE_EXCEEDED &&
+        *code != LEASE_RATE_LIMITED)
         *code = INVALID_CREDENTIAL; /* one answer for every way a credential fails */
     audit(svc, ctx, NULL, NULL, *code, NULL);
     return false;
@@ -328,6 +343,7 @@ static lease_code_t authorize_request(const leased_op_ctx_t *ctx, leased_request
         return lease_auth_in_scope(c, &req->u.commit.identity) ? LEASE_CODE_COUNT : ACCESS_DENIED;
     case LEASED_OP_GET:
     case LEASED_OP_INSPECT:
+    case LEASED_OP_WATCH:
         req->u.inspect.scope = c->scope;
         /* A named identity outside scope is forbidden (the caller named
          * it); a lease id outside scope is the store's lease_not_found. */
@@ -410,9 +426,10 @@ static lease_code_t acquire_attempt(leased_service_t *svc, const leased_op_ctx_t
         __atomic_load_n(&svc->stop_waiting, __ATOMIC_ACQUIRE))
         return code;
     int64_t now = lease_mono_now_ns();
-    int64_t wait_left = (ctx->received_mono_ns + req->wait_ms * 1000000 - now) / 1000000;
+    int64_t wait_end = lease_time_add_sat(ctx->received_mono_ns, lease_ms_to_ns_sat(req->wait_ms));
+    int64_t wait_left = lease_time_sub_sat(wait_end, now) / 1000000;
     int64_t deadline_left =
-        (req->u.acquire.call.deadline.mono_ns - now) / 1000000 - ATTEMPT_MARGIN_MS;
+        lease_time_sub_sat(req->u.acquire.call.deadline.mono_ns, now) / 1000000 - ATTEMPT_MARGIN_MS;
     int64_t room = min64(wait_left, deadline_left);
     if (room <= 0)
         return code;
@@ -426,6 +443,24 @@ static lease_code_t acquire_attempt(leased_service_t *svc, const leased_op_ctx_t
     out->backoff_ms = min64(backoff * 2, BACKOFF_MAX_MS);
     LEASE_LOG(LEASE_LOG_DEBUG, NULL, "acquire conflict, attempt %d, again in %lld ms",
                out->attempts, (long long)out->again_after_ms);
+    return code;
+}
+
+/*
+ * The inspect of a watch. A caller with targets:read sees what inspect
+ * shows; a caller with only targets:lease watches its own leases: another
+ * principal's lease answers lease_not_found, as one out of scope does.
+ */
+static lease_code_t watch_inspect(leased_service_t *svc, const leased_op_ctx_t *ctx,
+                                  leased_request_t *req, leased_outcome_t *out)
+{
+    lease_code_t code = lease_store_inspect(svc->store, &req->u.inspect, &out->lease);
+    if (code == LEASE_INSPECTED && !lease_auth_has(&ctx->caller, LEASE_CAP_READ) &&
+        strcmp(out->lease.lease.owner_principal_id, ctx->caller.principal.principal_id) != 0) {
+        memset(&out->lease, 0, sizeof out->lease);
+        out->lease.code = LEASE_NOT_FOUND;
+        code = LEASE_NOT_FOUND;
+    }
     return code;
 }
 
@@ -457,6 +492,8 @@ static lease_code_t call_store(leased_service_t *svc, const leased_op_ctx_t *ctx
     case LEASED_OP_GET:
     case LEASED_OP_INSPECT:
         return lease_store_inspect(svc->store, &req->u.inspect, &out->lease);
+    case LEASED_OP_WATCH:
+        return watch_inspect(svc, ctx, req, out);
     case LEASED_OP_LIST:
         return lease_store_list(svc->store, &req->u.list, &out->list);
     case LEASED_OP_COMMIT:
@@ -567,6 +604,14 @@ lease_code_t leased_service_run(leased_service_t *svc, leased_op_ctx_t *ctx, lea
 lease_code_t leased_service_run_again(leased_service_t *svc, leased_op_ctx_t *ctx,
                                       leased_request_t *req, leased_outcome_t *out)
 {
+    /* The pause was planned to end before the deadline; a busy machine may
+     * run it late. Then the answer is the conflict this request already
+     * saw (true when it was seen), not deadline_exceeded for an attempt
+     * that never began. */
+    if (lease_deadline_passed(&req->u.acquire.call.deadline)) {
+        out->again_after_ms = 0;
+        return finish(svc, ctx, req, out);
+    }
     out->code = acquire_attempt(svc, ctx, req, out);
     if (out->again_after_ms > 0)
         return out->code;

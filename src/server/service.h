@@ -35,6 +35,7 @@ typedef struct leased_op_ctx {
     char trace_id[LEASE_ID_MAX + 1]; /* from traceparent; a body trace_id wins */
     int64_t received_mono_ns;
     int64_t received_wall_ms;
+    char source[64]; /* the client's address (audit, per-source limits) */
     bool authenticated;
     lease_caller_t caller; /* valid when authenticated */
 } leased_op_ctx_t;
@@ -65,15 +66,20 @@ leased_service_t *leased_service_new(lease_store_t *store, lease_auth_t *auth,
                                      const leased_service_config_t *cfg);
 void leased_service_free(leased_service_t *svc);
 
-/* Starts a request context (correlation id and trace id are copied). */
+/* Starts a request context (correlation id, trace id and the client's
+ * address are copied; source may be NULL). */
 void leased_service_begin(leased_op_ctx_t *ctx, leased_op_t op, const char *correlation_id,
-                          const char *traceparent_trace_id, int64_t received_mono_ns);
+                          const char *traceparent_trace_id, const char *source,
+                          int64_t received_mono_ns);
 
 /* Authenticates the Authorization header value (NULL when absent). True
  * with ctx->caller filled; else false with *code INVALID_CREDENTIAL,
- * LEASE_BACKEND_UNAVAILABLE or DEADLINE_EXCEEDED (audited). */
+ * LEASE_RATE_LIMITED (gate refused a lookup), LEASE_BACKEND_UNAVAILABLE or
+ * DEADLINE_EXCEEDED (audited, aggregated per source: see
+ * leased_audit_queue_count). gate may be NULL. */
 LEASE_MUST_USE bool leased_service_authenticate(leased_service_t *svc, leased_op_ctx_t *ctx,
-                                                const char *authorization, lease_code_t *code);
+                                                const char *authorization, lease_auth_gate_t *gate,
+                                                lease_code_t *code);
 
 /* Whether the caller holds one of caps_any; else false with *code
  * ACCESS_DENIED (audited). */
@@ -81,7 +87,9 @@ LEASE_MUST_USE bool leased_service_authorize(leased_service_t *svc, leased_op_ct
                                              unsigned caps_any, lease_code_t *code);
 
 /* Audits a request refused before it reached an operation (invalid body,
- * rate limit). req may be NULL or partially decoded. */
+ * rate limit). req may be NULL or partially decoded. Refusals of
+ * unauthenticated requests and rate limits are aggregated per source,
+ * credential and window (one event with a count). */
 void leased_service_audit_refusal(leased_service_t *svc, const leased_op_ctx_t *ctx,
                                   lease_code_t code, const leased_request_t *req);
 

@@ -79,15 +79,22 @@ store_pg_op_t store_pg_list_op(lease_list_by_t by);
 
 /* JSON text that must be an object (duplicate keys refused): results, and
  * the JSON embedded in requests. NULL when text is NULL, does not parse or
- * is not an object. */
+ * is not an object. A number too large for jansson (jsonb numeric has no
+ * bound) is read as null rather than failing the whole text. */
 LEASE_MUST_USE json_t *store_pg_parse_object(const char *text);
 
 /*
  * Decoders. Each fills `out` (zeroed first) and returns the decoded code;
  * malformed text, a code the operation may not answer, or a success without
- * its payload returns LEASE_BACKEND_UNAVAILABLE (and logs why).
+ * its payload returns LEASE_BACKEND_UNAVAILABLE for reads and
+ * LEASE_OUTCOME_UNKNOWN for lease mutations (and logs why). Metadata never
+ * makes a record unreadable: values it cannot hold exactly read as null.
  */
 lease_code_t store_pg_decode_result(store_pg_op_t op, const char *text, lease_result_t *out);
+/* The recovery epoch and WAL position lease.check_namespace answers
+ * ("epoch", "timeline", "wal_lsn" "X/Y"). Returns 0, or -1 when absent or
+ * malformed. */
+int store_pg_decode_position(const char *text, int *epoch, int *timeline, uint64_t *wal_lsn);
 /* On success out->leases is heap (lease_list_result_free). */
 lease_code_t store_pg_decode_list(store_pg_op_t op, const char *text, lease_list_result_t *out);
 lease_code_t store_pg_decode_commit(const char *text, size_t n_writes, lease_commit_result_t *out);

@@ -9,6 +9,8 @@
  */
 #include "store/pg_codec.h"
 
+#include "lease/json_text.h"
+
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -148,12 +150,14 @@ static json_t *common_json(const lease_call_t *call, int64_t now_mono_ns)
     return built(o, ok);
 }
 
-/* Serializes and frees `o`; NULL when o is NULL or out of memory. */
+/* Serializes and frees `o`; NULL when o is NULL or out of memory. Reals
+ * (metadata, write bodies) go out in their shortest form: jsonb keeps the
+ * decimal text, and 0.1 must not be stored as 0.10000000000000001. */
 static char *finish(json_t *o, bool ok)
 {
     char *text = NULL;
     if (o && ok)
-        text = json_dumps(o, JSON_COMPACT);
+        text = lease_json_dumps(o, 0);
     json_decref(o);
     return text;
 }
@@ -394,6 +398,10 @@ static json_t *audit_event_json(const lease_audit_event_t *e)
     put_str_opt(o, "resulting_state", lease_state_name(e->resulting_state), &ok);
     put_str_opt(o, "reason", e->reason, &ok);
     put_str_opt(o, "incident_id", e->incident_id, &ok);
+    /* aggregated refusals (schema 14): one event standing for many */
+    if (e->event_count > 1)
+        put(o, "event_count", json_integer(e->event_count), &ok);
+    put_str_opt(o, "source_address", e->source_address, &ok);
     return built(o, ok);
 }
 

@@ -4,16 +4,23 @@
  *
  * Fail closed: a result that does not parse, has a field of the wrong type
  * or size, names a code its operation cannot give, or claims success without
- * its lease is LEASE_BACKEND_UNAVAILABLE. Half-decoded data never escapes:
- * the output struct is zeroed and only the code is set on failure.
+ * its lease is LEASE_BACKEND_UNAVAILABLE for a read and LEASE_OUTCOME_UNKNOWN
+ * for a mutation (its function ran; whether it committed is not known).
+ * Half-decoded data never escapes: the output struct is zeroed and only the
+ * code is set on failure. Metadata is the exception that is tolerated: an
+ * unreadable stored value reads as null (decode_metadata).
  */
 #include "store/pg_codec.h"
 
+#include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <openssl/crypto.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "lease/json_text.h"
 #include "lease/schema.h"
 #include "store/pg_log.h"
 
@@ -69,13 +76,110 @@ bool store_pg_op_allows(store_pg_op_t op, lease_code_t code)
            (ops[op].allowed & BIT(code)) != 0;
 }
 
-/* Logs why a result was rejected and answers backend_unavailable. */
+/* The lease operations whose function may have committed before its answer
+ * was read. */
+static bool may_have_committed(store_pg_op_t op)
+{
+    switch (op) {
+    case STORE_PG_OP_ACQUIRE:
+    case STORE_PG_OP_RENEW:
+    case STORE_PG_OP_RELEASE:
+    case STORE_PG_OP_FORCE_RELEASE:
+    case STORE_PG_OP_REVOKE:
+    case STORE_PG_OP_FENCED_COMMIT:
+        return true;
+    default:
+        return false;
+    }
+}
+
+/* Logs why a result was rejected. A read answers backend_unavailable; a
+ * mutation's function has run and committed by the time its answer is
+ * read, so an answer we cannot read is outcome_unknown (resolvable by
+ * repeating the request id), never "nothing happened". */
 static lease_code_t malformed(store_pg_op_t op, const char *why)
 {
     store_pg_log_rec_t rec = {
         .event = "malformed_result", .op = store_pg_op_name(op), .message = why};
     store_pg_log(STORE_PG_LOG_ERROR, &rec);
-    return LEASE_BACKEND_UNAVAILABLE;
+    return may_have_committed(op) ? LEASE_OUTCOME_UNKNOWN : LEASE_BACKEND_UNAVAILABLE;
+}
+
+/* Length of the JSON number token at p (0 when p does not start one). */
+static size_t number_token_len(const char *p, bool *is_integer)
+{
+    size_t n = 0;
+    *is_integer = true;
+    if (p[n] == '-')
+        n++;
+    if (p[n] < '0' || p[n] > '9')
+        return 0;
+    while ((p[n] >= '0' && p[n] <= '9') || p[n] == '.' || p[n] == 'e' || p[n] == 'E' ||
+           p[n] == '+' || p[n] == '-') {
+        if (p[n] == '.' || p[n] == 'e' || p[n] == 'E')
+            *is_integer = false;
+        n++;
+    }
+    return n;
+}
+
+/* Whether jansson refuses the number token as out of range: an integer
+ * beyond int64, or a real beyond a double. */
+static bool number_unreadable(const char *p, size_t n, bool is_integer)
+{
+    char buf[64];
+    if (n >= sizeof buf)
+        return true; /* 64+ characters: no int64, and a double only as a curiosity */
+    memcpy(buf, p, n);
+    buf[n] = '\0';
+    errno = 0;
+    if (is_integer) {
+        (void)strtoll(buf, NULL, 10);
+        return errno == ERANGE;
+    }
+    double x = strtod(buf, NULL);
+    return errno == ERANGE && (x == HUGE_VAL || x == -HUGE_VAL);
+}
+
+/*
+ * A copy of text in which every number jansson cannot hold (jsonb keeps
+ * numeric values of any size: 10000000000000000000, 1e400) is replaced by
+ * null padded with spaces. Such a value can only be metadata written before
+ * the number bound existed, or by SQL; decoding the rest keeps one stored
+ * value from making every read that touches it fail. Required fields that
+ * turn null this way still fail their own checks. NULL when out of memory.
+ */
+static char *null_unreadable_numbers(const char *text)
+{
+    char *copy = strdup(text);
+    if (!copy)
+        return NULL;
+    bool in_string = false;
+    for (char *p = copy; *p; p++) {
+        if (in_string) {
+            if (*p == '\\' && p[1])
+                p++;
+            else if (*p == '"')
+                in_string = false;
+            continue;
+        }
+        if (*p == '"') {
+            in_string = true;
+            continue;
+        }
+        bool is_integer;
+        size_t n = number_token_len(p, &is_integer);
+        if (n == 0)
+            continue;
+        /* an unreadable token is at least 5 characters ("1e999"), so
+         * "null" always fits in its place */
+        if (n >= 4 && number_unreadable(p, n, is_integer)) {
+            memcpy(p, "null", 4);
+            memset(p + 4, ' ', n - 4);
+        }
+        p += n - 1;
+    }
+    return copy;
 }
 
 json_t *store_pg_parse_object(const char *text)
@@ -84,6 +188,13 @@ json_t *store_pg_parse_object(const char *text)
         return NULL;
     json_error_t err;
     json_t *v = json_loads(text, JSON_REJECT_DUPLICATES, &err);
+    if (!v && json_error_code(&err) == json_error_numeric_overflow) {
+        char *copy = null_unreadable_numbers(text);
+        if (copy) {
+            v = json_loads(copy, JSON_REJECT_DUPLICATES, &err);
+            free(copy);
+        }
+    }
     if (v && !json_is_object(v)) {
         json_decref(v);
         return NULL;
@@ -188,21 +299,76 @@ static bool decode_identity(json_t *o, lease_identity_t *id)
     return true;
 }
 
-/* One lease record (docs/sql-api.md "Result shape"). A whole record
- * (inspect, list) names its identity, lease id and token; the answer of a
- * state-changing operation (`partial`) may leave out what its request named,
- * which the adapter then completes from the request (store_pg.c). */
-static bool decode_record(json_t *o, lease_record_t *r, bool partial)
+/*
+ * A record's metadata as compact text. Metadata is the caller's own
+ * non-authoritative data, so it never makes a record unreadable: a number
+ * outside the request bound (|x| > 2^53-1, or one jsonb holds but a double
+ * cannot) reads as null, and metadata that is not an object or does not
+ * fit reads as null as a whole (docs/api.md "Numbers").
+ */
+static void decode_metadata(json_t *meta, char *out, size_t outsz)
+{
+    snprintf(out, outsz, "{}");
+    if (!meta || json_is_null(meta))
+        return; /* no metadata */
+    snprintf(out, outsz, "null");
+    if (!json_is_object(meta))
+        return;
+    const char *key;
+    json_t *v;
+    void *tmp;
+    json_object_foreach_safe(meta, tmp, key, v)
+    {
+        if (json_is_number(v) && !lease_json_number_safe(v) &&
+            json_object_set_new(meta, key, json_null()) != 0)
+            return;
+    }
+    char *text = lease_json_dumps(meta, JSON_SORT_KEYS);
+    if (text && strlen(text) < outsz)
+        memcpy(out, text, strlen(text) + 1);
+    free(text);
+}
+
+/* How much of a lease record an answer must carry (docs/sql-api.md "Result
+ * shape"): inspect and list answer whole records; the brief answer of a
+ * state-changing operation leaves out what its request named, which the
+ * adapter completes from the request (store_pg.c): an acquisition names its
+ * new lease id and token, a renewal or an ending names neither. A whole
+ * record is always accepted. */
+typedef enum record_shape {
+    RECORD_WHOLE,
+    RECORD_ACQUIRED, /* identity may be absent */
+    RECORD_NAMED,    /* identity, lease id and token may be absent */
+} record_shape_t;
+
+static record_shape_t answer_shape(store_pg_op_t op)
+{
+    switch (op) {
+    case STORE_PG_OP_ACQUIRE:
+        return RECORD_ACQUIRED;
+    case STORE_PG_OP_RENEW:
+    case STORE_PG_OP_RELEASE:
+    case STORE_PG_OP_FORCE_RELEASE:
+    case STORE_PG_OP_REVOKE:
+        return RECORD_NAMED;
+    default:
+        return RECORD_WHOLE;
+    }
+}
+
+static bool decode_record(json_t *o, lease_record_t *r, record_shape_t shape)
 {
     memset(r, 0, sizeof *r);
     if (!json_is_object(o))
         return false;
     char state[16];
     json_t *identity = json_object_get(o, "lock_identity");
-    bool whole = !partial || identity;
+    bool whole = shape == RECORD_WHOLE || identity;
+    bool named = whole || shape == RECORD_ACQUIRED;
+    bool partial = !whole;
     if ((whole && !decode_identity(identity, &r->identity)) ||
-        !get_str(o, "lease_id", r->lease_id, sizeof r->lease_id, whole) ||
-        !get_int(o, "fencing_token", &r->fencing_token, whole, 1) ||
+        !get_str(o, "lease_id", r->lease_id, sizeof r->lease_id, named) ||
+        !get_int(o, "fencing_token", &r->fencing_token, named, 1) ||
         !get_str(o, "state", state, sizeof state, true) || !lease_state_parse(state, &r->state) ||
         !get_time(o, "acquired_at", &r->acquired_at_ms, true) ||
         !get_time(o, "renewed_at", &r->renewed_at_ms, true) ||
@@ -225,22 +391,10 @@ static bool decode_record(json_t *o, lease_record_t *r, bool partial)
         !get_str(o, "incident_id", r->incident_id, sizeof r->incident_id, false))
         return false;
     json_t *meta = json_object_get(o, "metadata");
-    if (!meta && partial) {
+    if (!meta && partial)
         r->metadata_json[0] = '\0'; /* the request's (store_pg.c completes it) */
-    } else if (!meta || json_is_null(meta)) {
-        strcpy(r->metadata_json, "{}");
-    } else {
-        if (!json_is_object(meta))
-            return false;
-        char *text = json_dumps(meta, JSON_COMPACT | JSON_SORT_KEYS);
-        size_t len = text ? strlen(text) : 0;
-        bool fits = text && len < sizeof r->metadata_json;
-        if (fits)
-            memcpy(r->metadata_json, text, len + 1);
-        free(text);
-        if (!fits)
-            return false;
-    }
+    else
+        decode_metadata(meta, r->metadata_json, sizeof r->metadata_json);
     return r->expires_at_ms >= r->acquired_at_ms && r->renewed_at_ms >= r->acquired_at_ms;
 }
 
@@ -277,7 +431,7 @@ lease_code_t store_pg_decode_result(store_pg_op_t op, const char *text, lease_re
         goto malformed;
     json_t *lease = json_object_get(o, "lease");
     if (lease && !json_is_null(lease)) {
-        if (!decode_record(lease, &out->lease, true)) {
+        if (!decode_record(lease, &out->lease, answer_shape(op))) {
             why = "malformed lease record";
             goto malformed;
         }
@@ -341,7 +495,7 @@ lease_code_t store_pg_decode_list(store_pg_op_t op, const char *text, lease_list
             }
         }
         for (size_t i = 0; i < n; i++) {
-            if (!decode_record(json_array_get(leases, i), &out->leases[i], false)) {
+            if (!decode_record(json_array_get(leases, i), &out->leases[i], RECORD_WHOLE)) {
                 why = "malformed lease record in list";
                 goto malformed;
             }
@@ -404,6 +558,28 @@ malformed:
     memset(out, 0, sizeof *out);
     out->code = malformed(op, why);
     return out->code;
+}
+
+int store_pg_decode_position(const char *text, int *epoch, int *timeline, uint64_t *wal_lsn)
+{
+    json_t *o = store_pg_parse_object(text);
+    int64_t ep = -1, tl = 0;
+    char lsn[32];
+    unsigned hi, lo;
+    char extra;
+    int rc = o && get_int(o, "epoch", &ep, true, 0) && ep <= INT32_MAX &&
+                     get_int(o, "timeline", &tl, true, 1) && tl <= INT32_MAX &&
+                     get_str(o, "wal_lsn", lsn, sizeof lsn, true) &&
+                     sscanf(lsn, "%X/%X%c", &hi, &lo, &extra) == 2
+                 ? 0
+                 : -1;
+    json_decref(o);
+    if (rc == 0) {
+        *epoch = (int)ep;
+        *timeline = (int)tl;
+        *wal_lsn = (uint64_t)hi << 32 | lo;
+    }
+    return rc;
 }
 
 lease_code_t store_pg_decode_sweep(const char *sweep_text, const char *purge_text,

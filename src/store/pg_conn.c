@@ -313,13 +313,25 @@ static void absorb(PGresult *res, collect_t *c, store_pg_reply_t *out)
 #define SERIALIZABLE_PREFIX "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE; "
 #define STMT_MAX_PARAMS 16
 
+/* The parameter a "$N" at sql names (1-based), its length in *len; 0 when
+ * sql does not start a placeholder. */
+static long placeholder_at(const char *sql, size_t *len)
+{
+    if (sql[0] != '$' || sql[1] < '1' || sql[1] > '9')
+        return 0;
+    char *end;
+    long n = strtol(sql + 1, &end, 10);
+    *len = (size_t)(end - sql);
+    return n;
+}
+
 /* stmt's SQL behind SERIALIZABLE_PREFIX, each $N replaced by parameter N as
- * an escaped literal (store_pg_stmt_t.serializable). Returns a malloc'd
- * string, or NULL (out of memory, or a $N without its parameter). */
+ * an escaped literal (store_pg_stmt_t.serializable). A parameter may appear
+ * more than once. Returns a malloc'd string, or NULL (out of memory, or a
+ * $N without its parameter). */
 static char *serializable_text(PGconn *conn, const store_pg_stmt_t *stmt)
 {
     char *lits[STMT_MAX_PARAMS] = {NULL};
-    size_t total = strlen(SERIALIZABLE_PREFIX) + strlen(stmt->sql) + 1;
     char *text = NULL;
     if (stmt->nparams > STMT_MAX_PARAMS)
         return NULL;
@@ -329,30 +341,33 @@ static char *serializable_text(PGconn *conn, const store_pg_stmt_t *stmt)
         if (v && !lits[i])
             goto cleanup;
     }
-    /* each occurrence of $n is replaced: a parameter may be used twice */
-    for (const char *r = stmt->sql; (r = strchr(r, '$')) != NULL; r++) {
-        long n = strtol(r + 1, NULL, 10);
-        if (n >= 1 && n <= stmt->nparams)
-            total += lits[n - 1] ? strlen(lits[n - 1]) : 4; /* NULL */
+    /* two passes over the SQL: the exact length, then the text */
+    size_t total = strlen(SERIALIZABLE_PREFIX) + 1;
+    for (const char *r = stmt->sql; *r;) {
+        size_t len;
+        long n = placeholder_at(r, &len);
+        if (n == 0) {
+            total++, r++;
+            continue;
+        }
+        if (n > stmt->nparams)
+            goto cleanup;
+        total += lits[n - 1] ? strlen(lits[n - 1]) : strlen("NULL");
+        r += len;
     }
     text = malloc(total);
     if (!text)
         goto cleanup;
     char *w = text + sprintf(text, "%s", SERIALIZABLE_PREFIX);
     for (const char *r = stmt->sql; *r;) {
-        if (r[0] == '$' && r[1] >= '1' && r[1] <= '9') {
-            char *end;
-            long n = strtol(r + 1, &end, 10);
-            r = end;
-            if (n < 1 || n > stmt->nparams) {
-                free(text);
-                text = NULL;
-                goto cleanup;
-            }
-            w += sprintf(w, "%s", lits[n - 1] ? lits[n - 1] : "NULL");
-        } else {
+        size_t len;
+        long n = placeholder_at(r, &len);
+        if (n == 0) {
             *w++ = *r++;
+            continue;
         }
+        w += sprintf(w, "%s", lits[n - 1] ? lits[n - 1] : "NULL");
+        r += len;
     }
     *w = '\0';
 cleanup:

@@ -4,6 +4,17 @@
  * Locking: every file runs in its own transaction that first takes
  * pg_advisory_xact_lock(MIGRATE_LOCK_KEY), then re-reads what is applied, so
  * two concurrent `leasectl migrate` runs apply each file exactly once.
+ *
+ * No session state: the quieter client_min_messages is SET LOCAL inside each
+ * file's transaction, so behind PgBouncer in transaction mode nothing leaks
+ * to the pool's other clients (the advisory lock is transaction-level too).
+ *
+ * Roles: before 0001 runs, a preflight reads whether the project's group
+ * roles exist (0001 makes three, 0012 lease_relay) and whether the
+ * migrating user may create them and grant lease_operator to lease_admin
+ * (0001 does). When it may not (a managed
+ * Postgres owner without CREATEROLE), nothing is applied and the error lists
+ * every statement the provider's administrator must run (docs/schema.md).
  */
 #include "store/migrate.h"
 
@@ -257,9 +268,63 @@ static PGconn *connect_db(const char *url, char *err, size_t errsz)
         PQfinish(c);
         return NULL;
     }
-    PGresult *r = PQexec(c, "SET client_min_messages = warning");
-    PQclear(r);
     return c;
+}
+
+/*
+ * The statements an administrator must run before the migrations can, or ""
+ * when none: 0001 and 0012 create missing roles (needs CREATEROLE); 0001 grants lease_operator to
+ * lease_admin (needs CREATEROLE before PostgreSQL 16, the ADMIN OPTION on
+ * lease_operator from 16 on, or superuser). Returns 0, or -1 when the
+ * catalogue could not be read.
+ */
+static int roles_preflight(PGconn *c, char *todo, size_t todosz, char *err, size_t errsz)
+{
+    todo[0] = '\0';
+    PGresult *r = PQexec(
+        c, "SELECT u.rolsuper, u.rolcreaterole, current_setting('server_version_num')::int,"
+           "       quote_ident(current_user),"
+           "       (SELECT string_agg(n, ',' ORDER BY o) FROM unnest(ARRAY['lease_service',"
+           "          'lease_operator', 'lease_admin', 'lease_relay']) WITH ORDINALITY x(n, o)"
+           "         WHERE NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = x.n)),"
+           "       EXISTS (SELECT 1 FROM pg_roles WHERE rolname = 'lease_operator')"
+           "       AND pg_has_role(current_user, 'lease_operator', 'MEMBER WITH ADMIN OPTION')"
+           "  FROM pg_roles u WHERE u.rolname = current_user");
+    if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
+        set_err(err, errsz, "reading roles: %s", PQresultErrorMessage(r));
+        PQclear(r);
+        return -1;
+    }
+    bool super = PQgetvalue(r, 0, 0)[0] == 't';
+    bool createrole = PQgetvalue(r, 0, 1)[0] == 't';
+    int version = atoi(PQgetvalue(r, 0, 2));
+    char me[160];
+    snprintf(me, sizeof me, "%s", PQgetvalue(r, 0, 3));
+    char missing[128];
+    snprintf(missing, sizeof missing, "%s", PQgetisnull(r, 0, 4) ? "" : PQgetvalue(r, 0, 4));
+    bool admin_option = PQgetvalue(r, 0, 5)[0] == 't';
+    PQclear(r);
+    if (super)
+        return 0;
+    /* a CREATEROLE user creates what is missing and, from 16 on, holds the
+     * ADMIN OPTION on the roles it created */
+    bool creates_operator = createrole && strstr(missing, "lease_operator") != NULL;
+    bool can_create = createrole || !*missing;
+    bool can_grant = creates_operator || (createrole && version < 160000) || admin_option;
+    if (can_create && can_grant)
+        return 0;
+    size_t n = 0;
+    for (char *name = missing; *name;) {
+        size_t len = strcspn(name, ",");
+        n += (size_t)snprintf(todo + n, n < todosz ? todosz - n : 0, "CREATE ROLE %.*s NOLOGIN; ",
+                              (int)len, name);
+        name += len + (name[len] == ',');
+    }
+    snprintf(todo + n, n < todosz ? todosz - n : 0,
+             "GRANT lease_operator TO lease_admin; "
+             "GRANT lease_operator TO %s WITH ADMIN OPTION;",
+             me);
+    return 0;
 }
 
 static int apply_one(PGconn *c, const char *dir, lease_migration_plan_t *plan, size_t idx,
@@ -267,6 +332,7 @@ static int apply_one(PGconn *c, const char *dir, lease_migration_plan_t *plan, s
 {
     lease_migration_t *m = &plan->items[idx];
     if (!exec_ok(c, "BEGIN", err, errsz, "begin") ||
+        !exec_ok(c, "SET LOCAL client_min_messages = warning", err, errsz, "quieting notices") ||
         !exec_ok(c, "SELECT pg_advisory_xact_lock(" MIGRATE_LOCK_KEY ")", err, errsz,
                  "advisory lock") ||
         !exec_ok(c, bootstrap_sql, err, errsz, "creating lease.schema_migrations"))
@@ -278,6 +344,20 @@ static int apply_one(PGconn *c, const char *dir, lease_migration_plan_t *plan, s
         goto fail;
     if (m->applied)
         return exec_ok(c, "COMMIT", err, errsz, "commit") ? 0 : -1;
+    if (m->version == 1) {
+        char todo[1024];
+        if (roles_preflight(c, todo, sizeof todo, err, errsz) != 0)
+            goto fail;
+        if (todo[0]) {
+            set_err(err, errsz,
+                    "%s needs roles this user cannot create or grant (it lacks CREATEROLE or "
+                    "the ADMIN OPTION on lease_operator); nothing was applied. Ask your "
+                    "provider's administrator to run, once: %s then run leasectl migrate again "
+                    "(docs/schema.md, \"Managed PostgreSQL\")",
+                    m->name, todo);
+            goto fail;
+        }
+    }
 
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, m->name);

@@ -38,6 +38,7 @@
 #include "lease/identity.h"
 
 #include <libpq-fe.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,16 @@ typedef struct store_pg {
     uint64_t backend_errors;
     uint64_t sealed_refusals;
     uint64_t repeated_requests;
+    /* The highest WAL insert position a check saw, and on which timeline
+     * (lease.check_namespace): a later check that finds the database behind
+     * it on the same timeline seals (an older copy was restored). Kept here,
+     * not in the database, which a copy would carry along. Checked before
+     * the first decision of every new session and by every sweep. */
+    pthread_mutex_t seen_lock;
+    bool seen; /* the three below hold a position */
+    int seen_epoch;
+    int seen_timeline;
+    uint64_t seen_wal_lsn;
 } store_pg_t;
 
 /* One backend call as the retry loop sees it. */
@@ -183,6 +194,74 @@ static void quarantine(store_pg_t *pg, PGconn *conn, const call_spec_t *spec,
     store_pg_reply_clear(&r);
 }
 
+/* The namespace check's parameters: the epoch and position seen so far
+ * (NULL before any check). Texts live in the caller's buffers. */
+static void seen_params(store_pg_t *pg, char epoch[16], char timeline[16], char lsn[32],
+                        const char *params[3])
+{
+    pthread_mutex_lock(&pg->seen_lock);
+    bool seen = pg->seen;
+    int ep = pg->seen_epoch, tl = pg->seen_timeline;
+    uint64_t pos = pg->seen_wal_lsn;
+    pthread_mutex_unlock(&pg->seen_lock);
+    snprintf(epoch, 16, "%d", ep);
+    snprintf(timeline, 16, "%d", tl);
+    snprintf(lsn, 32, "%X/%X", (unsigned)(pos >> 32), (unsigned)pos);
+    params[0] = seen ? epoch : NULL;
+    params[1] = seen ? timeline : NULL;
+    params[2] = seen ? lsn : NULL;
+}
+
+/* Keeps the position a check answered when it is later than the one kept,
+ * or in another epoch or on another timeline (a recovery starts over; a
+ * failover is the timeline rule's to judge). */
+static void remember_position(store_pg_t *pg, const char *check_answer)
+{
+    int epoch, timeline;
+    uint64_t lsn;
+    if (store_pg_decode_position(check_answer, &epoch, &timeline, &lsn) != 0)
+        return;
+    pthread_mutex_lock(&pg->seen_lock);
+    if (!pg->seen || epoch != pg->seen_epoch || timeline != pg->seen_timeline ||
+        lsn > pg->seen_wal_lsn) {
+        pg->seen = true;
+        pg->seen_epoch = epoch;
+        pg->seen_timeline = timeline;
+        pg->seen_wal_lsn = lsn;
+    }
+    pthread_mutex_unlock(&pg->seen_lock);
+}
+
+/* Before the first lease decision of a new session: lease.check_namespace
+ * with the position seen so far, so that a database restarted from an older
+ * copy of itself on the same timeline is sealed before it decides anything
+ * (a restore onto another cluster, a failover or a point-in-time restore is
+ * refused by every deciding call itself). Returns 0, or -1 with msg: the
+ * session is not used (fail closed). */
+static int check_new_session(store_pg_t *pg, struct pg_conn *conn,
+                             const lease_deadline_t *deadline, char *msg, size_t msgsz)
+{
+    char epoch[16], timeline[16], lsn[32];
+    const char *params[3];
+    seen_params(pg, epoch, timeline, lsn, params);
+    store_pg_stmt_t stmt = {
+        .sql = "SELECT lease.check_namespace($1::integer, $2::integer, $3::pg_lsn)::text",
+        .nparams = 3,
+        .params = params,
+        .serializable = true,
+    };
+    store_pg_reply_t r;
+    store_pg_conn_exec(conn, &stmt, deadline, &r);
+    int rc = r.status == STORE_PG_EXEC_OK && r.values[0] && !r.discard ? 0 : -1;
+    if (rc == 0)
+        remember_position(pg, r.values[0]);
+    else
+        snprintf(msg, msgsz, "checking the namespace on a new session: %.180s",
+                 r.message[0] ? r.message : "no answer");
+    store_pg_reply_clear(&r);
+    return rc;
+}
+
 /* A slot with a usable session, connecting (at most CONNECT_ATTEMPTS
  * times) when needed. Returns 0, or the code to answer. */
 static int ensure_session(store_pg_t *pg, store_pg_slot_t *slot, const call_spec_t *spec,
@@ -201,8 +280,13 @@ static int ensure_session(store_pg_t *pg, store_pg_slot_t *slot, const call_spec
         store_pg_connect_status_t st =
             store_pg_conn_connect(&pg->params, spec->deadline, &conn, msg, sizeof msg);
         if (st == STORE_PG_CONNECT_OK) {
-            slot->conn = conn;
-            continue;
+            if (check_new_session(pg, conn, spec->deadline, msg, sizeof msg) == 0) {
+                slot->conn = conn;
+                continue;
+            }
+            PQfinish((PGconn *)conn);
+            st = lease_deadline_passed(spec->deadline) ? STORE_PG_CONNECT_DEADLINE
+                                                         : STORE_PG_CONNECT_FAILED;
         }
         if (st == STORE_PG_CONNECT_DEADLINE) {
             *code = DEADLINE_EXCEEDED;
@@ -214,10 +298,6 @@ static int ensure_session(store_pg_t *pg, store_pg_slot_t *slot, const call_spec
     return 0;
 }
 
-/*
- * Runs spec until it has an answer: the function's value (out->ok) or a
- * typed failure. See the file comment for the rules.
- */
 /* Whether reply says an optimistic call repeated a request that committed. */
 static bool repeated_request(const call_spec_t *spec, const store_pg_reply_t *r)
 {
@@ -225,6 +305,10 @@ static bool repeated_request(const call_spec_t *spec, const store_pg_reply_t *r)
            strcmp(r->constraint, "idempotency_pkey") == 0;
 }
 
+/*
+ * Runs spec until it has an answer: the function's value (out->ok) or a
+ * typed failure. See the file comment for the rules.
+ */
 static void run_call(store_pg_t *pg, const call_spec_t *given, call_outcome_t *out)
 {
     call_spec_t copy = *given; /* stmt.sql changes for a repeated request */
@@ -619,23 +703,36 @@ static lease_code_t pg_sweep(lease_store_t *s, int batch, const lease_deadline_t
     /* the SQL functions' own bounds (sweep_expired accepts the smaller) */
     if (batch < 1 || batch > 10000)
         return INVALID_LEASE_REQUEST;
-    char batch_text[16];
+    store_pg_t *pg = impl(s);
+    char batch_text[16], epoch_text[16], timeline_text[16], lsn_text[32];
+    const char *seen[3];
     snprintf(batch_text, sizeof batch_text, "%d", batch);
-    call_outcome_t out;
+    seen_params(pg, epoch_text, timeline_text, lsn_text, seen);
+    const char *params[4] = {batch_text, seen[0], seen[1], seen[2]};
     /* Every sweep first compares the cluster with the recorded one
-     * (lease.check_namespace seals after a restore or failover; it writes
-     * only when it seals), so readiness and acquisition follow within one
-     * sweep interval, and at start. */
-    param_call(impl(s), STORE_PG_OP_SWEEP,
-               "SELECT lease.check_namespace()::text, "
-               "lease.sweep_expired($1::integer)::text, "
-               "lease.purge_retention($1::integer)::text",
-               batch_text, deadline, NULL, NULL, &out);
+     * (lease.check_namespace seals after a restore or failover, or when the
+     * database is behind the position an earlier sweep saw; it writes only
+     * when it seals), so readiness and acquisition follow within one sweep
+     * interval, and at start. */
+    call_spec_t spec = {
+        .op = STORE_PG_OP_SWEEP,
+        .stmt = {.sql = "SELECT lease.check_namespace($2::integer, $3::integer, $4::pg_lsn)::text, "
+                        "lease.sweep_expired($1::integer)::text, "
+                        "lease.purge_retention($1::integer)::text",
+                 .nparams = 4,
+                 .params = params,
+                 .serializable = true},
+        .deadline = deadline,
+    };
+    call_outcome_t out;
+    run_call(pg, &spec, &out);
     lease_code_t code = out.code;
-    if (out.ok)
-        code = out.reply.nvalues == 3
-                   ? store_pg_decode_sweep(out.reply.values[1], out.reply.values[2], res)
-                   : store_pg_decode_sweep(NULL, NULL, res);
+    if (out.ok && out.reply.nvalues == 3) {
+        code = store_pg_decode_sweep(out.reply.values[1], out.reply.values[2], res);
+        remember_position(pg, out.reply.values[0]);
+    } else if (out.ok) {
+        code = store_pg_decode_sweep(NULL, NULL, res);
+    }
     store_pg_reply_clear(&out.reply);
     return code;
 }
@@ -721,6 +818,7 @@ static void pg_close(lease_store_t *s)
     store_pg_t *pg = impl(s);
     store_pg_pool_free(pg->pool);
     store_pg_known_free(pg->known);
+    pthread_mutex_destroy(&pg->seen_lock);
     store_pg_connparams_free(&pg->params);
     free(pg);
 }
@@ -770,6 +868,7 @@ int lease_store_pg_open(const lease_store_pg_config_t *cfg, lease_store_t **out,
         snprintf(err, errsz, "out of memory");
         return -1;
     }
+    pthread_mutex_init(&pg->seen_lock, NULL);
     pg->base.ops = &pg_ops;
     pg->base.impl = pg;
     *out = &pg->base;

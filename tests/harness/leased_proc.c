@@ -271,6 +271,11 @@ pid_t leased_proc_pid(const leased_proc_t *p)
     return p->pid;
 }
 
+bool leased_proc_alive(leased_proc_t *p)
+{
+    return !reap(p, WNOHANG);
+}
+
 void leased_proc_signal(leased_proc_t *p, int sig)
 {
     if (!p->exited)

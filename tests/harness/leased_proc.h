@@ -36,6 +36,10 @@ const char *leased_proc_url(const leased_proc_t *p);
 int leased_proc_port(const leased_proc_t *p);
 pid_t leased_proc_pid(const leased_proc_t *p);
 
+/* Whether the process started by leased_proc_start still runs (it has not
+ * exited, been killed or restarted: the same pid throughout). */
+bool leased_proc_alive(leased_proc_t *p);
+
 /* Sends a signal (e.g. SIGTERM without waiting). */
 void leased_proc_signal(leased_proc_t *p, int sig);
 /* Waits for the process to exit (at most timeout_ms, then SIGKILL) and

@@ -13,6 +13,8 @@
 static char state_url[1024];
 static char state_template[128];
 static bool state_owned;
+static char state_sockdir[512];
+static int state_port;
 static bool state_loaded;
 
 static void die(const char *fmt, ...) __attribute__((format(printf, 1, 2), noreturn));
@@ -53,6 +55,10 @@ static void load_state(void)
             snprintf(state_template, sizeof state_template, "%s", val);
         else if (strcmp(line, "PG_OWNED") == 0)
             state_owned = strcmp(val, "1") == 0;
+        else if (strcmp(line, "PG_SOCKDIR") == 0)
+            snprintf(state_sockdir, sizeof state_sockdir, "%s", val);
+        else if (strcmp(line, "PG_PORT") == 0)
+            state_port = atoi(val);
     }
     fclose(f);
     if (!state_url[0] || !state_template[0])
@@ -175,6 +181,42 @@ long long testpg_query_int(const char *url, const char *sql)
     return n;
 }
 
+char *testpg_state_digest(const char *url)
+{
+    /* Every table whose rows a lease request may change, audit aside (a
+     * refused request is audited: that is its one allowed trace). A table a
+     * later migration drops or renames is skipped, not an error. */
+    static const char *const tables[] = {
+        "lease.locks",       "lease.lease_index",      "lease.history",         "lease.idempotency",
+        "lease.fence_marks", "lease.fenced_documents", "lease.outbox",          "lease.quarantine",
+        "lease.recoveries",  "lease.credentials",      "lease.namespace_state", "lease.policy",
+    };
+    size_t cap = 64 * (sizeof tables / sizeof tables[0]) + 1, used = 0;
+    char *out = calloc(1, cap);
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < sizeof tables / sizeof tables[0]; i++) {
+        char sql[512];
+        snprintf(sql, sizeof sql, "SELECT to_regclass('%s') IS NOT NULL", tables[i]);
+        char *exists = testpg_query_value(url, sql);
+        bool present = exists && strcmp(exists, "t") == 0;
+        free(exists);
+        snprintf(sql, sizeof sql,
+                 present ? "SELECT md5(coalesce(string_agg(x::text, ',' ORDER BY x::text), '')) "
+                           "FROM %s x"
+                         : "SELECT '-' /* %s */",
+                 tables[i]);
+        char *d = testpg_query_value(url, sql);
+        if (!d) {
+            free(out);
+            return NULL;
+        }
+        used += (size_t)snprintf(out + used, cap - used, "%.33s|", d);
+        free(d);
+    }
+    return out;
+}
+
 static char *create_db(const char *prefix, const char *template)
 {
     static int counter;
@@ -223,6 +265,13 @@ bool testpg_owned(void)
 {
     load_state();
     return state_owned;
+}
+
+const char *testpg_socket(int *port)
+{
+    load_state();
+    *port = state_port;
+    return state_owned && state_sockdir[0] ? state_sockdir : NULL;
 }
 
 static bool run_pgcluster(const char *verb)

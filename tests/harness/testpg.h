@@ -32,8 +32,15 @@ char *testpg_query_value(const char *url, const char *sql);
 /* Same, parsed as an integer (aborts the test when it is not one). */
 long long testpg_query_int(const char *url, const char *sql);
 
+/* A digest of every lease table but the audit log (heap): equal before and
+ * after a refused request proves the request changed nothing. */
+char *testpg_state_digest(const char *url);
+
 /* Whether the tests own the cluster (so they may stop and start it). */
 bool testpg_owned(void);
+/* The owned cluster's socket folder (and *port), or NULL when the tests do
+ * not own the cluster (LEASE_TEST_DATABASE_URL). Borrowed string. */
+const char *testpg_socket(int *port);
 /* Stops (immediate shutdown) / starts the whole cluster. */
 bool testpg_pause(void);
 bool testpg_resume(void);

@@ -379,6 +379,51 @@ static void test_encode_audit(void **state)
     "\"trace_id\":null,\"request_id\":\"req-1\",\"metadata\":{\"z\":1,\"a\":\"x\"},"               \
     "\"end_reason\":null,\"incident_id\":null}"
 
+/* Brief answers (docs/sql-api.md): what the database decided, no more. */
+static void test_decode_brief(void **state)
+{
+    (void)state;
+    lease_result_t r;
+    const char *acquired =
+        "{\"code\":\"lease_acquired\",\"replayed\":false,\"current_state\":\"active\","
+        "\"lease\":{\"lease_id\":\"lease_9\",\"fencing_token\":7,\"state\":\"active\","
+        "\"acquired_at\":\"2026-08-05T12:00:00.000Z\",\"renewed_at\":\"2026-08-05T12:00:00.000Z\","
+        "\"expires_at\":\"2026-08-05T12:00:30.000Z\",\"ttl_ms\":30000,"
+        "\"maximum_lifetime_ms\":3600000,\"owner_client_id\":\"c\",\"owner_credential_id\":\"k\"}}";
+    assert_int_equal(store_pg_decode_result(STORE_PG_OP_ACQUIRE, acquired, &r), LEASE_ACQUIRED);
+    assert_string_equal(r.lease.lease_id, "lease_9");
+    assert_int_equal(r.lease.fencing_token, 7);
+    assert_string_equal(r.lease.identity.tenant_id, ""); /* the request's */
+    assert_string_equal(r.lease.metadata_json, "");      /* the request's */
+    /* an acquisition's answer must name its lease: without it, it is not
+     * readable, and a mutation whose answer cannot be read may have happened */
+    const char *anonymous =
+        "{\"code\":\"lease_acquired\",\"lease\":{\"state\":\"active\","
+        "\"acquired_at\":\"2026-08-05T12:00:00.000Z\",\"renewed_at\":\"2026-08-05T12:00:00.000Z\","
+        "\"expires_at\":\"2026-08-05T12:00:30.000Z\",\"ttl_ms\":30000,\"maximum_lifetime_ms\":1}}";
+    assert_int_equal(store_pg_decode_result(STORE_PG_OP_ACQUIRE, anonymous, &r),
+                     LEASE_OUTCOME_UNKNOWN);
+    /* a renewal's names neither lease nor token: the request did */
+    const char *renewed =
+        "{\"code\":\"lease_renewed\",\"lease\":{\"state\":\"active\","
+        "\"acquired_at\":\"2026-08-05T12:00:00.000Z\",\"renewed_at\":\"2026-08-05T12:00:20.000Z\","
+        "\"expires_at\":\"2026-08-05T12:00:50.000Z\",\"ttl_ms\":30000,"
+        "\"maximum_lifetime_ms\":3600000,\"execution_id\":\"e\",\"metadata\":{\"k\":1}}}";
+    assert_int_equal(store_pg_decode_result(STORE_PG_OP_RENEW, renewed, &r), LEASE_RENEWED);
+    assert_int_equal(r.lease.fencing_token, 0);
+    assert_string_equal(r.lease.execution_id, "e");
+    assert_string_equal(r.lease.metadata_json, "{\"k\":1}");
+    /* an inspection must answer a whole record */
+    assert_int_equal(store_pg_decode_result(STORE_PG_OP_INSPECT,
+                                            "{\"code\":\"lease_inspected\",\"lease\":"
+                                            "{\"state\":\"active\",\"acquired_at\":\"2026-08-05T12:00:00.000Z\","
+                                            "\"renewed_at\":\"2026-08-05T12:00:00.000Z\","
+                                            "\"expires_at\":\"2026-08-05T12:00:30.000Z\","
+                                            "\"ttl_ms\":1,\"maximum_lifetime_ms\":1}}",
+                                            &r),
+                     LEASE_BACKEND_UNAVAILABLE);
+}
+
 static void test_decode_success(void **state)
 {
     (void)state;
@@ -471,7 +516,6 @@ static void test_decode_malformed(void **state)
         {STORE_PG_OP_ACQUIRE, "{\"code\":\"lease_acquired\",\"lease\":null}"},
         {STORE_PG_OP_ACQUIRE, "{\"code\":\"lease_acquired\",\"lease\":[]}"},
         {STORE_PG_OP_ACQUIRE, long_lease},
-        {STORE_PG_OP_ACQUIRE, big_meta},
         {STORE_PG_OP_ACQUIRE, "{\"code\":\"lease_conflict\",\"retry_after_ms\":-1}"},
         {STORE_PG_OP_ACQUIRE, "{\"code\":\"lease_conflict\",\"retry_after_ms\":\"1\"}"},
         {STORE_PG_OP_ACQUIRE, "{\"code\":\"lease_conflict\",\"replayed\":1}"},
@@ -479,14 +523,24 @@ static void test_decode_malformed(void **state)
         {STORE_PG_OP_ACQUIRE, "{\"code\":\"lease_conflict\",\"code\":\"lease_acquired\"}"},
         {STORE_PG_OP_ACQUIRE, "{\"code\":\"lease_conflict\",\"field\":7}"},
     };
+    /* a read answers backend_unavailable; a mutation's function ran, so an
+     * answer that cannot be read is outcome_unknown, never "nothing done" */
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         lease_result_t r;
         memset(&r, 0x5a, sizeof r);
+        lease_code_t want =
+            store_pg_op_read_only(cases[i].op) ? LEASE_BACKEND_UNAVAILABLE : LEASE_OUTCOME_UNKNOWN;
         lease_code_t c = store_pg_decode_result(cases[i].op, cases[i].text, &r);
-        if (c != LEASE_BACKEND_UNAVAILABLE || r.code != LEASE_BACKEND_UNAVAILABLE || r.has_lease ||
-            r.replayed || r.lease.fencing_token != 0)
+        if (c != want || r.code != want || r.has_lease || r.replayed || r.lease.fencing_token != 0)
             fail_msg("case %zu decoded to %s", i, lease_code_name(c));
     }
+
+    /* metadata larger than the bound makes the metadata unreadable, not
+     * the lease: it reads as null */
+    lease_result_t big;
+    assert_int_equal(store_pg_decode_result(STORE_PG_OP_ACQUIRE, big_meta, &big), LEASE_ACQUIRED);
+    assert_true(big.has_lease);
+    assert_string_equal(big.lease.metadata_json, "null");
 
     /* each field of a record, broken one at a time */
     struct {
@@ -507,7 +561,6 @@ static void test_decode_malformed(void **state)
         {"\"target_id\":\"Target_01\",", ""},
         {"\"tenant_id\":\"tenant-main\"", "\"tenant_id\":[\"x\"]"},
         {"\"operation_class\":null", "\"operation_class\":\"extraordinarily-long-class\""},
-        {"\"metadata\":{\"z\":1,\"a\":\"x\"}", "\"metadata\":\"{}\""},
         {"\"owner_principal_id\":\"prn_1\"", "\"owner_principal_id\":1"},
         {"\"end_reason\":null", "\"end_reason\":false"},
     };
@@ -519,9 +572,79 @@ static void test_decode_malformed(void **state)
                  (int)(at - LEASE_JSON), LEASE_JSON, edits[i].to, at + strlen(edits[i].from));
         lease_result_t r;
         lease_code_t c = store_pg_decode_result(STORE_PG_OP_RENEW, rec_text, &r);
-        if (c != LEASE_BACKEND_UNAVAILABLE || r.has_lease)
+        if (c != LEASE_OUTCOME_UNKNOWN || r.has_lease)
             fail_msg("edit %zu (%s) decoded to %s", i, edits[i].to, lease_code_name(c));
+        c = store_pg_decode_result(STORE_PG_OP_INSPECT, rec_text, &r);
+        if (c != LEASE_BACKEND_UNAVAILABLE || r.has_lease)
+            fail_msg("edit %zu (%s) inspected to %s", i, edits[i].to, lease_code_name(c));
     }
+}
+
+/* A lease with the given metadata text, as lease.inspect answers it. */
+static lease_code_t decode_with_metadata(store_pg_op_t op, const char *metadata, lease_result_t *r)
+{
+    static const char from[] = "\"metadata\":{\"z\":1,\"a\":\"x\"}";
+    char text[8192];
+    const char *at = strstr(LEASE_JSON, from);
+    assert_non_null(at);
+    snprintf(text, sizeof text, "{\"code\":\"%s\",\"lease\":%.*s\"metadata\":%s%s}",
+             op == STORE_PG_OP_INSPECT ? "lease_inspected" : "lease_acquired",
+             (int)(at - LEASE_JSON), LEASE_JSON, metadata, at + strlen(from));
+    return store_pg_decode_result(op, text, r);
+}
+
+/* Metadata is the caller's data: a value jsonb holds but the decoder cannot
+ * (or that is outside the request bound) reads as null and never makes the
+ * lease unreadable; reals keep their shortest form. */
+static void test_decode_metadata_numbers(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *stored, *read;
+    } cases[] = {
+        {"{\"n\": 10000000000000000000}", "{\"n\":null}"},
+        {"{\"n\": 9300000000000000000, \"s\": \"ok\"}", "{\"n\":null,\"s\":\"ok\"}"},
+        {"{\"n\": 12345678901234567890.5}", "{\"n\":null}"},
+        {"{\"n\": 1e400, \"m\": -1e400}", "{\"m\":null,\"n\":null}"},
+        {"{\"n\": 9007199254740991, \"r\": 0.1}", "{\"n\":9007199254740991,\"r\":0.1}"},
+        {"{\"n\": -9007199254740992}", "{\"n\":null}"},
+        {"{\"r\": 2.5e-8, \"b\": true}", "{\"b\":true,\"r\":2.5e-08}"},
+        {"\"text\"", "null"},
+        {"[1, 2]", "null"},
+        {"null", "{}"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        for (int op = 0; op < 2; op++) {
+            lease_result_t r;
+            store_pg_op_t o = op ? STORE_PG_OP_INSPECT : STORE_PG_OP_ACQUIRE;
+            lease_code_t c = decode_with_metadata(o, cases[i].stored, &r);
+            if (!lease_code_is_success(c) || strcmp(r.lease.metadata_json, cases[i].read) != 0)
+                fail_msg("metadata %s decoded to %s: %s", cases[i].stored, lease_code_name(c),
+                         r.lease.metadata_json);
+            assert_int_equal(r.lease.fencing_token, 42);
+        }
+    }
+    /* the same number in a field that must be exact fails the record */
+    lease_result_t r;
+    char text[4096];
+    const char *at = strstr(LEASE_JSON, "\"fencing_token\":42");
+    snprintf(text, sizeof text, "{\"code\":\"lease_inspected\",\"lease\":%.*s%s%s}",
+             (int)(at - LEASE_JSON), LEASE_JSON, "\"fencing_token\":10000000000000000000",
+             at + strlen("\"fencing_token\":42"));
+    assert_int_equal(store_pg_decode_result(STORE_PG_OP_INSPECT, text, &r),
+                     LEASE_BACKEND_UNAVAILABLE);
+
+    /* a list with one lease whose metadata holds such a value lists both */
+    lease_list_result_t l;
+    snprintf(text, sizeof text, "{\"code\":\"lease_listed\",\"leases\":[%s,%.*s%s%s]}", LEASE_JSON,
+             (int)(strstr(LEASE_JSON, "\"metadata\"") - LEASE_JSON), LEASE_JSON,
+             "\"metadata\":{\"n\":1e19999}",
+             strstr(LEASE_JSON, "\"metadata\"") + strlen("\"metadata\":{\"z\":1,\"a\":\"x\"}"));
+    assert_int_equal(store_pg_decode_list(STORE_PG_OP_LIST_BY_PROGRAM, text, &l), LEASE_LISTED);
+    assert_int_equal(l.count, 2);
+    assert_string_equal(l.leases[0].metadata_json, "{\"a\":\"x\",\"z\":1}");
+    assert_string_equal(l.leases[1].metadata_json, "{\"n\":null}");
+    lease_list_result_free(&l);
 }
 
 static void test_decode_list(void **state)
@@ -599,7 +722,7 @@ static void test_decode_commit(void **state)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         c = store_pg_decode_commit(bad[i], 2, &r);
-        if (c != LEASE_BACKEND_UNAVAILABLE || r.n_writes)
+        if (c != LEASE_OUTCOME_UNKNOWN || r.n_writes)
             fail_msg("commit case %zu decoded to %s", i, lease_code_name(c));
     }
 }
@@ -713,9 +836,10 @@ int main(void)
         cmocka_unit_test(test_encode_acquire),   cmocka_unit_test(test_encode_owner_and_admin),
         cmocka_unit_test(test_encode_reads),     cmocka_unit_test(test_encode_commit),
         cmocka_unit_test(test_encode_audit),     cmocka_unit_test(test_decode_success),
-        cmocka_unit_test(test_decode_malformed), cmocka_unit_test(test_decode_list),
-        cmocka_unit_test(test_decode_commit),    cmocka_unit_test(test_decode_internal),
-        cmocka_unit_test(test_op_table),
+        cmocka_unit_test(test_decode_brief),
+        cmocka_unit_test(test_decode_malformed), cmocka_unit_test(test_decode_metadata_numbers),
+        cmocka_unit_test(test_decode_list),      cmocka_unit_test(test_decode_commit),
+        cmocka_unit_test(test_decode_internal),  cmocka_unit_test(test_op_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

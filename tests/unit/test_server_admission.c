@@ -75,12 +75,72 @@ static void test_inflight(void **state)
     leased_admission_free(adm);
 }
 
+/* Fair shares: per credential and per tenant, in flight and waiting, and
+ * they come back. */
+static void test_shares(void **state)
+{
+    (void)state;
+    leased_admission_t *adm = leased_admission_new(100, 100);
+    leased_admission_limits_t lim = {2, 3, 1, 1, 1000, 1000};
+    leased_admission_configure(adm, &lim);
+    int64_t retry = 0;
+    assert_true(leased_admission_claim(adm, "key_a", "t1", false, &retry));
+    assert_true(leased_admission_claim(adm, "key_a", "t1", false, &retry));
+    /* the credential's share is full; another credential of the tenant is not */
+    assert_false(leased_admission_claim(adm, "key_a", "t1", false, &retry));
+    assert_true(retry > 0);
+    assert_true(leased_admission_claim(adm, "key_b", "t1", false, &retry));
+    /* now the tenant's share (3) is full too */
+    assert_false(leased_admission_claim(adm, "key_c", "t1", false, &retry));
+    assert_true(leased_admission_claim(adm, "key_c", "t2", false, &retry));
+    /* waiting is counted apart */
+    assert_true(leased_admission_claim(adm, "key_a", "t1", true, &retry));
+    assert_false(leased_admission_claim(adm, "key_b", "t1", true, &retry)); /* tenant: 1 */
+    leased_admission_unclaim(adm, "key_a", "t1", true);
+    assert_true(leased_admission_claim(adm, "key_b", "t1", true, &retry));
+    /* releasing gives the shares back */
+    leased_admission_unclaim(adm, "key_a", "t1", false);
+    assert_true(leased_admission_claim(adm, "key_a", "t1", false, &retry));
+    leased_admission_stats_t st;
+    leased_admission_stats(adm, &st);
+    assert_int_equal(st.rejected_share, 3);
+    leased_admission_free(adm);
+}
+
+/* Before authentication: the address's request bucket, and its lookup
+ * budget that failed authentications use up. */
+static void test_source_buckets(void **state)
+{
+    (void)state;
+    leased_admission_t *adm = leased_admission_new(100, 100);
+    leased_admission_limits_t lim = {10, 10, 10, 10, 3, 2};
+    leased_admission_configure(adm, &lim);
+    int64_t t0 = 5 * SEC, retry = 0;
+    for (int i = 0; i < 3; i++)
+        assert_true(leased_admission_source_take(adm, "10.0.0.1", t0, &retry));
+    assert_false(leased_admission_source_take(adm, "10.0.0.1", t0, &retry));
+    assert_true(retry > 0);
+    assert_true(leased_admission_source_take(adm, "10.0.0.2", t0, &retry));
+    /* lookups stay allowed until two failures; looking takes nothing */
+    for (int i = 0; i < 5; i++)
+        assert_true(leased_admission_lookup_allowed(adm, "10.0.0.1", t0, &retry));
+    leased_admission_auth_failed(adm, "10.0.0.1", t0);
+    assert_true(leased_admission_lookup_allowed(adm, "10.0.0.1", t0, &retry));
+    leased_admission_auth_failed(adm, "10.0.0.1", t0);
+    assert_false(leased_admission_lookup_allowed(adm, "10.0.0.1", t0, &retry));
+    assert_true(retry > 0 && retry <= 501);
+    assert_true(leased_admission_lookup_allowed(adm, "10.0.0.2", t0, &retry));
+    /* half a second later one lookup is allowed again */
+    assert_true(leased_admission_lookup_allowed(adm, "10.0.0.1", t0 + SEC / 2, &retry));
+    leased_admission_free(adm);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_bucket),
-        cmocka_unit_test(test_many_credentials),
-        cmocka_unit_test(test_inflight),
+        cmocka_unit_test(test_bucket),         cmocka_unit_test(test_many_credentials),
+        cmocka_unit_test(test_inflight),       cmocka_unit_test(test_shares),
+        cmocka_unit_test(test_source_buckets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

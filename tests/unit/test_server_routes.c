@@ -40,6 +40,18 @@ static void test_match(void **state)
     assert_int_equal(miss, LEASED_ROUTE_NO_METHOD);
     assert_null(leased_routes_match("GET", "/v1/leases/a/b", param, sizeof param, &miss));
     assert_int_equal(miss, LEASED_ROUTE_NO_PATH);
+    /* the watch: one id segment, then "/watch"; read or lease capability */
+    r = leased_routes_match("GET", "/v1/leases/lease_abc/watch", param, sizeof param, &miss);
+    assert_non_null(r);
+    assert_int_equal(r->op, LEASED_OP_WATCH);
+    assert_string_equal(param, "lease_abc");
+    assert_int_equal(r->caps_any, LEASE_CAP_READ | LEASE_CAP_LEASE);
+    assert_false(r->on_event_thread);
+    assert_null(leased_routes_match("POST", "/v1/leases/lease_abc/watch", param, sizeof param,
+                                    &miss));
+    assert_int_equal(miss, LEASED_ROUTE_NO_METHOD);
+    assert_null(leased_routes_match("GET", "/v1/leases//watch", param, sizeof param, &miss));
+    assert_null(leased_routes_match("GET", "/v1/leases/a/watch/x", param, sizeof param, &miss));
     assert_null(leased_routes_match("GET", "/v1/leases/", param, sizeof param, &miss));
     assert_int_equal(miss, LEASED_ROUTE_NO_PATH);
     assert_null(leased_routes_match("POST", "/v1/commits/", param, sizeof param, &miss));
@@ -64,7 +76,7 @@ static void test_table_invariants(void **state)
     (void)state;
     size_t n;
     const leased_route_t *t = leased_routes_table(&n);
-    assert_int_equal(n, 12);
+    assert_int_equal(n, 13);
     for (size_t i = 0; i < n; i++) {
         assert_int_equal(t[i].on_event_thread, t[i].caps_any == 0);
         assert_non_null(t[i].handler);

@@ -1,0 +1,222 @@
+/*
+ * json_text.c - compact JSON serialisation with shortest round-trip reals
+ * (see json_text.h), and the metadata number bound.
+ *
+ * Output equals jansson's JSON_COMPACT output except for reals: strings are
+ * escaped the same way (", \, the short escapes, other control characters
+ * as \u00XX, everything else as UTF-8 bytes), objects keep jansson's
+ * insertion order unless JSON_SORT_KEYS asks for byte order.
+ */
+#include "lease/json_text.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* A growing output buffer; `failed` sticks once memory runs out. */
+typedef struct text_buf {
+    char *data;
+    size_t len, cap;
+    bool failed;
+} text_buf_t;
+
+static void put(text_buf_t *b, const char *s, size_t n)
+{
+    if (b->failed)
+        return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 256;
+        while (cap < b->len + n + 1)
+            cap *= 2;
+        char *nd = realloc(b->data, cap);
+        if (!nd) {
+            b->failed = true;
+            return;
+        }
+        b->data = nd;
+        b->cap = cap;
+    }
+    memcpy(b->data + b->len, s, n);
+    b->len += n;
+    b->data[b->len] = '\0';
+}
+
+static void put_str(text_buf_t *b, const char *s)
+{
+    put(b, s, strlen(s));
+}
+
+static void put_string(text_buf_t *b, const char *s, size_t n)
+{
+    put(b, "\"", 1);
+    size_t run = 0; /* bytes copied verbatim, flushed before each escape */
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        const char *esc = NULL;
+        char hex[8];
+        switch (c) {
+        case '"':
+            esc = "\\\"";
+            break;
+        case '\\':
+            esc = "\\\\";
+            break;
+        case '\b':
+            esc = "\\b";
+            break;
+        case '\f':
+            esc = "\\f";
+            break;
+        case '\n':
+            esc = "\\n";
+            break;
+        case '\r':
+            esc = "\\r";
+            break;
+        case '\t':
+            esc = "\\t";
+            break;
+        default:
+            if (c < 0x20) {
+                snprintf(hex, sizeof hex, "\\u%04X", c);
+                esc = hex;
+            }
+            break;
+        }
+        if (!esc) {
+            run++;
+            continue;
+        }
+        put(b, s + i - run, run);
+        run = 0;
+        put_str(b, esc);
+    }
+    put(b, s + n - run, run);
+    put(b, "\"", 1);
+}
+
+bool lease_json_real_text(double x, char out[LEASE_JSON_REAL_TEXT_MAX])
+{
+    if (!isfinite(x))
+        return false;
+    if (x == 0) {
+        /* jsonb has no negative zero: "-0" would come back as 0 anyway */
+        snprintf(out, LEASE_JSON_REAL_TEXT_MAX, "0");
+        return true;
+    }
+    /* 17 significant digits always round-trip; the first shorter precision
+     * that does is the shortest text (%g picks plain or exponent form). */
+    for (int prec = 1; prec <= 17; prec++) {
+        snprintf(out, LEASE_JSON_REAL_TEXT_MAX, "%.*g", prec, x);
+        if (strtod(out, NULL) == x)
+            return true;
+    }
+    return true;
+}
+
+bool lease_json_number_safe(const json_t *v)
+{
+    if (json_is_integer(v)) {
+        json_int_t n = json_integer_value(v);
+        return n >= -LEASE_JSON_SAFE_INTEGER && n <= LEASE_JSON_SAFE_INTEGER;
+    }
+    if (json_is_real(v)) {
+        double x = json_real_value(v);
+        return isfinite(x) && fabs(x) <= (double)LEASE_JSON_SAFE_INTEGER;
+    }
+    return false;
+}
+
+static int compare_keys(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static void put_value(text_buf_t *b, json_t *v, size_t flags);
+
+static void put_object(text_buf_t *b, json_t *v, size_t flags)
+{
+    size_t n = json_object_size(v);
+    const char **keys = n ? malloc(n * sizeof *keys) : NULL;
+    if (n && !keys) {
+        b->failed = true;
+        return;
+    }
+    size_t i = 0;
+    const char *key;
+    json_t *member;
+    json_object_foreach(v, key, member)
+    {
+        keys[i++] = key;
+    }
+    if ((flags & JSON_SORT_KEYS) && n > 1)
+        qsort(keys, n, sizeof *keys, compare_keys);
+    put(b, "{", 1);
+    for (i = 0; i < n && !b->failed; i++) {
+        if (i)
+            put(b, ",", 1);
+        put_string(b, keys[i], strlen(keys[i]));
+        put(b, ":", 1);
+        put_value(b, json_object_get(v, keys[i]), flags);
+    }
+    put(b, "}", 1);
+    free(keys);
+}
+
+static void put_value(text_buf_t *b, json_t *v, size_t flags)
+{
+    char num[LEASE_JSON_REAL_TEXT_MAX];
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        put_object(b, v, flags);
+        break;
+    case JSON_ARRAY:
+        put(b, "[", 1);
+        for (size_t i = 0; i < json_array_size(v) && !b->failed; i++) {
+            if (i)
+                put(b, ",", 1);
+            put_value(b, json_array_get(v, i), flags);
+        }
+        put(b, "]", 1);
+        break;
+    case JSON_STRING:
+        put_string(b, json_string_value(v), json_string_length(v));
+        break;
+    case JSON_INTEGER:
+        snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        put_str(b, num);
+        break;
+    case JSON_REAL:
+        if (!lease_json_real_text(json_real_value(v), num)) {
+            b->failed = true;
+            return;
+        }
+        put_str(b, num);
+        break;
+    case JSON_TRUE:
+        put_str(b, "true");
+        break;
+    case JSON_FALSE:
+        put_str(b, "false");
+        break;
+    case JSON_NULL:
+    default:
+        put_str(b, "null");
+        break;
+    }
+}
+
+char *lease_json_dumps(json_t *v, size_t flags)
+{
+    if (!v)
+        return NULL;
+    text_buf_t b = {0};
+    put_value(&b, v, flags);
+    if (b.failed) {
+        free(b.data);
+        return NULL;
+    }
+    return b.data;
+}

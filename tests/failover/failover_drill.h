@@ -1,0 +1,599 @@
+/*
+ * failover_drill.h - what the failover tests share (header only; each test
+ * file is its own program): worker threads that acquire and release a
+ * handful of hot identities over HTTP through a real leased and record
+ * every acknowledged fencing token, the drill's phases, and the checks.
+ *
+ *   drill_t d;
+ *   drill_start(&d, leased_proc_url(srv), worker_token);
+ *   drill_wait_acks(&d, DRILL_STREAMING, 30);     // a condition, with a deadline
+ *   testpair_run(pair, "kill", "primary");
+ *   drill_set_phase(&d, DRILL_KILLED);
+ *   ...
+ *   drill_stop(&d);                               // joins the workers
+ *   drill_check_monotonic(&d);                    // no token reused or lowered
+ *   drill_free(&d);
+ *
+ * The phase a request started in says which database can have decided it:
+ * before DRILL_KILLED the old primary, from DRILL_KILLED on only the new one
+ * (the test sets DRILL_KILLED after the old primary is dead). Workers never
+ * assert (cmocka is not thread-safe): they count, the test asserts.
+ */
+#ifndef LEASE_TEST_FAILOVER_DRILL_H
+#define LEASE_TEST_FAILOVER_DRILL_H
+
+#include "../http/http_common.h"
+
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#include "testpair.h"
+
+#define DRILL_IDENTITIES 4
+#define DRILL_WORKERS 4
+/* Short leases: one whose acquisition's reply was lost in the crash (held,
+ * but by nobody who knows it) blocks its identity for two seconds only. */
+#define DRILL_TTL_MS 2000
+/* Bound on every wait for a condition. */
+#define DRILL_WAIT_MS 60000
+
+/* leased's settings for the drills: the workers retry refusals every 10 ms,
+ * above the default per-credential rate (a 429 would hide the answer the
+ * drill is about); a known pool size (drill_wait_connections_dropped). */
+#define DRILL_POOL_SIZE 8
+static const char *const drill_leased_env[] = {"LEASE_RATE_LIMIT=100000/s", "LEASE_DB_POOL_SIZE=8",
+                                               NULL};
+
+typedef enum drill_phase {
+    DRILL_STREAMING,    /* primary up, replica streaming */
+    DRILL_UNREPLICATED, /* what the primary acknowledges now the new database will lack
+                         * (replica stopped, or after the restore target) */
+    DRILL_KILLED,       /* the primary is dead (immediate shutdown) */
+    DRILL_PROMOTED,     /* the replica (or a restore) accepts writes */
+    DRILL_RECOVERING,   /* leasectl recover is running */
+    DRILL_RECOVERED,    /* leasectl recover returned */
+    DRILL_PHASES
+} drill_phase_t;
+
+static const char *const drill_phase_names[DRILL_PHASES] = {
+    "streaming", "unreplicated", "killed", "promoted", "recovering", "recovered"};
+
+/* One acknowledged (200 lease_acquired) acquisition. */
+typedef struct drill_ack {
+    int64_t start_ns, reply_ns; /* CLOCK_MONOTONIC around the request */
+    json_int_t token;
+    drill_phase_t start_phase, reply_phase;
+} drill_ack_t;
+
+typedef struct drill_identity {
+    char target[32];
+    drill_ack_t *acks;
+    size_t n, cap;
+} drill_identity_t;
+
+typedef struct drill drill_t;
+
+typedef struct drill_worker {
+    drill_t *d;
+    int index;
+    pthread_t thread;
+} drill_worker_t;
+
+struct drill {
+    const char *base, *token;
+    pthread_mutex_t mu;
+    _Atomic int phase;
+    _Atomic bool stop;
+    int64_t phase_ns[DRILL_PHASES]; /* when each phase began (0: never) */
+    int64_t promote_issued_ns;      /* set by the test just before it promotes */
+    drill_identity_t ids[DRILL_IDENTITIES];
+    drill_worker_t workers[DRILL_WORKERS];
+    /* Under mu: */
+    long acked[DRILL_PHASES];    /* acknowledged acquisitions, by the phase they started in */
+    long answered[DRILL_PHASES]; /* acquisitions answered (or failed), by the phase they started in
+                                  */
+    long sealed[DRILL_PHASES]; /* 503 reason namespace_sealed, by the phase they were answered in */
+    long other[DRILL_PHASES];  /* other refusals (database unreachable, outcome unknown...) */
+    struct {
+        char kind[96]; /* "503 lease_backend_unavailable namespace_sealed" */
+        long n;
+    } kinds[12];           /* every kind of answer to an acquisition, counted */
+    long conflicts;        /* 409 lease_conflict: another worker held the identity */
+    long released;         /* releases answered 200 */
+    long transport_errors; /* no HTTP answer at all */
+    /* Acquisitions started and answered while DRILL_PROMOTED was the phase
+     * that were not 503 namespace_sealed. */
+    long promoted_not_sealed;
+    char promoted_not_sealed_example[512];
+    int64_t first_sealed_ns; /* first namespace_sealed answer (0: none yet) */
+};
+
+static inline int64_t drill_now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
+static inline void drill_pause_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static inline void drill_set_phase(drill_t *d, drill_phase_t phase)
+{
+    pthread_mutex_lock(&d->mu);
+    d->phase_ns[phase] = drill_now_ns();
+    pthread_mutex_unlock(&d->mu);
+    atomic_store(&d->phase, (int)phase);
+}
+
+static inline char *drill_acquire_body(const char *request_id, const char *target)
+{
+    return dump(json_pack("{s:s, s:o, s:s, s:s, s:s, s:i}", "request_id", request_id,
+                          "lock_identity", identity_json(target), "service_instance_id", "inst_1",
+                          "execution_id", "exec_drill", "job_id", "job_drill", "ttl_ms",
+                          DRILL_TTL_MS));
+}
+
+static inline void drill_record_ack(drill_t *d, int id, json_int_t token, int64_t start_ns,
+                                    int64_t reply_ns, drill_phase_t start_phase,
+                                    drill_phase_t reply_phase)
+{
+    drill_identity_t *x = &d->ids[id];
+    pthread_mutex_lock(&d->mu);
+    if (x->n == x->cap) {
+        x->cap = x->cap ? x->cap * 2 : 256;
+        x->acks = realloc(x->acks, x->cap * sizeof *x->acks);
+    }
+    x->acks[x->n++] = (drill_ack_t){start_ns, reply_ns, token, start_phase, reply_phase};
+    d->acked[start_phase]++;
+    pthread_mutex_unlock(&d->mu);
+}
+
+/* Releases what an acknowledged acquisition holds, until an answer says
+ * it is released or no longer held (or the drill stops). */
+static inline void drill_release(drill_t *d, http_client_t *c, int w, long i, int id, json_t *lease)
+{
+    for (int attempt = 0; !atomic_load(&d->stop); attempt++) {
+        char rid[64];
+        snprintf(rid, sizeof rid, "w%d-r%ld-%d", w, i, attempt);
+        char *body = owner_body(rid, d->ids[id].target, lease);
+        http_resp_t *r =
+            http_client_call(c, "POST", "/v1/leases/release", d->token, body, NULL, NULL);
+        free(body);
+        long st = r ? r->status : 0;
+        http_resp_free(r);
+        if (st == 200 || st == 409) {
+            pthread_mutex_lock(&d->mu);
+            d->released += st == 200;
+            pthread_mutex_unlock(&d->mu);
+            return;
+        }
+        drill_pause_ms(10);
+    }
+}
+
+static inline void *drill_worker_main(void *arg)
+{
+    drill_worker_t *wk = arg;
+    drill_t *d = wk->d;
+    http_client_t *c = http_client_new(d->base, 10000);
+    for (long i = 0; !atomic_load(&d->stop); i++) {
+        int id = (int)((wk->index + i) % DRILL_IDENTITIES);
+        char rid[64];
+        snprintf(rid, sizeof rid, "w%d-a%ld", wk->index, i);
+        char *body = drill_acquire_body(rid, d->ids[id].target);
+        drill_phase_t start_phase = (drill_phase_t)atomic_load(&d->phase);
+        int64_t start_ns = drill_now_ns();
+        char err[256] = "";
+        http_resp_t *r =
+            http_client_call(c, "POST", "/v1/leases/acquire", d->token, body, NULL, err);
+        int64_t reply_ns = drill_now_ns();
+        drill_phase_t reply_phase = (drill_phase_t)atomic_load(&d->phase);
+        free(body);
+        const char *code = r ? http_resp_str(r, "code") : NULL;
+        const char *reason = r ? http_resp_str(r, "reason") : NULL;
+        bool acked = r && r->status == 200 && code && strcmp(code, "lease_acquired") == 0;
+        bool sealed = r && r->status == 503 && code &&
+                      strcmp(code, "lease_backend_unavailable") == 0 && reason &&
+                      strcmp(reason, "namespace_sealed") == 0;
+        bool conflict = r && r->status == 409;
+        json_t *lease = acked ? json_deep_copy(json_object_get(r->json, "lease")) : NULL;
+        json_int_t token = acked ? json_integer_value(json_object_get(lease, "fencing_token")) : 0;
+
+        char kind[96];
+        snprintf(kind, sizeof kind, "%ld %s%s%s", r ? r->status : 0L,
+                 code ? code : (r ? "-" : "no answer"), reason ? " " : "", reason ? reason : "");
+        pthread_mutex_lock(&d->mu);
+        for (size_t k = 0; k < sizeof d->kinds / sizeof d->kinds[0]; k++)
+            if (!d->kinds[k].n || strcmp(d->kinds[k].kind, kind) == 0) {
+                if (!d->kinds[k].n)
+                    snprintf(d->kinds[k].kind, sizeof d->kinds[k].kind, "%s", kind);
+                d->kinds[k].n++;
+                break;
+            }
+        d->answered[start_phase]++;
+        if (!r)
+            d->transport_errors++;
+        else if (sealed) {
+            d->sealed[reply_phase]++;
+            if (!d->first_sealed_ns)
+                d->first_sealed_ns = reply_ns;
+        } else if (conflict)
+            d->conflicts++;
+        else if (!acked)
+            d->other[reply_phase]++;
+        if (start_phase == DRILL_PROMOTED && reply_phase == DRILL_PROMOTED && !sealed) {
+            if (!d->promoted_not_sealed++)
+                snprintf(d->promoted_not_sealed_example, sizeof d->promoted_not_sealed_example,
+                         "%ld %s", r ? r->status : 0L, r ? r->body : err);
+        }
+        pthread_mutex_unlock(&d->mu);
+
+        if (acked) {
+            drill_record_ack(d, id, token, start_ns, reply_ns, start_phase, reply_phase);
+            drill_release(d, c, wk->index, i, id, lease);
+        } else if (!conflict) {
+            drill_pause_ms(10); /* load shaping while the database is away, not a wait */
+        }
+        json_decref(lease);
+        http_resp_free(r);
+    }
+    http_client_free(c);
+    return NULL;
+}
+
+/* Starts the workers on leased at base with a worker credential's token. */
+static inline void drill_start(drill_t *d, const char *base, const char *token)
+{
+    memset(d, 0, sizeof *d);
+    d->base = base;
+    d->token = token;
+    pthread_mutex_init(&d->mu, NULL);
+    for (int i = 0; i < DRILL_IDENTITIES; i++)
+        snprintf(d->ids[i].target, sizeof d->ids[i].target, "hot-%d", i);
+    drill_set_phase(d, DRILL_STREAMING);
+    for (int w = 0; w < DRILL_WORKERS; w++) {
+        d->workers[w] = (drill_worker_t){.d = d, .index = w};
+        assert_int_equal(
+            pthread_create(&d->workers[w].thread, NULL, drill_worker_main, &d->workers[w]), 0);
+    }
+}
+
+static inline void drill_stop(drill_t *d)
+{
+    atomic_store(&d->stop, true);
+    for (int w = 0; w < DRILL_WORKERS; w++)
+        pthread_join(d->workers[w].thread, NULL);
+}
+
+static inline void drill_free(drill_t *d)
+{
+    for (int i = 0; i < DRILL_IDENTITIES; i++)
+        free(d->ids[i].acks);
+    pthread_mutex_destroy(&d->mu);
+}
+
+/* A counter read under the lock. */
+static inline long drill_read(drill_t *d, const long *field)
+{
+    pthread_mutex_lock(&d->mu);
+    long v = *field;
+    pthread_mutex_unlock(&d->mu);
+    return v;
+}
+
+/* Acknowledged acquisitions of identity id started in [from, to]. */
+static inline size_t drill_acks_between(drill_t *d, int id, drill_phase_t from, drill_phase_t to)
+{
+    size_t n = 0;
+    pthread_mutex_lock(&d->mu);
+    for (size_t k = 0; k < d->ids[id].n; k++)
+        if (d->ids[id].acks[k].start_phase >= from && d->ids[id].acks[k].start_phase <= to)
+            n++;
+    pthread_mutex_unlock(&d->mu);
+    return n;
+}
+
+/* The highest token of identity id acknowledged for a request started in
+ * [from, to] (0: none), or the lowest with lowest = true (0: none). */
+static inline json_int_t drill_token_between(drill_t *d, int id, drill_phase_t from,
+                                             drill_phase_t to, bool lowest)
+{
+    json_int_t best = 0;
+    pthread_mutex_lock(&d->mu);
+    for (size_t k = 0; k < d->ids[id].n; k++) {
+        const drill_ack_t *a = &d->ids[id].acks[k];
+        if (a->start_phase < from || a->start_phase > to)
+            continue;
+        if (!best || (lowest ? a->token < best : a->token > best))
+            best = a->token;
+    }
+    pthread_mutex_unlock(&d->mu);
+    return best;
+}
+
+static inline long drill_sum(drill_t *d, const long *field, drill_phase_t from, drill_phase_t to)
+{
+    long n = 0;
+    for (int p = (int)from; p <= (int)to; p++)
+        n += drill_read(d, &field[p]);
+    return n;
+}
+
+/* Waits (at most DRILL_WAIT_MS) until cond(d, arg) holds; fails the test
+ * naming what it waited for. */
+static inline void drill_wait(drill_t *d, bool (*cond)(drill_t *, long), long arg, const char *what)
+{
+    int64_t end = drill_now_ns() + (int64_t)DRILL_WAIT_MS * 1000000;
+    while (!cond(d, arg)) {
+        if (drill_now_ns() > end) {
+            fprintf(stderr, "drill: timed out waiting until %s\n", what);
+            fail();
+        }
+        drill_pause_ms(20);
+    }
+}
+
+static inline bool drill_has_acks_in_phase(drill_t *d, long n)
+{
+    drill_phase_t p = (drill_phase_t)atomic_load(&d->phase);
+    return drill_read(d, &d->acked[p]) >= n;
+}
+
+/* n acquisitions acknowledged that started in the current phase. */
+static inline void drill_wait_acks(drill_t *d, long n)
+{
+    char what[96];
+    snprintf(what, sizeof what, "%ld acquisitions are acknowledged in phase %s", n,
+             drill_phase_names[atomic_load(&d->phase)]);
+    drill_wait(d, drill_has_acks_in_phase, n, what);
+}
+
+static inline bool drill_has_answers_since_kill(drill_t *d, long n)
+{
+    return drill_read(d, &d->answered[DRILL_KILLED]) >= n;
+}
+
+/*
+ * After the old primary died: waits until leased has dropped every
+ * connection it held to it. A connection to a dead server looks alive until
+ * it is used; the pool hands out connected slots before empty ones, so once
+ * more acquisitions than it has slots (plus one in flight per worker) have
+ * been answered since the kill, each of those connections has been used and
+ * discarded. A failover manager likewise promotes only after its own
+ * timeout. Without this wait, a request after the promotion can still meet
+ * one of them and be answered lease_outcome_unknown (no decision, but not
+ * the sealed answer the drill checks for).
+ */
+static inline void drill_wait_connections_dropped(drill_t *d)
+{
+    drill_wait(d, drill_has_answers_since_kill, 2 * DRILL_POOL_SIZE + DRILL_WORKERS,
+               "leased has used every connection it held to the lost primary");
+}
+
+static inline bool drill_has_sealed(drill_t *d, long n)
+{
+    return drill_read(d, &d->sealed[DRILL_PROMOTED]) >= n;
+}
+
+/* n acquisitions answered namespace_sealed after the promotion. */
+static inline void drill_wait_sealed(drill_t *d, long n)
+{
+    char what[96];
+    snprintf(what, sizeof what, "%ld acquisitions are refused namespace_sealed", n);
+    drill_wait(d, drill_has_sealed, n, what);
+}
+
+static inline bool drill_each_has_acks_since(drill_t *d, long phase_and_n)
+{
+    drill_phase_t from = (drill_phase_t)(phase_and_n / 1000);
+    size_t n = (size_t)(phase_and_n % 1000);
+    for (int id = 0; id < DRILL_IDENTITIES; id++)
+        if (drill_acks_between(d, id, from, DRILL_PHASES - 1) < n)
+            return false;
+    return true;
+}
+
+/* Every identity has n (< 1000) acknowledged acquisitions started in phase
+ * `from` or later. */
+static inline void drill_wait_each_identity(drill_t *d, drill_phase_t from, long n)
+{
+    char what[128];
+    snprintf(what, sizeof what, "every identity has %ld acknowledged acquisitions since %s", n,
+             drill_phase_names[from]);
+    drill_wait(d, drill_each_has_acks_since, (long)from * 1000 + n, what);
+}
+
+/*
+ * No acknowledged token reused or lowered: for each identity, every
+ * acknowledged acquisition's token is greater than that of every
+ * acquisition acknowledged before the request was sent (real-time order),
+ * and no token was acknowledged twice. Returns the number of violations
+ * (printing the first few).
+ */
+static inline long drill_violations(drill_t *d)
+{
+    long bad = 0;
+    pthread_mutex_lock(&d->mu);
+    for (int id = 0; id < DRILL_IDENTITIES; id++) {
+        const drill_identity_t *x = &d->ids[id];
+        for (size_t b = 0; b < x->n; b++)
+            for (size_t a = 0; a < x->n; a++) {
+                if (a == b)
+                    continue;
+                const drill_ack_t *pa = &x->acks[a], *pb = &x->acks[b];
+                bool lowered = pa->reply_ns < pb->start_ns && pb->token <= pa->token;
+                bool reused = a < b && pa->token == pb->token;
+                if (lowered || reused) {
+                    if (bad++ < 5)
+                        fprintf(stderr,
+                                "drill: %s: token %lld (%s, sent in %s) after token %lld "
+                                "(acknowledged in %s)\n",
+                                x->target, (long long)pb->token, reused ? "reused" : "lowered",
+                                drill_phase_names[pb->start_phase], (long long)pa->token,
+                                drill_phase_names[pa->reply_phase]);
+                }
+            }
+    }
+    pthread_mutex_unlock(&d->mu);
+    return bad;
+}
+
+/* ------------------------------------------------------------------ */
+/* leased and the database, as the drills see them                     */
+
+/* Polls /readyz (at most DRILL_WAIT_MS) until it answers want_status and,
+ * when want_reason is not NULL, that reason. */
+static inline void drill_wait_readyz(const char *base, long want_status, const char *want_reason)
+{
+    int64_t end = drill_now_ns() + (int64_t)DRILL_WAIT_MS * 1000000;
+    char last[256] = "";
+    for (;;) {
+        http_resp_t *r = http_call(base, "GET", "/readyz", NULL, NULL);
+        bool ok = r && r->status == want_status &&
+                  (!want_reason || (http_resp_str(r, "reason") &&
+                                    strcmp(http_resp_str(r, "reason"), want_reason) == 0));
+        if (r)
+            snprintf(last, sizeof last, "%ld %s", r->status, r->body);
+        http_resp_free(r);
+        if (ok)
+            return;
+        if (drill_now_ns() > end) {
+            fprintf(stderr, "drill: /readyz never answered %ld %s (last: %s)\n", want_status,
+                    want_reason ? want_reason : "", last);
+            fail();
+        }
+        drill_pause_ms(20);
+    }
+}
+
+/* The value of an unlabelled metric line "NAME VALUE" (-1 when absent). */
+static inline long long drill_metric(const char *base, const char *name)
+{
+    http_resp_t *r = http_call(base, "GET", "/metrics", NULL, NULL);
+    assert_non_null(r);
+    long long v = -1;
+    size_t n = strlen(name);
+    for (const char *line = r->body; line && *line;) {
+        if (strncmp(line, name, n) == 0 && line[n] == ' ')
+            v = atoll(line + n + 1);
+        line = strchr(line, '\n');
+        if (line)
+            line++;
+    }
+    http_resp_free(r);
+    return v;
+}
+
+/* Waits until the gauge/counter `name` reaches at least min. */
+static inline long long drill_wait_metric(const char *base, const char *name, long long min)
+{
+    int64_t end = drill_now_ns() + (int64_t)DRILL_WAIT_MS * 1000000;
+    long long v;
+    while ((v = drill_metric(base, name)) < min) {
+        if (drill_now_ns() > end) {
+            fprintf(stderr, "drill: metric %s stayed at %lld (< %lld)\n", name, v, min);
+            fail();
+        }
+        drill_pause_ms(20);
+    }
+    return v;
+}
+
+/* An identity's durable counter on the database at url (0: no row). */
+static inline long long drill_counter(const char *url, const char *target)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "SELECT coalesce(max(fencing_counter), 0) FROM lease.locks WHERE target_id = '%s'",
+             target);
+    return testpg_query_int(url, sql);
+}
+
+/*
+ * How many acquisitions acknowledged for requests started in phases
+ * [from, to] (and, when replied_before_ns is not 0, answered before it) the
+ * database at url does not know: no lease with that identity and token in
+ * lease.history or lease.locks. Zero means none of them was lost.
+ */
+static inline long drill_missing_tokens(drill_t *d, const char *url, drill_phase_t from,
+                                        drill_phase_t to, int64_t replied_before_ns)
+{
+    long missing = 0;
+    for (int id = 0; id < DRILL_IDENTITIES; id++) {
+        size_t cap = 256, len = 0;
+        char *list = malloc(cap);
+        list[0] = '\0';
+        pthread_mutex_lock(&d->mu);
+        for (size_t k = 0; k < d->ids[id].n; k++) {
+            const drill_ack_t *a = &d->ids[id].acks[k];
+            if (a->start_phase < from || a->start_phase > to ||
+                (replied_before_ns && a->reply_ns >= replied_before_ns))
+                continue;
+            if (cap - len < 32)
+                list = realloc(list, cap *= 2);
+            len += (size_t)snprintf(list + len, cap - len, "%s%lld", len ? "," : "",
+                                    (long long)a->token);
+        }
+        pthread_mutex_unlock(&d->mu);
+        size_t sqlsz = len + 512;
+        char *sql = malloc(sqlsz);
+        snprintf(sql, sqlsz,
+                 "SELECT count(*) FROM unnest('{%s}'::bigint[]) t(token) WHERE NOT EXISTS "
+                 "(SELECT 1 FROM lease.history h WHERE h.target_id = '%s' AND h.fencing_token = "
+                 "t.token) AND NOT EXISTS (SELECT 1 FROM lease.locks l WHERE l.target_id = '%s' "
+                 "AND l.fencing_token = t.token)",
+                 list, d->ids[id].target, d->ids[id].target);
+        missing += (long)testpg_query_int(url, sql);
+        free(sql);
+        free(list);
+    }
+    return missing;
+}
+
+/* `leasectl recover --reason REASON --database-url URL`; must succeed.
+ * Returns what it printed (heap). */
+static inline char *drill_recover(const char *url, const char *reason)
+{
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "'%s' recover --reason '%s' --database-url '%s' 2>&1",
+             LEASE_TEST_LEASECTL, reason, url);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    char *out = calloc(1, 4096);
+    size_t n = fread(out, 1, 4095, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
+        fprintf(stderr, "drill: leasectl recover failed: %s\n", out);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    return out;
+}
+
+static inline double drill_ms(int64_t from_ns, int64_t to_ns)
+{
+    return (double)(to_ns - from_ns) / 1e6;
+}
+
+/* When each phase began, in seconds since t0. */
+static inline void drill_print_phases(const drill_t *d, int64_t t0)
+{
+    printf("drill phases (s since start):");
+    for (int p = 0; p < DRILL_PHASES; p++)
+        if (d->phase_ns[p])
+            printf(" %s %.2f", drill_phase_names[p], drill_ms(t0, d->phase_ns[p]) / 1000.0);
+    printf("\ndrill sealed answers by phase:");
+    for (int p = 0; p < DRILL_PHASES; p++)
+        printf(" %s %ld", drill_phase_names[p], d->sealed[p]);
+    printf("\ndrill answers to acquisitions:");
+    for (size_t k = 0; k < sizeof d->kinds / sizeof d->kinds[0] && d->kinds[k].n; k++)
+        printf("%s %s x%ld", k ? "," : "", d->kinds[k].kind, d->kinds[k].n);
+    printf("\n");
+}
+
+#endif

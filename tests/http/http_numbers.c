@@ -1,0 +1,265 @@
+/*
+ * http_numbers.c - numbers and times a client controls (issue 10, defects
+ * 1 and 2): a metadata number is accepted only when it comes back from
+ * jsonb exactly (magnitude <= 2^53-1, reals in their shortest form), every
+ * other one is invalid_lease_request naming it and changes nothing; a
+ * stored value the decoder cannot hold never makes a read fail (it reads as
+ * null); an answer that cannot be read after a mutation was sent is
+ * outcome_unknown; deadlines anywhere in years 0000..9999 neither overflow
+ * nor crash (this suite also runs under UBSan) and far past ones answer 408.
+ */
+#include "http_common.h"
+
+static http_fx_t fx;
+static const char *worker; /* owned by fx */
+
+static int setup(void **state)
+{
+    http_fx_open(&fx, state, "http_numbers");
+    worker = http_fx_worker(&fx, "prn_numbers");
+    http_fx_serve(&fx, NULL);
+    return 0;
+}
+
+/* An acquire body of target whose metadata is the raw JSON text given. */
+static char *acquire_with_metadata(const char *request_id, const char *target, const char *metadata)
+{
+    char *base = acquire_body(request_id, target);
+    size_t n = strlen(base) + strlen(metadata) + 32;
+    char *body = malloc(n);
+    assert_non_null(body);
+    /* base ends with "}": splice the raw text in, numbers untouched */
+    snprintf(body, n, "%.*s,\"metadata\":%s}", (int)strlen(base) - 1, base, metadata);
+    free(base);
+    return body;
+}
+
+static void test_metadata_numbers_refused(void **state)
+{
+    (void)state;
+    static const char *const bad[] = {
+        "1e19",
+        "9.3e18",
+        "12345678901234567890.5",
+        "1e300",
+        "12345678901234567890",
+        "9007199254740992",
+        "-9007199254740992",
+        "-1e400",
+        "1e400",
+        "NaN",
+        "Infinity",
+        "-0.1e17",
+    };
+    char *before = testpg_state_digest(fx.db);
+    assert_non_null(before);
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char meta[128], rid[32];
+        snprintf(meta, sizeof meta, "{\"ok\":1,\"n\":%s}", bad[i]);
+        snprintf(rid, sizeof rid, "num-bad-%zu", i);
+        http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/acquire", worker,
+                                    acquire_with_metadata(rid, "t-num-bad", meta));
+        check_reply(r, 400, "invalid_lease_request", NULL);
+        if (!http_resp_str(r, "field") || strcmp(http_resp_str(r, "field"), "metadata.n") != 0)
+            fail_msg("%s: field %s", bad[i], r->body);
+        http_resp_free(r);
+    }
+    /* nothing was acquired, remembered or counted */
+    char *after = testpg_state_digest(fx.db);
+    assert_string_equal(before, after);
+    free(before);
+    free(after);
+    assert_int_equal(testpg_query_int(fx.db, "SELECT count(*) FROM lease.locks "
+                                             "WHERE target_id = 't-num-bad'"),
+                     0);
+}
+
+static void test_metadata_numbers_round_trip(void **state)
+{
+    (void)state;
+    const char *meta = "{\"r\":0.1,\"i\":9007199254740991,\"neg\":-2.5,\"small\":-9007199254740991,"
+                       "\"third\":0.3333333333333333,\"big\":9007199254740991.0}";
+    http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/acquire", worker,
+                                acquire_with_metadata("num-ok", "t-num-ok", meta));
+    check_reply(r, 200, "lease_acquired", NULL);
+    /* the answer carries the numbers as sent, not 0.10000000000000001 */
+    assert_non_null(strstr(r->body, "\"r\":0.1,") ? strstr(r->body, "\"r\":0.1,")
+                                                  : strstr(r->body, "\"r\":0.1}"));
+    assert_non_null(strstr(r->body, "\"i\":9007199254740991"));
+    assert_non_null(strstr(r->body, "\"third\":0.3333333333333333"));
+    char lease_id[160];
+    snprintf(lease_id, sizeof lease_id, "%s",
+             json_string_value(http_resp_get(r, "lease.lease_id")));
+    http_resp_free(r);
+
+    /* and so does the database */
+    static const struct {
+        const char *key, *value;
+    } stored[] = {
+        {"r", "0.1"},
+        {"i", "9007199254740991"},
+        {"neg", "-2.5"},
+        {"small", "-9007199254740991"},
+        {"third", "0.3333333333333333"},
+    };
+    for (size_t i = 0; i < sizeof stored / sizeof stored[0]; i++) {
+        char sql[256];
+        snprintf(sql, sizeof sql,
+                 "SELECT metadata ->> '%s' FROM lease.locks WHERE target_id = 't-num-ok'",
+                 stored[i].key);
+        char *v = testpg_query_value(fx.db, sql);
+        assert_non_null(v);
+        if (strcmp(v, stored[i].value) != 0)
+            fail_msg("stored %s = %s, want %s", stored[i].key, v, stored[i].value);
+        free(v);
+    }
+
+    /* read back: the same values */
+    char path[200];
+    snprintf(path, sizeof path, "/v1/leases/%s", lease_id);
+    r = call(fx.base, "GET", path, worker, NULL);
+    check_reply(r, 200, "lease_inspected", NULL);
+    json_t *md = http_resp_get(r, "lease.metadata");
+    assert_true(json_real_value(json_object_get(md, "r")) == 0.1);
+    assert_int_equal(json_integer_value(json_object_get(md, "i")), 9007199254740991LL);
+    assert_true(json_real_value(json_object_get(md, "neg")) == -2.5);
+    http_resp_free(r);
+}
+
+/* A value written before the bound existed (or by SQL) reads as null; the
+ * lease, its list, its renewal and its history stay readable. */
+static void test_stored_unreadable_number(void **state)
+{
+    (void)state;
+    json_t *lease = acquire_lease(fx.base, worker, "num-legacy", "t-num-legacy");
+    json_decref(acquire_lease(fx.base, worker, "num-neighbour", "t-num-neighbour"));
+    assert_true(testpg_exec(fx.db, "UPDATE lease.locks SET metadata = "
+                                   "'{\"n\": 10000000000000000000, \"m\": 1e400, \"k\": \"v\"}' "
+                                   "WHERE target_id = 't-num-legacy'"));
+    char path[200];
+    snprintf(path, sizeof path, "/v1/leases/%s",
+             json_string_value(json_object_get(lease, "lease_id")));
+    http_resp_t *r = call(fx.base, "GET", path, worker, NULL);
+    check_reply(r, 200, "lease_inspected", NULL);
+    json_t *md = http_resp_get(r, "lease.metadata");
+    assert_true(json_is_null(json_object_get(md, "n")));
+    assert_true(json_is_null(json_object_get(md, "m")));
+    assert_string_equal(json_string_value(json_object_get(md, "k")), "v");
+    http_resp_free(r);
+
+    /* the program's list holds both leases */
+    r = call_owned(fx.base, "POST", "/v1/leases/list", worker, list_body("program"));
+    check_reply(r, 200, "lease_listed", NULL);
+    json_t *leases = http_resp_get(r, "leases");
+    bool legacy = false, neighbour = false;
+    size_t i;
+    json_t *l;
+    json_array_foreach(leases, i, l)
+    {
+        const char *t =
+            json_string_value(json_object_get(json_object_get(l, "lock_identity"), "target_id"));
+        legacy |= strcmp(t, "t-num-legacy") == 0;
+        neighbour |= strcmp(t, "t-num-neighbour") == 0;
+    }
+    assert_true(legacy && neighbour);
+    http_resp_free(r);
+
+    /* renewal answers (its record carries the stored metadata) */
+    r = call_owned(fx.base, "POST", "/v1/leases/renew", worker,
+                   owner_body("num-legacy-renew", "t-num-legacy", lease));
+    check_reply(r, 200, "lease_renewed", NULL);
+    http_resp_free(r);
+    r = call_owned(fx.base, "POST", "/v1/leases/release", worker,
+                   owner_body("num-legacy-release", "t-num-legacy", lease));
+    check_reply(r, 200, "lease_released", NULL);
+    http_resp_free(r);
+    r = call(fx.base, "GET", path, worker, NULL);
+    check_reply(r, 200, "lease_inspected", NULL);
+    assert_string_equal(json_string_value(http_resp_get(r, "lease.state")), "released");
+    http_resp_free(r);
+    json_decref(lease);
+}
+
+/* The function ran; its answer cannot be read: outcome_unknown (resolve by
+ * request id), never "backend unavailable, nothing submitted". */
+static void test_unreadable_mutation_answer(void **state)
+{
+    (void)state;
+    json_decref(acquire_lease(fx.base, worker, "num-unreadable", "t-num-unreadable"));
+    assert_true(testpg_exec(fx.db, "UPDATE lease.idempotency SET result = jsonb_set(result, "
+                                   "'{lease,lease_id}', to_jsonb(repeat('x', 300))) "
+                                   "WHERE request_id = 'num-unreadable'"));
+    http_resp_t *r = acquire_call(fx.base, worker, "num-unreadable", "t-num-unreadable");
+    check_reply(r, 503, "lease_outcome_unknown", NULL);
+    assert_true(json_is_true(json_object_get(r->json, "retryable")));
+    http_resp_free(r);
+    /* the lease the function committed is there: "nothing happened" would
+     * have been a lie */
+    assert_int_equal(testpg_query_int(fx.db, "SELECT count(*) FROM lease.locks WHERE "
+                                             "target_id = 't-num-unreadable' AND state = 'active'"),
+                     1);
+}
+
+/* Client deadlines anywhere in years 0000..9999: no overflow, no crash. */
+static void test_deadlines_out_of_range(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *deadline_at;
+        long status;
+        const char *code;
+    } cases[] = {
+        {"1700-01-01T00:00:00Z", 408, "deadline_exceeded"},
+        {"0001-01-01T00:00:00Z", 408, "deadline_exceeded"},
+        {"0000-01-01T00:00:00.000+23:59", 408, "deadline_exceeded"},
+        {"1969-12-31T23:59:59.999Z", 408, "deadline_exceeded"},
+        {"10000-01-01T00:00:00Z", 400, "invalid_lease_request"},
+        {"9999-12-31T23:59:59.999-23:59", 200, "lease_inspected"},
+    };
+    json_decref(acquire_lease(fx.base, worker, "dl-range", "t-dl-range"));
+    char *before = testpg_state_digest(fx.db);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_t *b = parse_owned(inspect_body("t-dl-range"));
+        json_object_set_new(b, "deadline_at", json_string(cases[i].deadline_at));
+        http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/inspect", worker, dump(b));
+        check_reply(r, cases[i].status, cases[i].code, NULL);
+        http_resp_free(r);
+
+        /* mutations too: an acquire with the same deadline */
+        char rid[32];
+        snprintf(rid, sizeof rid, "dl-acq-%zu", i);
+        b = parse_owned(acquire_body(rid, "t-dl-range"));
+        json_object_set_new(b, "deadline_at", json_string(cases[i].deadline_at));
+        r = call_owned(fx.base, "POST", "/v1/leases/acquire", worker, dump(b));
+        /* within range the identity is held: conflict, and nothing changes */
+        check_reply(r, cases[i].status == 200 ? 409 : cases[i].status,
+                    cases[i].status == 200 ? "lease_conflict" : cases[i].code, NULL);
+        http_resp_free(r);
+    }
+    /* the largest relative deadline is capped, not overflowed */
+    json_t *b = parse_owned(inspect_body("t-dl-range"));
+    json_object_set_new(b, "deadline_ms", json_integer(INT64_MAX / 1000000));
+    http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/inspect", worker, dump(b));
+    check_reply(r, 200, "lease_inspected", NULL);
+    http_resp_free(r);
+    char *after = testpg_state_digest(fx.db);
+    assert_string_equal(before, after);
+    free(before);
+    free(after);
+    /* and the server is still there (a sanitizer abort would end it) */
+    r = call(fx.base, "GET", "/healthz", NULL, NULL);
+    assert_int_equal(r->status, 200);
+    http_resp_free(r);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_metadata_numbers_refused),
+        cmocka_unit_test(test_metadata_numbers_round_trip),
+        cmocka_unit_test(test_stored_unreadable_number),
+        cmocka_unit_test(test_unreadable_mutation_answer),
+        cmocka_unit_test(test_deadlines_out_of_range),
+    };
+    return cmocka_run_group_tests(tests, setup, http_fx_teardown);
+}

@@ -1,0 +1,124 @@
+/*
+ * test_json_text.c - lease_json_dumps: jansson's compact text except that
+ * reals are the shortest text that reads back as the same double; and the
+ * metadata number bound.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "lease/json_text.h"
+
+static void check_dump(const char *in, size_t flags, const char *want)
+{
+    json_error_t err;
+    json_t *v = json_loads(in, JSON_DECODE_ANY, &err);
+    assert_non_null(v);
+    char *got = lease_json_dumps(v, flags);
+    assert_non_null(got);
+    if (strcmp(got, want) != 0)
+        fail_msg("%s dumped as %s, want %s", in, got, want);
+    free(got);
+    json_decref(v);
+}
+
+static void test_reals_shortest(void **state)
+{
+    (void)state;
+    check_dump("0.1", 0, "0.1");
+    check_dump("-2.5", 0, "-2.5");
+    check_dump("1e300", 0, "1e+300");
+    check_dump("0.30000000000000004", 0, "0.30000000000000004");
+    check_dump("123456.789", 0, "123456.789");
+    check_dump("-0.0", 0, "0");
+    check_dump("5e-324", 0, "5e-324");
+    check_dump("9007199254740991", 0, "9007199254740991");
+    check_dump("-9223372036854775808", 0, "-9223372036854775808");
+    /* every double that prints shortest reads back as itself */
+    double samples[] = {0.1, 1.0 / 3, 2.0 / 3, 1e-7, 123e45, 4.35, 0.000001, 1e21, 1e22, 3.14159};
+    for (size_t i = 0; i < sizeof samples / sizeof samples[0]; i++) {
+        char text[LEASE_JSON_REAL_TEXT_MAX];
+        assert_true(lease_json_real_text(samples[i], text));
+        assert_true(strtod(text, NULL) == samples[i]);
+    }
+    char text[LEASE_JSON_REAL_TEXT_MAX];
+    assert_false(lease_json_real_text(NAN, text));
+    assert_false(lease_json_real_text(INFINITY, text));
+}
+
+/* Everything but reals is exactly what jansson writes. */
+static void test_same_as_jansson(void **state)
+{
+    (void)state;
+    static const char *const docs[] = {
+        "{\"b\":1,\"a\":[true,false,null,\"x\\u0001\\n\\t\\\"\\\\/\"],\"c\":{\"z\":{}}}",
+        "[\"\\u00e9\\u2028\\u0000tail\",-5,[],{}]",
+        "{\"\\u007f\":\"\\u001f\\b\\f\\r\"}",
+        "\"only a string\"",
+    };
+    for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
+        json_error_t err;
+        json_t *v = json_loads(docs[i], JSON_DECODE_ANY | JSON_ALLOW_NUL, &err);
+        assert_non_null(v);
+        for (int sorted = 0; sorted < 2; sorted++) {
+            size_t flags = sorted ? JSON_SORT_KEYS : 0;
+            char *mine = lease_json_dumps(v, flags);
+            char *theirs = json_dumps(v, JSON_COMPACT | JSON_ENCODE_ANY | flags);
+            assert_non_null(mine);
+            assert_non_null(theirs);
+            assert_string_equal(mine, theirs);
+            free(mine);
+            free(theirs);
+        }
+        json_decref(v);
+    }
+    check_dump("{\"b\":1,\"a\":2}", JSON_SORT_KEYS, "{\"a\":2,\"b\":1}");
+    check_dump("{\"b\":1,\"a\":2}", 0, "{\"b\":1,\"a\":2}");
+}
+
+static void test_number_bound(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *text;
+        bool safe;
+    } cases[] = {
+        {"9007199254740991", true},
+        {"-9007199254740991", true},
+        {"9007199254740992", false},
+        {"9200000000000000000", false},
+        {"0.1", true},
+        {"9007199254740991.0", true},
+        {"1e19", false},
+        {"-1e300", false},
+        {"12345678901234567890.5", false},
+        {"0", true},
+        {"\"1\"", false},
+        {"true", false},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        json_error_t err;
+        json_t *v = json_loads(cases[i].text, JSON_DECODE_ANY, &err);
+        assert_non_null(v);
+        if (lease_json_number_safe(v) != cases[i].safe)
+            fail_msg("%s: safe should be %d", cases[i].text, cases[i].safe);
+        json_decref(v);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reals_shortest),
+        cmocka_unit_test(test_same_as_jansson),
+        cmocka_unit_test(test_number_bound),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
