@@ -2,7 +2,7 @@
  * client.h - the C client of leased over HTTP (libcurl).
  *
  * One function per route of docs/api.md. Answers come back in the typed
- * structs of lease/store.h: an error envelope becomes its lease_code_t (with
+ * structs of lease/types.h: an error envelope becomes its lease_code_t (with
  * field and retry_after_ms), never a raw HTTP status or message.
  *
  * Every call has a finite deadline: it is sent as `deadline_ms` and enforced
@@ -32,7 +32,7 @@
 
 #include "lease/identity.h"
 #include "lease/result.h"
-#include "lease/store.h"
+#include "lease/types.h"
 
 #define LEASE_CLIENT_DEFAULT_URL "http://127.0.0.1:8080"
 #define LEASE_CLIENT_DEFAULT_DEADLINE_MS 5000

@@ -42,7 +42,7 @@
 
 #include "lease/client.h"
 #include "lease/result.h"
-#include "lease/store.h"
+#include "lease/types.h"
 
 typedef enum lease_worker_state {
     LEASE_WORKER_ACTIVE = 0,  /* renewing; local authority held */

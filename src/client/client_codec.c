@@ -1,6 +1,6 @@
 /*
  * client_codec.c - JSON of the wire as the client sees it: answer envelopes
- * and lease objects decoded into the typed structs of lease/store.h, and the
+ * and lease objects decoded into the typed structs of lease/types.h, and the
  * lock_identity object of requests.
  *
  * The client is lenient where the service is strict: unknown answer fields
@@ -10,7 +10,7 @@
  */
 #include <string.h>
 
-#include "client/client_internal.h"
+#include "client_internal.h"
 
 /* Copies a JSON string member into out; false when absent, not a string or
  * too long. */

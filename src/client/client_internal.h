@@ -13,7 +13,7 @@
 
 #include "lease/client.h"
 #include "lease/clock.h"
-#include "lease/store.h"
+#include "lease/types.h"
 
 /* What one HTTP exchange came to, judged only by the transport. */
 typedef enum client_transport {

@@ -3,7 +3,7 @@
  * _rev. A 409 (someone wrote in between) starts over from the GET, a few
  * times; a 403 is validate_doc_update refusing the write.
  */
-#include "relay/relay_couchdb.h"
+#include "relay_couchdb.h"
 
 #include <inttypes.h>
 #include <stdbool.h>

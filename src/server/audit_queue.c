@@ -14,7 +14,7 @@
  * has ended. The table of slots is bounded; when it is full, further
  * refusals are folded into one slot per kind whose source is "*".
  */
-#include "server/audit_queue.h"
+#include "audit_queue.h"
 
 #include <jansson.h>
 #include <pthread.h>

@@ -5,7 +5,7 @@
  * from the viewer, which owner-private fields appear; lock keys, backend
  * text and request bodies have no field here to leak through.
  */
-#include "server/json_codec.h"
+#include "json_codec.h"
 
 #include <jansson.h>
 #include <string.h>

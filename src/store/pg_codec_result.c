@@ -10,7 +10,7 @@
  * code is set on failure. Metadata is the exception that is tolerated: an
  * unreadable stored value reads as null (decode_metadata).
  */
-#include "store/pg_codec.h"
+#include "pg_codec.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -22,7 +22,7 @@
 
 #include "lease/json_text.h"
 #include "lease/schema.h"
-#include "store/pg_log.h"
+#include "pg_log.h"
 
 #define BIT(c) (1u << (c))
 #define MUTATION_FAILURES                                                                          \

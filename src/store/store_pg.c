@@ -43,12 +43,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store/pg_codec.h"
-#include "store/pg_conn.h"
-#include "store/pg_known.h"
-#include "store/pg_log.h"
-#include "store/pg_pool.h"
-#include "store/pg_sqlstate.h"
+#include "pg_codec.h"
+#include "pg_conn.h"
+#include "pg_known.h"
+#include "pg_log.h"
+#include "pg_pool.h"
+#include "pg_sqlstate.h"
 
 #define BACKOFF_FIRST_MS 5
 #define BACKOFF_CAP_MS 200
