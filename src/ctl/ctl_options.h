@@ -35,6 +35,10 @@ enum {
 
 #define CTL_ENV_URL "LEASE_URL"
 #define CTL_ENV_TOKEN "LEASE_TOKEN"
+
+/* Every LEASE_* variable `run` exports to its command and the client
+ * commands read as defaults (docs/executor.md), NULL-terminated. */
+extern const char *const ctl_lease_env_names[];
 #define CTL_DEFAULT_DEADLINE_MS 5000
 #define CTL_MAX_DEADLINE_MS 30000 /* the service caps any deadline there */
 
