@@ -38,6 +38,23 @@ typedef enum lease_code {
     LEASE_CODE_COUNT
 } lease_code_t;
 
+/* Exit statuses of leasectl (interface.md section 5, docs/executor.md),
+ * defined here once: lease_code_exit_status maps results onto them and
+ * every leasectl command returns them. leased and leased-relay use the
+ * first three. */
+typedef enum lease_exit {
+    LEASE_EXIT_OK = 0,
+    LEASE_EXIT_FAILURE = 1,        /* anything else */
+    LEASE_EXIT_USAGE = 2,          /* a usage error */
+    LEASE_EXIT_INVALID = 65,       /* invalid input */
+    LEASE_EXIT_UNAVAILABLE = 69,   /* the service or database cannot answer */
+    LEASE_EXIT_HELD = 75,          /* the lease is held by someone else */
+    LEASE_EXIT_LEASE_LOST = 76,    /* run: the lease was lost under the command */
+    LEASE_EXIT_DENIED = 77,        /* credential or role refused */
+    LEASE_EXIT_CANNOT_EXECUTE = 126, /* run: the command could not be executed */
+    LEASE_EXIT_NOT_FOUND = 127,      /* run: the command was not found */
+} lease_exit_t;
+
 /* Wire name ("lease_acquired"); never NULL for a valid code. */
 const char *lease_code_name(lease_code_t code);
 /* HTTP status of the error table in docs/api.md. */

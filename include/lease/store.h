@@ -1,7 +1,8 @@
 /*
  * store.h - the backend-neutral lease-store protocol.
  *
- * Typed requests in, typed results out. Every operation is one atomic
+ * Typed requests in, typed results out (the records and results themselves
+ * are lease/types.h, shared with the HTTP client). Every operation is one atomic
  * backend call that decides with backend time; the adapter (store_pg.c for
  * PostgreSQL) owns connections, deadlines, serialization retries and the
  * mapping of every backend outcome to a lease_code_t. No backend type, raw
@@ -22,7 +23,10 @@
 #include "lease/clock.h"
 #include "lease/identity.h"
 #include "lease/result.h"
-#include "lease/types.h" /* the records, results and writes every layer shares */
+#include "lease/types.h"
+
+#define LEASE_SCOPE_ACTORS_MAX 32
+#define LEASE_CLASS_MAX 16
 
 /* The authenticated caller, from auth (never from a request body). */
 typedef struct lease_principal {

@@ -1,12 +1,13 @@
 /*
- * types.h - the lease records, results and writes every layer shares: the
- * store protocol (store.h) returns them, the service encodes them, and the
- * client library (client.h) decodes answers into them. Plain data with no
- * backend, HTTP or credential in it, so a program using the client needs
- * nothing else of the service's headers.
+ * types.h - the typed records and results every layer speaks: a lease as
+ * stored, the answer of a single-lease operation, a list page, a fenced
+ * commit's writes and answer.
  *
- * Ownership: results are caller-owned structs; the only heap-owning one is
- * a list page (lease_list_result_free).
+ * Shared by the store protocol (lease/store.h, which adds the requests, the
+ * caller's principal and scope, audit events, credentials and the adapter
+ * vtable) and the HTTP client (lease/client.h), which needs only these.
+ * Ownership: plain structs, caller-owned; the one heap member is a list
+ * page's leases (lease_list_result_free).
  */
 #ifndef LEASE_TYPES_H
 #define LEASE_TYPES_H
@@ -24,10 +25,8 @@
 #define LEASE_CORRELATION_MAX 64
 #define LEASE_FIELD_MAX 64 /* name of an offending request field */
 #define LEASE_PAGE_TOKEN_MAX 1024
-#define LEASE_SCOPE_ACTORS_MAX 32
 #define LEASE_COMMIT_WRITES_MAX 32
 #define LEASE_DOC_KEY_MAX 256
-#define LEASE_CLASS_MAX 16
 
 typedef enum lease_state {
     LEASE_STATE_NONE = 0, /* no lease (unknown or never existed) */

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "client/client_internal.h"
+#include "client_internal.h"
 #include "lease/client.h"
 
 #define PAUSE_FIRST_MS 20

@@ -13,7 +13,7 @@
 #include <strings.h>
 #include <sys/socket.h>
 
-#include "client/client_internal.h"
+#include "client_internal.h"
 
 #define POOL_IDLE_MAX 8
 

@@ -7,59 +7,49 @@
 
 #include <string.h>
 
-/* leasectl exit statuses (interface.md section 5) */
-enum {
-    EXIT_OK = 0,
-    EXIT_OTHER = 1,
-    EXIT_UNAVAILABLE = 69,
-    EXIT_INVALID = 65,
-    EXIT_HELD = 75,
-    EXIT_DENIED = 77,
-};
-
 typedef struct code_info {
     const char *name;
     int http_status;
     bool retryable;
-    int exit_status;
+    lease_exit_t exit_status;
     const char *message;
 } code_info_t;
 
 static const code_info_t code_table[LEASE_CODE_COUNT] = {
-    [LEASE_ACQUIRED] = {"lease_acquired", 200, false, EXIT_OK, "Target lease acquired"},
-    [LEASE_RENEWED] = {"lease_renewed", 200, false, EXIT_OK, "Target lease renewed"},
-    [LEASE_RELEASED] = {"lease_released", 200, false, EXIT_OK, "Target lease released"},
-    [LEASE_INSPECTED] = {"lease_inspected", 200, false, EXIT_OK, "Target lease found"},
-    [LEASE_LISTED] = {"lease_listed", 200, false, EXIT_OK, "Target leases listed"},
-    [LEASE_REVOKED] = {"lease_revoked", 200, false, EXIT_OK, "Target lease revoked"},
-    [COMMIT_ACCEPTED] = {"commit_accepted", 200, false, EXIT_OK, "Fenced commit accepted"},
-    [INVALID_LEASE_REQUEST] = {"invalid_lease_request", 400, false, EXIT_INVALID,
+    [LEASE_ACQUIRED] = {"lease_acquired", 200, false, LEASE_EXIT_OK, "Target lease acquired"},
+    [LEASE_RENEWED] = {"lease_renewed", 200, false, LEASE_EXIT_OK, "Target lease renewed"},
+    [LEASE_RELEASED] = {"lease_released", 200, false, LEASE_EXIT_OK, "Target lease released"},
+    [LEASE_INSPECTED] = {"lease_inspected", 200, false, LEASE_EXIT_OK, "Target lease found"},
+    [LEASE_LISTED] = {"lease_listed", 200, false, LEASE_EXIT_OK, "Target leases listed"},
+    [LEASE_REVOKED] = {"lease_revoked", 200, false, LEASE_EXIT_OK, "Target lease revoked"},
+    [COMMIT_ACCEPTED] = {"commit_accepted", 200, false, LEASE_EXIT_OK, "Fenced commit accepted"},
+    [INVALID_LEASE_REQUEST] = {"invalid_lease_request", 400, false, LEASE_EXIT_INVALID,
                                "Lease request is invalid"},
-    [INVALID_CREDENTIAL] = {"invalid_credential", 401, false, EXIT_DENIED,
+    [INVALID_CREDENTIAL] = {"invalid_credential", 401, false, LEASE_EXIT_DENIED,
                             "Credential is missing or invalid"},
-    [ACCESS_DENIED] = {"access_denied", 403, false, EXIT_DENIED,
+    [ACCESS_DENIED] = {"access_denied", 403, false, LEASE_EXIT_DENIED,
                        "Credential is not allowed to do this"},
-    [LEASE_NOT_FOUND] = {"lease_not_found", 404, false, EXIT_OTHER, "Target lease not found"},
-    [DEADLINE_EXCEEDED] = {"deadline_exceeded", 408, true, EXIT_UNAVAILABLE,
+    [LEASE_NOT_FOUND] = {"lease_not_found", 404, false, LEASE_EXIT_FAILURE, "Target lease not found"},
+    [DEADLINE_EXCEEDED] = {"deadline_exceeded", 408, true, LEASE_EXIT_UNAVAILABLE,
                            "Deadline elapsed before the operation began"},
-    [LEASE_CONFLICT] = {"lease_conflict", 409, true, EXIT_HELD, "Target lease is unavailable"},
-    [LEASE_LOST] = {"lease_lost", 409, false, EXIT_OTHER, "Target lease is no longer held"},
-    [IDEMPOTENCY_CONFLICT] = {"idempotency_conflict", 409, false, EXIT_OTHER,
+    [LEASE_CONFLICT] = {"lease_conflict", 409, true, LEASE_EXIT_HELD, "Target lease is unavailable"},
+    [LEASE_LOST] = {"lease_lost", 409, false, LEASE_EXIT_FAILURE, "Target lease is no longer held"},
+    [IDEMPOTENCY_CONFLICT] = {"idempotency_conflict", 409, false, LEASE_EXIT_FAILURE,
                               "Request id was reused with different inputs"},
-    [WRITE_CONFLICT] = {"write_conflict", 409, false, EXIT_OTHER,
+    [WRITE_CONFLICT] = {"write_conflict", 409, false, LEASE_EXIT_FAILURE,
                         "Document revision does not match"},
-    [LEASE_RATE_LIMITED] = {"lease_rate_limited", 429, true, EXIT_UNAVAILABLE,
+    [LEASE_RATE_LIMITED] = {"lease_rate_limited", 429, true, LEASE_EXIT_UNAVAILABLE,
                             "Too many requests"},
-    [LEASE_BACKEND_UNAVAILABLE] = {"lease_backend_unavailable", 503, true, EXIT_UNAVAILABLE,
+    [LEASE_BACKEND_UNAVAILABLE] = {"lease_backend_unavailable", 503, true, LEASE_EXIT_UNAVAILABLE,
                                    "Lease backend cannot give a safe answer"},
-    [LEASE_OUTCOME_UNKNOWN] = {"lease_outcome_unknown", 503, true, EXIT_UNAVAILABLE,
+    [LEASE_OUTCOME_UNKNOWN] = {"lease_outcome_unknown", 503, true, LEASE_EXIT_UNAVAILABLE,
                                "Outcome unknown; repeat the request id to resolve it"},
 };
 
 static const code_info_t *info(lease_code_t code)
 {
     static const code_info_t unknown = {"lease_backend_unavailable", 503, true,
-                                        EXIT_UNAVAILABLE, "Internal error"};
+                                        LEASE_EXIT_UNAVAILABLE, "Internal error"};
     if ((unsigned)code >= LEASE_CODE_COUNT)
         return &unknown;
     return &code_table[code];

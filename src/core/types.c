@@ -1,6 +1,7 @@
 /*
- * types.c - the lease-state names and the list page's memory, shared by
- * every layer (types.h); part of the installed client library.
+ * types.c - the lease-state names and the list page's release (see
+ * include/lease/types.h), shared by every layer; part of the installed
+ * client library.
  */
 #include "lease/types.h"
 

@@ -1,26 +1,15 @@
 /*
  * ctl.h - leasectl subcommands. Each lives in its own file and has the
  * signature of main(): argv[0] is the subcommand's name. Exit statuses are
- * interface.md section 5's (0 ok, 2 usage, 65 invalid, 69 unavailable,
- * 75 held, 76 lease lost under run, 77 denied, 1 other).
+ * interface.md section 5's, lease_exit_t of lease/result.h.
  */
 #ifndef LEASE_CTL_H
 #define LEASE_CTL_H
 
 #include <stdint.h>
 
-#include "ctl/ctl_options.h"
-
-enum {
-    CTL_EXIT_OK = 0,
-    CTL_EXIT_OTHER = 1,
-    CTL_EXIT_USAGE = 2,
-    CTL_EXIT_INVALID = 65,
-    CTL_EXIT_UNAVAILABLE = 69,
-    CTL_EXIT_HELD = 75,
-    CTL_EXIT_LEASE_LOST = 76,
-    CTL_EXIT_DENIED = 77,
-};
+#include "ctl_options.h"
+#include "lease/result.h"
 
 typedef struct ctl_command {
     const char *name;

@@ -22,12 +22,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "ctl/ctl.h"
+#include "ctl.h"
 #include "lease/clock.h"
 #include "lease/identity.h"
 #include "lease/store.h"
 #include "lease/token.h"
-#include "store/pg_credentials.h"
+#include "lease/store_admin.h"
 
 #define DESCRIPTION_MAX 256
 #define EXPIRES_IN_MAX_S (3650LL * 86400) /* ten years */
@@ -75,21 +75,21 @@ static void usage(FILE *out)
                  "'leasectl credential create --help' describes create.\n");
 }
 
-static int exit_for(lease_cred_status_t st)
+static int exit_for(lease_admin_status_t st)
 {
     switch (st) {
-    case LEASE_CRED_OK:
-        return CTL_EXIT_OK;
-    case LEASE_CRED_INVALID:
-        return CTL_EXIT_INVALID;
-    case LEASE_CRED_DENIED:
-        return CTL_EXIT_DENIED;
-    case LEASE_CRED_UNAVAILABLE:
-        return CTL_EXIT_UNAVAILABLE;
-    case LEASE_CRED_FAILED:
+    case LEASE_ADMIN_OK:
+        return LEASE_EXIT_OK;
+    case LEASE_ADMIN_INVALID:
+        return LEASE_EXIT_INVALID;
+    case LEASE_ADMIN_DENIED:
+        return LEASE_EXIT_DENIED;
+    case LEASE_ADMIN_UNAVAILABLE:
+        return LEASE_EXIT_UNAVAILABLE;
+    case LEASE_ADMIN_FAILED:
         break;
     }
-    return CTL_EXIT_OTHER;
+    return LEASE_EXIT_FAILURE;
 }
 
 /* "30d", "12h", "90m", "3600s" -> seconds; false on anything else. */
@@ -232,7 +232,7 @@ static int parse_create(int argc, char **argv, create_opts_t *o)
             if (o->n_actors == LEASE_SCOPE_ACTORS_MAX) {
                 fprintf(stderr, "leasectl credential create: at most %d --actor\n",
                         LEASE_SCOPE_ACTORS_MAX);
-                return CTL_EXIT_INVALID;
+                return LEASE_EXIT_INVALID;
             }
             o->actors[o->n_actors++] = optarg;
             break;
@@ -246,7 +246,7 @@ static int parse_create(int argc, char **argv, create_opts_t *o)
                             "targets:lease, targets:read, targets:force-release, targets:revoke, "
                             "audit:read)\n",
                             cap);
-                    return CTL_EXIT_INVALID;
+                    return LEASE_EXIT_INVALID;
                 }
             }
             break;
@@ -267,12 +267,12 @@ static int parse_create(int argc, char **argv, create_opts_t *o)
             return -1;
         default:
             usage_create(stderr);
-            return CTL_EXIT_USAGE;
+            return LEASE_EXIT_USAGE;
         }
     }
     if (optind != argc) {
         fprintf(stderr, "leasectl credential create: unexpected argument '%s'\n", argv[optind]);
-        return CTL_EXIT_USAGE;
+        return LEASE_EXIT_USAGE;
     }
     const char *missing = !o->principal ? "--principal"
                           : !o->client  ? "--client"
@@ -283,7 +283,7 @@ static int parse_create(int argc, char **argv, create_opts_t *o)
     if (missing) {
         fprintf(stderr, "leasectl credential create: %s is required\n", missing);
         usage_create(stderr);
-        return CTL_EXIT_USAGE;
+        return LEASE_EXIT_USAGE;
     }
     return 0;
 }
@@ -434,10 +434,10 @@ static int credential_create(int argc, char **argv)
     memset(&o, 0, sizeof o);
     int rc = parse_create(argc, argv, &o);
     if (rc != 0)
-        return rc < 0 ? CTL_EXIT_OK : rc;
+        return rc < 0 ? LEASE_EXIT_OK : rc;
     const char *url = ctl_database_url(o.url);
     if (!url)
-        return CTL_EXIT_USAGE;
+        return LEASE_EXIT_USAGE;
 
     char credential_id[LEASE_CREDENTIAL_ID_LEN + 1];
     unsigned char secret[LEASE_SECRET_BYTES];
@@ -446,7 +446,7 @@ static int credential_create(int argc, char **argv)
     char digest_hex[65];
     char err[1024] = "";
     json_t *req = NULL, *row = NULL;
-    rc = CTL_EXIT_OTHER;
+    rc = LEASE_EXIT_FAILURE;
 
     if (!lease_token_generate(credential_id, secret, token)) {
         fprintf(stderr, "leasectl credential create: the system random generator failed\n");
@@ -454,7 +454,7 @@ static int credential_create(int argc, char **argv)
     }
     req = build_request(&o, credential_id);
     if (!req) {
-        rc = CTL_EXIT_INVALID;
+        rc = LEASE_EXIT_INVALID;
         goto cleanup;
     }
     const char *pepper = getenv("LEASE_TOKEN_PEPPER");
@@ -468,8 +468,8 @@ static int credential_create(int argc, char **argv)
     hex32(digest, digest_hex);
     json_object_set_new(req, "secret_digest", json_string(digest_hex));
 
-    lease_cred_status_t st = lease_pg_credential_create(url, req, &row, err, sizeof err);
-    if (st != LEASE_CRED_OK) {
+    lease_admin_status_t st = lease_admin_credential_create(url, req, &row, err, sizeof err);
+    if (st != LEASE_ADMIN_OK) {
         fprintf(stderr, "leasectl credential create: %s\n", err);
         rc = exit_for(st);
         goto cleanup;
@@ -487,7 +487,7 @@ static int credential_create(int argc, char **argv)
                 credential_id);
         goto cleanup;
     }
-    rc = CTL_EXIT_OK;
+    rc = LEASE_EXIT_OK;
 
 cleanup:
     OPENSSL_cleanse(secret, sizeof secret);
@@ -520,12 +520,12 @@ static int parse_simple(int argc, char **argv, const char *usage_line, int want,
             return -1;
         default:
             fprintf(stderr, "usage: %s\n", usage_line);
-            return CTL_EXIT_USAGE;
+            return LEASE_EXIT_USAGE;
         }
     }
     if (argc - optind != want) {
         fprintf(stderr, "usage: %s\n", usage_line);
-        return CTL_EXIT_USAGE;
+        return LEASE_EXIT_USAGE;
     }
     if (want == 1)
         *positional = argv[optind];
@@ -536,10 +536,10 @@ static int print_json(json_t *v)
 {
     char *text = json_dumps(v, JSON_COMPACT);
     if (!text)
-        return CTL_EXIT_OTHER;
+        return LEASE_EXIT_FAILURE;
     puts(text);
     free(text);
-    return CTL_EXIT_OK;
+    return LEASE_EXIT_OK;
 }
 
 static int credential_revoke(int argc, char **argv)
@@ -548,27 +548,27 @@ static int credential_revoke(int argc, char **argv)
     int rc = parse_simple(argc, argv, "leasectl credential revoke ID [--database-url URL]", 1,
                           &url_flag, &id);
     if (rc != 0)
-        return rc < 0 ? CTL_EXIT_OK : rc;
+        return rc < 0 ? LEASE_EXIT_OK : rc;
     if (!lease_id_valid(id)) {
         fprintf(stderr, "leasectl credential revoke: '%s' is not a credential id\n", id);
-        return CTL_EXIT_INVALID;
+        return LEASE_EXIT_INVALID;
     }
     const char *url = ctl_database_url(url_flag);
     if (!url)
-        return CTL_EXIT_USAGE;
+        return LEASE_EXIT_USAGE;
     char err[1024] = "";
     bool revoked = false;
-    lease_cred_status_t st = lease_pg_credential_revoke(url, id, &revoked, err, sizeof err);
-    if (st != LEASE_CRED_OK) {
+    lease_admin_status_t st = lease_admin_credential_revoke(url, id, &revoked, err, sizeof err);
+    if (st != LEASE_ADMIN_OK) {
         fprintf(stderr, "leasectl credential revoke: %s\n", err);
         return exit_for(st);
     }
     json_t *out = json_pack("{s:s, s:b}", "credential_id", id, "revoked", revoked);
     rc = print_json(out);
     json_decref(out);
-    if (rc == CTL_EXIT_OK && !revoked) {
+    if (rc == LEASE_EXIT_OK && !revoked) {
         fprintf(stderr, "leasectl credential revoke: %s is unknown or already revoked\n", id);
-        rc = CTL_EXIT_OTHER;
+        rc = LEASE_EXIT_FAILURE;
     }
     return rc;
 }
@@ -579,14 +579,14 @@ static int credential_list(int argc, char **argv)
     int rc = parse_simple(argc, argv, "leasectl credential list [--database-url URL]", 0, &url_flag,
                           NULL);
     if (rc != 0)
-        return rc < 0 ? CTL_EXIT_OK : rc;
+        return rc < 0 ? LEASE_EXIT_OK : rc;
     const char *url = ctl_database_url(url_flag);
     if (!url)
-        return CTL_EXIT_USAGE;
+        return LEASE_EXIT_USAGE;
     char err[1024] = "";
     json_t *rows = NULL;
-    lease_cred_status_t st = lease_pg_credential_list(url, &rows, err, sizeof err);
-    if (st != LEASE_CRED_OK) {
+    lease_admin_status_t st = lease_admin_credential_list(url, &rows, err, sizeof err);
+    if (st != LEASE_ADMIN_OK) {
         fprintf(stderr, "leasectl credential list: %s\n", err);
         return exit_for(st);
     }
@@ -602,12 +602,12 @@ int ctl_credential_main(int argc, char **argv)
 {
     if (argc < 2) {
         usage(stderr);
-        return CTL_EXIT_USAGE;
+        return LEASE_EXIT_USAGE;
     }
     const char *sub = argv[1];
     if (strcmp(sub, "--help") == 0 || strcmp(sub, "-h") == 0 || strcmp(sub, "help") == 0) {
         usage(stdout);
-        return CTL_EXIT_OK;
+        return LEASE_EXIT_OK;
     }
     if (strcmp(sub, "create") == 0)
         return credential_create(argc - 1, argv + 1);
@@ -617,5 +617,5 @@ int ctl_credential_main(int argc, char **argv)
         return credential_list(argc - 1, argv + 1);
     fprintf(stderr, "leasectl credential: unknown subcommand '%s'\n", sub);
     usage(stderr);
-    return CTL_EXIT_USAGE;
+    return LEASE_EXIT_USAGE;
 }

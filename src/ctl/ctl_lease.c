@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctl/ctl.h"
-#include "ctl/ctl_options.h"
-#include "ctl/ctl_report.h"
+#include "ctl.h"
+#include "ctl_options.h"
+#include "ctl_report.h"
 #include "lease/client.h"
 
 /* --help of each client command: only the options that command uses.
@@ -110,7 +110,7 @@ static const char help_commit[] =
 
 static int usage_of(const char *help, int status)
 {
-    fputs(help, status == CTL_EXIT_OK ? stdout : stderr);
+    fputs(help, status == LEASE_EXIT_OK ? stdout : stderr);
     return status;
 }
 
@@ -194,14 +194,14 @@ static int session_open(session_t *s, int argc, char **argv, unsigned flags,
     s->cmd = argv[0];
     int parsed = ctl_options_parse(&s->o, flags, argc, argv, extra);
     if (parsed == CTL_PARSE_HELP)
-        return usage_of(help, CTL_EXIT_OK);
+        return usage_of(help, LEASE_EXIT_OK);
     if (parsed < 0)
-        return CTL_EXIT_USAGE;
+        return LEASE_EXIT_USAGE;
     s->client = ctl_client_new(&s->o);
     if (!s->client) {
         fprintf(stderr, "leasectl %s: LEASE_URL must be an http:// or https:// URL\n", s->cmd);
         ctl_options_free(&s->o);
-        return CTL_EXIT_USAGE;
+        return LEASE_EXIT_USAGE;
     }
     s->call.request_id = s->o.request_id;
     s->call.deadline_ms = ctl_options_deadline_ms(&s->o, acquire);
@@ -221,7 +221,7 @@ static int session_usage(session_t *s, const char *problem)
 {
     fprintf(stderr, "leasectl %s: %s\n", s->cmd, problem);
     session_close(s);
-    return CTL_EXIT_USAGE;
+    return LEASE_EXIT_USAGE;
 }
 
 int ctl_acquire_main(int argc, char **argv)
@@ -398,7 +398,7 @@ static int admin_act(session_t *s, const admin_args_t *a, bool revoke)
     } else {
         lease_client_call_t look = {.deadline_ms = s->call.deadline_ms, .keep_body = true};
         lease_code_t code = lease_client_inspect_identity(s->client, &o->identity, &look, &res);
-        int status = code == LEASE_INSPECTED ? CTL_EXIT_OK : report(s, &look, code, res.field);
+        int status = code == LEASE_INSPECTED ? LEASE_EXIT_OK : report(s, &look, code, res.field);
         lease_client_call_clear(&look);
         if (code != LEASE_INSPECTED)
             return status;

@@ -12,9 +12,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ctl/ctl.h"
+#include "ctl.h"
 #include "lease/schema.h"
-#include "store/migrate.h"
+#include "lease/store_admin.h"
 
 const char *ctl_database_url(const char *flag_value)
 {
@@ -78,18 +78,18 @@ int ctl_migrate_main(int argc, char **argv)
                    "Applies pending migrations from %s in order, each in one transaction\n"
                    "under an advisory lock; --status only reports.\n",
                    lease_migrations_dir());
-            return CTL_EXIT_OK;
+            return LEASE_EXIT_OK;
         default:
-            return CTL_EXIT_USAGE;
+            return LEASE_EXIT_USAGE;
         }
     }
     if (optind != argc) {
         fprintf(stderr, "leasectl migrate: unexpected argument '%s'\n", argv[optind]);
-        return CTL_EXIT_USAGE;
+        return LEASE_EXIT_USAGE;
     }
     const char *url = ctl_database_url(url_flag);
     if (!url)
-        return CTL_EXIT_USAGE;
+        return LEASE_EXIT_USAGE;
 
     char err[1024] = "";
     lease_migration_plan_t plan = {0};
@@ -98,12 +98,12 @@ int ctl_migrate_main(int argc, char **argv)
                  : lease_migrate_apply(url, lease_migrations_dir(), stderr, &plan, err, sizeof err);
     if (rc != 0) {
         fprintf(stderr, "leasectl migrate: %s\n", err);
-        return CTL_EXIT_UNAVAILABLE;
+        return LEASE_EXIT_UNAVAILABLE;
     }
     print_plan(&plan);
     bool pending = false;
     for (size_t i = 0; i < plan.count; i++)
         pending |= !plan.items[i].applied;
     lease_migration_plan_free(&plan);
-    return pending ? CTL_EXIT_OTHER : CTL_EXIT_OK;
+    return pending ? LEASE_EXIT_FAILURE : LEASE_EXIT_OK;
 }

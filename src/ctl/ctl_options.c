@@ -3,7 +3,7 @@
  * leasectl client commands and `run`, with LEASE_* environment defaults and
  * generated ids (see ctl_options.h for the precedence).
  */
-#include "ctl/ctl_options.h"
+#include "ctl_options.h"
 
 #include <errno.h>
 #include <openssl/crypto.h>

@@ -35,6 +35,7 @@ enum {
 
 #define CTL_ENV_URL "LEASE_URL"
 #define CTL_ENV_TOKEN "LEASE_TOKEN"
+
 #define CTL_DEFAULT_DEADLINE_MS 5000
 #define CTL_MAX_DEADLINE_MS 30000 /* the service caps any deadline there */
 

@@ -11,30 +11,26 @@
  */
 #include <errno.h>
 #include <getopt.h>
-#include <jansson.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <stdbool.h>
-#include <string.h>
 
-#include "ctl/ctl.h"
-#include "store/pg_admin.h"
+#include "ctl.h"
+#include "lease/store_admin.h"
 
-static int run_call(const char *url, const char *sql, int n, const char *const *params,
-                    char **out)
+/* The exit status of a recovery call: the database refusing the input
+ * (the reason, the floor, the token limit) is 65, a role that may not is
+ * 77, anything else is 69. Prints err when the call failed. */
+static int exit_for(lease_admin_status_t st, const char *err)
 {
-    char err[1024] = "";
-    char state[6];
-    if (lease_pg_admin_call(url, sql, n, params, out, state, err, sizeof err) != 0) {
-        fprintf(stderr, "leasectl: %s\n", err);
-        /* 22023 and LS005: the request itself was refused */
-        if (strcmp(state, "22023") == 0 || strcmp(state, "LS005") == 0)
-            return CTL_EXIT_INVALID;
-        if (strcmp(state, "42501") == 0)
-            return CTL_EXIT_DENIED;
-        return CTL_EXIT_UNAVAILABLE;
-    }
-    return CTL_EXIT_OK;
+    if (st == LEASE_ADMIN_OK)
+        return LEASE_EXIT_OK;
+    fprintf(stderr, "leasectl: %s\n", err);
+    if (st == LEASE_ADMIN_INVALID)
+        return LEASE_EXIT_INVALID;
+    if (st == LEASE_ADMIN_DENIED)
+        return LEASE_EXIT_DENIED;
+    return LEASE_EXIT_UNAVAILABLE;
 }
 
 int ctl_recover_main(int argc, char **argv)
@@ -64,14 +60,14 @@ int ctl_recover_main(int argc, char **argv)
             printf("usage: leasectl recover --reason TEXT [--floor N] [--database-url URL]\n"
                    "Raises every fencing counter by the policy's epoch stride (or to N),\n"
                    "revokes every live lease and unseals the namespace (lease.recover_epoch).\n");
-            return CTL_EXIT_OK;
+            return LEASE_EXIT_OK;
         default:
-            return CTL_EXIT_USAGE;
+            return LEASE_EXIT_USAGE;
         }
     }
     if (optind != argc || !reason || !*reason) {
         fprintf(stderr, "leasectl recover: --reason is required\n");
-        return CTL_EXIT_USAGE;
+        return LEASE_EXIT_USAGE;
     }
     if (floor_arg) {
         char *end;
@@ -79,16 +75,16 @@ int ctl_recover_main(int argc, char **argv)
         long long v = strtoll(floor_arg, &end, 10);
         if (errno || *end || v < 0) {
             fprintf(stderr, "leasectl recover: --floor must be a non-negative integer\n");
-            return CTL_EXIT_USAGE;
+            return LEASE_EXIT_USAGE;
         }
     }
     const char *url = ctl_database_url(url_flag);
     if (!url)
-        return CTL_EXIT_USAGE;
-    const char *params[2] = {reason, floor_arg};
+        return LEASE_EXIT_USAGE;
+    char err[1024] = "";
     char *out = NULL;
-    int rc = run_call(url, "SELECT lease.recover_epoch($1, $2::bigint)::text", 2, params, &out);
-    if (rc == CTL_EXIT_OK)
+    int rc = exit_for(lease_admin_recover(url, reason, floor_arg, &out, err, sizeof err), err);
+    if (rc == LEASE_EXIT_OK)
         puts(out ? out : "null");
     free(out);
     return rc;
@@ -112,29 +108,25 @@ int ctl_verify_main(int argc, char **argv)
         case 'h':
             printf("usage: leasectl verify [--database-url URL]\n"
                    "Reports fencing and record inconsistencies (lease.verify); exit 1 if any.\n");
-            return CTL_EXIT_OK;
+            return LEASE_EXIT_OK;
         default:
-            return CTL_EXIT_USAGE;
+            return LEASE_EXIT_USAGE;
         }
     }
     if (optind != argc) {
         fprintf(stderr, "leasectl verify: unexpected argument '%s'\n", argv[optind]);
-        return CTL_EXIT_USAGE;
+        return LEASE_EXIT_USAGE;
     }
     const char *url = ctl_database_url(url_flag);
     if (!url)
-        return CTL_EXIT_USAGE;
-    char *out = NULL;
-    int rc = run_call(url,
-                      "SELECT jsonb_build_object('consistent', count(*) = 0, 'problems', "
-                      "coalesce(jsonb_agg(to_jsonb(v)), '[]'))::text FROM lease.verify() v",
-                      0, NULL, &out);
-    if (rc != CTL_EXIT_OK)
+        return LEASE_EXIT_USAGE;
+    char err[1024] = "";
+    char *report = NULL;
+    bool consistent = false;
+    int rc = exit_for(lease_admin_verify(url, &report, &consistent, err, sizeof err), err);
+    if (rc != LEASE_EXIT_OK)
         return rc;
-    puts(out ? out : "null");
-    json_t *report = out ? json_loads(out, 0, NULL) : NULL;
-    bool consistent = json_is_true(json_object_get(report, "consistent"));
-    json_decref(report);
-    free(out);
-    return consistent ? CTL_EXIT_OK : CTL_EXIT_OTHER;
+    puts(report);
+    free(report);
+    return consistent ? LEASE_EXIT_OK : LEASE_EXIT_FAILURE;
 }

@@ -4,7 +4,7 @@
  * the last failed attempt (it names the host and port and, where there is
  * one, the system error); this adds the URL the user configured.
  */
-#include "ctl/ctl_report.h"
+#include "ctl_report.h"
 
 #include <stdio.h>
 

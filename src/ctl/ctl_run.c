@@ -32,9 +32,10 @@
 
 #include <openssl/crypto.h>
 
-#include "ctl/ctl.h"
-#include "ctl/ctl_options.h"
-#include "ctl/ctl_report.h"
+#include "ctl.h"
+#include "ctl_options.h"
+#include "ctl_report.h"
+#include "lease/clock.h"
 #include "lease/client.h"
 #include "lease/clock.h"
 #include "lease/worker.h"
@@ -44,8 +45,6 @@ extern char **environ;
 #define DEFAULT_GRACE_MS 10000
 #define RELEASE_DEADLINE_MS 5000
 #define LOST_RELEASE_DEADLINE_MS 1000
-#define EXIT_CANNOT_EXECUTE 126
-#define EXIT_NOT_FOUND 127
 
 enum { OPT_GRACE = 1 };
 
@@ -246,7 +245,7 @@ static int exit_status_of(int wstatus)
         return WEXITSTATUS(wstatus);
     if (WIFSIGNALED(wstatus))
         return 128 + WTERMSIG(wstatus);
-    return CTL_EXIT_OTHER;
+    return LEASE_EXIT_FAILURE;
 }
 
 /* What the supervision loop saw. */
@@ -338,7 +337,7 @@ static int run_under_lease(const ctl_options_t *o, lease_worker_t *worker, char 
     int sfd = -1;
     int err;
     supervision_t sup = {0};
-    int status = CTL_EXIT_OTHER;
+    int status = LEASE_EXIT_FAILURE;
     if (!env_build(&env, o, &held)) {
         fprintf(stderr, "leasectl run: out of memory\n");
         goto cleanup;
@@ -354,7 +353,7 @@ static int run_under_lease(const ctl_options_t *o, lease_worker_t *worker, char 
     sup.pid = spawn_command(command, env.vars, original, inherited, &err);
     if (sup.pid < 0) {
         fprintf(stderr, "leasectl run: %s: %s\n", command[0], strerror(err));
-        status = err == ENOENT ? EXIT_NOT_FOUND : EXIT_CANNOT_EXECUTE;
+        status = err == ENOENT ? LEASE_EXIT_NOT_FOUND : LEASE_EXIT_CANNOT_EXECUTE;
         goto cleanup;
     }
     fprintf(stderr, "leasectl run: lease %s (fencing token %lld) held; running %s as pid %d\n",
@@ -365,7 +364,7 @@ static int run_under_lease(const ctl_options_t *o, lease_worker_t *worker, char 
         lease_worker_state_t why = lease_worker_state(worker, &code);
         fprintf(stderr, "leasectl run: command cancelled: lease %s (%s)\n",
                 lease_worker_state_name(why), lease_code_name(code));
-        status = CTL_EXIT_LEASE_LOST;
+        status = LEASE_EXIT_LEASE_LOST;
     } else {
         status = exit_status_of(sup.wstatus);
     }
@@ -423,7 +422,7 @@ static int hold_and_run(const ctl_options_t *o, lease_client_t *client, char **c
     } else {
         /* after an unconfirmed loss this is best effort, briefly: it frees
          * the lease early if the service is reachable again */
-        bool lost = status == CTL_EXIT_LEASE_LOST;
+        bool lost = status == LEASE_EXIT_LEASE_LOST;
         code = lease_worker_release(worker, lost ? LOST_RELEASE_DEADLINE_MS : RELEASE_DEADLINE_MS,
                                     NULL);
         if (code != LEASE_RELEASED && !lost)
@@ -446,11 +445,11 @@ int ctl_run_main(int argc, char **argv)
     int64_t grace_ms = DEFAULT_GRACE_MS;
     ctl_extra_t extra = ctl_run_extra(&grace_ms);
     ctl_options_t o;
-    int status = CTL_EXIT_USAGE;
+    int status = LEASE_EXIT_USAGE;
     int first = ctl_options_parse(&o, CTL_OPT_IDENTITY | CTL_OPT_OPERANDS, argc, argv, &extra);
     if (first == CTL_PARSE_HELP) {
         printf("usage: leasectl run %s\n%s", synopsis, help);
-        status = CTL_EXIT_OK;
+        status = LEASE_EXIT_OK;
     } else if (first >= 0 && first >= argc) {
         fprintf(stderr, "leasectl run: no command given (usage: leasectl run %s)\n", synopsis);
     } else if (first >= 0) {

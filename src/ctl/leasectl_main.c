@@ -4,7 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "ctl/ctl.h"
+#include "ctl.h"
 #include "lease/schema.h"
 
 /* The project's version (CMakeLists.txt project()); the build defines it. */
@@ -40,21 +40,21 @@ int main(int argc, char **argv)
 {
     if (argc < 2) {
         usage(stderr);
-        return CTL_EXIT_USAGE;
+        return LEASE_EXIT_USAGE;
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
         strcmp(argv[1], "help") == 0) {
         usage(stdout);
-        return CTL_EXIT_OK;
+        return LEASE_EXIT_OK;
     }
     if (strcmp(argv[1], "--version") == 0 || strcmp(argv[1], "version") == 0) {
         printf("leasectl %s (schema %d)\n", LEASE_VERSION, LEASE_SCHEMA_VERSION);
-        return CTL_EXIT_OK;
+        return LEASE_EXIT_OK;
     }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(argv[1], commands[i].name) == 0)
             return commands[i].run(argc - 1, argv + 1);
     fprintf(stderr, "leasectl: unknown command '%s'\n", argv[1]);
     usage(stderr);
-    return CTL_EXIT_USAGE;
+    return LEASE_EXIT_USAGE;
 }

@@ -15,16 +15,14 @@
 
 #include "lease/log.h"
 #include "lease/schema.h"
-#include "relay/relay.h"
-#include "relay/relay_config.h"
-#include "relay/relay_http.h"
-#include "relay/relay_metrics.h"
+#include "relay.h"
+#include "relay_config.h"
+#include "relay_http.h"
+#include "relay_metrics.h"
 
 #define RELAY_VERSION "0.1.0"
 
 extern char **environ;
-
-enum { EXIT_CLEAN = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 
 static volatile sig_atomic_t stop_requested;
 
@@ -58,27 +56,27 @@ int main(int argc, char **argv)
     case RELAY_CONFIG_HELP:
         relay_config_print_help(stdout);
         relay_config_free(&cfg);
-        return EXIT_CLEAN;
+        return LEASE_EXIT_OK;
     case RELAY_CONFIG_VERSION:
         printf("leased-relay %s (schema %d)\n", RELAY_VERSION, LEASE_SCHEMA_VERSION);
         relay_config_free(&cfg);
-        return EXIT_CLEAN;
+        return LEASE_EXIT_OK;
     case RELAY_CONFIG_ERROR:
         fprintf(stderr, "leased-relay: %s\n", err);
         relay_config_free(&cfg);
-        return EXIT_USAGE;
+        return LEASE_EXIT_USAGE;
     }
     lease_log_init(cfg.log_level, cfg.log_format);
     install_signals();
     curl_global_init(CURL_GLOBAL_DEFAULT);
 
-    int status = EXIT_RUNTIME;
+    int status = LEASE_EXIT_FAILURE;
     relay_http_t *http = NULL;
     relay_t *relay = relay_new(&cfg, &metrics, err, sizeof err);
     if (!relay) {
         /* a bad route or URL is a setting error, caught before anything runs */
         fprintf(stderr, "leased-relay: %s\n", err);
-        status = EXIT_USAGE;
+        status = LEASE_EXIT_USAGE;
         goto done;
     }
     if (cfg.metrics_enabled) {

@@ -12,7 +12,7 @@
  *   that order on one channel, and marking stops at an identity's first row
  *   that was not confirmed.
  */
-#include "relay/relay.h"
+#include "relay.h"
 
 #include <inttypes.h>
 #include <stdio.h>
@@ -21,10 +21,10 @@
 
 #include "lease/clock.h"
 #include "lease/log.h"
-#include "relay/relay_amqp.h"
-#include "relay/relay_couchdb.h"
-#include "relay/relay_db.h"
-#include "relay/relay_routes.h"
+#include "relay_amqp.h"
+#include "relay_couchdb.h"
+#include "relay_db.h"
+#include "relay_routes.h"
 
 #define RELAY_PURGE_INTERVAL_MS 60000
 #define RELAY_PURGE_BATCH 5000

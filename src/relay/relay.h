@@ -16,8 +16,8 @@
 #include <stddef.h>
 
 #include "lease/result.h"
-#include "relay/relay_config.h"
-#include "relay/relay_metrics.h"
+#include "relay_config.h"
+#include "relay_metrics.h"
 
 typedef struct relay relay_t;
 

@@ -5,7 +5,7 @@
  * connection from one thread only. Heartbeats are serviced only inside
  * library calls, so the relay's idle loop calls relay_amqp_service.
  */
-#include "relay/relay_amqp.h"
+#include "relay_amqp.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -7,7 +7,7 @@
  * setting; leased-relay exits 2 on it. --once is a flag only (a mode of one
  * run, not a setting of a deployment).
  */
-#include "relay/relay_config.h"
+#include "relay_config.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>

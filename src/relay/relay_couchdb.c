@@ -3,7 +3,7 @@
  * _rev. A 409 (someone wrote in between) starts over from the GET, a few
  * times; a 403 is validate_doc_update refusing the write.
  */
-#include "relay/relay_couchdb.h"
+#include "relay_couchdb.h"
 
 #include <inttypes.h>
 #include <stdbool.h>
@@ -14,6 +14,8 @@
 #include <curl/curl.h>
 #include <jansson.h>
 #include <openssl/crypto.h>
+
+#include "lease/json_fields.h"
 
 #define COUCH_CONFLICT_TRIES 5
 #define COUCH_MAX_BODY (16 * 1024 * 1024)
@@ -160,14 +162,6 @@ static void couch_reason(const json_t *reply, long status, const char *what, cha
              e ? e : "", r ? ": " : "", r ? r : "");
 }
 
-static json_t *identity_object(const lease_identity_t *id)
-{
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "tenant_id", id->tenant_id,
-                     "program_id", id->program_id, "target_namespace", id->target_namespace,
-                     "target_id", id->target_id, "actor_name", id->actor_name, "workflow_name",
-                     id->workflow_name, "operation_class", id->operation_class);
-}
-
 /* The stored document's fence against this row: ALREADY when it holds this
  * row's write or a later one of the identity, REFUSED when a higher token
  * or another identity wrote it, APPLIED (meaning: go ahead) otherwise. */
@@ -237,7 +231,7 @@ relay_couch_outcome_t relay_couch_apply(relay_couch_t *c, const char *db, const 
     detail[0] = '\0';
     json_error_t jerr;
     json_t *payload = json_loads(row->payload, 0, &jerr);
-    json_t *identity = identity_object(&row->identity);
+    json_t *identity = lease_json_identity(&row->identity);
     relay_couch_outcome_t out = RELAY_COUCH_INVALID;
     const char *doc_id = json_string_value(json_object_get(payload, "_id"));
     if (!json_is_object(payload) || !identity) {

@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "lease/result.h"
-#include "relay/relay_db.h"
+#include "relay_db.h"
 
 typedef enum relay_couch_outcome {
     RELAY_COUCH_APPLIED = 0, /* the document now holds this row's write */

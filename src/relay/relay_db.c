@@ -7,7 +7,7 @@
  * transaction is rolled back here). Server messages go to err for the
  * relay's log; they never carry the connection string.
  */
-#include "relay/relay_db.h"
+#include "relay_db.h"
 
 #include <inttypes.h>
 #include <stdio.h>

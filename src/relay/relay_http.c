@@ -2,7 +2,7 @@
  * relay_http.c - the metrics and health endpoint. Answers come only from
  * relay_metrics_t; nothing here blocks on the database or the broker.
  */
-#include "relay/relay_http.h"
+#include "relay_http.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>

@@ -8,7 +8,7 @@
 
 #include <stddef.h>
 
-#include "relay/relay_metrics.h"
+#include "relay_metrics.h"
 
 typedef struct relay_http relay_http_t;
 

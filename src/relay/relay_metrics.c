@@ -1,7 +1,7 @@
 /*
  * relay_metrics.c - the text exposition of relay_metrics_t.
  */
-#include "relay/relay_metrics.h"
+#include "relay_metrics.h"
 
 #include <stdarg.h>
 #include <stdio.h>

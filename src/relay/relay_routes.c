@@ -5,7 +5,7 @@
  * publication time (an exchange name RabbitMQ refuses, a database name
  * CouchDB refuses) stops leased-relay before it claims anything.
  */
-#include "relay/relay_routes.h"
+#include "relay_routes.h"
 
 #include <stdio.h>
 #include <stdlib.h>

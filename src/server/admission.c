@@ -16,7 +16,7 @@
  * exists only while its counts are not zero, so the table is bounded by the
  * requests in flight (itself bounded by LEASE_MAX_INFLIGHT).
  */
-#include "server/admission.h"
+#include "admission.h"
 
 #include <pthread.h>
 #include <stdio.h>

@@ -6,14 +6,14 @@
 #define LEASED_APP_H
 
 #include "lease/store.h"
-#include "server/admission.h"
-#include "server/audit_queue.h"
-#include "server/config.h"
-#include "server/json_codec.h"
-#include "server/metrics.h"
-#include "server/service.h"
-#include "server/sweeper.h"
-#include "server/watch.h"
+#include "admission.h"
+#include "audit_queue.h"
+#include "config.h"
+#include "json_codec.h"
+#include "metrics.h"
+#include "service.h"
+#include "sweeper.h"
+#include "watch.h"
 
 struct leased_app {
     const leased_config_t *config;

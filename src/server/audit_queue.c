@@ -14,7 +14,7 @@
  * has ended. The table of slots is bounded; when it is full, further
  * refusals are folded into one slot per kind whose source is "*".
  */
-#include "server/audit_queue.h"
+#include "audit_queue.h"
 
 #include <jansson.h>
 #include <pthread.h>
@@ -23,6 +23,7 @@
 #include <string.h>
 
 #include "lease/clock.h"
+#include "lease/json_fields.h"
 #include "lease/log.h"
 
 #define WRITE_DEADLINE_MS 2000
@@ -98,13 +99,7 @@ static void log_fallback(const lease_audit_event_t *ev)
     lease_time_format(ev->occurred_at_ms, when);
     json_object_set_new(o, "occurred_at", json_string(when));
     if (ev->has_identity)
-        json_object_set_new(
-            o, "scope",
-            json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "tenant_id", ev->identity.tenant_id,
-                      "program_id", ev->identity.program_id, "target_namespace",
-                      ev->identity.target_namespace, "target_id", ev->identity.target_id,
-                      "actor_name", ev->identity.actor_name, "workflow_name",
-                      ev->identity.workflow_name, "operation_class", ev->identity.operation_class));
+        json_object_set_new(o, "scope", lease_json_identity(&ev->identity));
     char *text = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     if (text) {

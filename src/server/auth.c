@@ -24,7 +24,7 @@
  * and are wiped before it returns. The cache holds stored digests, never
  * secrets. Nothing here logs.
  */
-#include "server/auth.h"
+#include "auth.h"
 
 #include <errno.h>
 #include <openssl/crypto.h>

@@ -6,7 +6,7 @@
  * applied first, then the environment, then flags (a flag wins). A bad value
  * is an error naming the setting; leased exits 2 on it.
  */
-#include "server/config.h"
+#include "config.h"
 
 #include <arpa/inet.h>
 #include <ctype.h>

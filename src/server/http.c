@@ -20,7 +20,7 @@
  * shutdown waits for it; draining releases every parked watch first
  * (leased_main.c).
  */
-#include "server/http.h"
+#include "http.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -39,10 +39,10 @@
 
 #include "lease/clock.h"
 #include "lease/log.h"
-#include "server/app.h"
-#include "server/http_gate.h"
-#include "server/routes.h"
-#include "server/work_queue.h"
+#include "app.h"
+#include "http_gate.h"
+#include "routes.h"
+#include "work_queue.h"
 
 /* A client that keeps sending after its body passed the cap is cut off
  * once this much more has been read (the 400 cannot be sent mid-upload). */

@@ -20,7 +20,7 @@
 #include <stdint.h>
 
 #include "lease/result.h"
-#include "server/http_gate.h"
+#include "http_gate.h"
 
 typedef struct leased_app leased_app_t;
 typedef struct leased_http leased_http_t;

@@ -3,7 +3,7 @@
  * http_frame.h). Every function here reads only inside the length it is
  * given; nothing allocates.
  */
-#include "server/http_frame.h"
+#include "http_frame.h"
 
 #include <string.h>
 #include <strings.h>

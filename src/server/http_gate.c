@@ -18,7 +18,7 @@
  * itself only when no reply of the library is in progress on the
  * connection, so its bytes never interleave with the library's.
  */
-#include "server/http_gate.h"
+#include "http_gate.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -36,9 +36,9 @@
 
 #include "lease/clock.h"
 #include "lease/log.h"
-#include "server/http.h"
-#include "server/http_frame.h"
-#include "server/json_codec.h"
+#include "http.h"
+#include "http_frame.h"
+#include "json_codec.h"
 
 #define READ_CHUNK (16 * 1024)
 #define IN_MAX (LEASED_HTTP_HEAD_MAX + READ_CHUNK) /* client bytes held */

@@ -9,7 +9,7 @@
  * syntax, integer overflow), the path is recovered from the error offset.
  * Encoding of responses lives in json_encode.c.
  */
-#include "server/json_codec.h"
+#include "json_codec.h"
 
 #include <jansson.h>
 #include <stdio.h>

@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #include "lease/store.h"
-#include "server/request.h"
+#include "request.h"
 
 #define LEASED_BODY_MAX (64 * 1024) /* request bodies, bytes */
 #define LEASED_METADATA_KEYS_MAX 16

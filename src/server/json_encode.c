@@ -5,12 +5,13 @@
  * from the viewer, which owner-private fields appear; lock keys, backend
  * text and request bodies have no field here to leak through.
  */
-#include "server/json_codec.h"
+#include "json_codec.h"
 
 #include <jansson.h>
 #include <string.h>
 
 #include "lease/clock.h"
+#include "lease/json_fields.h"
 #include "lease/json_text.h"
 
 static json_t *time_json(int64_t wall_ms)
@@ -26,14 +27,6 @@ static void set_id(json_t *obj, const char *key, const char *value)
         json_object_set_new(obj, key, json_string(value));
 }
 
-static json_t *identity_json(const lease_identity_t *id)
-{
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s, s:s}", "tenant_id", id->tenant_id,
-                     "program_id", id->program_id, "target_namespace", id->target_namespace,
-                     "target_id", id->target_id, "actor_name", id->actor_name, "workflow_name",
-                     id->workflow_name, "operation_class", id->operation_class);
-}
-
 static bool viewer_owns(const lease_record_t *rec, const leased_view_t *view)
 {
     return view && view->principal_id && *view->principal_id &&
@@ -45,7 +38,7 @@ static json_t *lease_json(const lease_record_t *rec, const leased_view_t *view)
     json_t *o = json_object();
     if (!o)
         return NULL;
-    json_object_set_new(o, "lock_identity", identity_json(&rec->identity));
+    json_object_set_new(o, "lock_identity", lease_json_identity(&rec->identity));
     json_object_set_new(o, "lease_id", json_string(rec->lease_id));
     json_object_set_new(o, "fencing_token", json_integer(rec->fencing_token));
     json_object_set_new(o, "acquired_at", time_json(rec->acquired_at_ms));

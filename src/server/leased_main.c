@@ -23,19 +23,17 @@
 #include "lease/listener.h"
 #include "lease/schema.h"
 #include "lease/store_pg.h"
-#include "server/app.h"
-#include "server/auth.h"
-#include "server/config.h"
-#include "server/http.h"
+#include "app.h"
+#include "auth.h"
+#include "config.h"
+#include "http.h"
 #include "lease/log.h"
-#include "server/routes.h"
+#include "routes.h"
 
 #define LEASED_VERSION "0.1.0"
 #define AUDIT_FLUSH_MAX_MS 5000
 
 extern char **environ;
-
-enum { EXIT_CLEAN = 0, EXIT_RUNTIME = 1, EXIT_USAGE = 2 };
 
 typedef struct parts {
     leased_config_t cfg;
@@ -167,12 +165,12 @@ static int drain(parts_t *p, int sig)
          * request id; the process cannot stop the HTTP library cleanly */
         LOG_ERROR("exiting with requests in flight");
         leased_audit_queue_stop(p->audit, AUDIT_FLUSH_MAX_MS);
-        _exit(EXIT_RUNTIME);
+        _exit(LEASE_EXIT_FAILURE);
     }
     p->http = NULL;
     teardown(p);
     LOG_INFO("stopped");
-    return EXIT_CLEAN;
+    return LEASE_EXIT_OK;
 }
 
 int main(int argc, char **argv)
@@ -186,15 +184,15 @@ int main(int argc, char **argv)
     case LEASED_CONFIG_HELP:
         leased_config_print_help(stdout);
         leased_config_free(&p.cfg);
-        return EXIT_CLEAN;
+        return LEASE_EXIT_OK;
     case LEASED_CONFIG_VERSION:
         printf("leased %s (schema %d)\n", LEASED_VERSION, LEASE_SCHEMA_VERSION);
         leased_config_free(&p.cfg);
-        return EXIT_CLEAN;
+        return LEASE_EXIT_OK;
     case LEASED_CONFIG_ERROR:
         fprintf(stderr, "leased: %s\n", err);
         leased_config_free(&p.cfg);
-        return EXIT_USAGE;
+        return LEASE_EXIT_USAGE;
     }
     lease_log_init(p.cfg.log_level, p.cfg.log_format);
 
@@ -210,7 +208,7 @@ int main(int argc, char **argv)
         LOG_ERROR("cannot start: %s", err);
         (void)leased_http_stop(p.http, 0);
         teardown(&p);
-        return EXIT_RUNTIME;
+        return LEASE_EXIT_FAILURE;
     }
     /* the schema the database has, not the one this build expects: the
      * line answers "what is this instance talking to" */

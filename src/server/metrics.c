@@ -6,7 +6,7 @@
  * tolerates. Latency buckets are fixed (seconds) and cover the deadline
  * range; the +Inf bucket is the count.
  */
-#include "server/metrics.h"
+#include "metrics.h"
 
 #include <stdarg.h>
 #include <stdio.h>

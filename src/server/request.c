@@ -1,7 +1,7 @@
 /*
  * request.c - allocation of decoded requests and access to their call part.
  */
-#include "server/request.h"
+#include "request.h"
 
 #include <stddef.h>
 #include <stdlib.h>

@@ -10,7 +10,7 @@
  * Health, readiness and metrics need no credential and answer from memory
  * on the event thread.
  */
-#include "server/routes.h"
+#include "routes.h"
 
 #include <jansson.h>
 #include <stdio.h>
@@ -18,8 +18,8 @@
 #include <string.h>
 
 #include "lease/clock.h"
-#include "server/app.h"
-#include "server/http.h"
+#include "app.h"
+#include "http.h"
 
 static void handle_operation(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx);
 static void handle_watch(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx);

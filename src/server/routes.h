@@ -15,8 +15,8 @@
 #include <stdint.h>
 
 #include "lease/store.h"
-#include "server/request.h"
-#include "server/service.h"
+#include "request.h"
+#include "service.h"
 
 typedef struct leased_app leased_app_t;
 typedef struct leased_exchange leased_exchange_t;

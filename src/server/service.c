@@ -21,7 +21,7 @@
  *   the credential's own (an administrator credential of every program,
  *   "*", must name program_id).
  */
-#include "server/service.h"
+#include "service.h"
 
 #include <stdio.h>
 #include <stdlib.h>

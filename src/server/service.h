@@ -16,9 +16,9 @@
 #include <stdint.h>
 
 #include "lease/store.h"
-#include "server/audit_queue.h"
-#include "server/auth.h"
-#include "server/request.h"
+#include "audit_queue.h"
+#include "auth.h"
+#include "request.h"
 
 typedef struct leased_service leased_service_t;
 

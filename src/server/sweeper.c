@@ -6,7 +6,7 @@
  * interval, so a hung database cannot stall the thread longer than that,
  * and a stale probe shows up as an old age_ms.
  */
-#include "server/sweeper.h"
+#include "sweeper.h"
 
 #include <pthread.h>
 #include <stdlib.h>

@@ -9,7 +9,7 @@
  * eventfd; park (when the new wait ends before the planned wake, or when the
  * first request parks) and release_all write the eventfd.
  */
-#include "server/watch.h"
+#include "watch.h"
 
 #include <errno.h>
 #include <pthread.h>

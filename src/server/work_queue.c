@@ -7,7 +7,7 @@
  * ready FIFO. While the pool is being freed, delayed jobs run at once so
  * every job started is finished.
  */
-#include "server/work_queue.h"
+#include "work_queue.h"
 
 #include <pthread.h>
 #include <stdlib.h>

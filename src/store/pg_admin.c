@@ -1,70 +1,43 @@
 /*
- * pg_admin.c - one-shot administrative calls (see pg_admin.h).
+ * pg_admin.c - epoch recovery and verification for leasectl
+ * (lease/store_admin.h): lease.recover_epoch and lease.verify, each one
+ * call through the one-shot path (pg_oneshot.c). The SQL lives here so that
+ * leasectl holds none.
  */
-#include "store/pg_admin.h"
-
-#include <libpq-fe.h>
-#include <stdbool.h>
-#include <stdio.h>
+#include <jansson.h>
 #include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
 
-#define ADMIN_TRIES 5
+#include "lease/store_admin.h"
+#include "pg_oneshot.h"
 
-static void one_line(char *s)
+lease_admin_status_t lease_admin_recover(const char *database_url, const char *reason,
+                                         const char *floor, char **answer, char *err, size_t errsz)
 {
-    for (; *s; s++)
-        if (*s == '\n')
-            *s = ' ';
+    const char *params[2] = {reason, floor};
+    store_pg_oneshot_t q = {"SELECT lease.recover_epoch($1, $2::bigint)::text", 2, params, NULL};
+    return store_pg_oneshot_call(database_url, &q, answer, err, errsz);
 }
 
-int lease_pg_admin_call(const char *database_url, const char *sql, int nparams,
-                        const char *const *params, char **out, char *sqlstate, char *err,
-                        size_t errsz)
+lease_admin_status_t lease_admin_verify(const char *database_url, char **report, bool *consistent,
+                                        char *err, size_t errsz)
 {
-    *out = NULL;
-    if (sqlstate)
-        sqlstate[0] = '\0';
-    PGconn *c = PQconnectdb(database_url);
-    if (PQstatus(c) != CONNECTION_OK) {
-        snprintf(err, errsz, "cannot connect to the database: %s", PQerrorMessage(c));
-        one_line(err);
-        PQfinish(c);
-        return -1;
+    *consistent = false;
+    store_pg_oneshot_t q = {"SELECT jsonb_build_object('consistent', count(*) = 0, 'problems', "
+                            "coalesce(jsonb_agg(to_jsonb(v)), '[]'))::text FROM lease.verify() v",
+                            0, NULL, NULL};
+    lease_admin_status_t st = store_pg_oneshot_call(database_url, &q, report, err, errsz);
+    if (st != LEASE_ADMIN_OK)
+        return st;
+    json_t *parsed = *report ? json_loads(*report, 0, NULL) : NULL;
+    json_t *flag = json_object_get(parsed, "consistent");
+    if (!json_is_boolean(flag)) {
+        store_pg_set_err(err, errsz, "the database answered with something other than a report");
+        st = LEASE_ADMIN_FAILED;
+        free(*report);
+        *report = NULL;
+    } else {
+        *consistent = json_is_true(flag);
     }
-    int rc = -1;
-    for (int attempt = 0; attempt < ADMIN_TRIES; attempt++) {
-        PQclear(PQexec(c, "BEGIN ISOLATION LEVEL SERIALIZABLE"));
-        PGresult *r = PQexecParams(c, sql, nparams, NULL, params, NULL, NULL, 0);
-        ExecStatusType st = PQresultStatus(r);
-        if (st == PGRES_TUPLES_OK || st == PGRES_COMMAND_OK) {
-            if (st == PGRES_TUPLES_OK && PQntuples(r) > 0 && !PQgetisnull(r, 0, 0))
-                *out = strdup(PQgetvalue(r, 0, 0));
-            PQclear(r);
-            PGresult *commit = PQexec(c, "COMMIT");
-            st = PQresultStatus(commit);
-            if (st == PGRES_COMMAND_OK) {
-                PQclear(commit);
-                rc = 0;
-                break;
-            }
-            r = commit;
-            free(*out);
-            *out = NULL;
-        }
-        const char *state = PQresultErrorField(r, PG_DIAG_SQLSTATE);
-        if (sqlstate)
-            snprintf(sqlstate, 6, "%s", state ? state : "");
-        snprintf(err, errsz, "%s", PQresultErrorMessage(r));
-        one_line(err);
-        PQclear(r);
-        PQclear(PQexec(c, "ROLLBACK"));
-        bool retry = state && (strcmp(state, "40001") == 0 || strcmp(state, "40P01") == 0);
-        if (!retry)
-            break;
-        usleep(20000u << attempt);
-    }
-    PQfinish(c);
-    return rc;
+    json_decref(parsed);
+    return st;
 }

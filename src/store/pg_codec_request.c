@@ -7,7 +7,7 @@
  * (metadata, write bodies) is parsed here so a malformed value is reported
  * as that request field instead of as a backend failure.
  */
-#include "store/pg_codec.h"
+#include "pg_codec.h"
 
 #include "lease/json_text.h"
 

@@ -10,7 +10,7 @@
  * code is set on failure. Metadata is the exception that is tolerated: an
  * unreadable stored value reads as null (decode_metadata).
  */
-#include "store/pg_codec.h"
+#include "pg_codec.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -20,9 +20,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lease/json_fields.h"
 #include "lease/json_text.h"
 #include "lease/schema.h"
-#include "store/pg_log.h"
+#include "pg_log.h"
 
 #define BIT(c) (1u << (c))
 #define MUTATION_FAILURES                                                                          \
@@ -202,27 +203,6 @@ json_t *store_pg_parse_object(const char *text)
     return v;
 }
 
-/* A string field into a bounded buffer. Absent or null: "" unless
- * required. False on a wrong type, an over-long value or a missing
- * required one. */
-static bool get_str(json_t *o, const char *key, char *buf, size_t size, bool required)
-{
-    json_t *v = json_object_get(o, key);
-    buf[0] = '\0';
-    if (!v || json_is_null(v))
-        return !required;
-    if (!json_is_string(v))
-        return false;
-    size_t len = json_string_length(v);
-    const char *s = json_string_value(v);
-    if (len >= size || strlen(s) != len) /* no embedded NUL */
-        return false;
-    if (required && len == 0)
-        return false;
-    memcpy(buf, s, len + 1);
-    return true;
-}
-
 /* A result's human "detail": optional, shortened to fit (it only informs);
  * cut at a character boundary so it stays UTF-8. */
 static bool get_detail(json_t *o, char *buf, size_t size)
@@ -242,61 +222,6 @@ static bool get_detail(json_t *o, char *buf, size_t size)
     memcpy(buf, json_string_value(v), len);
     buf[len] = '\0';
     return strlen(buf) == len;
-}
-
-static bool get_int(json_t *o, const char *key, int64_t *out, bool required, int64_t min)
-{
-    json_t *v = json_object_get(o, key);
-    *out = 0;
-    if (!v || json_is_null(v))
-        return !required;
-    if (!json_is_integer(v))
-        return false;
-    json_int_t n = json_integer_value(v);
-    if (n < min)
-        return false;
-    *out = (int64_t)n;
-    return true;
-}
-
-static bool get_time(json_t *o, const char *key, int64_t *out, bool required)
-{
-    char ts[48];
-    *out = 0;
-    if (!get_str(o, key, ts, sizeof ts, required))
-        return false;
-    if (!ts[0])
-        return true;
-    return lease_time_parse(ts, out);
-}
-
-static bool get_bool(json_t *o, const char *key, bool *out)
-{
-    json_t *v = json_object_get(o, key);
-    *out = false;
-    if (!v || json_is_null(v))
-        return true;
-    if (!json_is_boolean(v))
-        return false;
-    *out = json_is_true(v);
-    return true;
-}
-
-static bool decode_identity(json_t *o, lease_identity_t *id)
-{
-    if (!json_is_object(o))
-        return false;
-    if (!get_str(o, "tenant_id", id->tenant_id, sizeof id->tenant_id, true) ||
-        !get_str(o, "program_id", id->program_id, sizeof id->program_id, true) ||
-        !get_str(o, "target_namespace", id->target_namespace, sizeof id->target_namespace, true) ||
-        !get_str(o, "target_id", id->target_id, sizeof id->target_id, true) ||
-        !get_str(o, "actor_name", id->actor_name, sizeof id->actor_name, true) ||
-        !get_str(o, "workflow_name", id->workflow_name, sizeof id->workflow_name, true) ||
-        !get_str(o, "operation_class", id->operation_class, sizeof id->operation_class, false))
-        return false;
-    if (!id->operation_class[0])
-        strcpy(id->operation_class, "default");
-    return true;
 }
 
 /*
@@ -366,29 +291,29 @@ static bool decode_record(json_t *o, lease_record_t *r, record_shape_t shape)
     bool whole = shape == RECORD_WHOLE || identity;
     bool named = whole || shape == RECORD_ACQUIRED;
     bool partial = !whole;
-    if ((whole && !decode_identity(identity, &r->identity)) ||
-        !get_str(o, "lease_id", r->lease_id, sizeof r->lease_id, named) ||
-        !get_int(o, "fencing_token", &r->fencing_token, named, 1) ||
-        !get_str(o, "state", state, sizeof state, true) || !lease_state_parse(state, &r->state) ||
-        !get_time(o, "acquired_at", &r->acquired_at_ms, true) ||
-        !get_time(o, "renewed_at", &r->renewed_at_ms, true) ||
-        !get_time(o, "expires_at", &r->expires_at_ms, true) ||
-        !get_time(o, "ended_at", &r->ended_at_ms, false) ||
-        !get_int(o, "ttl_ms", &r->ttl_ms, true, 1) ||
-        !get_int(o, "maximum_lifetime_ms", &r->maximum_lifetime_ms, true, 1) ||
-        !get_str(o, "owner_principal_id", r->owner_principal_id, sizeof r->owner_principal_id,
+    if ((whole && !lease_json_get_identity(identity, &r->identity)) ||
+        !lease_json_get_str(o, "lease_id", r->lease_id, sizeof r->lease_id, named) ||
+        !lease_json_get_int(o, "fencing_token", &r->fencing_token, named, 1) ||
+        !lease_json_get_str(o, "state", state, sizeof state, true) || !lease_state_parse(state, &r->state) ||
+        !lease_json_get_time(o, "acquired_at", &r->acquired_at_ms, true) ||
+        !lease_json_get_time(o, "renewed_at", &r->renewed_at_ms, true) ||
+        !lease_json_get_time(o, "expires_at", &r->expires_at_ms, true) ||
+        !lease_json_get_time(o, "ended_at", &r->ended_at_ms, false) ||
+        !lease_json_get_int(o, "ttl_ms", &r->ttl_ms, true, 1) ||
+        !lease_json_get_int(o, "maximum_lifetime_ms", &r->maximum_lifetime_ms, true, 1) ||
+        !lease_json_get_str(o, "owner_principal_id", r->owner_principal_id, sizeof r->owner_principal_id,
                  false) ||
-        !get_str(o, "owner_client_id", r->owner_client_id, sizeof r->owner_client_id, false) ||
-        !get_str(o, "owner_credential_id", r->owner_credential_id, sizeof r->owner_credential_id,
+        !lease_json_get_str(o, "owner_client_id", r->owner_client_id, sizeof r->owner_client_id, false) ||
+        !lease_json_get_str(o, "owner_credential_id", r->owner_credential_id, sizeof r->owner_credential_id,
                  false) ||
-        !get_str(o, "service_instance_id", r->service_instance_id, sizeof r->service_instance_id,
+        !lease_json_get_str(o, "service_instance_id", r->service_instance_id, sizeof r->service_instance_id,
                  false) ||
-        !get_str(o, "execution_id", r->execution_id, sizeof r->execution_id, false) ||
-        !get_str(o, "job_id", r->job_id, sizeof r->job_id, false) ||
-        !get_str(o, "trace_id", r->trace_id, sizeof r->trace_id, false) ||
-        !get_str(o, "request_id", r->request_id, sizeof r->request_id, false) ||
-        !get_str(o, "end_reason", r->end_reason, sizeof r->end_reason, false) ||
-        !get_str(o, "incident_id", r->incident_id, sizeof r->incident_id, false))
+        !lease_json_get_str(o, "execution_id", r->execution_id, sizeof r->execution_id, false) ||
+        !lease_json_get_str(o, "job_id", r->job_id, sizeof r->job_id, false) ||
+        !lease_json_get_str(o, "trace_id", r->trace_id, sizeof r->trace_id, false) ||
+        !lease_json_get_str(o, "request_id", r->request_id, sizeof r->request_id, false) ||
+        !lease_json_get_str(o, "end_reason", r->end_reason, sizeof r->end_reason, false) ||
+        !lease_json_get_str(o, "incident_id", r->incident_id, sizeof r->incident_id, false))
         return false;
     json_t *meta = json_object_get(o, "metadata");
     if (!meta && partial)
@@ -439,12 +364,12 @@ lease_code_t store_pg_decode_result(store_pg_op_t op, const char *text, lease_re
     }
     char current[16];
     char reason[32];
-    if (!get_bool(o, "replayed", &out->replayed) ||
-        !get_int(o, "retry_after_ms", &out->retry_after_ms, false, 0) ||
-        !get_str(o, "field", out->field, sizeof out->field, false) ||
-        !get_str(o, "reason", reason, sizeof reason, false) ||
+    if (!lease_json_get_bool(o, "replayed", &out->replayed) ||
+        !lease_json_get_int(o, "retry_after_ms", &out->retry_after_ms, false, 0) ||
+        !lease_json_get_str(o, "field", out->field, sizeof out->field, false) ||
+        !lease_json_get_str(o, "reason", reason, sizeof reason, false) ||
         !get_detail(o, out->detail, sizeof out->detail) ||
-        !get_str(o, "current_state", current, sizeof current, false))
+        !lease_json_get_str(o, "current_state", current, sizeof current, false))
         goto malformed;
     if (current[0] && !lease_state_parse(current, &out->current_state))
         goto malformed;
@@ -477,8 +402,8 @@ lease_code_t store_pg_decode_list(store_pg_op_t op, const char *text, lease_list
     json_t *o = open_result(op, text, &code, &why);
     if (!o)
         goto malformed;
-    if (!get_str(o, "field", out->field, sizeof out->field, false) ||
-        !get_str(o, "next_page_token", out->next_page_token, sizeof out->next_page_token, false))
+    if (!lease_json_get_str(o, "field", out->field, sizeof out->field, false) ||
+        !lease_json_get_str(o, "next_page_token", out->next_page_token, sizeof out->next_page_token, false))
         goto malformed;
     json_t *leases = json_object_get(o, "leases");
     if (code == LEASE_LISTED) {
@@ -525,10 +450,10 @@ lease_code_t store_pg_decode_commit(const char *text, size_t n_writes, lease_com
     json_t *o = open_result(op, text, &code, &why);
     if (!o)
         goto malformed;
-    if (!get_bool(o, "replayed", &out->replayed) ||
-        !get_str(o, "field", out->field, sizeof out->field, false) ||
-        !get_int(o, "retry_after_ms", &out->retry_after_ms, false, 0) ||
-        !get_int(o, "current_revision", &out->current_revision, false, 0))
+    if (!lease_json_get_bool(o, "replayed", &out->replayed) ||
+        !lease_json_get_str(o, "field", out->field, sizeof out->field, false) ||
+        !lease_json_get_int(o, "retry_after_ms", &out->retry_after_ms, false, 0) ||
+        !lease_json_get_int(o, "current_revision", &out->current_revision, false, 0))
         goto malformed;
     if (code == COMMIT_ACCEPTED) {
         json_t *results = json_object_get(o, "results");
@@ -540,12 +465,12 @@ lease_code_t store_pg_decode_commit(const char *text, size_t n_writes, lease_com
         for (size_t i = 0; i < n_writes; i++) {
             json_t *item = json_array_get(results, i);
             char kind[16];
-            if (!json_is_object(item) || !get_str(item, "kind", kind, sizeof kind, true))
+            if (!json_is_object(item) || !lease_json_get_str(item, "kind", kind, sizeof kind, true))
                 goto malformed;
             const char *key = strcmp(kind, "document") == 0      ? "revision"
                               : strcmp(kind, "publication") == 0 ? "outbox_id"
                                                                  : NULL;
-            if (!key || !get_int(item, key, &out->revisions[i], true, 1))
+            if (!key || !lease_json_get_int(item, key, &out->revisions[i], true, 1))
                 goto malformed;
         }
         out->n_writes = n_writes;
@@ -567,9 +492,9 @@ int store_pg_decode_position(const char *text, int *epoch, int *timeline, uint64
     char lsn[32];
     unsigned hi, lo;
     char extra;
-    int rc = o && get_int(o, "epoch", &ep, true, 0) && ep <= INT32_MAX &&
-                     get_int(o, "timeline", &tl, true, 1) && tl <= INT32_MAX &&
-                     get_str(o, "wal_lsn", lsn, sizeof lsn, true) &&
+    int rc = o && lease_json_get_int(o, "epoch", &ep, true, 0) && ep <= INT32_MAX &&
+                     lease_json_get_int(o, "timeline", &tl, true, 1) && tl <= INT32_MAX &&
+                     lease_json_get_str(o, "wal_lsn", lsn, sizeof lsn, true) &&
                      sscanf(lsn, "%X/%X%c", &hi, &lo, &extra) == 2
                  ? 0
                  : -1;
@@ -589,11 +514,11 @@ lease_code_t store_pg_decode_sweep(const char *sweep_text, const char *purge_tex
     json_t *s = store_pg_parse_object(sweep_text);
     json_t *p = store_pg_parse_object(purge_text);
     bool ran_sweep = false, ran_purge = false;
-    bool ok = s && p && get_bool(s, "ran", &ran_sweep) &&
-              get_int(s, "expired", &out->expired, false, 0) && get_bool(p, "ran", &ran_purge) &&
-              get_int(p, "idempotency_purged", &out->idempotency_purged, false, 0) &&
-              get_int(p, "history_purged", &out->history_purged, false, 0) &&
-              get_int(p, "audit_purged", &out->audit_purged, false, 0) &&
+    bool ok = s && p && lease_json_get_bool(s, "ran", &ran_sweep) &&
+              lease_json_get_int(s, "expired", &out->expired, false, 0) && lease_json_get_bool(p, "ran", &ran_purge) &&
+              lease_json_get_int(p, "idempotency_purged", &out->idempotency_purged, false, 0) &&
+              lease_json_get_int(p, "history_purged", &out->history_purged, false, 0) &&
+              lease_json_get_int(p, "audit_purged", &out->audit_purged, false, 0) &&
               json_is_boolean(json_object_get(s, "ran"));
     json_decref(s);
     json_decref(p);
@@ -640,15 +565,15 @@ static bool decode_credential_row(json_t *o, lease_credential_t *c)
     json_t *actors = json_object_get(o, "actor_names");
     json_t *caps = json_object_get(o, "capabilities");
     json_t *admin = json_object_get(o, "admin");
-    bool ok = get_str(o, "credential_id", c->credential_id, sizeof c->credential_id, true) &&
-              get_str(o, "principal_id", c->principal_id, sizeof c->principal_id, true) &&
-              get_str(o, "client_id", c->client_id, sizeof c->client_id, true) &&
-              get_str(o, "tenant_id", c->scope.tenant_id, sizeof c->scope.tenant_id, true) &&
-              get_str(o, "program_id", c->scope.program_id, sizeof c->scope.program_id, true) &&
-              get_str(o, "secret_digest", digest_hex, sizeof digest_hex, true) &&
-              strlen(digest_hex) == 64 && get_time(o, "created_at", &c->created_at_ms, true) &&
-              get_time(o, "expires_at", &c->expires_at_ms, false) &&
-              get_time(o, "revoked_at", &c->revoked_at_ms, false) && json_is_boolean(admin) &&
+    bool ok = lease_json_get_str(o, "credential_id", c->credential_id, sizeof c->credential_id, true) &&
+              lease_json_get_str(o, "principal_id", c->principal_id, sizeof c->principal_id, true) &&
+              lease_json_get_str(o, "client_id", c->client_id, sizeof c->client_id, true) &&
+              lease_json_get_str(o, "tenant_id", c->scope.tenant_id, sizeof c->scope.tenant_id, true) &&
+              lease_json_get_str(o, "program_id", c->scope.program_id, sizeof c->scope.program_id, true) &&
+              lease_json_get_str(o, "secret_digest", digest_hex, sizeof digest_hex, true) &&
+              strlen(digest_hex) == 64 && lease_json_get_time(o, "created_at", &c->created_at_ms, true) &&
+              lease_json_get_time(o, "expires_at", &c->expires_at_ms, false) &&
+              lease_json_get_time(o, "revoked_at", &c->revoked_at_ms, false) && json_is_boolean(admin) &&
               json_is_array(actors) && json_is_array(caps) &&
               json_array_size(actors) <= LEASE_SCOPE_ACTORS_MAX;
     if (!ok)
@@ -722,10 +647,10 @@ lease_code_t store_pg_decode_health(const char *text, lease_health_t *out)
     out->expected_schema_version = LEASE_SCHEMA_VERSION;
     json_t *o = store_pg_parse_object(text);
     int64_t version = 0;
-    bool ok = o && get_int(o, "schema_version", &version, true, 0) && version <= 1000000 &&
+    bool ok = o && lease_json_get_int(o, "schema_version", &version, true, 0) && version <= 1000000 &&
               json_is_boolean(json_object_get(o, "sealed")) &&
-              get_bool(o, "sealed", &out->sealed) &&
-              get_int(o, "active_leases", &out->active_leases, false, 0);
+              lease_json_get_bool(o, "sealed", &out->sealed) &&
+              lease_json_get_int(o, "active_leases", &out->active_leases, false, 0);
     json_decref(o);
     if (!ok) {
         out->sealed = false;

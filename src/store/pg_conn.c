@@ -13,7 +13,7 @@
  * longer than any deadline. The caller waits only STORE_PG_CANCEL_GRACE_MS
  * for the confirmation and otherwise gives the session up as lost.
  */
-#include "store/pg_conn.h"
+#include "pg_conn.h"
 
 #include <errno.h>
 #include <libpq-fe.h>
@@ -23,8 +23,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store/pg_log.h"
-#include "store/pg_sqlstate.h"
+#include "pg_log.h"
+#include "pg_sqlstate.h"
 
 /* Defaults that let a silent partition surface within seconds; any of them
  * set in the user's conninfo wins. */

@@ -2,7 +2,7 @@
  * pg_known.c - the set of identities whose row is known to exist (see
  * pg_known.h): fingerprints in a direct-mapped array of atomic words.
  */
-#include "store/pg_known.h"
+#include "pg_known.h"
 
 #include <stdio.h>
 #include <stdlib.h>

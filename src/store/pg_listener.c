@@ -27,8 +27,8 @@
 #include <string.h>
 
 #include "lease/log.h"
-#include "store/pg_conn.h"
-#include "store/pg_log.h"
+#include "pg_conn.h"
+#include "pg_log.h"
 
 #define CHANNEL "lease_ended"
 #define SETUP_BUDGET_MS 5000

@@ -2,7 +2,7 @@
  * pg_log.c - the adapter's log records (see pg_log.h), written through the
  * project's one log module (lease/log.h) so leased's level and format apply.
  */
-#include "store/pg_log.h"
+#include "pg_log.h"
 
 #include <jansson.h>
 #include <stdio.h>

@@ -11,7 +11,7 @@
 
 #include <stdbool.h>
 
-#include "store/pg_sqlstate.h"
+#include "pg_sqlstate.h"
 
 /* One record. Every string may be NULL (omitted). */
 typedef struct store_pg_log_rec {

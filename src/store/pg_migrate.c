@@ -1,13 +1,15 @@
 /*
- * pg_migrate.c - applies migrations/NNNN_name.sql in order (see migrate.h).
+ * pg_migrate.c - applies migrations/NNNN_name.sql in order
+ * (lease/store_admin.h), on the one-shot connection of pg_oneshot.c.
  *
  * Locking: every file runs in its own transaction that first takes
  * pg_advisory_xact_lock(MIGRATE_LOCK_KEY), then re-reads what is applied, so
  * two concurrent `leasectl migrate` runs apply each file exactly once.
  *
- * No session state: the quieter client_min_messages is SET LOCAL inside each
- * file's transaction, so behind PgBouncer in transaction mode nothing leaks
- * to the pool's other clients (the advisory lock is transaction-level too).
+ * No session state: notices are dropped by the connection's notice receiver
+ * (pg_oneshot.c), not by a SET, and the advisory lock is transaction-level,
+ * so behind PgBouncer in transaction mode nothing leaks to the pool's other
+ * clients.
  *
  * Roles: before 0001 runs, a preflight reads whether the project's group
  * roles exist (0001 makes three, 0012 lease_relay) and whether the
@@ -16,18 +18,19 @@
  * Postgres owner without CREATEROLE), nothing is applied and the error lists
  * every statement the provider's administrator must run (docs/schema.md).
  */
-#include "store/migrate.h"
+#include "lease/store_admin.h"
 
 #include <dirent.h>
 #include <errno.h>
 #include <libpq-fe.h>
 #include <openssl/evp.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <limits.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include "pg_oneshot.h"
 
 /* Arbitrary constant shared by every migrator ("leasemig" in ASCII). */
 #define MIGRATE_LOCK_KEY "7809644177848592743"
@@ -39,20 +42,6 @@ static const char bootstrap_sql[] = "CREATE SCHEMA IF NOT EXISTS lease;"
                                     "  checksum text NOT NULL,"
                                     "  applied_at timestamptz NOT NULL DEFAULT now(),"
                                     "  applied_by text NOT NULL DEFAULT current_user)";
-
-static void set_err(char *err, size_t errsz, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static void set_err(char *err, size_t errsz, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errsz, fmt, ap);
-    va_end(ap);
-    /* keep it one line: backend messages may span several */
-    for (char *p = err; *p; p++)
-        if (*p == '\n')
-            *p = ' ';
-}
 
 /* <folder of the running program>/rel into out; true when it is a folder. */
 static bool beside_program(const char *rel, char *out, size_t outsz)
@@ -153,7 +142,7 @@ static int scan_dir(const char *dir, lease_migration_plan_t *plan, char *err, si
 {
     DIR *d = opendir(dir);
     if (!d) {
-        set_err(err, errsz, "cannot open migrations folder %s: %s", dir, strerror(errno));
+        store_pg_set_err(err, errsz, "cannot open migrations folder %s: %s", dir, strerror(errno));
         return -1;
     }
     size_t cap = 16;
@@ -169,7 +158,7 @@ static int scan_dir(const char *dir, lease_migration_plan_t *plan, char *err, si
         char *end;
         long v = strtol(n, &end, 10);
         if (end != n + 4 || *end != '_' || v <= 0) {
-            set_err(err, errsz, "migration file %s is not named NNNN_name.sql", n);
+            store_pg_set_err(err, errsz, "migration file %s is not named NNNN_name.sql", n);
             rc = -1;
             break;
         }
@@ -186,7 +175,7 @@ static int scan_dir(const char *dir, lease_migration_plan_t *plan, char *err, si
         size_t flen;
         char *body = read_file(path, &flen);
         if (!body) {
-            set_err(err, errsz, "cannot read %s: %s", path, strerror(errno));
+            store_pg_set_err(err, errsz, "cannot read %s: %s", path, strerror(errno));
             rc = -1;
             break;
         }
@@ -198,24 +187,13 @@ static int scan_dir(const char *dir, lease_migration_plan_t *plan, char *err, si
         qsort(plan->items, plan->count, sizeof *plan->items, by_version);
         for (size_t i = 1; i < plan->count; i++)
             if (plan->items[i].version == plan->items[i - 1].version) {
-                set_err(err, errsz, "two migrations share version %04d", plan->items[i].version);
+                store_pg_set_err(err, errsz, "two migrations share version %04d", plan->items[i].version);
                 rc = -1;
             }
     }
     if (rc != 0)
         lease_migration_plan_free(plan);
     return rc;
-}
-
-static bool exec_ok(PGconn *c, const char *sql, char *err, size_t errsz, const char *what)
-{
-    PGresult *r = PQexec(c, sql);
-    ExecStatusType st = PQresultStatus(r);
-    bool ok = st == PGRES_COMMAND_OK || st == PGRES_TUPLES_OK;
-    if (!ok)
-        set_err(err, errsz, "%s: %s", what, PQresultErrorMessage(r));
-    PQclear(r);
-    return ok;
 }
 
 /* Marks plan items applied from lease.schema_migrations and checks that
@@ -227,7 +205,7 @@ static int compare_applied(PGconn *c, lease_migration_plan_t *plan, char *err, s
                             "'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') "
                             "FROM lease.schema_migrations ORDER BY version");
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-        set_err(err, errsz, "reading lease.schema_migrations: %s", PQresultErrorMessage(r));
+        store_pg_set_err(err, errsz, "reading lease.schema_migrations: %s", PQresultErrorMessage(r));
         PQclear(r);
         return -1;
     }
@@ -240,13 +218,13 @@ static int compare_applied(PGconn *c, lease_migration_plan_t *plan, char *err, s
             if (plan->items[j].version == version)
                 m = &plan->items[j];
         if (!m) {
-            set_err(err, errsz,
+            store_pg_set_err(err, errsz,
                     "database has migration %04d that this build does not know; "
                     "use a newer leasectl",
                     version);
             rc = -1;
         } else if (strcmp(m->checksum, sum) != 0) {
-            set_err(err, errsz,
+            store_pg_set_err(err, errsz,
                     "migration %s was changed after it was applied (checksum %s, recorded %s); "
                     "migrations are append-only: restore the file and add a new one",
                     m->name, m->checksum, sum);
@@ -258,17 +236,6 @@ static int compare_applied(PGconn *c, lease_migration_plan_t *plan, char *err, s
     }
     PQclear(r);
     return rc;
-}
-
-static PGconn *connect_db(const char *url, char *err, size_t errsz)
-{
-    PGconn *c = PQconnectdb(url);
-    if (PQstatus(c) != CONNECTION_OK) {
-        set_err(err, errsz, "cannot connect to the database: %s", PQerrorMessage(c));
-        PQfinish(c);
-        return NULL;
-    }
-    return c;
 }
 
 /*
@@ -291,7 +258,7 @@ static int roles_preflight(PGconn *c, char *todo, size_t todosz, char *err, size
            "       AND pg_has_role(current_user, 'lease_operator', 'MEMBER WITH ADMIN OPTION')"
            "  FROM pg_roles u WHERE u.rolname = current_user");
     if (PQresultStatus(r) != PGRES_TUPLES_OK || PQntuples(r) != 1) {
-        set_err(err, errsz, "reading roles: %s", PQresultErrorMessage(r));
+        store_pg_set_err(err, errsz, "reading roles: %s", PQresultErrorMessage(r));
         PQclear(r);
         return -1;
     }
@@ -331,11 +298,10 @@ static int apply_one(PGconn *c, const char *dir, lease_migration_plan_t *plan, s
                      FILE *log, char *err, size_t errsz)
 {
     lease_migration_t *m = &plan->items[idx];
-    if (!exec_ok(c, "BEGIN", err, errsz, "begin") ||
-        !exec_ok(c, "SET LOCAL client_min_messages = warning", err, errsz, "quieting notices") ||
-        !exec_ok(c, "SELECT pg_advisory_xact_lock(" MIGRATE_LOCK_KEY ")", err, errsz,
+    if (!store_pg_oneshot_exec(c, "BEGIN", err, errsz, "begin") ||
+        !store_pg_oneshot_exec(c, "SELECT pg_advisory_xact_lock(" MIGRATE_LOCK_KEY ")", err, errsz,
                  "advisory lock") ||
-        !exec_ok(c, bootstrap_sql, err, errsz, "creating lease.schema_migrations"))
+        !store_pg_oneshot_exec(c, bootstrap_sql, err, errsz, "creating lease.schema_migrations"))
         goto fail;
     /* Re-read under the lock: another migrator may have applied it. */
     for (size_t j = 0; j < plan->count; j++)
@@ -343,13 +309,13 @@ static int apply_one(PGconn *c, const char *dir, lease_migration_plan_t *plan, s
     if (compare_applied(c, plan, err, errsz) != 0)
         goto fail;
     if (m->applied)
-        return exec_ok(c, "COMMIT", err, errsz, "commit") ? 0 : -1;
+        return store_pg_oneshot_exec(c, "COMMIT", err, errsz, "commit") ? 0 : -1;
     if (m->version == 1) {
         char todo[1024];
         if (roles_preflight(c, todo, sizeof todo, err, errsz) != 0)
             goto fail;
         if (todo[0]) {
-            set_err(err, errsz,
+            store_pg_set_err(err, errsz,
                     "%s needs roles this user cannot create or grant (it lacks CREATEROLE or "
                     "the ADMIN OPTION on lease_operator); nothing was applied. Ask your "
                     "provider's administrator to run, once: %s then run leasectl migrate again "
@@ -364,20 +330,20 @@ static int apply_one(PGconn *c, const char *dir, lease_migration_plan_t *plan, s
     size_t len;
     char *body = read_file(path, &len);
     if (!body) {
-        set_err(err, errsz, "cannot read %s", path);
+        store_pg_set_err(err, errsz, "cannot read %s", path);
         goto fail;
     }
     char now_sum[65];
     sha256_hex(body, len, now_sum);
     if (strcmp(now_sum, m->checksum) != 0) {
         free(body);
-        set_err(err, errsz, "%s changed while migrating", m->name);
+        store_pg_set_err(err, errsz, "%s changed while migrating", m->name);
         goto fail;
     }
     PGresult *r = PQexec(c, body);
     free(body);
     if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK) {
-        set_err(err, errsz, "%s failed: %s", m->name, PQresultErrorMessage(r));
+        store_pg_set_err(err, errsz, "%s failed: %s", m->name, PQresultErrorMessage(r));
         PQclear(r);
         goto fail;
     }
@@ -391,20 +357,26 @@ static int apply_one(PGconn *c, const char *dir, lease_migration_plan_t *plan, s
                      "VALUES ($1::integer, $2, $3)",
                      3, NULL, params, NULL, NULL, 0);
     if (PQresultStatus(r) != PGRES_COMMAND_OK) {
-        set_err(err, errsz, "recording %s: %s", m->name, PQresultErrorMessage(r));
+        store_pg_set_err(err, errsz, "recording %s: %s", m->name, PQresultErrorMessage(r));
         PQclear(r);
         goto fail;
     }
     PQclear(r);
-    if (!exec_ok(c, "COMMIT", err, errsz, "commit"))
+    if (!store_pg_oneshot_exec(c, "COMMIT", err, errsz, "commit"))
         goto fail;
     m->applied = true;
     if (log)
         fprintf(log, "applied %s\n", m->name);
     return 0;
-fail:
-    PQclear(PQexec(c, "ROLLBACK"));
+fail: {
+    /* a failed ROLLBACK leaves nothing to undo here: the caller closes the
+     * session, which ends the transaction; the first error is the one to
+     * report */
+    char ignored[256];
+    if (!store_pg_oneshot_exec(c, "ROLLBACK", ignored, sizeof ignored, "rollback"))
+        ignored[0] = '\0';
     return -1;
+}
 }
 
 /* Reads dir into *plan and connects; NULL (plan freed, err set) when
@@ -415,7 +387,7 @@ static PGconn *open_plan(const char *database_url, const char *dir, lease_migrat
     *plan = (lease_migration_plan_t){0};
     if (scan_dir(dir, plan, err, errsz) != 0)
         return NULL;
-    PGconn *c = connect_db(database_url, err, errsz);
+    PGconn *c = store_pg_oneshot_connect(database_url, err, errsz);
     if (!c)
         lease_migration_plan_free(plan);
     return c;
@@ -463,7 +435,7 @@ int lease_migrate_status(const char *database_url, const char *dir,
     PGresult *r = PQexec(c, "SELECT to_regclass('lease.schema_migrations') IS NOT NULL");
     bool exists = PQresultStatus(r) == PGRES_TUPLES_OK && PQgetvalue(r, 0, 0)[0] == 't';
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-        set_err(err, errsz, "%s", PQresultErrorMessage(r));
+        store_pg_set_err(err, errsz, "%s", PQresultErrorMessage(r));
         rc = -1;
     }
     PQclear(r);

@@ -7,7 +7,7 @@
  * not queued fairly: a waiter woken late simply retries until its deadline,
  * which bounds any unfairness by the deadline itself.
  */
-#include "store/pg_pool.h"
+#include "pg_pool.h"
 
 #include <errno.h>
 #include <libpq-fe.h>

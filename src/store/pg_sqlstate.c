@@ -14,74 +14,87 @@
  *   repeating the request id.
  * - Project codes (class LS) are bugs, misconfiguration or corruption: the
  *   backend cannot give a safe answer and repeating will not change that.
+ * - The last column is for leasectl's one-shot administrative calls
+ *   (pg_oneshot.c), where the input comes from an operator: classes 22 and
+ *   23 and LS003/LS005 are that input refused, 42501 a role that may not,
+ *   connection trouble is "unavailable", and only 40001/40P01 are repeated.
  */
-#include "store/pg_sqlstate.h"
+#include "pg_sqlstate.h"
 
 #include <string.h>
 
-#define RULE(pat, nm, act, cd, retry, discard, sev)                                                \
+#define RULE(pat, nm, act, cd, retry, discard, sev, adm)                                           \
     {                                                                                              \
-        pat, nm, STORE_PG_ACT_##act, cd, retry, discard, STORE_PG_LOG_##sev                        \
+        pat, nm, STORE_PG_ACT_##act, cd, retry, discard, STORE_PG_LOG_##sev, STORE_PG_ADMIN_##adm  \
     }
 
 static const store_pg_sqlstate_rule_t rules[] = {
     /* exact codes */
     RULE(SQLSTATE_SERIALIZATION_FAILURE, "serialization_failure", RETRY, LEASE_BACKEND_UNAVAILABLE,
-         true, false, DEBUG),
+         true, false, DEBUG, RETRY),
     RULE(SQLSTATE_DEADLOCK_DETECTED, "deadlock_detected", RETRY, LEASE_BACKEND_UNAVAILABLE, true,
-         false, DEBUG),
+         false, DEBUG, RETRY),
     RULE(SQLSTATE_LOCK_NOT_AVAILABLE, "lock_not_available", RETRY, LEASE_BACKEND_UNAVAILABLE, true,
-         false, DEBUG),
+         false, DEBUG, FAILED),
     /* two transactions inserting the same key (history of one expired
      * lease) where SSI cannot see the read that led to it: effectively a
      * serialization failure (Postgres manual, "Serialization Failure
-     * Handling"); the deadline bounds the retries if it were persistent */
+     * Handling"); the deadline bounds the retries if it were persistent.
+     * For an administrator it is the input's duplicate (a credential id). */
     RULE(SQLSTATE_UNIQUE_VIOLATION, "unique_violation", RETRY, LEASE_BACKEND_UNAVAILABLE, true,
-         false, WARN),
+         false, WARN, INVALID),
     RULE(SQLSTATE_STATEMENT_COMPLETION_UNKNOWN, "statement_completion_unknown", FAIL,
-         LEASE_OUTCOME_UNKNOWN, true, true, WARN),
+         LEASE_OUTCOME_UNKNOWN, true, true, WARN, FAILED),
     RULE(SQLSTATE_QUERY_CANCELED, "query_canceled", CANCELLED, DEADLINE_EXCEEDED, true, false,
-         WARN),
+         WARN, UNAVAILABLE),
     RULE(SQLSTATE_ADMIN_SHUTDOWN, "admin_shutdown", CONN_LOST, LEASE_OUTCOME_UNKNOWN, true, true,
-         WARN),
+         WARN, UNAVAILABLE),
     RULE(SQLSTATE_CRASH_SHUTDOWN, "crash_shutdown", CONN_LOST, LEASE_OUTCOME_UNKNOWN, true, true,
-         WARN),
+         WARN, UNAVAILABLE),
     RULE(SQLSTATE_CANNOT_CONNECT_NOW, "cannot_connect_now", CONN_LOST, LEASE_OUTCOME_UNKNOWN, true,
-         true, WARN),
+         true, WARN, UNAVAILABLE),
     RULE(SQLSTATE_IDLE_SESSION_TIMEOUT, "idle_session_timeout", CONN_LOST, LEASE_OUTCOME_UNKNOWN,
-         true, true, WARN),
+         true, true, WARN, UNAVAILABLE),
     RULE(SQLSTATE_READ_ONLY_SQL_TRANSACTION, "read_only_sql_transaction", FAIL,
-         LEASE_BACKEND_UNAVAILABLE, true, true, WARN),
+         LEASE_BACKEND_UNAVAILABLE, true, true, WARN, FAILED),
     RULE(SQLSTATE_INSUFFICIENT_PRIVILEGE, "insufficient_privilege", FAIL, LEASE_BACKEND_UNAVAILABLE,
-         false, false, ERROR),
+         false, false, ERROR, DENIED),
     RULE(SQLSTATE_UNDEFINED_FUNCTION, "undefined_function", FAIL, LEASE_BACKEND_UNAVAILABLE, false,
-         false, ERROR),
+         false, ERROR, FAILED),
     RULE(SQLSTATE_INVALID_SCHEMA_NAME, "invalid_schema_name", FAIL, LEASE_BACKEND_UNAVAILABLE,
-         false, false, ERROR),
+         false, false, ERROR, FAILED),
     RULE(SQLSTATE_LEASE_RECORD_CORRUPT, "lease_record_corrupt", QUARANTINE,
-         LEASE_BACKEND_UNAVAILABLE, false, false, ALERT),
+         LEASE_BACKEND_UNAVAILABLE, false, false, ALERT, FAILED),
     RULE(SQLSTATE_LEASE_ISOLATION_REQUIRED, "lease_isolation_required", FAIL,
-         LEASE_BACKEND_UNAVAILABLE, false, false, ERROR),
+         LEASE_BACKEND_UNAVAILABLE, false, false, ERROR, FAILED),
     RULE(SQLSTATE_LEASE_MALFORMED_CALL, "lease_malformed_call", FAIL, LEASE_BACKEND_UNAVAILABLE,
-         false, false, ERROR),
+         false, false, ERROR, INVALID),
+    /* recover_epoch: raising counters would pass the token limit */
+    RULE(SQLSTATE_LEASE_TOKEN_LIMIT, "lease_token_limit", FAIL, LEASE_BACKEND_UNAVAILABLE, false,
+         false, ERROR, INVALID),
     /* classes */
     RULE(SQLSTATE_CLASS_CONNECTION, "connection_exception", CONN_LOST, LEASE_OUTCOME_UNKNOWN, true,
-         true, WARN),
+         true, WARN, UNAVAILABLE),
     RULE(SQLSTATE_CLASS_TRANSACTION_ROLLBACK, "transaction_rollback", FAIL,
-         LEASE_BACKEND_UNAVAILABLE, true, false, WARN),
+         LEASE_BACKEND_UNAVAILABLE, true, false, WARN, FAILED),
     RULE(SQLSTATE_CLASS_INSUFFICIENT_RESOURCES, "insufficient_resources", FAIL,
-         LEASE_BACKEND_UNAVAILABLE, true, false, WARN),
+         LEASE_BACKEND_UNAVAILABLE, true, false, WARN, UNAVAILABLE),
     RULE(SQLSTATE_CLASS_OPERATOR_INTERVENTION, "operator_intervention", CONN_LOST,
-         LEASE_OUTCOME_UNKNOWN, true, true, WARN),
-    RULE("58", "system_error", FAIL, LEASE_BACKEND_UNAVAILABLE, true, true, WARN),
-    RULE("XX", "internal_error", FAIL, LEASE_BACKEND_UNAVAILABLE, true, true, ERROR),
-    RULE("22", "data_exception", FAIL, LEASE_BACKEND_UNAVAILABLE, false, false, ERROR),
+         LEASE_OUTCOME_UNKNOWN, true, true, WARN, UNAVAILABLE),
+    RULE("58", "system_error", FAIL, LEASE_BACKEND_UNAVAILABLE, true, true, WARN, FAILED),
+    RULE("XX", "internal_error", FAIL, LEASE_BACKEND_UNAVAILABLE, true, true, ERROR, FAILED),
+    RULE(SQLSTATE_CLASS_DATA_EXCEPTION, "data_exception", FAIL, LEASE_BACKEND_UNAVAILABLE, false,
+         false, ERROR, INVALID),
+    /* the service's own calls never violate a constraint by the caller's
+     * input; for an administrator it is the input (like class 22) */
+    RULE(SQLSTATE_CLASS_INTEGRITY_VIOLATION, "integrity_constraint_violation", FAIL,
+         LEASE_BACKEND_UNAVAILABLE, true, false, ERROR, INVALID),
     RULE("42", "syntax_error_or_access_rule_violation", FAIL, LEASE_BACKEND_UNAVAILABLE, false,
-         false, ERROR),
+         false, ERROR, FAILED),
     RULE(SQLSTATE_CLASS_PROJECT, "lease_project_error", FAIL, LEASE_BACKEND_UNAVAILABLE, false,
-         false, ERROR),
+         false, ERROR, FAILED),
     /* default: anything else the backend raised */
-    RULE("", "unexpected_error", FAIL, LEASE_BACKEND_UNAVAILABLE, true, false, ERROR),
+    RULE("", "unexpected_error", FAIL, LEASE_BACKEND_UNAVAILABLE, true, false, ERROR, FAILED),
 };
 
 #define N_RULES (sizeof rules / sizeof rules[0])
@@ -129,6 +142,23 @@ const char *store_pg_action_name(store_pg_action_t a)
         return "conn_lost";
     case STORE_PG_ACT_QUARANTINE:
         return "quarantine";
+    }
+    return "unknown";
+}
+
+const char *store_pg_admin_action_name(store_pg_admin_action_t a)
+{
+    switch (a) {
+    case STORE_PG_ADMIN_FAILED:
+        return "failed";
+    case STORE_PG_ADMIN_RETRY:
+        return "retry";
+    case STORE_PG_ADMIN_INVALID:
+        return "invalid";
+    case STORE_PG_ADMIN_DENIED:
+        return "denied";
+    case STORE_PG_ADMIN_UNAVAILABLE:
+        return "unavailable";
     }
     return "unknown";
 }

@@ -4,7 +4,8 @@
  * lease_code_t the caller sees.
  *
  * Lookup order: the exact five-character code, then its class (first two
- * characters), then the default row. docs/architecture.md mirrors the table
+ * characters), then the default row. The same table tells leasectl's
+ * one-shot administrative calls (pg_oneshot.c) what to report. docs/architecture.md mirrors the table
  * and tests/unit/test_sqlstate_map.c asserts every row.
  */
 #ifndef LEASE_STORE_PG_SQLSTATE_H
@@ -37,11 +38,14 @@
 #define SQLSTATE_CLASS_INSUFFICIENT_RESOURCES "53"
 #define SQLSTATE_CLASS_OPERATOR_INTERVENTION "57"
 #define SQLSTATE_CLASS_PROJECT "LS"
+#define SQLSTATE_CLASS_DATA_EXCEPTION "22"
+#define SQLSTATE_CLASS_INTEGRITY_VIOLATION "23"
 
 /* The project's own codes (docs/sql-api.md, class LS). */
 #define SQLSTATE_LEASE_RECORD_CORRUPT "LS001"
 #define SQLSTATE_LEASE_ISOLATION_REQUIRED "LS002"
 #define SQLSTATE_LEASE_MALFORMED_CALL "LS003"
+#define SQLSTATE_LEASE_TOKEN_LIMIT "LS005"
 
 /* What the adapter does with a backend error. */
 typedef enum store_pg_action {
@@ -60,6 +64,16 @@ typedef enum store_pg_severity {
     STORE_PG_LOG_ALERT,     /* data integrity: page a human */
 } store_pg_severity_t;
 
+/* What one of leasectl's administrative calls (lease/store_admin.h) does
+ * with a backend error: repeat the transaction, or report a status. */
+typedef enum store_pg_admin_action {
+    STORE_PG_ADMIN_FAILED = 0,  /* LEASE_ADMIN_FAILED */
+    STORE_PG_ADMIN_RETRY,       /* again; after the last try LEASE_ADMIN_UNAVAILABLE */
+    STORE_PG_ADMIN_INVALID,     /* LEASE_ADMIN_INVALID: the operator's input was refused */
+    STORE_PG_ADMIN_DENIED,      /* LEASE_ADMIN_DENIED */
+    STORE_PG_ADMIN_UNAVAILABLE, /* LEASE_ADMIN_UNAVAILABLE */
+} store_pg_admin_action_t;
+
 typedef struct store_pg_sqlstate_rule {
     const char *pattern; /* 5 chars exact, 2 chars class, "" default */
     const char *name;    /* condition name, for logs and docs */
@@ -68,6 +82,7 @@ typedef struct store_pg_sqlstate_rule {
     bool retryable;          /* whether repeating the request may help */
     bool discard_connection; /* the session is unusable afterwards */
     store_pg_severity_t severity;
+    store_pg_admin_action_t admin; /* leasectl's one-shot calls */
 } store_pg_sqlstate_rule_t;
 
 /* The rule for a SQLSTATE (NULL or malformed: the default row). Never NULL. */
@@ -78,5 +93,7 @@ const store_pg_sqlstate_rule_t *store_pg_sqlstate_lookup(const char *sqlstate);
 const store_pg_sqlstate_rule_t *store_pg_sqlstate_table(size_t *n);
 
 const char *store_pg_action_name(store_pg_action_t a);
+/* "failed", "retry", "invalid", "denied", "unavailable" */
+const char *store_pg_admin_action_name(store_pg_admin_action_t a);
 
 #endif

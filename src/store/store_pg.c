@@ -43,12 +43,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "store/pg_codec.h"
-#include "store/pg_conn.h"
-#include "store/pg_known.h"
-#include "store/pg_log.h"
-#include "store/pg_pool.h"
-#include "store/pg_sqlstate.h"
+#include "pg_codec.h"
+#include "pg_conn.h"
+#include "pg_known.h"
+#include "pg_log.h"
+#include "pg_pool.h"
+#include "pg_sqlstate.h"
 
 #define BACKOFF_FIRST_MS 5
 #define BACKOFF_CAP_MS 200
@@ -305,139 +305,172 @@ static bool repeated_request(const call_spec_t *spec, const store_pg_reply_t *r)
            strcmp(r->constraint, "idempotency_pkey") == 0;
 }
 
+/* What one attempt on a pooled slot came to. */
+typedef enum attempt_verdict {
+    ATTEMPT_DONE,    /* out holds the answer: the function's value or a typed failure */
+    ATTEMPT_AGAIN,   /* a repeated request: ask again at once, looking it up first */
+    ATTEMPT_BACKOFF, /* rolled back and retryable: again after a jittered pause */
+} attempt_verdict_t;
+
+/* The answer to a backend ERROR (out->reply), by the SQLSTATE table. Runs
+ * before the slot goes back: a quarantine uses its session. */
+static attempt_verdict_t judge_error(store_pg_t *pg, store_pg_slot_t *slot, call_spec_t *spec,
+                                     int attempt, bool read_only, call_outcome_t *out,
+                                     bool *discard)
+{
+    store_pg_reply_t *r = &out->reply;
+    if (repeated_request(spec, r)) {
+        /* rolled back; ask again, looking the request up first */
+        count(&pg->repeated_requests);
+        log_call(STORE_PG_LOG_DEBUG, "repeated_request", spec, r->sqlstate, r->constraint, NULL,
+                 attempt);
+        *discard = r->discard;
+        spec->stmt.sql = spec->lookup_sql;
+        spec->lookup_sql = NULL;
+        return ATTEMPT_AGAIN;
+    }
+    const store_pg_sqlstate_rule_t *rule = store_pg_sqlstate_lookup(r->sqlstate);
+    *discard = r->discard || rule->discard_connection;
+    if (rule->action == STORE_PG_ACT_RETRY) {
+        count(&pg->serialization_retries);
+        log_call(rule->severity, "retry", spec, r->sqlstate, rule->name, r->message, attempt);
+        return ATTEMPT_BACKOFF;
+    }
+    if (rule->action == STORE_PG_ACT_QUARANTINE && !r->discard)
+        quarantine(pg, (PGconn *)slot->conn, spec, r);
+    else if (rule->action == STORE_PG_ACT_QUARANTINE)
+        log_call(STORE_PG_LOG_ALERT, "lease_record_corrupt", spec, r->sqlstate, rule->name,
+                 r->message, attempt);
+    lease_code_t code = rule->code;
+    bool retryable = rule->retryable;
+    if (rule->action == STORE_PG_ACT_CANCELLED && r->cancel_sent) {
+        code = DEADLINE_EXCEEDED;
+    } else if (rule->action == STORE_PG_ACT_CANCELLED) {
+        /* cancelled by someone else (statement_timeout, an operator's
+         * pg_cancel_backend): rolled back, but not our deadline */
+        code = LEASE_BACKEND_UNAVAILABLE;
+        retryable = true;
+        count(&pg->backend_errors);
+        log_call(STORE_PG_LOG_WARN, "cancelled_by_server", spec, r->sqlstate, rule->name,
+                 r->message, attempt);
+    } else {
+        count(&pg->backend_errors);
+        if (rule->action != STORE_PG_ACT_QUARANTINE)
+            log_call(rule->severity, "backend_error", spec, r->sqlstate, rule->name, r->message,
+                     attempt);
+    }
+    if (code == LEASE_OUTCOME_UNKNOWN) {
+        if (read_only)
+            code = LEASE_BACKEND_UNAVAILABLE;
+        else
+            count(&pg->outcome_unknown);
+    }
+    fail(out, code, retryable);
+    return ATTEMPT_DONE;
+}
+
+/*
+ * One attempt of spec on a checked-out slot: a usable session (connecting
+ * when needed), the statement, and what its reply means. Sets *discard to
+ * whether the slot's session must not be reused; *touched once a statement
+ * reached the server. Never checks the slot in: run_call does, once.
+ */
+static attempt_verdict_t attempt_on_slot(store_pg_t *pg, store_pg_slot_t *slot, call_spec_t *spec,
+                                         int attempt, bool *touched, call_outcome_t *out,
+                                         bool *discard)
+{
+    bool read_only = store_pg_op_read_only(spec->op);
+    int connects_left = CONNECT_ATTEMPTS;
+    store_pg_reply_t *r = &out->reply;
+    for (;;) {
+        lease_code_t code;
+        if (ensure_session(pg, slot, spec, &connects_left, &code) != 0) {
+            *discard = true;
+            fail(out, *touched && code == DEADLINE_EXCEEDED ? LEASE_BACKEND_UNAVAILABLE : code,
+                 true);
+            return ATTEMPT_DONE;
+        }
+        store_pg_conn_exec(slot->conn, &spec->stmt, spec->deadline, r);
+        if (r->status != STORE_PG_EXEC_SEND_FAILED)
+            break;
+        /* nothing was dispatched: the session died under us; reconnect */
+        log_call(STORE_PG_LOG_WARN, "send_failed", spec, NULL, NULL, r->message, attempt);
+        PQfinish((PGconn *)slot->conn);
+        slot->conn = NULL;
+        store_pg_reply_clear(r);
+    }
+
+    switch (r->status) {
+    case STORE_PG_EXEC_NOT_SENT:
+        *discard = false;
+        fail(out, *touched ? LEASE_BACKEND_UNAVAILABLE : DEADLINE_EXCEEDED, *touched);
+        return ATTEMPT_DONE;
+    case STORE_PG_EXEC_OK:
+        out->reached_backend = true;
+        *discard = r->discard;
+        out->ok = true;
+        return ATTEMPT_DONE;
+    case STORE_PG_EXEC_LOST:
+    case STORE_PG_EXEC_SEND_FAILED:
+        *discard = true;
+        count(&pg->backend_errors);
+        if (!read_only)
+            count(&pg->outcome_unknown);
+        log_call(STORE_PG_LOG_WARN, read_only ? "reply_lost" : "outcome_unknown", spec,
+                 r->sqlstate, NULL, r->message, attempt);
+        fail(out, read_only ? LEASE_BACKEND_UNAVAILABLE : LEASE_OUTCOME_UNKNOWN, true);
+        return ATTEMPT_DONE;
+    case STORE_PG_EXEC_ERROR:
+        break;
+    }
+    out->reached_backend = true;
+    *touched = true;
+    return judge_error(pg, slot, spec, attempt, read_only, out, discard);
+}
+
 /*
  * Runs spec until it has an answer: the function's value (out->ok) or a
- * typed failure. See the file comment for the rules.
+ * typed failure. See the file comment for the rules. Each attempt takes a
+ * slot from the pool and gives it back in one place, before any pause.
  */
 static void run_call(store_pg_t *pg, const call_spec_t *given, call_outcome_t *out)
 {
-    call_spec_t copy = *given; /* stmt.sql changes for a repeated request */
-    const call_spec_t *spec = &copy;
+    call_spec_t spec = *given; /* stmt.sql changes for a repeated request */
     memset(out, 0, sizeof *out);
-    bool read_only = store_pg_op_read_only(spec->op);
     bool touched = false; /* a statement reached the server on an earlier attempt */
     int64_t backoff_ms = BACKOFF_FIRST_MS;
     for (int attempt = 1;; attempt++) {
-        if (lease_deadline_passed(spec->deadline)) {
-            /* after retries the database was touched: not "before submission" */
-            fail(out, touched ? LEASE_BACKEND_UNAVAILABLE : DEADLINE_EXCEEDED, touched);
-            return;
-        }
-        store_pg_slot_t *slot = store_pg_pool_checkout(pg->pool, spec->deadline);
+        /* after retries the database was touched: not "before submission" */
+        store_pg_slot_t *slot = lease_deadline_passed(spec.deadline)
+                                    ? NULL
+                                    : store_pg_pool_checkout(pg->pool, spec.deadline);
         if (!slot) {
             fail(out, touched ? LEASE_BACKEND_UNAVAILABLE : DEADLINE_EXCEEDED, touched);
             return;
         }
-        int connects_left = CONNECT_ATTEMPTS;
-        store_pg_reply_t *r = &out->reply;
-        for (;;) {
-            lease_code_t code;
-            if (ensure_session(pg, slot, spec, &connects_left, &code) != 0) {
-                store_pg_pool_checkin(pg->pool, slot, true);
-                fail(out, touched && code == DEADLINE_EXCEEDED ? LEASE_BACKEND_UNAVAILABLE : code,
-                     true);
-                return;
-            }
-            store_pg_conn_exec(slot->conn, &spec->stmt, spec->deadline, r);
-            if (r->status != STORE_PG_EXEC_SEND_FAILED)
-                break;
-            /* nothing was dispatched: the session died under us; reconnect */
-            log_call(STORE_PG_LOG_WARN, "send_failed", spec, NULL, NULL, r->message, attempt);
-            PQfinish((PGconn *)slot->conn);
-            slot->conn = NULL;
-            store_pg_reply_clear(r);
-        }
-
-        switch (r->status) {
-        case STORE_PG_EXEC_NOT_SENT:
-            store_pg_pool_checkin(pg->pool, slot, false);
-            fail(out, touched ? LEASE_BACKEND_UNAVAILABLE : DEADLINE_EXCEEDED, touched);
+        bool discard = false;
+        attempt_verdict_t verdict = attempt_on_slot(pg, slot, &spec, attempt, &touched, out,
+                                                    &discard);
+        store_pg_pool_checkin(pg->pool, slot, discard);
+        if (verdict == ATTEMPT_DONE)
             return;
-        case STORE_PG_EXEC_OK:
-            out->reached_backend = true;
-            store_pg_pool_checkin(pg->pool, slot, r->discard);
-            out->ok = true;
-            return;
-        case STORE_PG_EXEC_LOST:
-        case STORE_PG_EXEC_SEND_FAILED:
-            store_pg_pool_checkin(pg->pool, slot, true);
-            count(&pg->backend_errors);
-            if (!read_only)
-                count(&pg->outcome_unknown);
-            log_call(STORE_PG_LOG_WARN, read_only ? "reply_lost" : "outcome_unknown", spec,
-                     r->sqlstate, NULL, r->message, attempt);
-            fail(out, read_only ? LEASE_BACKEND_UNAVAILABLE : LEASE_OUTCOME_UNKNOWN, true);
-            return;
-        case STORE_PG_EXEC_ERROR:
-            break;
-        }
-
-        out->reached_backend = true;
-        touched = true;
-        if (repeated_request(spec, r)) {
-            /* rolled back; ask again, looking the request up first */
-            count(&pg->repeated_requests);
-            store_pg_pool_checkin(pg->pool, slot, r->discard);
-            log_call(STORE_PG_LOG_DEBUG, "repeated_request", spec, r->sqlstate, r->constraint,
-                     NULL, attempt);
-            copy.stmt.sql = copy.lookup_sql;
-            copy.lookup_sql = NULL;
-            store_pg_reply_clear(r);
-            continue;
-        }
-        const store_pg_sqlstate_rule_t *rule = store_pg_sqlstate_lookup(r->sqlstate);
-        if (rule->action == STORE_PG_ACT_RETRY) {
-            store_pg_pool_checkin(pg->pool, slot, r->discard || rule->discard_connection);
-            count(&pg->serialization_retries);
-            log_call(rule->severity, "retry", spec, r->sqlstate, rule->name, r->message, attempt);
+        if (verdict == ATTEMPT_BACKOFF) {
             /* full jitter: anywhere in [0, backoff] */
             int64_t sleep_ms = (int64_t)lease_jitter((uint64_t)backoff_ms + 1);
-            if (sleep_ms >= lease_deadline_remaining_ms(spec->deadline)) {
+            if (sleep_ms >= lease_deadline_remaining_ms(spec.deadline)) {
                 /* No time for another attempt. A lock wait the functions
                  * bound to this very deadline (lock_timeout) is a known
                  * non-commit that ran out of time, like a confirmed cancel;
                  * repeated serialization failures are contention. */
-                bool lock_wait = strcmp(r->sqlstate, SQLSTATE_LOCK_NOT_AVAILABLE) == 0;
+                bool lock_wait =
+                    strcmp(out->reply.sqlstate, SQLSTATE_LOCK_NOT_AVAILABLE) == 0;
                 fail(out, lock_wait ? DEADLINE_EXCEEDED : LEASE_BACKEND_UNAVAILABLE, true);
                 return;
             }
             lease_sleep_ms(sleep_ms);
             backoff_ms = backoff_ms * 2 > BACKOFF_CAP_MS ? BACKOFF_CAP_MS : backoff_ms * 2;
-            store_pg_reply_clear(r);
-            continue;
         }
-        if (rule->action == STORE_PG_ACT_QUARANTINE && !r->discard)
-            quarantine(pg, (PGconn *)slot->conn, spec, r);
-        else if (rule->action == STORE_PG_ACT_QUARANTINE)
-            log_call(STORE_PG_LOG_ALERT, "lease_record_corrupt", spec, r->sqlstate, rule->name,
-                     r->message, attempt);
-        store_pg_pool_checkin(pg->pool, slot, r->discard || rule->discard_connection);
-        lease_code_t code = rule->code;
-        bool retryable = rule->retryable;
-        if (rule->action == STORE_PG_ACT_CANCELLED && r->cancel_sent) {
-            code = DEADLINE_EXCEEDED;
-        } else if (rule->action == STORE_PG_ACT_CANCELLED) {
-            /* cancelled by someone else (statement_timeout, an operator's
-             * pg_cancel_backend): rolled back, but not our deadline */
-            code = LEASE_BACKEND_UNAVAILABLE;
-            retryable = true;
-            count(&pg->backend_errors);
-            log_call(STORE_PG_LOG_WARN, "cancelled_by_server", spec, r->sqlstate, rule->name,
-                     r->message, attempt);
-        } else {
-            count(&pg->backend_errors);
-            if (rule->action != STORE_PG_ACT_QUARANTINE)
-                log_call(rule->severity, "backend_error", spec, r->sqlstate, rule->name, r->message,
-                         attempt);
-        }
-        if (code == LEASE_OUTCOME_UNKNOWN) {
-            if (read_only)
-                code = LEASE_BACKEND_UNAVAILABLE;
-            else
-                count(&pg->outcome_unknown);
-        }
-        fail(out, code, retryable);
-        return;
+        store_pg_reply_clear(&out->reply);
     }
 }
 

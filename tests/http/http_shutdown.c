@@ -97,7 +97,10 @@ static void test_no_acknowledged_operation_lost(void **state)
      * connections before the listener closes; the probe below polls
      * without pausing, so only being descheduled for all of it could miss
      * it. */
-    const char *env[] = {"LEASE_DRAIN_DELAY_MS=2000", "LEASE_RATE_LIMIT=1000000/s", NULL};
+    /* clients reconnect at once after each draining 503: no admission
+     * limit of one address or credential may answer in leased's place */
+    const char *env[] = {"LEASE_DRAIN_DELAY_MS=2000", "LEASE_RATE_LIMIT=1000000/s",
+                         "LEASE_SOURCE_RATE_LIMIT=1000000/s", NULL};
     leased_proc_t *srv = leased_proc_start(fx.db, env);
     const char *base = leased_proc_url(srv);
     int stop = 0, acked_total = 0;

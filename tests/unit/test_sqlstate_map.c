@@ -1,7 +1,8 @@
 /*
  * test_sqlstate_map.c - the SQLSTATE -> action/result table of the Postgres
  * adapter: every row by its own code, class fallback, the default, malformed
- * input, and that docs/architecture.md mirrors every row.
+ * input, what leasectl's one-shot calls make of each, and that
+ * docs/architecture.md mirrors every row.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,44 +22,79 @@ typedef struct expect {
     store_pg_action_t action;
     lease_code_t code;
     bool retryable;
+    store_pg_admin_action_t admin; /* leasectl's one-shot calls */
 } expect_t;
 
 /* What the adapter must do, written out independently of the table. */
 static const expect_t expected[] = {
-    {"40001", "serialization_failure", STORE_PG_ACT_RETRY, LEASE_BACKEND_UNAVAILABLE, true},
-    {"40P01", "deadlock_detected", STORE_PG_ACT_RETRY, LEASE_BACKEND_UNAVAILABLE, true},
-    {"55P03", "lock_not_available", STORE_PG_ACT_RETRY, LEASE_BACKEND_UNAVAILABLE, true},
-    {"23505", "unique_violation", STORE_PG_ACT_RETRY, LEASE_BACKEND_UNAVAILABLE, true},
-    {"40003", "statement_completion_unknown", STORE_PG_ACT_FAIL, LEASE_OUTCOME_UNKNOWN, true},
-    {"57014", "query_canceled", STORE_PG_ACT_CANCELLED, DEADLINE_EXCEEDED, true},
-    {"57P01", "admin_shutdown", STORE_PG_ACT_CONN_LOST, LEASE_OUTCOME_UNKNOWN, true},
-    {"57P02", "crash_shutdown", STORE_PG_ACT_CONN_LOST, LEASE_OUTCOME_UNKNOWN, true},
-    {"57P03", "cannot_connect_now", STORE_PG_ACT_CONN_LOST, LEASE_OUTCOME_UNKNOWN, true},
-    {"57P05", "idle_session_timeout", STORE_PG_ACT_CONN_LOST, LEASE_OUTCOME_UNKNOWN, true},
-    {"25006", "read_only_sql_transaction", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, true},
-    {"42501", "insufficient_privilege", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, false},
-    {"42883", "undefined_function", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, false},
-    {"3F000", "invalid_schema_name", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, false},
-    {"LS001", "lease_record_corrupt", STORE_PG_ACT_QUARANTINE, LEASE_BACKEND_UNAVAILABLE, false},
-    {"LS002", "lease_isolation_required", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, false},
-    {"LS003", "lease_malformed_call", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, false},
+    {"40001", "serialization_failure", STORE_PG_ACT_RETRY, LEASE_BACKEND_UNAVAILABLE, true,
+     STORE_PG_ADMIN_RETRY},
+    {"40P01", "deadlock_detected", STORE_PG_ACT_RETRY, LEASE_BACKEND_UNAVAILABLE, true,
+     STORE_PG_ADMIN_RETRY},
+    {"55P03", "lock_not_available", STORE_PG_ACT_RETRY, LEASE_BACKEND_UNAVAILABLE, true,
+     STORE_PG_ADMIN_FAILED},
+    {"23505", "unique_violation", STORE_PG_ACT_RETRY, LEASE_BACKEND_UNAVAILABLE, true,
+     STORE_PG_ADMIN_INVALID},
+    {"40003", "statement_completion_unknown", STORE_PG_ACT_FAIL, LEASE_OUTCOME_UNKNOWN, true,
+     STORE_PG_ADMIN_FAILED},
+    {"57014", "query_canceled", STORE_PG_ACT_CANCELLED, DEADLINE_EXCEEDED, true,
+     STORE_PG_ADMIN_UNAVAILABLE},
+    {"57P01", "admin_shutdown", STORE_PG_ACT_CONN_LOST, LEASE_OUTCOME_UNKNOWN, true,
+     STORE_PG_ADMIN_UNAVAILABLE},
+    {"57P02", "crash_shutdown", STORE_PG_ACT_CONN_LOST, LEASE_OUTCOME_UNKNOWN, true,
+     STORE_PG_ADMIN_UNAVAILABLE},
+    {"57P03", "cannot_connect_now", STORE_PG_ACT_CONN_LOST, LEASE_OUTCOME_UNKNOWN, true,
+     STORE_PG_ADMIN_UNAVAILABLE},
+    {"57P05", "idle_session_timeout", STORE_PG_ACT_CONN_LOST, LEASE_OUTCOME_UNKNOWN, true,
+     STORE_PG_ADMIN_UNAVAILABLE},
+    {"25006", "read_only_sql_transaction", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, true,
+     STORE_PG_ADMIN_FAILED},
+    {"42501", "insufficient_privilege", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, false,
+     STORE_PG_ADMIN_DENIED},
+    {"42883", "undefined_function", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, false,
+     STORE_PG_ADMIN_FAILED},
+    {"3F000", "invalid_schema_name", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, false,
+     STORE_PG_ADMIN_FAILED},
+    {"LS001", "lease_record_corrupt", STORE_PG_ACT_QUARANTINE, LEASE_BACKEND_UNAVAILABLE, false,
+     STORE_PG_ADMIN_FAILED},
+    {"LS002", "lease_isolation_required", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, false,
+     STORE_PG_ADMIN_FAILED},
+    {"LS003", "lease_malformed_call", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, false,
+     STORE_PG_ADMIN_INVALID},
+    {"LS005", "lease_token_limit", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, false,
+     STORE_PG_ADMIN_INVALID},
     /* class fallbacks */
-    {"08006", "connection_exception", STORE_PG_ACT_CONN_LOST, LEASE_OUTCOME_UNKNOWN, true},
-    {"08000", "connection_exception", STORE_PG_ACT_CONN_LOST, LEASE_OUTCOME_UNKNOWN, true},
-    {"40002", "transaction_rollback", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, true},
-    {"53300", "insufficient_resources", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, true},
-    {"57P04", "operator_intervention", STORE_PG_ACT_CONN_LOST, LEASE_OUTCOME_UNKNOWN, true},
-    {"58030", "system_error", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, true},
-    {"XX000", "internal_error", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, true},
-    {"22P02", "data_exception", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, false},
+    {"08006", "connection_exception", STORE_PG_ACT_CONN_LOST, LEASE_OUTCOME_UNKNOWN, true,
+     STORE_PG_ADMIN_UNAVAILABLE},
+    {"08000", "connection_exception", STORE_PG_ACT_CONN_LOST, LEASE_OUTCOME_UNKNOWN, true,
+     STORE_PG_ADMIN_UNAVAILABLE},
+    {"40002", "transaction_rollback", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, true,
+     STORE_PG_ADMIN_FAILED},
+    {"53300", "insufficient_resources", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, true,
+     STORE_PG_ADMIN_UNAVAILABLE},
+    {"57P04", "operator_intervention", STORE_PG_ACT_CONN_LOST, LEASE_OUTCOME_UNKNOWN, true,
+     STORE_PG_ADMIN_UNAVAILABLE},
+    {"58030", "system_error", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, true,
+     STORE_PG_ADMIN_FAILED},
+    {"XX000", "internal_error", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, true,
+     STORE_PG_ADMIN_FAILED},
+    {"22P02", "data_exception", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, false,
+     STORE_PG_ADMIN_INVALID},
     {"42P01", "syntax_error_or_access_rule_violation", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE,
-     false},
-    {"LS004", "lease_project_error", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, false},
-    {"LS010", "lease_project_error", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, false},
+     false, STORE_PG_ADMIN_FAILED},
+    {"LS004", "lease_project_error", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, false,
+     STORE_PG_ADMIN_FAILED},
+    {"LS010", "lease_project_error", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, false,
+     STORE_PG_ADMIN_FAILED},
+    {"23514", "integrity_constraint_violation", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, true,
+     STORE_PG_ADMIN_INVALID},
     /* default */
-    {"23503", "unexpected_error", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, true},
-    {"P0001", "unexpected_error", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, true},
-    {"55000", "unexpected_error", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, true},
+    {"23503", "integrity_constraint_violation", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, true,
+     STORE_PG_ADMIN_INVALID},
+    {"P0001", "unexpected_error", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, true,
+     STORE_PG_ADMIN_FAILED},
+    {"55000", "unexpected_error", STORE_PG_ACT_FAIL, LEASE_BACKEND_UNAVAILABLE, true,
+     STORE_PG_ADMIN_FAILED},
 };
 
 static void test_expected_rows(void **state)
@@ -69,11 +105,11 @@ static void test_expected_rows(void **state)
         const store_pg_sqlstate_rule_t *r = store_pg_sqlstate_lookup(e->sqlstate);
         assert_non_null(r);
         if (strcmp(r->name, e->name) != 0 || r->action != e->action || r->code != e->code ||
-            r->retryable != e->retryable)
-            fail_msg("%s: got %s/%s/%s/%d, want %s/%s/%s/%d", e->sqlstate, r->name,
+            r->retryable != e->retryable || r->admin != e->admin)
+            fail_msg("%s: got %s/%s/%s/%d/%s, want %s/%s/%s/%d/%s", e->sqlstate, r->name,
                      store_pg_action_name(r->action), lease_code_name(r->code), r->retryable,
-                     e->name, store_pg_action_name(e->action), lease_code_name(e->code),
-                     e->retryable);
+                     store_pg_admin_action_name(r->admin), e->name, store_pg_action_name(e->action),
+                     lease_code_name(e->code), e->retryable, store_pg_admin_action_name(e->admin));
     }
 }
 
@@ -167,8 +203,10 @@ static void test_docs_mirror_table(void **state)
         size_t ll = end ? (size_t)(end - line) : strlen(line);
         char row[512];
         snprintf(row, sizeof row, "%.*s", (int)ll, line);
+        char admin[32];
+        snprintf(admin, sizeof admin, "| %s |", store_pg_admin_action_name(t[i].admin));
         if (!strstr(row, t[i].name) || !strstr(row, store_pg_action_name(t[i].action)) ||
-            !strstr(row, lease_code_name(t[i].code)))
+            !strstr(row, lease_code_name(t[i].code)) || !strstr(row, admin))
             fail_msg("docs row differs from the code for %s: %s", pat, row);
     }
     free(doc);
