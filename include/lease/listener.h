@@ -89,7 +89,7 @@ LEASE_MUST_USE lease_code_t lease_listener_poll(lease_listener_t *l, const char 
                                                 size_t n, const lease_deadline_t *deadline,
                                                 lease_listener_ended_fn ended, void *arg);
 
-/* The current mode (no I/O). */
+/* The current mode (no I/O); safe from any thread. */
 lease_listener_mode_t lease_listener_mode(const lease_listener_t *l);
 
 #endif

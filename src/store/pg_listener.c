@@ -39,8 +39,9 @@ struct lease_listener {
     store_pg_connparams_t params;
     bool want_listen;
     PGconn *conn;
-    lease_listener_mode_t mode;
-    int64_t next_connect_ns; /* no attempt before this (monotonic) */
+    lease_listener_mode_t mode; /* written by the hub's thread only (set_mode);
+                                   read by others (lease_listener_mode) */
+    int64_t next_connect_ns;    /* no attempt before this (monotonic) */
     int64_t backoff_ms;
     bool down_logged; /* one warn line per outage, not per attempt */
 };
@@ -66,8 +67,8 @@ static void log_event(store_pg_severity_t sev, const char *event, const char *me
     store_pg_log(sev, &rec);
 }
 
-int lease_listener_pg_open(const lease_listener_pg_config_t *cfg, lease_listener_t **out,
-                           char *err, size_t errsz)
+int lease_listener_pg_open(const lease_listener_pg_config_t *cfg, lease_listener_t **out, char *err,
+                           size_t errsz)
 {
     *out = NULL;
     lease_listener_t *l = calloc(1, sizeof *l);
@@ -86,6 +87,13 @@ int lease_listener_pg_open(const lease_listener_pg_config_t *cfg, lease_listener
     return 0;
 }
 
+/* The hub's thread changes the mode; /metrics and /readyz read it from
+ * request threads (lease_listener_mode), hence the atomic store. */
+static void set_mode(lease_listener_t *l, lease_listener_mode_t mode)
+{
+    __atomic_store_n(&l->mode, mode, __ATOMIC_RELEASE);
+}
+
 /* Ends the session (message may point into it: it is copied first). */
 static void drop_session(lease_listener_t *l, const char *why, const char *message)
 {
@@ -99,7 +107,7 @@ static void drop_session(lease_listener_t *l, const char *why, const char *messa
         log_event(STORE_PG_LOG_WARN, why, copy);
         l->down_logged = true;
     }
-    l->mode = LEASE_LISTENER_DOWN;
+    set_mode(l, LEASE_LISTENER_DOWN);
     l->next_connect_ns = lease_mono_now_ns() + l->backoff_ms * 1000000;
     l->backoff_ms = l->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : l->backoff_ms * 2;
 }
@@ -116,7 +124,7 @@ void lease_listener_close(lease_listener_t *l)
 
 lease_listener_mode_t lease_listener_mode(const lease_listener_t *l)
 {
-    return l->mode;
+    return __atomic_load_n(&l->mode, __ATOMIC_ACQUIRE);
 }
 
 /* Hands every queued notification of our channel to ended. */
@@ -241,7 +249,7 @@ static bool make_session(lease_listener_t *l)
      * the pid in it is not the backend that runs our statements */
     bool direct = atoi(pid) == PQbackendPID(l->conn);
     free(pid);
-    l->mode = LEASE_LISTENER_POLLING;
+    set_mode(l, LEASE_LISTENER_POLLING);
     if (l->want_listen && direct) {
         char *ok = run(l, "LISTEN " CHANNEL, NULL, &budget, msg, sizeof msg);
         if (!ok) {
@@ -249,7 +257,7 @@ static bool make_session(lease_listener_t *l)
             return false;
         }
         free(ok);
-        l->mode = LEASE_LISTENER_LISTENING;
+        set_mode(l, LEASE_LISTENER_LISTENING);
     }
     if (l->mode == LEASE_LISTENER_LISTENING)
         LOG_INFO("watch: listening on %s", CHANNEL);
@@ -316,8 +324,9 @@ static char *array_literal(const char *const *ids, size_t n)
     *p++ = '{';
     for (size_t i = 0; i < n; i++) {
         const char *id = ids[i];
-        if (!*id || strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-") !=
-                        strlen(id)) {
+        if (!*id ||
+            strspn(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._:-") !=
+                strlen(id)) {
             free(out);
             return NULL;
         }
@@ -355,7 +364,8 @@ lease_code_t lease_listener_poll(lease_listener_t *l, const char *const *ids, si
     free(answer);
     if (!json_is_array(arr)) {
         json_decref(arr);
-        log_event(STORE_PG_LOG_ERROR, "watch_poll_undecodable", "lease.watch_ended answered no array");
+        log_event(STORE_PG_LOG_ERROR, "watch_poll_undecodable",
+                  "lease.watch_ended answered no array");
         return LEASE_BACKEND_UNAVAILABLE;
     }
     size_t i;
