@@ -918,6 +918,26 @@ static void test_leasectl_options(void **state)
     assert_string_equal(json_string_value(json_object_get(b, "code")), "invalid_lease_request");
     json_decref(b);
 
+    /* --token, the flag of LEASE_TOKEN, wins over the variable */
+    const char *inspect_by_flag[] = {
+        "inspect", IDF,       "--target", "t-ctl-1", "--operation-class",
+        "collect", "--token", worker,     NULL};
+    assert_int_equal(ctl(inspect_by_flag, fx.base, NULL, NULL, &b), 0);
+    assert_string_equal(json_string_value(json_object_get(b, "code")), "lease_inspected");
+    json_decref(b);
+    const char *bad_flag[] = {"inspect",
+                              IDF,
+                              "--target",
+                              "t-ctl-1",
+                              "--operation-class",
+                              "collect",
+                              "--token",
+                              "lsk_key_aaaaaaaaaaaaaaaaaaaaaaaaaa_bogus",
+                              NULL};
+    assert_int_equal(ctl(bad_flag, fx.base, worker, NULL, &b), 77);
+    assert_string_equal(json_string_value(json_object_get(b, "code")), "invalid_credential");
+    json_decref(b);
+
     /* --help of a command and of the program: 0; an unknown option: 2 */
     const char *help[] = {"acquire", "--help", NULL};
     assert_int_equal(ctl(help, fx.base, worker, NULL, NULL), 0);
