@@ -252,6 +252,11 @@ static void test_acquire_shape(void **state)
                                   "trace_iface", "prn_iface_worker", NULL};
     check_reply(r, 409, "lease_conflict", holder);
     assert_null(json_object_get(r->json, "lease"));
+    /* the contract's example: a conflict is retryable, with a hint */
+    assert_true(json_is_true(json_object_get(r->json, "retryable")));
+    assert_true(json_is_integer(json_object_get(r->json, "retry_after_ms")));
+    assert_true(http_resp_int(r, "retry_after_ms") > 0);
+    assert_string_equal(http_resp_str(r, "msg"), "Target lease is unavailable");
     http_resp_free(r);
     json_decref(first);
 }
@@ -369,6 +374,41 @@ static void test_request_fields(void **state)
     r = post("/v1/leases/acquire", worker, b);
     check_shape(r, 200, "lease_acquired", NULL);
     assert_int_equal(json_object_size(http_resp_get(r, "lease.metadata")), 16);
+    http_resp_free(r);
+
+    /* metadata values: a string of 256 bytes passes, 257 do not; null and
+     * arrays are not among "string, number or boolean"; 2 KiB in all */
+    char v256[258];
+    memset(v256, 'v', 257);
+    v256[256] = '\0';
+    b = parse_owned(acquire_body("if-md-256", "t-md-256"));
+    json_object_set_new(b, "metadata", json_pack("{s:s}", "note", v256));
+    r = post("/v1/leases/acquire", worker, b);
+    check_shape(r, 200, "lease_acquired", NULL);
+    http_resp_free(r);
+    v256[256] = 'v';
+    v256[257] = '\0';
+    json_t *bad_md[] = {json_pack("{s:s}", "note", v256), json_pack("{s:n}", "note"),
+                        json_pack("{s:[i]}", "note", 1)};
+    for (size_t i = 0; i < 3; i++) {
+        b = parse_owned(acquire_body("if-md-bad", "t-md-bad"));
+        json_object_set_new(b, "metadata", bad_md[i]);
+        r = post("/v1/leases/acquire", worker, b);
+        check_shape(r, 400, "invalid_lease_request", "metadata.note");
+        http_resp_free(r);
+    }
+    md = json_object();
+    v256[200] = '\0';
+    for (int i = 0; i < 12; i++) { /* 12 values of 200 bytes: over 2 KiB */
+        char k[8];
+        snprintf(k, sizeof k, "k%d", i);
+        json_object_set_new(md, k, json_string(v256));
+    }
+    b = parse_owned(acquire_body("if-md-2k", "t-md-2k"));
+    json_object_set_new(b, "metadata", md);
+    r = post("/v1/leases/acquire", worker, b);
+    check_shape(r, 400, "invalid_lease_request", NULL);
+    assert_int_equal(strncmp(http_resp_str(r, "field"), "metadata", 8), 0);
     http_resp_free(r);
 
     /* an operation class of the closed enum, ASCII case folding of tenant */
@@ -540,6 +580,10 @@ static void test_inspect_shape(void **state)
     /* a well-formed id nobody holds: 404 lease_not_found */
     r = call(fx.base, "GET", "/v1/leases/lease_00000000000000000000000000", worker, NULL);
     check_shape(r, 404, "lease_not_found", NULL);
+    http_resp_free(r);
+    /* a lease id that cannot be one (bad characters, too long) */
+    r = call(fx.base, "GET", "/v1/leases/not%20an%20id", worker, NULL);
+    check_shape(r, 400, "invalid_lease_request", "lease_id");
     http_resp_free(r);
     /* an identity with a bad component: 400 naming it */
     json_t *b = parse_owned(inspect_body("t-ins"));
