@@ -757,6 +757,31 @@ static void test_auth_and_headers(void **state)
         check_shape(r, 401, "invalid_credential", NULL);
         http_resp_free(r);
     }
+    /* the auth scheme is case-insensitive (RFC 7235) */
+    {
+        char auth[512];
+        snprintf(auth, sizeof auth, "Authorization: bearer %s", worker);
+        const char *hdrs[] = {auth, NULL};
+        char *body = list_body("owner");
+        http_client_t *c = http_client_new(fx.base, 0);
+        http_resp_t *p = http_client_call(c, "POST", "/v1/leases/list", NULL, body, hdrs, NULL);
+        check_shape(p, 200, "lease_listed", NULL);
+        http_resp_free(p);
+        /* a method or path the table lacks: a typed 400 naming which
+         * (docs/contract.md leased-2, framing errors) */
+        p = http_client_call(c, "GET", "/v1/leases/acquire", worker, NULL, NULL, NULL);
+        check_shape(p, 400, "invalid_lease_request", "method");
+        http_resp_free(p);
+        p = http_client_call(c, "GET", "/v2/nothing", worker, NULL, NULL, NULL);
+        check_shape(p, 400, "invalid_lease_request", "path");
+        http_resp_free(p);
+        /* an administrator of every program names the program to list by owner */
+        p = http_client_call(c, "POST", "/v1/leases/list", admin, "{\"by\":\"owner\"}", NULL, NULL);
+        check_shape(p, 400, "invalid_lease_request", "program_id");
+        http_resp_free(p);
+        http_client_free(c);
+        free(body);
+    }
     /* the correlation id is fresh per request, the same in header and body
      * (check_reply), also on health answers */
     const char *paths[] = {"/healthz", "/readyz"};
