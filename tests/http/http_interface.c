@@ -323,6 +323,9 @@ static void test_request_fields(void **state)
         {"metadata", NULL, json_pack("{s:s}", "Upper", "x"), "metadata.Upper"},
         {"deadline_at", NULL, json_string("tomorrow"), "deadline_at"},
         {"lease_colour", NULL, json_string("red"), "lease_colour"},
+        /* above LEASE_MAX_WAIT_MS (10000): refused (docs/contract.md) */
+        {"wait_ms", NULL, json_integer(10001), "wait_ms"},
+        {"deadline_ms", NULL, json_integer(0), "deadline_ms"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char rid[32];
