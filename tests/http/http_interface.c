@@ -473,6 +473,8 @@ static void test_renew_release_shape(void **state)
     http_resp_t *r = post("/v1/leases/renew", worker, b);
     check_shape(r, 200, "lease_renewed", NULL);
     assert_lease_shape(lease_of(r), "active");
+    /* no trace was given, none is made up (docs/contract.md) */
+    assert_null(http_resp_get(r, "lease.trace_id"));
     assert_true(json_equal(http_resp_get(r, "lease.fencing_token"),
                            json_object_get(lease, "fencing_token")));
     assert_true(
