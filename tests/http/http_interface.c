@@ -258,6 +258,13 @@ static void test_acquire_shape(void **state)
     assert_true(http_resp_int(r, "retry_after_ms") > 0);
     assert_string_equal(http_resp_str(r, "msg"), "Target lease is unavailable");
     http_resp_free(r);
+    /* an identity outside the credential's scope: 403 access_denied */
+    json_t *foreign = parse_owned(acquire_body("if-acq-3", "t-acq"));
+    json_object_set_new(json_object_get(foreign, "lock_identity"), "program_id",
+                        json_string("program-z"));
+    r = post("/v1/leases/acquire", worker, foreign);
+    check_shape(r, 403, "access_denied", NULL);
+    http_resp_free(r);
     json_decref(first);
 }
 
