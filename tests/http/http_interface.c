@@ -314,20 +314,20 @@ static void test_acquire_policy(void **state)
     /* a lifetime shorter than the TTL: expires_at never passes
      * acquired_at + maximum_lifetime_ms, on acquire nor on renew */
     b = parse_owned(acquire_body("if-pol-6", "t-pol-6"));
-    json_object_set_new(b, "ttl_ms", json_integer(20000));
-    json_object_set_new(b, "maximum_lifetime_ms", json_integer(5000));
+    json_object_set_new(b, "ttl_ms", json_integer(120000));
+    json_object_set_new(b, "maximum_lifetime_ms", json_integer(60000));
     r = post("/v1/leases/acquire", worker, b);
     check_shape(r, 200, "lease_acquired", NULL);
     json_t *l = json_deep_copy(lease_of(r));
     http_resp_free(r);
     long long acq = ts_ms(json_object_get(l, "acquired_at"));
-    assert_int_equal(json_integer_value(json_object_get(l, "maximum_lifetime_ms")), 5000);
-    assert_true(ts_ms(json_object_get(l, "expires_at")) <= acq + 5000);
+    assert_int_equal(json_integer_value(json_object_get(l, "maximum_lifetime_ms")), 60000);
+    assert_true(ts_ms(json_object_get(l, "expires_at")) <= acq + 60000);
     json_t *rb = owner_req_early("if-pol-6-renew", "t-pol-6", l);
-    json_object_set_new(rb, "ttl_ms", json_integer(20000));
+    json_object_set_new(rb, "ttl_ms", json_integer(120000));
     r = post("/v1/leases/renew", worker, rb);
     check_shape(r, 200, "lease_renewed", NULL);
-    assert_true(ts_ms(http_resp_get(r, "lease.expires_at")) <= acq + 5000);
+    assert_true(ts_ms(http_resp_get(r, "lease.expires_at")) <= acq + 60000);
     http_resp_free(r);
     json_decref(l);
     /* 1001 is the smallest accepted */
