@@ -878,7 +878,7 @@ static void test_rate_limited(void **state)
     http_fx_serve(&own, env);
     http_resp_t *r = NULL;
     int limited = 0;
-    for (int i = 0; i < 5 && !limited; i++) {
+    for (int i = 0; i < 50 && !limited; i++) {
         http_resp_free(r);
         r = call_owned(own.base, "POST", "/v1/leases/list", tok, list_body("owner"));
         limited = r->status == 429;
@@ -973,7 +973,7 @@ static void test_leasectl_options(void **state)
                              "--operation-class",
                              "collect",
                              "--ttl-ms",
-                             "15000",
+                             "120000",
                              "--maximum-lifetime-ms",
                              "900000",
                              "--wait-ms",
@@ -999,7 +999,7 @@ static void test_leasectl_options(void **state)
     assert_string_equal(json_string_value(json_object_get(json_object_get(lease, "lock_identity"),
                                                           "operation_class")),
                         "collect");
-    assert_int_equal(json_integer_value(json_object_get(lease, "ttl_ms")), 15000);
+    assert_int_equal(json_integer_value(json_object_get(lease, "ttl_ms")), 120000);
     assert_int_equal(json_integer_value(json_object_get(lease, "maximum_lifetime_ms")), 900000);
     assert_string_equal(json_string_value(json_object_get(lease, "service_instance_id")),
                         "inst-ctl");
