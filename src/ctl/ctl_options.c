@@ -39,6 +39,7 @@ enum {
     OPT_URL,
     OPT_LEASE_ID,
     OPT_FENCING_TOKEN,
+    OPT_TOKEN,
     OPT_HELP,
 };
 
@@ -60,6 +61,9 @@ static const struct option shared_opts[] = {
     {"request-id", required_argument, NULL, OPT_REQUEST},
     {"deadline-ms", required_argument, NULL, OPT_DEADLINE},
     {"url", required_argument, NULL, OPT_URL},
+    /* interface.md section 2: the flag of LEASE_TOKEN; the variable is the
+     * better place (argv is visible to every local user), so --help says so */
+    {"token", required_argument, NULL, OPT_TOKEN},
     {"help", no_argument, NULL, OPT_HELP},
 };
 
@@ -200,6 +204,16 @@ static bool take_shared(ctl_options_t *o, const char *cmd, int val, const char *
     case OPT_URL:
         o->url = arg;
         return true;
+    case OPT_TOKEN: {
+        if (!*arg)
+            return usage_error(cmd, "%s needs a value", "--token");
+        char *copy = strdup(arg);
+        if (!copy)
+            return usage_error(cmd, "%s", "out of memory");
+        ctl_options_free(o); /* a repeated --token: the last one wins */
+        o->token = copy;
+        return true;
+    }
     case OPT_LEASE_ID:
         o->lease_id = arg;
         return true;
@@ -238,7 +252,7 @@ static bool complete(ctl_options_t *o, unsigned flags, const char *cmd)
     if (!o->url)
         o->url = env(CTL_ENV_URL) ? env(CTL_ENV_URL) : LEASE_CLIENT_DEFAULT_URL;
     const char *token = env(CTL_ENV_TOKEN);
-    if (token && !(o->token = strdup(token)))
+    if (!o->token && token && !(o->token = strdup(token)))
         return usage_error(cmd, "%s", "out of memory");
 
     bool held = flags & (CTL_OPT_HELD | CTL_OPT_HELD_OPTIONAL);

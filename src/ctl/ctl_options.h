@@ -41,7 +41,7 @@ enum {
 
 typedef struct ctl_options {
     const char *url; /* --, LEASE_URL, else http://127.0.0.1:8080 */
-    char *token;     /* LEASE_TOKEN (heap copy) or NULL */
+    char *token;     /* --token, else LEASE_TOKEN (heap copy), or NULL */
     lease_identity_input_t identity;
     int64_t ttl_ms;              /* 0: not given */
     int64_t maximum_lifetime_ms; /* 0: not given */
@@ -109,8 +109,10 @@ void ctl_default_service_instance(char *out, size_t outsz);
     "  --deadline-ms N          give up after N ms (default 5000, at most 30000)\n"                \
     "  --url URL                the service (default: LEASE_URL, else " LEASE_CLIENT_DEFAULT_URL   \
     ")\n"                                                                                          \
+    "  --token TOKEN            the bearer token (default: LEASE_TOKEN; prefer the variable:\n"    \
+    "                           a flag is visible to other local users in ps)\n"                   \
     "  --help                   this text\n"                                                       \
-    "environment: LEASE_URL, LEASE_TOKEN (the bearer token), LEASE_CA_FILE (PEM CA\n"        \
+    "environment: LEASE_URL, LEASE_TOKEN (the bearer token), LEASE_CA_FILE (PEM CA\n"              \
     "  certificates to trust for an https:// URL instead of the system's)\n"
 
 /* The HTTP client of a client command: o's URL and token, and the CA file

@@ -218,7 +218,21 @@ static void flags_win_over_the_environment(void **state)
     assert_string_equal(o.execution_id, "exec_flag");
     assert_string_equal(o.service_instance_id, "inst-flag");
     assert_string_equal(o.url, "http://h:1");
+    /* no --token: LEASE_TOKEN */
+    assert_string_equal(o.token, "lsk_key_example_secret");
     ctl_options_free(&o);
+
+    /* --token (interface.md: the kebab-case flag of LEASE_TOKEN) wins; the
+     * last one given counts */
+    char *tok[] = {"acquire", "--token", "lsk_key_first_x", "--token=lsk_key_flag_secret", NULL};
+    assert_int_equal(ctl_options_parse(&o, CTL_OPT_IDENTITY, ARGC(tok), tok, NULL), ARGC(tok));
+    assert_string_equal(o.token, "lsk_key_flag_secret");
+    ctl_options_free(&o);
+    assert_null(o.token);
+    char *empty[] = {"acquire", "--token", "", NULL};
+    assert_int_equal(ctl_options_parse(&o, CTL_OPT_IDENTITY, ARGC(empty), empty, NULL),
+                     CTL_PARSE_USAGE);
+    assert_null(o.token);
 }
 
 static void acquire_does_not_inherit_the_held_lease(void **state)
