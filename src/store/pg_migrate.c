@@ -148,6 +148,11 @@ static int scan_dir(const char *dir, lease_migration_plan_t *plan, char *err, si
     size_t cap = 16;
     plan->items = calloc(cap, sizeof *plan->items);
     plan->count = 0;
+    if (!plan->items) {
+        closedir(d);
+        store_pg_set_err(err, errsz, "out of memory");
+        return -1;
+    }
     struct dirent *e;
     int rc = 0;
     while ((e = readdir(d)) != NULL) {
@@ -162,16 +167,27 @@ static int scan_dir(const char *dir, lease_migration_plan_t *plan, char *err, si
             rc = -1;
             break;
         }
+        char path[4096];
+        if (len >= sizeof plan->items[0].name ||
+            snprintf(path, sizeof path, "%s/%s", dir, n) >= (int)sizeof path) {
+            store_pg_set_err(err, errsz, "migration file name %.40s... is too long", n);
+            rc = -1;
+            break;
+        }
         if (plan->count == cap) {
+            lease_migration_t *grown = realloc(plan->items, 2 * cap * sizeof *plan->items);
+            if (!grown) {
+                store_pg_set_err(err, errsz, "out of memory");
+                rc = -1;
+                break;
+            }
+            plan->items = grown;
             cap *= 2;
-            plan->items = realloc(plan->items, cap * sizeof *plan->items);
         }
         lease_migration_t *m = &plan->items[plan->count++];
         memset(m, 0, sizeof *m);
         m->version = (int)v;
-        snprintf(m->name, sizeof m->name, "%s", n);
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s", dir, n);
+        memcpy(m->name, n, len + 1);
         size_t flen;
         char *body = read_file(path, &flen);
         if (!body) {
