@@ -15,6 +15,7 @@
 
 #include "lease/log.h"
 #include "lease/result.h"
+#include "lease/settings.h"
 
 #define RELAY_LISTEN_HOST_MAX 64
 
@@ -44,10 +45,10 @@ typedef struct relay_config {
 } relay_config_t;
 
 typedef enum relay_config_status {
-    RELAY_CONFIG_OK = 0,  /* cfg is filled */
-    RELAY_CONFIG_HELP,    /* --help */
-    RELAY_CONFIG_VERSION, /* --version */
-    RELAY_CONFIG_ERROR,   /* err names the setting */
+    RELAY_CONFIG_OK = LEASE_SETTINGS_OK,           /* cfg is filled */
+    RELAY_CONFIG_HELP = LEASE_SETTINGS_HELP,       /* --help */
+    RELAY_CONFIG_VERSION = LEASE_SETTINGS_VERSION, /* --version */
+    RELAY_CONFIG_ERROR = LEASE_SETTINGS_ERROR,     /* err names the setting */
 } relay_config_status_t;
 
 /*

@@ -14,8 +14,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "lease/result.h"
 #include "lease/log.h"
+#include "lease/result.h"
+#include "lease/settings.h"
 
 #define LEASED_LISTEN_HOST_MAX 64
 
@@ -62,10 +63,10 @@ typedef struct leased_config {
 } leased_config_t;
 
 typedef enum leased_config_status {
-    LEASED_CONFIG_OK = 0,  /* cfg is filled */
-    LEASED_CONFIG_HELP,    /* --help was asked for */
-    LEASED_CONFIG_VERSION, /* --version was asked for */
-    LEASED_CONFIG_ERROR,   /* err holds one line naming the setting */
+    LEASED_CONFIG_OK = LEASE_SETTINGS_OK,           /* cfg is filled */
+    LEASED_CONFIG_HELP = LEASE_SETTINGS_HELP,       /* --help was asked for */
+    LEASED_CONFIG_VERSION = LEASE_SETTINGS_VERSION, /* --version was asked for */
+    LEASED_CONFIG_ERROR = LEASE_SETTINGS_ERROR,     /* err holds one line naming the setting */
 } leased_config_status_t;
 
 /*
