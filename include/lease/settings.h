@@ -51,13 +51,31 @@ typedef struct lease_setting {
     const char *expect;
 } lease_setting_t;
 
+/* The two logging rows every program has, into CFG_TYPE's LEVEL and FORMAT
+ * fields. */
+/* clang-format off */
+#define LEASE_SETTINGS_LOG_ROWS(cfg_type, level, format)                                           \
+    {.name = "log level", .env = "LEASE_LOG_LEVEL", .flag = "--log-level",                         \
+     .type = LEASE_SETTING_LEVEL, .default_value = "info", .offset = offsetof(cfg_type, level),    \
+     .help = "debug, info, warn or error"},                                                        \
+    {.name = "log format", .env = "LEASE_LOG_FORMAT", .flag = "--log-format",                      \
+     .type = LEASE_SETTING_FORMAT, .default_value = "json", .offset = offsetof(cfg_type, format),  \
+     .help = "json or text"}
+/* clang-format on */
+
 typedef struct lease_settings {
     const lease_setting_t *rows;
     size_t n;
+    size_t cfg_size;     /* the config struct, zeroed before the defaults */
     const char *program; /* named in "unknown argument ... (see PROGRAM --help)" */
+    const char *usage;   /* --help's text above the table */
+    int help_widths[3];  /* --help's columns: environment, flag, default */
     /* Flags without a value that are modes of one run rather than settings
      * (leased-relay --once): true when arg was one. NULL: none. */
     bool (*switch_arg)(const char *arg, void *cfg);
+    /* Relations between settings, checked after every value was applied
+     * (false: err says why). NULL: none. */
+    bool (*check_relations)(void *cfg, char *err, size_t errsz);
 } lease_settings_t;
 
 typedef enum lease_settings_status {
@@ -67,10 +85,18 @@ typedef enum lease_settings_status {
     LEASE_SETTINGS_ERROR,   /* err holds one line naming the setting */
 } lease_settings_status_t;
 
+/* One row of a table as the docs check and --help see it. */
+typedef struct lease_setting_info {
+    const char *env;          /* LEASE_DB_POOL_SIZE */
+    const char *flag;         /* --db-pool-size */
+    const char *default_text; /* "(required)", "(none)" (or the row's own words) or the value */
+    const char *help;
+} lease_setting_info_t;
+
 /*
- * Fills cfg (zeroed by the caller) from the table's defaults, then envp
- * ("NAME=value", NULL-terminated; may be NULL), then argv[1..]. Relations
- * between settings are the caller's to check afterwards. cfg must be
+ * Zeroes cfg and fills it from the table's defaults, then envp ("NAME=value",
+ * NULL-terminated; may be NULL), then argv[1..]; then checks that required
+ * strings (no default) were set and the table's relations. cfg must be
  * released with lease_settings_free whatever the status.
  */
 LEASE_MUST_USE lease_settings_status_t lease_settings_load(const lease_settings_t *t, void *cfg,
@@ -78,7 +104,8 @@ LEASE_MUST_USE lease_settings_status_t lease_settings_load(const lease_settings_
                                                            char *const *envp, char *err,
                                                            size_t errsz);
 
-/* Releases the string fields of cfg named by the table, wiping them. */
+/* Releases the string fields of cfg named by the table, wiping them;
+ * accepts NULL. */
 void lease_settings_free(const lease_settings_t *t, void *cfg);
 
 /* Replaces *slot by a copy of value (the old one wiped); false when out of
@@ -91,17 +118,12 @@ LEASE_MUST_USE bool lease_settings_set_string(char **slot, const char *value);
 LEASE_MUST_USE bool lease_settings_parse_listen(const char *value, char *host, size_t hostsz,
                                                 int *port);
 
-/* The default a row applies: default_value or the computed one (into buf);
- * NULL when the setting is required. */
-const char *lease_setting_default(const lease_setting_t *s, char *buf, size_t bufsz);
+/* Row i (i < t->n); a computed default is written into buf, which must
+ * outlive out (32 bytes are enough; NULL when the table computes none). */
+void lease_settings_info(const lease_settings_t *t, size_t i, lease_setting_info_t *out, char *buf,
+                         size_t bufsz);
 
-/* The default as --help and the docs show it: "(required)", "(none)" (or
- * the row's empty_default_text) or the value. */
-const char *lease_setting_default_text(const lease_setting_t *s, char *buf, size_t bufsz);
-
-/* The settings table of --help: a header line and one line a row, in
- * columns of the given widths. */
-void lease_settings_print_table(const lease_settings_t *t, FILE *out, int env_width, int flag_width,
-                                int default_width);
+/* --help: the table's usage text, then a header line and one line a row. */
+void lease_settings_print_help(const lease_settings_t *t, FILE *out);
 
 #endif

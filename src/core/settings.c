@@ -204,14 +204,16 @@ static const char *env_lookup(char *const *envp, const char *name)
     return NULL;
 }
 
-const char *lease_setting_default(const lease_setting_t *s, char *buf, size_t bufsz)
+/* The default a row applies: default_value or the computed one (into buf);
+ * NULL when the setting is required. */
+static const char *default_value(const lease_setting_t *s, char *buf, size_t bufsz)
 {
     return s->compute_default ? s->compute_default(buf, bufsz) : s->default_value;
 }
 
-const char *lease_setting_default_text(const lease_setting_t *s, char *buf, size_t bufsz)
+static const char *default_text(const lease_setting_t *s, char *buf, size_t bufsz)
 {
-    const char *def = lease_setting_default(s, buf, bufsz);
+    const char *def = default_value(s, buf, bufsz);
     if (!def)
         return "(required)";
     if (!*def)
@@ -219,14 +221,38 @@ const char *lease_setting_default_text(const lease_setting_t *s, char *buf, size
     return def;
 }
 
-lease_settings_status_t lease_settings_load(const lease_settings_t *t, void *cfg, int argc,
-                                            char *const *argv, char *const *envp, char *err,
-                                            size_t errsz)
+void lease_settings_info(const lease_settings_t *t, size_t i, lease_setting_info_t *out, char *buf,
+                         size_t bufsz)
 {
-    err[0] = '\0';
+    const lease_setting_t *s = &t->rows[i];
+    out->env = s->env;
+    out->flag = s->flag;
+    out->help = s->help;
+    out->default_text = default_text(s, buf, bufsz);
+}
+
+/* A string without a default must have been given. */
+static bool check_required(const lease_settings_t *t, void *cfg, char *err, size_t errsz)
+{
+    for (size_t i = 0; i < t->n; i++) {
+        const lease_setting_t *s = &t->rows[i];
+        if (!is_string(s->type) || s->default_value || s->compute_default)
+            continue;
+        if (!*(char **)((char *)cfg + s->offset)) {
+            snprintf(err, errsz, "%s: set %s or %s", s->name, s->env, s->flag);
+            return false;
+        }
+    }
+    return true;
+}
+
+static lease_settings_status_t apply_all(const lease_settings_t *t, void *cfg, int argc,
+                                         char *const *argv, char *const *envp, char *err,
+                                         size_t errsz)
+{
     for (size_t i = 0; i < t->n; i++) {
         char buf[32];
-        const char *def = lease_setting_default(&t->rows[i], buf, sizeof buf);
+        const char *def = default_value(&t->rows[i], buf, sizeof buf);
         if (def && !apply(&t->rows[i], "default", def, cfg, err, errsz))
             return LEASE_SETTINGS_ERROR;
     }
@@ -265,6 +291,22 @@ lease_settings_status_t lease_settings_load(const lease_settings_t *t, void *cfg
     return LEASE_SETTINGS_OK;
 }
 
+lease_settings_status_t lease_settings_load(const lease_settings_t *t, void *cfg, int argc,
+                                            char *const *argv, char *const *envp, char *err,
+                                            size_t errsz)
+{
+    memset(cfg, 0, t->cfg_size);
+    err[0] = '\0';
+    lease_settings_status_t st = apply_all(t, cfg, argc, argv, envp, err, errsz);
+    if (st != LEASE_SETTINGS_OK)
+        return st;
+    if (!check_required(t, cfg, err, errsz))
+        return LEASE_SETTINGS_ERROR;
+    if (t->check_relations && !t->check_relations(cfg, err, errsz))
+        return LEASE_SETTINGS_ERROR;
+    return LEASE_SETTINGS_OK;
+}
+
 void lease_settings_free(const lease_settings_t *t, void *cfg)
 {
     if (!cfg)
@@ -281,15 +323,16 @@ void lease_settings_free(const lease_settings_t *t, void *cfg)
     }
 }
 
-void lease_settings_print_table(const lease_settings_t *t, FILE *out, int env_width, int flag_width,
-                                int default_width)
+void lease_settings_print_help(const lease_settings_t *t, FILE *out)
 {
-    fprintf(out, "%-*s %-*s %-*s %s\n", env_width, "environment", flag_width, "flag", default_width,
-            "default", "meaning");
+    const int *w = t->help_widths;
+    fputs(t->usage, out);
+    fprintf(out, "%-*s %-*s %-*s %s\n", w[0], "environment", w[1], "flag", w[2], "default",
+            "meaning");
     for (size_t i = 0; i < t->n; i++) {
         const lease_setting_t *s = &t->rows[i];
         char buf[32];
-        fprintf(out, "%-*s %-*s %-*s %s\n", env_width, s->env, flag_width, s->flag, default_width,
-                lease_setting_default_text(s, buf, sizeof buf), s->help);
+        fprintf(out, "%-*s %-*s %-*s %s\n", w[0], s->env, w[1], s->flag, w[2],
+                default_text(s, buf, sizeof buf), s->help);
     }
 }

@@ -183,42 +183,8 @@ static const lease_setting_t settings[] = {
      .expect = "1..128 of [A-Za-z0-9._:-]",
      .empty_default_text = "(host-pid)",
      .help = "name in logs, published_by and the session (default: host-pid)"},
-    {.name = "log level",
-     .env = "LEASE_LOG_LEVEL",
-     .flag = "--log-level",
-     .type = LEASE_SETTING_LEVEL,
-     .default_value = "info",
-     .offset = AT(log_level),
-     .help = "debug, info, warn or error"},
-    {.name = "log format",
-     .env = "LEASE_LOG_FORMAT",
-     .flag = "--log-format",
-     .type = LEASE_SETTING_FORMAT,
-     .default_value = "json",
-     .offset = AT(log_format),
-     .help = "json or text"},
+    LEASE_SETTINGS_LOG_ROWS(relay_config_t, log_level, log_format),
 };
-
-static const lease_settings_t table = {
-    .rows = settings,
-    .n = sizeof settings / sizeof settings[0],
-    .program = "leased-relay",
-    .switch_arg = once_switch,
-};
-
-size_t relay_config_setting_count(void)
-{
-    return table.n;
-}
-
-void relay_config_setting(size_t i, relay_setting_info_t *out)
-{
-    const lease_setting_t *s = &settings[i];
-    out->env = s->env;
-    out->flag = s->flag;
-    out->help = s->help;
-    out->default_text = lease_setting_default_text(s, NULL, 0); /* no computed defaults */
-}
 
 /* "<hostname>-<pid>", characters outside [A-Za-z0-9._:-] replaced. */
 static bool default_instance(relay_config_t *cfg)
@@ -235,12 +201,10 @@ static bool default_instance(relay_config_t *cfg)
     return lease_settings_set_string(&cfg->instance_id, id);
 }
 
-static bool check_relations(relay_config_t *cfg, char *err, size_t errsz)
+/* The database url's presence is checked by the parser (no default). */
+static bool check_relations(void *config, char *err, size_t errsz)
 {
-    if (!cfg->database_url) {
-        snprintf(err, errsz, "database url: set LEASE_DATABASE_URL or --database-url");
-        return false;
-    }
+    relay_config_t *cfg = config;
     if (cfg->backoff_min_ms > cfg->backoff_max_ms) {
         snprintf(err, errsz,
                  "backoff minimum (%lld ms) exceeds the backoff maximum (%lld ms): "
@@ -255,14 +219,40 @@ static bool check_relations(relay_config_t *cfg, char *err, size_t errsz)
     return true;
 }
 
+static const lease_settings_t table = {
+    .rows = settings,
+    .n = sizeof settings / sizeof settings[0],
+    .cfg_size = sizeof(relay_config_t),
+    .program = "leased-relay",
+    .usage = "usage: leased-relay [--once] [--SETTING VALUE | --SETTING=VALUE]... | --help | "
+             "--version\n\n"
+             "Delivers the outbox of leased (rows of lease.outbox written by fenced commits)\n"
+             "to RabbitMQ with publisher confirms, and to CouchDB for couchdb: routes; marks a\n"
+             "row published only after the destination confirmed it (docs/relay.md).\n"
+             "--once delivers what can be delivered now, then exits. Every setting is an\n"
+             "environment variable; the flag of the same name wins over it. Exit status: 0\n"
+             "after SIGTERM/SIGINT (the batch in flight is finished) or --once, 1 on a runtime\n"
+             "failure, 2 on a bad setting.\n\n",
+    .help_widths = {32, 24, 36},
+    .switch_arg = once_switch,
+    .check_relations = check_relations,
+};
+
+size_t relay_config_setting_count(void)
+{
+    return table.n;
+}
+
+void relay_config_setting(size_t i, relay_setting_info_t *out)
+{
+    lease_settings_info(&table, i, out, NULL, 0); /* no computed defaults */
+}
+
 relay_config_status_t relay_config_load(relay_config_t *cfg, int argc, char *const *argv,
                                         char *const *envp, char *err, size_t errsz)
 {
-    memset(cfg, 0, sizeof *cfg);
-    lease_settings_status_t st = lease_settings_load(&table, cfg, argc, argv, envp, err, errsz);
-    if (st != LEASE_SETTINGS_OK)
-        return (relay_config_status_t)st; /* the same values, relay_config.h */
-    return check_relations(cfg, err, errsz) ? RELAY_CONFIG_OK : RELAY_CONFIG_ERROR;
+    /* the same values (relay_config.h) */
+    return (relay_config_status_t)lease_settings_load(&table, cfg, argc, argv, envp, err, errsz);
 }
 
 void relay_config_free(relay_config_t *cfg)
@@ -272,15 +262,5 @@ void relay_config_free(relay_config_t *cfg)
 
 void relay_config_print_help(FILE *out)
 {
-    fprintf(out,
-            "usage: leased-relay [--once] [--SETTING VALUE | --SETTING=VALUE]... | --help | "
-            "--version\n\n"
-            "Delivers the outbox of leased (rows of lease.outbox written by fenced commits)\n"
-            "to RabbitMQ with publisher confirms, and to CouchDB for couchdb: routes; marks a\n"
-            "row published only after the destination confirmed it (docs/relay.md).\n"
-            "--once delivers what can be delivered now, then exits. Every setting is an\n"
-            "environment variable; the flag of the same name wins over it. Exit status: 0\n"
-            "after SIGTERM/SIGINT (the batch in flight is finished) or --once, 1 on a runtime\n"
-            "failure, 2 on a bad setting.\n\n");
-    lease_settings_print_table(&table, out, 32, 24, 36);
+    lease_settings_print_help(&table, out);
 }

@@ -64,13 +64,9 @@ void relay_config_free(relay_config_t *cfg);
 /* leased-relay --help: usage and the settings table with defaults. */
 void relay_config_print_help(FILE *out);
 
-/* One row of the settings table, for the docs check and --help. */
-typedef struct relay_setting_info {
-    const char *env;
-    const char *flag;
-    const char *default_text; /* "(required)", "(none)" or the value */
-    const char *help;
-} relay_setting_info_t;
+/* One row of the settings table, for the docs check and --help;
+ * default_text is "(required)", "(none)", "(host-pid)" or the value. */
+typedef lease_setting_info_t relay_setting_info_t;
 
 size_t relay_config_setting_count(void);
 void relay_config_setting(size_t i, relay_setting_info_t *out);

@@ -231,20 +231,7 @@ static const lease_setting_t settings[] = {
      .max = 3600000,
      .offset = AT(auth_audit_window_ms),
      .help = "authentication failures of one source are audited as one event per window, ms"},
-    {.name = "log level",
-     .env = "LEASE_LOG_LEVEL",
-     .flag = "--log-level",
-     .type = LEASE_SETTING_LEVEL,
-     .default_value = "info",
-     .offset = AT(log_level),
-     .help = "debug, info, warn or error"},
-    {.name = "log format",
-     .env = "LEASE_LOG_FORMAT",
-     .flag = "--log-format",
-     .type = LEASE_SETTING_FORMAT,
-     .default_value = "json",
-     .offset = AT(log_format),
-     .help = "json or text"},
+    LEASE_SETTINGS_LOG_ROWS(leased_config_t, log_level, log_format),
     {.name = "token pepper",
      .env = "LEASE_TOKEN_PEPPER",
      .flag = "--token-pepper",
@@ -368,35 +355,10 @@ static const lease_setting_t settings[] = {
      .help = "watches waiting at once; more answer 429"},
 };
 
-static const lease_settings_t table = {
-    .rows = settings,
-    .n = sizeof settings / sizeof settings[0],
-    .program = "leased",
-};
-
-size_t leased_config_setting_count(void)
+/* The database url's presence is checked by the parser (no default). */
+static bool check_relations(void *config, char *err, size_t errsz)
 {
-    return table.n;
-}
-
-void leased_config_setting(size_t i, leased_setting_info_t *out, char *default_buf,
-                           size_t default_bufsz)
-{
-    const lease_setting_t *s = &settings[i];
-    out->env = s->env;
-    out->flag = s->flag;
-    out->help = s->help;
-    out->default_text = lease_setting_default(s, default_buf, default_bufsz);
-    if (!out->default_text)
-        out->default_text = "(required)";
-}
-
-static bool check_relations(const leased_config_t *cfg, char *err, size_t errsz)
-{
-    if (!cfg->database_url) {
-        snprintf(err, errsz, "database url: set LEASE_DATABASE_URL or --database-url");
-        return false;
-    }
+    const leased_config_t *cfg = config;
     if (cfg->default_deadline_ms > cfg->max_deadline_ms) {
         snprintf(err, errsz,
                  "default deadline (%lld ms) exceeds the maximum deadline (%lld ms): "
@@ -407,14 +369,35 @@ static bool check_relations(const leased_config_t *cfg, char *err, size_t errsz)
     return true;
 }
 
+static const lease_settings_t table = {
+    .rows = settings,
+    .n = sizeof settings / sizeof settings[0],
+    .cfg_size = sizeof(leased_config_t),
+    .program = "leased",
+    .usage = "usage: leased [--SETTING VALUE | --SETTING=VALUE]... | --help | --version\n\n"
+             "The HTTP lease service. Every setting is an environment variable; the flag\n"
+             "of the same name in kebab-case wins over it. Exit status: 0 after a clean\n"
+             "shutdown (SIGTERM/SIGINT), 1 on a runtime failure, 2 on a bad setting.\n\n",
+    .help_widths = {28, 26, 16},
+    .check_relations = check_relations,
+};
+
+size_t leased_config_setting_count(void)
+{
+    return table.n;
+}
+
+void leased_config_setting(size_t i, leased_setting_info_t *out, char *default_buf,
+                           size_t default_bufsz)
+{
+    lease_settings_info(&table, i, out, default_buf, default_bufsz);
+}
+
 leased_config_status_t leased_config_load(leased_config_t *cfg, int argc, char *const *argv,
                                           char *const *envp, char *err, size_t errsz)
 {
-    memset(cfg, 0, sizeof *cfg);
-    lease_settings_status_t st = lease_settings_load(&table, cfg, argc, argv, envp, err, errsz);
-    if (st != LEASE_SETTINGS_OK)
-        return (leased_config_status_t)st; /* the same values, config.h */
-    return check_relations(cfg, err, errsz) ? LEASED_CONFIG_OK : LEASED_CONFIG_ERROR;
+    /* the same values (config.h) */
+    return (leased_config_status_t)lease_settings_load(&table, cfg, argc, argv, envp, err, errsz);
 }
 
 void leased_config_free(leased_config_t *cfg)
@@ -424,9 +407,5 @@ void leased_config_free(leased_config_t *cfg)
 
 void leased_config_print_help(FILE *out)
 {
-    fprintf(out, "usage: leased [--SETTING VALUE | --SETTING=VALUE]... | --help | --version\n\n"
-                 "The HTTP lease service. Every setting is an environment variable; the flag\n"
-                 "of the same name in kebab-case wins over it. Exit status: 0 after a clean\n"
-                 "shutdown (SIGTERM/SIGINT), 1 on a runtime failure, 2 on a bad setting.\n\n");
-    lease_settings_print_table(&table, out, 28, 26, 16);
+    lease_settings_print_help(&table, out);
 }

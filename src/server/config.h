@@ -86,16 +86,12 @@ void leased_config_free(leased_config_t *cfg);
 void leased_config_print_help(FILE *out);
 
 /* One row of the settings table, for docs checks and --help. */
-typedef struct leased_setting_info {
-    const char *env;          /* LEASE_DB_POOL_SIZE */
-    const char *flag;         /* --db-pool-size */
-    const char *default_text; /* as printed by --help */
-    const char *help;
-} leased_setting_info_t;
+typedef lease_setting_info_t leased_setting_info_t;
 
 size_t leased_config_setting_count(void);
-/* Row i (i < leased_config_setting_count()); default_text is computed for
- * defaults that depend on the machine (number of cores). */
+/* Row i (i < leased_config_setting_count()); default_text is "(required)",
+ * "(none)" or the value, computed into default_buf for defaults that depend
+ * on the machine (number of cores). */
 void leased_config_setting(size_t i, leased_setting_info_t *out, char *default_buf,
                            size_t default_bufsz);
 
