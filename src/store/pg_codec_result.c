@@ -326,11 +326,14 @@ static bool decode_record(json_t *o, lease_record_t *r, record_shape_t shape)
     return r->expires_at_ms >= r->acquired_at_ms && r->renewed_at_ms >= r->acquired_at_ms;
 }
 
-/* The result object of op, its code read into *code and one op may answer;
+/* Starts a decoder: zeroes its answer (outsz bytes at out) and returns the
+ * result object of op, its code read into *code and one op may answer;
  * NULL otherwise, with *why saying what is wrong. On success *why is the
  * reason for a field the caller then finds malformed. */
-static json_t *open_result(store_pg_op_t op, const char *text, lease_code_t *code, const char **why)
+static json_t *open_result(store_pg_op_t op, const char *text, void *out, size_t outsz,
+                           lease_code_t *code, const char **why)
 {
+    memset(out, 0, outsz);
     json_t *o = store_pg_parse_object(text);
     if (!o) {
         *why = "not a JSON object";
@@ -349,12 +352,21 @@ static json_t *open_result(store_pg_op_t op, const char *text, lease_code_t *cod
     return NULL;
 }
 
+/* Ends a decoder on an answer it cannot read: frees o (may be NULL), zeroes
+ * the answer and returns the code to report (see malformed). */
+static lease_code_t refuse_result(json_t *o, store_pg_op_t op, const char *why, void *out,
+                                  size_t outsz)
+{
+    json_decref(o);
+    memset(out, 0, outsz);
+    return malformed(op, why);
+}
+
 lease_code_t store_pg_decode_result(store_pg_op_t op, const char *text, lease_result_t *out)
 {
-    memset(out, 0, sizeof *out);
     const char *why;
     lease_code_t code;
-    json_t *o = open_result(op, text, &code, &why);
+    json_t *o = open_result(op, text, out, sizeof *out, &code, &why);
     if (!o)
         goto malformed;
     json_t *lease = json_object_get(o, "lease");
@@ -391,18 +403,15 @@ lease_code_t store_pg_decode_result(store_pg_op_t op, const char *text, lease_re
     json_decref(o);
     return code;
 malformed:
-    json_decref(o);
-    memset(out, 0, sizeof *out);
-    out->code = malformed(op, why);
+    out->code = refuse_result(o, op, why, out, sizeof *out);
     return out->code;
 }
 
 lease_code_t store_pg_decode_list(store_pg_op_t op, const char *text, lease_list_result_t *out)
 {
-    memset(out, 0, sizeof *out);
     const char *why;
     lease_code_t code;
-    json_t *o = open_result(op, text, &code, &why);
+    json_t *o = open_result(op, text, out, sizeof *out, &code, &why);
     if (!o)
         goto malformed;
     if (!lease_json_get_str(o, "field", out->field, sizeof out->field, false) ||
@@ -438,20 +447,17 @@ lease_code_t store_pg_decode_list(store_pg_op_t op, const char *text, lease_list
     json_decref(o);
     return code;
 malformed:
-    json_decref(o);
     free(out->leases);
-    memset(out, 0, sizeof *out);
-    out->code = malformed(op, why);
+    out->code = refuse_result(o, op, why, out, sizeof *out);
     return out->code;
 }
 
 lease_code_t store_pg_decode_commit(const char *text, size_t n_writes, lease_commit_result_t *out)
 {
     const store_pg_op_t op = STORE_PG_OP_FENCED_COMMIT;
-    memset(out, 0, sizeof *out);
     const char *why;
     lease_code_t code;
-    json_t *o = open_result(op, text, &code, &why);
+    json_t *o = open_result(op, text, out, sizeof *out, &code, &why);
     if (!o)
         goto malformed;
     if (!lease_json_get_bool(o, "replayed", &out->replayed) ||
@@ -483,9 +489,7 @@ lease_code_t store_pg_decode_commit(const char *text, size_t n_writes, lease_com
     json_decref(o);
     return code;
 malformed:
-    json_decref(o);
-    memset(out, 0, sizeof *out);
-    out->code = malformed(op, why);
+    out->code = refuse_result(o, op, why, out, sizeof *out);
     return out->code;
 }
 
