@@ -1144,6 +1144,29 @@ bad_address:
     return -1;
 }
 
+/* Releases what leased_gate_start made, as far as it got (the thread, if
+ * any, has ended). */
+static void gate_free(leased_gate_t *g)
+{
+    close_listener(g);
+    for (size_t i = 0; i < SOURCE_BUCKETS; i++) {
+        while (g->sources[i]) {
+            source_t *s = g->sources[i];
+            g->sources[i] = s->next;
+            free(s);
+        }
+    }
+    if (g->epfd >= 0)
+        close(g->epfd);
+    if (g->wake_fd >= 0)
+        close(g->wake_fd);
+    if (g->reserve_fd >= 0)
+        close(g->reserve_fd);
+    pthread_cond_destroy(&g->cond);
+    pthread_mutex_destroy(&g->mu);
+    free(g);
+}
+
 leased_gate_t *leased_gate_start(const leased_gate_config_t *cfg, leased_gate_handoff_fn handoff,
                                  void *cls, char *err, size_t errsz)
 {
@@ -1185,17 +1208,7 @@ leased_gate_t *leased_gate_start(const leased_gate_config_t *cfg, leased_gate_ha
     g->started = true;
     return g;
 fail:
-    if (g->listen_fd >= 0)
-        close(g->listen_fd);
-    if (g->epfd >= 0)
-        close(g->epfd);
-    if (g->wake_fd >= 0)
-        close(g->wake_fd);
-    if (g->reserve_fd >= 0)
-        close(g->reserve_fd);
-    pthread_cond_destroy(&g->cond);
-    pthread_mutex_destroy(&g->mu);
-    free(g);
+    gate_free(g);
     return NULL;
 }
 
@@ -1236,23 +1249,7 @@ void leased_gate_stop(leased_gate_t *g, int64_t wait_ms)
         pthread_mutex_unlock(&g->mu);
         pthread_join(g->thread, NULL);
     }
-    close_listener(g);
-    for (size_t i = 0; i < SOURCE_BUCKETS; i++) {
-        while (g->sources[i]) {
-            source_t *s = g->sources[i];
-            g->sources[i] = s->next;
-            free(s);
-        }
-    }
-    if (g->epfd >= 0)
-        close(g->epfd);
-    if (g->wake_fd >= 0)
-        close(g->wake_fd);
-    if (g->reserve_fd >= 0)
-        close(g->reserve_fd);
-    pthread_cond_destroy(&g->cond);
-    pthread_mutex_destroy(&g->mu);
-    free(g);
+    gate_free(g);
 }
 
 void leased_gate_stats(const leased_gate_t *g, leased_gate_stats_t *out)
