@@ -24,6 +24,7 @@
 
 #include "ctl.h"
 #include "lease/clock.h"
+#include "lease/hex.h"
 #include "lease/identity.h"
 #include "lease/store.h"
 #include "lease/token.h"
@@ -161,16 +162,6 @@ static bool description_valid(const char *s)
         if (*p < 0x20 || *p == 0x7f)
             return false;
     return true;
-}
-
-static void hex32(const unsigned char d[32], char out[65])
-{
-    static const char digits[] = "0123456789abcdef";
-    for (int i = 0; i < 32; i++) {
-        out[2 * i] = digits[d[i] >> 4];
-        out[2 * i + 1] = digits[d[i] & 0xf];
-    }
-    out[64] = '\0';
 }
 
 static bool write_all(int fd, const char *buf, size_t len)
@@ -465,7 +456,7 @@ static int credential_create(int argc, char **argv)
         fprintf(stderr, "leasectl credential create: computing the digest failed\n");
         goto cleanup;
     }
-    hex32(digest, digest_hex);
+    lease_hex_encode(digest, sizeof digest, digest_hex);
     json_object_set_new(req, "secret_digest", json_string(digest_hex));
 
     lease_admin_status_t st = lease_admin_credential_create(url, req, &row, err, sizeof err);

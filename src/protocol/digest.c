@@ -11,6 +11,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lease/hex.h"
+
 /* Adds value (consumed, may be NULL after a failed allocation) under key. */
 static bool put(json_t *obj, const char *key, json_t *value)
 {
@@ -21,17 +23,12 @@ static bool put(json_t *obj, const char *key, json_t *value)
 
 static json_t *hex_of(const char *s, size_t len)
 {
-    static const char digits[] = "0123456789abcdef";
     json_t *wrapper = json_object();
     char *hex = malloc(len * 2 + 1);
     json_t *result = NULL;
     if (!wrapper || !hex)
         goto cleanup;
-    for (size_t i = 0; i < len; i++) {
-        hex[2 * i] = digits[(unsigned char)s[i] >> 4];
-        hex[2 * i + 1] = digits[(unsigned char)s[i] & 15];
-    }
-    hex[len * 2] = '\0';
+    lease_hex_encode((const unsigned char *)s, len, hex);
     if (!put(wrapper, "hex", json_string(hex)))
         goto cleanup;
     result = wrapper;
@@ -92,7 +89,6 @@ static json_t *base_object(const char *op, const lease_call_t *call, const lease
  * obj is NULL or the dump fails. */
 static bool finish(json_t *obj, char out[65])
 {
-    static const char digits[] = "0123456789abcdef";
     char *dump = NULL;
     bool ok = false;
     out[0] = '\0';
@@ -105,11 +101,7 @@ static bool finish(json_t *obj, char out[65])
     unsigned int md_len = 0;
     if (EVP_Digest(dump, strlen(dump), md, &md_len, EVP_sha256(), NULL) != 1 || md_len != 32)
         goto cleanup;
-    for (unsigned i = 0; i < md_len; i++) {
-        out[2 * i] = digits[md[i] >> 4];
-        out[2 * i + 1] = digits[md[i] & 15];
-    }
-    out[LEASE_DIGEST_HEX_LEN] = '\0';
+    lease_hex_encode(md, md_len, out); /* LEASE_DIGEST_HEX_LEN digits */
     ok = true;
 cleanup:
     free(dump);

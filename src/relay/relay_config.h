@@ -15,6 +15,7 @@
 
 #include "lease/log.h"
 #include "lease/result.h"
+#include "lease/settings.h"
 
 #define RELAY_LISTEN_HOST_MAX 64
 
@@ -44,10 +45,10 @@ typedef struct relay_config {
 } relay_config_t;
 
 typedef enum relay_config_status {
-    RELAY_CONFIG_OK = 0,  /* cfg is filled */
-    RELAY_CONFIG_HELP,    /* --help */
-    RELAY_CONFIG_VERSION, /* --version */
-    RELAY_CONFIG_ERROR,   /* err names the setting */
+    RELAY_CONFIG_OK = LEASE_SETTINGS_OK,           /* cfg is filled */
+    RELAY_CONFIG_HELP = LEASE_SETTINGS_HELP,       /* --help */
+    RELAY_CONFIG_VERSION = LEASE_SETTINGS_VERSION, /* --version */
+    RELAY_CONFIG_ERROR = LEASE_SETTINGS_ERROR,     /* err names the setting */
 } relay_config_status_t;
 
 /*
@@ -63,13 +64,9 @@ void relay_config_free(relay_config_t *cfg);
 /* leased-relay --help: usage and the settings table with defaults. */
 void relay_config_print_help(FILE *out);
 
-/* One row of the settings table, for the docs check and --help. */
-typedef struct relay_setting_info {
-    const char *env;
-    const char *flag;
-    const char *default_text; /* "(required)", "(none)" or the value */
-    const char *help;
-} relay_setting_info_t;
+/* One row of the settings table, for the docs check and --help;
+ * default_text is "(required)", "(none)", "(host-pid)" or the value. */
+typedef lease_setting_info_t relay_setting_info_t;
 
 size_t relay_config_setting_count(void);
 void relay_config_setting(size_t i, relay_setting_info_t *out);

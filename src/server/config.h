@@ -14,8 +14,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
-#include "lease/result.h"
 #include "lease/log.h"
+#include "lease/result.h"
+#include "lease/settings.h"
 
 #define LEASED_LISTEN_HOST_MAX 64
 
@@ -62,10 +63,10 @@ typedef struct leased_config {
 } leased_config_t;
 
 typedef enum leased_config_status {
-    LEASED_CONFIG_OK = 0,  /* cfg is filled */
-    LEASED_CONFIG_HELP,    /* --help was asked for */
-    LEASED_CONFIG_VERSION, /* --version was asked for */
-    LEASED_CONFIG_ERROR,   /* err holds one line naming the setting */
+    LEASED_CONFIG_OK = LEASE_SETTINGS_OK,           /* cfg is filled */
+    LEASED_CONFIG_HELP = LEASE_SETTINGS_HELP,       /* --help was asked for */
+    LEASED_CONFIG_VERSION = LEASE_SETTINGS_VERSION, /* --version was asked for */
+    LEASED_CONFIG_ERROR = LEASE_SETTINGS_ERROR,     /* err holds one line naming the setting */
 } leased_config_status_t;
 
 /*
@@ -85,16 +86,12 @@ void leased_config_free(leased_config_t *cfg);
 void leased_config_print_help(FILE *out);
 
 /* One row of the settings table, for docs checks and --help. */
-typedef struct leased_setting_info {
-    const char *env;          /* LEASE_DB_POOL_SIZE */
-    const char *flag;         /* --db-pool-size */
-    const char *default_text; /* as printed by --help */
-    const char *help;
-} leased_setting_info_t;
+typedef lease_setting_info_t leased_setting_info_t;
 
 size_t leased_config_setting_count(void);
-/* Row i (i < leased_config_setting_count()); default_text is computed for
- * defaults that depend on the machine (number of cores). */
+/* Row i (i < leased_config_setting_count()); default_text is "(required)",
+ * "(none)" or the value, computed into default_buf for defaults that depend
+ * on the machine (number of cores). */
 void leased_config_setting(size_t i, leased_setting_info_t *out, char *default_buf,
                            size_t default_bufsz);
 

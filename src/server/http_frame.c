@@ -8,23 +8,14 @@
 #include <string.h>
 #include <strings.h>
 
+#include "lease/hex.h"
+
 /* RFC 9110 tchar: the characters of a method or a header name. */
 static bool is_tchar(unsigned char c)
 {
     if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9'))
         return true;
     return c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL;
-}
-
-static int hex_value(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
 }
 
 static bool refuse(leased_http_reject_t *rej, const char *field, const char *reason)
@@ -59,8 +50,8 @@ static bool path_canonical(const char *p, size_t n)
             continue;
         if (i + 2 >= n)
             return false;
-        int hi = hex_value((unsigned char)p[i + 1]);
-        int lo = hex_value((unsigned char)p[i + 2]);
+        int hi = lease_hex_digit((unsigned char)p[i + 1]);
+        int lo = lease_hex_digit((unsigned char)p[i + 2]);
         if (hi < 0 || lo < 0)
             return false;
         int v = hi << 4 | lo;
@@ -274,7 +265,7 @@ leased_http_chunked_status_t leased_http_chunked_feed(leased_http_chunked_t *c, 
         unsigned char b = (unsigned char)buf[i];
         switch (c->state) {
         case CH_SIZE: {
-            int v = hex_value(b);
+            int v = lease_hex_digit(b);
             if (v >= 0) {
                 if (++c->line_len > 16)
                     return chunk_bad(rej, "body", "chunk size too long");

@@ -398,41 +398,46 @@ static bool out_append(gate_conn_t *c, const char *data, size_t n)
     return buf_append(&c->out, data, n);
 }
 
-/* Sends what it can of `out`; false when the client is gone. */
-static bool flush_out(gate_conn_t *c)
+/* Sends what fd takes now of b without blocking; *sent tells whether any
+ * byte went. False when the peer is gone. */
+static bool send_some(int fd, byte_buf_t *b, bool *sent)
 {
-    while (c->out.len > 0) {
-        ssize_t n = send(c->cfd, c->out.p, c->out.len, MSG_NOSIGNAL | MSG_DONTWAIT);
+    while (b->len > 0) {
+        ssize_t n = send(fd, b->p, b->len, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (n > 0) {
-            buf_consume(&c->out, (size_t)n);
-            c->out_progress_ns = lease_mono_now_ns();
+            buf_consume(b, (size_t)n);
+            *sent = true;
             continue;
         }
         if (n < 0 && errno == EINTR)
             continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return true;
-        return false;
+        return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
     }
     return true;
+}
+
+/* Whether a non-blocking recv's answer n says the peer is gone (end of
+ * stream or an error that trying again will not cure). */
+static bool recv_gone(ssize_t n)
+{
+    return n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR);
+}
+
+/* Sends what it can of `out`; false when the client is gone. */
+static bool flush_out(gate_conn_t *c)
+{
+    bool sent = false;
+    bool ok = send_some(c->cfd, &c->out, &sent);
+    if (sent)
+        c->out_progress_ns = lease_mono_now_ns();
+    return ok;
 }
 
 /* Writes what it can of `to_lib`; false when the library's end is gone. */
 static bool flush_to_lib(gate_conn_t *c)
 {
-    while (c->to_lib.len > 0 && c->lfd >= 0) {
-        ssize_t n = send(c->lfd, c->to_lib.p, c->to_lib.len, MSG_NOSIGNAL | MSG_DONTWAIT);
-        if (n > 0) {
-            buf_consume(&c->to_lib, (size_t)n);
-            continue;
-        }
-        if (n < 0 && errno == EINTR)
-            continue;
-        if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
-            return true;
-        return false;
-    }
-    return true;
+    bool sent = false;
+    return c->lfd < 0 || send_some(c->lfd, &c->to_lib, &sent);
 }
 
 /* Whether the gate may answer on c now: no library reply is in progress. */
@@ -820,8 +825,7 @@ static void on_client(leased_gate_t *g, gate_conn_t *c, uint32_t events)
         ssize_t n = recv(c->cfd, buf, sizeof buf, MSG_DONTWAIT);
         if (n > 0)
             c->lingered += (size_t)n;
-        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ||
-            c->lingered > LINGER_BYTES || (events & (EPOLLHUP | EPOLLERR)))
+        if (recv_gone(n) || c->lingered > LINGER_BYTES || (events & (EPOLLHUP | EPOLLERR)))
             conn_close(g, c);
         return;
     }
@@ -835,7 +839,7 @@ static void on_client(leased_gate_t *g, gate_conn_t *c, uint32_t events)
                 return;
             }
             process_in(g, c);
-        } else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+        } else if (recv_gone(n)) {
             c->client_eof = true;
             if (c->phase != PH_WAIT) {
                 /* nothing asked, or asked incompletely: nothing to answer */
@@ -867,7 +871,7 @@ static void on_lib(leased_gate_t *g, gate_conn_t *c, uint32_t events)
         ssize_t n = recv(c->lfd, buf, sizeof buf, MSG_DONTWAIT);
         if (n > 0)
             process_lib(g, c, buf, (size_t)n);
-        else if (n == 0 || (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR))
+        else if (recv_gone(n))
             lib_closed(g, c);
     }
     pump(g, c);
@@ -1140,6 +1144,29 @@ bad_address:
     return -1;
 }
 
+/* Releases what leased_gate_start made, as far as it got (the thread, if
+ * any, has ended). */
+static void gate_free(leased_gate_t *g)
+{
+    close_listener(g);
+    for (size_t i = 0; i < SOURCE_BUCKETS; i++) {
+        while (g->sources[i]) {
+            source_t *s = g->sources[i];
+            g->sources[i] = s->next;
+            free(s);
+        }
+    }
+    if (g->epfd >= 0)
+        close(g->epfd);
+    if (g->wake_fd >= 0)
+        close(g->wake_fd);
+    if (g->reserve_fd >= 0)
+        close(g->reserve_fd);
+    pthread_cond_destroy(&g->cond);
+    pthread_mutex_destroy(&g->mu);
+    free(g);
+}
+
 leased_gate_t *leased_gate_start(const leased_gate_config_t *cfg, leased_gate_handoff_fn handoff,
                                  void *cls, char *err, size_t errsz)
 {
@@ -1181,17 +1208,7 @@ leased_gate_t *leased_gate_start(const leased_gate_config_t *cfg, leased_gate_ha
     g->started = true;
     return g;
 fail:
-    if (g->listen_fd >= 0)
-        close(g->listen_fd);
-    if (g->epfd >= 0)
-        close(g->epfd);
-    if (g->wake_fd >= 0)
-        close(g->wake_fd);
-    if (g->reserve_fd >= 0)
-        close(g->reserve_fd);
-    pthread_cond_destroy(&g->cond);
-    pthread_mutex_destroy(&g->mu);
-    free(g);
+    gate_free(g);
     return NULL;
 }
 
@@ -1232,23 +1249,7 @@ void leased_gate_stop(leased_gate_t *g, int64_t wait_ms)
         pthread_mutex_unlock(&g->mu);
         pthread_join(g->thread, NULL);
     }
-    close_listener(g);
-    for (size_t i = 0; i < SOURCE_BUCKETS; i++) {
-        while (g->sources[i]) {
-            source_t *s = g->sources[i];
-            g->sources[i] = s->next;
-            free(s);
-        }
-    }
-    if (g->epfd >= 0)
-        close(g->epfd);
-    if (g->wake_fd >= 0)
-        close(g->wake_fd);
-    if (g->reserve_fd >= 0)
-        close(g->reserve_fd);
-    pthread_cond_destroy(&g->cond);
-    pthread_mutex_destroy(&g->mu);
-    free(g);
+    gate_free(g);
 }
 
 void leased_gate_stats(const leased_gate_t *g, leased_gate_stats_t *out)

@@ -8,10 +8,11 @@
  */
 #include "metrics.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "lease/prom_text.h"
 
 static const double bucket_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                                        0.25,  0.5,    1,     2.5,  5,     10,   30};
@@ -97,193 +98,154 @@ uint64_t leased_metrics_requests(const leased_metrics_t *m, size_t route, int co
     return __atomic_load_n(&m->cells[route].requests[code_slot], __ATOMIC_RELAXED);
 }
 
-/* A growing text buffer; on allocation failure it stays failed. */
-typedef struct text {
-    char *buf;
-    size_t len, cap;
-    bool failed;
-} text_t;
-
-static void emit(text_t *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void emit(text_t *t, const char *fmt, ...)
-{
-    if (t->failed)
-        return;
-    for (;;) {
-        va_list ap;
-        va_start(ap, fmt);
-        int n = vsnprintf(t->buf + t->len, t->cap - t->len, fmt, ap);
-        va_end(ap);
-        if (n < 0) {
-            t->failed = true;
-            return;
-        }
-        if ((size_t)n < t->cap - t->len) {
-            t->len += (size_t)n;
-            return;
-        }
-        size_t cap = t->cap * 2 + (size_t)n;
-        char *nb = realloc(t->buf, cap);
-        if (!nb) {
-            t->failed = true;
-            return;
-        }
-        t->buf = nb;
-        t->cap = cap;
-    }
-}
-
-static void gauge(text_t *t, const char *name, const char *help, double v)
-{
-    emit(t, "# HELP %s %s\n# TYPE %s gauge\n%s %.17g\n", name, help, name, name, v);
-}
-
-static void counter(text_t *t, const char *name, const char *help, uint64_t v)
-{
-    emit(t, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name,
-         (unsigned long long)v);
-}
-
 static const char *route_label(const leased_metrics_t *m, size_t r)
 {
     return r < m->n ? m->names[r] : "unmatched";
 }
 
-static void render_requests(text_t *t, const leased_metrics_t *m)
+static void render_requests(lease_prom_text_t *t, const leased_metrics_t *m)
 {
-    emit(t, "# HELP leased_http_requests_total HTTP requests by route and result code.\n"
-            "# TYPE leased_http_requests_total counter\n");
+    lease_prom_emit(t, "# HELP leased_http_requests_total HTTP requests by route and result code.\n"
+                       "# TYPE leased_http_requests_total counter\n");
     for (size_t r = 0; r <= m->n; r++)
         for (int s = 0; s < LEASED_METRICS_CODE_SLOTS; s++) {
             uint64_t v = __atomic_load_n(&m->cells[r].requests[s], __ATOMIC_RELAXED);
             if (v)
-                emit(t, "leased_http_requests_total{route=\"%s\",code=\"%s\"} %llu\n",
-                     route_label(m, r), slot_name(s), (unsigned long long)v);
+                lease_prom_emit(t, "leased_http_requests_total{route=\"%s\",code=\"%s\"} %llu\n",
+                                route_label(m, r), slot_name(s), (unsigned long long)v);
         }
-    emit(t, "# HELP leased_http_request_duration_seconds Time from request received to "
-            "response queued.\n# TYPE leased_http_request_duration_seconds histogram\n");
+    lease_prom_emit(t, "# HELP leased_http_request_duration_seconds Time from request received to "
+                       "response queued.\n# TYPE leased_http_request_duration_seconds histogram\n");
     for (size_t r = 0; r <= m->n; r++) {
         const route_cells_t *c = &m->cells[r];
         const char *name = route_label(m, r);
         for (size_t b = 0; b < N_BUCKETS; b++)
-            emit(t, "leased_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
-                 name, bucket_bounds[b],
-                 (unsigned long long)__atomic_load_n(&c->buckets[b], __ATOMIC_RELAXED));
+            lease_prom_emit(
+                t, "leased_http_request_duration_seconds_bucket{route=\"%s\",le=\"%g\"} %llu\n",
+                name, bucket_bounds[b],
+                (unsigned long long)__atomic_load_n(&c->buckets[b], __ATOMIC_RELAXED));
         unsigned long long count = __atomic_load_n(&c->count, __ATOMIC_RELAXED);
-        emit(t, "leased_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n",
-             name, count);
-        emit(t, "leased_http_request_duration_seconds_sum{route=\"%s\"} %.9f\n", name,
-             (double)__atomic_load_n(&c->sum_ns, __ATOMIC_RELAXED) / 1e9);
-        emit(t, "leased_http_request_duration_seconds_count{route=\"%s\"} %llu\n", name, count);
+        lease_prom_emit(
+            t, "leased_http_request_duration_seconds_bucket{route=\"%s\",le=\"+Inf\"} %llu\n", name,
+            count);
+        lease_prom_emit(t, "leased_http_request_duration_seconds_sum{route=\"%s\"} %.9f\n", name,
+                        (double)__atomic_load_n(&c->sum_ns, __ATOMIC_RELAXED) / 1e9);
+        lease_prom_emit(t, "leased_http_request_duration_seconds_count{route=\"%s\"} %llu\n", name,
+                        count);
     }
 }
 
 char *leased_metrics_render(const leased_metrics_t *m, const leased_metrics_gauges_t *g)
 {
-    text_t t = {malloc(16384), 0, 16384, false};
-    if (!t.buf)
+    lease_prom_text_t t;
+    if (!lease_prom_init(&t, 16384))
         return NULL;
     render_requests(&t, m);
-    gauge(&t, "leased_http_inflight", "Requests admitted and not yet answered.",
-          (double)g->inflight);
-    counter(&t, "leased_admission_rate_limited_total",
-            "Requests refused by a credential's token bucket.", g->rejected_rate);
-    counter(&t, "leased_admission_inflight_rejected_total",
-            "Requests refused by the global in-flight bound.", g->rejected_inflight);
-    counter(&t, "leased_admission_source_rate_limited_total",
-            "Requests refused by a client address's token bucket (before authentication).",
-            g->rejected_source);
-    counter(&t, "leased_admission_lookups_refused_total",
-            "Credential lookups refused: the client address's authentications kept failing.",
-            g->rejected_lookups);
-    counter(&t, "leased_admission_share_rejected_total",
-            "Requests refused by a credential's or tenant's share of requests in flight.",
-            g->rejected_share);
-    gauge(&t, "leased_http_connections_open", "Client connections open.",
-          (double)g->connections_open);
-    counter(&t, "leased_http_connections_refused_capacity_total",
-            "Connections answered 503 and closed: LEASE_MAX_CONNECTIONS were open.",
-            g->connections_refused_capacity);
-    counter(&t, "leased_http_connections_refused_source_total",
-            "Connections answered 429 and closed: their address held "
-            "LEASE_MAX_CONNECTIONS_PER_SOURCE.",
-            g->connections_refused_source);
-    counter(&t, "leased_http_receive_timeouts_total",
-            "Requests answered 408: not received within LEASE_RECEIVE_TIMEOUT_MS.",
-            g->receive_timeouts);
-    counter(&t, "leased_http_framing_refused_total",
-            "Requests refused by the HTTP framing rules (answered 400 and closed).",
-            g->framing_refused);
-    counter(&t, "leased_http_library_replies_replaced_total",
-            "Error replies of the HTTP library replaced by the JSON envelope.", g->library_replies);
-    counter(&t, "leased_audit_refusals_aggregated_total",
-            "Refusals counted into aggregated audit events (one per source and window).",
-            g->audit_aggregated);
-    gauge(&t, "leased_db_pool_size", "Database connections configured.",
-          (double)g->store.pool_size);
-    gauge(&t, "leased_db_pool_in_use", "Database connections lent out.",
-          (double)g->store.pool_in_use);
-    gauge(&t, "leased_db_pool_waiting", "Callers waiting for a database connection.",
-          (double)g->store.pool_waiting);
-    counter(&t, "leased_db_serialization_retries_total",
-            "Calls repeated after a serialization failure or deadlock.",
-            g->store.serialization_retries);
-    counter(&t, "leased_db_outcome_unknown_total",
-            "Calls whose outcome is unknown (sent, then the connection failed).",
-            g->store.outcome_unknown);
-    counter(&t, "leased_db_backend_errors_total", "Calls that failed in the backend.",
-            g->store.backend_errors);
-    counter(&t, "leased_namespace_sealed_refusals_total",
-            "Acquisitions, renewals and commits refused because the namespace is sealed.",
-            g->store.sealed_refusals);
-    counter(&t, "leased_db_repeated_requests_total",
-            "Optimistic calls whose request id had already committed (answered by replay).",
-            g->store.repeated_requests);
-    gauge(&t, "leased_audit_queue_depth", "Audit events waiting to be written.",
-          (double)g->audit_depth);
-    counter(&t, "leased_audit_events_written_total", "Audit events written to the database.",
-            g->audit_written);
-    counter(&t, "leased_audit_events_dropped_total", "Audit events dropped: the queue was full.",
-            g->audit_dropped);
-    counter(&t, "leased_audit_events_fallback_total",
-            "Audit events logged because the database refused them.", g->audit_fallback);
-    counter(&t, "leased_sweep_runs_total", "Sweeps that ran (held the sweep lock).", g->sweep_runs);
-    counter(&t, "leased_sweep_expired_total", "Leases the sweeper moved to history as expired.",
-            g->sweep_expired);
-    counter(&t, "leased_sweep_failures_total", "Sweeps that failed.", g->sweep_failures);
-    gauge(&t, "leased_watches_waiting", "Watch requests parked until their lease ends.",
-          (double)g->watches_parked);
-    gauge(&t, "leased_watch_listening",
-          "1 while the watch session LISTENs for ended leases (0: polling or down).",
-          g->watch_mode == 1 ? 1 : 0);
-    gauge(&t, "leased_watch_session_up", "1 while the watch session exists (listening or polling).",
-          g->watch_mode != 0 ? 1 : 0);
-    counter(&t, "leased_watch_notifications_total", "Ended-lease notifications heard.",
-            g->watch_heard);
-    counter(&t, "leased_watch_polls_total", "Batched checks of the watched leases.",
-            g->watch_polls);
-    counter(&t, "leased_watch_poll_failures_total", "Batched checks that failed.",
-            g->watch_poll_failures);
-    counter(&t, "leased_watch_woken_by_end_total",
-            "Parked watches woken because their lease ended (heard or polled).",
-            g->watch_woken_by_end);
-    counter(&t, "leased_watch_refused_total", "Watches refused: LEASE_MAX_WATCHES were waiting.",
-            g->watch_refused);
-    gauge(&t, "leased_ready", "1 when /readyz answers 200.", g->ready ? 1 : 0);
-    gauge(&t, "leased_draining", "1 after SIGTERM.", g->draining ? 1 : 0);
+    lease_prom_gauge(&t, "leased_http_inflight", "Requests admitted and not yet answered.",
+                     (double)g->inflight);
+    lease_prom_counter(&t, "leased_admission_rate_limited_total",
+                       "Requests refused by a credential's token bucket.", g->rejected_rate);
+    lease_prom_counter(&t, "leased_admission_inflight_rejected_total",
+                       "Requests refused by the global in-flight bound.", g->rejected_inflight);
+    lease_prom_counter(
+        &t, "leased_admission_source_rate_limited_total",
+        "Requests refused by a client address's token bucket (before authentication).",
+        g->rejected_source);
+    lease_prom_counter(
+        &t, "leased_admission_lookups_refused_total",
+        "Credential lookups refused: the client address's authentications kept failing.",
+        g->rejected_lookups);
+    lease_prom_counter(
+        &t, "leased_admission_share_rejected_total",
+        "Requests refused by a credential's or tenant's share of requests in flight.",
+        g->rejected_share);
+    lease_prom_gauge(&t, "leased_http_connections_open", "Client connections open.",
+                     (double)g->connections_open);
+    lease_prom_counter(&t, "leased_http_connections_refused_capacity_total",
+                       "Connections answered 503 and closed: LEASE_MAX_CONNECTIONS were open.",
+                       g->connections_refused_capacity);
+    lease_prom_counter(&t, "leased_http_connections_refused_source_total",
+                       "Connections answered 429 and closed: their address held "
+                       "LEASE_MAX_CONNECTIONS_PER_SOURCE.",
+                       g->connections_refused_source);
+    lease_prom_counter(&t, "leased_http_receive_timeouts_total",
+                       "Requests answered 408: not received within LEASE_RECEIVE_TIMEOUT_MS.",
+                       g->receive_timeouts);
+    lease_prom_counter(&t, "leased_http_framing_refused_total",
+                       "Requests refused by the HTTP framing rules (answered 400 and closed).",
+                       g->framing_refused);
+    lease_prom_counter(&t, "leased_http_library_replies_replaced_total",
+                       "Error replies of the HTTP library replaced by the JSON envelope.",
+                       g->library_replies);
+    lease_prom_counter(&t, "leased_audit_refusals_aggregated_total",
+                       "Refusals counted into aggregated audit events (one per source and window).",
+                       g->audit_aggregated);
+    lease_prom_gauge(&t, "leased_db_pool_size", "Database connections configured.",
+                     (double)g->store.pool_size);
+    lease_prom_gauge(&t, "leased_db_pool_in_use", "Database connections lent out.",
+                     (double)g->store.pool_in_use);
+    lease_prom_gauge(&t, "leased_db_pool_waiting", "Callers waiting for a database connection.",
+                     (double)g->store.pool_waiting);
+    lease_prom_counter(&t, "leased_db_serialization_retries_total",
+                       "Calls repeated after a serialization failure or deadlock.",
+                       g->store.serialization_retries);
+    lease_prom_counter(&t, "leased_db_outcome_unknown_total",
+                       "Calls whose outcome is unknown (sent, then the connection failed).",
+                       g->store.outcome_unknown);
+    lease_prom_counter(&t, "leased_db_backend_errors_total", "Calls that failed in the backend.",
+                       g->store.backend_errors);
+    lease_prom_counter(
+        &t, "leased_namespace_sealed_refusals_total",
+        "Acquisitions, renewals and commits refused because the namespace is sealed.",
+        g->store.sealed_refusals);
+    lease_prom_counter(
+        &t, "leased_db_repeated_requests_total",
+        "Optimistic calls whose request id had already committed (answered by replay).",
+        g->store.repeated_requests);
+    lease_prom_gauge(&t, "leased_audit_queue_depth", "Audit events waiting to be written.",
+                     (double)g->audit_depth);
+    lease_prom_counter(&t, "leased_audit_events_written_total",
+                       "Audit events written to the database.", g->audit_written);
+    lease_prom_counter(&t, "leased_audit_events_dropped_total",
+                       "Audit events dropped: the queue was full.", g->audit_dropped);
+    lease_prom_counter(&t, "leased_audit_events_fallback_total",
+                       "Audit events logged because the database refused them.", g->audit_fallback);
+    lease_prom_counter(&t, "leased_sweep_runs_total", "Sweeps that ran (held the sweep lock).",
+                       g->sweep_runs);
+    lease_prom_counter(&t, "leased_sweep_expired_total",
+                       "Leases the sweeper moved to history as expired.", g->sweep_expired);
+    lease_prom_counter(&t, "leased_sweep_failures_total", "Sweeps that failed.", g->sweep_failures);
+    lease_prom_gauge(&t, "leased_watches_waiting", "Watch requests parked until their lease ends.",
+                     (double)g->watches_parked);
+    lease_prom_gauge(&t, "leased_watch_listening",
+                     "1 while the watch session LISTENs for ended leases (0: polling or down).",
+                     g->watch_mode == 1 ? 1 : 0);
+    lease_prom_gauge(&t, "leased_watch_session_up",
+                     "1 while the watch session exists (listening or polling).",
+                     g->watch_mode != 0 ? 1 : 0);
+    lease_prom_counter(&t, "leased_watch_notifications_total", "Ended-lease notifications heard.",
+                       g->watch_heard);
+    lease_prom_counter(&t, "leased_watch_polls_total", "Batched checks of the watched leases.",
+                       g->watch_polls);
+    lease_prom_counter(&t, "leased_watch_poll_failures_total", "Batched checks that failed.",
+                       g->watch_poll_failures);
+    lease_prom_counter(&t, "leased_watch_woken_by_end_total",
+                       "Parked watches woken because their lease ended (heard or polled).",
+                       g->watch_woken_by_end);
+    lease_prom_counter(&t, "leased_watch_refused_total",
+                       "Watches refused: LEASE_MAX_WATCHES were waiting.", g->watch_refused);
+    lease_prom_gauge(&t, "leased_ready", "1 when /readyz answers 200.", g->ready ? 1 : 0);
+    lease_prom_gauge(&t, "leased_draining", "1 after SIGTERM.", g->draining ? 1 : 0);
     if (g->health_known) {
-        gauge(&t, "leased_active_leases", "Active leases (last health probe).",
-              (double)g->health.active_leases);
-        gauge(&t, "leased_schema_version", "Schema version of the database.",
-              (double)g->health.schema_version);
-        gauge(&t, "leased_namespace_sealed", "1 while the namespace is sealed.",
-              g->health.sealed ? 1 : 0);
-        gauge(&t, "leased_database_reachable", "1 when the last probe reached the database.",
-              g->health.reachable ? 1 : 0);
+        lease_prom_gauge(&t, "leased_active_leases", "Active leases (last health probe).",
+                         (double)g->health.active_leases);
+        lease_prom_gauge(&t, "leased_schema_version", "Schema version of the database.",
+                         (double)g->health.schema_version);
+        lease_prom_gauge(&t, "leased_namespace_sealed", "1 while the namespace is sealed.",
+                         g->health.sealed ? 1 : 0);
+        lease_prom_gauge(&t, "leased_database_reachable",
+                         "1 when the last probe reached the database.",
+                         g->health.reachable ? 1 : 0);
     }
-    if (t.failed) {
-        free(t.buf);
-        return NULL;
-    }
-    return t.buf;
+    return lease_prom_finish(&t);
 }

@@ -198,17 +198,32 @@ char *store_pg_encode_acquire(const lease_acquire_req_t *req, bool existing, int
     return finish(o, ok);
 }
 
+/* The opening of a renewal, release, revoke or forced release: an
+ * optimistic call answered briefly (see store_pg.c, "Transaction model") on
+ * a lease the caller names. NULL when out of memory; else *ok is true. */
+static json_t *held_lease_json(const lease_call_t *call, int64_t now_mono_ns,
+                               const lease_identity_t *id, const char *lease_id,
+                               int64_t fencing_token, bool *ok)
+{
+    json_t *o = common_json(call, now_mono_ns);
+    *ok = o != NULL;
+    if (!o)
+        return NULL;
+    put(o, "optimistic", json_true(), ok);
+    put(o, "brief", json_true(), ok);
+    put_lease_ref(o, id, lease_id, fencing_token, ok);
+    return o;
+}
+
 char *store_pg_encode_owner(store_pg_op_t op, const lease_owner_req_t *req, int64_t now_mono_ns,
                             const char **bad_field)
 {
     *bad_field = NULL;
-    json_t *o = common_json(&req->call, now_mono_ns);
-    bool ok = o != NULL;
-    if (!ok)
+    bool ok;
+    json_t *o = held_lease_json(&req->call, now_mono_ns, &req->identity, req->lease_id,
+                                req->fencing_token, &ok);
+    if (!o)
         return NULL;
-    put(o, "optimistic", json_true(), &ok);
-    put(o, "brief", json_true(), &ok);
-    put_lease_ref(o, &req->identity, req->lease_id, req->fencing_token, &ok);
     put_str(o, "service_instance_id", req->service_instance_id, &ok);
     if (op == STORE_PG_OP_RENEW && req->ttl_ms > 0)
         put(o, "ttl_ms", json_integer(req->ttl_ms), &ok);
@@ -219,13 +234,11 @@ char *store_pg_encode_admin(store_pg_op_t op, const lease_admin_req_t *req, int6
                             const char **bad_field)
 {
     *bad_field = NULL;
-    json_t *o = common_json(&req->call, now_mono_ns);
-    bool ok = o != NULL;
-    if (!ok)
+    bool ok;
+    json_t *o = held_lease_json(&req->call, now_mono_ns, &req->identity, req->lease_id,
+                                req->fencing_token, &ok);
+    if (!o)
         return NULL;
-    put(o, "optimistic", json_true(), &ok);
-    put(o, "brief", json_true(), &ok);
-    put_lease_ref(o, &req->identity, req->lease_id, req->fencing_token, &ok);
     put_str(o, "reason", req->reason, &ok);
     if (op == STORE_PG_OP_REVOKE)
         put_str_opt(o, "incident_id", req->incident_id, &ok);

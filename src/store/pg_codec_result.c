@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lease/hex.h"
 #include "lease/json_fields.h"
 #include "lease/json_text.h"
 #include "lease/schema.h"
@@ -294,20 +295,22 @@ static bool decode_record(json_t *o, lease_record_t *r, record_shape_t shape)
     if ((whole && !lease_json_get_identity(identity, &r->identity)) ||
         !lease_json_get_str(o, "lease_id", r->lease_id, sizeof r->lease_id, named) ||
         !lease_json_get_int(o, "fencing_token", &r->fencing_token, named, 1) ||
-        !lease_json_get_str(o, "state", state, sizeof state, true) || !lease_state_parse(state, &r->state) ||
+        !lease_json_get_str(o, "state", state, sizeof state, true) ||
+        !lease_state_parse(state, &r->state) ||
         !lease_json_get_time(o, "acquired_at", &r->acquired_at_ms, true) ||
         !lease_json_get_time(o, "renewed_at", &r->renewed_at_ms, true) ||
         !lease_json_get_time(o, "expires_at", &r->expires_at_ms, true) ||
         !lease_json_get_time(o, "ended_at", &r->ended_at_ms, false) ||
         !lease_json_get_int(o, "ttl_ms", &r->ttl_ms, true, 1) ||
         !lease_json_get_int(o, "maximum_lifetime_ms", &r->maximum_lifetime_ms, true, 1) ||
-        !lease_json_get_str(o, "owner_principal_id", r->owner_principal_id, sizeof r->owner_principal_id,
-                 false) ||
-        !lease_json_get_str(o, "owner_client_id", r->owner_client_id, sizeof r->owner_client_id, false) ||
-        !lease_json_get_str(o, "owner_credential_id", r->owner_credential_id, sizeof r->owner_credential_id,
-                 false) ||
-        !lease_json_get_str(o, "service_instance_id", r->service_instance_id, sizeof r->service_instance_id,
-                 false) ||
+        !lease_json_get_str(o, "owner_principal_id", r->owner_principal_id,
+                            sizeof r->owner_principal_id, false) ||
+        !lease_json_get_str(o, "owner_client_id", r->owner_client_id, sizeof r->owner_client_id,
+                            false) ||
+        !lease_json_get_str(o, "owner_credential_id", r->owner_credential_id,
+                            sizeof r->owner_credential_id, false) ||
+        !lease_json_get_str(o, "service_instance_id", r->service_instance_id,
+                            sizeof r->service_instance_id, false) ||
         !lease_json_get_str(o, "execution_id", r->execution_id, sizeof r->execution_id, false) ||
         !lease_json_get_str(o, "job_id", r->job_id, sizeof r->job_id, false) ||
         !lease_json_get_str(o, "trace_id", r->trace_id, sizeof r->trace_id, false) ||
@@ -323,11 +326,14 @@ static bool decode_record(json_t *o, lease_record_t *r, record_shape_t shape)
     return r->expires_at_ms >= r->acquired_at_ms && r->renewed_at_ms >= r->acquired_at_ms;
 }
 
-/* The result object of op, its code read into *code and one op may answer;
+/* Starts a decoder: zeroes its answer (outsz bytes at out) and returns the
+ * result object of op, its code read into *code and one op may answer;
  * NULL otherwise, with *why saying what is wrong. On success *why is the
  * reason for a field the caller then finds malformed. */
-static json_t *open_result(store_pg_op_t op, const char *text, lease_code_t *code, const char **why)
+static json_t *open_result(store_pg_op_t op, const char *text, void *out, size_t outsz,
+                           lease_code_t *code, const char **why)
 {
+    memset(out, 0, outsz);
     json_t *o = store_pg_parse_object(text);
     if (!o) {
         *why = "not a JSON object";
@@ -346,12 +352,21 @@ static json_t *open_result(store_pg_op_t op, const char *text, lease_code_t *cod
     return NULL;
 }
 
+/* Ends a decoder on an answer it cannot read: frees o (may be NULL), zeroes
+ * the answer and returns the code to report (see malformed). */
+static lease_code_t refuse_result(json_t *o, store_pg_op_t op, const char *why, void *out,
+                                  size_t outsz)
+{
+    json_decref(o);
+    memset(out, 0, outsz);
+    return malformed(op, why);
+}
+
 lease_code_t store_pg_decode_result(store_pg_op_t op, const char *text, lease_result_t *out)
 {
-    memset(out, 0, sizeof *out);
     const char *why;
     lease_code_t code;
-    json_t *o = open_result(op, text, &code, &why);
+    json_t *o = open_result(op, text, out, sizeof *out, &code, &why);
     if (!o)
         goto malformed;
     json_t *lease = json_object_get(o, "lease");
@@ -388,22 +403,20 @@ lease_code_t store_pg_decode_result(store_pg_op_t op, const char *text, lease_re
     json_decref(o);
     return code;
 malformed:
-    json_decref(o);
-    memset(out, 0, sizeof *out);
-    out->code = malformed(op, why);
+    out->code = refuse_result(o, op, why, out, sizeof *out);
     return out->code;
 }
 
 lease_code_t store_pg_decode_list(store_pg_op_t op, const char *text, lease_list_result_t *out)
 {
-    memset(out, 0, sizeof *out);
     const char *why;
     lease_code_t code;
-    json_t *o = open_result(op, text, &code, &why);
+    json_t *o = open_result(op, text, out, sizeof *out, &code, &why);
     if (!o)
         goto malformed;
     if (!lease_json_get_str(o, "field", out->field, sizeof out->field, false) ||
-        !lease_json_get_str(o, "next_page_token", out->next_page_token, sizeof out->next_page_token, false))
+        !lease_json_get_str(o, "next_page_token", out->next_page_token, sizeof out->next_page_token,
+                            false))
         goto malformed;
     json_t *leases = json_object_get(o, "leases");
     if (code == LEASE_LISTED) {
@@ -434,20 +447,17 @@ lease_code_t store_pg_decode_list(store_pg_op_t op, const char *text, lease_list
     json_decref(o);
     return code;
 malformed:
-    json_decref(o);
     free(out->leases);
-    memset(out, 0, sizeof *out);
-    out->code = malformed(op, why);
+    out->code = refuse_result(o, op, why, out, sizeof *out);
     return out->code;
 }
 
 lease_code_t store_pg_decode_commit(const char *text, size_t n_writes, lease_commit_result_t *out)
 {
     const store_pg_op_t op = STORE_PG_OP_FENCED_COMMIT;
-    memset(out, 0, sizeof *out);
     const char *why;
     lease_code_t code;
-    json_t *o = open_result(op, text, &code, &why);
+    json_t *o = open_result(op, text, out, sizeof *out, &code, &why);
     if (!o)
         goto malformed;
     if (!lease_json_get_bool(o, "replayed", &out->replayed) ||
@@ -479,9 +489,7 @@ lease_code_t store_pg_decode_commit(const char *text, size_t n_writes, lease_com
     json_decref(o);
     return code;
 malformed:
-    json_decref(o);
-    memset(out, 0, sizeof *out);
-    out->code = malformed(op, why);
+    out->code = refuse_result(o, op, why, out, sizeof *out);
     return out->code;
 }
 
@@ -515,7 +523,8 @@ lease_code_t store_pg_decode_sweep(const char *sweep_text, const char *purge_tex
     json_t *p = store_pg_parse_object(purge_text);
     bool ran_sweep = false, ran_purge = false;
     bool ok = s && p && lease_json_get_bool(s, "ran", &ran_sweep) &&
-              lease_json_get_int(s, "expired", &out->expired, false, 0) && lease_json_get_bool(p, "ran", &ran_purge) &&
+              lease_json_get_int(s, "expired", &out->expired, false, 0) &&
+              lease_json_get_bool(p, "ran", &ran_purge) &&
               lease_json_get_int(p, "idempotency_purged", &out->idempotency_purged, false, 0) &&
               lease_json_get_int(p, "history_purged", &out->history_purged, false, 0) &&
               lease_json_get_int(p, "audit_purged", &out->audit_purged, false, 0) &&
@@ -528,17 +537,6 @@ lease_code_t store_pg_decode_sweep(const char *sweep_text, const char *purge_tex
     }
     out->ran = ran_sweep;
     return LEASE_INSPECTED;
-}
-
-static int hexval(char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
 }
 
 static unsigned capability_bit(const char *name)
@@ -565,26 +563,23 @@ static bool decode_credential_row(json_t *o, lease_credential_t *c)
     json_t *actors = json_object_get(o, "actor_names");
     json_t *caps = json_object_get(o, "capabilities");
     json_t *admin = json_object_get(o, "admin");
-    bool ok = lease_json_get_str(o, "credential_id", c->credential_id, sizeof c->credential_id, true) &&
-              lease_json_get_str(o, "principal_id", c->principal_id, sizeof c->principal_id, true) &&
-              lease_json_get_str(o, "client_id", c->client_id, sizeof c->client_id, true) &&
-              lease_json_get_str(o, "tenant_id", c->scope.tenant_id, sizeof c->scope.tenant_id, true) &&
-              lease_json_get_str(o, "program_id", c->scope.program_id, sizeof c->scope.program_id, true) &&
-              lease_json_get_str(o, "secret_digest", digest_hex, sizeof digest_hex, true) &&
-              strlen(digest_hex) == 64 && lease_json_get_time(o, "created_at", &c->created_at_ms, true) &&
-              lease_json_get_time(o, "expires_at", &c->expires_at_ms, false) &&
-              lease_json_get_time(o, "revoked_at", &c->revoked_at_ms, false) && json_is_boolean(admin) &&
-              json_is_array(actors) && json_is_array(caps) &&
-              json_array_size(actors) <= LEASE_SCOPE_ACTORS_MAX;
+    bool ok =
+        lease_json_get_str(o, "credential_id", c->credential_id, sizeof c->credential_id, true) &&
+        lease_json_get_str(o, "principal_id", c->principal_id, sizeof c->principal_id, true) &&
+        lease_json_get_str(o, "client_id", c->client_id, sizeof c->client_id, true) &&
+        lease_json_get_str(o, "tenant_id", c->scope.tenant_id, sizeof c->scope.tenant_id, true) &&
+        lease_json_get_str(o, "program_id", c->scope.program_id, sizeof c->scope.program_id,
+                           true) &&
+        lease_json_get_str(o, "secret_digest", digest_hex, sizeof digest_hex, true) &&
+        strlen(digest_hex) == 64 && lease_json_get_time(o, "created_at", &c->created_at_ms, true) &&
+        lease_json_get_time(o, "expires_at", &c->expires_at_ms, false) &&
+        lease_json_get_time(o, "revoked_at", &c->revoked_at_ms, false) && json_is_boolean(admin) &&
+        json_is_array(actors) && json_is_array(caps) &&
+        json_array_size(actors) <= LEASE_SCOPE_ACTORS_MAX;
     if (!ok)
         goto cleanup;
     c->admin = json_is_true(admin);
-    for (int i = 0; i < 32 && ok; i++) {
-        int hi = hexval(digest_hex[2 * i]), lo = hexval(digest_hex[2 * i + 1]);
-        ok = hi >= 0 && lo >= 0;
-        if (ok)
-            c->secret_digest[i] = (unsigned char)(hi << 4 | lo);
-    }
+    ok = lease_hex_decode(digest_hex, sizeof c->secret_digest, c->secret_digest);
     size_t i;
     json_t *v;
     json_array_foreach(actors, i, v)
@@ -647,8 +642,8 @@ lease_code_t store_pg_decode_health(const char *text, lease_health_t *out)
     out->expected_schema_version = LEASE_SCHEMA_VERSION;
     json_t *o = store_pg_parse_object(text);
     int64_t version = 0;
-    bool ok = o && lease_json_get_int(o, "schema_version", &version, true, 0) && version <= 1000000 &&
-              json_is_boolean(json_object_get(o, "sealed")) &&
+    bool ok = o && lease_json_get_int(o, "schema_version", &version, true, 0) &&
+              version <= 1000000 && json_is_boolean(json_object_get(o, "sealed")) &&
               lease_json_get_bool(o, "sealed", &out->sealed) &&
               lease_json_get_int(o, "active_leases", &out->active_leases, false, 0);
     json_decref(o);

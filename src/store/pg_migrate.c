@@ -395,58 +395,54 @@ fail: {
 }
 }
 
-/* Reads dir into *plan and connects; NULL (plan freed, err set) when
- * either fails. */
-static PGconn *open_plan(const char *database_url, const char *dir, lease_migration_plan_t *plan,
-                         char *err, size_t errsz)
-{
-    *plan = (lease_migration_plan_t){0};
-    if (scan_dir(dir, plan, err, errsz) != 0)
-        return NULL;
-    PGconn *c = store_pg_oneshot_connect(database_url, err, errsz);
-    if (!c)
-        lease_migration_plan_free(plan);
-    return c;
-}
+/* What runs on a plan while connected: 0, or -1 with err set. */
+typedef int (*plan_step_t)(PGconn *c, const char *dir, FILE *log, lease_migration_plan_t *plan,
+                           char *err, size_t errsz);
 
-/* Disconnects, then hands the plan to plan_out (rc 0 and plan_out not
- * NULL) or frees it. Returns rc. */
-static int close_plan(PGconn *c, int rc, lease_migration_plan_t *plan,
-                      lease_migration_plan_t *plan_out)
+/* Reads dir into a plan, connects, runs step and disconnects; then hands
+ * the plan to plan_out (step returned 0 and plan_out is not NULL) or frees
+ * it. Returns step's answer, or -1 (err set) when reading or connecting
+ * failed. */
+static int on_plan(const char *database_url, const char *dir, FILE *log, plan_step_t step,
+                   lease_migration_plan_t *plan_out, char *err, size_t errsz)
 {
+    lease_migration_plan_t plan = {0};
+    if (scan_dir(dir, &plan, err, errsz) != 0)
+        return -1;
+    PGconn *c = store_pg_oneshot_connect(database_url, err, errsz);
+    if (!c) {
+        lease_migration_plan_free(&plan);
+        return -1;
+    }
+    int rc = step(c, dir, log, &plan, err, errsz);
     PQfinish(c);
     if (rc == 0 && plan_out)
-        *plan_out = *plan;
+        *plan_out = plan;
     else
-        lease_migration_plan_free(plan);
+        lease_migration_plan_free(&plan);
     return rc;
 }
 
-int lease_migrate_apply(const char *database_url, const char *dir, FILE *log,
-                        lease_migration_plan_t *plan_out, char *err, size_t errsz)
+static int apply_all(PGconn *c, const char *dir, FILE *log, lease_migration_plan_t *plan,
+                     char *err, size_t errsz)
 {
-    lease_migration_plan_t plan;
-    PGconn *c = open_plan(database_url, dir, &plan, err, errsz);
-    if (!c)
-        return -1;
     int rc = 0;
-    for (size_t i = 0; i < plan.count && rc == 0; i++)
-        rc = apply_one(c, dir, &plan, i, log, err, errsz);
+    for (size_t i = 0; i < plan->count && rc == 0; i++)
+        rc = apply_one(c, dir, plan, i, log, err, errsz);
     if (rc == 0) { /* report what is recorded now, applied_at included */
-        for (size_t j = 0; j < plan.count; j++)
-            plan.items[j].applied = false;
-        rc = compare_applied(c, &plan, err, errsz);
+        for (size_t j = 0; j < plan->count; j++)
+            plan->items[j].applied = false;
+        rc = compare_applied(c, plan, err, errsz);
     }
-    return close_plan(c, rc, &plan, plan_out);
+    return rc;
 }
 
-int lease_migrate_status(const char *database_url, const char *dir,
-                         lease_migration_plan_t *plan_out, char *err, size_t errsz)
+/* What is recorded, when anything is (a fresh database has no table). */
+static int read_status(PGconn *c, const char *dir, FILE *log, lease_migration_plan_t *plan,
+                       char *err, size_t errsz)
 {
-    lease_migration_plan_t plan;
-    PGconn *c = open_plan(database_url, dir, &plan, err, errsz);
-    if (!c)
-        return -1;
+    (void)dir;
+    (void)log;
     int rc = 0;
     PGresult *r = PQexec(c, "SELECT to_regclass('lease.schema_migrations') IS NOT NULL");
     bool exists = PQresultStatus(r) == PGRES_TUPLES_OK && PQgetvalue(r, 0, 0)[0] == 't';
@@ -456,6 +452,18 @@ int lease_migrate_status(const char *database_url, const char *dir,
     }
     PQclear(r);
     if (rc == 0 && exists)
-        rc = compare_applied(c, &plan, err, errsz);
-    return close_plan(c, rc, &plan, plan_out);
+        rc = compare_applied(c, plan, err, errsz);
+    return rc;
+}
+
+int lease_migrate_apply(const char *database_url, const char *dir, FILE *log,
+                        lease_migration_plan_t *plan_out, char *err, size_t errsz)
+{
+    return on_plan(database_url, dir, log, apply_all, plan_out, err, errsz);
+}
+
+int lease_migrate_status(const char *database_url, const char *dir,
+                         lease_migration_plan_t *plan_out, char *err, size_t errsz)
+{
+    return on_plan(database_url, dir, NULL, read_status, plan_out, err, errsz);
 }
