@@ -186,7 +186,9 @@ char *store_pg_encode_acquire(const lease_acquire_req_t *req, bool existing, int
         put(o, "ttl_ms", json_integer(req->ttl_ms), &ok);
     if (req->maximum_lifetime_ms > 0)
         put(o, "maximum_lifetime_ms", json_integer(req->maximum_lifetime_ms), &ok);
-    if (ok && req->metadata_json[0]) {
+    /* absent means {} in SQL too (lease._metadata): the empty object every
+     * request without metadata carries is not sent to be validated again */
+    if (ok && req->metadata_json[0] && strcmp(req->metadata_json, "{}") != 0) {
         json_t *meta = store_pg_parse_object(req->metadata_json);
         if (!meta) {
             *bad_field = "metadata";
