@@ -119,3 +119,93 @@ void child_proc_sleep_ms(long ms)
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     nanosleep(&ts, NULL);
 }
+
+void child_daemon_init(child_daemon_t *d, const char *name, const char *prefix,
+                       const char *log_name)
+{
+    memset(d, 0, sizeof *d);
+    d->name = name;
+    d->pid = -1;
+    snprintf(d->dir, sizeof d->dir, "/tmp/%s.XXXXXX", prefix);
+    if (!mkdtemp(d->dir)) {
+        fprintf(stderr, "child_proc: mkdtemp %s: %s\n", d->dir, strerror(errno));
+        exit(1);
+    }
+    snprintf(d->log_path, sizeof d->log_path, "%s/%s", d->dir, log_name);
+}
+
+void child_daemon_spawn(child_daemon_t *d, const char *path, char *const *argv, char **env)
+{
+    d->pid = child_proc_spawn(path, argv, env, d->log_path);
+    if (d->pid < 0) {
+        fprintf(stderr, "child_proc: cannot start %s (%s)\n", d->name, path);
+        exit(1);
+    }
+}
+
+bool child_daemon_reap(child_daemon_t *d, int flags)
+{
+    if (d->exited)
+        return true;
+    if (d->pid <= 0 || !child_proc_reap(d->pid, flags, &d->status))
+        return false;
+    d->exited = true;
+    return true;
+}
+
+void child_daemon_signal(child_daemon_t *d, int sig)
+{
+    if (!d->exited && d->pid > 0)
+        kill(d->pid, sig);
+}
+
+void child_daemon_dump_log(const child_daemon_t *d)
+{
+    char *log = child_proc_read_file(d->log_path);
+    size_t n = strlen(log);
+    const char *tail = n > 12000 ? log + n - 12000 : log;
+    fprintf(stderr, "---- %s log (%s) ----\n%s---- end of %s log ----\n", d->name, d->log_path,
+            tail, d->name);
+    free(log);
+}
+
+int child_daemon_wait(child_daemon_t *d, int timeout_ms)
+{
+    long end = child_proc_now_ms() + timeout_ms;
+    while (!child_daemon_reap(d, WNOHANG)) {
+        if (child_proc_now_ms() > end) {
+            fprintf(stderr, "child_proc: %s (pid %d) did not exit within %d ms; killing it\n",
+                    d->name, (int)d->pid, timeout_ms);
+            child_daemon_dump_log(d);
+            kill(d->pid, SIGCONT);
+            kill(d->pid, SIGKILL);
+            child_daemon_reap(d, 0);
+            break;
+        }
+        child_proc_sleep_ms(10);
+    }
+    return d->status;
+}
+
+void child_daemon_release(child_daemon_t *d)
+{
+    if (!d->exited && d->pid > 0) {
+        kill(d->pid, SIGCONT);
+        kill(d->pid, SIGKILL);
+        child_daemon_reap(d, 0);
+    }
+    if (!getenv("LEASE_TEST_KEEP_LOGS")) {
+        unlink(d->log_path);
+        rmdir(d->dir);
+    }
+}
+
+int child_daemon_stop(child_daemon_t *d)
+{
+    child_daemon_signal(d, SIGTERM);
+    int status = child_daemon_wait(d, 30000);
+    if (status != 0)
+        child_daemon_dump_log(d);
+    child_daemon_release(d);
+    return status;
+}

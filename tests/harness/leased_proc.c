@@ -4,71 +4,28 @@
  */
 #include "leased_proc.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
 #include <unistd.h>
 
 #include <jansson.h>
 
+#include "child_proc.h"
 #include "http_client.h"
 #include "testpg.h"
 
-extern char **environ;
-
 struct leased_proc {
-    pid_t pid;
-    bool exited;
-    int status;
+    child_daemon_t d;
     int port;
-    char dir[128];
-    char log_path[192];
     char url[64];
 };
 
-static void sleep_ms(long ms)
-{
-    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-    nanosleep(&ts, NULL);
-}
-
-static long now_ms(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1000L + ts.tv_nsec / 1000000L;
-}
-
-static char *read_file(const char *path)
-{
-    FILE *f = fopen(path, "r");
-    if (!f)
-        return strdup("");
-    size_t cap = 4096, len = 0;
-    char *buf = malloc(cap);
-    size_t n;
-    while ((n = fread(buf + len, 1, cap - len - 1, f)) > 0) {
-        len += n;
-        if (cap - len < 2) {
-            cap *= 2;
-            buf = realloc(buf, cap);
-        }
-    }
-    buf[len] = '\0';
-    fclose(f);
-    return buf;
-}
-
 char *leased_proc_log(const leased_proc_t *p)
 {
-    return read_file(p->log_path);
+    return child_proc_read_file(p->d.log_path);
 }
 
 int leased_proc_log_count(const leased_proc_t *p, const char *needle)
@@ -84,12 +41,7 @@ int leased_proc_log_count(const leased_proc_t *p, const char *needle)
 
 void leased_proc_dump_log(const leased_proc_t *p)
 {
-    char *log = leased_proc_log(p);
-    size_t n = strlen(log);
-    const char *tail = n > 8192 ? log + n - 8192 : log;
-    fprintf(stderr, "---- leased log (%s) ----\n%s---- end of leased log ----\n", p->log_path,
-            tail);
-    free(log);
+    child_daemon_dump_log(&p->d);
 }
 
 static void die(const leased_proc_t *p, const char *what)
@@ -98,85 +50,6 @@ static void die(const leased_proc_t *p, const char *what)
     if (p)
         leased_proc_dump_log(p);
     exit(1);
-}
-
-/* The test's environment without LEASE_* (so a developer's settings do not
- * leak in), then extra, then defaults for what extra does not set. */
-static char **child_env(const char *const *extra, const char *const *defaults)
-{
-    size_t n = 0;
-    for (char **e = environ; *e; e++)
-        n++;
-    for (const char *const *e = extra; e && *e; e++)
-        n++;
-    for (const char *const *e = defaults; e && *e; e++)
-        n++;
-    char **env = calloc(n + 1, sizeof *env);
-    size_t k = 0;
-    for (char **e = environ; *e; e++)
-        if (strncmp(*e, "LEASE_", 6) != 0)
-            env[k++] = strdup(*e);
-    for (const char *const *e = extra; e && *e; e++)
-        env[k++] = strdup(*e);
-    for (const char *const *d = defaults; d && *d; d++) {
-        size_t name_len = strcspn(*d, "=");
-        bool set = false;
-        for (const char *const *e = extra; e && *e; e++)
-            if (strncmp(*e, *d, name_len + 1) == 0)
-                set = true;
-        if (!set)
-            env[k++] = strdup(*d);
-    }
-    env[k] = NULL;
-    return env;
-}
-
-static void free_env(char **env)
-{
-    for (char **e = env; e && *e; e++)
-        free(*e);
-    free(env);
-}
-
-/* fork + exec rather than posix_spawn: the child asks the kernel to send
- * it SIGKILL when the test process dies, so a failing test (cmocka jumps
- * out of it) never leaves a leased behind. */
-static pid_t spawn(const char *path, char *const *argv, char **env, const char *out_path)
-{
-    pid_t parent = getpid();
-    pid_t pid = fork();
-    if (pid < 0) {
-        fprintf(stderr, "leased_proc: fork: %s\n", strerror(errno));
-        return -1;
-    }
-    if (pid == 0) {
-        prctl(PR_SET_PDEATHSIG, SIGKILL);
-        if (getppid() != parent)
-            _exit(127); /* the parent died before prctl took effect */
-        int in = open("/dev/null", O_RDONLY);
-        int out = open(out_path, O_WRONLY | O_CREAT | O_APPEND, 0600);
-        if (in < 0 || out < 0 || dup2(in, STDIN_FILENO) < 0 || dup2(out, STDOUT_FILENO) < 0 ||
-            dup2(out, STDERR_FILENO) < 0)
-            _exit(127);
-        close(in);
-        close(out);
-        execve(path, argv, env);
-        _exit(127);
-    }
-    return pid;
-}
-
-static bool reap(leased_proc_t *p, int flags)
-{
-    if (p->exited)
-        return true;
-    int st;
-    pid_t r = waitpid(p->pid, &st, flags);
-    if (r != p->pid)
-        return false;
-    p->exited = true;
-    p->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-    return true;
 }
 
 /* The port from the "listening on HOST:PORT" log line. */
@@ -196,40 +69,35 @@ static int find_port(const char *log)
 static leased_proc_t *start(const char *db_url, const char *const *extra, bool wait_ready)
 {
     leased_proc_t *p = calloc(1, sizeof *p);
-    snprintf(p->dir, sizeof p->dir, "/tmp/leased-test.XXXXXX");
-    if (!mkdtemp(p->dir))
-        die(NULL, "mkdtemp failed");
-    snprintf(p->log_path, sizeof p->log_path, "%s/leased.log", p->dir);
+    child_daemon_init(&p->d, "leased", "leased-test", "leased.log");
     char *service_url = testpg_service_url(db_url);
     char url_setting[1200];
     snprintf(url_setting, sizeof url_setting, "LEASE_DATABASE_URL=%s", service_url);
     free(service_url);
     const char *defaults[] = {url_setting, "LEASE_LISTEN=127.0.0.1:0", "LEASE_LOG_LEVEL=info",
                               "LEASE_HEALTH_INTERVAL_MS=200", NULL};
-    char **env = child_env(extra, defaults);
+    char **env = child_proc_env(extra, defaults);
     char *argv[] = {strdup(LEASE_TEST_LEASED), NULL};
-    p->pid = spawn(LEASE_TEST_LEASED, argv, env, p->log_path);
-    free_env(env);
+    child_daemon_spawn(&p->d, LEASE_TEST_LEASED, argv, env);
+    child_proc_env_free(env);
     free(argv[0]);
-    if (p->pid < 0)
-        die(p, "cannot start leased");
 
-    long end = now_ms() + 15000;
+    long end = child_proc_now_ms() + 15000;
     while (p->port <= 0) {
-        if (reap(p, WNOHANG))
+        if (child_daemon_reap(&p->d, WNOHANG))
             die(p, "leased exited before listening");
-        if (now_ms() > end)
+        if (child_proc_now_ms() > end)
             die(p, "leased did not report a port within 15 s");
         char *log = leased_proc_log(p);
         p->port = find_port(log);
         free(log);
         if (p->port <= 0)
-            sleep_ms(20);
+            child_proc_sleep_ms(20);
     }
     snprintf(p->url, sizeof p->url, "http://127.0.0.1:%d", p->port);
     if (!wait_ready)
         return p;
-    end = now_ms() + 30000;
+    end = child_proc_now_ms() + 30000;
     for (;;) {
         http_client_t *c = http_client_new(p->url, 2000);
         http_resp_t *r = http_client_call(c, "GET", "/readyz", NULL, NULL, NULL, NULL);
@@ -238,11 +106,11 @@ static leased_proc_t *start(const char *db_url, const char *const *extra, bool w
         http_client_free(c);
         if (status == 200)
             return p;
-        if (reap(p, WNOHANG))
+        if (child_daemon_reap(&p->d, WNOHANG))
             die(p, "leased exited before it was ready");
-        if (now_ms() > end)
+        if (child_proc_now_ms() > end)
             die(p, "leased was not ready within 30 s");
-        sleep_ms(50);
+        child_proc_sleep_ms(50);
     }
 }
 
@@ -268,59 +136,36 @@ int leased_proc_port(const leased_proc_t *p)
 
 pid_t leased_proc_pid(const leased_proc_t *p)
 {
-    return p->pid;
+    return p->d.pid;
 }
 
 bool leased_proc_alive(leased_proc_t *p)
 {
-    return !reap(p, WNOHANG);
+    return !child_daemon_reap(&p->d, WNOHANG);
 }
 
 void leased_proc_signal(leased_proc_t *p, int sig)
 {
-    if (!p->exited)
-        kill(p->pid, sig);
+    child_daemon_signal(&p->d, sig);
 }
 
 int leased_proc_wait(leased_proc_t *p, int timeout_ms)
 {
-    long end = now_ms() + timeout_ms;
-    while (!reap(p, WNOHANG)) {
-        if (now_ms() > end) {
-            fprintf(stderr, "leased_proc: pid %d did not exit within %d ms; killing it\n",
-                    (int)p->pid, timeout_ms);
-            leased_proc_dump_log(p);
-            kill(p->pid, SIGKILL);
-            reap(p, 0);
-            break;
-        }
-        sleep_ms(10);
-    }
-    return p->status;
+    return child_daemon_wait(&p->d, timeout_ms);
 }
 
 void leased_proc_free(leased_proc_t *p)
 {
     if (!p)
         return;
-    if (!p->exited) {
-        kill(p->pid, SIGKILL);
-        reap(p, 0);
-    }
-    if (!getenv("LEASE_TEST_KEEP_LOGS")) {
-        unlink(p->log_path);
-        rmdir(p->dir);
-    }
+    child_daemon_release(&p->d);
     free(p);
 }
 
 int leased_proc_stop(leased_proc_t *p)
 {
-    leased_proc_signal(p, SIGTERM);
-    int status = leased_proc_wait(p, 30000);
-    if (status != 0)
-        leased_proc_dump_log(p);
-    leased_proc_free(p);
+    int status = child_daemon_stop(&p->d);
+    free(p);
     return status;
 }
 
@@ -332,26 +177,17 @@ int leased_proc_stop(leased_proc_t *p)
 static int run_to_end(char **argv, size_t n, const char *const *extra_env, int timeout_ms,
                       char **out)
 {
-    char dir[] = "/tmp/leased-run.XXXXXX";
-    if (!mkdtemp(dir))
-        die(NULL, "mkdtemp failed");
-    char path[64];
-    snprintf(path, sizeof path, "%s/out", dir);
-    char **env = child_env(extra_env, NULL);
-    leased_proc_t p = {.pid = spawn(argv[0], argv, env, path)};
-    free_env(env);
-    if (p.pid < 0) {
-        fprintf(stderr, "leased_proc: cannot run %s\n", argv[0]);
-        exit(1);
-    }
+    child_daemon_t d;
+    child_daemon_init(&d, argv[0], "leased-run", "out");
+    char **env = child_proc_env(extra_env, NULL);
+    child_daemon_spawn(&d, argv[0], argv, env);
+    child_proc_env_free(env);
+    int status = child_daemon_wait(&d, timeout_ms);
+    if (out)
+        *out = child_proc_read_file(d.log_path);
+    child_daemon_release(&d);
     for (size_t i = 0; i < n; i++)
         free(argv[i]);
-    snprintf(p.log_path, sizeof p.log_path, "%s", path);
-    int status = leased_proc_wait(&p, timeout_ms);
-    if (out)
-        *out = read_file(path);
-    unlink(path);
-    rmdir(dir);
     return status;
 }
 

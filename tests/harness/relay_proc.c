@@ -16,28 +16,19 @@
 #include "testpg.h"
 
 struct relay_proc {
-    pid_t pid;
-    bool exited;
-    int status;
+    child_daemon_t d;
     int port;
-    char dir[128];
-    char log_path[192];
     char url[64];
 };
 
 char *relay_proc_log(const relay_proc_t *p)
 {
-    return child_proc_read_file(p->log_path);
+    return child_proc_read_file(p->d.log_path);
 }
 
 void relay_proc_dump_log(const relay_proc_t *p)
 {
-    char *log = relay_proc_log(p);
-    size_t n = strlen(log);
-    const char *tail = n > 12000 ? log + n - 12000 : log;
-    fprintf(stderr, "---- leased-relay log (%s) ----\n%s---- end of leased-relay log ----\n",
-            p->log_path, tail);
-    free(log);
+    child_daemon_dump_log(&p->d);
 }
 
 static void die(const relay_proc_t *p, const char *what)
@@ -46,16 +37,6 @@ static void die(const relay_proc_t *p, const char *what)
     if (p)
         relay_proc_dump_log(p);
     exit(1);
-}
-
-static bool reap(relay_proc_t *p, int flags)
-{
-    if (p->exited)
-        return true;
-    if (!child_proc_reap(p->pid, flags, &p->status))
-        return false;
-    p->exited = true;
-    return true;
 }
 
 /* The port of the "metrics on HOST:PORT" log line. */
@@ -104,22 +85,17 @@ static char **relay_env(const char *db_url, const char *const *extra, char *db_s
 relay_proc_t *relay_proc_start(const char *db_url, const char *const *extra_env)
 {
     relay_proc_t *p = calloc(1, sizeof *p);
-    snprintf(p->dir, sizeof p->dir, "/tmp/leased-relay-test.XXXXXX");
-    if (!mkdtemp(p->dir))
-        die(NULL, "mkdtemp failed");
-    snprintf(p->log_path, sizeof p->log_path, "%s/relay.log", p->dir);
+    child_daemon_init(&p->d, "leased-relay", "leased-relay-test", "relay.log");
     char db_setting[1200], amqp_setting[600];
     char **env = relay_env(db_url, extra_env, db_setting, sizeof db_setting, amqp_setting,
                            sizeof amqp_setting);
     char *argv[] = {strdup(LEASE_TEST_RELAY), NULL};
-    p->pid = child_proc_spawn(LEASE_TEST_RELAY, argv, env, p->log_path);
+    child_daemon_spawn(&p->d, LEASE_TEST_RELAY, argv, env);
     child_proc_env_free(env);
     free(argv[0]);
-    if (p->pid < 0)
-        die(p, "cannot start leased-relay");
     long end = child_proc_now_ms() + 30000;
     while (p->port <= 0) {
-        if (reap(p, WNOHANG))
+        if (child_daemon_reap(&p->d, WNOHANG))
             die(p, "leased-relay exited before serving metrics");
         if (child_proc_now_ms() > end)
             die(p, "leased-relay did not report its metrics port within 30 s");
@@ -135,7 +111,7 @@ relay_proc_t *relay_proc_start(const char *db_url, const char *const *extra_env)
 
 pid_t relay_proc_pid(const relay_proc_t *p)
 {
-    return p->pid;
+    return p->d.pid;
 }
 
 const char *relay_proc_url(const relay_proc_t *p)
@@ -167,61 +143,34 @@ double relay_proc_metric(const relay_proc_t *p, const char *series)
 
 void relay_proc_signal(relay_proc_t *p, int sig)
 {
-    if (!p->exited)
-        kill(p->pid, sig);
+    child_daemon_signal(&p->d, sig);
 }
 
 int relay_proc_wait(relay_proc_t *p, int timeout_ms)
 {
-    long end = child_proc_now_ms() + timeout_ms;
-    while (!reap(p, WNOHANG)) {
-        if (child_proc_now_ms() > end) {
-            fprintf(stderr, "relay_proc: pid %d did not exit within %d ms; killing it\n",
-                    (int)p->pid, timeout_ms);
-            relay_proc_dump_log(p);
-            kill(p->pid, SIGKILL);
-            reap(p, 0);
-            break;
-        }
-        child_proc_sleep_ms(10);
-    }
-    return p->status;
+    return child_daemon_wait(&p->d, timeout_ms);
 }
 
 void relay_proc_free(relay_proc_t *p)
 {
     if (!p)
         return;
-    if (!p->exited) {
-        kill(p->pid, SIGCONT);
-        kill(p->pid, SIGKILL);
-        reap(p, 0);
-    }
-    if (!getenv("LEASE_TEST_KEEP_LOGS")) {
-        unlink(p->log_path);
-        rmdir(p->dir);
-    }
+    child_daemon_release(&p->d);
     free(p);
 }
 
 int relay_proc_stop(relay_proc_t *p)
 {
-    relay_proc_signal(p, SIGTERM);
-    int status = relay_proc_wait(p, 30000);
-    if (status != 0)
-        relay_proc_dump_log(p);
-    relay_proc_free(p);
+    int status = child_daemon_stop(&p->d);
+    free(p);
     return status;
 }
 
 int relay_proc_run(const char *db_url, const char *const *args, const char *const *extra_env,
                    int timeout_ms, char **out)
 {
-    char dir[] = "/tmp/leased-relay-run.XXXXXX";
-    if (!mkdtemp(dir))
-        die(NULL, "mkdtemp failed");
-    relay_proc_t p = {0};
-    snprintf(p.log_path, sizeof p.log_path, "%s/out", dir);
+    child_daemon_t d;
+    child_daemon_init(&d, "leased-relay", "leased-relay-run", "out");
     char db_setting[1200], amqp_setting[600];
     char **env = relay_env(db_url, extra_env, db_setting, sizeof db_setting, amqp_setting,
                            sizeof amqp_setting);
@@ -231,16 +180,13 @@ int relay_proc_run(const char *db_url, const char *const *args, const char *cons
     for (const char *const *a = args; a && *a && n < 31; a++)
         argv[n++] = strdup(*a);
     argv[n] = NULL;
-    p.pid = child_proc_spawn(LEASE_TEST_RELAY, argv, env, p.log_path);
+    child_daemon_spawn(&d, LEASE_TEST_RELAY, argv, env);
     child_proc_env_free(env);
     for (size_t i = 0; i < n; i++)
         free(argv[i]);
-    if (p.pid < 0)
-        die(NULL, "cannot run leased-relay");
-    int status = relay_proc_wait(&p, timeout_ms);
+    int status = child_daemon_wait(&d, timeout_ms);
     if (out)
-        *out = child_proc_read_file(p.log_path);
-    unlink(p.log_path);
-    rmdir(dir);
+        *out = child_proc_read_file(d.log_path);
+    child_daemon_release(&d);
     return status;
 }

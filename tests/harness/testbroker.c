@@ -16,6 +16,8 @@
 #include <amqp_framing.h>
 #include <amqp_tcp_socket.h>
 
+#include "state_file.h"
+
 static char state_url[512];
 static bool state_owned;
 static bool state_loaded;
@@ -32,30 +34,20 @@ static void die(const char *fmt, ...)
     exit(1);
 }
 
+static void take(const char *key, const char *val, void *arg)
+{
+    (void)arg;
+    if (strcmp(key, "RMQ_URL") == 0)
+        snprintf(state_url, sizeof state_url, "%s", val);
+    else if (strcmp(key, "RMQ_OWNED") == 0)
+        state_owned = strcmp(val, "1") == 0;
+}
+
 static void load_state(void)
 {
     if (state_loaded)
         return;
-    FILE *f = fopen(LEASE_TEST_RABBIT_STATE_FILE, "r");
-    if (!f)
-        die("no broker state at %s (run through ctest so rabbit_setup runs first)",
-            LEASE_TEST_RABBIT_STATE_FILE);
-    char line[2048];
-    while (fgets(line, sizeof line, f)) {
-        char *eq = strchr(line, '=');
-        if (!eq)
-            continue;
-        *eq = '\0';
-        char *val = eq + 1;
-        if (*val == '\'')
-            val++;
-        val[strcspn(val, "'\n")] = '\0';
-        if (strcmp(line, "RMQ_URL") == 0)
-            snprintf(state_url, sizeof state_url, "%s", val);
-        else if (strcmp(line, "RMQ_OWNED") == 0)
-            state_owned = strcmp(val, "1") == 0;
-    }
-    fclose(f);
+    state_file_read(LEASE_TEST_RABBIT_STATE_FILE, "rabbit_setup", take, NULL);
     if (!state_url[0])
         die("incomplete state file %s", LEASE_TEST_RABBIT_STATE_FILE);
     state_loaded = true;

@@ -10,6 +10,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "state_file.h"
+
 static char state_url[1024];
 static char state_template[128];
 static bool state_owned;
@@ -29,38 +31,27 @@ static void die(const char *fmt, ...)
     exit(1);
 }
 
-/* Reads KEY='value' lines written by pgcluster. */
+static void take(const char *key, const char *val, void *arg)
+{
+    (void)arg;
+    if (strcmp(key, "PG_URL") == 0)
+        snprintf(state_url, sizeof state_url, "%s", val);
+    else if (strcmp(key, "PG_TEMPLATE") == 0)
+        snprintf(state_template, sizeof state_template, "%s", val);
+    else if (strcmp(key, "PG_OWNED") == 0)
+        state_owned = strcmp(val, "1") == 0;
+    else if (strcmp(key, "PG_SOCKDIR") == 0)
+        snprintf(state_sockdir, sizeof state_sockdir, "%s", val);
+    else if (strcmp(key, "PG_PORT") == 0)
+        state_port = atoi(val);
+}
+
+/* The KEY='value' lines written by pgcluster. */
 static void load_state(void)
 {
     if (state_loaded)
         return;
-    FILE *f = fopen(LEASE_TEST_STATE_FILE, "r");
-    if (!f)
-        die("no fixture state at %s (run through ctest so pg_setup runs first)",
-            LEASE_TEST_STATE_FILE);
-    char line[2048];
-    while (fgets(line, sizeof line, f)) {
-        char *eq = strchr(line, '=');
-        if (!eq)
-            continue;
-        *eq = '\0';
-        char *val = eq + 1;
-        if (*val == '\'')
-            val++;
-        size_t n = strcspn(val, "'\n");
-        val[n] = '\0';
-        if (strcmp(line, "PG_URL") == 0)
-            snprintf(state_url, sizeof state_url, "%s", val);
-        else if (strcmp(line, "PG_TEMPLATE") == 0)
-            snprintf(state_template, sizeof state_template, "%s", val);
-        else if (strcmp(line, "PG_OWNED") == 0)
-            state_owned = strcmp(val, "1") == 0;
-        else if (strcmp(line, "PG_SOCKDIR") == 0)
-            snprintf(state_sockdir, sizeof state_sockdir, "%s", val);
-        else if (strcmp(line, "PG_PORT") == 0)
-            state_port = atoi(val);
-    }
-    fclose(f);
+    state_file_read(LEASE_TEST_STATE_FILE, "pg_setup", take, NULL);
     if (!state_url[0] || !state_template[0])
         die("incomplete state file %s", LEASE_TEST_STATE_FILE);
     state_loaded = true;
