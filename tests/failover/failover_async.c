@@ -80,33 +80,13 @@ static void test_async_failover_never_regresses_a_token(void **state)
                                  "'high' AND reason LIKE 'namespace sealed: timeline%'") == 1);
 
     /* recovery on the promoted database, leased still running */
-    drill_set_phase(&d, DRILL_RECOVERING);
-    char *out = drill_recover(replica, "failover drill: replica promoted after primary loss");
-    drill_set_phase(&d, DRILL_RECOVERED);
+    char *out = drill_recover_and_settle(
+        &d, replica, "failover drill: replica promoted after primary loss", base, t0);
     assert_non_null(strstr(out, "\"epoch\""));
-    drill_wait_readyz(base, 200, NULL);
-    drill_wait_each_identity(&d, DRILL_RECOVERED, 5);
-    drill_stop(&d);
-    drill_print_phases(&d, t0);
-
     /* leased carried all of it without a restart */
     assert_true(leased_proc_alive(srv));
     assert_int_equal(leased_proc_pid(srv), pid);
-
-    long violations = drill_violations(&d);
-    assert_int_equal(violations, 0);
-    /* nothing acknowledged between the kill and the recovery */
-    assert_int_equal(drill_sum(&d, d.acked, DRILL_KILLED, DRILL_PROMOTED), 0);
-    if (d.promoted_not_sealed)
-        fprintf(stderr, "drill: %ld answers after promotion were not namespace_sealed, e.g. %s\n",
-                d.promoted_not_sealed, d.promoted_not_sealed_example);
-    assert_int_equal(d.promoted_not_sealed, 0);
-    for (int id = 0; id < DRILL_IDENTITIES; id++) {
-        json_int_t before = drill_token_between(&d, id, DRILL_STREAMING, DRILL_PROMOTED, false);
-        json_int_t after = drill_token_between(&d, id, DRILL_RECOVERED, DRILL_RECOVERED, true);
-        assert_true(before > 0);
-        assert_true(after > before);
-    }
+    long violations = drill_assert_sealed_until_recovery(&d, "after promotion");
 
     printf(
         "drill async: acknowledged before the kill %ld (streaming %ld, unreplicated %ld), "

@@ -82,29 +82,10 @@ static void test_older_copy_on_the_same_timeline_is_sealed(void **state)
                                                 "sealed AND sealed_reason LIKE '%older copy%'"),
                      1);
 
-    drill_set_phase(&d, DRILL_RECOVERING);
-    char *out = drill_recover(restored, "older copy drill");
-    drill_set_phase(&d, DRILL_RECOVERED);
-    drill_wait_readyz(base, 200, NULL);
-    drill_wait_each_identity(&d, DRILL_RECOVERED, 5);
-    drill_stop(&d);
-    drill_print_phases(&d, t0);
-
+    char *out = drill_recover_and_settle(&d, restored, "older copy drill", base, t0);
     assert_true(leased_proc_alive(srv));
     assert_int_equal(leased_proc_pid(srv), pid);
-    long violations = drill_violations(&d);
-    assert_int_equal(violations, 0);
-    assert_int_equal(drill_sum(&d, d.acked, DRILL_KILLED, DRILL_PROMOTED), 0);
-    if (d.promoted_not_sealed)
-        fprintf(stderr, "drill: %ld answers on the copy were not namespace_sealed, e.g. %s\n",
-                d.promoted_not_sealed, d.promoted_not_sealed_example);
-    assert_int_equal(d.promoted_not_sealed, 0);
-    for (int id = 0; id < DRILL_IDENTITIES; id++) {
-        json_int_t before = drill_token_between(&d, id, DRILL_STREAMING, DRILL_PROMOTED, false);
-        json_int_t after = drill_token_between(&d, id, DRILL_RECOVERED, DRILL_RECOVERED, true);
-        assert_true(before > 0);
-        assert_true(after > before);
-    }
+    long violations = drill_assert_sealed_until_recovery(&d, "on the copy");
 
     printf("drill copy: acknowledged before the copy %ld, after it %ld (lost by the copy %ld), "
            "refused sealed %ld, copy started -> first sealed answer %.0f ms, acknowledged after "

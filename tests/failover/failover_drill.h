@@ -596,4 +596,45 @@ static inline void drill_print_phases(const drill_t *d, int64_t t0)
     printf("\n");
 }
 
+/* leasectl recover on db while leased keeps serving: the phases around it,
+ * /readyz ready again, every identity acquired after it, the workers
+ * stopped and the phases printed. Returns what recover printed (heap). */
+static inline char *drill_recover_and_settle(drill_t *d, const char *db, const char *reason,
+                                             const char *base, int64_t t0)
+{
+    drill_set_phase(d, DRILL_RECOVERING);
+    char *out = drill_recover(db, reason);
+    drill_set_phase(d, DRILL_RECOVERED);
+    drill_wait_readyz(base, 200, NULL);
+    drill_wait_each_identity(d, DRILL_RECOVERED, 5);
+    drill_stop(d);
+    drill_print_phases(d, t0);
+    return out;
+}
+
+/*
+ * What a drill that seals must show once recovered: no token reused or
+ * lowered, nothing acknowledged between the loss and the recovery, every
+ * refusal in between namespace_sealed (`when` names that time in the
+ * message), and each identity's first token after recovery above every
+ * token before the loss. Returns the violations counted (0).
+ */
+static inline long drill_assert_sealed_until_recovery(drill_t *d, const char *when)
+{
+    long violations = drill_violations(d);
+    assert_int_equal(violations, 0);
+    assert_int_equal(drill_sum(d, d->acked, DRILL_KILLED, DRILL_PROMOTED), 0);
+    if (d->promoted_not_sealed)
+        fprintf(stderr, "drill: %ld answers %s were not namespace_sealed, e.g. %s\n",
+                d->promoted_not_sealed, when, d->promoted_not_sealed_example);
+    assert_int_equal(d->promoted_not_sealed, 0);
+    for (int id = 0; id < DRILL_IDENTITIES; id++) {
+        json_int_t before = drill_token_between(d, id, DRILL_STREAMING, DRILL_PROMOTED, false);
+        json_int_t after = drill_token_between(d, id, DRILL_RECOVERED, DRILL_RECOVERED, true);
+        assert_true(before > 0);
+        assert_true(after > before);
+    }
+    return violations;
+}
+
 #endif

@@ -69,29 +69,10 @@ static void test_point_in_time_restore_is_sealed_until_recovery(void **state)
                                            "event_type = 'target_lease_alert' AND priority = "
                                            "'high' AND reason LIKE 'namespace sealed:%'") == 1);
 
-    drill_set_phase(&d, DRILL_RECOVERING);
-    char *out = drill_recover(restored, "point-in-time restore drill");
-    drill_set_phase(&d, DRILL_RECOVERED);
-    drill_wait_readyz(base, 200, NULL);
-    drill_wait_each_identity(&d, DRILL_RECOVERED, 5);
-    drill_stop(&d);
-    drill_print_phases(&d, t0);
-
+    char *out = drill_recover_and_settle(&d, restored, "point-in-time restore drill", base, t0);
     assert_true(leased_proc_alive(srv));
     assert_int_equal(leased_proc_pid(srv), pid);
-    long violations = drill_violations(&d);
-    assert_int_equal(violations, 0);
-    assert_int_equal(drill_sum(&d, d.acked, DRILL_KILLED, DRILL_PROMOTED), 0);
-    if (d.promoted_not_sealed)
-        fprintf(stderr, "drill: %ld answers after the restore were not namespace_sealed, e.g. %s\n",
-                d.promoted_not_sealed, d.promoted_not_sealed_example);
-    assert_int_equal(d.promoted_not_sealed, 0);
-    for (int id = 0; id < DRILL_IDENTITIES; id++) {
-        json_int_t before = drill_token_between(&d, id, DRILL_STREAMING, DRILL_PROMOTED, false);
-        json_int_t after = drill_token_between(&d, id, DRILL_RECOVERED, DRILL_RECOVERED, true);
-        assert_true(before > 0);
-        assert_true(after > before);
-    }
+    long violations = drill_assert_sealed_until_recovery(&d, "after the restore");
 
     printf("drill pitr: acknowledged before the target %ld, after it %ld (lost by the restore "
            "%ld), refused sealed %ld, restore issued -> first sealed answer "

@@ -111,13 +111,8 @@ static void test_sync_standby_loses_nothing_and_seals_by_default(void **state)
     assert_non_null(why);
     free(why);
 
-    drill_set_phase(&s.d, DRILL_RECOVERING);
-    char *out = drill_recover(s.replica, "failover drill: synchronous standby promoted");
-    drill_set_phase(&s.d, DRILL_RECOVERED);
-    free(out);
-    drill_wait_readyz(base, 200, NULL);
-    drill_wait_each_identity(&s.d, DRILL_RECOVERED, 5);
-    drill_stop(&s.d);
+    free(drill_recover_and_settle(&s.d, s.replica, "failover drill: synchronous standby promoted",
+                                  base, s.t0));
 
     check_after(&s, DRILL_RECOVERED);
     assert_int_equal(drill_sum(&s.d, s.d.acked, DRILL_KILLED, DRILL_PROMOTED), 0);
@@ -126,7 +121,6 @@ static void test_sync_standby_loses_nothing_and_seals_by_default(void **state)
                 s.d.promoted_not_sealed, s.d.promoted_not_sealed_example);
     assert_int_equal(s.d.promoted_not_sealed, 0);
 
-    drill_print_phases(&s.d, s.t0);
     printf("drill sync (sealed): acknowledged before the kill %ld, lost 0, refused sealed "
            "%ld, promote issued -> first sealed answer %.0f ms, acknowledged after "
            "recovery %ld, total %.1f s\n",
