@@ -36,6 +36,7 @@
 
 #define LEASE_CLIENT_DEFAULT_URL "http://127.0.0.1:8080"
 #define LEASE_CLIENT_DEFAULT_DEADLINE_MS 5000
+#define LEASE_CLIENT_PAST_DEADLINE_MS 1000
 #define LEASE_CLIENT_MAX_ANSWER (8 * 1024 * 1024) /* larger answers are refused */
 #define LEASE_CLIENT_TRANSPORT_ERROR_MAX 320      /* lease_client_call_t.transport_error */
 
@@ -51,6 +52,12 @@ typedef struct lease_client_call {
     /* in */
     const char *request_id; /* mutations: NULL or "" generates one */
     int64_t deadline_ms;    /* <= 0: LEASE_CLIENT_DEFAULT_DEADLINE_MS */
+    /* > 0: an absolute deadline instead (Unix ms), sent as "deadline_at" on
+     * the routes with a body and enforced locally for what is left of it.
+     * One already past is still sent, bounded locally by
+     * LEASE_CLIENT_PAST_DEADLINE_MS, so the answer is the service's
+     * deadline_exceeded (and its audit row), not a guess. */
+    int64_t deadline_at_ms;
     bool keep_body;         /* keep the final answer's JSON text in body */
     /* out */
     char request_id_used[LEASE_ID_MAX + 1];         /* mutations: the id sent */
@@ -58,6 +65,12 @@ typedef struct lease_client_call {
     int http_status;                                /* of the final answer; 0 when none arrived */
     int attempts;               /* requests started, resolution repeats included */
     int64_t first_sent_mono_ns; /* CLOCK_MONOTONIC just before the first attempt */
+    int64_t answered_mono_ns;   /* CLOCK_MONOTONIC when the final answer arrived; 0: none */
+    /* Where a lease answer's local authority starts (docs/executor.md):
+     * min(first_sent_mono_ns + the answer's waited_ms, answered_mono_ns),
+     * i.e. first_sent_mono_ns unless a waited acquire was granted late in
+     * its wait. Pass it to lease_worker_start. 0 when no answer arrived. */
+    int64_t anchor_mono_ns;
     char *body;                 /* keep_body: heap JSON text of the final answer or NULL */
     /* when an attempt got no HTTP answer: what the transport said, e.g.
      * "Failed to connect to 127.0.0.1 port 8080 ...: Couldn't connect to

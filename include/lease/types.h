@@ -79,6 +79,12 @@ typedef struct lease_result {
     /* invalid_lease_request: a human detail safe to show (the TTL bounds),
      * else "". */
     char detail[LEASE_DETAIL_MAX + 1];
+    /* lease_acquired: how long leased held the request before the attempt
+     * that granted it (its monotonic clock, from receipt to the start of
+     * that attempt); 0 when the first attempt granted or for a replay. A
+     * client anchors its authority at min(first send + waited_ms, arrival)
+     * (docs/executor.md). */
+    int64_t waited_ms;
 } lease_result_t;
 
 typedef enum lease_list_by {

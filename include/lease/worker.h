@@ -4,13 +4,21 @@
  * "lease loss reaches the actor/job cancellation path").
  *
  * Local authority is judged on CLOCK_MONOTONIC only, never on the service's
- * wall-clock timestamps: a confirmed acquire or renewal whose request was
- * first SENT at monotonic time S, granting G ms (the lease's ttl_ms, or less
- * when the maximum lifetime caps expires_at), gives authority until
+ * wall-clock timestamps: a confirmed acquire or renewal anchored at
+ * monotonic time S, granting G ms (the lease's ttl_ms, or less when the
+ * maximum lifetime caps expires_at), gives authority until
  *
  *     local expiry   E = S + G            (the service cannot expire it sooner)
  *     cancel point   C = E - margin       (no confirmed renewal by then: cancel)
  *     renewal        R = S + G * renew_permille/1000  +/- jitter, R <= S + (C-S)/2
+ *
+ * The anchor S is the moment the request (id) was first sent, moved later
+ * by the wait the service reports for a waited acquire and never past the
+ * answer's arrival: S = min(first send + waited_ms, arrival)
+ * (lease_worker_anchor_ns; lease_client_call_t.anchor_mono_ns). Safe
+ * without a shared clock: leased received the request after its first send
+ * and began the granting transaction after receipt + waited_ms, so the
+ * service's expiry is at least S + G.
  *
  * A renewal attempt sent at T must be answered by its answer deadline
  * A = T + (C - T)/2. An answer arriving after A grants nothing by itself:
@@ -101,6 +109,9 @@ int64_t lease_worker_grant_ms(const lease_record_t *lease);
 /* Whether the maximum lifetime cut this grant short of the TTL (renewing
  * further cannot extend it). */
 bool lease_worker_grant_capped(const lease_record_t *lease);
+/* The anchor of a grant: min(first_sent_ns + waited_ms, answered_ns);
+ * waited_ms < 0 counts as 0, and answered_ns 0 (unknown) as no bound. */
+int64_t lease_worker_anchor_ns(int64_t first_sent_ns, int64_t waited_ms, int64_t answered_ns);
 /* Safety margin: configured_ms when > 0, else grant/10 clamped to
  * [LEASE_WORKER_MARGIN_MIN_MS, LEASE_WORKER_MARGIN_MAX_MS]; never more than
  * grant/4 so the window stays open. */
@@ -123,8 +134,9 @@ int64_t lease_worker_retry_at(int64_t now_ns, int64_t cancel_ns, int failures);
 typedef struct lease_worker lease_worker_t;
 
 /*
- * Starts holding `lease` (an acquire's answer, borrowed) whose request was
- * first sent at sent_mono_ns (lease_client_call_t.first_sent_mono_ns). The
+ * Starts holding `lease` (an acquire's answer, borrowed) anchored at
+ * sent_mono_ns: the acquire call's lease_client_call_t.anchor_mono_ns
+ * (first_sent_mono_ns would start a late-granted wait already expired). The
  * client is borrowed and must outlive the worker. When the renewal point has
  * already passed (e.g. after a long bounded wait), one renewal is made
  * before returning. Returns NULL with *code set when the lease cannot be

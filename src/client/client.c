@@ -17,6 +17,7 @@
 
 #include "client_internal.h"
 #include "lease/client.h"
+#include "lease/worker.h"
 
 #define PAUSE_FIRST_MS 20
 #define PAUSE_MAX_MS 500
@@ -162,6 +163,9 @@ static bool pause_before_retry(const lease_deadline_t *deadline, int64_t *pause_
 static void settle(lease_client_call_t *call, client_http_answer_t *ans,
                    const client_envelope_t *env)
 {
+    call->answered_mono_ns = lease_mono_now_ns();
+    call->anchor_mono_ns =
+        lease_worker_anchor_ns(call->first_sent_mono_ns, env->waited_ms, call->answered_mono_ns);
     call->http_status = ans->status;
     snprintf(call->correlation_id, sizeof call->correlation_id, "%s",
              env->typed && env->correlation_id[0] ? env->correlation_id : ans->correlation_id);
@@ -282,7 +286,13 @@ static bool begin(call_ctx_t *ctx, lease_client_call_t *call, bool mutation)
     cl->transport_error[0] = '\0';
     cl->attempts = 0;
     cl->first_sent_mono_ns = 0;
+    cl->answered_mono_ns = 0;
+    cl->anchor_mono_ns = 0;
     ctx->deadline_ms = cl->deadline_ms > 0 ? cl->deadline_ms : LEASE_CLIENT_DEFAULT_DEADLINE_MS;
+    if (cl->deadline_at_ms > 0) {
+        int64_t left = cl->deadline_at_ms - lease_wall_now_ms();
+        ctx->deadline_ms = left > 0 ? left : LEASE_CLIENT_PAST_DEADLINE_MS;
+    }
     ctx->deadline = lease_deadline_in(ctx->deadline_ms);
     if (!mutation)
         return true;
@@ -336,8 +346,12 @@ static json_t *identity_body(const lease_identity_input_t *in)
 static char *finish_body(json_t *o, const call_ctx_t *ctx, bool mutation)
 {
     char *text = NULL;
+    char at[LEASE_TIME_LEN + 1];
+    if (ctx->call->deadline_at_ms > 0)
+        lease_time_format(ctx->call->deadline_at_ms, at);
     if ((!mutation || set_str(o, "request_id", ctx->call->request_id_used)) &&
-        set_int(o, "deadline_ms", ctx->deadline_ms))
+        (ctx->call->deadline_at_ms > 0 ? set_str(o, "deadline_at", at)
+                                       : set_int(o, "deadline_ms", ctx->deadline_ms)))
         text = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     return text;
@@ -354,6 +368,7 @@ static lease_code_t single_result(lease_code_t code, bool mutation, client_envel
         snprintf(res->field, sizeof res->field, "%s", env->field);
         res->replayed = env->replayed;
         res->current_state = env->current_state;
+        res->waited_ms = env->waited_ms;
         const json_t *lease = json_object_get(env->root, "lease");
         if (lease)
             res->has_lease = client_lease_decode(lease, &res->lease);

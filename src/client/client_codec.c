@@ -105,6 +105,11 @@ bool client_envelope_decode(const char *body, size_t len, client_envelope_t *env
     if (lease_json_get_int(root, "current_revision", &v, false, INT64_MIN))
         env->current_revision = v;
     env->replayed = json_is_true(json_object_get(root, "replayed"));
+    /* a wait the service reports; anything else counts as none, which only
+     * anchors authority earlier (docs/executor.md) */
+    const json_t *waited = json_object_get(root, "waited_ms");
+    if (json_is_integer(waited) && json_integer_value(waited) > 0)
+        env->waited_ms = (int64_t)json_integer_value(waited);
     const json_t *cs = json_object_get(root, "current_state");
     if (json_is_string(cs) && !lease_state_parse(json_string_value(cs), &env->current_state))
         env->current_state = LEASE_STATE_NONE;

@@ -68,6 +68,7 @@ typedef struct client_envelope {
     int64_t retry_after_ms;
     char field[LEASE_FIELD_MAX + 1];
     bool replayed;
+    int64_t waited_ms; /* lease_acquired: "waited_ms" (absent or invalid: 0) */
     lease_state_t current_state;
     int64_t current_revision;
     json_t *root;

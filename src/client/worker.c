@@ -173,7 +173,7 @@ static void renew_once(lease_worker_t *w)
     lease_result_t res;
     lease_code_t code = lease_client_renew(w->client, &req, &call, &res);
     int64_t answered = lease_mono_now_ns();
-    int64_t sent = call.first_sent_mono_ns ? call.first_sent_mono_ns : now;
+    int64_t sent = call.anchor_mono_ns ? call.anchor_mono_ns : now;
 
     if (code == LEASE_RENEWED) {
         if (!same_lease(&held, &res.lease)) {

@@ -23,6 +23,20 @@ bool lease_worker_grant_capped(const lease_record_t *lease)
     return lease->expires_at_ms - lease->renewed_at_ms + 1 < lease->ttl_ms;
 }
 
+int64_t lease_worker_anchor_ns(int64_t first_sent_ns, int64_t waited_ms, int64_t answered_ns)
+{
+    /* saturating: an absurd wait must not wrap around to an early anchor */
+    int64_t room_ms = (INT64_MAX - (first_sent_ns > 0 ? first_sent_ns : 0)) / NS_PER_MS;
+    if (waited_ms < 0)
+        waited_ms = 0;
+    if (waited_ms > room_ms)
+        waited_ms = room_ms;
+    int64_t anchor = first_sent_ns + waited_ms * NS_PER_MS;
+    if (answered_ns > 0 && anchor > answered_ns)
+        anchor = answered_ns;
+    return anchor;
+}
+
 int64_t lease_worker_margin_ms(int64_t grant_ms, int64_t configured_ms)
 {
     int64_t margin = configured_ms;

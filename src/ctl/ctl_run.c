@@ -35,7 +35,6 @@
 #include "ctl.h"
 #include "ctl_options.h"
 #include "ctl_report.h"
-#include "lease/clock.h"
 #include "lease/client.h"
 #include "lease/clock.h"
 #include "lease/worker.h"
@@ -319,7 +318,8 @@ static const char help[] =
     "options:\n"
     "  --ttl-ms N               time to live (default: the policy's)\n"
     "  --maximum-lifetime-ms N  lower the policy's maximum lifetime\n"
-    "  --wait-ms N              while another holds it, retry for up to N ms\n"
+    "  --wait-ms N              while another holds it, retry for up to N ms (beyond\n"
+    "                           the service's maximum wait: repeated acquires)\n"
     "  --grace-ms N             after a loss, SIGKILL N ms after SIGTERM (default 10000)\n"
     "  --service-instance ID    the holding instance (default: HOSTNAME-PID)\n"
     "  --execution-id ID --job-id ID --trace-id ID  recorded on the lease (generated)\n"
@@ -375,16 +375,71 @@ cleanup:
     return status;
 }
 
+/*
+ * Acquires with --wait-ms, however long: the service waits at most its
+ * LEASE_MAX_WAIT_MS per request (10 s by default), so a longer wait is a
+ * series of acquires, each waiting what is left (at most RUN_WAIT_CHUNK_MS,
+ * halved while the service refuses that wait_ms as above its maximum),
+ * separated by a jittered pause of RUN_PAUSE_FIRST_MS doubling to
+ * RUN_PAUSE_MAX_MS, until the wait or the client deadline (--deadline-ms,
+ * else the wait plus CTL_DEFAULT_DEADLINE_MS) is used up. Each acquire is a
+ * request of its own (a conflict leaves no idempotency record, so a given
+ * --request-id serves them all). call and res hold the last attempt's.
+ */
+#define RUN_WAIT_CHUNK_MS 10000 /* leased's default LEASE_MAX_WAIT_MS */
+#define RUN_WAIT_CHUNK_MIN_MS 100
+#define RUN_PAUSE_FIRST_MS 200
+#define RUN_PAUSE_MAX_MS 2000
+
+static lease_code_t acquire_waiting(const ctl_options_t *o, lease_client_t *client,
+                                    lease_client_call_t *call, lease_result_t *res)
+{
+    lease_client_acquire_t req = ctl_options_acquire_req(o);
+    int64_t start = lease_mono_now_ns();
+    int64_t wait_end = start + o->wait_ms * 1000000;
+    int64_t budget_ms = o->deadline_ms > 0 ? o->deadline_ms : CTL_DEFAULT_DEADLINE_MS + o->wait_ms;
+    int64_t deadline_end = start + budget_ms * 1000000;
+    int64_t chunk_max = RUN_WAIT_CHUNK_MS;
+    int64_t pause_ms = RUN_PAUSE_FIRST_MS;
+    for (int attempt = 0;; attempt++) {
+        int64_t now = lease_mono_now_ns();
+        int64_t wait_left = wait_end > now ? (wait_end - now) / 1000000 : 0;
+        int64_t deadline_left = (deadline_end - now) / 1000000;
+        req.wait_ms = wait_left < chunk_max ? wait_left : chunk_max;
+        int64_t deadline = o->deadline_ms > 0 ? deadline_left
+                                              : req.wait_ms + CTL_DEFAULT_DEADLINE_MS;
+        if (deadline > deadline_left)
+            deadline = deadline_left;
+        if (deadline > CTL_MAX_DEADLINE_MS)
+            deadline = CTL_MAX_DEADLINE_MS;
+        if (attempt > 0 && deadline <= 0)
+            return res->code; /* the client deadline is used up: the last answer stands */
+        *call = (lease_client_call_t){.request_id = o->request_id,
+                                      .deadline_ms = deadline > 0 ? deadline : 1};
+        lease_code_t code = lease_client_acquire(client, &req, call, res);
+        if (code == INVALID_LEASE_REQUEST && strcmp(res->field, "wait_ms") == 0 &&
+            req.wait_ms / 2 >= RUN_WAIT_CHUNK_MIN_MS) {
+            chunk_max = req.wait_ms / 2; /* this service's maximum wait is lower */
+            continue;
+        }
+        now = lease_mono_now_ns();
+        wait_left = wait_end > now ? (wait_end - now) / 1000000 : 0;
+        if (code != LEASE_CONFLICT || wait_left <= 0)
+            return code;
+        int64_t pause = pause_ms / 2 + (int64_t)lease_jitter((uint64_t)pause_ms / 2 + 1);
+        lease_sleep_ms(pause < wait_left ? pause : wait_left);
+        pause_ms = pause_ms * 2 > RUN_PAUSE_MAX_MS ? RUN_PAUSE_MAX_MS : pause_ms * 2;
+    }
+}
+
 /* Acquires, holds the lease while the command runs, releases. */
 static int hold_and_run(const ctl_options_t *o, lease_client_t *client, char **command,
                         int64_t grace_ms, const sigset_t *handled, const sigset_t *original,
                         const int *inherited)
 {
-    lease_client_acquire_t req = ctl_options_acquire_req(o);
-    lease_client_call_t call = {.request_id = o->request_id,
-                                .deadline_ms = ctl_options_deadline_ms(o, true)};
+    lease_client_call_t call;
     lease_result_t res;
-    lease_code_t code = lease_client_acquire(client, &req, &call, &res);
+    lease_code_t code = acquire_waiting(o, client, &call, &res);
     if (code == LEASE_ACQUIRED && res.replayed && res.current_state != LEASE_STATE_ACTIVE &&
         res.current_state != LEASE_STATE_NONE)
         code = LEASE_LOST; /* a replayed --request-id whose lease has ended since */
@@ -403,7 +458,7 @@ static int hold_and_run(const ctl_options_t *o, lease_client_t *client, char **c
 
     lease_worker_config_t wcfg = {.service_instance_id = o->service_instance_id, .log = log_line};
     lease_worker_t *worker =
-        lease_worker_start(client, &res.lease, call.first_sent_mono_ns, &wcfg, &code);
+        lease_worker_start(client, &res.lease, call.anchor_mono_ns, &wcfg, &code);
     if (!worker) {
         fprintf(stderr, "leasectl run: cannot hold lease %s: %s\n", res.lease.lease_id,
                 lease_code_name(code));

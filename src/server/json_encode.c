@@ -99,6 +99,9 @@ char *leased_codec_lease_envelope(const lease_result_t *res, const char *correla
         return NULL;
     if (res->has_lease)
         json_object_set_new(root, "lease", lease_json(&res->lease, view));
+    if (res->code == LEASE_ACQUIRED) /* every grant says how long it waited */
+        json_object_set_new(root, "waited_ms",
+                            json_integer(res->waited_ms > 0 ? (json_int_t)res->waited_ms : 0));
     if (res->replayed) {
         json_object_set_new(root, "replayed", json_true());
         if (res->current_state != LEASE_STATE_NONE)

@@ -420,7 +420,12 @@ static lease_code_t acquire_attempt(leased_service_t *svc, const leased_op_ctx_t
 {
     memset(&out->lease, 0, sizeof out->lease);
     out->again_after_ms = 0;
+    int64_t started = lease_mono_now_ns();
     lease_code_t code = lease_store_acquire(svc->store, &req->u.acquire, &out->lease);
+    /* waited_ms: receipt to the start of the granting attempt, on this
+     * clock only; the client adds it to its send time (docs/executor.md) */
+    if (code == LEASE_ACQUIRED && out->attempts > 0 && !out->lease.replayed)
+        out->lease.waited_ms = lease_time_sub_sat(started, ctx->received_mono_ns) / 1000000;
     out->attempts++;
     if (code != LEASE_CONFLICT || req->wait_ms == 0 ||
         __atomic_load_n(&svc->stop_waiting, __ATOMIC_ACQUIRE))

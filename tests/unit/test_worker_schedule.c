@@ -199,6 +199,53 @@ static void retry_backoff_grows_and_respects_the_cancel_point(void **state)
     assert_int_equal(lease_worker_retry_at(S0, S0 - 5 * MS, 1) - S0, 10 * MS);
 }
 
+/* The anchor of a grant: the first send, moved later by the wait leased
+ * reports, never past the answer's arrival. */
+static void a_reported_wait_moves_the_anchor_up_to_the_answer(void **state)
+{
+    (void)state;
+    /* no wait reported (absent, 0, or nonsense): the first send */
+    assert_true(lease_worker_anchor_ns(S0, 0, S0 + 40 * MS) == S0);
+    assert_true(lease_worker_anchor_ns(S0, -5, S0 + 40 * MS) == S0);
+    /* granted 2,000 ms into the wait, answered 30 ms later */
+    assert_true(lease_worker_anchor_ns(S0, 2000, S0 + 2030 * MS) == S0 + 2000 * MS);
+    /* a wait longer than the exchange took (a confused or hostile answer)
+     * never anchors after the answer arrived */
+    assert_true(lease_worker_anchor_ns(S0, 5000, S0 + 2030 * MS) == S0 + 2030 * MS);
+    assert_true(lease_worker_anchor_ns(S0, INT64_MAX, S0 + 2030 * MS) == S0 + 2030 * MS);
+    /* arrival unknown: the reported wait alone */
+    assert_true(lease_worker_anchor_ns(S0, 700, 0) == S0 + 700 * MS);
+}
+
+/*
+ * The defect a late grant used to hit: `--ttl-ms 2000 --wait-ms 3000`
+ * granted 2,000 ms into its wait. Anchored at the first send the window
+ * had closed before the answer arrived (cancel point S + 1,800 ms); from
+ * the anchor the whole grant is ahead, and the renewal is a third into it.
+ */
+static void a_late_grant_starts_with_its_full_window(void **state)
+{
+    (void)state;
+    int64_t arrived = S0 + 2030 * MS;
+    lease_worker_window_t old = lease_worker_plan(S0, 2000, &no_jitter, 0);
+    assert_true(old.cancel_ns < arrived);
+
+    int64_t anchor = lease_worker_anchor_ns(S0, 2000, arrived);
+    lease_worker_window_t w = lease_worker_plan(anchor, 2000, &no_jitter, 0);
+    assert_true(w.expiry_ns == S0 + 4000 * MS);
+    assert_true(w.cancel_ns == S0 + 3800 * MS); /* margin 200 ms */
+    assert_true(w.renew_ns == S0 + 2666 * MS);  /* 333 permille of 2,000 ms */
+    assert_true(w.renew_ns > arrived);          /* no renewal needed at once */
+
+    /* 4,800 ms into a 9,000 ms wait with --ttl-ms 5000 */
+    int64_t arrived_b = S0 + 4850 * MS;
+    assert_true(lease_worker_plan(S0, 5000, &no_jitter, 0).cancel_ns < arrived_b);
+    lease_worker_window_t b =
+        lease_worker_plan(lease_worker_anchor_ns(S0, 4800, arrived_b), 5000, &no_jitter, 0);
+    assert_true(b.cancel_ns == S0 + 9300 * MS);
+    assert_true(b.renew_ns > arrived_b);
+}
+
 static void state_names_are_stable(void **state)
 {
     (void)state;
@@ -222,6 +269,8 @@ int main(void)
         cmocka_unit_test(late_answers_do_not_count),
         cmocka_unit_test(a_partition_cancels_before_the_service_can_expire_the_lease),
         cmocka_unit_test(retry_backoff_grows_and_respects_the_cancel_point),
+        cmocka_unit_test(a_reported_wait_moves_the_anchor_up_to_the_answer),
+        cmocka_unit_test(a_late_grant_starts_with_its_full_window),
         cmocka_unit_test(state_names_are_stable),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
