@@ -146,7 +146,7 @@ static void assert_lease_shape(json_t *lease, const char *state)
 
 static const char *const envelope_ok[] = {"status", "code",     "correlation_id", "lease",
                                           "leases", "replayed", "current_state",  "next_page_token",
-                                          "commit", NULL};
+                                          "commit", "waited_ms", NULL};
 static const char *const envelope_err[] = {
     "status",         "code",  "msg",    "correlation_id",   "retryable",
     "retry_after_ms", "field", "reason", "current_revision", NULL};
@@ -230,6 +230,9 @@ static void test_acquire_shape(void **state)
     assert_int_equal(ts_ms(json_object_get(lease, "renewed_at")), acq);
     assert_int_equal(ts_ms(json_object_get(lease, "expires_at")), acq + 20000);
     assert_null(json_object_get(r->json, "replayed"));
+    /* granted by its first attempt: it waited 0 ms (docs/api.md) */
+    assert_true(json_is_integer(json_object_get(r->json, "waited_ms")));
+    assert_int_equal(json_integer_value(json_object_get(r->json, "waited_ms")), 0);
     json_t *first = json_deep_copy(lease);
     http_resp_free(r);
 
@@ -238,6 +241,7 @@ static void test_acquire_shape(void **state)
     check_shape(r, 200, "lease_acquired", NULL);
     assert_true(json_is_true(json_object_get(r->json, "replayed")));
     assert_string_equal(http_resp_str(r, "current_state"), "active");
+    assert_int_equal(json_integer_value(json_object_get(r->json, "waited_ms")), 0);
     assert_true(json_equal(http_resp_get(r, "lease.lease_id"), json_object_get(first, "lease_id")));
     assert_true(json_equal(http_resp_get(r, "lease.fencing_token"),
                            json_object_get(first, "fencing_token")));
