@@ -61,7 +61,7 @@ static const struct option shared_opts[] = {
     {"request-id", required_argument, NULL, OPT_REQUEST},
     {"deadline-ms", required_argument, NULL, OPT_DEADLINE},
     {"url", required_argument, NULL, OPT_URL},
-    /* interface.md section 2: the flag of LEASE_TOKEN; the variable is the
+    /* docs/config.md: the flag of LEASE_TOKEN; the variable is the
      * better place (argv is visible to every local user), so --help says so */
     {"token", required_argument, NULL, OPT_TOKEN},
     {"help", no_argument, NULL, OPT_HELP},

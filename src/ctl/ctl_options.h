@@ -1,6 +1,6 @@
 /*
  * ctl_options.h - the identity and lease options every leasectl client
- * command and `run` share (interface.md section 5), their defaults from the
+ * command and `run` share (docs/executor.md), their defaults from the
  * LEASE_* environment that `run` exports, and generated ids.
  *
  * Precedence, highest first: a flag; the environment; a generated value.
