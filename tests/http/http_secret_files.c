@@ -59,6 +59,7 @@ static void test_database_url_from_a_file(void **state)
     free(path);
     free(url);
     testpg_drop_db(db);
+    free(db);
 }
 
 int main(void)
