@@ -1,6 +1,6 @@
 -- Canonical identity and lock keys: every shared vector of
 -- tests/vectors/lock_keys.json (the same file the C unit tests read) through
--- lease.lock_key and through lease.acquire, plus interface.md's golden vector.
+-- lease.lock_key and through lease.acquire, plus docs/contract.md's golden vector.
 -- The plan is computed from the file, so a new vector is a new test.
 BEGIN ISOLATION LEVEL SERIALIZABLE;
 \ir helpers/fixtures.psql
@@ -24,11 +24,11 @@ SELECT cmp_ok((SELECT count(*)::int FROM t.vec WHERE kind = 'rejected'), '>=', 4
 
 SET LOCAL ROLE lease_service;
 
--- The golden vector of interface.md section 3.
+-- The golden vector of docs/contract.md ("Identity and lock keys").
 SELECT is(lease.lock_key('tenant-main', 'program-a', 'starintel-target', 'target_01',
                          'usernamegen', 'default', 'default'),
           'starintel:target-lease:v1:6UMHT_RTstSuGcqfVUzB0pc9lxli2lxUAbN_RNKMpBY',
-          'golden vector of interface.md');
+          'golden vector of docs/contract.md');
 SELECT is(lease.lock_key('tenant-main', 'program-a', 'starintel-target', 'target_01',
                          'usernamegen', 'default'),
           'starintel:target-lease:v1:6UMHT_RTstSuGcqfVUzB0pc9lxli2lxUAbN_RNKMpBY',

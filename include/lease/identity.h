@@ -1,8 +1,8 @@
 /*
  * identity.h - the canonical lock identity and its lock key.
  *
- * Seven components, validated and normalised exactly as interface.md
- * section 3 says; anything else is rejected, never repaired. The lock key is
+ * Seven components, validated and normalised exactly as docs/contract.md
+ * ("Identity and lock keys") says; anything else is rejected, never repaired. The lock key is
  * SHA-256 over the compact JSON array ["v1",tenant,...,operation_class],
  * unpadded base64url, prefixed "starintel:target-lease:v1:". SQL
  * (lease.lock_key) derives the same key; tests/vectors/lock_keys.json proves

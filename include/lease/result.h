@@ -38,7 +38,7 @@ typedef enum lease_code {
     LEASE_CODE_COUNT
 } lease_code_t;
 
-/* Exit statuses of leasectl (interface.md section 5, docs/executor.md),
+/* Exit statuses of leasectl (docs/executor.md, "Exit statuses"),
  * defined here once: lease_code_exit_status maps results onto them and
  * every leasectl command returns them. leased and leased-relay use the
  * first three. */
@@ -65,7 +65,7 @@ bool lease_code_retryable(lease_code_t code);
 const char *lease_code_message(lease_code_t code);
 /* True for the seven success codes. */
 bool lease_code_is_success(lease_code_t code);
-/* leasectl exit status for a result of a client command (interface.md 5). */
+/* leasectl exit status for a result of a client command (docs/executor.md). */
 int lease_code_exit_status(lease_code_t code);
 /* Parses a wire name; false when it names no code. */
 LEASE_MUST_USE bool lease_code_parse(const char *name, lease_code_t *out);

@@ -7,6 +7,11 @@
  * defaults first, then the environment, then flags (a flag wins; --flag VALUE
  * or --flag=VALUE). A bad value is one line in err naming the setting and
  * where the value came from; secret values are never copied into err.
+ *
+ * Every secret row (LEASE_SETTING_SECRET) also reads ENV_FILE: the path of
+ * a file holding the value (systemd's LoadCredential, Docker and Kubernetes
+ * secrets), read once by lease_settings_load. Setting both ENV and ENV_FILE
+ * is an error; a flag still wins over either.
  */
 #ifndef LEASE_SETTINGS_H
 #define LEASE_SETTINGS_H
@@ -103,6 +108,17 @@ LEASE_MUST_USE lease_settings_status_t lease_settings_load(const lease_settings_
                                                            int argc, char *const *argv,
                                                            char *const *envp, char *err,
                                                            size_t errsz);
+
+/*
+ * Reads a secret from path for the variable var (named in err): a regular
+ * file readable by its owner only (no permission for group or others, so
+ * mode 0600 or 0400), at most 64 KiB, not empty; one trailing newline (LF
+ * or CRLF) is dropped. Returns the value (heap; wipe with OPENSSL_cleanse
+ * before free) or NULL with err naming var, the path and why, never the
+ * contents.
+ */
+LEASE_MUST_USE char *lease_settings_read_secret_file(const char *var, const char *path, char *err,
+                                                     size_t errsz);
 
 /* Releases the string fields of cfg named by the table, wiping them;
  * accepts NULL. */

@@ -2,7 +2,7 @@
  * identity.c - validation and normalisation of the seven lock-identity
  * components, identifier syntax, and lock-key derivation.
  *
- * The rules are those of interface.md section 3 and nothing else: the only
+ * The rules are those of docs/contract.md ("Identity") and nothing else: the only
  * equivalences accepted are ASCII case folding where a component's rule says
  * so and an absent operation class meaning "default". Everything else that
  * does not match is rejected, never repaired. migrations/ implements the same

@@ -1,7 +1,7 @@
 /*
  * result.c - the one table of typed results: wire name, HTTP status,
  * retryability, message and leasectl exit status. docs/api.md mirrors it and
- * tests/unit/test_result.c asserts both agree with interface.md.
+ * tests/unit/test_result.c asserts both agree with docs/api.md.
  */
 #include "lease/result.h"
 

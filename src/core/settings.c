@@ -11,8 +11,11 @@
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <openssl/crypto.h>
 
@@ -239,11 +242,107 @@ static bool check_required(const lease_settings_t *t, void *cfg, char *err, size
         if (!is_string(s->type) || s->default_value || s->compute_default)
             continue;
         if (!*(char **)((char *)cfg + s->offset)) {
-            snprintf(err, errsz, "%s: set %s or %s", s->name, s->env, s->flag);
+            if (s->type == LEASE_SETTING_SECRET)
+                snprintf(err, errsz, "%s: set %s, %s_FILE or %s", s->name, s->env, s->env,
+                         s->flag);
+            else
+                snprintf(err, errsz, "%s: set %s or %s", s->name, s->env, s->flag);
             return false;
         }
     }
     return true;
+}
+
+/* Large enough for any URL or pepper; a bigger file is a wrong path. */
+#define SECRET_FILE_MAX 65536
+
+char *lease_settings_read_secret_file(const char *var, const char *path, char *err, size_t errsz)
+{
+    /* O_NOFOLLOW is not used: systemd's credentials and Kubernetes' secrets
+     * are symbolic links; the checks below are of the file itself */
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) {
+        snprintf(err, errsz, "%s: cannot open %.200s: %s", var, path, strerror(errno));
+        return NULL;
+    }
+    struct stat st;
+    char *value = NULL;
+    if (fstat(fd, &st) != 0) {
+        snprintf(err, errsz, "%s: cannot stat %.200s: %s", var, path, strerror(errno));
+        goto out;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, errsz, "%s: %.200s is not a regular file", var, path);
+        goto out;
+    }
+    if (st.st_mode & (S_IRWXG | S_IRWXO)) {
+        snprintf(err, errsz,
+                 "%s: %.200s is accessible by group or others (mode %04o); a secret file must be "
+                 "readable by its owner only (chmod 600)",
+                 var, path, (unsigned)(st.st_mode & 07777));
+        goto out;
+    }
+    if (st.st_size > SECRET_FILE_MAX) {
+        snprintf(err, errsz, "%s: %.200s is larger than %d bytes", var, path, SECRET_FILE_MAX);
+        goto out;
+    }
+    value = malloc((size_t)st.st_size + 1);
+    if (!value) {
+        snprintf(err, errsz, "%s: out of memory", var);
+        goto out;
+    }
+    size_t len = 0;
+    for (;;) {
+        ssize_t n = read(fd, value + len, (size_t)st.st_size - len);
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n < 0) {
+            snprintf(err, errsz, "%s: cannot read %.200s: %s", var, path, strerror(errno));
+            OPENSSL_cleanse(value, (size_t)st.st_size + 1);
+            free(value);
+            value = NULL;
+            goto out;
+        }
+        if (n == 0 || (len += (size_t)n) == (size_t)st.st_size)
+            break;
+    }
+    value[len] = '\0';
+    if (len > 0 && value[len - 1] == '\n')
+        value[--len] = '\0';
+    if (len > 0 && value[len - 1] == '\r')
+        value[--len] = '\0';
+    if (len == 0 || strlen(value) != len) {
+        snprintf(err, errsz, "%s: %.200s is %s", var, path,
+                 len == 0 ? "empty" : "not text (it holds a NUL byte)");
+        OPENSSL_cleanse(value, (size_t)st.st_size + 1);
+        free(value);
+        value = NULL;
+    }
+out:
+    close(fd);
+    return value;
+}
+
+/* ENV_FILE of a secret row: read once, applied as if ENV held the value. */
+static bool apply_secret_file(const lease_setting_t *s, char *const *envp, void *cfg, char *err,
+                              size_t errsz)
+{
+    char var[128];
+    snprintf(var, sizeof var, "%s_FILE", s->env);
+    const char *path = env_lookup(envp, var);
+    if (!path)
+        return true;
+    if (env_lookup(envp, s->env)) {
+        snprintf(err, errsz, "%s: set %s or %s, not both", s->name, s->env, var);
+        return false;
+    }
+    char *value = lease_settings_read_secret_file(var, path, err, errsz);
+    if (!value)
+        return false;
+    bool ok = apply_checked(s, var, value, cfg, err, errsz);
+    OPENSSL_cleanse(value, strlen(value));
+    free(value);
+    return ok;
 }
 
 static lease_settings_status_t apply_all(const lease_settings_t *t, void *cfg, int argc,
@@ -259,6 +358,9 @@ static lease_settings_status_t apply_all(const lease_settings_t *t, void *cfg, i
     for (size_t i = 0; i < t->n; i++) {
         const char *v = env_lookup(envp, t->rows[i].env);
         if (v && !apply_checked(&t->rows[i], t->rows[i].env, v, cfg, err, errsz))
+            return LEASE_SETTINGS_ERROR;
+        if (t->rows[i].type == LEASE_SETTING_SECRET &&
+            !apply_secret_file(&t->rows[i], envp, cfg, err, errsz))
             return LEASE_SETTINGS_ERROR;
     }
     for (int a = 1; a < argc; a++) {

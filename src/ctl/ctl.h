@@ -1,7 +1,7 @@
 /*
  * ctl.h - leasectl subcommands. Each lives in its own file and has the
  * signature of main(): argv[0] is the subcommand's name. Exit statuses are
- * interface.md section 5's, lease_exit_t of lease/result.h.
+ * docs/executor.md's, lease_exit_t of lease/result.h.
  */
 #ifndef LEASE_CTL_H
 #define LEASE_CTL_H

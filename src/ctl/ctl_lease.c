@@ -5,7 +5,7 @@
  * stdout carries the service's JSON answer (or, when no typed answer
  * arrived, a client-made envelope of the same shape with the typed code);
  * stderr carries one human line on failure. Exit statuses are
- * interface.md section 5's, from lease_code_exit_status.
+ * docs/executor.md's ("Exit statuses"), from lease_code_exit_status.
  */
 #include <jansson.h>
 #include <stdio.h>

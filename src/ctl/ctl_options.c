@@ -16,6 +16,7 @@
 #include <unistd.h>
 
 #include "lease/client.h"
+#include "lease/settings.h"
 
 #define MS_MAX 2147483647LL /* any *_ms option: a positive 32-bit count */
 
@@ -61,7 +62,7 @@ static const struct option shared_opts[] = {
     {"request-id", required_argument, NULL, OPT_REQUEST},
     {"deadline-ms", required_argument, NULL, OPT_DEADLINE},
     {"url", required_argument, NULL, OPT_URL},
-    /* interface.md section 2: the flag of LEASE_TOKEN; the variable is the
+    /* docs/config.md: the flag of LEASE_TOKEN; the variable is the
      * better place (argv is visible to every local user), so --help says so */
     {"token", required_argument, NULL, OPT_TOKEN},
     {"help", no_argument, NULL, OPT_HELP},
@@ -383,4 +384,33 @@ lease_client_t *ctl_client_new(const ctl_options_t *o)
         return NULL;
     }
     return c;
+}
+
+const char *const ctl_secret_names[] = {"LEASE_TOKEN", "LEASE_DATABASE_URL", "LEASE_TOKEN_PEPPER",
+                                        NULL};
+
+bool ctl_resolve_secret_files(char *err, size_t errsz)
+{
+    for (const char *const *name = ctl_secret_names; *name; name++) {
+        char var[64];
+        snprintf(var, sizeof var, "%s_FILE", *name);
+        const char *path = getenv(var);
+        if (!path)
+            continue;
+        if (getenv(*name)) {
+            snprintf(err, errsz, "set %s or %s, not both", *name, var);
+            return false;
+        }
+        char *value = lease_settings_read_secret_file(var, path, err, errsz);
+        if (!value)
+            return false;
+        int rc = setenv(*name, value, 1);
+        OPENSSL_cleanse(value, strlen(value));
+        free(value);
+        if (rc != 0 || unsetenv(var) != 0) {
+            snprintf(err, errsz, "%s: %s", var, strerror(errno));
+            return false;
+        }
+    }
+    return true;
 }

@@ -1,6 +1,6 @@
 /*
  * ctl_options.h - the identity and lease options every leasectl client
- * command and `run` share (interface.md section 5), their defaults from the
+ * command and `run` share (docs/executor.md), their defaults from the
  * LEASE_* environment that `run` exports, and generated ids.
  *
  * Precedence, highest first: a flag; the environment; a generated value.
@@ -119,5 +119,17 @@ void ctl_default_service_instance(char *out, size_t outsz);
  * of LEASE_CA_FILE (a private CA for https://) when set. NULL when the URL
  * is not http(s) or memory runs out. */
 lease_client_t *ctl_client_new(const ctl_options_t *o);
+
+/* The secrets leasectl reads from the environment (LEASE_TOKEN,
+ * LEASE_DATABASE_URL, LEASE_TOKEN_PEPPER), NULL-terminated. */
+extern const char *const ctl_secret_names[];
+/*
+ * Once, at start: for every NAME of ctl_secret_names whose NAME_FILE is set,
+ * reads the file (lease_settings_read_secret_file: owner-only, not empty),
+ * sets NAME to its contents and unsets NAME_FILE, so every command (and a
+ * command `run` starts) sees NAME alone. NAME and NAME_FILE both set is an
+ * error. false: err says which variable and why (never the value).
+ */
+LEASE_MUST_USE bool ctl_resolve_secret_files(char *err, size_t errsz);
 
 #endif

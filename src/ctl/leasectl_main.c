@@ -51,6 +51,11 @@ int main(int argc, char **argv)
         printf("leasectl %s (schema %d)\n", LEASE_VERSION, LEASE_SCHEMA_VERSION);
         return LEASE_EXIT_OK;
     }
+    char err[512];
+    if (!ctl_resolve_secret_files(err, sizeof err)) {
+        fprintf(stderr, "leasectl: %s\n", err);
+        return LEASE_EXIT_USAGE;
+    }
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (strcmp(argv[1], commands[i].name) == 0)
             return commands[i].run(argc - 1, argv + 1);

@@ -293,7 +293,7 @@ static bool metadata_key_valid(const char *k)
     return true;
 }
 
-/* The metadata rules of interface.md: a flat object of at most 16 keys
+/* The metadata rules of docs/api.md: a flat object of at most 16 keys
  * [a-z0-9_]{1,64}, values string (<= 256 bytes), number (magnitude at most
  * 2^53-1, so jsonb gives back exactly the value sent) or boolean, at most
  * 2 KiB compact (reals in their shortest form). Stored with sorted keys so the request digest does

@@ -12,7 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lease/process_metrics.h"
 #include "lease/prom_text.h"
+
+#ifndef LEASE_VERSION
+#error "LEASE_VERSION must be defined by the build"
+#endif
 
 static const double bucket_bounds[] = {0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                                        0.25,  0.5,    1,     2.5,  5,     10,   30};
@@ -103,6 +108,39 @@ static const char *route_label(const leased_metrics_t *m, size_t r)
     return r < m->n ? m->names[r] : "unmatched";
 }
 
+/* The HTTP status a code slot answers with: a lease code's own, 200 for the
+ * health routes, 503 for /readyz when not ready. */
+static int slot_status(int slot)
+{
+    if (slot == LEASED_METRICS_CODE_OK)
+        return 200;
+    if (slot == LEASED_METRICS_CODE_NOT_READY)
+        return 503;
+    return lease_code_http_status((lease_code_t)slot);
+}
+
+/* leased_http_responses_total{route,status}: the same requests as
+ * leased_http_requests_total summed by HTTP status at scrape time, so an
+ * alert on 5xx needs no list of codes and the request path counts once. */
+static void render_responses(lease_prom_text_t *t, const leased_metrics_t *m)
+{
+    lease_prom_emit(t, "# HELP leased_http_responses_total HTTP requests by route and HTTP status "
+                       "(leased_http_requests_total summed by status).\n"
+                       "# TYPE leased_http_responses_total counter\n");
+    for (size_t r = 0; r <= m->n; r++) {
+        uint64_t by_status[600] = {0};
+        for (int s = 0; s < LEASED_METRICS_CODE_SLOTS; s++) {
+            int status = slot_status(s);
+            if (status >= 100 && status < 600)
+                by_status[status] += __atomic_load_n(&m->cells[r].requests[s], __ATOMIC_RELAXED);
+        }
+        for (int status = 100; status < 600; status++)
+            if (by_status[status])
+                lease_prom_emit(t, "leased_http_responses_total{route=\"%s\",status=\"%d\"} %llu\n",
+                                route_label(m, r), status, (unsigned long long)by_status[status]);
+    }
+}
+
 static void render_requests(lease_prom_text_t *t, const leased_metrics_t *m)
 {
     lease_prom_emit(t, "# HELP leased_http_requests_total HTTP requests by route and result code.\n"
@@ -140,7 +178,9 @@ char *leased_metrics_render(const leased_metrics_t *m, const leased_metrics_gaug
     lease_prom_text_t t;
     if (!lease_prom_init(&t, 16384))
         return NULL;
+    lease_prom_build_info(&t, "leased_build_info", LEASE_VERSION);
     render_requests(&t, m);
+    render_responses(&t, m);
     lease_prom_gauge(&t, "leased_http_inflight", "Requests admitted and not yet answered.",
                      (double)g->inflight);
     lease_prom_counter(&t, "leased_admission_rate_limited_total",
@@ -247,5 +287,6 @@ char *leased_metrics_render(const leased_metrics_t *m, const leased_metrics_gaug
                          "1 when the last probe reached the database.",
                          g->health.reachable ? 1 : 0);
     }
+    lease_prom_process(&t);
     return lease_prom_finish(&t);
 }

@@ -13,7 +13,7 @@
 
 #include "lease/store.h"
 
-/* The operations of the route table (interface.md section 4). */
+/* The operations of the route table (docs/api.md, "Operations"). */
 typedef enum leased_op {
     LEASED_OP_ACQUIRE = 0,   /* POST /v1/leases/acquire */
     LEASED_OP_RENEW,         /* POST /v1/leases/renew */

@@ -31,12 +31,13 @@ char **child_proc_env(const char *const *extra, const char *const *defaults)
         if (strncmp(*e, "LEASE_", 6) != 0)
             env[k++] = strdup(*e);
     for (const char *const *e = extra; e && *e; e++)
-        env[k++] = strdup(*e);
+        if (strchr(*e, '=')) /* a bare "NAME" only removes a default */
+            env[k++] = strdup(*e);
     for (const char *const *d = defaults; d && *d; d++) {
         size_t name_len = strcspn(*d, "=");
         bool set = false;
         for (const char *const *e = extra; e && *e; e++)
-            if (strncmp(*e, *d, name_len + 1) == 0)
+            if (strncmp(*e, *d, name_len) == 0 && ((*e)[name_len] == '=' || !(*e)[name_len]))
                 set = true;
         if (!set)
             env[k++] = strdup(*d);

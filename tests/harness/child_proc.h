@@ -13,7 +13,9 @@
 
 /* The test's environment without LEASE_*, then extra, then defaults for
  * what extra does not set ("NAME=value", NULL-terminated lists, may be
- * NULL). Free with child_proc_env_free. */
+ * NULL). A bare "NAME" in extra (no '=') leaves out the default of NAME
+ * (leased with LEASE_DATABASE_URL_FILE instead of the default
+ * LEASE_DATABASE_URL). Free with child_proc_env_free. */
 char **child_proc_env(const char *const *extra, const char *const *defaults);
 void child_proc_env_free(char **env);
 

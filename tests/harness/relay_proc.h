@@ -2,7 +2,7 @@
  * relay_proc.h - a real leased-relay process for tests.
  *
  *   relay_proc_t *r = relay_proc_start(db, (const char *[]){"LEASE_RELAY_EXCHANGE=x", NULL});
- *   ... wait for conditions; relay_proc_metric(r, "relay_lag_rows") ...
+ *   ... wait for conditions; relay_proc_metric(r, "leased_relay_lag_rows") ...
  *   assert_int_equal(relay_proc_stop(r), 0);             // SIGTERM, exit status
  *
  * The relay runs from LEASE_TEST_RELAY, connects to db's database as the
@@ -29,7 +29,7 @@ pid_t relay_proc_pid(const relay_proc_t *p);
 const char *relay_proc_url(const relay_proc_t *p);
 
 /* The value of one series of /metrics (the exact name with its labels,
- * e.g. "relay_published_total{destination=\"amqp\"}"), or -1 when it is
+ * e.g. "leased_relay_published_total{destination=\"amqp\"}"), or -1 when it is
  * absent or the endpoint does not answer. */
 double relay_proc_metric(const relay_proc_t *p, const char *series);
 

@@ -1,11 +1,11 @@
 /*
- * http_interface.c - the names of /work/shared/design/interface.md section 4
+ * http_interface.c - the names of docs/api.md and docs/openapi.yaml
  * (and the contract's wire results) checked over real HTTP against a real
  * leased and Postgres: every route's success shape, field by field with its
  * JSON type; one documented error (code and status) per route; the headers
  * the interface names; the policy defaults and bounds a client sees; the
- * /healthz, /readyz and /metrics shapes; and the leasectl flags of section 5
- * that no other test passes. Other files check behaviour; this one checks
+ * /healthz, /readyz and /metrics shapes; and the leasectl flags of
+ * docs/executor.md that no other test passes. Other files check behaviour; this one checks
  * that every name is spelled and typed as the interface writes it.
  */
 #include <ctype.h>
@@ -69,7 +69,7 @@ static void assert_only_members(json_t *obj, const char *const *allowed, const c
         for (const char *const *a = allowed; *a; a++)
             known = known || strcmp(*a, key) == 0;
         if (!known)
-            fail_msg("%s has a member '%s' that interface.md does not name", what, key);
+            fail_msg("%s has a member '%s' that docs/api.md does not name", what, key);
     }
 }
 
@@ -77,7 +77,7 @@ static const char *const identity_members[] = {"tenant_id",       "program_id", 
                                                "target_id",       "actor_name", "workflow_name",
                                                "operation_class", NULL};
 
-/* The lease object of interface.md section 4 (plus ended_at on terminal
+/* The lease object of docs/api.md (plus ended_at on terminal
  * leases, metadata for the owner, owner ids with audit:read: docs/api.md). */
 static const char *const lease_members[] = {"lock_identity",
                                             "lease_id",
@@ -101,7 +101,7 @@ static const char *const lease_members[] = {"lock_identity",
 static const char *const owner_private[] = {
     "service_instance_id", "execution_id", "job_id", "trace_id", "metadata", NULL};
 
-/* A lease: every field named by interface.md, typed. The owner sees its
+/* A lease: every field named by docs/api.md, typed. The owner sees its
  * owner-private fields; a viewer that neither owns the lease nor holds
  * audit:read sees none of them (contract: "only authorized fields"). */
 static void assert_lease_view(json_t *lease, const char *state, bool owner)
@@ -151,7 +151,7 @@ static const char *const envelope_err[] = {
     "status",         "code",  "msg",    "correlation_id",   "retryable",
     "retry_after_ms", "field", "reason", "current_revision", NULL};
 
-/* check_reply plus: only envelope members interface.md (or docs/api.md)
+/* check_reply plus: only envelope members docs/api.md
  * names, and on errors the field the interface names, when given. */
 static void check_shape(const http_resp_t *r, long status, const char *code, const char *field)
 {
@@ -183,7 +183,7 @@ static http_resp_t *post(const char *path, const char *token, json_t *body)
     return call_owned(fx.base, "POST", path, token, dump(body));
 }
 
-/* A full acquire body: every optional field interface.md names. */
+/* A full acquire body: every optional field docs/api.md names. */
 static json_t *full_acquire(const char *request_id, const char *target)
 {
     return json_pack("{s:s, s:o, s:s, s:s, s:s, s:s, s:i, s:i, s:{s:s, s:i, s:b}, s:i, s:i}",
@@ -277,7 +277,7 @@ static void test_acquire_shape(void **state)
     json_decref(first);
 }
 
-/* The policy defaults and bounds interface.md section 2 gives. */
+/* The policy defaults and bounds docs/config.md gives. */
 static void test_acquire_policy(void **state)
 {
     (void)state;
@@ -343,7 +343,7 @@ static void test_acquire_policy(void **state)
 }
 
 /* Request fields: request_id, identity components, operation_class enum,
- * metadata bounds, deadlines (interface.md sections 3 and 4). */
+ * metadata bounds, deadlines (docs/contract.md, docs/api.md). */
 static void test_request_fields(void **state)
 {
     (void)state;
@@ -871,7 +871,7 @@ static void test_auth_and_headers(void **state)
     http_resp_free(r);
 }
 
-/* 429 with Retry-After and retry_after_ms (interface.md: on 429 and 503). */
+/* 429 with Retry-After and retry_after_ms (docs/api.md: on 429 and 503). */
 static void test_rate_limited(void **state)
 {
     (void)state;
@@ -960,7 +960,7 @@ static void test_health_shapes(void **state)
 }
 
 /* ------------------------------------------------------------------ */
-/* leasectl: the option names of interface.md section 5                */
+/* leasectl: the option names of docs/executor.md                      */
 
 #define IDF                                                                                        \
     "--tenant", TENANT, "--program", PROGRAM, "--namespace", NAMESPACE, "--actor", ACTOR,          \

@@ -1,6 +1,6 @@
 /*
  * relay_broker_restart.c - the broker goes away and comes back:
- *  1. while the relay is idle: it notices (relay_broker_up 0), keeps
+ *  1. while the relay is idle: it notices (leased_relay_broker_up 0), keeps
  *     measuring the lag (rows and seconds grow), marks nothing, and once
  *     the broker is back delivers everything, exactly once;
  *  2. in the middle of a flow of batches: the batch in flight fails, its
@@ -63,17 +63,17 @@ static void restart_while_idle(void **state)
 
     assert_true(testbroker_pause());
     long down_at = child_proc_now_ms();
-    if (!wait_metric_eq(relay, "relay_broker_up", 0, 60000))
+    if (!wait_metric_eq(relay, "leased_relay_broker_up", 0, 60000))
         relay_proc_dump_log(relay);
-    assert_true(relay_proc_metric(relay, "relay_broker_up") == 0);
+    assert_true(relay_proc_metric(relay, "leased_relay_broker_up") == 0);
     /* commits go on while the broker is down (leased does not need it) */
     int more = relay_fill(&fx, "down", 5, 1, 2, 30);
     /* the relay waits: it measures the lag, it marks nothing */
-    assert_true(wait_metric_eq(relay, "relay_lag_rows", more, 30000));
+    assert_true(wait_metric_eq(relay, "leased_relay_lag_rows", more, 30000));
     long end = child_proc_now_ms() + 30000;
-    while (relay_proc_metric(relay, "relay_lag_seconds") < 1.0 && child_proc_now_ms() < end)
+    while (relay_proc_metric(relay, "leased_relay_lag_seconds") < 1.0 && child_proc_now_ms() < end)
         usleep(50000);
-    double lag_s = relay_proc_metric(relay, "relay_lag_seconds");
+    double lag_s = relay_proc_metric(relay, "leased_relay_lag_seconds");
     assert_true(lag_s >= 1.0);
     assert_int_equal(relay_unpublished(&fx), more);
     http_resp_t *r = http_call(relay_proc_url(relay), "GET", "/readyz", NULL, NULL);
@@ -86,8 +86,8 @@ static void restart_while_idle(void **state)
     assert_true(relay_wait_sql(
         fx.http.db, "SELECT count(*) FROM lease.outbox WHERE published_at IS NULL", 0, 60000));
     long caught_up = child_proc_now_ms();
-    assert_true(wait_metric_eq(relay, "relay_broker_up", 1, 10000));
-    assert_true(relay_proc_metric(relay, "relay_broker_connects_total") >= 2);
+    assert_true(wait_metric_eq(relay, "leased_relay_broker_up", 1, 10000));
+    assert_true(relay_proc_metric(relay, "leased_relay_broker_connects_total") >= 2);
     assert_true(collector_until(&col, fx.consumer, (size_t)(rows + more), 60000));
     collector_drain(&col, fx.consumer, 300);
     collector_check_exact(&col, &fx);
@@ -117,7 +117,7 @@ static void restart_in_the_middle_of_a_flow(void **state)
     assert_true(collector_until(&col, fx.consumer, 1, 30000));
     (void)relay_freeze_mid_batch(&fx, relay, "relay-busy", &rows);
     assert_true(testbroker_pause());
-    assert_true(wait_metric_eq(relay, "relay_broker_up", 0, 60000));
+    assert_true(wait_metric_eq(relay, "leased_relay_broker_up", 0, 60000));
     long long waiting = relay_unpublished(&fx);
     assert_true(waiting > 0);
     assert_true(testbroker_resume());
@@ -131,7 +131,7 @@ static void restart_in_the_middle_of_a_flow(void **state)
     fprintf(stderr,
             "broker restart mid-flow: %d rows, %lld waited for the broker, %zu duplicates "
             "dropped, %.0f batches failed\n",
-            rows, waiting, col.n_duplicate, relay_proc_metric(relay, "relay_batch_failures_total"));
+            rows, waiting, col.n_duplicate, relay_proc_metric(relay, "leased_relay_batch_failures_total"));
     assert_int_equal(relay_proc_stop(relay), 0);
     collector_free(&col);
 }

@@ -230,7 +230,7 @@ static inline long long relay_freeze_mid_batch(relay_fx_t *fx, relay_proc_t *p,
     static int n;
     /* connected first: a relay meeting a frozen broker while connecting
      * waits in the handshake, not in a batch */
-    assert_true(relay_wait_metric(p, "relay_broker_up", 1, 30000));
+    assert_true(relay_wait_metric(p, "leased_relay_broker_up", 1, 30000));
     assert_true(testbroker_freeze());
     char target[64];
     snprintf(target, sizeof target, "freeze-%d", ++n);

@@ -8,7 +8,7 @@
  *  2. the relay writes a couchdb: route's rows as documents carrying their
  *     lease (lease_fence), with _rev conditions, in order;
  *  3. a row whose document a higher token already wrote is refused for good
- *     and recorded so (last_error, relay_refused_total), the document kept;
+ *     and recorded so (last_error, leased_relay_refused_total), the document kept;
  *  4. a row delivered again (after a crash) is not applied twice: the
  *     document's revision does not move;
  *  5. a payload that is not a document write waits (deferred, its identity
@@ -319,7 +319,7 @@ static void relay_writes_documents_with_their_lease(void **state)
     /* three writes, in order: revision 3 */
     assert_int_equal(strncmp(json_string_value(json_object_get(doc, "_rev")), "3-", 2), 0);
     assert_true(
-        relay_wait_metric(relay, "relay_published_total{destination=\"couchdb\"}", 3, 5000));
+        relay_wait_metric(relay, "leased_relay_published_total{destination=\"couchdb\"}", 3, 5000));
     assert_int_equal(testpg_query_int(fx.http.db, "SELECT count(*) FROM lease.outbox WHERE "
                                                   "published_by = 'relay-couch' AND last_error "
                                                   "IS NULL"),
@@ -348,7 +348,7 @@ static void a_stale_row_is_refused_and_recorded(void **state)
                                       "USING (lock_key) WHERE k.target_id = 't-c2' AND "
                                       "o.last_error LIKE 'refused: stale%'"),
                      1);
-    assert_true(relay_wait_metric(relay, "relay_refused_total", 1, 5000));
+    assert_true(relay_wait_metric(relay, "leased_relay_refused_total", 1, 5000));
     json_t *doc = couch_get("target-c2");
     assert_string_equal(json_string_value(json_object_get(doc, "state")), "from-elsewhere");
     json_decref(doc);

@@ -161,13 +161,13 @@ static void accepted_arrive_exactly_once_rejected_never(void **state)
                                                   "AND attempts = 0"),
                      rows);
     assert_true(
-        relay_wait_metric(relay, "relay_published_total{destination=\"amqp\"}", rows, 5000));
-    assert_true(relay_proc_metric(relay, "relay_published_total{destination=\"amqp\"}") == rows);
+        relay_wait_metric(relay, "leased_relay_published_total{destination=\"amqp\"}", rows, 5000));
+    assert_true(relay_proc_metric(relay, "leased_relay_published_total{destination=\"amqp\"}") == rows);
     long end = child_proc_now_ms() + 5000;
-    while (relay_proc_metric(relay, "relay_lag_rows") != 0 && child_proc_now_ms() < end)
+    while (relay_proc_metric(relay, "leased_relay_lag_rows") != 0 && child_proc_now_ms() < end)
         usleep(20000);
-    assert_true(relay_proc_metric(relay, "relay_lag_rows") == 0);
-    assert_true(relay_proc_metric(relay, "relay_broker_up") == 1);
+    assert_true(relay_proc_metric(relay, "leased_relay_lag_rows") == 0);
+    assert_true(relay_proc_metric(relay, "leased_relay_broker_up") == 1);
     http_resp_t *r = http_call(relay_proc_url(relay), "GET", "/readyz", NULL, NULL);
     assert_int_equal(r->status, 200);
     http_resp_free(r);
@@ -268,7 +268,7 @@ static void unroutable_row_waits_and_holds_back_its_identity(void **state)
              "SELECT count(*) FROM lease.outbox WHERE outbox_id = %lld AND published_at IS NULL",
              base + 2);
     assert_int_equal(testpg_query_int(fx.http.db, sql), 1);
-    assert_true(relay_proc_metric(relay, "relay_deferred_total") >= 3);
+    assert_true(relay_proc_metric(relay, "leased_relay_deferred_total") >= 3);
 
     /* a queue appears: the row goes, then the one behind it */
     testbroker_declare(ex, q, "#");

@@ -178,7 +178,7 @@ static void a_frozen_relay_loses_its_claim(void **state)
     collect_all(&col, rows);
     /* thawed, a finds its transaction gone: it recorded nothing more */
     relay_proc_signal(a, SIGCONT);
-    assert_true(relay_wait_metric(a, "relay_batch_failures_total", 1, 30000));
+    assert_true(relay_wait_metric(a, "leased_relay_batch_failures_total", 1, 30000));
     assert_int_equal(published_by("relay-a"), before);
     assert_int_equal(published_by("relay-a") + published_by("relay-b"), rows);
     collector_drain(&col, fx.consumer, 300);

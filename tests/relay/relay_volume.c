@@ -62,7 +62,7 @@ static void backlog_through_one_relay(void **state)
             "them all %.2f s after the relay started; %.0f batches\n",
             rows, (double)(t1 - t0) / 1000.0, rows / 30, batch ? batch : "500", secs,
             secs > 0 ? rows / secs : 0.0, (double)(t4 - t2) / 1000.0,
-            relay_proc_metric(relay, "relay_batches_total"));
+            relay_proc_metric(relay, "leased_relay_batches_total"));
     assert_int_equal(relay_proc_stop(relay), 0);
     collector_free(&col);
 }

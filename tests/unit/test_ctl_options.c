@@ -222,7 +222,7 @@ static void flags_win_over_the_environment(void **state)
     assert_string_equal(o.token, "lsk_key_example_secret");
     ctl_options_free(&o);
 
-    /* --token (interface.md: the kebab-case flag of LEASE_TOKEN) wins; the
+    /* --token (docs/config.md: the kebab-case flag of LEASE_TOKEN) wins; the
      * last one given counts */
     char *tok[] = {"acquire", "--token", "lsk_key_first_x", "--token=lsk_key_flag_secret", NULL};
     assert_int_equal(ctl_options_parse(&o, CTL_OPT_IDENTITY, ARGC(tok), tok, NULL), ARGC(tok));

@@ -1,5 +1,5 @@
 /*
- * test_identity.c - every rule of interface.md section 3 on every component:
+ * test_identity.c - every rule of docs/contract.md's identity on every component:
  * what is accepted and how it is normalised, what is rejected and which
  * field is named, identifier syntax, identity equality and lock keys.
  */

@@ -91,7 +91,7 @@ static void test_enough_vectors(void **state)
         fail_msg("only %zu vectors, need at least %d", total, MIN_VECTORS);
     assert_true(json_array_size(acc) > 0);
     assert_true(json_array_size(rej) > 0);
-    /* the first vector is interface.md's golden one */
+    /* the first vector is docs/contract.md's golden one */
     json_t *first = json_array_get(acc, 0);
     assert_string_equal(json_string_value(json_object_get(first, "key")),
                         "starintel:target-lease:v1:6UMHT_RTstSuGcqfVUzB0pc9lxli2lxUAbN_RNKMpBY");

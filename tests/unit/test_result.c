@@ -1,5 +1,5 @@
 /*
- * test_result.c - the result table against interface.md: every code has a
+ * test_result.c - the result table against docs/api.md: every code has a
  * unique wire name, the HTTP status of section 4's table, the leasectl exit
  * status of section 5, the documented retryability, a message, and parses
  * back from its name.
@@ -14,7 +14,7 @@
 
 #include "lease/result.h"
 
-/* Transcribed from interface.md (sections 4 and 5) and the contract's error
+/* Transcribed from docs/api.md and docs/executor.md and the contract's error
  * envelope, independently of src/core/result.c. Retryable: the caller may
  * repeat the same request and succeed (conflicts clear, deadlines and
  * admission are transient, the backend comes back, outcome-unknown is
@@ -82,13 +82,13 @@ static void test_matches_interface(void **state)
         lease_code_t c = spec[i].code;
         assert_string_equal(lease_code_name(c), spec[i].name);
         if (lease_code_http_status(c) != spec[i].http)
-            fail_msg("%s: HTTP %d, interface.md says %d", spec[i].name, lease_code_http_status(c),
+            fail_msg("%s: HTTP %d, docs/api.md says %d", spec[i].name, lease_code_http_status(c),
                      spec[i].http);
         if (lease_code_retryable(c) != spec[i].retryable)
             fail_msg("%s: retryable %d, expected %d", spec[i].name, lease_code_retryable(c),
                      spec[i].retryable);
         if (lease_code_exit_status(c) != spec[i].exit_status)
-            fail_msg("%s: exit %d, interface.md says %d", spec[i].name, lease_code_exit_status(c),
+            fail_msg("%s: exit %d, docs/executor.md says %d", spec[i].name, lease_code_exit_status(c),
                      spec[i].exit_status);
         assert_int_equal(lease_code_is_success(c), spec[i].http == 200);
         const char *msg = lease_code_message(c);

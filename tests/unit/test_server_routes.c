@@ -16,6 +16,7 @@
 
 #include "server/http.h"
 #include "lease/log.h"
+#include "lease/schema.h"
 #include "server/metrics.h"
 #include "server/routes.h"
 
@@ -167,6 +168,17 @@ static void test_metrics_render(void **state)
     assert_non_null(strstr(text, "\nleased_active_leases 17\n"));
     assert_non_null(strstr(text, "\nleased_audit_events_dropped_total 3\n"));
     assert_non_null(strstr(text, "# TYPE leased_http_request_duration_seconds histogram\n"));
+    /* the same requests by HTTP status: 2 acquired (200), 1 conflict (409) */
+    assert_non_null(strstr(text, "leased_http_responses_total{route=\"acquire\",status=\"200\"} 2\n"));
+    assert_non_null(strstr(text, "leased_http_responses_total{route=\"acquire\",status=\"409\"} 1\n"));
+    assert_non_null(
+        strstr(text, "leased_http_responses_total{route=\"unmatched\",status=\"400\"} 1\n"));
+    assert_null(strstr(text, "leased_http_responses_total{route=\"renew\""));
+    char info[128];
+    snprintf(info, sizeof info, "\nleased_build_info{version=\"%s\",schema=\"%d\"} 1\n",
+             LEASE_TEST_VERSION, LEASE_SCHEMA_VERSION);
+    assert_non_null(strstr(text, info));
+    assert_non_null(strstr(text, "\nprocess_start_time_seconds "));
     free(text);
     leased_metrics_free(m);
 }
