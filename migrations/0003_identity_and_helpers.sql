@@ -22,7 +22,7 @@ CREATE FUNCTION lease._fold(v text) RETURNS text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 RETURN lower(v COLLATE "C");  -- the C collation folds ASCII letters only
 
--- Validates and normalises one component by name (interface.md section 3).
+-- Validates and normalises one component by name (docs/contract.md, "Identity and lock keys").
 -- Returns the canonical value, or NULL when it is invalid (or the field is
 -- not a component). Regular expressions use explicit code-point ranges, so
 -- no locale is involved, and unbounded repetition plus a length check:

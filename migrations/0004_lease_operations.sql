@@ -23,7 +23,7 @@ BEGIN
 END
 $$;
 
--- Validates metadata (interface.md section 4): a flat object, at most 16 keys
+-- Validates metadata (docs/contract.md): a flat object, at most 16 keys
 -- of [a-z0-9_]{1,64}, values string (<= 256 bytes), number or boolean, at
 -- most 2 KiB compact. Returns the offending field or NULL.
 CREATE FUNCTION lease._bad_metadata(m jsonb) RETURNS text

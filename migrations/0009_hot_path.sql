@@ -261,7 +261,7 @@ DROP FUNCTION lease._clear(text);
 -- SQL function is inlined only when its volatility matches its body and it
 -- holds no sub-select; the functions below are written to inline.
 
--- Whether a lock_identity object is valid (interface.md section 3): each
+-- Whether a lock_identity object is valid (docs/contract.md, "Identity and lock keys"): each
 -- component a string matching its rule after ASCII case folding where the
 -- rule folds, bounded, no "..", operation_class absent, null or one of the
 -- enum, and no other key. lease._identity names the offending field.
@@ -440,7 +440,7 @@ RETURN CASE WHEN detail IS NULL THEN lease._invalid(field)
             ELSE jsonb_build_object('code', 'invalid_lease_request', 'field', field,
                                     'detail', detail) END;
 
--- Metadata (interface.md section 4), as in 0004, and numbers within
+-- Metadata (docs/contract.md), as in 0004, and numbers within
 -- +-(2^53 - 1) so every accepted value round-trips exactly.
 CREATE OR REPLACE FUNCTION lease._bad_metadata(m jsonb) RETURNS text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE

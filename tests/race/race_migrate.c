@@ -123,6 +123,34 @@ static void changed_applied_file_is_refused(void **state)
     free(url);
 }
 
+/* 0003, 0004 and 0009 were amended in comments only (they cited a document
+ * outside the repository): a database that applied the released text keeps
+ * migrating; any other recorded checksum of those files is still refused. */
+static void comment_amended_files_accept_their_released_checksum(void **state)
+{
+    (void)state;
+    char *url = testpg_create_db("migrate_amended");
+    char out[65536];
+    assert_true(testpg_exec(url, "UPDATE lease.schema_migrations SET checksum = CASE version "
+                                 "WHEN 3 THEN '8ed3c1f3e7134ba9ec5157d4c0c4f6af35c9ea53d8da5ea15326300ea99579b9' "
+                                 "WHEN 4 THEN 'cca860cf785cc4a5c8fd18a494a8841ac16cf44e684ff52b040d4299a759e2cf' "
+                                 "ELSE 'f8151f88bee1a8404c5b87b91dadc01ec5d651cabfce53ae88a811f6a53559d1' END "
+                                 "WHERE version IN (3, 4, 9)"));
+    int rc = run(out, sizeof out, "'%s' migrate --status --database-url '%s'", LEASE_TEST_LEASECTL,
+                 url);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "\"pending\":0"));
+    /* the released checksum of 0003 is not one of 0004's */
+    assert_true(testpg_exec(url, "UPDATE lease.schema_migrations SET checksum = "
+                                 "'8ed3c1f3e7134ba9ec5157d4c0c4f6af35c9ea53d8da5ea15326300ea99579b9' "
+                                 "WHERE version = 4"));
+    rc = run(out, sizeof out, "'%s' migrate --status --database-url '%s'", LEASE_TEST_LEASECTL, url);
+    assert_int_equal(rc, 69);
+    assert_non_null(strstr(out, "0004_lease_operations.sql was changed after it was applied"));
+    testpg_drop_db(url);
+    free(url);
+}
+
 static void verify_finds_and_recover_repairs(void **state)
 {
     (void)state;
@@ -167,6 +195,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(concurrent_migrators_apply_each_file_once),
         cmocka_unit_test(changed_applied_file_is_refused),
+        cmocka_unit_test(comment_amended_files_accept_their_released_checksum),
         cmocka_unit_test(verify_finds_and_recover_repairs),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
