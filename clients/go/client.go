@@ -15,6 +15,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 )
 
@@ -161,9 +162,11 @@ func (c *Client) do(ctx context.Context, k call) (envelope, Answer, error) {
 					Message: "request cannot be encoded", Err: err, RequestID: k.requestID}
 			}
 		}
-		connected := false
+		// a request that got a connection may have reached leased; one
+		// refused before that cannot have happened
+		var connected atomic.Bool
 		trace := &httptrace.ClientTrace{GotConn: func(httptrace.GotConnInfo) {
-			connected = true
+			connected.Store(true)
 		}}
 		req, err := http.NewRequestWithContext(httptrace.WithClientTrace(ctx, trace),
 			k.method, c.base+k.path, bytes.NewReader(payload))
@@ -182,10 +185,10 @@ func (c *Client) do(ctx context.Context, k call) (envelope, Answer, error) {
 			raw, err = io.ReadAll(io.LimitReader(resp.Body, 8<<20))
 			resp.Body.Close()
 		}
-		if connected && k.firstSent != nil && k.firstSent.IsZero() {
+		if connected.Load() && k.firstSent != nil && k.firstSent.IsZero() {
 			*k.firstSent = sentAt
 		}
-		everSent = everSent || connected
+		everSent = everSent || connected.Load()
 		if err != nil {
 			lastErr = err
 			if !mutation || !everSent {
