@@ -411,33 +411,85 @@ func TestEveryCodeMapsToItsTypedError(t *testing.T) {
 	}
 }
 
-// A waited acquire granted late in its wait (the holder's 2 000 ms lease
-// expires; ttl 2 000, wait 3 000) holds and runs: the schedule anchors at
-// send + waited_ms, not at the send alone.
+// A waited acquire granted late in its wait holds and runs: the schedule
+// anchors at send + waited_ms, not at the send alone. The two cases of
+// issue 18: the holder's 2 000 ms lease runs out under a ttl 2 000, wait
+// 3 000 acquire; the holder releases after 4 800 ms under a ttl 5 000,
+// wait 9 000 acquire.
 func TestLateGrantedWaitedAcquireHolds(t *testing.T) {
 	s := newSuite(t)
-	id := identity(t)
-	mustAcquire(t, s.other, &AcquireRequest{Identity: id, TTL: 2 * time.Second, ServiceInstanceID: "frozen"})
-	start := time.Now()
-	lease, err := s.worker.Hold(ctxFor(t, 10*time.Second), id, HoldOptions{TTL: 2 * time.Second, Wait: 3 * time.Second})
+	cases := []struct {
+		name             string
+		ttl, wait, holds time.Duration // holds: the holder lets go after
+		expires          bool          // by expiry (else released)
+	}{
+		{"ttl2000_wait3000_holder_expires", 2 * time.Second, 3 * time.Second, 2 * time.Second, true},
+		{"ttl5000_wait9000_holder_releases_at_4800", 5 * time.Second, 9 * time.Second, 4800 * time.Millisecond, false},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			id := identity(t)
+			holderTTL := c.holds
+			if !c.expires {
+				holderTTL = 60 * time.Second
+			}
+			held := mustAcquire(t, s.other, &AcquireRequest{Identity: id, TTL: holderTTL, ServiceInstanceID: "frozen"})
+			if !c.expires {
+				go func() {
+					time.Sleep(c.holds)
+					_, _ = s.other.Release(context.Background(), &OwnerRequest{Identity: id, LeaseID: held.Lease.LeaseID,
+						FencingToken: held.Lease.FencingToken, ServiceInstanceID: "frozen"})
+				}()
+			}
+			start := time.Now()
+			lease, err := s.worker.Hold(ctxFor(t, 20*time.Second), id, HoldOptions{TTL: c.ttl, Wait: c.wait})
+			if err != nil {
+				t.Fatalf("waited acquire: %v", err)
+			}
+			defer lease.Release()
+			granted := time.Since(start)
+			w := lease.Window()
+			t.Logf("granted after %v; window: start +%v, cancel point +%v", granted, w.Start.Sub(start), w.Cancel.Sub(start))
+			if granted < c.holds*3/4 {
+				t.Fatalf("granted after %v: the holder had not let go", granted)
+			}
+			select {
+			case <-lease.Context().Done():
+				t.Fatalf("late-granted lease lost %v after the grant: %v", time.Since(start)-granted, lease.Err())
+			case <-time.After(c.ttl + time.Second):
+			}
+			if _, err := lease.Commit(ctxFor(t, 5*time.Second), Document("go/late-grant/"+id.TargetID, 0, map[string]any{"ok": true})); err != nil {
+				t.Fatalf("commit: %v", err)
+			}
+			if err := lease.Release(); err != nil {
+				t.Fatalf("release: %v", err)
+			}
+		})
+	}
+}
+
+// With leased gone (killed -9) no renewal can be confirmed: the holder's
+// context is cancelled at the cancel point, before the service could have
+// expired the lease, as "unconfirmed".
+func TestHoldCancelsAtCancelPointWhenLeasedIsGone(t *testing.T) {
+	s := newSuite(t)
+	lease, err := s.worker.Hold(ctxFor(t, 10*time.Second), identity(t), HoldOptions{TTL: 2 * time.Second})
 	if err != nil {
-		t.Fatalf("waited acquire: %v", err)
+		t.Fatal(err)
 	}
-	granted := time.Since(start)
+	s.srv.kill9()
+	<-lease.Context().Done()
+	at := time.Now()
 	w := lease.Window()
-	t.Logf("granted after %v; window: start +%v, cancel point +%v", granted, w.Start.Sub(start), w.Cancel.Sub(start))
-	if granted < 1500*time.Millisecond {
-		t.Fatalf("granted after %v: the holder's lease had not run out", granted)
+	var lost *LostError
+	if !errors.As(lease.Err(), &lost) || lost.Reason != "unconfirmed" || !errors.Is(lease.Err(), ErrLeaseLost) {
+		t.Fatalf("cause: %v", lease.Err())
 	}
-	select {
-	case <-lease.Context().Done():
-		t.Fatalf("late-granted lease lost %v after the grant: %v", time.Since(start)-granted, lease.Err())
-	case <-time.After(3 * time.Second):
+	if !at.Before(w.Expiry) || at.Before(w.Cancel) {
+		t.Fatalf("cancelled at %v; cancel point %v, local expiry %v (from the window start)",
+			at.Sub(w.Start), w.Cancel.Sub(w.Start), w.Expiry.Sub(w.Start))
 	}
-	if _, err := lease.Commit(ctxFor(t, 5*time.Second), Document("go/late-grant/"+id.TargetID, 0, map[string]any{"ok": true})); err != nil {
-		t.Fatalf("commit: %v", err)
-	}
-	if err := lease.Release(); err != nil {
-		t.Fatalf("release: %v", err)
-	}
+	t.Logf("leased gone: cancelled %v after the last confirmed grant began, %v before its expiry (%v)",
+		at.Sub(w.Start), w.Expiry.Sub(at), lease.Err())
+	s.srv.start() // for the suite's cleanup
 }
