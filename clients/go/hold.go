@@ -2,8 +2,9 @@ package leaseclient
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/binary"
 	"errors"
-	"math/rand"
 	"sync"
 	"time"
 )
@@ -100,7 +101,18 @@ func (c *Client) Hold(ctx context.Context, identity Identity, opts HoldOptions) 
 }
 
 func (l *Lease) plan(start time.Time, info *LeaseInfo) Window {
-	return Plan(start, Grant(info), l.opts.Margin, rand.Float64()*2-1)
+	return Plan(start, Grant(info), l.opts.Margin, jitter())
+}
+
+// jitter is uniform in [-1, 1] from crypto/rand: Go 1.19's math/rand
+// starts every process from the same seed, which would renew a fleet in
+// step.
+func jitter() float64 {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return 0
+	}
+	return float64(binary.BigEndian.Uint64(b[:])>>11)/float64(1<<53)*2 - 1
 }
 
 // Context is cancelled the moment the lease is lost (or released).

@@ -116,3 +116,22 @@ func TestGrant(t *testing.T) {
 		t.Fatalf("negative span: %v", Grant(&l))
 	}
 }
+
+func TestJitterSpreads(t *testing.T) {
+	lo, hi := 1.0, -1.0
+	for i := 0; i < 1000; i++ {
+		j := jitter()
+		if j < -1 || j > 1 {
+			t.Fatalf("jitter %v outside [-1, 1]", j)
+		}
+		if j < lo {
+			lo = j
+		}
+		if j > hi {
+			hi = j
+		}
+	}
+	if lo > -0.5 || hi < 0.5 {
+		t.Fatalf("1000 draws within [%v, %v]", lo, hi)
+	}
+}
