@@ -1,0 +1,3 @@
+module leased.dev/leaseclient
+
+go 1.19
