@@ -1,0 +1,50 @@
+"""Fixtures: a leased (two for the cross-instance cases) on the database of
+tests/clients/with_database, and its credentials."""
+import os
+import sys
+import uuid
+from typing import Callable, Dict, Iterator
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(__file__))
+
+from leased_proc import PROGRAM, TENANT, LeasedProc, credential  # noqa: E402
+
+from leaseclient import Identity  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def leased() -> Iterator[LeasedProc]:
+    p = LeasedProc()
+    yield p
+    p.stop()
+
+
+@pytest.fixture(scope="session")
+def leased_b() -> Iterator[LeasedProc]:
+    """A second instance on the same database."""
+    p = LeasedProc()
+    yield p
+    p.stop()
+
+
+@pytest.fixture(scope="session")
+def tokens() -> Dict[str, str]:
+    return {
+        "worker": credential("prn_py_worker"),
+        "other": credential("prn_py_other"),
+        "admin": credential("prn_py_admin", program="*", admin=True,
+                            capabilities=("targets:read", "targets:force-release",
+                                          "targets:revoke")),
+    }
+
+
+@pytest.fixture
+def identity() -> Callable[..., Identity]:
+    """A fresh identity per call (its own target)."""
+    def make(target: str = "") -> Identity:
+        return Identity(TENANT, PROGRAM, "py-target", target or "t-" + uuid.uuid4().hex[:12],
+                        "pyworker", "default")
+    return make
