@@ -26,6 +26,7 @@ class AsyncHold:
         self._task: Optional["asyncio.Task[Any]"] = None
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._cancelled_by_loss = False
+        self._hold_released = False
         self.held: Optional[HeldLease] = None
 
     def _on_lost(self, held: HeldLease) -> None:
@@ -47,7 +48,6 @@ class AsyncHold:
     async def __aenter__(self) -> HeldLease:
         self._loop = asyncio.get_running_loop()
         self._task = asyncio.current_task()
-        self._hold_released = False
         held = await self._loop.run_in_executor(None, self._hold.start)
         self.held = held
         held.add_lost_callback(self._on_lost)
@@ -60,7 +60,18 @@ class AsyncHold:
             return
         self._hold_released = True
         assert self._loop is not None
-        await asyncio.shield(self._loop.run_in_executor(None, functools.partial(held.release)))
+        release = self._loop.run_in_executor(None, functools.partial(held.release))
+        try:
+            await asyncio.shield(release)
+        except asyncio.CancelledError as e:
+            # our cancellation arrived after the body had finished
+            if not self._cancelled_by_loss:
+                raise
+            await release
+            exc_type, exc = asyncio.CancelledError, e
         if self._cancelled_by_loss and exc_type is asyncio.CancelledError:
+            uncancel = getattr(self._task, "uncancel", None)  # 3.11+: cancellation consumed
+            if uncancel is not None:
+                uncancel()
             raise LeaseLost(f"lease {held.lease_id} is {held.reason} ({held.code}); "
                             "the block was cancelled") from exc

@@ -188,7 +188,8 @@ class Client:
     def _renew(self, lease: Lease, *, ttl_ms: Optional[int] = None,
                service_instance_id: Optional[str] = None, request_id: Optional[str] = None,
                deadline_ms: Optional[int] = None,
-               deadline_at: Optional[datetime.datetime] = None) -> "tuple[Lease, Answer]":
+               deadline_at: Optional[datetime.datetime] = None,
+               abort: Optional[Abort] = None) -> "tuple[Lease, Answer]":
         body = self._held_body(lease)
         body["service_instance_id"] = (service_instance_id or lease.service_instance_id
                                        or self.service_instance_id)
@@ -196,7 +197,7 @@ class Client:
             body["ttl_ms"] = ttl_ms
         answer = self._call("POST", "/v1/leases/renew", body, mutation=True,
                             request_id=request_id, deadline_ms=deadline_ms,
-                            deadline_at=deadline_at)
+                            deadline_at=deadline_at, abort=abort)
         return self._lease(answer, True), answer
 
     def release(self, lease: Lease, *, service_instance_id: Optional[str] = None,

@@ -58,6 +58,7 @@ class HeldLease:
         self.code: Optional[str] = None
         self.release_error: Optional[LeaseError] = None
         self.renewals = 0
+        self.acquisition = lease  # the acquire's answer (waited_ms, replayed, ...)
         self._lease = lease
         self._window = window
         self._capped = lease.grant_capped
@@ -70,6 +71,7 @@ class HeldLease:
         self._cond = threading.Condition()
         self._stop = False
         self._watch_abort = Abort()
+        self._renew_abort = Abort()  # ends a renewal in flight when the hold stops
         self._callbacks: List[Callable[["HeldLease"], None]] = [on_lost] if on_lost else []
         self._threads = [threading.Thread(target=self._renew_main, daemon=True,
                                           name=f"lease-renew-{lease.lease_id}")]
@@ -165,6 +167,7 @@ class HeldLease:
                     self.reason, self.code = reason, code
             self._cond.notify_all()
         self._watch_abort.fire()
+        self._renew_abort.fire()
         for t in self._threads:
             if t is not threading.current_thread() and t.is_alive():
                 t.join()
@@ -213,7 +216,10 @@ class HeldLease:
         try:
             renewed, answer = self.client._renew(held, ttl_ms=self._ttl_ms,
                                                  service_instance_id=self._service_instance_id,
-                                                 deadline_ms=budget_ms)
+                                                 deadline_ms=budget_ms,
+                                                 abort=self._renew_abort)
+        except Aborted:
+            return  # the hold is stopping
         except _TRANSIENT as e:
             answered = time.monotonic()
             with self._cond:
