@@ -8,6 +8,8 @@
 
 docs/clients.md describes it.
 """
+import logging
+
 from .aio import AsyncHold
 from .client import Client, new_id, new_trace_id
 from .consumer import Consumer, Delivery, InvalidDelivery, Verdict, parse_delivery
@@ -31,6 +33,9 @@ from .hold import HeldLease, Hold
 from .types import CommitResult, Identity, Lease, Page, document, publication
 
 __version__ = "0.1.0"
+
+# a library logs to "leaseclient" only where the application asks it to
+logging.getLogger("leaseclient").addHandler(logging.NullHandler())
 
 __all__ = [
     "AccessDenied", "AsyncHold", "BackendUnavailable", "Client", "CommitResult", "Consumer",

@@ -126,23 +126,21 @@ class OutcomeUnknown(LeaseError):
     code = "lease_outcome_unknown"
 
 
-ERRORS_BY_CODE: Dict[str, Type[LeaseError]] = {
-    cls.code: cls
-    for cls in (
-        InvalidLeaseRequest,
-        InvalidCredential,
-        AccessDenied,
-        LeaseNotFound,
-        DeadlineExceeded,
-        LeaseConflict,
-        LeaseLost,
-        IdempotencyConflict,
-        WriteConflict,
-        RateLimited,
-        BackendUnavailable,
-        OutcomeUnknown,
-    )
-}
+_FAILURES: "tuple[Type[LeaseError], ...]" = (
+    InvalidLeaseRequest,
+    InvalidCredential,
+    AccessDenied,
+    LeaseNotFound,
+    DeadlineExceeded,
+    LeaseConflict,
+    LeaseLost,
+    IdempotencyConflict,
+    WriteConflict,
+    RateLimited,
+    BackendUnavailable,
+    OutcomeUnknown,
+)
+ERRORS_BY_CODE: Dict[str, Type[LeaseError]] = {cls.code: cls for cls in _FAILURES}
 
 # An answer without a typed envelope (a proxy's page, an HTTP library's own
 # error) is judged by its status alone, as the C client does.

@@ -188,8 +188,9 @@ class Transport:
                 if code == "lease_outcome_unknown" or (maybe_done and code in _TRANSIENT_CODES):
                     # not an answer to "did it happen?": ask again
                     maybe_done = maybe_done or mutation
-                    transient = (BackendUnavailable if code == "lease_outcome_unknown"
-                                 else ERRORS_BY_CODE[code])
+                    transient = BackendUnavailable
+                    if code != "lease_outcome_unknown":
+                        transient = ERRORS_BY_CODE[code]
                     transient_msg = str(env.get("msg") or code)
                     ra = env.get("retry_after_ms")
                     retry_after_ms = ra if isinstance(ra, int) and ra > 0 else None

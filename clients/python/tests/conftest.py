@@ -48,3 +48,13 @@ def identity() -> Callable[..., Identity]:
         return Identity(TENANT, PROGRAM, "py-target", target or "t-" + uuid.uuid4().hex[:12],
                         "pyworker", "default")
     return make
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A skipped case is not a passed one: the suite fails when any was skipped."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = len(reporter.stats.get("skipped", [])) if reporter else 0
+    if skipped and session.exitstatus == 0:
+        session.exitstatus = 1
+        if reporter:
+            reporter.write_line(f"{skipped} case(s) skipped: counted as a failure", red=True)
