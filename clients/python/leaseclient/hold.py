@@ -70,6 +70,7 @@ class HeldLease:
         self._last_code = "lease_renewed"
         self._cond = threading.Condition()
         self._stop = False
+        self._released = False
         self._watch_abort = Abort()
         self._renew_abort = Abort()  # ends a renewal in flight when the hold stops
         self._callbacks: List[Callable[["HeldLease"], None]] = [on_lost] if on_lost else []
@@ -127,6 +128,10 @@ class HeldLease:
 
     def release(self, *, deadline_ms: int = 5000) -> None:
         """Stops renewing and releases the lease (also done on leaving ``with``)."""
+        with self._cond:
+            if self._released:
+                return
+            self._released = True
         was_lost = self.lost.is_set()
         self._halt("released", "lease_released")
         if was_lost and self.code == "lease_lost":
