@@ -58,6 +58,7 @@ class HeldLease:
         self.code: Optional[str] = None
         self.release_error: Optional[LeaseError] = None
         self.renewals = 0
+        self.late_answers = 0  # renewals answered after their answer deadline, then inspected
         self.acquisition = lease  # the acquire's answer (waited_ms, replayed, ...)
         self._lease = lease
         self._window = window
@@ -245,9 +246,14 @@ class HeldLease:
                 or renewed.state != "active"):
             self._signal("lost", "lease_lost")
             return
-        if answer.answered > answer_by and not self._confirm_by_inspect(renewed, window.cancel):
-            self._signal("unconfirmed", "lease_outcome_unknown")
-            return
+        if answer.answered > answer_by:
+            with self._cond:
+                self.late_answers += 1
+            log.info("lease %s: renewal answered %.0f ms after its deadline; inspecting",
+                     held.lease_id, (answer.answered - answer_by) * 1000)
+            if not self._confirm_by_inspect(renewed, window.cancel):
+                self._signal("unconfirmed", "lease_outcome_unknown")
+                return
         w = schedule.plan(answer.first_sent, renewed.grant_ms, margin_config_ms=self._margin_ms)
         with self._cond:
             self._lease = renewed

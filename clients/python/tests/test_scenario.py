@@ -103,35 +103,50 @@ def test_async_hold_cancels_the_body(leased, leased_b, tokens, identity):
           "after the force-release answer (incl. release and loop exit)")
 
 
-def test_kill9_during_acquire_then_replay(tokens, identity):
-    """leased is killed -9 while an acquire it received waits inside the
-    database; the client raises OutcomeUnknown with the request id; repeating
-    that request id against the restarted leased returns the lease, and
-    again the same lease and token."""
+@pytest.mark.parametrize("where", ["in-database", "waiting"])
+def test_kill9_during_acquire_then_replay(leased, tokens, identity, where):
+    """leased is killed -9 while an acquire is in flight: held inside the
+    database on a row lock ("in-database": the orphaned session commits it
+    once the lock is gone), or waiting for a holder to let go ("waiting",
+    wait_ms: nothing committed). The client raises OutcomeUnknown with the
+    request id; repeating that request id against the restarted leased
+    returns a lease, and again the same lease and token, replayed."""
     srv = LeasedProc()
     try:
         c = Client(srv.url, tokens["worker"])
         ident = identity()
-        c.release(c.acquire(ident))  # the identity's lock row exists from now on
-        lock = RowLock("SELECT 1 FROM lease.locks WHERE target_id = "
-                       f"'{ident.target_id}' FOR UPDATE")
+        lock = holder = None
+        if where == "in-database":
+            c.release(c.acquire(ident))  # the identity's lock row exists from now on
+            lock = RowLock("SELECT 1 FROM lease.locks WHERE target_id = "
+                           f"'{ident.target_id}' FOR UPDATE")
+        else:
+            holder = Client(leased.url, tokens["other"])
+            held = holder.acquire(ident, ttl_ms=30000)
         outcome = {}
 
         def acquire() -> None:
             try:
-                outcome["lease"] = c.acquire(ident, ttl_ms=30000, deadline_ms=3000)
+                outcome["lease"] = c.acquire(ident, ttl_ms=30000, wait_ms=10000,
+                                             deadline_ms=3000)
             except Exception as e:  # noqa: BLE001 - asserted below
                 outcome["error"] = e
         t = threading.Thread(target=acquire)
         t.start()
-        end = time.monotonic() + 10
-        while psql("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                   "AND application_name = 'leased' AND wait_event_type = 'Lock'") == "0":
-            assert time.monotonic() < end, "the acquire never waited in the database"
-            time.sleep(0.02)
+        if lock is not None:
+            end = time.monotonic() + 10
+            while psql("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                       "AND application_name = 'leased' AND wait_event_type = 'Lock'") == "0":
+                assert time.monotonic() < end, "the acquire never waited in the database"
+                time.sleep(0.02)
+        else:
+            time.sleep(0.5)  # the service is retrying the conflict (25 ms doubling to 500 ms)
         srv.kill9()
         t.join(10)
-        lock.release()  # the orphaned backend may now finish (and commit) the acquire
+        if lock is not None:
+            lock.release()  # the orphaned backend may now finish (and commit) the acquire
+        else:
+            holder.release(held)
         err = outcome.get("error")
         assert isinstance(err, OutcomeUnknown), outcome
         assert err.request_id and err.request_id.startswith("req_")
@@ -140,19 +155,22 @@ def test_kill9_during_acquire_then_replay(tokens, identity):
         resolved = None
         while resolved is None:
             try:
-                resolved = c.acquire(ident, ttl_ms=30000, request_id=err.request_id)
+                resolved = c.acquire(ident, ttl_ms=30000, wait_ms=10000,
+                                     request_id=err.request_id)
             except OutcomeUnknown:
                 assert time.monotonic() - t0 < 15
-        again = c.acquire(ident, ttl_ms=30000, request_id=err.request_id)
+        again = c.acquire(ident, ttl_ms=30000, wait_ms=10000, request_id=err.request_id)
         assert again.replayed
         assert (again.lease_id, again.fencing_token) == (resolved.lease_id,
                                                          resolved.fencing_token)
         assert psql("SELECT count(*) FROM lease.active_leases WHERE target_id = "
                     f"'{ident.target_id}'") == "1"
-        print(f"\nkill -9 during acquire: OutcomeUnknown({err.request_id}); repeat against the "
-              f"restarted leased: {resolved.lease_id} token {resolved.fencing_token}, "
-              f"replayed={resolved.replayed} (true: the first attempt had committed); "
-              f"second repeat replayed the same lease and token")
+        if where == "waiting":
+            assert not resolved.replayed  # nothing had committed: it happened now, once
+        print(f"\nkill -9 during acquire ({where}): OutcomeUnknown({err.request_id}); the "
+              f"same request id against the restarted leased: {resolved.lease_id} token "
+              f"{resolved.fencing_token}, replayed={resolved.replayed}; repeated again: the "
+              "same lease and token, replayed=True")
         c.release(again)
     finally:
         srv.stop()
@@ -216,3 +234,41 @@ def test_unreachable_leased_cancels_before_local_expiry(tokens, identity):
                   f"local expiry ({lease.code})")
     finally:
         srv.stop()
+
+
+def test_late_renewal_answers_count_only_when_inspection_confirms(leased, tokens, identity):
+    """Renewal answers held back 1 s, past their answer deadline (about
+    0.85 s after sending with a 3 s TTL): each grants nothing by itself, an
+    inspection answered in time confirms it, and the hold lives on."""
+    from delay_proxy import DelayProxy
+    proxy = DelayProxy(leased.port, lambda m, p: 1.0 if p == "/v1/leases/renew" else 0.0)
+    try:
+        c = Client(proxy.url, tokens["worker"])
+        with c.hold(identity(), ttl_ms=3000, watch=False) as lease:
+            time.sleep(4.5)
+            lease.check()
+            assert lease.renewals >= 2 and lease.late_answers == lease.renewals
+            assert any(r.startswith("GET /v1/leases/lease_") for r in proxy.seen)
+            print(f"\nlate renewal answers: {lease.late_answers} late, each confirmed by an "
+                  "inspection; the hold lived on")
+    finally:
+        proxy.close()
+
+
+def test_late_renewal_answer_not_confirmed_in_time_cancels(leased, tokens, identity):
+    """The same, with the inspection's answer held back past the cancel
+    point too: the hold cancels (unconfirmed), before its local expiry."""
+    from delay_proxy import DelayProxy
+    proxy = DelayProxy(leased.port, lambda m, p: 1.0 if p.startswith("/v1/leases/") else 0.0)
+    try:
+        c = Client(proxy.url, tokens["worker"])
+        with c.hold(identity(), ttl_ms=3000, watch=False) as lease:
+            w = lease.window
+            assert lease.lost.wait(5)
+            at = time.monotonic()
+            assert (lease.reason, lease.code) == ("unconfirmed", "lease_outcome_unknown")
+            assert lease.late_answers == 1 and at < w.expiry
+            print(f"\nlate renewal answer, late inspection: cancelled {(w.expiry - at) * 1000:.0f} "
+                  "ms before the local expiry")
+    finally:
+        proxy.close()
