@@ -111,3 +111,53 @@ def test_client_side_codes(tokens, identity):
     with pytest.raises(InvalidLeaseRequest):
         c.acquire(identity(), deadline_ms=0)
     assert issubclass(OutcomeUnknown, LeaseError)  # raised for real in test_scenario
+
+
+def test_outcome_unknown_answered_by_the_service(tokens, identity):
+    """leased's database session is terminated while a renew it sent waits
+    inside the database: leased answers 503 lease_outcome_unknown; the client
+    repeats the request id until its deadline, then raises OutcomeUnknown;
+    the same request id resolves it once the database can answer."""
+    from leased_proc import RowLock, psql
+    srv = LeasedProc({"LEASE_DB_CONNECT_TIMEOUT_MS": "500"})
+    try:
+        c = Client(srv.url, tokens["worker"])
+        ident = identity()
+        lease = c.acquire(ident, ttl_ms=30000)
+        lock = RowLock(f"SELECT 1 FROM lease.locks WHERE target_id = '{ident.target_id}' "
+                       "FOR UPDATE")
+        import threading
+        import time
+        outcome = {}
+
+        def renew() -> None:
+            try:
+                outcome["lease"] = c.renew(lease, deadline_ms=3000)
+            except Exception as e:  # noqa: BLE001 - asserted below
+                outcome["error"] = e
+        t = threading.Thread(target=renew)
+        t.start()
+        # the session of this renew: the only leased session waiting on a lock
+        waiting = ("FROM pg_stat_activity WHERE datname = current_database() AND "
+                   "application_name = 'leased' AND wait_event_type = 'Lock' AND "
+                   "query LIKE '%lease.renew%'")
+        end = time.monotonic() + 10
+        while psql("SELECT count(*) " + waiting) == "0":
+            assert time.monotonic() < end, "the renew never waited in the database"
+            time.sleep(0.02)
+        assert psql("SELECT count(pg_terminate_backend(pid)) " + waiting) == "1"
+        t.join(10)
+        lock.release()
+        err = outcome.get("error")
+        assert isinstance(err, OutcomeUnknown), outcome
+        assert err.request_id
+        import urllib.request
+        with urllib.request.urlopen(srv.url + "/metrics", timeout=5) as r:
+            metrics = r.read().decode()
+        assert 'leased_http_requests_total{route="renew",code="lease_outcome_unknown"}' in metrics
+        renewed = c.renew(lease, request_id=err.request_id)
+        assert (renewed.lease_id, renewed.fencing_token) == (lease.lease_id, lease.fencing_token)
+        assert c.renew(lease, request_id=err.request_id).replayed
+        c.release(renewed)
+    finally:
+        srv.stop()
