@@ -2,10 +2,10 @@
 (docs/relay.md, "Consumers"; the same rules as the C client's consumer.h).
 
     seen = Consumer()
-    d = parse_delivery(properties.message_id, properties.headers)   # InvalidDelivery: reject
+    d = parse_delivery(properties.message_id, properties.headers, body)  # InvalidDelivery: reject
     verdict = seen.classify(d)
     if verdict is Verdict.NEW:
-        apply(d, body)          # your effect
+        apply(d.payload)        # your effect
         seen.record(d)          # only once it is durable
     ack()                       # duplicates and stale ones too: nothing to do
 
@@ -20,6 +20,7 @@ transaction that applies the effect (docs/relay.md has the SQL).
 """
 import collections
 import enum
+import json
 import re
 import threading
 from dataclasses import dataclass
@@ -54,6 +55,7 @@ class Delivery:
     fencing_token: int
     lease_id: str
     trace_id: Optional[str]
+    payload: Any = None  # the message body, parsed (the relay publishes a JSON object)
 
 
 HeaderValue = Union[str, bytes, int]
@@ -104,10 +106,18 @@ def _normalise(field: str, value: Optional[str]) -> Optional[str]:
 
 
 def parse_delivery(message_id: Union[str, int, bytes, None],
-                   headers: Optional[Mapping[str, HeaderValue]]) -> Delivery:
+                   headers: Optional[Mapping[str, HeaderValue]],
+                   payload: Union[bytes, str, None] = None) -> Delivery:
     """Reads a delivery from the AMQP message_id and headers (strings, bytes or
-    integers, as AMQP clients give them). Raises InvalidDelivery."""
+    integers, as AMQP clients give them) and, when given, its body (JSON).
+    Raises InvalidDelivery."""
     headers = headers or {}
+    body: Any = None
+    if payload is not None:
+        try:
+            body = json.loads(payload)
+        except ValueError as e:  # also UnicodeDecodeError
+            raise InvalidDelivery("payload") from e
     outbox_id = _positive(message_id)
     if outbox_id is None:
         raise InvalidDelivery("message_id")
@@ -128,7 +138,7 @@ def parse_delivery(message_id: Union[str, int, bytes, None],
         if v is None:  # operation_class too: the relay always sends it
             raise InvalidDelivery(f)
         parts[f] = v
-    return Delivery(outbox_id, Identity(**parts), token, lease_id, trace_id)
+    return Delivery(outbox_id, Identity(**parts), token, lease_id, trace_id, body)
 
 
 class Consumer:

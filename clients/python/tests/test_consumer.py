@@ -18,7 +18,9 @@ def delivery(message_id, **over):
 
 
 def test_parse_normalises_and_accepts_bytes_and_ints():
-    d = delivery(b"7", tenant_id=b"Tenant-Main", fencing_token="3")
+    d = parse_delivery(b"7", dict(HEADERS, tenant_id=b"Tenant-Main", fencing_token="3"),
+                       b'{"n": 1}')
+    assert d.payload == {"n": 1}
     assert d.outbox_id == 7 and d.fencing_token == 3 and d.lease_id == "lease_abc"
     assert d.identity.tenant_id == "tenant-main" and d.identity.target_id == "T-1"
     assert d.trace_id == "tr"
@@ -66,3 +68,9 @@ def test_window_forgets_the_oldest_ids():
         c.record(delivery(str(i)))
     assert c.classify(delivery("1")) is Verdict.NEW  # forgotten
     assert all(c.classify(delivery(str(i))) is Verdict.DUPLICATE for i in (2, 3, 4))
+
+
+def test_a_payload_that_is_not_json_is_refused():
+    with pytest.raises(InvalidDelivery) as e:
+        parse_delivery("1", HEADERS, b"\xff not json")
+    assert e.value.field == "payload"
