@@ -99,6 +99,7 @@ class LeasedProc:
         self.start(True)
 
     def stop(self) -> None:
+        """Stops leased and removes its log (kept with LEASE_TEST_KEEP_LOGS set)."""
         if self.proc is not None and self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
             try:
@@ -106,6 +107,11 @@ class LeasedProc:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait(5)
+        if not os.environ.get("LEASE_TEST_KEEP_LOGS"):
+            try:
+                os.unlink(self.log_path)
+            except OSError:
+                pass
 
 
 def credential(principal: str, *, program: str = PROGRAM, capabilities: Sequence[str] = (
