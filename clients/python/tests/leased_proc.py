@@ -39,6 +39,7 @@ class LeasedProc:
         self.log_path = tempfile.mkstemp(prefix="leased-py-", suffix=".log")[1]
         self.port = port
         self.proc: Optional[subprocess.Popen] = None  # type: ignore[type-arg]
+        self.killed = False  # by kill9, on purpose
         self.start(wait_ready)
 
     @property
@@ -53,6 +54,7 @@ class LeasedProc:
             "LEASE_HEALTH_INTERVAL_MS": "200",
             **self.extra_env,
         })
+        self.killed = False
         log = open(self.log_path, "ab")
         offset = log.tell()
         self.proc = subprocess.Popen([need("LEASE_TEST_LEASED")], env=env, stdout=log,
@@ -93,20 +95,31 @@ class LeasedProc:
         assert self.proc is not None
         self.proc.send_signal(signal.SIGKILL)
         self.proc.wait(10)
+        self.killed = True
 
     def restart(self) -> None:
         """Starts again on the same port (after kill9 or stop)."""
         self.start(True)
 
     def stop(self) -> None:
-        """Stops leased and removes its log (kept with LEASE_TEST_KEEP_LOGS set)."""
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(5)
+        """Stops leased and removes its log (kept with LEASE_TEST_KEEP_LOGS set).
+        Raises, keeping the log, when leased had died on its own, did not
+        exit 0 on SIGTERM, or a sanitizer reported something."""
+        status = None
+        if self.proc is not None:
+            died = self.proc.poll() is not None and not self.killed
+            if self.proc.poll() is None:
+                self.proc.send_signal(signal.SIGTERM)
+                try:
+                    status = self.proc.wait(15)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+                    self.proc.wait(5)
+                    status = -9
+            log = self.log()
+            if died or status not in (None, 0) or "Sanitizer" in log or "runtime error:" in log:
+                raise RuntimeError(f"leased ended badly (status {status}, died on its own: "
+                                   f"{died}); log {self.log_path}:\n{log[-4000:]}")
         if not os.environ.get("LEASE_TEST_KEEP_LOGS"):
             try:
                 os.unlink(self.log_path)
