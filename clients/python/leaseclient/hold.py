@@ -1,0 +1,374 @@
+"""Holding a lease: renewal on the documented schedule in a background
+thread, a watch (long poll) that reports an end the holder did not ask for,
+and one cancellation signal (``lost``) for the work."""
+import logging
+import random
+import threading
+import time
+from types import TracebackType
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Type, TYPE_CHECKING
+
+from . import schedule
+from .errors import (
+    AccessDenied,
+    BackendUnavailable,
+    DeadlineExceeded,
+    InvalidCredential,
+    InvalidLeaseRequest,
+    LeaseError,
+    LeaseLost,
+    LeaseNotFound,
+    OutcomeUnknown,
+    RateLimited,
+)
+from .transport import Abort, Aborted
+from .types import CommitResult, Identity, Lease
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .client import Client
+
+log = logging.getLogger("leaseclient")
+
+_TRANSIENT = (BackendUnavailable, OutcomeUnknown, RateLimited, DeadlineExceeded)
+_WATCH_REFUSED_FOR_GOOD = (InvalidLeaseRequest, AccessDenied, InvalidCredential, LeaseNotFound)
+WATCH_RETRY_FIRST_S = 0.2
+WATCH_RETRY_MAX_S = 5.0
+
+
+class HeldLease:
+    """A lease held by a background renewer.
+
+    ``lost`` is set, once and for good, the moment this holder can no longer
+    prove it holds the lease: a renewal answered ``lease_lost`` or was refused
+    for good, the watch saw the lease end (force-release, revoke, expiry), no
+    renewal was confirmed before the cancel point, or the maximum lifetime
+    ended. ``reason`` then says which (``lost``, ``unconfirmed``, ``expired``)
+    and ``code`` the typed code behind it. Stop the work when it is set;
+    ``check()`` raises :class:`LeaseLost` then. The fencing token travels with
+    ``commit()``; the service refuses a stale holder's commit either way.
+    """
+
+    def __init__(self, client: "Client", lease: Lease, window: schedule.Window, *,
+                 service_instance_id: str, ttl_ms: Optional[int], watch: bool,
+                 watch_wait_ms: int, margin_ms: int,
+                 on_lost: Optional[Callable[["HeldLease"], None]] = None) -> None:
+        self.client = client
+        self.lost = threading.Event()
+        self.reason: Optional[str] = None
+        self.code: Optional[str] = None
+        self.release_error: Optional[LeaseError] = None
+        self.renewals = 0
+        self.late_answers = 0  # renewals answered after their answer deadline, then inspected
+        self.acquisition = lease  # the acquire's answer (waited_ms, replayed, ...)
+        self._lease = lease
+        self._window = window
+        self._capped = lease.grant_capped
+        self._service_instance_id = service_instance_id
+        self._ttl_ms = ttl_ms
+        self._margin_ms = margin_ms
+        self._watch_wait_ms = watch_wait_ms
+        self._failures = 0
+        self._last_code = "lease_renewed"
+        self._cond = threading.Condition()
+        self._stop = False
+        self._released = False
+        self._watch_abort = Abort()
+        self._renew_abort = Abort()  # ends a renewal in flight when the hold stops
+        self._callbacks: List[Callable[["HeldLease"], None]] = [on_lost] if on_lost else []
+        self._threads = [threading.Thread(target=self._renew_main, daemon=True,
+                                          name=f"lease-renew-{lease.lease_id}")]
+        if watch:
+            self._threads.append(threading.Thread(target=self._watch_main, daemon=True,
+                                                  name=f"lease-watch-{lease.lease_id}"))
+
+    # ------------------------------------------------------------------
+    # what the work sees
+
+    @property
+    def lease(self) -> Lease:
+        """The latest confirmed lease record (expires_at moves with renewals)."""
+        with self._cond:
+            return self._lease
+
+    @property
+    def lease_id(self) -> str:
+        return self._lease.lease_id
+
+    @property
+    def fencing_token(self) -> int:
+        return self._lease.fencing_token
+
+    @property
+    def identity(self) -> Identity:
+        return self._lease.identity
+
+    @property
+    def window(self) -> schedule.Window:
+        with self._cond:
+            return self._window
+
+    def check(self) -> None:
+        """Raises LeaseLost when the lease is lost; returns otherwise."""
+        if self.lost.is_set():
+            raise LeaseLost(f"lease {self.lease_id} is {self.reason} ({self.code})")
+
+    def add_lost_callback(self, fn: Callable[["HeldLease"], None]) -> None:
+        """Calls fn(self) once when the lease is lost (at once if it already is).
+        It runs on the renewer's or the watcher's thread: keep it short."""
+        with self._cond:
+            if not self.lost.is_set():
+                self._callbacks.append(fn)
+                return
+        fn(self)
+
+    def commit(self, writes: Sequence[Mapping[str, Any]], **kw: Any) -> CommitResult:
+        """A fenced commit with this lease's id and token (Client.commit's options).
+        Raises LeaseLost without sending when the lease is already known lost."""
+        self.check()
+        return self.client.commit(self.lease, writes, **kw)
+
+    def release(self, *, deadline_ms: int = 5000) -> None:
+        """Stops renewing and releases the lease (also done on leaving ``with``)."""
+        with self._cond:
+            if self._released:
+                return
+            self._released = True
+        was_lost = self.lost.is_set()
+        self._halt("released", "lease_released")
+        if was_lost and self.code == "lease_lost":
+            return  # the service already ended it
+        try:
+            self.client.release(self.lease, service_instance_id=self._service_instance_id,
+                                deadline_ms=deadline_ms)
+        except LeaseLost:
+            pass
+        except LeaseError as e:
+            self.release_error = e
+            log.warning("lease %s: release failed: %s", self.lease_id, e)
+
+    # ------------------------------------------------------------------
+    # the state change, once
+
+    def _signal(self, reason: str, code: str) -> None:
+        with self._cond:
+            if self.lost.is_set() or self._stop:
+                return
+            self.reason, self.code = reason, code
+            self.lost.set()
+            callbacks = list(self._callbacks)
+            self._cond.notify_all()
+        log.warning("lease %s: %s (%s)", self._lease.lease_id, reason, code)
+        self._watch_abort.fire()
+        for fn in callbacks:
+            try:
+                fn(self)
+            except Exception:  # a callback's failure must not stop the others
+                log.exception("lease %s: lost callback failed", self._lease.lease_id)
+
+    def _halt(self, reason: str, code: str) -> None:
+        with self._cond:
+            if not self._stop:
+                self._stop = True
+                if not self.lost.is_set():
+                    self.reason, self.code = reason, code
+            self._cond.notify_all()
+        self._watch_abort.fire()
+        self._renew_abort.fire()
+        for t in self._threads:
+            if t is not threading.current_thread() and t.is_alive():
+                t.join()
+
+    def _start(self) -> None:
+        for t in self._threads:
+            t.start()
+
+    # ------------------------------------------------------------------
+    # renewal
+
+    def _renew_main(self) -> None:
+        with self._cond:
+            while not self._stop and not self.lost.is_set():
+                now = time.monotonic()
+                w = self._window
+                if now >= w.cancel:
+                    reason = "expired" if self._capped else "unconfirmed"
+                    code = ("lease_lost" if self._capped else
+                            "lease_backend_unavailable" if self._last_code == "lease_renewed"
+                            else self._last_code)
+                    self._cond.release()
+                    try:
+                        self._signal(reason, code)
+                    finally:
+                        self._cond.acquire()
+                    break
+                nxt = w.cancel if self._capped or w.renew > w.cancel else w.renew
+                if now < nxt:
+                    self._cond.wait(nxt - now)
+                    continue
+                self._cond.release()
+                try:
+                    self._renew_once()
+                finally:
+                    self._cond.acquire()
+
+    def _renew_once(self) -> None:
+        with self._cond:
+            held, window = self._lease, self._window
+        now = time.monotonic()
+        answer_by = schedule.answer_deadline(now, window.cancel)
+        # the call may run (and resolve an unknown outcome) up to the cancel
+        # point, never past it: then cancellation is due anyway
+        budget_ms = max(int((window.cancel - now) * 1000), 1)
+        try:
+            renewed, answer = self.client._renew(held, ttl_ms=self._ttl_ms,
+                                                 service_instance_id=self._service_instance_id,
+                                                 deadline_ms=budget_ms,
+                                                 abort=self._renew_abort)
+        except Aborted:
+            return  # the hold is stopping
+        except _TRANSIENT as e:
+            answered = time.monotonic()
+            with self._cond:
+                self._failures += 1
+                self._last_code = e.code
+                self._window = schedule.Window(window.sent, window.grant_ms, window.expiry,
+                                               window.cancel,
+                                               schedule.retry_at(answered, window.cancel,
+                                                                 self._failures))
+            log.info("lease %s: renewal failed (%s, %d in a row); retrying", held.lease_id,
+                     e.code, self._failures)
+            return
+        except LeaseError as e:
+            # lease_lost, or refused for good (credential, scope, invalid)
+            self._signal("lost", e.code)
+            return
+        if (renewed.lease_id != held.lease_id or renewed.fencing_token != held.fencing_token
+                or renewed.state != "active"):
+            self._signal("lost", "lease_lost")
+            return
+        if answer.answered > answer_by:
+            with self._cond:
+                self.late_answers += 1
+            log.info("lease %s: renewal answered %.0f ms after its deadline; inspecting",
+                     held.lease_id, (answer.answered - answer_by) * 1000)
+            if not self._confirm_by_inspect(renewed, window.cancel):
+                self._signal("unconfirmed", "lease_outcome_unknown")
+                return
+        w = schedule.plan(answer.first_sent, renewed.grant_ms, margin_config_ms=self._margin_ms)
+        with self._cond:
+            self._lease = renewed
+            self._window = w
+            self._capped = renewed.grant_capped
+            self._failures = 0
+            self._last_code = "lease_renewed"
+            self.renewals += 1
+
+    def _confirm_by_inspect(self, renewed: Lease, cancel: float) -> bool:
+        """A late renewal answer grants nothing unless an inspection, answered
+        before the cancel point, shows the lease active with it applied."""
+        left_ms = int((cancel - time.monotonic()) * 1000)
+        if left_ms <= 0:
+            return False
+        try:
+            seen = self.client.inspect(renewed.lease_id, deadline_ms=left_ms)
+        except LeaseError:
+            return False
+        from .types import parse_time_ms
+        return (time.monotonic() < cancel and seen.state == "active"
+                and seen.lease_id == renewed.lease_id
+                and seen.fencing_token == renewed.fencing_token
+                and (parse_time_ms(seen.renewed_at) or 0) >= (parse_time_ms(renewed.renewed_at) or 0))
+
+    # ------------------------------------------------------------------
+    # watch
+
+    def _watch_main(self) -> None:
+        retry = WATCH_RETRY_FIRST_S
+        lease_id = self._lease.lease_id
+        while True:
+            with self._cond:
+                if self._stop or self.lost.is_set():
+                    return
+            try:
+                seen = self.client.watch(lease_id, wait_ms=self._watch_wait_ms,
+                                         abort=self._watch_abort)
+            except Aborted:
+                return
+            except _WATCH_REFUSED_FOR_GOOD as e:
+                log.info("lease %s: watch not available (%s): renewal alone guards it",
+                         lease_id, e.code)
+                return
+            except LeaseError:
+                # unreachable or busy: renewal guards meanwhile
+                if self._watch_abort.event.wait(retry + random.uniform(0, retry / 2)):
+                    return
+                retry = min(retry * 2, WATCH_RETRY_MAX_S)
+                continue
+            if seen.lease_id == lease_id and seen.state != "active":
+                with self._cond:
+                    if self._stop:
+                        return
+                log.warning("lease %s: watch: the lease is %s", lease_id, seen.state)
+                self._signal("lost", "lease_lost")
+                return
+            retry = WATCH_RETRY_FIRST_S
+
+
+class Hold:
+    """``with client.hold(identity, ttl_ms=..., wait_ms=...) as lease:``
+
+    Entering acquires (raising LeaseConflict when the lease stays held past
+    ``wait_ms``, or any other typed error) and starts the renewer and the
+    watcher; leaving stops them and releases the lease. Options: those of
+    Client.acquire, plus ``watch`` (default True), ``watch_wait_ms``
+    (30 000), ``margin_ms`` (0: the documented G/10 clamped to [100 ms, 5 s])
+    and ``on_lost`` (a callback, run on a background thread).
+    """
+
+    def __init__(self, client: "Client", identity: Identity, *, ttl_ms: Optional[int] = None,
+                 wait_ms: int = 0, maximum_lifetime_ms: Optional[int] = None,
+                 service_instance_id: Optional[str] = None, execution_id: Optional[str] = None,
+                 job_id: Optional[str] = None, trace_id: Optional[str] = None,
+                 metadata: Optional[Mapping[str, Any]] = None, request_id: Optional[str] = None,
+                 deadline_ms: Optional[int] = None, watch: bool = True,
+                 watch_wait_ms: int = 30000, margin_ms: int = 0,
+                 on_lost: Optional[Callable[[HeldLease], None]] = None) -> None:
+        self._client = client
+        self._identity = identity
+        self._ttl_ms = ttl_ms
+        self._service_instance_id = service_instance_id or client.service_instance_id
+        self._acquire: Dict[str, Any] = dict(
+            ttl_ms=ttl_ms, wait_ms=wait_ms, maximum_lifetime_ms=maximum_lifetime_ms,
+            service_instance_id=self._service_instance_id, execution_id=execution_id,
+            job_id=job_id, trace_id=trace_id, metadata=metadata, request_id=request_id,
+            deadline_ms=deadline_ms, deadline_at=None)
+        self._watch = watch
+        self._watch_wait_ms = watch_wait_ms
+        self._margin_ms = margin_ms
+        self._on_lost = on_lost
+        self.held: Optional[HeldLease] = None
+
+    def start(self) -> HeldLease:
+        lease, answer = self._client._acquire(self._identity, **self._acquire)
+        sent = schedule.anchor(answer.first_sent, lease.waited_ms, answer.answered)
+        window = schedule.plan(sent, lease.grant_ms, margin_config_ms=self._margin_ms)
+        held = HeldLease(self._client, lease, window,
+                         service_instance_id=self._service_instance_id, ttl_ms=self._ttl_ms,
+                         watch=self._watch, watch_wait_ms=self._watch_wait_ms,
+                         margin_ms=self._margin_ms, on_lost=self._on_lost)
+        if time.monotonic() >= window.cancel:
+            # granted, but with no local authority left: give it back
+            held.release()
+            raise LeaseLost(f"lease {lease.lease_id} was granted after its local authority "
+                            f"ended (waited_ms {lease.waited_ms})", request_id=answer.request_id)
+        held._start()
+        self.held = held
+        return held
+
+    def __enter__(self) -> HeldLease:
+        return self.start()
+
+    def __exit__(self, exc_type: Optional[Type[BaseException]],
+                 exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
+        if self.held is not None:
+            self.held.release()

@@ -1,0 +1,158 @@
+"""The values the client speaks: lock identities, leases, pages, commits."""
+import datetime
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Mapping, Optional, Union
+
+IDENTITY_FIELDS = ("tenant_id", "program_id", "target_namespace", "target_id",
+                   "actor_name", "workflow_name", "operation_class")
+
+
+@dataclass(frozen=True)
+class Identity:
+    """A lock identity (docs/contract.md): the seven components of a target lease.
+    ``operation_class`` None means the service's default ("default")."""
+
+    tenant_id: str
+    program_id: str
+    target_namespace: str
+    target_id: str
+    actor_name: str
+    workflow_name: str
+    operation_class: Optional[str] = None
+
+    def to_json(self) -> Dict[str, str]:
+        out = {k: getattr(self, k) for k in IDENTITY_FIELDS[:6]}
+        if self.operation_class is not None:
+            out["operation_class"] = self.operation_class
+        return out
+
+    @classmethod
+    def of(cls, value: "IdentityLike") -> "Identity":
+        if isinstance(value, Identity):
+            return value
+        unknown = set(value) - set(IDENTITY_FIELDS)
+        if unknown:
+            raise ValueError(f"unknown identity fields: {sorted(unknown)}")
+        return cls(**{k: value[k] for k in IDENTITY_FIELDS if k in value})
+
+
+IdentityLike = Union[Identity, Mapping[str, Any]]
+
+
+def parse_time_ms(text: Optional[str]) -> Optional[int]:
+    """Milliseconds since the epoch of an RFC 3339 timestamp of the service."""
+    if not text:
+        return None
+    t = text.replace("Z", "+00:00") if text.endswith("Z") else text
+    dt = datetime.datetime.fromisoformat(t)
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=datetime.timezone.utc)
+    return int(round(dt.timestamp() * 1000))
+
+
+@dataclass
+class Lease:
+    """A lease as the service answered it (docs/api.md, "Lease object"), and
+    the facts of the call that returned it."""
+
+    identity: Identity
+    lease_id: str
+    fencing_token: int
+    state: str = "active"
+    ttl_ms: int = 0
+    acquired_at: Optional[str] = None
+    renewed_at: Optional[str] = None
+    expires_at: Optional[str] = None
+    ended_at: Optional[str] = None
+    maximum_lifetime_ms: Optional[int] = None
+    service_instance_id: Optional[str] = None
+    execution_id: Optional[str] = None
+    job_id: Optional[str] = None
+    trace_id: Optional[str] = None
+    metadata: Optional[Dict[str, Any]] = None
+    # of the answer, not of the lease
+    code: Optional[str] = None
+    replayed: bool = False
+    current_state: Optional[str] = None
+    waited_ms: int = 0
+    request_id: Optional[str] = None
+    correlation_id: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def grant_ms(self) -> int:
+        """What the answer granted: min(ttl_ms, expires_at - renewed_at)."""
+        exp, ren = parse_time_ms(self.expires_at), parse_time_ms(self.renewed_at)
+        if exp is None or ren is None:
+            return max(self.ttl_ms, 0)
+        span = exp - ren
+        grant = self.ttl_ms if 0 < self.ttl_ms < span else span
+        return max(grant, 0)
+
+    @property
+    def grant_capped(self) -> bool:
+        """The maximum lifetime shortened the grant: renewing cannot extend it."""
+        exp, ren = parse_time_ms(self.expires_at), parse_time_ms(self.renewed_at)
+        if exp is None or ren is None:
+            return False
+        return exp - ren + 1 < self.ttl_ms  # one ms of slack: both truncated to ms
+
+    @classmethod
+    def from_json(cls, obj: Dict[str, Any], envelope: Optional[Dict[str, Any]] = None,
+                  request_id: Optional[str] = None) -> "Lease":
+        env = envelope or {}
+        waited = env.get("waited_ms", 0)
+        return cls(
+            identity=Identity.of(obj["lock_identity"]),
+            lease_id=obj["lease_id"],
+            fencing_token=int(obj["fencing_token"]),
+            state=obj.get("state", "active"),
+            ttl_ms=int(obj.get("ttl_ms") or 0),
+            acquired_at=obj.get("acquired_at"),
+            renewed_at=obj.get("renewed_at"),
+            expires_at=obj.get("expires_at"),
+            ended_at=obj.get("ended_at"),
+            maximum_lifetime_ms=obj.get("maximum_lifetime_ms"),
+            service_instance_id=obj.get("service_instance_id"),
+            execution_id=obj.get("execution_id"),
+            job_id=obj.get("job_id"),
+            trace_id=obj.get("trace_id"),
+            metadata=obj.get("metadata"),
+            code=env.get("code"),
+            replayed=bool(env.get("replayed", False)),
+            current_state=env.get("current_state"),
+            waited_ms=waited if isinstance(waited, int) and waited > 0 else 0,
+            request_id=request_id,
+            correlation_id=env.get("correlation_id"),
+            raw=obj,
+        )
+
+
+@dataclass
+class Page:
+    """One page of a list; pass ``next_page_token`` back for the next."""
+
+    leases: List[Lease]
+    next_page_token: Optional[str]
+
+
+@dataclass
+class CommitResult:
+    """An accepted fenced commit: one result per write, in request order."""
+
+    lease_id: str
+    fencing_token: int
+    results: List[Dict[str, Any]]
+    replayed: bool = False
+    request_id: Optional[str] = None
+    correlation_id: Optional[str] = None
+
+
+def document(key: str, body: Dict[str, Any], expected_revision: int = 0) -> Dict[str, Any]:
+    """A document write of a commit (expected_revision 0: must not exist yet)."""
+    return {"kind": "document", "key": key, "expected_revision": expected_revision, "body": body}
+
+
+def publication(topic: str, payload: Dict[str, Any]) -> Dict[str, Any]:
+    """A publication of a commit (delivered by leased-relay, docs/relay.md)."""
+    return {"kind": "publication", "topic": topic, "payload": payload}

@@ -1,0 +1,60 @@
+"""Fixtures: a leased (two for the cross-instance cases) on the database of
+tests/clients/with_database, and its credentials."""
+import os
+import sys
+import uuid
+from typing import Callable, Dict, Iterator
+
+import pytest
+
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+sys.path.insert(0, os.path.dirname(__file__))
+
+from leased_proc import PROGRAM, TENANT, LeasedProc, credential  # noqa: E402
+
+from leaseclient import Identity  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def leased() -> Iterator[LeasedProc]:
+    p = LeasedProc()
+    yield p
+    p.stop()
+
+
+@pytest.fixture(scope="session")
+def leased_b() -> Iterator[LeasedProc]:
+    """A second instance on the same database."""
+    p = LeasedProc()
+    yield p
+    p.stop()
+
+
+@pytest.fixture(scope="session")
+def tokens() -> Dict[str, str]:
+    return {
+        "worker": credential("prn_py_worker"),
+        "other": credential("prn_py_other"),
+        "admin": credential("prn_py_admin", program="*", admin=True,
+                            capabilities=("targets:read", "targets:force-release",
+                                          "targets:revoke")),
+    }
+
+
+@pytest.fixture
+def identity() -> Callable[..., Identity]:
+    """A fresh identity per call (its own target)."""
+    def make(target: str = "") -> Identity:
+        return Identity(TENANT, PROGRAM, "py-target", target or "t-" + uuid.uuid4().hex[:12],
+                        "pyworker", "default")
+    return make
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """A skipped case is not a passed one: the suite fails when any was skipped."""
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = len(reporter.stats.get("skipped", [])) if reporter else 0
+    if skipped and session.exitstatus == 0:
+        session.exitstatus = 1
+        if reporter:
+            reporter.write_line(f"{skipped} case(s) skipped: counted as a failure", red=True)
