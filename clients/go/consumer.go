@@ -194,7 +194,7 @@ func (c *Consumer) Record(d Delivery) {
 }
 
 // NormalizeIdentity validates and normalises an identity as the service
-// does (docs/api.md, interface.md section 3): names and the namespace are
+// does (docs/contract.md, "Identity and lock keys"): names and the namespace are
 // folded to lower case, target_id keeps its case, operation_class ""
 // means "default". bad names the first invalid component ("" when valid).
 func NormalizeIdentity(in Identity) (out Identity, bad string) {
