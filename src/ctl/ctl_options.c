@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
+#include <openssl/sha.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -119,6 +120,39 @@ static bool new_trace_id(char *out, size_t outsz)
     for (size_t i = 0; i < sizeof raw; i++)
         snprintf(out + 2 * i, 3, "%02x", raw[i]);
     return true;
+}
+
+/*
+ * With --request-id, the ids this process would otherwise make up fresh
+ * (service instance, execution, job and trace ids) are derived from the
+ * request id, so repeating a command with the same --request-id repeats the
+ * same request: that is how an unknown outcome is resolved, and fresh ids
+ * would make the repeat an idempotency_conflict. Ids given by flag or
+ * environment still win.
+ */
+static void derive_ids_from_request_id(ctl_options_t *o)
+{
+    unsigned char md[SHA256_DIGEST_LENGTH];
+    SHA256((const unsigned char *)o->request_id, strlen(o->request_id), md);
+    char hex[2 * SHA256_DIGEST_LENGTH + 1];
+    for (size_t i = 0; i < sizeof md; i++)
+        snprintf(hex + 2 * i, 3, "%02x", md[i]);
+    if (!o->service_instance_id[0]) {
+        char host[sizeof o->service_instance_id];
+        ctl_default_service_instance(host, sizeof host);
+        char *pid = strrchr(host, '-'); /* "-<pid>": one process's, not the request's */
+        if (pid)
+            *pid = '\0';
+        int room = LEASE_ID_MAX - 14 < (int)strlen(host) ? LEASE_ID_MAX - 14 : (int)strlen(host);
+        snprintf(o->service_instance_id, sizeof o->service_instance_id, "%.*s-r%.12s", room, host,
+                 hex);
+    }
+    if (!o->execution_id[0])
+        snprintf(o->execution_id, sizeof o->execution_id, "exec_%.24s", hex);
+    if (!o->job_id[0])
+        snprintf(o->job_id, sizeof o->job_id, "job_%.24s", hex + 24);
+    if (!o->trace_id[0])
+        snprintf(o->trace_id, sizeof o->trace_id, "%.32s", hex + 32);
 }
 
 static const char *env(const char *name)
@@ -277,6 +311,8 @@ static bool complete(ctl_options_t *o, unsigned flags, const char *cmd)
     if (!o->trace_id[0] && env("LEASE_TRACE_ID"))
         snprintf(o->trace_id, sizeof o->trace_id, "%s", env("LEASE_TRACE_ID"));
 
+    if (o->request_id)
+        derive_ids_from_request_id(o);
     if (!o->service_instance_id[0])
         ctl_default_service_instance(o->service_instance_id, sizeof o->service_instance_id);
     if ((!o->execution_id[0] &&

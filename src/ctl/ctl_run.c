@@ -432,6 +432,32 @@ static lease_code_t acquire_waiting(const ctl_options_t *o, lease_client_t *clie
     }
 }
 
+/*
+ * A replayed answer to a --request-id describes a grant that an earlier
+ * process may have made, an unknown time before this process first sent
+ * the id: this process's send time is then no safe anchor (it would believe
+ * a lease granted long ago has its whole TTL left). One renewal gives a
+ * grant whose anchor is this process's own send. Returns LEASE_ACQUIRED
+ * with *call and *res those of the renewal, or the renewal's failure.
+ */
+static lease_code_t renew_replayed_grant(const ctl_options_t *o, lease_client_t *client,
+                                         lease_client_call_t *call, lease_result_t *res)
+{
+    lease_client_owner_t req = {lease_client_identity_of(&res->lease.identity),
+                                res->lease.lease_id, res->lease.fencing_token,
+                                o->service_instance_id, o->ttl_ms};
+    lease_client_call_t rcall = {.deadline_ms = CTL_DEFAULT_DEADLINE_MS};
+    lease_result_t renewed;
+    lease_code_t code = lease_client_renew(client, &req, &rcall, &renewed);
+    if (code != LEASE_RENEWED) {
+        *res = renewed;
+        return code;
+    }
+    *call = rcall;
+    *res = renewed;
+    return LEASE_ACQUIRED;
+}
+
 /* Acquires, holds the lease while the command runs, releases. */
 static int hold_and_run(const ctl_options_t *o, lease_client_t *client, char **command,
                         int64_t grace_ms, const sigset_t *handled, const sigset_t *original,
@@ -443,6 +469,8 @@ static int hold_and_run(const ctl_options_t *o, lease_client_t *client, char **c
     if (code == LEASE_ACQUIRED && res.replayed && res.current_state != LEASE_STATE_ACTIVE &&
         res.current_state != LEASE_STATE_NONE)
         code = LEASE_LOST; /* a replayed --request-id whose lease has ended since */
+    if (code == LEASE_ACQUIRED && res.replayed && o->request_id)
+        code = renew_replayed_grant(o, client, &call, &res);
     if (code != LEASE_ACQUIRED) {
         char unreachable[LEASE_CLIENT_TRANSPORT_ERROR_MAX + 256];
         if (ctl_report_unreachable(lease_client_url(client), &call, unreachable,

@@ -13,6 +13,11 @@
  *      9000, and a command exiting 3 makes run exit 3.
  *  (c) --wait-ms beyond the service's maximum wait (LEASE_MAX_WAIT_MS) keeps
  *      acquiring until the wait is used up instead of being refused (400).
+ *  (d) `run --request-id X` whose acquire an earlier process made (a replay)
+ *      does not anchor its authority at its own send: the grant happened
+ *      earlier by an unknown amount. Anchored at its send, run believed a
+ *      lease granted 3 s before (TTL 4 s) had a full TTL left, renewed only
+ *      after the service had expired it, and cancelled its command (76).
  */
 #include <signal.h>
 #include <sys/stat.h>
@@ -155,6 +160,46 @@ static void wait_beyond_the_service_maximum_keeps_acquiring(void **state)
     assert_int_equal(leased_proc_stop(short_wait), 0);
 }
 
+static void replayed_request_id_of_an_earlier_process_is_renewed_first(void **state)
+{
+    (void)state;
+    char first_cmd[512], work_cmd[512];
+    script(first_cmd, sizeof first_cmd, "5", 0);
+    script(work_cmd, sizeof work_cmd, "3", 0);
+    const char *first_args[] = {"run",         "--tenant",   TENANT,    "--program",    PROGRAM,
+                                "--namespace", NAMESPACE,    "--target", "replay-a",    "--actor",
+                                ACTOR,         "--workflow", "default", "--ttl-ms",     "4000",
+                                "--request-id", "run-replay-1", "--service-instance", "replay-host",
+                                "--execution-id", "replay-exec", "--job-id", "replay-job",
+                                "--",   "sh",           "-c",
+                                first_cmd,     NULL};
+    /* the earlier process acquires, starts its command and dies (kill -9)
+     * before its first renewal: the lease stays active until its TTL ends */
+    proc_t first = ctl_start(first_args, fx.base, worker_token, NULL);
+    assert_true(wait_file(&first, "env", PATIENCE_MS));
+    int64_t granted = lease_mono_now_ns();
+    kill(first.pid, SIGKILL);
+    proc_wait(&first, PATIENCE_MS);
+    lease_sleep_ms(3000 - (lease_mono_now_ns() - granted) / 1000000); /* 1 s of it left */
+
+    const char *args[] = {"run",         "--tenant",   TENANT,    "--program",    PROGRAM,
+                          "--namespace", NAMESPACE,    "--target", "replay-a",    "--actor",
+                          ACTOR,         "--workflow", "default", "--ttl-ms",     "4000",
+                          "--request-id", "run-replay-1", "--service-instance", "replay-host",
+                                "--execution-id", "replay-exec", "--job-id", "replay-job",
+                                "--",   "sh",           "-c",
+                          work_cmd,      NULL};
+    proc_t p = ctl_start(args, fx.base, worker_token, NULL);
+    int status = proc_wait(&p, PATIENCE_MS);
+    printf("replayed --request-id of a process killed 3 s into a 4 s lease: run exited %d\n",
+           status);
+    if (status != 0)
+        print_stderr(&p, "run");
+    assert_int_equal(status, 0);
+    proc_cleanup(&first);
+    proc_cleanup(&p);
+}
+
 static int group_setup(void **state)
 {
     http_fx_open(&fx, state, "run_wait");
@@ -169,6 +214,7 @@ int main(void)
         cmocka_unit_test(late_grant_in_a_short_wait_holds_and_runs),
         cmocka_unit_test(late_grant_in_a_long_wait_holds_and_runs),
         cmocka_unit_test(wait_beyond_the_service_maximum_keeps_acquiring),
+        cmocka_unit_test(replayed_request_id_of_an_earlier_process_is_renewed_first),
     };
     return cmocka_run_group_tests(tests, group_setup, http_fx_teardown);
 }
