@@ -313,7 +313,6 @@ static void watch_park(leased_app_t *app, leased_exchange_t *ex, watch_op_t *w)
     ex->park_until_ns = w->until_ns < w->recheck_at_ns ? w->until_ns : w->recheck_at_ns;
 }
 
-
 /* The wait of the request: wait_ms (0..LEASE_WATCH_MAX_WAIT_MS), else the
  * smaller of 30 s and that cap. False when the query is not acceptable. */
 static bool watch_wait_ms(const leased_app_t *app, const leased_exchange_t *ex, int64_t *out)
