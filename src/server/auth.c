@@ -514,8 +514,7 @@ bool lease_auth_authenticate_gated(lease_auth_t *auth, const char *authorization
 
     /* 2. Everything else costs: its source pays, and while the source's
      * failure budget is spent, it answers 429 whatever its id. */
-    if (gate && gate->admit_uncached &&
-        !gate->admit_uncached(gate->cls, &gate->retry_after_ms)) {
+    if (gate && gate->admit_uncached && !gate->admit_uncached(gate->cls, &gate->retry_after_ms)) {
         failure = LEASE_RATE_LIMITED;
         goto cleanup;
     }
@@ -537,8 +536,7 @@ bool lease_auth_authenticate_gated(lease_auth_t *auth, const char *authorization
     if (!credential_get(auth, id, deadline, &cred, &found, &fetched_ns, &failure))
         goto cleanup;
     failure = INVALID_CREDENTIAL;
-    if (secret_matches(presented, found ? &cred : NULL) &&
-        caller_from(&cred, fetched_ns, id, out))
+    if (secret_matches(presented, found ? &cred : NULL) && caller_from(&cred, fetched_ns, id, out))
         ok = true;
 
 cleanup:

@@ -1,9 +1,11 @@
 /*
  * routes.c - the route table, path matching, and the handlers it names.
  *
- * Dispatch order for a route with capabilities: the client address's token
- * bucket (429), credential (401; 429 when the address's failed
- * authentications used up its lookups), the credential's token bucket
+ * Dispatch order for a route with capabilities: credential (a valid one
+ * fresh in the cache goes on; any other request takes a token of the
+ * client address's bucket (429) and answers 401 when it fails, or 429
+ * alike while the address's failed authentications used up its lookups),
+ * the credential's token bucket
  * (429), capability (403), the credential's and tenant's share of requests
  * in flight (429), the global in-flight bound (429), then the handler: body decoding (400), an acquire that
  * may wait takes a waiting share (429), then the service operation.

@@ -64,9 +64,9 @@ static char *acquire_body_of(const char *tenant, const char *target, const char 
     json_t *id = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "tenant_id", tenant, "program_id",
                            PROGRAM, "target_namespace", NAMESPACE, "target_id", target,
                            "actor_name", ACTOR, "workflow_name", "default");
-    json_t *o = json_pack("{s:s, s:o, s:s, s:s, s:s}", "request_id", request_id, "lock_identity",
-                          id, "service_instance_id", "inst_1", "execution_id", "exec_1", "job_id",
-                          "job_1");
+    json_t *o =
+        json_pack("{s:s, s:o, s:s, s:s, s:s}", "request_id", request_id, "lock_identity", id,
+                  "service_instance_id", "inst_1", "execution_id", "exec_1", "job_id", "job_1");
     if (wait_ms > 0)
         json_object_set_new(o, "wait_ms", json_integer(wait_ms));
     return dump(o);
@@ -333,8 +333,8 @@ static void *storm_main(void *arg)
     while (now_ms() < s->end_ms) {
         /* a waiting acquire of a held lock: refused with 429 past the
          * waiting shares, and retried at once */
-        http_resp_t *r = http_client_call(h, "POST", "/v1/leases/acquire", s->token, body, NULL,
-                                          NULL);
+        http_resp_t *r =
+            http_client_call(h, "POST", "/v1/leases/acquire", s->token, body, NULL, NULL);
         s->sent++;
         if (r && r->status == 429)
             s->limited++;
@@ -396,8 +396,9 @@ static void test_storm_spares_other_tenant(void **state)
         sent += storm[i].sent;
         limited += storm[i].limited;
     }
-    fprintf(stderr, "tenant a's storm: %ld requests, %ld answered 429; tenant b: %d of 20 ok, %d "
-                    "answered 429\n",
+    fprintf(stderr,
+            "tenant a's storm: %ld requests, %ld answered 429; tenant b: %d of 20 ok, %d "
+            "answered 429\n",
             sent, limited, b_ok, b_limited);
     assert_true(limited > 1000); /* it was a storm of refusals */
     assert_int_equal(b_limited, 0);
@@ -450,9 +451,8 @@ static void test_no_oracle_when_budget_spent(void **state)
      * seen before */
     for (int i = 0; i < 40; i++) {
         char tok[96];
-        snprintf(tok, sizeof tok,
-                 "lsk_key_%c%c%.24s_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA", 'a' + i % 26,
-                 'a' + i / 26, "bcdefghijklmnopqrstuvwxyz");
+        snprintf(tok, sizeof tok, "lsk_key_%c%c%.24s_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+                 'a' + i % 26, 'a' + i / 26, "bcdefghijklmnopqrstuvwxyz");
         char *body = acquire_body("oracle-spend", "t-oracle");
         r = http_client_call(h, "POST", "/v1/leases/acquire", tok, body, NULL, NULL);
         free(body);
