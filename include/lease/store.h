@@ -159,8 +159,12 @@ typedef struct lease_credential {
     unsigned capabilities; /* LEASE_CAP_* bits */
     unsigned char secret_digest[32];
     int64_t created_at_ms;
-    int64_t expires_at_ms; /* 0: never */
-    int64_t revoked_at_ms; /* 0: not revoked */
+    bool revoked;
+    /* Expiry as the backend saw it at the lookup (no sentinel value): with
+     * has_expiry, expires_in_ms of validity were left at backend time (0:
+     * already expired, every past instant included); without, none. */
+    bool has_expiry;
+    int64_t expires_in_ms;
 } lease_credential_t;
 
 enum {

@@ -1,7 +1,8 @@
 /*
- * admission.c - token buckets (per credential; per client address before
- * authentication; failed authentications per client address), the global
- * in-flight bound, and the fair-share bounds per credential and tenant.
+ * admission.c - token buckets (per credential; per client address for
+ * requests the credential cache cannot vouch for; failed authentications
+ * per client address), the global in-flight bound, and the fair-share
+ * bounds per credential and tenant.
  *
  * Buckets live in small open hash tables keyed by a string (credential id
  * or address), guarded by one mutex (a take is a few arithmetic

@@ -1,7 +1,7 @@
 /*
  * admission.h - admission control: token buckets (per credential; per
- * client address before authentication; failed authentications per client
- * address), one global bound on requests in flight, and fair shares of it
+ * client address for requests the credential cache cannot vouch for;
+ * failed authentications per client address), one global bound on requests in flight, and fair shares of it
  * per credential and per tenant. Each refusal says how long a retry should
  * wait; the caller turns it into 429 lease_rate_limited. All bounds are
  * per leased instance.
@@ -45,7 +45,9 @@ int64_t leased_admission_inflight(const leased_admission_t *adm);
 LEASE_MUST_USE bool leased_admission_take(leased_admission_t *adm, const char *credential_id,
                                           int64_t now_ns, int64_t *retry_after_ms);
 
-/* Before authentication: one token from the client address's bucket. */
+/* One token from the client address's bucket, for a request whose
+ * credential the cache cannot vouch for (auth.h, lease_auth_gate_t): a
+ * valid cached credential never takes one. */
 LEASE_MUST_USE bool leased_admission_source_take(leased_admission_t *adm, const char *source,
                                                  int64_t now_ns, int64_t *retry_after_ms);
 /* Whether the client address may still make the store look a credential

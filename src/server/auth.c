@@ -17,8 +17,19 @@
  * bounds the lookups of a source whose authentications keep failing).
  * Only one thread looks an id up at a time; the others wait for its answer
  * (bounded by their own deadline) instead of stampeding the database.
- * Expiry is checked on every use against the stored expires_at, so a cached
- * row never outlives its credential.
+ * Expiry is the backend's: a lookup says how many milliseconds of validity
+ * were left at backend time (0 for every past instant), and the credential
+ * expires that long after the lookup began on the monotonic clock, checked
+ * on every use, so a cached row never outlives its credential and leased's
+ * wall clock plays no part.
+ *
+ * Costs and answers: a request whose credential the cache vouches for
+ * (fresh, right secret, valid) costs no lookup and passes no budget.
+ * Every other request costs its source (gate->admit_uncached); while the
+ * source's failure budget is spent (gate->allow_lookup), every such request
+ * answers LEASE_RATE_LIMITED alike, whether its id is unknown, idle or
+ * cached with another secret, after the same work (one digest comparison),
+ * so the answer tells nothing about which ids exist or are in use.
  *
  * Secrets: the presented secret and its digest live on the stack of one call
  * and are wiped before it returns. The cache holds stored digests, never
@@ -206,7 +217,7 @@ static bool lookup_answered(lease_code_t code, lease_code_t *failure)
  * could be had.
  */
 static bool credential_get(lease_auth_t *auth, const char *id, const lease_deadline_t *deadline,
-                           lease_auth_gate_t *gate, lease_credential_t *out, bool *found,
+                           lease_credential_t *out, bool *found, int64_t *fetched_ns,
                            lease_code_t *code)
 {
     auth_slot_t *set = set_of(auth, id);
@@ -246,6 +257,7 @@ static bool credential_get(lease_auth_t *auth, const char *id, const lease_deadl
             int64_t ttl = mine->found ? auth->ttl_ns : auth->negative_ttl_ns;
             if (now - mine->fetched_ns < ttl) {
                 *found = mine->found;
+                *fetched_ns = mine->fetched_ns;
                 if (mine->found)
                     *out = mine->cred;
                 pthread_mutex_unlock(&auth->mu);
@@ -262,13 +274,6 @@ static bool credential_get(lease_auth_t *auth, const char *id, const lease_deadl
             continue;
         }
 
-        /* Before the store is asked: the caller's budget of lookups (its
-         * source's failed authentications) may refuse it. */
-        if (gate && gate->allow_lookup && !gate->allow_lookup(gate->cls, &gate->retry_after_ms)) {
-            pthread_mutex_unlock(&auth->mu);
-            *code = LEASE_RATE_LIMITED;
-            return false;
-        }
         /* We look it up. Claim a slot (stale own, empty, or the oldest
          * unknown or stale one); when there is none, look up without
          * caching. */
@@ -343,11 +348,50 @@ static bool credential_get(lease_auth_t *auth, const char *id, const lease_deadl
             return false;
         }
         *found = got;
+        *fetched_ns = now;
         if (got)
             *out = cred;
         OPENSSL_cleanse(&cred, sizeof cred);
         return true;
     }
+}
+
+/* What the cache alone says about id, without waiting or asking the
+ * store: CACHED_KNOWN (fresh row in *out), CACHED_UNKNOWN (fresh "no such
+ * id") or CACHED_NONE. */
+typedef enum cached { CACHED_NONE, CACHED_KNOWN, CACHED_UNKNOWN } cached_t;
+
+static cached_t cache_probe(lease_auth_t *auth, const char *id, lease_credential_t *out,
+                            int64_t *fetched_ns)
+{
+    cached_t answer = CACHED_NONE;
+    auth_slot_t *set = set_of(auth, id);
+    pthread_mutex_lock(&auth->mu);
+    int64_t now = lease_mono_now_ns();
+    for (int w = 0; w < AUTH_WAYS; w++) {
+        auth_slot_t *s = &set[w];
+        if (s->state != SLOT_READY || strcmp(s->credential_id, id) != 0)
+            continue;
+        if (now - s->fetched_ns < (s->found ? auth->ttl_ns : auth->negative_ttl_ns)) {
+            answer = s->found ? CACHED_KNOWN : CACHED_UNKNOWN;
+            if (s->found)
+                *out = s->cred;
+            *fetched_ns = s->fetched_ns;
+        }
+        break;
+    }
+    pthread_mutex_unlock(&auth->mu);
+    return answer;
+}
+
+/* Whether a credential row (looked up at monotonic fetched_ns) is expired
+ * now: its validity left at backend time has run out since. */
+static bool expired(const lease_credential_t *cred, int64_t fetched_ns)
+{
+    if (!cred->has_expiry)
+        return false;
+    int64_t until = lease_time_add_sat(fetched_ns, lease_ms_to_ns_sat(cred->expires_in_ms));
+    return lease_mono_now_ns() >= until;
 }
 
 /* The credential's scope as stored, normalised again: rows written around
@@ -403,6 +447,37 @@ bool lease_auth_parse_bearer(const char *authorization, char id[LEASE_CREDENTIAL
     return token && lease_token_parse(token, id, secret);
 }
 
+/* Fills the caller from a row whose secret matched: true when the row is
+ * valid now (not revoked, not expired, a scope that normalises). */
+static bool caller_from(const lease_credential_t *cred, int64_t fetched_ns, const char *id,
+                        lease_caller_t *out)
+{
+    if (cred->revoked || expired(cred, fetched_ns) || !normalize_scope(cred, &out->scope))
+        return false;
+    snprintf(out->principal.principal_id, sizeof out->principal.principal_id, "%s",
+             cred->principal_id);
+    snprintf(out->principal.client_id, sizeof out->principal.client_id, "%s", cred->client_id);
+    snprintf(out->principal.credential_id, sizeof out->principal.credential_id, "%s", id);
+    snprintf(out->principal.principal_class, sizeof out->principal.principal_class, "%s",
+             cred->admin ? "admin" : "worker");
+    if (!out->principal.principal_id[0] || !out->principal.client_id[0])
+        return false;
+    out->admin = cred->admin;
+    out->capabilities = cred->capabilities & known_caps;
+    if (!cred->admin)
+        out->capabilities &= ~admin_only_caps;
+    return true;
+}
+
+/* The presented digest against a row's, or against a fixed stand-in when
+ * there is no row: every failure does the same comparison. */
+static bool secret_matches(const unsigned char presented[32], const lease_credential_t *cred)
+{
+    static const unsigned char stand_in[32] = {0x5a};
+    bool match = lease_token_digest_equal(presented, cred ? cred->secret_digest : stand_in);
+    return cred && match;
+}
+
 bool lease_auth_authenticate_gated(lease_auth_t *auth, const char *authorization,
                                    const lease_deadline_t *deadline, lease_auth_gate_t *gate,
                                    lease_caller_t *out, lease_code_t *code)
@@ -412,43 +487,57 @@ bool lease_auth_authenticate_gated(lease_auth_t *auth, const char *authorization
     unsigned char presented[32];
     lease_credential_t cred;
     bool found = false, ok = false;
+    int64_t fetched_ns = 0;
     lease_code_t failure = INVALID_CREDENTIAL;
+    cached_t cached = CACHED_NONE;
 
     memset(&cred, 0, sizeof cred);
+    memset(presented, 0, sizeof presented);
     memset(out, 0, sizeof *out);
-    if (!lease_auth_parse_bearer(authorization, id, secret))
-        goto cleanup;
-    lease_token_digest(secret, auth->pepper, presented);
-    OPENSSL_cleanse(secret, sizeof secret);
-    /* An all-zero digest only comes from a failed libcrypto call. */
-    if (digest_is_zero(presented))
-        goto cleanup;
+    bool parsed = lease_auth_parse_bearer(authorization, id, secret);
+    if (parsed) {
+        lease_token_digest(secret, auth->pepper, presented);
+        OPENSSL_cleanse(secret, sizeof secret);
+        /* An all-zero digest only comes from a failed libcrypto call. */
+        parsed = !digest_is_zero(presented);
+    }
 
-    if (!credential_get(auth, id, deadline, gate, &cred, &found, &failure))
+    /* 1. The cache alone: a fresh row, the right secret, still valid. */
+    if (parsed) {
+        cached = cache_probe(auth, id, &cred, &fetched_ns);
+        if (cached == CACHED_KNOWN && secret_matches(presented, &cred) &&
+            caller_from(&cred, fetched_ns, id, out)) {
+            ok = true;
+            goto cleanup;
+        }
+    }
+
+    /* 2. Everything else costs: its source pays, and while the source's
+     * failure budget is spent, it answers 429 whatever its id. */
+    if (gate && gate->admit_uncached && !gate->admit_uncached(gate->cls, &gate->retry_after_ms)) {
+        failure = LEASE_RATE_LIMITED;
+        goto cleanup;
+    }
+    bool lookups_left =
+        !gate || !gate->allow_lookup || gate->allow_lookup(gate->cls, &gate->retry_after_ms);
+    failure = lookups_left ? INVALID_CREDENTIAL : LEASE_RATE_LIMITED;
+    if (!parsed)
+        goto cleanup;
+    if (cached != CACHED_NONE || !lookups_left) {
+        /* The answer is a failure already (a cached row that did not
+         * pass, an id known not to exist) or the lookup is not allowed;
+         * a skipped row costs the comparison a row would have. */
+        if (cached != CACHED_KNOWN)
+            (void)secret_matches(presented, NULL);
+        goto cleanup;
+    }
+
+    /* 3. The store (one lookup per id at a time). */
+    if (!credential_get(auth, id, deadline, &cred, &found, &fetched_ns, &failure))
         goto cleanup;
     failure = INVALID_CREDENTIAL;
-    if (!found || !lease_token_digest_equal(presented, cred.secret_digest))
-        goto cleanup;
-    if (cred.revoked_at_ms != 0)
-        goto cleanup;
-    if (cred.expires_at_ms != 0 && lease_wall_now_ms() >= cred.expires_at_ms)
-        goto cleanup;
-    if (!normalize_scope(&cred, &out->scope))
-        goto cleanup;
-
-    snprintf(out->principal.principal_id, sizeof out->principal.principal_id, "%s",
-             cred.principal_id);
-    snprintf(out->principal.client_id, sizeof out->principal.client_id, "%s", cred.client_id);
-    snprintf(out->principal.credential_id, sizeof out->principal.credential_id, "%s", id);
-    snprintf(out->principal.principal_class, sizeof out->principal.principal_class, "%s",
-             cred.admin ? "admin" : "worker");
-    if (!out->principal.principal_id[0] || !out->principal.client_id[0])
-        goto cleanup;
-    out->admin = cred.admin;
-    out->capabilities = cred.capabilities & known_caps;
-    if (!cred.admin)
-        out->capabilities &= ~admin_only_caps;
-    ok = true;
+    if (secret_matches(presented, found ? &cred : NULL) && caller_from(&cred, fetched_ns, id, out))
+        ok = true;
 
 cleanup:
     OPENSSL_cleanse(secret, sizeof secret);
@@ -458,6 +547,33 @@ cleanup:
         memset(out, 0, sizeof *out);
         *code = failure;
     }
+    return ok;
+}
+
+bool lease_auth_recheck(lease_auth_t *auth, const lease_caller_t *caller,
+                        const lease_deadline_t *deadline, lease_code_t *code)
+{
+    lease_credential_t cred;
+    bool found = false, ok = false;
+    int64_t fetched_ns = 0;
+    lease_caller_t again;
+    memset(&cred, 0, sizeof cred);
+    memset(&again, 0, sizeof again);
+    const char *id = caller->principal.credential_id;
+    *code = INVALID_CREDENTIAL;
+    if (!id[0])
+        return false;
+    if (!credential_get(auth, id, deadline, &cred, &found, &fetched_ns, code))
+        goto cleanup;
+    *code = INVALID_CREDENTIAL;
+    /* rows are never edited, only revoked or expired; the same principal
+     * and tenant make sure the id was not given to someone else */
+    ok = found && caller_from(&cred, fetched_ns, id, &again) &&
+         strcmp(again.principal.principal_id, caller->principal.principal_id) == 0 &&
+         strcmp(again.scope.tenant_id, caller->scope.tenant_id) == 0;
+cleanup:
+    OPENSSL_cleanse(&cred, sizeof cred);
+    OPENSSL_cleanse(&again, sizeof again);
     return ok;
 }
 

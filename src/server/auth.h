@@ -2,8 +2,9 @@
  * auth.h - bearer authentication, capabilities and canonical scope.
  *
  * Credentials are looked up through the store (lease.credential_lookup) and
- * cached briefly; revocation and expiry take effect within the cache TTL
- * (a few seconds). Every decision here is made on normalised identities.
+ * cached briefly; revocation takes effect within the cache TTL (a few
+ * seconds), also for work already waiting (lease_auth_recheck); expiry is
+ * exact, on backend time. Every decision here is made on normalised identities.
  */
 #ifndef LEASE_AUTH_H
 #define LEASE_AUTH_H
@@ -45,22 +46,41 @@ LEASE_MUST_USE bool lease_auth_authenticate(lease_auth_t *auth, const char *auth
                                             const lease_deadline_t *deadline, lease_caller_t *out,
                                             lease_code_t *code);
 
-/* A budget of credential lookups: allow_lookup is asked (with the cache's
- * mutex held: it must be quick and must not call back) before a credential
- * the cache cannot answer is looked up in the store; false refuses the
- * lookup, with a retry hint in retry_after_ms. */
+/*
+ * The budgets of a request's source (client address), asked only when the
+ * cache cannot vouch for the credential (unknown to it, stale, or failing):
+ * a request with a valid cached credential passes neither.
+ * - admit_uncached: the source's rate of such requests; false refuses the
+ *   request (LEASE_RATE_LIMITED) before anything else is done for it.
+ * - allow_lookup: the source's budget of failed authentications; false
+ *   means it is spent: no lookup is made and every failure, whatever its
+ *   id, answers LEASE_RATE_LIMITED instead of INVALID_CREDENTIAL.
+ * Either may be NULL (no bound). Both must be quick; the retry hint of a
+ * refusal goes to retry_after_ms.
+ */
 typedef struct lease_auth_gate {
+    bool (*admit_uncached)(void *cls, int64_t *retry_after_ms);
     bool (*allow_lookup)(void *cls, int64_t *retry_after_ms);
     void *cls;
-    int64_t retry_after_ms; /* set when a lookup was refused */
+    int64_t retry_after_ms; /* set when a request was refused */
 } lease_auth_gate_t;
 
-/* lease_auth_authenticate with a lookup budget (gate may be NULL): a
- * refused lookup fails with *code LEASE_RATE_LIMITED. */
+/* lease_auth_authenticate with a source's budgets (gate may be NULL). */
 LEASE_MUST_USE bool lease_auth_authenticate_gated(lease_auth_t *auth, const char *authorization,
                                                   const lease_deadline_t *deadline,
                                                   lease_auth_gate_t *gate, lease_caller_t *out,
                                                   lease_code_t *code);
+
+/*
+ * Whether the credential of a caller authenticated earlier is still valid
+ * now (not revoked, not expired), as the cache (entries at most the cache
+ * TTL old) or else the store says: for work that waited after its
+ * authentication (an acquire between attempts, a parked watch). False with
+ * *code INVALID_CREDENTIAL when it is not, or LEASE_BACKEND_UNAVAILABLE /
+ * DEADLINE_EXCEEDED when the store could not be asked.
+ */
+LEASE_MUST_USE bool lease_auth_recheck(lease_auth_t *auth, const lease_caller_t *caller,
+                                       const lease_deadline_t *deadline, lease_code_t *code);
 
 /* Parses "Bearer lsk_..." (scheme case-insensitive, one or more spaces)
  * into the credential id and the secret's bytes (wipe them after use). */

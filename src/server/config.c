@@ -121,12 +121,13 @@ static const lease_setting_t settings[] = {
     {.name = "source rate limit", .env = "LEASE_SOURCE_RATE_LIMIT", .flag = "--source-rate-limit",
      .type = LEASE_SETTING_RATE, .default_value = "1000/s", .min = 1, .max = 1000000,
      .offset = AT(source_rate_limit_per_s),
-     .help = "requests per second from one client address before authentication, burst the same"},
+     .help = "requests per second from one client address whose credential is not valid in the "
+             "cache, burst the same"},
     {.name = "authentication failure limit", .env = "LEASE_AUTH_FAILURE_LIMIT",
      .flag = "--auth-failure-limit", .type = LEASE_SETTING_RATE, .default_value = "10/s", .min = 1,
      .max = 1000000, .offset = AT(auth_failure_limit_per_s),
-     .help = "failed authentications per second from one client address before its unknown "
-             "credentials are refused without a lookup, burst the same"},
+     .help = "failed authentications per second from one client address before its requests "
+             "not valid in the cache are refused (429) without a lookup, burst the same"},
     {.name = "authentication audit window", .env = "LEASE_AUTH_AUDIT_WINDOW_MS",
      .flag = "--auth-audit-window-ms", .type = LEASE_SETTING_INT, .default_value = "10000",
      .min = 100, .max = 3600000, .offset = AT(auth_audit_window_ms),

@@ -1,9 +1,11 @@
 /*
  * routes.c - the route table, path matching, and the handlers it names.
  *
- * Dispatch order for a route with capabilities: the client address's token
- * bucket (429), credential (401; 429 when the address's failed
- * authentications used up its lookups), the credential's token bucket
+ * Dispatch order for a route with capabilities: credential (a valid one
+ * fresh in the cache goes on; any other request takes a token of the
+ * client address's bucket (429) and answers 401 when it fails, or 429
+ * alike while the address's failed authentications used up its lookups),
+ * the credential's token bucket
  * (429), capability (403), the credential's and tenant's share of requests
  * in flight (429), the global in-flight bound (429), then the handler: body decoding (400), an acquire that
  * may wait takes a waiting share (429), then the service operation.
@@ -264,6 +266,8 @@ typedef struct watch_op {
     leased_request_t *req;
     leased_outcome_t out; /* of the last inspect */
     int64_t until_ns;
+    uint64_t seen;         /* leased_watch_seq before the last inspect */
+    int64_t recheck_at_ns; /* the parked request's next credential check */
 } watch_op_t;
 
 static void watch_op_free(watch_op_t *w)
@@ -273,6 +277,42 @@ static void watch_op_free(watch_op_t *w)
     leased_outcome_clear(&w->out);
     leased_request_free(w->req);
     free(w);
+}
+
+/* A parked watch wakes at least this often to recheck its credential, so
+ * a revoked or expired one ends it (401) within the credential cache's TTL
+ * and a quarter. Only the cache is asked: at most one lookup per
+ * credential and TTL, however many watches it holds. */
+#define WATCH_RECHECK_MIN_MS 50
+
+static int64_t watch_recheck_ns(const leased_app_t *app)
+{
+    int64_t ms = app->config->credential_cache_ms / 4;
+    return (ms < WATCH_RECHECK_MIN_MS ? WATCH_RECHECK_MIN_MS : ms) * 1000000;
+}
+
+/* The credential of a woken watch: false (the 401 replied, w freed) when
+ * it is no longer valid. A recheck the store cannot answer keeps the
+ * watch; its next inspect meets the same outage. */
+static bool watch_credential_valid(leased_app_t *app, leased_exchange_t *ex, watch_op_t *w)
+{
+    lease_code_t code;
+    if (leased_service_recheck(app->service, &w->ctx, NULL, &code) || code != INVALID_CREDENTIAL)
+        return true;
+    leased_service_audit_refusal(app->service, &w->ctx, INVALID_CREDENTIAL, w->req);
+    leased_routes_reply_error(ex, INVALID_CREDENTIAL, NULL, 0);
+    ex->pending = NULL;
+    watch_op_free(w);
+    return false;
+}
+
+static void watch_park(leased_app_t *app, leased_exchange_t *ex, watch_op_t *w)
+{
+    w->recheck_at_ns = lease_mono_now_ns() + watch_recheck_ns(app);
+    ex->park_requested = true;
+    snprintf(ex->park_lease_id, sizeof ex->park_lease_id, "%s", w->out.lease.lease.lease_id);
+    ex->park_seq = w->seen;
+    ex->park_until_ns = w->until_ns < w->recheck_at_ns ? w->until_ns : w->recheck_at_ns;
 }
 
 /* The wait of the request: wait_ms (0..LEASE_WATCH_MAX_WAIT_MS), else the
@@ -305,6 +345,18 @@ static bool watch_wait_ms(const leased_app_t *app, const leased_exchange_t *ex, 
 static void watch_step(leased_app_t *app, leased_exchange_t *ex)
 {
     watch_op_t *w = ex->pending;
+    if (!watch_credential_valid(app, ex, w))
+        return;
+    int64_t now = lease_mono_now_ns();
+    bool going_on = now < w->until_ns && !__atomic_load_n(&app->draining, __ATOMIC_ACQUIRE) &&
+                    !leased_watch_stopping(app->watch);
+    if (w->recheck_at_ns && now >= w->recheck_at_ns && going_on) {
+        /* woken to recheck the credential only: back to waiting, with the
+         * number seen before the last inspect, so an end heard meanwhile
+         * still wakes it */
+        watch_park(app, ex, w);
+        return;
+    }
     uint64_t seen = leased_watch_seq(app->watch);
     /* each inspect is a call of its own: deadline and latency from now */
     w->ctx.received_mono_ns = lease_mono_now_ns();
@@ -316,10 +368,8 @@ static void watch_step(leased_app_t *app, leased_exchange_t *ex)
                   res->lease.state == LEASE_STATE_ACTIVE;
     if (active && lease_mono_now_ns() < w->until_ns &&
         !__atomic_load_n(&app->draining, __ATOMIC_ACQUIRE) && !leased_watch_stopping(app->watch)) {
-        ex->park_requested = true;
-        snprintf(ex->park_lease_id, sizeof ex->park_lease_id, "%s", res->lease.lease_id);
-        ex->park_seq = seen;
-        ex->park_until_ns = w->until_ns;
+        w->seen = seen;
+        watch_park(app, ex, w);
         return;
     }
     reply_outcome(ex, &w->ctx, w->req, &w->out);
@@ -492,15 +542,25 @@ static void handle_metrics(leased_app_t *app, leased_exchange_t *ex, leased_op_c
     reply(ex, 200, "ok", text, "text/plain; version=0.0.4; charset=utf-8");
 }
 
-/* The lookup budget of one request's client address (lease_auth_gate_t). */
-typedef struct lookup_budget {
+/* The budgets of one request's client address (lease_auth_gate_t): asked
+ * only for requests the credential cache cannot vouch for, so a client
+ * with a valid cached credential is bound by its credential's and tenant's
+ * limits alone, whoever else shares its address. */
+typedef struct source_budget {
     leased_admission_t *admission;
     const char *source;
-} lookup_budget_t;
+} source_budget_t;
+
+static bool admit_uncached(void *cls, int64_t *retry_after_ms)
+{
+    const source_budget_t *b = cls;
+    return leased_admission_source_take(b->admission, b->source, lease_mono_now_ns(),
+                                        retry_after_ms);
+}
 
 static bool allow_lookup(void *cls, int64_t *retry_after_ms)
 {
-    const lookup_budget_t *b = cls;
+    const source_budget_t *b = cls;
     return leased_admission_lookup_allowed(b->admission, b->source, lease_mono_now_ns(),
                                            retry_after_ms);
 }
@@ -512,14 +572,8 @@ static bool admit(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx
     const leased_route_t *route = ex->route;
     lease_code_t code;
     int64_t retry_ms = 0;
-    if (!leased_admission_source_take(app->admission, ex->source, lease_mono_now_ns(),
-                                      &retry_ms)) {
-        leased_service_audit_refusal(app->service, ctx, LEASE_RATE_LIMITED, NULL);
-        leased_routes_reply_error(ex, LEASE_RATE_LIMITED, NULL, retry_ms);
-        return false;
-    }
-    lookup_budget_t budget = {app->admission, ex->source};
-    lease_auth_gate_t gate = {allow_lookup, &budget, 0};
+    source_budget_t budget = {app->admission, ex->source};
+    lease_auth_gate_t gate = {admit_uncached, allow_lookup, &budget, 0};
     if (!leased_service_authenticate(app->service, ctx, ex->authorization, &gate, &code)) {
         if (code == INVALID_CREDENTIAL)
             leased_admission_auth_failed(app->admission, ex->source, lease_mono_now_ns());

@@ -606,6 +606,19 @@ lease_code_t leased_service_run(leased_service_t *svc, leased_op_ctx_t *ctx, lea
     return finish(svc, ctx, req, out);
 }
 
+bool leased_service_recheck(leased_service_t *svc, const leased_op_ctx_t *ctx,
+                            const lease_deadline_t *deadline, lease_code_t *code)
+{
+    if (!svc->auth || !ctx->authenticated)
+        return true;
+    lease_deadline_t fallback;
+    if (!deadline) {
+        fallback = lease_deadline_in(svc->cfg.default_deadline_ms);
+        deadline = &fallback;
+    }
+    return lease_auth_recheck(svc->auth, &ctx->caller, deadline, code);
+}
+
 lease_code_t leased_service_run_again(leased_service_t *svc, leased_op_ctx_t *ctx,
                                       leased_request_t *req, leased_outcome_t *out)
 {
@@ -616,6 +629,17 @@ lease_code_t leased_service_run_again(leased_service_t *svc, leased_op_ctx_t *ct
     if (lease_deadline_passed(&req->u.acquire.call.deadline)) {
         out->again_after_ms = 0;
         return finish(svc, ctx, req, out);
+    }
+    /* Every attempt after the first decides only with a credential still
+     * valid now: one revoked or expired while the request waited ends it
+     * with 401, never with a grant. */
+    lease_code_t code;
+    if (!leased_service_recheck(svc, ctx, &req->u.acquire.call.deadline, &code)) {
+        out->again_after_ms = 0;
+        memset(&out->lease, 0, sizeof out->lease);
+        out->code = code;
+        out->retry_after_ms = 0;
+        return finish_refused(svc, ctx, req, out);
     }
     out->code = acquire_attempt(svc, ctx, req, out);
     if (out->again_after_ms > 0)

@@ -74,7 +74,8 @@ void leased_service_begin(leased_op_ctx_t *ctx, leased_op_t op, const char *corr
 
 /* Authenticates the Authorization header value (NULL when absent). True
  * with ctx->caller filled; else false with *code INVALID_CREDENTIAL,
- * LEASE_RATE_LIMITED (gate refused a lookup), LEASE_BACKEND_UNAVAILABLE or
+ * LEASE_RATE_LIMITED (the source's budgets, see lease_auth_gate_t),
+ * LEASE_BACKEND_UNAVAILABLE or
  * DEADLINE_EXCEEDED (audited, aggregated per source: see
  * leased_audit_queue_count). gate may be NULL. */
 LEASE_MUST_USE bool leased_service_authenticate(leased_service_t *svc, leased_op_ctx_t *ctx,
@@ -105,6 +106,14 @@ lease_code_t leased_service_run(leased_service_t *svc, leased_op_ctx_t *ctx, lea
 /* The next attempt of a waiting acquire (same request id and digest). */
 lease_code_t leased_service_run_again(leased_service_t *svc, leased_op_ctx_t *ctx,
                                       leased_request_t *req, leased_outcome_t *out);
+
+/* Whether the caller's credential is still valid now (lease_auth_recheck,
+ * within the credential cache's TTL): for work that waited since its
+ * authentication. deadline may be NULL (the default deadline). False with
+ * *code INVALID_CREDENTIAL, or LEASE_BACKEND_UNAVAILABLE/DEADLINE_EXCEEDED
+ * when it could not be told. Always true for an unauthenticated ctx. */
+LEASE_MUST_USE bool leased_service_recheck(leased_service_t *svc, const leased_op_ctx_t *ctx,
+                                           const lease_deadline_t *deadline, lease_code_t *code);
 
 /* Ends acquire waits early (shutdown): waiting acquires answer their last
  * conflict at their next attempt. */

@@ -163,8 +163,13 @@ leased_watch_park_result_t leased_watch_park(leased_watch_t *w, const char *leas
     p->wake = wake;
     p->arg = arg;
     bool first = w->n == 1;
-    if (first)
-        w->next_poll_ns = lease_mono_now_ns() + w->cfg.poll_ms * 1000000;
+    /* The first park after an idle spell polls one interval later. A
+     * request that re-parks (woken to recheck its credential, routes.c)
+     * keeps a running schedule: else one that re-parks more often than
+     * poll_ms would put the poll off for ever. */
+    int64_t now = lease_mono_now_ns();
+    if (first && now - w->next_poll_ns > w->cfg.poll_ms * 1000000)
+        w->next_poll_ns = now + w->cfg.poll_ms * 1000000;
     bool sooner = until_mono_ns < w->planned_wake_ns;
     pthread_mutex_unlock(&w->lock);
     if (first || sooner)

@@ -563,6 +563,8 @@ static bool decode_credential_row(json_t *o, lease_credential_t *c)
     json_t *actors = json_object_get(o, "actor_names");
     json_t *caps = json_object_get(o, "capabilities");
     json_t *admin = json_object_get(o, "admin");
+    json_t *revoked = json_object_get(o, "revoked");
+    json_t *expires_in = json_object_get(o, "expires_in_ms");
     bool ok =
         lease_json_get_str(o, "credential_id", c->credential_id, sizeof c->credential_id, true) &&
         lease_json_get_str(o, "principal_id", c->principal_id, sizeof c->principal_id, true) &&
@@ -572,13 +574,19 @@ static bool decode_credential_row(json_t *o, lease_credential_t *c)
                            true) &&
         lease_json_get_str(o, "secret_digest", digest_hex, sizeof digest_hex, true) &&
         strlen(digest_hex) == 64 && lease_json_get_time(o, "created_at", &c->created_at_ms, true) &&
-        lease_json_get_time(o, "expires_at", &c->expires_at_ms, false) &&
-        lease_json_get_time(o, "revoked_at", &c->revoked_at_ms, false) && json_is_boolean(admin) &&
-        json_is_array(actors) && json_is_array(caps) &&
-        json_array_size(actors) <= LEASE_SCOPE_ACTORS_MAX;
+        json_is_boolean(admin) && json_is_array(actors) && json_is_array(caps) &&
+        json_array_size(actors) <= LEASE_SCOPE_ACTORS_MAX &&
+        /* decided from the backend's own judgement (0015), never from the
+         * rendered expires_at/revoked_at: both must be present */
+        json_is_boolean(revoked) &&
+        (json_is_null(expires_in) ||
+         (json_is_integer(expires_in) && json_integer_value(expires_in) >= 0));
     if (!ok)
         goto cleanup;
     c->admin = json_is_true(admin);
+    c->revoked = json_is_true(revoked);
+    c->has_expiry = json_is_integer(expires_in);
+    c->expires_in_ms = c->has_expiry ? (int64_t)json_integer_value(expires_in) : 0;
     ok = lease_hex_decode(digest_hex, sizeof c->secret_digest, c->secret_digest);
     size_t i;
     json_t *v;

@@ -226,7 +226,7 @@ int main(void)
     CHECK(strcmp(cred.principal_id, "prn-c") == 0 && cred.scope.n_actors == 2 &&
               !cred.scope.all_actors && cred.capabilities == (LEASE_CAP_LEASE | LEASE_CAP_READ) &&
               !cred.admin && cred.secret_digest[0] == 0xab && cred.created_at_ms > 0 &&
-              cred.expires_at_ms == 0 && cred.revoked_at_ms == 0,
+              !cred.has_expiry && !cred.revoked,
           "credential fields");
     CHECK(lease_store_credential_lookup(env.store, "key_bbbbbbbbbbbbbbbbbbbbbbbbbb", &d, &cred,
                                         &found) == LEASE_NOT_FOUND &&

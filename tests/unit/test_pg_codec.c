@@ -754,7 +754,7 @@ static void test_decode_internal(void **state)
              "\"tenant_id\":\"tenant-main\",\"program_id\":\"*\",\"actor_names\":[\"a\",\"b\"],"
              "\"capabilities\":[\"targets:lease\",\"audit:read\",\"future:thing\"],"
              "\"admin\":false,\"secret_digest\":\"%s\",\"created_at\":\"2026-08-05T12:00:00Z\","
-             "\"expires_at\":null,\"revoked_at\":null}",
+             "\"expires_at\":null,\"revoked_at\":null,\"revoked\":false,\"expires_in_ms\":null}",
              digest);
     assert_int_equal(store_pg_decode_credential(row, &cred, &found), LEASE_INSPECTED);
     assert_true(found);
@@ -767,7 +767,32 @@ static void test_decode_internal(void **state)
     assert_int_equal(cred.secret_digest[1], 0xff);
     assert_int_equal(cred.secret_digest[31], 0x0b);
     assert_int_equal(cred.created_at_ms, T0);
-    assert_int_equal(cred.expires_at_ms, 0);
+    assert_false(cred.has_expiry); /* no expiry, said explicitly */
+    assert_false(cred.revoked);
+
+    /* an expiry in the past is "0 ms left", never "no expiry"; the rendered
+     * timestamps are not read (a -infinity renders as "") */
+    char expired_row[1100];
+    snprintf(expired_row, sizeof expired_row, "%s", row);
+    char *tail = strstr(expired_row, "\"expires_at\":null");
+    assert_non_null(tail);
+    snprintf(tail, sizeof expired_row - (size_t)(tail - expired_row),
+             "\"expires_at\":\"\",\"revoked_at\":\"\",\"revoked\":true,\"expires_in_ms\":0}");
+    assert_int_equal(store_pg_decode_credential(expired_row, &cred, &found), LEASE_INSPECTED);
+    assert_true(cred.has_expiry);
+    assert_int_equal(cred.expires_in_ms, 0);
+    assert_true(cred.revoked);
+    /* without the backend's judgement, or with a negative remainder, the
+     * row is malformed: fail closed */
+    snprintf(tail, sizeof expired_row - (size_t)(tail - expired_row),
+             "\"expires_at\":null,\"revoked_at\":null,\"revoked\":false,\"expires_in_ms\":-1}");
+    assert_int_equal(store_pg_decode_credential(expired_row, &cred, &found),
+                     LEASE_BACKEND_UNAVAILABLE);
+    assert_false(found);
+    snprintf(tail, sizeof expired_row - (size_t)(tail - expired_row),
+             "\"expires_at\":null,\"revoked_at\":null}");
+    assert_int_equal(store_pg_decode_credential(expired_row, &cred, &found),
+                     LEASE_BACKEND_UNAVAILABLE);
 
     assert_int_equal(store_pg_decode_credential(NULL, &cred, &found), LEASE_NOT_FOUND);
     assert_false(found);
