@@ -51,6 +51,7 @@ typedef enum row_state {
     ROW_OK,          /* the destination has it */
     ROW_REFUSED,     /* the destination's fence refused it for good */
     ROW_DEFER,       /* the destination refused it for now: retry later */
+    ROW_QUARANTINE,  /* no destination will ever take it: set aside, the identity goes on */
     ROW_UNKNOWN,     /* no confirm (broker failed, timeout): deliver again */
 } row_state_t;
 
@@ -253,8 +254,33 @@ static void on_return(void *ctx, const char *message_id, int reply_code, const c
         }
 }
 
+/* Why a row can never be published as an AMQP message, or NULL. Checked
+ * before publishing, so a poison row costs the batch nothing: short strings
+ * hold 255 bytes (routing key, type = the topic), and the broker closes the
+ * channel on a message over its max_message_size (losing the confirms of
+ * the rows published before it). */
+static const char *amqp_poison(const relay_t *r, const relay_row_t *row, relay_destination_t dest,
+                               char *why, size_t whysz)
+{
+    const char *key = dest.routing_key ? dest.routing_key : row->topic;
+    if (strlen(key) > RELAY_ROUTING_KEY_MAX || strlen(row->topic) > RELAY_ROUTING_KEY_MAX) {
+        snprintf(why, whysz, "invalid AMQP data: the routing key or topic is longer than %d bytes",
+                 RELAY_ROUTING_KEY_MAX);
+        return why;
+    }
+    size_t len = strlen(row->payload);
+    if ((int64_t)len > r->cfg->max_message_bytes) {
+        snprintf(why, whysz,
+                 "message size %zu is larger than the broker's max message size %lld "
+                 "(LEASE_RELAY_MAX_MESSAGE_BYTES)",
+                 len, (long long)r->cfg->max_message_bytes);
+        return why;
+    }
+    return NULL;
+}
+
 static uint64_t publish_row(relay_t *r, const relay_row_t *row, relay_destination_t dest, char *err,
-                            size_t errsz)
+                            size_t errsz, bool *invalid)
 {
     const lease_identity_t *id = &row->identity;
     relay_amqp_header_t h[16];
@@ -286,11 +312,7 @@ static uint64_t publish_row(relay_t *r, const relay_row_t *row, relay_destinatio
         .headers = h,
         .n_headers = n,
     };
-    if (strlen(m.routing_key) > RELAY_ROUTING_KEY_MAX) {
-        snprintf(err, errsz, "routing key longer than 255 bytes");
-        return 0;
-    }
-    return relay_amqp_publish(r->amqp, &m, err, errsz);
+    return relay_amqp_publish(r->amqp, &m, err, errsz, invalid);
 }
 
 /* Retry delay of a row deferred for the (attempts+1)-th time. */
@@ -333,6 +355,8 @@ static bool send_rows(relay_t *r, relay_batch_t *b, row_track_t *t, bool *blocke
                 t[i].state = ROW_REFUSED;
                 LOG_WARN("outbox %s (token %" PRId64 ") refused by couchdb %s: %s", row->message_id,
                          row->fencing_token, dest.target, detail);
+            } else if (o == RELAY_COUCH_INVALID) {
+                t[i].state = ROW_QUARANTINE; /* its identity's later rows go on */
             } else {
                 t[i].state = ROW_DEFER;
                 blocked[t[i].group] = true;
@@ -345,13 +369,19 @@ static bool send_rows(relay_t *r, relay_batch_t *b, row_track_t *t, bool *blocke
             blocked[t[i].group] = true;
             continue;
         }
+        if (amqp_poison(r, row, dest, t[i].reason, sizeof t[i].reason)) {
+            t[i].state = ROW_QUARANTINE; /* nothing was sent; the rest goes on */
+            continue;
+        }
         char err[256];
-        uint64_t tag = publish_row(r, row, dest, err, sizeof err);
-        if (tag == 0 && relay_amqp_connected(r->amqp)) {
-            /* this row cannot be published at all (too long a routing key) */
-            t[i].state = ROW_DEFER;
-            snprintf(t[i].reason, sizeof t[i].reason, "%s", err);
-            blocked[t[i].group] = true;
+        bool invalid = false;
+        uint64_t tag = publish_row(r, row, dest, err, sizeof err, &invalid);
+        if (tag == 0 && invalid) {
+            /* the client library could not encode it (the connection is
+             * closed: the rows before it are delivered again) */
+            t[i].state = ROW_QUARANTINE;
+            snprintf(t[i].reason, sizeof t[i].reason, "invalid AMQP data: %.200s", err);
+            broker_ok = false;
             continue;
         }
         if (tag == 0) {
@@ -417,7 +447,8 @@ static bool await_confirms(relay_t *r, relay_batch_t *b, row_track_t *t)
 /* Records the batch's outcome in its transaction and commits. Returns
  * false when the database failed (nothing recorded). */
 static bool record(relay_t *r, relay_batch_t *b, row_track_t *t, uint64_t *n_amqp,
-                   uint64_t *n_couch, uint64_t *n_refused, uint64_t *n_deferred)
+                   uint64_t *n_couch, uint64_t *n_refused, uint64_t *n_deferred,
+                   uint64_t *n_quarantined)
 {
     int64_t *ids = calloc(b->count, sizeof *ids);
     bool *done = calloc(b->count, sizeof *done);
@@ -441,6 +472,15 @@ static bool record(relay_t *r, relay_batch_t *b, row_track_t *t, uint64_t *n_amq
             ok = relay_db_mark_refused(r->db, row->outbox_id, r->cfg->instance_id, t[i].reason, err,
                                        sizeof err) == RELAY_DB_OK;
             (*n_refused)++;
+            break;
+        case ROW_QUARANTINE:
+            /* set aside for an operator; the identity's later rows go on */
+            ok = relay_db_quarantine(r->db, row->outbox_id, r->cfg->instance_id, t[i].reason, err,
+                                     sizeof err) == RELAY_DB_OK;
+            (*n_quarantined)++;
+            if (ok)
+                LOG_WARN("outbox %s quarantined (lease.outbox_requeue or outbox_discard): %s",
+                         row->message_id, t[i].reason);
             break;
         case ROW_DEFER:
             ok = relay_db_defer(r->db, row->outbox_id, retry_delay(r->cfg, row->attempts),
@@ -513,13 +553,14 @@ static int deliver_batch(relay_t *r)
     int64_t start = lease_mono_now_ns();
     bool broker_ok = send_rows(r, &b, t, blocked);
     broker_ok = await_confirms(r, &b, t) && broker_ok;
-    uint64_t n_amqp = 0, n_couch = 0, n_refused = 0, n_deferred = 0;
-    bool db_ok = record(r, &b, t, &n_amqp, &n_couch, &n_refused, &n_deferred);
+    uint64_t n_amqp = 0, n_couch = 0, n_refused = 0, n_deferred = 0, n_quarantined = 0;
+    bool db_ok = record(r, &b, t, &n_amqp, &n_couch, &n_refused, &n_deferred, &n_quarantined);
     if (db_ok) {
         RELAY_METRIC_ADD(r->metrics, published_amqp, n_amqp);
         RELAY_METRIC_ADD(r->metrics, published_couchdb, n_couch);
         RELAY_METRIC_ADD(r->metrics, refused, n_refused);
         RELAY_METRIC_ADD(r->metrics, deferred, n_deferred);
+        RELAY_METRIC_ADD(r->metrics, quarantined, n_quarantined);
         RELAY_METRIC_ADD(r->metrics, batches, 1);
         LEASE_LOG(LEASE_LOG_DEBUG, NULL,
                   "batch of %zu: %" PRIu64 " published, %" PRIu64 " to couchdb, %" PRIu64
