@@ -42,6 +42,7 @@ struct relay {
     int64_t next_lag_ns;
     int64_t next_purge_ns;
     bool db_was_up, broker_was_up;
+    int64_t broker_max_bytes; /* the broker's max message size, once it refused one; 0 unknown */
 };
 
 /* What became of one claimed row in this batch. */
@@ -269,11 +270,14 @@ static const char *amqp_poison(const relay_t *r, const relay_row_t *row, relay_d
         return why;
     }
     size_t len = strlen(row->payload);
-    if ((int64_t)len > r->cfg->max_message_bytes) {
+    int64_t max = r->cfg->max_message_bytes;
+    if (r->broker_max_bytes > 0 && r->broker_max_bytes < max)
+        max = r->broker_max_bytes;
+    if ((int64_t)len > max) {
         snprintf(why, whysz,
                  "message size %zu is larger than the broker's max message size %lld "
-                 "(LEASE_RELAY_MAX_MESSAGE_BYTES)",
-                 len, (long long)r->cfg->max_message_bytes);
+                 "(LEASE_RELAY_MAX_MESSAGE_BYTES or what the broker said)",
+                 len, (long long)max);
         return why;
     }
     return NULL;
@@ -400,6 +404,30 @@ static bool send_rows(relay_t *r, relay_batch_t *b, row_track_t *t, bool *blocke
     return broker_ok;
 }
 
+/*
+ * A broker whose max_message_size is below LEASE_RELAY_MAX_MESSAGE_BYTES
+ * closes the channel on a bigger message ("406 PRECONDITION_FAILED - message
+ * size 20000 is larger than configured max size 8192"). The relay learns the
+ * limit (later rows are checked against it before publishing) and
+ * quarantines the sent rows over it; the broker dropped everything after the
+ * refused message, so the others are simply delivered again.
+ */
+static void learn_broker_limit(relay_t *r, relay_batch_t *b, row_track_t *t, const char *err)
+{
+    static const char marker[] = "larger than configured max size ";
+    const char *at = strstr(err, marker);
+    long long max = at ? strtoll(at + sizeof marker - 1, NULL, 10) : 0;
+    if (max <= 0)
+        return;
+    r->broker_max_bytes = max;
+    LOG_WARN("the broker refuses messages over %lld bytes: larger rows are quarantined", max);
+    for (size_t i = 0; i < b->count; i++)
+        if (t[i].state == ROW_SENT && (long long)strlen(b->rows[i].payload) > max) {
+            t[i].state = ROW_QUARANTINE;
+            snprintf(t[i].reason, sizeof t[i].reason, "refused by the broker: %.200s", err);
+        }
+}
+
 /* Waits for the confirms of the ROW_SENT rows and settles them. */
 static bool await_confirms(relay_t *r, relay_batch_t *b, row_track_t *t)
 {
@@ -424,8 +452,10 @@ static bool await_confirms(relay_t *r, relay_batch_t *b, row_track_t *t)
     int64_t deadline = lease_mono_now_ns() + r->cfg->confirm_timeout_ms * 1000000;
     bool ok =
         relay_amqp_wait(r->amqp, first, last, settles, deadline, on_return, &ctx, err, sizeof err);
-    if (!ok)
+    if (!ok) {
         LOG_WARN("broker confirms: %s", err);
+        learn_broker_limit(r, b, t, err);
+    }
     for (size_t i = 0; i < b->count; i++) {
         if (t[i].state != ROW_SENT)
             continue;
