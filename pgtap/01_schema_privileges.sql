@@ -34,13 +34,15 @@ SELECT 'lease_admin', f::regprocedure FROM unnest(ARRAY[
     'lease.credential_revoke(text)', 'lease.credential_list()', 'lease.check_namespace()',
     'lease.check_namespace(integer,integer,pg_lsn)',
     'lease.sweep_expired(integer)', 'lease.purge_retention(integer)',
-    'lease.outbox_discard(bigint,text)', 'lease.outbox_purge(bigint,integer)']) f
+    'lease.outbox_discard(bigint,text)', 'lease.outbox_purge(bigint,integer)',
+    'lease.outbox_requeue(bigint,text)']) f
 UNION ALL
 -- leased-relay's role (migrations/0012, docs/relay.md)
 SELECT 'lease_relay', f::regprocedure FROM unnest(ARRAY[
     'lease.outbox_claim(integer)', 'lease.outbox_mark_published(bigint[],text)',
     'lease.outbox_mark_refused(bigint,text,text)', 'lease.outbox_defer(bigint,integer,text)',
-    'lease.outbox_lag()', 'lease.outbox_purge(bigint,integer)']) f;
+    'lease.outbox_lag()', 'lease.outbox_purge(bigint,integer)',
+    'lease.outbox_quarantine(bigint,text,text)']) f;
 
 -- Table and view privileges per role, for every relation in the schema.
 CREATE TABLE t.rel_grants (role name, rel name, privs name[]);

@@ -104,6 +104,7 @@ INSERT INTO t.calls VALUES
 -- (the relay role's own calls, at READ COMMITTED, are pgtap/17_outbox_relay.sql)
 ('lease.outbox_lag()', $q$SELECT (SELECT unpublished >= 0 AND deferred = 0 FROM lease.outbox_lag())$q$),
 ('lease.outbox_discard(bigint,text)', $q$SELECT lease.outbox_discard(-1, 'role call test') = 0$q$),
+('lease.outbox_requeue(bigint,text)', $q$SELECT lease.outbox_requeue(-1, 'role call test') = 0$q$),
 ('lease.outbox_purge(bigint,integer)', $q$SELECT lease.outbox_purge(0, 10) >= 0$q$);
 
 -- Runs q as the current role in a subtransaction that is always rolled

@@ -27,6 +27,10 @@
 #define LEASE_PAGE_TOKEN_MAX 1024
 #define LEASE_COMMIT_WRITES_MAX 32
 #define LEASE_DOC_KEY_MAX 256
+/* A publication's topic: at most what an AMQP short string carries (the
+ * routing key and the message's type property), so every row the outbox
+ * accepts can be published (docs/relay.md). Topics are ASCII. */
+#define LEASE_TOPIC_MAX 255
 
 typedef enum lease_state {
     LEASE_STATE_NONE = 0, /* no lease (unknown or never existed) */

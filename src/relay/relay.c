@@ -42,6 +42,7 @@ struct relay {
     int64_t next_lag_ns;
     int64_t next_purge_ns;
     bool db_was_up, broker_was_up;
+    int64_t broker_max_bytes; /* the broker's max message size, once it refused one; 0 unknown */
 };
 
 /* What became of one claimed row in this batch. */
@@ -51,6 +52,7 @@ typedef enum row_state {
     ROW_OK,          /* the destination has it */
     ROW_REFUSED,     /* the destination's fence refused it for good */
     ROW_DEFER,       /* the destination refused it for now: retry later */
+    ROW_QUARANTINE,  /* no destination will ever take it: set aside, the identity goes on */
     ROW_UNKNOWN,     /* no confirm (broker failed, timeout): deliver again */
 } row_state_t;
 
@@ -253,8 +255,36 @@ static void on_return(void *ctx, const char *message_id, int reply_code, const c
         }
 }
 
+/* Why a row can never be published as an AMQP message, or NULL. Checked
+ * before publishing, so a poison row costs the batch nothing: short strings
+ * hold 255 bytes (routing key, type = the topic), and the broker closes the
+ * channel on a message over its max_message_size (losing the confirms of
+ * the rows published before it). */
+static const char *amqp_poison(const relay_t *r, const relay_row_t *row, relay_destination_t dest,
+                               char *why, size_t whysz)
+{
+    const char *key = dest.routing_key ? dest.routing_key : row->topic;
+    if (strlen(key) > RELAY_ROUTING_KEY_MAX || strlen(row->topic) > RELAY_ROUTING_KEY_MAX) {
+        snprintf(why, whysz, "invalid AMQP data: the routing key or topic is longer than %d bytes",
+                 RELAY_ROUTING_KEY_MAX);
+        return why;
+    }
+    size_t len = strlen(row->payload);
+    int64_t max = r->cfg->max_message_bytes;
+    if (r->broker_max_bytes > 0 && r->broker_max_bytes < max)
+        max = r->broker_max_bytes;
+    if ((int64_t)len > max) {
+        snprintf(why, whysz,
+                 "message size %zu is larger than the broker's max message size %lld "
+                 "(LEASE_RELAY_MAX_MESSAGE_BYTES or what the broker said)",
+                 len, (long long)max);
+        return why;
+    }
+    return NULL;
+}
+
 static uint64_t publish_row(relay_t *r, const relay_row_t *row, relay_destination_t dest, char *err,
-                            size_t errsz)
+                            size_t errsz, bool *invalid)
 {
     const lease_identity_t *id = &row->identity;
     relay_amqp_header_t h[16];
@@ -286,11 +316,7 @@ static uint64_t publish_row(relay_t *r, const relay_row_t *row, relay_destinatio
         .headers = h,
         .n_headers = n,
     };
-    if (strlen(m.routing_key) > RELAY_ROUTING_KEY_MAX) {
-        snprintf(err, errsz, "routing key longer than 255 bytes");
-        return 0;
-    }
-    return relay_amqp_publish(r->amqp, &m, err, errsz);
+    return relay_amqp_publish(r->amqp, &m, err, errsz, invalid);
 }
 
 /* Retry delay of a row deferred for the (attempts+1)-th time. */
@@ -333,6 +359,8 @@ static bool send_rows(relay_t *r, relay_batch_t *b, row_track_t *t, bool *blocke
                 t[i].state = ROW_REFUSED;
                 LOG_WARN("outbox %s (token %" PRId64 ") refused by couchdb %s: %s", row->message_id,
                          row->fencing_token, dest.target, detail);
+            } else if (o == RELAY_COUCH_INVALID) {
+                t[i].state = ROW_QUARANTINE; /* its identity's later rows go on */
             } else {
                 t[i].state = ROW_DEFER;
                 blocked[t[i].group] = true;
@@ -345,13 +373,19 @@ static bool send_rows(relay_t *r, relay_batch_t *b, row_track_t *t, bool *blocke
             blocked[t[i].group] = true;
             continue;
         }
+        if (amqp_poison(r, row, dest, t[i].reason, sizeof t[i].reason)) {
+            t[i].state = ROW_QUARANTINE; /* nothing was sent; the rest goes on */
+            continue;
+        }
         char err[256];
-        uint64_t tag = publish_row(r, row, dest, err, sizeof err);
-        if (tag == 0 && relay_amqp_connected(r->amqp)) {
-            /* this row cannot be published at all (too long a routing key) */
-            t[i].state = ROW_DEFER;
-            snprintf(t[i].reason, sizeof t[i].reason, "%s", err);
-            blocked[t[i].group] = true;
+        bool invalid = false;
+        uint64_t tag = publish_row(r, row, dest, err, sizeof err, &invalid);
+        if (tag == 0 && invalid) {
+            /* the client library could not encode it (the connection is
+             * closed: the rows before it are delivered again) */
+            t[i].state = ROW_QUARANTINE;
+            snprintf(t[i].reason, sizeof t[i].reason, "invalid AMQP data: %.200s", err);
+            broker_ok = false;
             continue;
         }
         if (tag == 0) {
@@ -368,6 +402,30 @@ static bool send_rows(relay_t *r, relay_batch_t *b, row_track_t *t, bool *blocke
             blocked[t[i].group] = true;
     }
     return broker_ok;
+}
+
+/*
+ * A broker whose max_message_size is below LEASE_RELAY_MAX_MESSAGE_BYTES
+ * closes the channel on a bigger message ("406 PRECONDITION_FAILED - message
+ * size 20000 is larger than configured max size 8192"). The relay learns the
+ * limit (later rows are checked against it before publishing) and
+ * quarantines the sent rows over it; the broker dropped everything after the
+ * refused message, so the others are simply delivered again.
+ */
+static void learn_broker_limit(relay_t *r, relay_batch_t *b, row_track_t *t, const char *err)
+{
+    static const char marker[] = "larger than configured max size ";
+    const char *at = strstr(err, marker);
+    long long max = at ? strtoll(at + sizeof marker - 1, NULL, 10) : 0;
+    if (max <= 0)
+        return;
+    r->broker_max_bytes = max;
+    LOG_WARN("the broker refuses messages over %lld bytes: larger rows are quarantined", max);
+    for (size_t i = 0; i < b->count; i++)
+        if (t[i].state == ROW_SENT && (long long)strlen(b->rows[i].payload) > max) {
+            t[i].state = ROW_QUARANTINE;
+            snprintf(t[i].reason, sizeof t[i].reason, "refused by the broker: %.200s", err);
+        }
 }
 
 /* Waits for the confirms of the ROW_SENT rows and settles them. */
@@ -394,8 +452,10 @@ static bool await_confirms(relay_t *r, relay_batch_t *b, row_track_t *t)
     int64_t deadline = lease_mono_now_ns() + r->cfg->confirm_timeout_ms * 1000000;
     bool ok =
         relay_amqp_wait(r->amqp, first, last, settles, deadline, on_return, &ctx, err, sizeof err);
-    if (!ok)
+    if (!ok) {
         LOG_WARN("broker confirms: %s", err);
+        learn_broker_limit(r, b, t, err);
+    }
     for (size_t i = 0; i < b->count; i++) {
         if (t[i].state != ROW_SENT)
             continue;
@@ -417,7 +477,8 @@ static bool await_confirms(relay_t *r, relay_batch_t *b, row_track_t *t)
 /* Records the batch's outcome in its transaction and commits. Returns
  * false when the database failed (nothing recorded). */
 static bool record(relay_t *r, relay_batch_t *b, row_track_t *t, uint64_t *n_amqp,
-                   uint64_t *n_couch, uint64_t *n_refused, uint64_t *n_deferred)
+                   uint64_t *n_couch, uint64_t *n_refused, uint64_t *n_deferred,
+                   uint64_t *n_quarantined)
 {
     int64_t *ids = calloc(b->count, sizeof *ids);
     bool *done = calloc(b->count, sizeof *done);
@@ -441,6 +502,15 @@ static bool record(relay_t *r, relay_batch_t *b, row_track_t *t, uint64_t *n_amq
             ok = relay_db_mark_refused(r->db, row->outbox_id, r->cfg->instance_id, t[i].reason, err,
                                        sizeof err) == RELAY_DB_OK;
             (*n_refused)++;
+            break;
+        case ROW_QUARANTINE:
+            /* set aside for an operator; the identity's later rows go on */
+            ok = relay_db_quarantine(r->db, row->outbox_id, r->cfg->instance_id, t[i].reason, err,
+                                     sizeof err) == RELAY_DB_OK;
+            (*n_quarantined)++;
+            if (ok)
+                LOG_WARN("outbox %s quarantined (lease.outbox_requeue or outbox_discard): %s",
+                         row->message_id, t[i].reason);
             break;
         case ROW_DEFER:
             ok = relay_db_defer(r->db, row->outbox_id, retry_delay(r->cfg, row->attempts),
@@ -513,13 +583,14 @@ static int deliver_batch(relay_t *r)
     int64_t start = lease_mono_now_ns();
     bool broker_ok = send_rows(r, &b, t, blocked);
     broker_ok = await_confirms(r, &b, t) && broker_ok;
-    uint64_t n_amqp = 0, n_couch = 0, n_refused = 0, n_deferred = 0;
-    bool db_ok = record(r, &b, t, &n_amqp, &n_couch, &n_refused, &n_deferred);
+    uint64_t n_amqp = 0, n_couch = 0, n_refused = 0, n_deferred = 0, n_quarantined = 0;
+    bool db_ok = record(r, &b, t, &n_amqp, &n_couch, &n_refused, &n_deferred, &n_quarantined);
     if (db_ok) {
         RELAY_METRIC_ADD(r->metrics, published_amqp, n_amqp);
         RELAY_METRIC_ADD(r->metrics, published_couchdb, n_couch);
         RELAY_METRIC_ADD(r->metrics, refused, n_refused);
         RELAY_METRIC_ADD(r->metrics, deferred, n_deferred);
+        RELAY_METRIC_ADD(r->metrics, quarantined, n_quarantined);
         RELAY_METRIC_ADD(r->metrics, batches, 1);
         LEASE_LOG(LEASE_LOG_DEBUG, NULL,
                   "batch of %zu: %" PRIu64 " published, %" PRIu64 " to couchdb, %" PRIu64

@@ -190,8 +190,10 @@ fail:
     return false;
 }
 
-uint64_t relay_amqp_publish(relay_amqp_t *a, const relay_amqp_message_t *m, char *err, size_t errsz)
+uint64_t relay_amqp_publish(relay_amqp_t *a, const relay_amqp_message_t *m, char *err, size_t errsz,
+                            bool *invalid)
 {
+    *invalid = false;
     if (!a->conn) {
         snprintf(err, errsz, "not connected");
         return 0;
@@ -230,6 +232,8 @@ uint64_t relay_amqp_publish(relay_amqp_t *a, const relay_amqp_message_t *m, char
                                 amqp_cstring_bytes(m->routing_key), 1, 0, &props, body);
     if (st != AMQP_STATUS_OK) {
         snprintf(err, errsz, "publish: %s", amqp_error_string2(st));
+        *invalid = st == AMQP_STATUS_BAD_AMQP_DATA || st == AMQP_STATUS_TABLE_TOO_BIG ||
+                   st == AMQP_STATUS_INVALID_PARAMETER;
         relay_amqp_disconnect(a, false);
         return 0;
     }

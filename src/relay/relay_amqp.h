@@ -68,9 +68,10 @@ bool relay_amqp_connected(const relay_amqp_t *a);
 void relay_amqp_disconnect(relay_amqp_t *a, bool graceful);
 
 /* Publishes one message (persistent, mandatory). Returns its delivery tag,
- * or 0 when the connection failed (it is then closed). */
+ * or 0 when the connection failed (it is then closed); *invalid is set when
+ * the failure was the message itself (the library could not encode it). */
 LEASE_MUST_USE uint64_t relay_amqp_publish(relay_amqp_t *a, const relay_amqp_message_t *m,
-                                           char *err, size_t errsz);
+                                           char *err, size_t errsz, bool *invalid);
 
 /*
  * Waits until every tag in [first, last] is settled; settles[i] belongs to

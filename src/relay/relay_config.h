@@ -32,7 +32,8 @@ typedef struct relay_config {
     int64_t backoff_min_ms;
     int64_t backoff_max_ms;
     int64_t retry_delay_ms;
-    char *metrics_listen; /* "host:port" or "off" */
+    int64_t max_message_bytes; /* the broker's max_message_size: bigger rows are quarantined */
+    char *metrics_listen;      /* "host:port" or "off" */
     bool metrics_enabled;
     char metrics_host[RELAY_LISTEN_HOST_MAX + 1];
     int metrics_port;

@@ -18,6 +18,10 @@
 #include "lease/json_fields.h"
 
 #define COUCH_CONFLICT_TRIES 5
+/* Tokens and outbox ids in a fence are JSON numbers: only integers a double
+ * holds exactly (what CouchDB's JavaScript sees) are accepted, here and in
+ * contrib/couchdb/validate_doc_update.js. */
+#define COUCH_SAFE_MAX INT64_C(9007199254740991)
 #define COUCH_MAX_BODY (16 * 1024 * 1024)
 
 struct relay_couch {
@@ -162,9 +166,20 @@ static void couch_reason(const json_t *reply, long status, const char *what, cha
              e ? e : "", r ? ": " : "", r ? r : "");
 }
 
-/* The stored document's fence against this row: ALREADY when it holds this
- * row's write or a later one of the identity, REFUSED when a higher token
- * or another identity wrote it, APPLIED (meaning: go ahead) otherwise. */
+/* value as a fence integer 1..2^53-1, or 0 when it is anything else. */
+static int64_t safe_integer(const json_t *value)
+{
+    if (!json_is_integer(value))
+        return 0;
+    json_int_t n = json_integer_value(value);
+    return n >= 1 && n <= COUCH_SAFE_MAX ? (int64_t)n : 0;
+}
+
+/* The stored document's fence against this row: ALREADY only when it holds
+ * this very row's write (its outbox id and token: what the relay can verify;
+ * a marker naming a later row is not believed, since any member of the
+ * database can write one), REFUSED when a higher token or another identity
+ * wrote it, APPLIED (meaning: go ahead) otherwise. */
 static relay_couch_outcome_t compare_fence(const json_t *doc, const relay_row_t *row,
                                            json_t *identity, char *detail, size_t detailsz)
 {
@@ -172,18 +187,17 @@ static relay_couch_outcome_t compare_fence(const json_t *doc, const relay_row_t 
     if (!json_is_object(fence))
         return RELAY_COUCH_APPLIED; /* written before fencing: any fenced write may replace it */
     if (!json_equal(json_object_get(fence, "lock_identity"), identity)) {
-        snprintf(detail, detailsz, "the document belongs to another lock identity");
+        snprintf(detail, detailsz, "the document belongs to another lock identity of the tenant");
         return RELAY_COUCH_REFUSED;
     }
-    json_int_t token = json_integer_value(json_object_get(fence, "fencing_token"));
-    json_int_t outbox = json_integer_value(json_object_get(fence, "outbox_id"));
-    if (outbox >= row->outbox_id) {
-        snprintf(detail, detailsz, "already written by outbox row %" JSON_INTEGER_FORMAT, outbox);
+    int64_t token = safe_integer(json_object_get(fence, "fencing_token"));
+    int64_t outbox = safe_integer(json_object_get(fence, "outbox_id"));
+    if (outbox == row->outbox_id && token == row->fencing_token) {
+        snprintf(detail, detailsz, "already written by this outbox row");
         return RELAY_COUCH_ALREADY;
     }
     if (token > row->fencing_token) {
-        snprintf(detail, detailsz,
-                 "stale: the document holds fencing token %" JSON_INTEGER_FORMAT " > %" PRId64,
+        snprintf(detail, detailsz, "stale: the document holds fencing token %" PRId64 " > %" PRId64,
                  token, row->fencing_token);
         return RELAY_COUCH_REFUSED;
     }
@@ -244,6 +258,16 @@ relay_couch_outcome_t relay_couch_apply(relay_couch_t *c, const char *db, const 
                  "(not starting with _)");
         goto done;
     }
+    if (row->fencing_token < 1 || row->fencing_token > COUCH_SAFE_MAX || row->outbox_id < 1 ||
+        row->outbox_id > COUCH_SAFE_MAX) {
+        snprintf(detail, detailsz, "the fencing token or outbox id is above 2^53-1");
+        goto done;
+    }
+    /* ids are scoped per tenant: "<tenant_id>:<_id>" (tenant ids hold no
+     * ':'), so one tenant's document never blocks another's */
+    char scoped[LEASE_NAME_MAX + 1 + 1024 + 1];
+    snprintf(scoped, sizeof scoped, "%s:%s", row->identity.tenant_id, doc_id);
+    doc_id = scoped;
     out = RELAY_COUCH_RETRY;
     for (int attempt = 0; attempt < COUCH_CONFLICT_TRIES; attempt++) {
         json_t *current = NULL;
@@ -293,7 +317,8 @@ relay_couch_outcome_t relay_couch_apply(relay_couch_t *c, const char *db, const 
         if (st != 0)
             couch_reason(reply, st, "PUT", detail, detailsz);
         json_decref(reply);
-        /* 403: validate_doc_update refused it; 400: not a document */
+        /* 403: validate_doc_update refused it; 400: not a document (for
+         * good: the row is quarantined) */
         out = st == 403 ? RELAY_COUCH_REFUSED : st == 400 ? RELAY_COUCH_INVALID : RELAY_COUCH_RETRY;
         goto done;
     }

@@ -295,6 +295,16 @@ relay_db_status_t relay_db_mark_refused(relay_db_t *db, int64_t id, const char *
                     err, errsz);
 }
 
+relay_db_status_t relay_db_quarantine(relay_db_t *db, int64_t id, const char *instance,
+                                      const char *reason, char *err, size_t errsz)
+{
+    char idtext[24];
+    snprintf(idtext, sizeof idtext, "%" PRId64, id);
+    const char *params[3] = {idtext, instance, reason};
+    return call_int(db, "SELECT lease.outbox_quarantine($1::bigint, $2, $3)", 3, params, NULL, err,
+                    errsz);
+}
+
 relay_db_status_t relay_db_defer(relay_db_t *db, int64_t id, int64_t delay_ms, const char *error,
                                  char *err, size_t errsz)
 {

@@ -79,6 +79,11 @@ LEASE_MUST_USE relay_db_status_t relay_db_mark_published(relay_db_t *db, const i
 LEASE_MUST_USE relay_db_status_t relay_db_mark_refused(relay_db_t *db, int64_t id,
                                                        const char *instance, const char *reason,
                                                        char *err, size_t errsz);
+/* Sets a claimed row aside (lease.outbox_quarantine): never claimed again
+ * until an operator requeues it; its identity's later rows go on. */
+LEASE_MUST_USE relay_db_status_t relay_db_quarantine(relay_db_t *db, int64_t id,
+                                                     const char *instance, const char *reason,
+                                                     char *err, size_t errsz);
 LEASE_MUST_USE relay_db_status_t relay_db_defer(relay_db_t *db, int64_t id, int64_t delay_ms,
                                                 const char *error, char *err, size_t errsz);
 LEASE_MUST_USE relay_db_status_t relay_db_commit(relay_db_t *db, char *err, size_t errsz);

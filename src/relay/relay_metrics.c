@@ -27,6 +27,10 @@ char *relay_metrics_render(relay_metrics_t *m)
         &t, "leased_relay_refused_total",
         "Outbox rows the destination's fence refused for good (a higher token wrote first).",
         RELAY_METRIC_GET(m, refused));
+    lease_prom_counter(&t, "leased_relay_quarantined_total",
+                       "Outbox rows set aside (quarantined): their destination refused them for a "
+                       "reason retrying cannot fix.",
+                       RELAY_METRIC_GET(m, quarantined));
     lease_prom_counter(
         &t, "leased_relay_deferred_total",
         "Outbox rows put back for a later try (returned, nacked, CouchDB unavailable).",

@@ -17,6 +17,7 @@ typedef struct relay_metrics {
     uint64_t published_couchdb; /* rows marked published after CouchDB took the write */
     uint64_t refused;           /* rows the fence refused (final, marked with the reason) */
     uint64_t deferred;          /* rows put back for a later try */
+    uint64_t quarantined;       /* rows set aside: refused for a reason retrying cannot fix */
     uint64_t batches;           /* delivery transactions committed */
     uint64_t batch_failures;    /* delivery transactions ended by a broker or database failure */
     uint64_t broker_connects;   /* successful broker connections */

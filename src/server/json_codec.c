@@ -337,10 +337,10 @@ static bool decode_metadata(decoder_t *d, json_t *body, char *out, size_t outsz)
     return fits ? true : fail(d, "", "metadata", "larger than 2 KiB");
 }
 
-static bool write_key_valid(const char *s)
+static bool write_key_valid(const char *s, size_t max)
 {
     size_t n = strlen(s);
-    if (n == 0 || n > LEASE_DOC_KEY_MAX)
+    if (n == 0 || n > max)
         return false;
     for (; *s; s++)
         if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
@@ -387,8 +387,13 @@ static bool decode_write(decoder_t *d, json_t *item, size_t i, leased_request_t 
     const char *key;
     if (!get_string(d, item, prefix, key_name, &key))
         return false;
-    if (!write_key_valid(key))
+    if (w->kind == LEASE_WRITE_DOCUMENT && !write_key_valid(key, LEASE_DOC_KEY_MAX))
         return fail(d, prefix, key_name, "must be 1..256 of [A-Za-z0-9._:/-]");
+    /* a topic the relay could never publish is refused here, not found out
+     * by the relay (an AMQP routing key is a short string of 255 bytes) */
+    if (w->kind == LEASE_WRITE_PUBLICATION && !write_key_valid(key, LEASE_TOPIC_MAX))
+        return fail(d, prefix, key_name,
+                    "must be 1..255 of [A-Za-z0-9._:/-] (an AMQP routing key holds 255 bytes)");
     snprintf(w->key, sizeof w->key, "%s", key);
     json_t *content = json_object_get(item, json_name);
     if (!json_is_object(content))

@@ -140,6 +140,8 @@ static void claim_stops_at_a_row_it_cannot_take(void **state)
     exec_ok(other, "ROLLBACK");
     /* a deferred row holds back its identity until its time comes */
     exec_ok(a, "BEGIN ISOLATION LEVEL READ COMMITTED");
+    /* only a row this transaction claimed may be deferred (0016) */
+    exec_ok(a, "SELECT count(*) FROM lease.outbox_claim(1)");
     exec_ok(a, "SELECT lease.outbox_defer(1, 3600000, 'broker returned it')");
     exec_ok(a, "COMMIT");
     check_claim(a, 100, "4:t-Y");

@@ -11,8 +11,13 @@
  *     and recorded so (last_error, leased_relay_refused_total), the document kept;
  *  4. a row delivered again (after a crash) is not applied twice: the
  *     document's revision does not move;
- *  5. a payload that is not a document write waits (deferred, its identity
- *     held back) until an operator discards it (lease.outbox_discard).
+ *  5. a payload that is not a document write is quarantined (with its
+ *     reason, leased_relay_quarantined_total) and its identity goes on;
+ *  6. document ids are scoped per tenant ("<tenant_id>:<_id>"): tenant B's
+ *     target-42 does not block tenant A's target-42;
+ *  7. the fence takes only tokens 1..2^53-1 (1e308 is refused), and a
+ *     planted lease_fence.outbox_id of 2^53-1 does not make the relay
+ *     believe a row is already written.
  */
 #include "relay_common.h"
 
@@ -199,19 +204,20 @@ static void expect_forbidden(http_resp_t *r, const char *reason_part)
 static void design_document_refuses_stale_writes(void **state)
 {
     (void)state;
-    http_resp_t *r =
-        couch_put("doc-1", json_pack("{s:i, s:o}", "v", 1, "lease_fence", fence("t-x", 5)), NULL);
+    http_resp_t *r = couch_put(
+        TENANT ":doc-1", json_pack("{s:i, s:o}", "v", 1, "lease_fence", fence("t-x", 5)), NULL);
     assert_int_equal(r->status, 201);
     char rev[128];
     snprintf(rev, sizeof rev, "%s", http_resp_str(r, "rev"));
     http_resp_free(r);
     /* a lower token: refused, by the server itself, with the right revision */
-    expect_forbidden(
-        couch_put("doc-1", json_pack("{s:i, s:o}", "v", 2, "lease_fence", fence("t-x", 4)), rev),
-        "stale fencing token 4");
+    expect_forbidden(couch_put(TENANT ":doc-1",
+                               json_pack("{s:i, s:o}", "v", 2, "lease_fence", fence("t-x", 4)),
+                               rev),
+                     "stale fencing token 4");
     /* the same through _bulk_docs */
-    json_t *bulk = json_pack("{s:[{s:s, s:s, s:i, s:o}]}", "docs", "_id", "doc-1", "_rev", rev, "v",
-                             3, "lease_fence", fence("t-x", 1));
+    json_t *bulk = json_pack("{s:[{s:s, s:s, s:i, s:o}]}", "docs", "_id", TENANT ":doc-1", "_rev",
+                             rev, "v", 3, "lease_fence", fence("t-x", 1));
     char *bulk_text = dump(bulk);
     r = http_call(couch_url, "POST", "/" DB "/_bulk_docs", NULL, bulk_text);
     free(bulk_text);
@@ -221,27 +227,52 @@ static void design_document_refuses_stale_writes(void **state)
     assert_string_equal(json_string_value(json_object_get(item, "error")), "forbidden");
     http_resp_free(r);
     /* another identity, no fence, a malformed token, a deletion: refused */
-    expect_forbidden(couch_put("doc-1",
+    expect_forbidden(couch_put(TENANT ":doc-1",
                                json_pack("{s:i, s:o}", "v", 2, "lease_fence", fence("t-other", 9)),
                                rev),
                      "another lock identity");
-    expect_forbidden(couch_put("doc-1", json_pack("{s:i}", "v", 2), rev), "lease_fence");
+    expect_forbidden(couch_put(TENANT ":doc-1", json_pack("{s:i}", "v", 2), rev), "lease_fence");
     json_t *bad = fence("t-x", 6);
     json_object_set_new(bad, "fencing_token", json_string("6"));
-    expect_forbidden(couch_put("doc-1", json_pack("{s:i, s:o}", "v", 2, "lease_fence", bad), rev),
-                     "positive integer");
+    expect_forbidden(
+        couch_put(TENANT ":doc-1", json_pack("{s:i, s:o}", "v", 2, "lease_fence", bad), rev),
+        "positive integer");
+    /* a token no JavaScript number holds exactly would freeze the document */
+    char huge[1024];
+    snprintf(huge, sizeof huge,
+             "{\"v\": 2, \"_rev\": \"%s\", \"lease_fence\": {\"fencing_token\": 1e308, "
+             "\"lease_id\": \"x\", \"lock_identity\": {\"tenant_id\": \"" TENANT "\", "
+             "\"program_id\": \"" PROGRAM "\", \"target_namespace\": \"" NAMESPACE "\", "
+             "\"target_id\": \"t-x\", \"actor_name\": \"" ACTOR "\", \"workflow_name\": "
+             "\"default\", \"operation_class\": \"default\"}}}",
+             rev);
+    r = http_call(couch_url, "PUT", "/" DB "/" TENANT ":doc-1", NULL, huge);
+    assert_non_null(r);
+    expect_forbidden(r, "at most 2^53-1");
+    json_t *planted = fence("t-x", 5);
+    json_object_set_new(planted, "outbox_id", json_real(1e300));
+    expect_forbidden(
+        couch_put(TENANT ":doc-1", json_pack("{s:i, s:o}", "v", 2, "lease_fence", planted), rev),
+        "outbox_id");
+    /* an id outside the writer's tenant */
+    expect_forbidden(couch_put("tenant-other:doc-1",
+                               json_pack("{s:i, s:o}", "v", 1, "lease_fence", fence("t-x", 5)),
+                               NULL),
+                     "must start with its tenant");
     char path[256];
-    snprintf(path, sizeof path, "/" DB "/doc-1?rev=%s", rev);
+    snprintf(path, sizeof path, "/" DB "/" TENANT ":doc-1?rev=%s", rev);
     expect_forbidden(http_call(couch_url, "DELETE", path, NULL, NULL), "not deleted");
     /* the same token and a higher one: accepted */
-    r = couch_put("doc-1", json_pack("{s:i, s:o}", "v", 2, "lease_fence", fence("t-x", 5)), rev);
+    r = couch_put(TENANT ":doc-1", json_pack("{s:i, s:o}", "v", 2, "lease_fence", fence("t-x", 5)),
+                  rev);
     assert_int_equal(r->status, 201);
     snprintf(rev, sizeof rev, "%s", http_resp_str(r, "rev"));
     http_resp_free(r);
-    r = couch_put("doc-1", json_pack("{s:i, s:o}", "v", 3, "lease_fence", fence("t-x", 6)), rev);
+    r = couch_put(TENANT ":doc-1", json_pack("{s:i, s:o}", "v", 3, "lease_fence", fence("t-x", 6)),
+                  rev);
     assert_int_equal(r->status, 201);
     http_resp_free(r);
-    json_t *doc = couch_get("doc-1");
+    json_t *doc = couch_get(TENANT ":doc-1");
     assert_int_equal(json_integer_value(json_object_get(doc, "v")), 3);
     json_decref(doc);
 }
@@ -301,7 +332,7 @@ static void relay_writes_documents_with_their_lease(void **state)
     relay_proc_t *relay = start_relay();
     if (!wait_all_published())
         relay_proc_dump_log(relay);
-    json_t *doc = couch_get("target-c1");
+    json_t *doc = couch_get(TENANT ":target-c1");
     assert_non_null(doc);
     assert_string_equal(json_string_value(json_object_get(doc, "state")), "done");
     assert_int_equal(json_integer_value(json_object_get(doc, "n")), 3);
@@ -335,7 +366,7 @@ static void a_stale_row_is_refused_and_recorded(void **state)
     (void)state;
     /* a writer outside leased wrote the document with token 50 */
     http_resp_t *r = couch_put(
-        "target-c2",
+        TENANT ":target-c2",
         json_pack("{s:s, s:o}", "state", "from-elsewhere", "lease_fence", fence("t-c2", 50)), NULL);
     assert_int_equal(r->status, 201);
     http_resp_free(r);
@@ -349,7 +380,7 @@ static void a_stale_row_is_refused_and_recorded(void **state)
                                       "o.last_error LIKE 'refused: stale%'"),
                      1);
     assert_true(relay_wait_metric(relay, "leased_relay_refused_total", 1, 5000));
-    json_t *doc = couch_get("target-c2");
+    json_t *doc = couch_get(TENANT ":target-c2");
     assert_string_equal(json_string_value(json_object_get(doc, "state")), "from-elsewhere");
     json_decref(doc);
     assert_int_equal(relay_proc_stop(relay), 0);
@@ -359,7 +390,7 @@ static void a_stale_row_is_refused_and_recorded(void **state)
 static void a_row_delivered_again_is_not_applied_twice(void **state)
 {
     (void)state;
-    json_t *before = couch_get("target-c1");
+    json_t *before = couch_get(TENANT ":target-c1");
     assert_non_null(before);
     /* as if the relay had died after writing and before marking */
     assert_true(testpg_exec(fx.http.db,
@@ -367,7 +398,7 @@ static void a_row_delivered_again_is_not_applied_twice(void **state)
                             "WHERE k.lock_key = o.lock_key AND k.target_id = 't-c1'"));
     relay_proc_t *relay = start_relay();
     assert_true(wait_all_published());
-    json_t *after = couch_get("target-c1");
+    json_t *after = couch_get(TENANT ":target-c1");
     assert_string_equal(json_string_value(json_object_get(after, "_rev")),
                         json_string_value(json_object_get(before, "_rev")));
     assert_int_equal(json_integer_value(json_object_get(after, "n")), 3);
@@ -376,7 +407,7 @@ static void a_row_delivered_again_is_not_applied_twice(void **state)
     json_decref(after);
 }
 
-static void a_bad_payload_waits_for_an_operator(void **state)
+static void a_bad_payload_is_quarantined(void **state)
 {
     (void)state;
     json_t *l = relay_acquire(&fx, "t-c3");
@@ -386,30 +417,117 @@ static void a_bad_payload_waits_for_an_operator(void **state)
         "t-c3", l,
         json_pack("[{s:s}, {s:s, s:s}]", "state", "no id", "_id", "target-c3", "state", "fine"));
     relay_proc_t *relay = start_relay();
+    if (!wait_all_published())
+        relay_proc_dump_log(relay);
     char sql[256];
     snprintf(sql, sizeof sql,
-             "SELECT count(*) FROM lease.outbox WHERE outbox_id = %lld AND attempts >= 2 AND "
-             "last_error LIKE '%%_id%%' AND published_at IS NULL",
+             "SELECT count(*) FROM lease.outbox WHERE outbox_id = %lld AND published_at IS NULL "
+             "AND quarantined_at IS NOT NULL AND quarantine_reason LIKE '%%_id%%'",
              first);
-    if (!relay_wait_sql(fx.http.db, sql, 1, 30000))
-        relay_proc_dump_log(relay);
     assert_int_equal(testpg_query_int(fx.http.db, sql), 1);
-    assert_null(couch_get("target-c3")); /* held back behind it */
-    /* an operator gives up on it; the row behind it goes */
+    json_t *doc = couch_get(TENANT ":target-c3"); /* the row behind it went out */
+    assert_non_null(doc);
+    json_decref(doc);
+    assert_true(relay_wait_metric(relay, "leased_relay_quarantined_total", 1, 5000));
+    /* an operator gives up on it */
     snprintf(sql, sizeof sql,
              "SET ROLE lease_admin; SELECT lease.outbox_discard(%lld, 'no document id: INC-7')",
              first);
     assert_true(testpg_exec(fx.http.db, sql));
-    assert_true(wait_all_published());
-    json_t *doc = couch_get("target-c3");
-    assert_non_null(doc);
-    json_decref(doc);
     snprintf(sql, sizeof sql,
              "SELECT count(*) FROM lease.outbox WHERE outbox_id = %lld AND last_error = "
              "'discarded: no document id: INC-7' AND published_by = 'operator:postgres'",
              first);
     assert_int_equal(testpg_query_int(fx.http.db, sql), 1);
     assert_int_equal(relay_proc_stop(relay), 0);
+    json_decref(l);
+}
+
+/* An identity of tenant (the fixture's worker is of TENANT). */
+static json_t *identity_of(const char *tenant, const char *target)
+{
+    json_t *id = identity_json(target);
+    json_object_set_new(id, "tenant_id", json_string(tenant));
+    return id;
+}
+
+static void tenants_do_not_share_document_ids(void **state)
+{
+    (void)state;
+    /* tenant B, with a credential of its own, writes its target-42 first */
+    const char *worker_b =
+        http_fx_credential_spec(&fx.http,
+                                &(leased_cred_spec_t){.principal = "prn_b",
+                                                      .tenant = "tenant-b",
+                                                      .program = PROGRAM,
+                                                      .capabilities = WORKER_CAPS,
+                                                      .admin = false},
+                                NULL);
+    json_t *acq = json_pack("{s:s, s:o, s:s, s:s, s:s}", "request_id", "acq-b-42", "lock_identity",
+                            identity_of("tenant-b", "t-42"), "service_instance_id", "inst_1",
+                            "execution_id", "exec_1", "job_id", "job_1");
+    http_resp_t *r = call_owned(fx.http.base, "POST", "/v1/leases/acquire", worker_b, dump(acq));
+    check_reply(r, 200, "lease_acquired", NULL);
+    json_t *lb = json_deep_copy(lease_of(r));
+    http_resp_free(r);
+    json_t *body = json_pack(
+        "{s:s, s:o, s:O, s:O, s:s, s:s, s:[{s:s, s:s, s:{s:s, s:s}}]}", "request_id", "commit-b-42",
+        "lock_identity", identity_of("tenant-b", "t-42"), "lease_id",
+        json_object_get(lb, "lease_id"), "fencing_token", json_object_get(lb, "fencing_token"),
+        "execution_id", "exec_1", "trace_id", "trace-b", "writes", "kind", "publication", "topic",
+        "state.target", "payload", "_id", "target-42", "state", "b");
+    r = call_owned(fx.http.base, "POST", "/v1/commits", worker_b, dump(body));
+    check_reply(r, 200, "commit_accepted", NULL);
+    http_resp_free(r);
+    /* then tenant A (the fixture's tenant) writes its own target-42 */
+    json_t *la = relay_acquire(&fx, "t-42");
+    commit_docs("t-42", la, json_pack("[{s:s, s:s}]", "_id", "target-42", "state", "a"));
+    relay_proc_t *relay = start_relay();
+    if (!wait_all_published())
+        relay_proc_dump_log(relay);
+    assert_int_equal(testpg_query_int(fx.http.db,
+                                      "SELECT count(*) FROM lease.outbox o JOIN lease.locks k "
+                                      "USING (lock_key) WHERE k.target_id = 't-42' AND "
+                                      "o.last_error IS NULL AND o.published_at IS NOT NULL"),
+                     2);
+    json_t *da = couch_get(TENANT ":target-42");
+    json_t *db = couch_get("tenant-b:target-42");
+    assert_non_null(da);
+    assert_non_null(db);
+    assert_string_equal(json_string_value(json_object_get(da, "state")), "a");
+    assert_string_equal(json_string_value(json_object_get(db, "state")), "b");
+    assert_int_equal(relay_proc_stop(relay), 0);
+    json_decref(da);
+    json_decref(db);
+    json_decref(la);
+    json_decref(lb);
+}
+
+static void a_planted_marker_is_not_believed(void **state)
+{
+    (void)state;
+    /* a database member plants a marker naming the highest outbox id */
+    json_t *planted = fence("t-c5", 1);
+    json_object_set_new(planted, "outbox_id", json_integer(INT64_C(9007199254740991)));
+    http_resp_t *r =
+        couch_put(TENANT ":target-c5",
+                  json_pack("{s:s, s:o}", "state", "planted", "lease_fence", planted), NULL);
+    assert_int_equal(r->status, 201);
+    http_resp_free(r);
+    json_t *l = relay_acquire(&fx, "t-c5");
+    commit_docs("t-c5", l, json_pack("[{s:s, s:s}]", "_id", "target-c5", "state", "written"));
+    relay_proc_t *relay = start_relay();
+    if (!wait_all_published())
+        relay_proc_dump_log(relay);
+    json_t *doc = couch_get(TENANT ":target-c5");
+    assert_non_null(doc);
+    /* the row was really written, not marked published on the marker's word */
+    assert_string_equal(json_string_value(json_object_get(doc, "state")), "written");
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(doc, "lease_fence"), "outbox_id")),
+        testpg_query_int(fx.http.db, "SELECT max(outbox_id) FROM lease.outbox"));
+    assert_int_equal(relay_proc_stop(relay), 0);
+    json_decref(doc);
     json_decref(l);
 }
 
@@ -420,7 +538,9 @@ int main(void)
         cmocka_unit_test(relay_writes_documents_with_their_lease),
         cmocka_unit_test(a_stale_row_is_refused_and_recorded),
         cmocka_unit_test(a_row_delivered_again_is_not_applied_twice),
-        cmocka_unit_test(a_bad_payload_waits_for_an_operator),
+        cmocka_unit_test(a_bad_payload_is_quarantined),
+        cmocka_unit_test(tenants_do_not_share_document_ids),
+        cmocka_unit_test(a_planted_marker_is_not_believed),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

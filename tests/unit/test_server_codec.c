@@ -164,6 +164,24 @@ static void test_refusals_name_fields(void **state)
                "\"writes\":[{\"kind\":\"publication\",\"topic\":\"t\","
                "\"payload\":3}]}",
                "writes[0].payload");
+    /* a topic is an AMQP routing key: 255 bytes at most (a document key 256) */
+    char topic[300];
+    memset(topic, 't', 256);
+    topic[256] = '\0';
+    char commit[700];
+    snprintf(commit, sizeof commit,
+             "{\"request_id\":\"r\"," ID ",\"lease_id\":\"l\","
+             "\"fencing_token\":1,\"execution_id\":\"e\",\"trace_id\":\"t\","
+             "\"writes\":[{\"kind\":\"publication\",\"topic\":\"%s\",\"payload\":{}}]}",
+             topic);
+    decode_bad(LEASED_OP_COMMIT, commit, "writes[0].topic");
+    topic[255] = '\0';
+    snprintf(commit, sizeof commit,
+             "{\"request_id\":\"r\"," ID ",\"lease_id\":\"l\","
+             "\"fencing_token\":1,\"execution_id\":\"e\",\"trace_id\":\"t\","
+             "\"writes\":[{\"kind\":\"publication\",\"topic\":\"%s\",\"payload\":{}}]}",
+             topic);
+    leased_request_free(decode_ok(LEASED_OP_COMMIT, commit));
     /* a field name is capped, never overflowing */
     char longkey[300];
     memset(longkey, 'k', 200);
@@ -300,7 +318,8 @@ static void test_views(void **state)
 static void test_envelopes(void **state)
 {
     (void)state;
-    char *text = leased_codec_error_envelope(LEASE_RATE_LIMITED, "corr_a", NULL, 250, -1, NULL, NULL);
+    char *text =
+        leased_codec_error_envelope(LEASE_RATE_LIMITED, "corr_a", NULL, 250, -1, NULL, NULL);
     json_t *e = json_loads(text, 0, NULL);
     free(text);
     assert_string_equal(json_string_value(json_object_get(e, "status")), "error");
@@ -312,9 +331,8 @@ static void test_envelopes(void **state)
     assert_null(json_object_get(e, "current_revision"));
     json_decref(e);
 
-    text =
-        leased_codec_error_envelope(WRITE_CONFLICT, "corr_b", "writes[1].expected_revision", 0, 4,
-                                    NULL, NULL);
+    text = leased_codec_error_envelope(WRITE_CONFLICT, "corr_b", "writes[1].expected_revision", 0,
+                                       4, NULL, NULL);
     e = json_loads(text, 0, NULL);
     free(text);
     assert_string_equal(json_string_value(json_object_get(e, "field")),
