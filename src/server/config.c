@@ -95,7 +95,7 @@ static const lease_setting_t settings[] = {
      .offset = AT(max_wait_ms),
      .help = "cap on an acquire's wait_ms, ms"},
     {.name = "rate limit", .env = "LEASE_RATE_LIMIT", .flag = "--rate-limit",
-     .type = LEASE_SETTING_RATE, .default_value = "200/s", .min = 1, .max = 1000000,
+     .type = LEASE_SETTING_RATE, .default_value = "5000/s", .min = 1, .max = 1000000,
      .offset = AT(rate_limit_per_s),
      .help = "requests per second per credential, burst the same"},
     {.name = "in-flight limit", .env = "LEASE_MAX_INFLIGHT", .flag = "--max-inflight",

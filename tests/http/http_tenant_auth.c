@@ -313,6 +313,41 @@ static void test_many_clients_one_address(void **state)
     assert_true(ok > CLIENTS);
 }
 
+/* The same fleet sharing one credential (the usual deployment: one
+ * credential per program): with defaults, its per-credential rate must not
+ * refuse it either (LEASE_RATE_LIMIT was 200/s: most of these were 429). */
+static void test_many_clients_one_credential(void **state)
+{
+    (void)state;
+    static client_run_t runs[CLIENTS];
+    char *token = credential("prn_fleet_shared", TENANT, NULL);
+    for (int i = 0; i < CLIENTS; i++) {
+        char target[32], request_id[32];
+        snprintf(target, sizeof target, "t-shared-%d", i);
+        snprintf(request_id, sizeof request_id, "shared-acq-%d", i);
+        json_t *lease = acquire_lease(fx.base, token, request_id, target);
+        runs[i].token = token;
+        snprintf(runs[i].lease_path, sizeof runs[i].lease_path, "/v1/leases/%s",
+                 json_string_value(json_object_get(lease, "lease_id")));
+        json_decref(lease);
+    }
+    for (int i = 0; i < CLIENTS; i++)
+        pthread_create(&runs[i].thread, NULL, client_main, &runs[i]);
+    long ok = 0, limited = 0, other = 0;
+    for (int i = 0; i < CLIENTS; i++) {
+        pthread_join(runs[i].thread, NULL);
+        ok += runs[i].ok;
+        limited += runs[i].limited;
+        other += runs[i].other;
+    }
+    free(token);
+    fprintf(stderr, "%d clients sharing one credential, one address, %d ms: %ld ok, %ld 429, %ld other\n",
+            CLIENTS, RUN_MS, ok, limited, other);
+    assert_int_equal(limited, 0);
+    assert_int_equal(other, 0);
+    assert_true(ok > CLIENTS);
+}
+
 /* ---- one tenant's storm, another tenant's requests ---------------------- */
 
 /* Below LEASE_MAX_CONNECTIONS_PER_SOURCE (256): the storm is about the
@@ -499,6 +534,7 @@ int main(void)
         cmocka_unit_test(test_past_instants_are_expired),
         cmocka_unit_test(test_leasectl_refuses_out_of_range_expiry),
         cmocka_unit_test(test_many_clients_one_address),
+        cmocka_unit_test(test_many_clients_one_credential),
         cmocka_unit_test(test_storm_spares_other_tenant),
         cmocka_unit_test(test_no_oracle_when_budget_spent),
     };
