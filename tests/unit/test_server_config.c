@@ -38,7 +38,7 @@ static void test_defaults(void **state)
     assert_int_equal(cfg.default_deadline_ms, 5000);
     assert_int_equal(cfg.max_deadline_ms, 30000);
     assert_int_equal(cfg.max_wait_ms, 10000);
-    assert_int_equal(cfg.rate_limit_per_s, 200);
+    assert_int_equal(cfg.rate_limit_per_s, 5000);
     assert_int_equal(cfg.max_inflight, 256);
     assert_int_equal(cfg.log_level, LEASE_LOG_INFO);
     assert_int_equal(cfg.log_format, LEASE_LOG_JSON);
@@ -226,7 +226,7 @@ static void test_cli(void **state)
         assert_non_null(strstr(out, info.env));
         assert_non_null(strstr(out, info.flag));
     }
-    assert_non_null(strstr(out, "200/s"));
+    assert_non_null(strstr(out, "5000/s"));
     free(out);
 
     const char *bad[] = {"--db-pool-size", "0", NULL};
