@@ -28,6 +28,7 @@ int ctl_renew_main(int argc, char **argv);
 int ctl_release_main(int argc, char **argv);
 int ctl_inspect_main(int argc, char **argv);
 int ctl_list_main(int argc, char **argv);
+int ctl_watch_main(int argc, char **argv);
 int ctl_force_release_main(int argc, char **argv);
 int ctl_revoke_main(int argc, char **argv);
 int ctl_commit_main(int argc, char **argv);

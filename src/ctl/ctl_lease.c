@@ -1,9 +1,12 @@
 /*
- * ctl_lease.c - `leasectl acquire|renew|release|inspect|list|force-release|
- * revoke|commit`: one HTTP call each through the client library.
+ * ctl_lease.c - `leasectl acquire|renew|release|inspect|list|watch|
+ * force-release|revoke|commit`: one HTTP call each through the client
+ * library (watch: one long poll after another until the lease ends).
  *
  * stdout carries the service's JSON answer (or, when no typed answer
  * arrived, a client-made envelope of the same shape with the typed code);
+ * list, inspect and watch print a successful answer as a table instead
+ * when asked (--output table) or when stdout is a terminal (ctl_output.h).
  * stderr carries one human line on failure. Exit statuses are
  * docs/executor.md's ("Exit statuses"), from lease_code_exit_status.
  */
@@ -14,7 +17,9 @@
 
 #include "ctl.h"
 #include "ctl_options.h"
+#include "ctl_output.h"
 #include "ctl_report.h"
+#include "lease/clock.h"
 #include "lease/client.h"
 
 /* --help of each client command: only the options that command uses.
@@ -53,7 +58,20 @@ static const char help_inspect[] =
     "usage: leasectl inspect (--lease-id ID | IDENTITY) [OPTIONS]\n"
     "Shows one lease: by id (active or ended), or the active lease of an identity.\n\n"
     "  --lease-id ID            the lease (default: LEASE_ID)\n" CTL_HELP_IDENTITY
-    "options:\n" CTL_HELP_COMMON;
+    "options:\n" CTL_HELP_OUTPUT CTL_HELP_COMMON;
+
+static const char help_watch[] =
+    "usage: leasectl watch [LEASE_ID] [--timeout-ms N] [--output json|table] [OPTIONS]\n"
+    "Waits until the lease ends (released, revoked or expired) and prints its final\n"
+    "state; long-polls GET /v1/leases/{id}/watch, one wait after another.\n"
+    "Exit status: 0 the lease ended; 75 it was still active when --timeout-ms passed\n"
+    "(the lease as it was is printed); 1 lease_not_found; 69, 77 as other commands.\n\n"
+    "  LEASE_ID                 the lease (default: --lease-id, else LEASE_ID)\n"
+    "options:\n"
+    "  --timeout-ms N           give up after N ms (default: wait until it ends)\n"
+    CTL_HELP_OUTPUT
+    "  --url URL --token TOKEN  as for every command (LEASE_URL, LEASE_TOKEN)\n"
+    "  --help                   this text\n";
 
 static const char help_list[] =
     "usage: leasectl list [--by owner|program|target] [--tenant T --program P]\n"
@@ -68,7 +86,7 @@ static const char help_list[] =
     "                           --target ID (the default when a target is given)\n"
     "  --page-size N            leases per page (default 100, at most the server's)\n"
     "  --page-token T           next_page_token of the previous page, same filter\n"
-    CTL_HELP_COMMON;
+    CTL_HELP_OUTPUT CTL_HELP_COMMON;
 
 static const char help_force_release[] =
     "usage: leasectl force-release IDENTITY --reason TEXT [--lease-id ID --fencing-token N]\n"
@@ -117,6 +135,8 @@ static int usage_of(const char *help, int status)
 /* One command's parsed options, client and call. */
 typedef struct session {
     const char *cmd;
+    ctl_output_t output; /* resolved: JSON or table */
+    int first_operand;   /* argc when none */
     ctl_options_t o;
     lease_client_t *client;
     lease_client_call_t call;
@@ -139,13 +159,19 @@ static int report(const session_t *s, const lease_client_call_t *call, lease_cod
         json_t *root = json_loads(call->body, 0, NULL);
         const char *said = json_string_value(json_object_get(root, "code"));
         if (said && strcmp(said, lease_code_name(code)) == 0) {
-            fputs(call->body, stdout);
-            fputc('\n', stdout);
+            /* a table shows a successful answer; a failure's story is the
+             * stderr line */
+            bool table = s->output == CTL_OUTPUT_TABLE;
+            if (!table || (lease_code_is_success(code) &&
+                           !ctl_output_table(stdout, root, (long long)lease_wall_now_ms()))) {
+                fputs(call->body, stdout);
+                fputc('\n', stdout);
+            }
             printed = true;
         }
         json_decref(root);
     }
-    if (!printed) {
+    if (!printed && s->output != CTL_OUTPUT_TABLE) {
         json_t *env = json_pack("{s:s, s:s, s:s, s:b}", "status",
                                 lease_code_is_success(code) ? "success" : "error", "code",
                                 lease_code_name(code), "msg",
@@ -192,11 +218,13 @@ static int session_open(session_t *s, int argc, char **argv, unsigned flags,
 {
     memset(s, 0, sizeof *s);
     s->cmd = argv[0];
+    s->output = CTL_OUTPUT_JSON;
     int parsed = ctl_options_parse(&s->o, flags, argc, argv, extra);
     if (parsed == CTL_PARSE_HELP)
         return usage_of(help, LEASE_EXIT_OK);
     if (parsed < 0)
         return LEASE_EXIT_USAGE;
+    s->first_operand = parsed;
     s->client = ctl_client_new(&s->o);
     if (!s->client) {
         fprintf(stderr, "leasectl %s: LEASE_URL must be an http:// or https:// URL\n", s->cmd);
@@ -273,12 +301,35 @@ static bool identity_complete(const lease_identity_input_t *id)
            id->actor_name && id->workflow_name;
 }
 
+enum { OPT_OUTPUT = 900, OPT_TIMEOUT };
+
+static bool take_output(const char *cmd, const char *arg, ctl_output_t *out)
+{
+    if (ctl_output_parse(arg, out))
+        return true;
+    fprintf(stderr, "leasectl %s: bad value '%s' (--output json|table)\n", cmd, arg);
+    return false;
+}
+
+static bool take_inspect(void *ctx, int val, const char *arg)
+{
+    (void)val; /* --output only */
+    return take_output("inspect", arg, ctx);
+}
+
 int ctl_inspect_main(int argc, char **argv)
 {
+    static const struct option opts[] = {
+        {"output", required_argument, NULL, OPT_OUTPUT},
+        {NULL, 0, NULL, 0},
+    };
+    ctl_output_t output = CTL_OUTPUT_DEFAULT;
+    ctl_extra_t extra = {opts, take_inspect, &output};
     session_t s;
-    int status = session_open(&s, argc, argv, CTL_OPT_HELD_OPTIONAL, NULL, help_inspect, false);
+    int status = session_open(&s, argc, argv, CTL_OPT_HELD_OPTIONAL, &extra, help_inspect, false);
     if (status >= 0)
         return status;
+    s.output = ctl_output_resolve(output);
     const ctl_options_t *o = &s.o;
     if (!o->lease_id && !identity_complete(&o->identity))
         return session_usage(&s, "give --lease-id or all six identity options");
@@ -296,6 +347,7 @@ typedef struct list_args {
     bool by_given;
     int64_t page_size;
     const char *page_token;
+    ctl_output_t output;
 } list_args_t;
 
 enum { OPT_BY = 1, OPT_PAGE_SIZE, OPT_PAGE_TOKEN };
@@ -322,6 +374,8 @@ static bool take_list(void *ctx, int val, const char *arg)
     case OPT_PAGE_TOKEN:
         a->page_token = arg;
         return true;
+    case OPT_OUTPUT:
+        return take_output("list", arg, &a->output);
     }
     fprintf(stderr,
             "leasectl list: bad value '%s' (--by owner|target|program, "
@@ -336,6 +390,7 @@ int ctl_list_main(int argc, char **argv)
         {"by", required_argument, NULL, OPT_BY},
         {"page-size", required_argument, NULL, OPT_PAGE_SIZE},
         {"page-token", required_argument, NULL, OPT_PAGE_TOKEN},
+        {"output", required_argument, NULL, OPT_OUTPUT},
         {NULL, 0, NULL, 0},
     };
     list_args_t a = {.by = LEASE_LIST_BY_PROGRAM};
@@ -344,6 +399,7 @@ int ctl_list_main(int argc, char **argv)
     int status = session_open(&s, argc, argv, 0, &extra, help_list, false);
     if (status >= 0)
         return status;
+    s.output = ctl_output_resolve(a.output);
     const lease_identity_input_t *id = &s.o.identity;
     if (!a.by_given && id->target_namespace && id->target_id)
         a.by = LEASE_LIST_BY_TARGET;
@@ -361,6 +417,100 @@ int ctl_list_main(int argc, char **argv)
     lease_code_t code = lease_client_list(s.client, &req, &s.call, &res);
     status = report(&s, &s.call, code, res.field);
     lease_list_result_free(&res);
+    session_close(&s);
+    return status;
+}
+
+typedef struct watch_args {
+    ctl_output_t output;
+    int64_t timeout_ms; /* 0: until the lease ends */
+} watch_args_t;
+
+static bool take_watch(void *ctx, int val, const char *arg)
+{
+    watch_args_t *a = ctx;
+    if (val == OPT_OUTPUT)
+        return take_output("watch", arg, &a->output);
+    if (ctl_parse_int(arg, 1, INT64_MAX / 2, &a->timeout_ms))
+        return true;
+    fprintf(stderr, "leasectl watch: bad value '%s' (--timeout-ms N, N >= 1)\n", arg);
+    return false;
+}
+
+/* One long poll at most this long: within leased's default cap (60 s) and
+ * its default wait; each poll's deadline is its wait plus the client's. */
+#define CTL_WATCH_POLL_MS 30000
+
+/* Prints the final answer of a watch (or the lease as it was at the
+ * timeout); the exit status: 0 ended, 75 still active, else the code's. */
+static int watch_loop(session_t *s, const char *lease_id, int64_t timeout_ms)
+{
+    lease_deadline_t until = lease_deadline_in(timeout_ms > 0 ? timeout_ms : INT64_MAX / 4);
+    for (;;) {
+        int64_t wait = lease_deadline_remaining_ms(&until);
+        if (wait > CTL_WATCH_POLL_MS)
+            wait = CTL_WATCH_POLL_MS;
+        lease_client_call_clear(&s->call);
+        s->call = (lease_client_call_t){.keep_body = true}; /* deadline: wait + the client's */
+        lease_result_t res;
+        lease_code_t code = lease_client_watch(s->client, lease_id, wait, -1, &s->call, &res);
+        if (code != LEASE_INSPECTED)
+            return report(s, &s->call, code, res.field);
+        bool ended = res.has_lease && res.lease.state != LEASE_STATE_ACTIVE;
+        if (ended || lease_deadline_passed(&until)) {
+            report(s, &s->call, code, res.field);
+            if (!ended)
+                fprintf(stderr, "leasectl watch: lease %s still active after %lld ms\n", lease_id,
+                        (long long)timeout_ms);
+            return ended ? LEASE_EXIT_OK : LEASE_EXIT_HELD;
+        }
+    }
+}
+
+int ctl_watch_main(int argc, char **argv)
+{
+    static const struct option opts[] = {
+        {"output", required_argument, NULL, OPT_OUTPUT},
+        {"timeout-ms", required_argument, NULL, OPT_TIMEOUT},
+        {NULL, 0, NULL, 0},
+    };
+    /* `watch LEASE_ID [OPTIONS]` as well as `watch [OPTIONS] LEASE_ID`:
+     * the parser stops at the first operand, so a leading one is taken
+     * out first */
+    const char *lease_id = NULL;
+    char *args[256];
+    if (argc > 255) {
+        fprintf(stderr, "leasectl watch: too many arguments\n");
+        return LEASE_EXIT_USAGE;
+    }
+    int n = 0;
+    for (int i = 0; i < argc; i++) {
+        if (i == 1 && argv[i][0] != '-' && !lease_id) {
+            lease_id = argv[i];
+            continue;
+        }
+        args[n++] = argv[i];
+    }
+    args[n] = NULL;
+    watch_args_t a = {0};
+    ctl_extra_t extra = {opts, take_watch, &a};
+    session_t s;
+    int status = session_open(&s, n, args, CTL_OPT_HELD_OPTIONAL | CTL_OPT_OPERANDS, &extra,
+                              help_watch, false);
+    if (status >= 0)
+        return status;
+    s.output = ctl_output_resolve(a.output);
+    if (s.first_operand < n) {
+        if (lease_id || s.first_operand + 1 < n)
+            return session_usage(&s, "one LEASE_ID");
+        lease_id = args[s.first_operand];
+    }
+    if (!lease_id)
+        lease_id = s.o.lease_id; /* --lease-id, else LEASE_ID */
+    if (!lease_id || !*lease_id)
+        return session_usage(&s, "which lease? give LEASE_ID (or --lease-id, or LEASE_ID in "
+                                 "the environment)");
+    status = watch_loop(&s, lease_id, a.timeout_ms);
     session_close(&s);
     return status;
 }

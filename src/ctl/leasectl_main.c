@@ -20,6 +20,7 @@ static const ctl_command_t commands[] = {
     {"release", ctl_release_main, "release a held lease"},
     {"inspect", ctl_inspect_main, "show a lease by id or by identity"},
     {"list", ctl_list_main, "list leases by owner, target or program"},
+    {"watch", ctl_watch_main, "wait until a lease ends and show how it ended"},
     {"force-release", ctl_force_release_main, "administrator: end a lease, with a reason"},
     {"revoke", ctl_revoke_main, "administrator: revoke a lease, with a reason"},
     {"commit", ctl_commit_main, "fenced commit of documents and publications"},

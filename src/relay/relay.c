@@ -77,7 +77,9 @@ relay_t *relay_new(const relay_config_t *cfg, relay_metrics_t *metrics, char *er
     r->routes = relay_routes_parse(cfg->routes, cfg->exchange, err, errsz);
     if (!r->routes)
         goto fail;
-    r->amqp = relay_amqp_new(cfg->amqp_url, err, errsz);
+    r->amqp = relay_amqp_new(cfg->amqp_url,
+                             &(relay_amqp_tls_t){cfg->amqp_cacert, cfg->amqp_cert, cfg->amqp_key},
+                             err, errsz);
     if (!r->amqp)
         goto fail;
     if (relay_routes_use_couchdb(r->routes)) {

@@ -14,8 +14,11 @@
 
 #include <amqp.h>
 #include <amqp_framing.h>
+#include <amqp_ssl_socket.h>
 #include <amqp_tcp_socket.h>
 #include <openssl/crypto.h>
+#include <openssl/x509.h>
+#include <unistd.h>
 
 #include "lease/clock.h"
 
@@ -28,11 +31,59 @@ struct relay_amqp {
     char *url_buf; /* amqp_parse_url points into it */
     struct amqp_connection_info info;
     char endpoint[300];
+    char *cacert; /* amqps: the CA file; NULL: the system's */
+    char *cert;   /* amqps: client certificate and key, or NULL */
+    char *key;
     amqp_connection_state_t conn; /* NULL when disconnected */
     uint64_t next_tag;            /* the tag the next publish gets */
 };
 
-relay_amqp_t *relay_amqp_new(const char *url, char *err, size_t errsz)
+static bool set(const char *v)
+{
+    return v && *v;
+}
+
+/* A TLS file the relay will read at every connect: readable now, so a typo
+ * is a bad setting at start rather than a broker that never comes up. */
+static bool tls_file(const char *setting, const char *path, char **out, char *err, size_t errsz)
+{
+    if (access(path, R_OK) != 0) {
+        snprintf(err, errsz, "%s: cannot read %s", setting, path);
+        return false;
+    }
+    if (!(*out = strdup(path))) {
+        snprintf(err, errsz, "out of memory");
+        return false;
+    }
+    return true;
+}
+
+static bool take_tls(relay_amqp_t *a, const relay_amqp_tls_t *tls, char *err, size_t errsz)
+{
+    bool any = tls && (set(tls->cacert) || set(tls->cert) || set(tls->key));
+    if (!any)
+        return true;
+    if (!a->info.ssl) {
+        snprintf(err, errsz,
+                 "LEASE_RELAY_AMQP_CACERT, _CERT and _KEY are for amqps:// URLs; the AMQP url "
+                 "is amqp:// (no TLS)");
+        return false;
+    }
+    if (set(tls->cert) != set(tls->key)) {
+        snprintf(err, errsz,
+                 "a client certificate needs both LEASE_RELAY_AMQP_CERT and LEASE_RELAY_AMQP_KEY");
+        return false;
+    }
+    if (set(tls->cacert) &&
+        !tls_file("LEASE_RELAY_AMQP_CACERT", tls->cacert, &a->cacert, err, errsz))
+        return false;
+    if (set(tls->cert) && (!tls_file("LEASE_RELAY_AMQP_CERT", tls->cert, &a->cert, err, errsz) ||
+                           !tls_file("LEASE_RELAY_AMQP_KEY", tls->key, &a->key, err, errsz)))
+        return false;
+    return true;
+}
+
+relay_amqp_t *relay_amqp_new(const char *url, const relay_amqp_tls_t *tls, char *err, size_t errsz)
 {
     relay_amqp_t *a = calloc(1, sizeof *a);
     if (!a || !(a->url_buf = strdup(url))) {
@@ -42,20 +93,18 @@ relay_amqp_t *relay_amqp_new(const char *url, char *err, size_t errsz)
     }
     amqp_default_connection_info(&a->info);
     if (amqp_parse_url(a->url_buf, &a->info) != AMQP_STATUS_OK) {
-        snprintf(err, errsz, "AMQP url: not amqp://user:password@host:port/vhost");
+        snprintf(err, errsz, "AMQP url: not amqp:// or amqps://user:password@host:port/vhost");
         relay_amqp_free(a);
         return NULL;
     }
-    if (a->info.ssl) {
-        snprintf(err, errsz,
-                 "AMQP url: amqps:// is not supported by this build; connect "
-                 "through a local TLS tunnel (stunnel) with amqp://");
+    if (!take_tls(a, tls, err, errsz)) {
         relay_amqp_free(a);
         return NULL;
     }
     if (!a->info.vhost || !*a->info.vhost)
         a->info.vhost = "/";
-    snprintf(a->endpoint, sizeof a->endpoint, "%s:%d", a->info.host, a->info.port);
+    snprintf(a->endpoint, sizeof a->endpoint, "%s:%d%s", a->info.host, a->info.port,
+             a->info.ssl ? " (TLS)" : "");
     return a;
 }
 
@@ -85,6 +134,9 @@ void relay_amqp_free(relay_amqp_t *a)
         OPENSSL_cleanse(a->url_buf, strlen(a->url_buf));
         free(a->url_buf);
     }
+    free(a->cacert);
+    free(a->cert);
+    free(a->key);
     free(a);
 }
 
@@ -130,21 +182,64 @@ static struct timeval tv_ms(int64_t ms)
                             .tv_usec = (suseconds_t)(ms % 1000) * 1000};
 }
 
+/* A TLS socket that verifies the broker: its chain against the CA file
+ * (the system's CAs by default) and its name against the URL's host. */
+static amqp_socket_t *tls_socket(relay_amqp_t *a, char *err, size_t errsz)
+{
+    amqp_socket_t *sock = amqp_ssl_socket_new(a->conn);
+    if (!sock) {
+        snprintf(err, errsz, "TLS: cannot create a socket");
+        return NULL;
+    }
+    amqp_ssl_socket_set_verify_peer(sock, 1);
+    amqp_ssl_socket_set_verify_hostname(sock, 1);
+    const char *ca = a->cacert ? a->cacert : X509_get_default_cert_file();
+    int st = amqp_ssl_socket_set_cacert(sock, ca);
+    if (st != AMQP_STATUS_OK) {
+        snprintf(err, errsz, "TLS: CA file %s: %s", ca, amqp_error_string2(st));
+        return NULL;
+    }
+    if (a->cert) {
+        st = amqp_ssl_socket_set_key(sock, a->cert, a->key);
+        if (st != AMQP_STATUS_OK) {
+            snprintf(err, errsz, "TLS: client certificate %s with key %s: %s", a->cert, a->key,
+                     amqp_error_string2(st));
+            return NULL;
+        }
+    }
+    return sock;
+}
+
 bool relay_amqp_connect(relay_amqp_t *a, const char *const *exchanges, size_t n_exchanges,
                         bool declare, int64_t timeout_ms, char *err, size_t errsz)
 {
     relay_amqp_disconnect(a, false);
     a->conn = amqp_new_connection();
-    amqp_socket_t *sock = a->conn ? amqp_tcp_socket_new(a->conn) : NULL;
-    if (!sock) {
+    if (!a->conn) {
         snprintf(err, errsz, "out of memory");
+        return false;
+    }
+    amqp_socket_t *sock = NULL;
+    if (a->info.ssl)
+        sock = tls_socket(a, err, errsz);
+    else if (!(sock = amqp_tcp_socket_new(a->conn)))
+        snprintf(err, errsz, "out of memory");
+    if (!sock) {
         relay_amqp_disconnect(a, false);
         return false;
     }
     struct timeval tv = tv_ms(timeout_ms);
     int st = amqp_socket_open_noblock(sock, a->info.host, a->info.port, &tv);
     if (st != AMQP_STATUS_OK) {
-        snprintf(err, errsz, "connect %s: %s", a->endpoint, amqp_error_string2(st));
+        if (st == AMQP_STATUS_SSL_PEER_VERIFY_FAILED ||
+            st == AMQP_STATUS_SSL_HOSTNAME_VERIFY_FAILED)
+            snprintf(err, errsz,
+                     "connect %s: %s (the broker's certificate is not trusted: "
+                     "LEASE_RELAY_AMQP_CACERT names the CA that signed it; the certificate "
+                     "must name the host %s)",
+                     a->endpoint, amqp_error_string2(st), a->info.host);
+        else
+            snprintf(err, errsz, "connect %s: %s", a->endpoint, amqp_error_string2(st));
         relay_amqp_disconnect(a, false);
         return false;
     }

@@ -52,9 +52,22 @@ typedef void (*relay_amqp_return_fn)(void *ctx, const char *message_id, int repl
 
 typedef struct relay_amqp relay_amqp_t;
 
-/* Parses url (amqp://user:password@host:port/vhost; copied, wiped on free;
- * an empty vhost means "/"). NULL and err on a bad or amqps URL. */
-LEASE_MUST_USE relay_amqp_t *relay_amqp_new(const char *url, char *err, size_t errsz);
+/* TLS for amqps:// URLs (paths; NULL or "" when not set). The broker's
+ * certificate is verified against cacert (default: the system's CAs, as
+ * OpenSSL finds them) and must name the URL's host; cert and key (PEM,
+ * both or neither) are a client certificate for brokers that ask for one. */
+typedef struct relay_amqp_tls {
+    const char *cacert;
+    const char *cert;
+    const char *key;
+} relay_amqp_tls_t;
+
+/* Parses url (amqp:// or amqps://user:password@host:port/vhost; copied,
+ * wiped on free; an empty vhost means "/"). NULL and err on a bad URL, on
+ * TLS settings with an amqp:// URL, on a client certificate without its
+ * key (or the other way round), or on a TLS file that cannot be read. */
+LEASE_MUST_USE relay_amqp_t *relay_amqp_new(const char *url, const relay_amqp_tls_t *tls, char *err,
+                                            size_t errsz);
 void relay_amqp_free(relay_amqp_t *a);
 
 /* Connects, logs in (heartbeat 30 s), opens channel 1 in confirm mode and

@@ -22,6 +22,9 @@
 typedef struct relay_config {
     char *database_url; /* secret-bearing: never logged */
     char *amqp_url;     /* secret-bearing: never logged */
+    char *amqp_cacert;  /* amqps: CA file; "" the system's CAs */
+    char *amqp_cert;    /* amqps: client certificate file, or "" */
+    char *amqp_key;     /* amqps: its private key file, or "" */
     char *exchange;     /* default exchange; routing key = topic */
     char *routes;       /* topic routes (relay_routes.h); "" none */
     bool declare_exchanges;

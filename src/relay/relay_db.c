@@ -18,6 +18,11 @@
 #include <libpq-fe.h>
 #include <openssl/crypto.h>
 
+#include "lease/pg_session.h"
+
+/* libpq counts whole seconds; the conninfo's connect_timeout wins */
+#define RELAY_DB_CONNECT_TIMEOUT_MS 10000
+
 struct relay_db {
     char *conninfo;
     char application_name[64];
@@ -123,17 +128,28 @@ static relay_db_status_t failed(relay_db_t *db, PGresult *res, char *err, size_t
 relay_db_status_t relay_db_connect(relay_db_t *db, char *err, size_t errsz)
 {
     relay_db_disconnect(db);
-    /* connect_timeout before dbname: a value in the user's conninfo wins;
-     * application_name after it: ours wins */
-    const char *keys[] = {"connect_timeout", "dbname", "application_name", NULL};
-    const char *vals[] = {"10", db->conninfo, db->application_name, NULL};
-    db->conn = PQconnectdbParams(keys, vals, 1);
-    if (!db->conn || PQstatus(db->conn) != CONNECTION_OK) {
-        server_message(NULL, db->conn, err, errsz);
-        relay_db_disconnect(db);
-        return RELAY_DB_LOST;
+    /* the store's session setup (keepalives, tcp_user_timeout, a connect
+     * timeout the conninfo may override); our application_name wins */
+    db->conn = lease_pg_session_open(db->conninfo, RELAY_DB_CONNECT_TIMEOUT_MS, "leased-relay",
+                                     db->application_name, err, errsz);
+    return db->conn ? RELAY_DB_OK : RELAY_DB_LOST;
+}
+
+bool relay_db_option(const relay_db_t *db, const char *keyword, char *out, size_t outsz)
+{
+    if (!db->conn)
+        return false;
+    PQconninfoOption *opts = PQconninfo(db->conn);
+    bool found = false;
+    for (PQconninfoOption *o = opts; o && o->keyword; o++) {
+        if (strcmp(o->keyword, keyword) != 0 || (o->dispchar && strchr(o->dispchar, '*')))
+            continue; /* never a password */
+        snprintf(out, outsz, "%s", o->val ? o->val : "");
+        found = o->val != NULL;
+        break;
     }
-    return RELAY_DB_OK;
+    PQconninfoFree(opts);
+    return found;
 }
 
 static relay_db_status_t command(relay_db_t *db, const char *sql, char *err, size_t errsz)

@@ -64,7 +64,14 @@ typedef struct relay_db relay_db_t;
 relay_db_t *relay_db_new(const char *conninfo, const char *instance, int64_t hold_timeout_ms);
 void relay_db_free(relay_db_t *db);
 
+/* Opens the session with the store's one session setup (lease/pg_session.h:
+ * keepalives, tcp_user_timeout, connect timeout 10 s unless the conninfo
+ * says otherwise, application_name "leased-relay/<instance>"). */
 LEASE_MUST_USE relay_db_status_t relay_db_connect(relay_db_t *db, char *err, size_t errsz);
+/* The value of one of the connected session's options (libpq's
+ * PQconninfo, e.g. "keepalives_idle") into out; false when not connected,
+ * unset, or a password. For tests and diagnostics. */
+bool relay_db_option(const relay_db_t *db, const char *keyword, char *out, size_t outsz);
 bool relay_db_connected(const relay_db_t *db);
 void relay_db_disconnect(relay_db_t *db);
 

@@ -20,6 +20,7 @@
 #include <stdint.h>
 
 #include "lease/clock.h"
+#include "lease/pg_session.h"
 #include "lease/result.h"
 
 struct pg_conn;
@@ -30,22 +31,12 @@ struct pg_conn;
  * and only after it sent a statement. */
 #define STORE_PG_CANCEL_GRACE_MS 1000
 
-/* Keyword/value arrays for PQconnectStartParams (expand_dbname = 1). */
-typedef struct store_pg_connparams {
-    const char **keywords; /* NULL-terminated */
-    const char **values;
-    char **owned; /* strings allocated for values */
-    size_t n_owned;
-    int64_t connect_timeout_ms;
-} store_pg_connparams_t;
+/* The parameters every session opens with (lease/pg_session.h), for
+ * PQconnectStartParams. */
+typedef lease_pg_session_params_t store_pg_connparams_t;
 
-/*
- * Builds the parameters: our keepalive, tcp_user_timeout, connect_timeout
- * and fallback_application_name defaults first, then the user's conninfo
- * (a string or URI, expanded in place, so anything in it wins), then
- * application_name when one is configured. Returns 0, or -1 with a reason
- * in err (the conninfo text itself is never copied into err).
- */
+/* lease_pg_session_params_init with leased's fallback application name
+ * ("leased"); application_name, when configured, wins over the URL's. */
 LEASE_MUST_USE int store_pg_connparams_init(store_pg_connparams_t *p, const char *conninfo,
                                             int64_t connect_timeout_ms,
                                             const char *application_name, char *err, size_t errsz);

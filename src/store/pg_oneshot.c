@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "lease/clock.h"
+#include "lease/pg_session.h"
 #include "pg_sqlstate.h"
 
 #define ONESHOT_ATTEMPTS 5
@@ -63,17 +64,11 @@ static void print_warnings(void *arg, const PGresult *r)
 
 PGconn *store_pg_oneshot_connect(const char *database_url, char *err, size_t errsz)
 {
-    /* Keywords before dbname are defaults the URL may override. */
-    const char *const keys[] = {"connect_timeout", "fallback_application_name", "dbname", NULL};
-    const char *const vals[] = {"10", "leasectl", database_url, NULL};
-    PGconn *c = PQconnectdbParams(keys, vals, 1);
+    /* the project's one session setup; the URL may override its defaults */
+    char why[512];
+    PGconn *c = lease_pg_session_open(database_url, 10000, "leasectl", NULL, why, sizeof why);
     if (!c) {
-        store_pg_set_err(err, errsz, "cannot connect to the database: out of memory");
-        return NULL;
-    }
-    if (PQstatus(c) != CONNECTION_OK) {
-        store_pg_set_err(err, errsz, "cannot connect to the database: %s", PQerrorMessage(c));
-        PQfinish(c);
+        store_pg_set_err(err, errsz, "cannot connect to the database: %s", why);
         return NULL;
     }
     PQsetNoticeReceiver(c, print_warnings, NULL);

@@ -19,6 +19,8 @@
 #include "state_file.h"
 
 static char state_url[512];
+static char state_tls_dir[512];
+static int state_tls_port;
 static bool state_owned;
 static bool state_loaded;
 
@@ -41,6 +43,10 @@ static void take(const char *key, const char *val, void *arg)
         snprintf(state_url, sizeof state_url, "%s", val);
     else if (strcmp(key, "RMQ_OWNED") == 0)
         state_owned = strcmp(val, "1") == 0;
+    else if (strcmp(key, "RMQ_TLS_DIR") == 0)
+        snprintf(state_tls_dir, sizeof state_tls_dir, "%s", val);
+    else if (strcmp(key, "RMQ_TLS_PORT") == 0)
+        state_tls_port = atoi(val);
 }
 
 static void load_state(void)
@@ -57,6 +63,18 @@ const char *testbroker_url(void)
 {
     load_state();
     return state_url;
+}
+
+int testbroker_tls_port(void)
+{
+    load_state();
+    return state_tls_port;
+}
+
+const char *testbroker_tls_dir(void)
+{
+    load_state();
+    return state_tls_dir;
 }
 
 bool testbroker_owned(void)

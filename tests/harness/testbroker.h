@@ -22,6 +22,12 @@
 
 /* amqp://guest:guest@127.0.0.1:PORT of the fixture's broker. */
 const char *testbroker_url(void);
+/* The broker's amqps:// listener on 127.0.0.1 (certificate for
+ * "localhost"), 0 when the tests do not own the broker; the folder of
+ * ca.crt (its CA) and client.crt/client.key (a client certificate that CA
+ * signed). */
+int testbroker_tls_port(void);
+const char *testbroker_tls_dir(void);
 /* Whether the tests own the broker (so they may pause, freeze it). */
 bool testbroker_owned(void);
 /* Stops the node keeping its data / starts it again / SIGSTOP / SIGCONT. */
