@@ -41,6 +41,7 @@
 #include "lease/log.h"
 #include "app.h"
 #include "http_gate.h"
+#include "http_hangup.h"
 #include "routes.h"
 #include "work_queue.h"
 
@@ -59,6 +60,7 @@ struct leased_http {
     struct MHD_Daemon *daemon;
     leased_gate_t *gate; /* the listener and every client socket (http_gate.h) */
     leased_work_queue_t *workers;
+    leased_hangup_t *hangup; /* sockets of waiting requests (http_hangup.h) */
     int64_t active;       /* atomic: requests between headers and reply sent */
     int64_t suspended;    /* requests on workers (changed under idle_mutex) */
     bool stopping;        /* under idle_mutex: no request is suspended any more */
@@ -85,7 +87,12 @@ typedef struct request {
     char *authorization;
     char query_wait_ms[24];
     int state; /* request_state_t, atomic between worker and event thread */
+    int hangup_fd;     /* >= 0: registered with h->hangup while it waits */
+    bool woken_inline; /* woken while parking, and no job could be queued */
 } request_t;
+
+/* The request this thread is parking (watch_woken must not run it here). */
+static __thread request_t *parking;
 
 void leased_http_correlation_id(char out[32])
 {
@@ -176,6 +183,7 @@ static request_t *request_new(leased_http_t *h, struct MHD_Connection *conn, con
         return NULL;
     rq->http = h;
     rq->conn = conn;
+    rq->hangup_fd = -1;
     rq->ex.received_mono_ns = lease_mono_now_ns();
     leased_http_correlation_id(rq->ex.correlation_id);
     rq->ex.route =
@@ -328,23 +336,77 @@ static void run_job(void *arg)
 static void watch_woken(void *arg)
 {
     request_t *rq = arg;
-    /* accepted even while stopping; out of memory: run it right here */
-    if (!leased_work_queue_push_after(rq->http->workers, continue_job, rq, 0))
+    /* accepted even while stopping; out of memory: run it right here (or,
+     * when woken while parking, where it was parked) */
+    if (leased_work_queue_push_after(rq->http->workers, continue_job, rq, 0))
+        return;
+    if (parking == rq)
+        rq->woken_inline = true;
+    else
         continue_job(rq);
+}
+
+/* Hang-up of a waiting request's client (http_hangup.h, lock held): its
+ * next step answers at once and gives its slots back. */
+static void client_gone(void *arg)
+{
+    request_t *rq = arg;
+    __atomic_store_n(&rq->ex.client_gone, true, __ATOMIC_RELEASE);
+}
+
+/* ... then (no lock; rq may be gone, only compared): a parked watch is
+ * woken now. A waiting acquire stops at its next attempt (at most
+ * BACKOFF_MAX_MS later, service.c). */
+static void wake_gone(void *cls, void *arg)
+{
+    leased_http_t *h = cls;
+    (void)leased_watch_cancel(h->app->watch, arg);
+}
+
+/* A request starts waiting: watch its socket for the client going away. */
+static void watch_hangup(request_t *rq)
+{
+    if (rq->hangup_fd >= 0)
+        return;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(rq->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (ci && leased_hangup_watch(rq->http->hangup, ci->connect_fd, rq))
+        rq->hangup_fd = ci->connect_fd;
+}
+
+/* Parks rq unless its client is gone already; under the hangup lock, so a
+ * hang-up either is seen here or finds rq parked. */
+static leased_watch_park_result_t park(leased_http_t *h, request_t *rq)
+{
+    leased_exchange_t *ex = &rq->ex;
+    leased_hangup_lock(h->hangup);
+    leased_watch_park_result_t pr = LEASED_WATCH_STOPPING;
+    if (!__atomic_load_n(&ex->client_gone, __ATOMIC_ACQUIRE)) {
+        parking = rq;
+        pr = leased_watch_park(h->app->watch, ex->park_lease_id, ex->park_seq, ex->park_until_ns,
+                               watch_woken, rq);
+        parking = NULL;
+    }
+    leased_hangup_unlock(h->hangup);
+    return pr;
 }
 
 static void after_route(request_t *rq)
 {
     leased_http_t *h = rq->http;
     while (rq->ex.again_after_ms > 0 || rq->ex.park_requested) {
+        watch_hangup(rq);
         if (rq->ex.park_requested) {
             rq->ex.park_requested = false;
-            leased_watch_park_result_t pr =
-                leased_watch_park(h->app->watch, rq->ex.park_lease_id, rq->ex.park_seq,
-                                  rq->ex.park_until_ns, watch_woken, rq);
-            if (pr == LEASED_WATCH_PARKED)
+            leased_watch_park_result_t pr = park(h, rq);
+            if (pr == LEASED_WATCH_PARKED && !rq->woken_inline)
                 return; /* rq belongs to the hub now */
-            leased_routes_park_refused(h->app, &rq->ex, pr == LEASED_WATCH_FULL);
+            if (pr == LEASED_WATCH_PARKED) {
+                rq->woken_inline = false;
+                leased_routes_continue(h->app, &rq->ex);
+            } else {
+                leased_routes_park_refused(h->app, &rq->ex, pr == LEASED_WATCH_FULL);
+            }
             continue;
         }
         if (leased_work_queue_push_after(h->workers, continue_job, rq, rq->ex.again_after_ms))
@@ -353,6 +415,9 @@ static void after_route(request_t *rq)
         lease_sleep_ms(rq->ex.again_after_ms);
         leased_routes_continue(h->app, &rq->ex);
     }
+    /* the socket may be closed once resumed */
+    leased_hangup_forget(h->hangup, rq->hangup_fd);
+    rq->hangup_fd = -1;
     __atomic_store_n(&rq->state, RQ_DONE, __ATOMIC_RELEASE);
     /* Resume and count down under the mutex leased_http_stop takes: once
      * resumed, the reply may be sent and the request completed before this
@@ -526,7 +591,8 @@ leased_http_t *leased_http_start(leased_app_t *app, char *err, size_t errsz)
     pthread_mutex_init(&h->idle_mutex, NULL);
     pthread_cond_init(&h->idle_cond, NULL);
     h->workers = leased_work_queue_new((size_t)cfg->http_threads);
-    if (!h->workers) {
+    h->hangup = leased_hangup_start(client_gone, wake_gone, h);
+    if (!h->workers || !h->hangup) {
         snprintf(err, errsz, "cannot start %lld worker threads", (long long)cfg->http_threads);
         goto fail;
     }
@@ -572,6 +638,7 @@ fail:
     if (h->daemon)
         MHD_stop_daemon(h->daemon);
     leased_work_queue_free(h->workers);
+    leased_hangup_stop(h->hangup);
     pthread_cond_destroy(&h->idle_cond);
     pthread_mutex_destroy(&h->idle_mutex);
     free(h);
@@ -653,6 +720,7 @@ bool leased_http_stop(leased_http_t *h, int64_t wait_ms)
     MHD_stop_daemon(h->daemon);
     leased_gate_stop(h->gate, GATE_DRAIN_MS);
     leased_work_queue_free(h->workers);
+    leased_hangup_stop(h->hangup);
     pthread_cond_destroy(&h->idle_cond);
     pthread_mutex_destroy(&h->idle_mutex);
     free(h);

@@ -114,6 +114,7 @@ typedef struct gate_conn {
     byte_buf_t rhead;
     uint64_t rleft;
     bool client_eof, lib_eof;
+    bool lib_shut;  /* the client's end of stream was passed on to the library */
     bool closing;   /* send what is in `out`, then close */
     bool answered;  /* the gate answered (and closes): linger before closing */
     bool lingering; /* answered and shut down for writing: draining input */
@@ -139,8 +140,8 @@ struct leased_gate {
     gate_conn_t *graveyard; /* closed this round, linked by next */
     source_t *sources[SOURCE_BUCKETS];
     int64_t open; /* atomic reads from other threads */
-    uint64_t refused_capacity, refused_source, receive_timeouts, framing_refused,
-        library_replies; /* atomic */
+    uint64_t refused_capacity, refused_source, receive_timeouts, framing_refused, library_replies,
+        evicted_unproven; /* atomic */
     int64_t next_scan_ns;
 };
 
@@ -800,6 +801,12 @@ static void pump(leased_gate_t *g, gate_conn_t *c)
         conn_close(g, c);
         return;
     }
+    /* the client went away while its request waits: the library's end
+     * hears it too, so a waiting request is released (http_hangup.h) */
+    if (c->client_eof && !c->lib_shut && c->phase == PH_WAIT && c->lfd >= 0 && c->to_lib.len == 0) {
+        shutdown(c->lfd, SHUT_WR);
+        c->lib_shut = true;
+    }
     if (c->closing && c->out.len == 0) {
         if (c->lingering || c->cfd < 0 || !c->answered) {
             conn_close(g, c);
@@ -909,12 +916,37 @@ static void scan_deadlines(leased_gate_t *g, int64_t now)
     }
 }
 
+/* Whether c has never brought a whole request head: it holds a slot and
+ * has not shown it will use it. */
+static bool unproven(const gate_conn_t *c)
+{
+    return c->first && (c->phase == PH_IDLE || c->phase == PH_HEAD) && !c->lib_has_request &&
+           !c->closing && !c->lingering && c->out.len == 0;
+}
+
+/* All slots are taken: the oldest connection that has not sent a whole
+ * request head yet gives its slot up (closed without an answer, as an idle
+ * connection may be), so idle or trickling connections cannot keep working
+ * clients out. False when every connection has a request. */
+static bool evict_unproven(leased_gate_t *g)
+{
+    gate_conn_t *victim = NULL;
+    for (gate_conn_t *c = g->conns; c; c = c->next)
+        if (unproven(c) && (!victim || c->recv_deadline_ns < victim->recv_deadline_ns))
+            victim = c;
+    if (!victim)
+        return false;
+    count(&g->evicted_unproven);
+    conn_close(g, victim);
+    return true;
+}
+
 /* One accepted socket: admitted and handed over, or answered and closed. */
 static void admit(leased_gate_t *g, int fd, const struct sockaddr *addr, socklen_t addrlen)
 {
     char key[64];
     leased_gate_source_text(addr, addrlen, key);
-    if (g->open >= g->cfg.max_connections) {
+    if (g->open >= g->cfg.max_connections && !evict_unproven(g)) {
         count(&g->refused_capacity);
         refuse_socket(fd, 503, LEASE_BACKEND_UNAVAILABLE);
         return;
@@ -1263,4 +1295,5 @@ void leased_gate_stats(const leased_gate_t *g, leased_gate_stats_t *out)
     out->receive_timeouts = __atomic_load_n(&g->receive_timeouts, __ATOMIC_RELAXED);
     out->framing_refused = __atomic_load_n(&g->framing_refused, __ATOMIC_RELAXED);
     out->library_replies = __atomic_load_n(&g->library_replies, __ATOMIC_RELAXED);
+    out->evicted_unproven = __atomic_load_n(&g->evicted_unproven, __ATOMIC_RELAXED);
 }
