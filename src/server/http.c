@@ -42,6 +42,7 @@
 #include "app.h"
 #include "http_gate.h"
 #include "http_hangup.h"
+#include "trusted_proxies.h"
 #include "routes.h"
 #include "work_queue.h"
 
@@ -175,6 +176,40 @@ static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const c
     return MHD_YES;
 }
 
+/* Every X-Forwarded-For line of a request, joined in order with ",". */
+typedef struct forwarded {
+    char text[1024];
+    bool any, overflow;
+} forwarded_t;
+
+static enum MHD_Result collect_forwarded(void *cls, enum MHD_ValueKind kind, const char *key,
+                                         const char *value)
+{
+    (void)kind;
+    forwarded_t *f = cls;
+    if (strcasecmp(key, "X-Forwarded-For") != 0 || !value)
+        return MHD_YES;
+    size_t used = strlen(f->text);
+    int n = snprintf(f->text + used, sizeof f->text - used, "%s%s", f->any ? "," : "", value);
+    if (n < 0 || (size_t)n >= sizeof f->text - used)
+        f->overflow = true;
+    f->any = true;
+    return MHD_YES;
+}
+
+/* The client's address: from a trusted proxy (LEASE_TRUSTED_PROXIES) the
+ * rightmost untrusted X-Forwarded-For address, else the peer's (already
+ * the PROXY header's, which the gate read). out: 64 bytes. */
+static void client_source(leased_http_t *h, struct MHD_Connection *conn, const char *peer,
+                          char *out)
+{
+    const leased_trusted_proxies_t *tp = &h->app->config->trusted;
+    forwarded_t f = {.text = ""};
+    if (tp->n > 0 && leased_trusted_proxies_has(tp, peer))
+        MHD_get_connection_values(conn, MHD_HEADER_KIND, collect_forwarded, &f);
+    leased_trusted_proxies_client(tp, peer, f.any && !f.overflow ? f.text : NULL, out);
+}
+
 static request_t *request_new(leased_http_t *h, struct MHD_Connection *conn, const char *url,
                               const char *method)
 {
@@ -198,11 +233,13 @@ static request_t *request_new(leased_http_t *h, struct MHD_Connection *conn, con
     MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, collect_query, rq);
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    char peer[64];
     leased_gate_source_text(ci ? ci->client_addr : NULL,
                             ci && ci->client_addr && ci->client_addr->sa_family == AF_INET6
                                 ? (socklen_t)sizeof(struct sockaddr_in6)
                                 : (socklen_t)sizeof(struct sockaddr_in),
-                            rq->ex.source);
+                            peer);
+    client_source(h, conn, peer, rq->ex.source);
     (void)leased_http_parse_traceparent(
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "traceparent"), rq->ex.trace_id);
     __atomic_add_fetch(&h->active, 1, __ATOMIC_ACQ_REL);
@@ -629,6 +666,7 @@ leased_http_t *leased_http_start(leased_app_t *app, char *err, size_t errsz)
         .idle_timeout_ms = cfg->idle_timeout_ms,
         .body_max = LEASED_BODY_MAX,
         .discard_max = DISCARD_MAX,
+        .trusted = &cfg->trusted,
     };
     h->gate = leased_gate_start(&gc, handoff, h, err, errsz);
     if (!h->gate)

@@ -50,6 +50,9 @@ typedef struct leased_gate_config {
     int64_t idle_timeout_ms;
     uint64_t body_max;    /* larger bodies are refused */
     uint64_t discard_max; /* ... after being read and dropped, up to this size */
+    /* LEASE_TRUSTED_PROXIES: their connections may start with a PROXY
+     * protocol v2 header naming the client (trusted_proxies.h) */
+    const struct leased_trusted_proxies *trusted;
 } leased_gate_config_t;
 
 /*

@@ -293,6 +293,8 @@ static void test_idle_connections_do_not_crowd_out(void **state)
         http_resp_free(r);
         usleep(50000);
     }
+    /* and while they are held */
+    usleep(2000000);
     bystander_check(b, "idle flood");
     free(b);
     for (int i = 0; i < IDLERS; i++)
