@@ -43,6 +43,15 @@ static bool check_listen(const char *value, void *cfg)
                                        &c->listen_port);
 }
 
+static bool check_metrics_listen(const char *value, void *cfg)
+{
+    leased_config_t *c = cfg;
+    if (!value[0])
+        return true; /* none: the probes are served on LEASE_LISTEN */
+    return lease_settings_parse_listen(value, c->metrics_host, sizeof c->metrics_host,
+                                       &c->metrics_port);
+}
+
 static bool check_trusted_proxies(const char *value, void *cfg)
 {
     leased_config_t *c = cfg;
@@ -60,6 +69,11 @@ static const lease_setting_t settings[] = {
      .check = check_listen,
      .expect = "a numeric address and port, e.g. 127.0.0.1:8080 or [::1]:8080",
      .help = "numeric address and port to listen on (port 0: any free port)"},
+    {.name = "metrics listen address", .env = "LEASE_METRICS_LISTEN", .flag = "--metrics-listen",
+     .type = LEASE_SETTING_STRING, .default_value = "", .offset = AT(metrics_listen),
+     .check = check_metrics_listen,
+     .expect = "empty, or a numeric address and port, e.g. 127.0.0.1:9090 or [::1]:9090",
+     .help = "a listener of their own for /metrics, /healthz and /readyz"},
     {.name = "database pool size", .env = "LEASE_DB_POOL_SIZE", .flag = "--db-pool-size",
      .type = LEASE_SETTING_INT, .compute_default = waiters_default, .min = 1, .max = 1000,
      .offset = AT(db_pool_size),

@@ -26,6 +26,9 @@ typedef struct leased_config {
     char *listen;                                 /* "host:port" as given */
     char listen_host[LEASED_LISTEN_HOST_MAX + 1]; /* numeric IPv4/IPv6, no brackets */
     int listen_port;                              /* 0: any free port */
+    char *metrics_listen;                         /* LEASE_METRICS_LISTEN; "" = none */
+    char metrics_host[LEASED_LISTEN_HOST_MAX + 1];
+    int metrics_port;
     int64_t db_pool_size;
     int64_t db_connect_timeout_ms;
     int64_t http_threads;

@@ -34,6 +34,8 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -53,12 +55,24 @@
  * for the largest head the gate passes on (LEASED_HTTP_HEAD_MAX) and its
  * parsed form; bodies are kept by us, bounded by LEASED_BODY_MAX. */
 #define CONNECTION_MEMORY (64 * 1024)
+/* LEASE_METRICS_LISTEN's budget: scrapers and probes need few connections. */
+#define PROBE_CONNECTIONS 64
+#define PROBE_CONNECTIONS_PER_SOURCE 8
+#define PROBE_IDLE_S 10
 /* On stop: how long the gate may take to deliver replies already made. */
 #define GATE_DRAIN_MS 2000
+
+/* What a daemon's access handler is given: which listener it serves. */
+typedef struct listener {
+    leased_http_t *http;
+    bool probes; /* LEASE_METRICS_LISTEN: /metrics, /healthz, /readyz only */
+} listener_t;
 
 struct leased_http {
     leased_app_t *app;
     struct MHD_Daemon *daemon;
+    struct MHD_Daemon *probes; /* LEASE_METRICS_LISTEN's own daemon, or NULL */
+    listener_t main_listener, probe_listener;
     leased_gate_t *gate; /* the listener and every client socket (http_gate.h) */
     leased_work_queue_t *workers;
     leased_hangup_t *hangup; /* sockets of waiting requests (http_hangup.h) */
@@ -89,6 +103,7 @@ typedef struct request {
     char query_wait_ms[24];
     int state; /* request_state_t, atomic between worker and event thread */
     int hangup_fd;     /* >= 0: registered with h->hangup while it waits */
+    bool on_probes;    /* arrived on the LEASE_METRICS_LISTEN listener */
     bool woken_inline; /* woken while parking, and no job could be queued */
 } request_t;
 
@@ -505,6 +520,10 @@ static enum MHD_Result complete(request_t *rq)
 {
     leased_http_t *h = rq->http;
     leased_exchange_t *ex = &rq->ex;
+    /* with a listener of their own, the probes are served there only, and
+     * only they are */
+    if (ex->route && h->probes && ex->route->on_event_thread != rq->on_probes)
+        return reply_error_now(rq, INVALID_LEASE_REQUEST, "path");
     if (!ex->route)
         return reply_error_now(rq, INVALID_LEASE_REQUEST,
                                rq->miss == LEASED_ROUTE_NO_METHOD ? "method" : "path");
@@ -543,17 +562,33 @@ static enum MHD_Result complete(request_t *rq)
     return MHD_YES;
 }
 
+/* The probe listener's thread yields the CPU to everything else: a scrape
+ * flood gets what lease traffic leaves (Linux: nice applies per thread). */
+static void lower_probe_thread(void)
+{
+    static __thread bool lowered;
+    if (lowered)
+        return;
+    lowered = true;
+    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19) != 0)
+        LOG_WARN("cannot lower the priority of the probe listener: %s", strerror(errno));
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
 {
     (void)version;
-    leased_http_t *h = cls;
+    const listener_t *l = cls;
+    leased_http_t *h = l->http;
     request_t *rq = *con_cls;
     if (!rq) {
         rq = request_new(h, conn, url, method);
         if (!rq)
             return MHD_NO;
+        rq->on_probes = l->probes;
+        if (l->probes)
+            lower_probe_thread();
         *con_cls = rq;
         if (refuse_before_body(conn)) {
             rq->too_large = true;
@@ -616,6 +651,55 @@ static bool handoff(void *cls, int fd, const struct sockaddr *addr, socklen_t ad
     return MHD_add_connection(h->daemon, fd, addr, addrlen) == MHD_YES;
 }
 
+/*
+ * LEASE_METRICS_LISTEN: a daemon of its own, with its own thread and a
+ * small connection budget (per address and in all), for /metrics,
+ * /healthz and /readyz, so that scraping or probing them, however hard,
+ * takes neither the lease listener's connections nor its event thread.
+ */
+static bool start_probes(leased_http_t *h, char *err, size_t errsz)
+{
+    const leased_config_t *cfg = h->app->config;
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+    if (strchr(cfg->metrics_host, ':')) {
+        struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)cfg->metrics_port);
+        if (inet_pton(AF_INET6, cfg->metrics_host, &a6->sin6_addr) != 1)
+            goto bad;
+        flags |= MHD_USE_IPv6;
+    } else {
+        struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)cfg->metrics_port);
+        if (inet_pton(AF_INET, cfg->metrics_host, &a4->sin_addr) != 1)
+            goto bad;
+    }
+    h->probes = MHD_start_daemon(
+        flags, (uint16_t)cfg->metrics_port, NULL, NULL, on_request, &h->probe_listener,
+        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)PROBE_CONNECTIONS,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)PROBE_CONNECTIONS_PER_SOURCE,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)PROBE_IDLE_S, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, h, MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1, MHD_OPTION_END);
+    if (!h->probes) {
+        snprintf(err, errsz,
+                 "cannot listen on %s port %d for the probes; set LEASE_METRICS_LISTEN to "
+                 "another address",
+                 cfg->metrics_host, cfg->metrics_port);
+        return false;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->probes, MHD_DAEMON_INFO_BIND_PORT);
+    LOG_INFO("metrics and health served at %s port %u", cfg->metrics_host,
+             di ? (unsigned)di->port : 0U);
+    return true;
+bad:
+    snprintf(err, errsz, "metrics listen address %s is not numeric", cfg->metrics_host);
+    return false;
+}
+
 leased_http_t *leased_http_start(leased_app_t *app, char *err, size_t errsz)
 {
     const leased_config_t *cfg = app->config;
@@ -625,6 +709,8 @@ leased_http_t *leased_http_start(leased_app_t *app, char *err, size_t errsz)
         return NULL;
     }
     h->app = app;
+    h->main_listener = (listener_t){h, false};
+    h->probe_listener = (listener_t){h, true};
     pthread_mutex_init(&h->idle_mutex, NULL);
     pthread_cond_init(&h->idle_cond, NULL);
     h->workers = leased_work_queue_new((size_t)cfg->http_threads);
@@ -643,7 +729,8 @@ leased_http_t *leased_http_start(leased_app_t *app, char *err, size_t errsz)
     /* The port goes in twice: MHD binds the address of MHD_OPTION_SOCK_ADDR,
      * and names the port argument in its own messages. */
     h->daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+        flags, 0, NULL, NULL, on_request, &h->main_listener, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
+        NULL,
         /* the gate enforces LEASE_MAX_CONNECTIONS; the library's own limit
          * only has to cover ends it has not finished closing */
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections * 2 + 64,
@@ -654,6 +741,8 @@ leased_http_t *leased_http_start(leased_app_t *app, char *err, size_t errsz)
         snprintf(err, errsz, "cannot start the HTTP library");
         goto fail;
     }
+    if (cfg->metrics_listen && cfg->metrics_listen[0] && !start_probes(h, err, errsz))
+        goto fail;
     leased_gate_config_t gc = {
         .host = cfg->listen_host,
         .port = cfg->listen_port,
@@ -673,6 +762,8 @@ leased_http_t *leased_http_start(leased_app_t *app, char *err, size_t errsz)
         goto fail;
     return h;
 fail:
+    if (h->probes)
+        MHD_stop_daemon(h->probes);
     if (h->daemon)
         MHD_stop_daemon(h->daemon);
     leased_work_queue_free(h->workers);
@@ -755,6 +846,8 @@ bool leased_http_stop(leased_http_t *h, int64_t wait_ms)
      * ends close, and the gate delivers what they held and closes the
      * clients */
     leased_gate_quiesce(h->gate);
+    if (h->probes)
+        MHD_stop_daemon(h->probes);
     MHD_stop_daemon(h->daemon);
     leased_gate_stop(h->gate, GATE_DRAIN_MS);
     leased_work_queue_free(h->workers);
