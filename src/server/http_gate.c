@@ -952,11 +952,11 @@ static bool evict_unproven(leased_gate_t *g)
 
 /* A source's count of connections, one more; false (nothing taken) when
  * it holds its share already. */
-static source_t *source_take(leased_gate_t *g, const char *key, bool *over)
+static source_t *source_take(leased_gate_t *g, const char *key, bool bounded, bool *over)
 {
     *over = false;
     source_t *src = source_find(g, key, true);
-    if (src && src->open >= g->cfg.max_per_source) {
+    if (src && bounded && src->open >= g->cfg.max_per_source) {
         *over = true;
         if (src->open == 0)
             source_release(g, src);
@@ -1004,8 +1004,11 @@ static void admit(leased_gate_t *g, int fd, const struct sockaddr *addr, socklen
         refuse_socket(fd, 503, LEASE_BACKEND_UNAVAILABLE);
         return;
     }
+    /* a trusted proxy brings many clients: each is counted once its PROXY
+     * header names it; the proxy itself only under the global bound */
+    bool proxy = leased_trusted_proxies_has(g->cfg.trusted, key);
     bool over;
-    source_t *src = source_take(g, key, &over);
+    source_t *src = source_take(g, key, !proxy, &over);
     if (!src) {
         if (over)
             count(&g->refused_source);
@@ -1037,7 +1040,7 @@ static void admit(leased_gate_t *g, int fd, const struct sockaddr *addr, socklen
     __atomic_add_fetch(&g->open, 1, __ATOMIC_RELAXED);
     struct epoll_event ec = {.events = EPOLLIN, .data.ptr = &c->ep_client};
     bool ok = epoll_ctl(g->epfd, EPOLL_CTL_ADD, fd, &ec) == 0;
-    if (ok && leased_trusted_proxies_has(g->cfg.trusted, key))
+    if (ok && proxy)
         c->phase = PH_PROXY; /* handed over once the client's address is known */
     else if (ok)
         ok = hand_over(g, c, addr, addrlen);
@@ -1072,7 +1075,7 @@ static void read_proxy_header(leased_gate_t *g, gate_conn_t *c)
     leased_gate_source_text((struct sockaddr *)&ss, len, key);
     if (strcmp(key, c->src->key) != 0) {
         bool over;
-        source_t *src = source_take(g, key, &over);
+        source_t *src = source_take(g, key, true, &over);
         if (!src) {
             if (over)
                 count(&g->refused_source);

@@ -138,7 +138,11 @@ static void bystander_check(bystander_t *b, const char *what)
            "p99 %.2f ms\n",
            what, b->n, b->not_ok, b->first_bad_status, p50 / 1000.0, p99 / 1000.0);
     assert_int_equal(b->not_ok, 0);
+    /* the latency target holds for the plain build; a sanitizer build (and
+     * the machine it shares) is several times slower: printed only */
+#ifndef __SANITIZE_ADDRESS__
     assert_true(p99 < 50000);
+#endif
 }
 
 /* ---- 1. watches whose clients go away ------------------------------- */
