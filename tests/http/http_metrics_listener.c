@@ -49,7 +49,7 @@ static long long mono_us(void)
 
 typedef struct scraper {
     const char *base;
-    volatile bool *stop;
+    bool *stop; /* atomic */
     long calls;
     pthread_t thread;
 } scraper_t;
@@ -61,7 +61,7 @@ static void *scraper_main(void *arg)
      * must not be what slows leased on this small machine */
     (void)setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19);
     http_client_t *c = http_client_new(s->base, 5000);
-    while (!*s->stop) {
+    while (!__atomic_load_n(s->stop, __ATOMIC_ACQUIRE)) {
         http_resp_t *r = http_client_call(c, "GET", "/metrics", NULL, NULL, NULL, NULL);
         s->calls += r && r->status == 200;
         http_resp_free(r);
@@ -151,14 +151,14 @@ static void test_probes_on_their_own_listener(void **state)
     json_t *lease = acquire_lease(fx.base, worker, "m-acq", "t-metrics");
     latency_t quiet, flood;
     measure(&quiet);
-    volatile bool stop = false;
+    bool stop = false;
     scraper_t sc[4];
     for (int i = 0; i < 4; i++) {
         sc[i] = (scraper_t){.base = probes, .stop = &stop};
         assert_int_equal(pthread_create(&sc[i].thread, NULL, scraper_main, &sc[i]), 0);
     }
     measure(&flood);
-    stop = true;
+    __atomic_store_n(&stop, true, __ATOMIC_RELEASE);
     long scrapes = 0;
     for (int i = 0; i < 4; i++) {
         pthread_join(sc[i].thread, NULL);
