@@ -43,6 +43,21 @@ static bool check_listen(const char *value, void *cfg)
                                        &c->listen_port);
 }
 
+static bool check_metrics_listen(const char *value, void *cfg)
+{
+    leased_config_t *c = cfg;
+    if (!value[0])
+        return true; /* none: the probes are served on LEASE_LISTEN */
+    return lease_settings_parse_listen(value, c->metrics_host, sizeof c->metrics_host,
+                                       &c->metrics_port);
+}
+
+static bool check_trusted_proxies(const char *value, void *cfg)
+{
+    leased_config_t *c = cfg;
+    return leased_trusted_proxies_parse(value, &c->trusted);
+}
+
 /* One row is one setting: kept compact by hand. */
 /* clang-format off */
 static const lease_setting_t settings[] = {
@@ -54,6 +69,11 @@ static const lease_setting_t settings[] = {
      .check = check_listen,
      .expect = "a numeric address and port, e.g. 127.0.0.1:8080 or [::1]:8080",
      .help = "numeric address and port to listen on (port 0: any free port)"},
+    {.name = "metrics listen address", .env = "LEASE_METRICS_LISTEN", .flag = "--metrics-listen",
+     .type = LEASE_SETTING_STRING, .default_value = "", .offset = AT(metrics_listen),
+     .check = check_metrics_listen,
+     .expect = "empty, or a numeric address and port, e.g. 127.0.0.1:9090 or [::1]:9090",
+     .help = "a listener of their own for /metrics, /healthz and /readyz"},
     {.name = "database pool size", .env = "LEASE_DB_POOL_SIZE", .flag = "--db-pool-size",
      .type = LEASE_SETTING_INT, .compute_default = waiters_default, .min = 1, .max = 1000,
      .offset = AT(db_pool_size),
@@ -74,6 +94,11 @@ static const lease_setting_t settings[] = {
      .flag = "--max-connections-per-source", .type = LEASE_SETTING_INT, .default_value = "256",
      .min = 1, .max = 65536, .offset = AT(max_connections_per_source),
      .help = "open connections from one client address; more are answered 429 and closed"},
+    {.name = "trusted proxies", .env = "LEASE_TRUSTED_PROXIES", .flag = "--trusted-proxies",
+     .type = LEASE_SETTING_STRING, .default_value = "", .offset = AT(trusted_proxies),
+     .check = check_trusted_proxies,
+     .expect = "a comma-separated list of numeric addresses or CIDR ranges, e.g. 10.0.0.0/8,::1",
+     .help = "peers whose PROXY v2 header or X-Forwarded-For names the client"},
     {.name = "receive timeout", .env = "LEASE_RECEIVE_TIMEOUT_MS", .flag = "--receive-timeout-ms",
      .type = LEASE_SETTING_INT, .default_value = "10000", .min = 100, .max = 600000,
      .offset = AT(receive_timeout_ms),

@@ -17,6 +17,7 @@
 #include "lease/log.h"
 #include "lease/result.h"
 #include "lease/settings.h"
+#include "trusted_proxies.h"
 
 #define LEASED_LISTEN_HOST_MAX 64
 
@@ -25,11 +26,16 @@ typedef struct leased_config {
     char *listen;                                 /* "host:port" as given */
     char listen_host[LEASED_LISTEN_HOST_MAX + 1]; /* numeric IPv4/IPv6, no brackets */
     int listen_port;                              /* 0: any free port */
+    char *metrics_listen;                         /* LEASE_METRICS_LISTEN; "" = none */
+    char metrics_host[LEASED_LISTEN_HOST_MAX + 1];
+    int metrics_port;
     int64_t db_pool_size;
     int64_t db_connect_timeout_ms;
     int64_t http_threads;
     int64_t max_connections;
     int64_t max_connections_per_source; /* per client address, per instance */
+    char *trusted_proxies;              /* LEASE_TRUSTED_PROXIES as given */
+    leased_trusted_proxies_t trusted;   /* ... parsed */
     int64_t receive_timeout_ms;         /* first byte .. last byte of a request */
     int64_t idle_timeout_ms;
     int64_t default_deadline_ms;

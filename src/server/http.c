@@ -34,6 +34,8 @@
 #include <string.h>
 #include <strings.h>
 #include <sys/random.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -41,6 +43,8 @@
 #include "lease/log.h"
 #include "app.h"
 #include "http_gate.h"
+#include "http_hangup.h"
+#include "trusted_proxies.h"
 #include "routes.h"
 #include "work_queue.h"
 
@@ -51,14 +55,27 @@
  * for the largest head the gate passes on (LEASED_HTTP_HEAD_MAX) and its
  * parsed form; bodies are kept by us, bounded by LEASED_BODY_MAX. */
 #define CONNECTION_MEMORY (64 * 1024)
+/* LEASE_METRICS_LISTEN's budget: scrapers and probes need few connections. */
+#define PROBE_CONNECTIONS 64
+#define PROBE_CONNECTIONS_PER_SOURCE 8
+#define PROBE_IDLE_S 10
 /* On stop: how long the gate may take to deliver replies already made. */
 #define GATE_DRAIN_MS 2000
+
+/* What a daemon's access handler is given: which listener it serves. */
+typedef struct listener {
+    leased_http_t *http;
+    bool probes; /* LEASE_METRICS_LISTEN: /metrics, /healthz, /readyz only */
+} listener_t;
 
 struct leased_http {
     leased_app_t *app;
     struct MHD_Daemon *daemon;
+    struct MHD_Daemon *probes; /* LEASE_METRICS_LISTEN's own daemon, or NULL */
+    listener_t main_listener, probe_listener;
     leased_gate_t *gate; /* the listener and every client socket (http_gate.h) */
     leased_work_queue_t *workers;
+    leased_hangup_t *hangup; /* sockets of waiting requests (http_hangup.h) */
     int64_t active;       /* atomic: requests between headers and reply sent */
     int64_t suspended;    /* requests on workers (changed under idle_mutex) */
     bool stopping;        /* under idle_mutex: no request is suspended any more */
@@ -85,7 +102,13 @@ typedef struct request {
     char *authorization;
     char query_wait_ms[24];
     int state; /* request_state_t, atomic between worker and event thread */
+    int hangup_fd;     /* >= 0: registered with h->hangup while it waits */
+    bool on_probes;    /* arrived on the LEASE_METRICS_LISTEN listener */
+    bool woken_inline; /* woken while parking, and no job could be queued */
 } request_t;
+
+/* The request this thread is parking (watch_woken must not run it here). */
+static __thread request_t *parking;
 
 void leased_http_correlation_id(char out[32])
 {
@@ -168,6 +191,40 @@ static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const c
     return MHD_YES;
 }
 
+/* Every X-Forwarded-For line of a request, joined in order with ",". */
+typedef struct forwarded {
+    char text[1024];
+    bool any, overflow;
+} forwarded_t;
+
+static enum MHD_Result collect_forwarded(void *cls, enum MHD_ValueKind kind, const char *key,
+                                         const char *value)
+{
+    (void)kind;
+    forwarded_t *f = cls;
+    if (strcasecmp(key, "X-Forwarded-For") != 0 || !value)
+        return MHD_YES;
+    size_t used = strlen(f->text);
+    int n = snprintf(f->text + used, sizeof f->text - used, "%s%s", f->any ? "," : "", value);
+    if (n < 0 || (size_t)n >= sizeof f->text - used)
+        f->overflow = true;
+    f->any = true;
+    return MHD_YES;
+}
+
+/* The client's address: from a trusted proxy (LEASE_TRUSTED_PROXIES) the
+ * rightmost untrusted X-Forwarded-For address, else the peer's (already
+ * the PROXY header's, which the gate read). out: 64 bytes. */
+static void client_source(leased_http_t *h, struct MHD_Connection *conn, const char *peer,
+                          char *out)
+{
+    const leased_trusted_proxies_t *tp = &h->app->config->trusted;
+    forwarded_t f = {.text = ""};
+    if (tp->n > 0 && leased_trusted_proxies_has(tp, peer))
+        MHD_get_connection_values(conn, MHD_HEADER_KIND, collect_forwarded, &f);
+    leased_trusted_proxies_client(tp, peer, f.any && !f.overflow ? f.text : NULL, out);
+}
+
 static request_t *request_new(leased_http_t *h, struct MHD_Connection *conn, const char *url,
                               const char *method)
 {
@@ -176,6 +233,7 @@ static request_t *request_new(leased_http_t *h, struct MHD_Connection *conn, con
         return NULL;
     rq->http = h;
     rq->conn = conn;
+    rq->hangup_fd = -1;
     rq->ex.received_mono_ns = lease_mono_now_ns();
     leased_http_correlation_id(rq->ex.correlation_id);
     rq->ex.route =
@@ -190,11 +248,13 @@ static request_t *request_new(leased_http_t *h, struct MHD_Connection *conn, con
     MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, collect_query, rq);
     const union MHD_ConnectionInfo *ci =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    char peer[64];
     leased_gate_source_text(ci ? ci->client_addr : NULL,
                             ci && ci->client_addr && ci->client_addr->sa_family == AF_INET6
                                 ? (socklen_t)sizeof(struct sockaddr_in6)
                                 : (socklen_t)sizeof(struct sockaddr_in),
-                            rq->ex.source);
+                            peer);
+    client_source(h, conn, peer, rq->ex.source);
     (void)leased_http_parse_traceparent(
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "traceparent"), rq->ex.trace_id);
     __atomic_add_fetch(&h->active, 1, __ATOMIC_ACQ_REL);
@@ -328,23 +388,77 @@ static void run_job(void *arg)
 static void watch_woken(void *arg)
 {
     request_t *rq = arg;
-    /* accepted even while stopping; out of memory: run it right here */
-    if (!leased_work_queue_push_after(rq->http->workers, continue_job, rq, 0))
+    /* accepted even while stopping; out of memory: run it right here (or,
+     * when woken while parking, where it was parked) */
+    if (leased_work_queue_push_after(rq->http->workers, continue_job, rq, 0))
+        return;
+    if (parking == rq)
+        rq->woken_inline = true;
+    else
         continue_job(rq);
+}
+
+/* Hang-up of a waiting request's client (http_hangup.h, lock held): its
+ * next step answers at once and gives its slots back. */
+static void client_gone(void *arg)
+{
+    request_t *rq = arg;
+    __atomic_store_n(&rq->ex.client_gone, true, __ATOMIC_RELEASE);
+}
+
+/* ... then (no lock; rq may be gone, only compared): a parked watch is
+ * woken now. A waiting acquire stops at its next attempt (at most
+ * BACKOFF_MAX_MS later, service.c). */
+static void wake_gone(void *cls, void *arg)
+{
+    leased_http_t *h = cls;
+    (void)leased_watch_cancel(h->app->watch, arg);
+}
+
+/* A request starts waiting: watch its socket for the client going away. */
+static void watch_hangup(request_t *rq)
+{
+    if (rq->hangup_fd >= 0)
+        return;
+    const union MHD_ConnectionInfo *ci =
+        MHD_get_connection_info(rq->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+    if (ci && leased_hangup_watch(rq->http->hangup, ci->connect_fd, rq))
+        rq->hangup_fd = ci->connect_fd;
+}
+
+/* Parks rq unless its client is gone already; under the hangup lock, so a
+ * hang-up either is seen here or finds rq parked. */
+static leased_watch_park_result_t park(leased_http_t *h, request_t *rq)
+{
+    leased_exchange_t *ex = &rq->ex;
+    leased_hangup_lock(h->hangup);
+    leased_watch_park_result_t pr = LEASED_WATCH_STOPPING;
+    if (!__atomic_load_n(&ex->client_gone, __ATOMIC_ACQUIRE)) {
+        parking = rq;
+        pr = leased_watch_park(h->app->watch, ex->park_lease_id, ex->park_seq, ex->park_until_ns,
+                               watch_woken, rq);
+        parking = NULL;
+    }
+    leased_hangup_unlock(h->hangup);
+    return pr;
 }
 
 static void after_route(request_t *rq)
 {
     leased_http_t *h = rq->http;
     while (rq->ex.again_after_ms > 0 || rq->ex.park_requested) {
+        watch_hangup(rq);
         if (rq->ex.park_requested) {
             rq->ex.park_requested = false;
-            leased_watch_park_result_t pr =
-                leased_watch_park(h->app->watch, rq->ex.park_lease_id, rq->ex.park_seq,
-                                  rq->ex.park_until_ns, watch_woken, rq);
-            if (pr == LEASED_WATCH_PARKED)
+            leased_watch_park_result_t pr = park(h, rq);
+            if (pr == LEASED_WATCH_PARKED && !rq->woken_inline)
                 return; /* rq belongs to the hub now */
-            leased_routes_park_refused(h->app, &rq->ex, pr == LEASED_WATCH_FULL);
+            if (pr == LEASED_WATCH_PARKED) {
+                rq->woken_inline = false;
+                leased_routes_continue(h->app, &rq->ex);
+            } else {
+                leased_routes_park_refused(h->app, &rq->ex, pr == LEASED_WATCH_FULL);
+            }
             continue;
         }
         if (leased_work_queue_push_after(h->workers, continue_job, rq, rq->ex.again_after_ms))
@@ -353,6 +467,9 @@ static void after_route(request_t *rq)
         lease_sleep_ms(rq->ex.again_after_ms);
         leased_routes_continue(h->app, &rq->ex);
     }
+    /* the socket may be closed once resumed */
+    leased_hangup_forget(h->hangup, rq->hangup_fd);
+    rq->hangup_fd = -1;
     __atomic_store_n(&rq->state, RQ_DONE, __ATOMIC_RELEASE);
     /* Resume and count down under the mutex leased_http_stop takes: once
      * resumed, the reply may be sent and the request completed before this
@@ -403,6 +520,10 @@ static enum MHD_Result complete(request_t *rq)
 {
     leased_http_t *h = rq->http;
     leased_exchange_t *ex = &rq->ex;
+    /* with a listener of their own, the probes are served there only, and
+     * only they are */
+    if (ex->route && h->probes && ex->route->on_event_thread != rq->on_probes)
+        return reply_error_now(rq, INVALID_LEASE_REQUEST, "path");
     if (!ex->route)
         return reply_error_now(rq, INVALID_LEASE_REQUEST,
                                rq->miss == LEASED_ROUTE_NO_METHOD ? "method" : "path");
@@ -441,17 +562,33 @@ static enum MHD_Result complete(request_t *rq)
     return MHD_YES;
 }
 
+/* The probe listener's thread yields the CPU to everything else: a scrape
+ * flood gets what lease traffic leaves (Linux: nice applies per thread). */
+static void lower_probe_thread(void)
+{
+    static __thread bool lowered;
+    if (lowered)
+        return;
+    lowered = true;
+    if (setpriority(PRIO_PROCESS, (id_t)syscall(SYS_gettid), 19) != 0)
+        LOG_WARN("cannot lower the priority of the probe listener: %s", strerror(errno));
+}
+
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const char *url,
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
 {
     (void)version;
-    leased_http_t *h = cls;
+    const listener_t *l = cls;
+    leased_http_t *h = l->http;
     request_t *rq = *con_cls;
     if (!rq) {
         rq = request_new(h, conn, url, method);
         if (!rq)
             return MHD_NO;
+        rq->on_probes = l->probes;
+        if (l->probes)
+            lower_probe_thread();
         *con_cls = rq;
         if (refuse_before_body(conn)) {
             rq->too_large = true;
@@ -514,6 +651,55 @@ static bool handoff(void *cls, int fd, const struct sockaddr *addr, socklen_t ad
     return MHD_add_connection(h->daemon, fd, addr, addrlen) == MHD_YES;
 }
 
+/*
+ * LEASE_METRICS_LISTEN: a daemon of its own, with its own thread and a
+ * small connection budget (per address and in all), for /metrics,
+ * /healthz and /readyz, so that scraping or probing them, however hard,
+ * takes neither the lease listener's connections nor its event thread.
+ */
+static bool start_probes(leased_http_t *h, char *err, size_t errsz)
+{
+    const leased_config_t *cfg = h->app->config;
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
+    if (strchr(cfg->metrics_host, ':')) {
+        struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)cfg->metrics_port);
+        if (inet_pton(AF_INET6, cfg->metrics_host, &a6->sin6_addr) != 1)
+            goto bad;
+        flags |= MHD_USE_IPv6;
+    } else {
+        struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+        a4->sin_family = AF_INET;
+        a4->sin_port = htons((uint16_t)cfg->metrics_port);
+        if (inet_pton(AF_INET, cfg->metrics_host, &a4->sin_addr) != 1)
+            goto bad;
+    }
+    h->probes = MHD_start_daemon(
+        flags, (uint16_t)cfg->metrics_port, NULL, NULL, on_request, &h->probe_listener,
+        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)PROBE_CONNECTIONS,
+        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)PROBE_CONNECTIONS_PER_SOURCE,
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)PROBE_IDLE_S, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, h, MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1, MHD_OPTION_END);
+    if (!h->probes) {
+        snprintf(err, errsz,
+                 "cannot listen on %s port %d for the probes; set LEASE_METRICS_LISTEN to "
+                 "another address",
+                 cfg->metrics_host, cfg->metrics_port);
+        return false;
+    }
+    const union MHD_DaemonInfo *di = MHD_get_daemon_info(h->probes, MHD_DAEMON_INFO_BIND_PORT);
+    LOG_INFO("metrics and health served at %s port %u", cfg->metrics_host,
+             di ? (unsigned)di->port : 0U);
+    return true;
+bad:
+    snprintf(err, errsz, "metrics listen address %s is not numeric", cfg->metrics_host);
+    return false;
+}
+
 leased_http_t *leased_http_start(leased_app_t *app, char *err, size_t errsz)
 {
     const leased_config_t *cfg = app->config;
@@ -523,10 +709,13 @@ leased_http_t *leased_http_start(leased_app_t *app, char *err, size_t errsz)
         return NULL;
     }
     h->app = app;
+    h->main_listener = (listener_t){h, false};
+    h->probe_listener = (listener_t){h, true};
     pthread_mutex_init(&h->idle_mutex, NULL);
     pthread_cond_init(&h->idle_cond, NULL);
     h->workers = leased_work_queue_new((size_t)cfg->http_threads);
-    if (!h->workers) {
+    h->hangup = leased_hangup_start(client_gone, wake_gone, h);
+    if (!h->workers || !h->hangup) {
         snprintf(err, errsz, "cannot start %lld worker threads", (long long)cfg->http_threads);
         goto fail;
     }
@@ -540,7 +729,8 @@ leased_http_t *leased_http_start(leased_app_t *app, char *err, size_t errsz)
     /* The port goes in twice: MHD binds the address of MHD_OPTION_SOCK_ADDR,
      * and names the port argument in its own messages. */
     h->daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, h, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL,
+        flags, 0, NULL, NULL, on_request, &h->main_listener, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
+        NULL,
         /* the gate enforces LEASE_MAX_CONNECTIONS; the library's own limit
          * only has to cover ends it has not finished closing */
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections * 2 + 64,
@@ -551,6 +741,8 @@ leased_http_t *leased_http_start(leased_app_t *app, char *err, size_t errsz)
         snprintf(err, errsz, "cannot start the HTTP library");
         goto fail;
     }
+    if (cfg->metrics_listen && cfg->metrics_listen[0] && !start_probes(h, err, errsz))
+        goto fail;
     leased_gate_config_t gc = {
         .host = cfg->listen_host,
         .port = cfg->listen_port,
@@ -563,15 +755,19 @@ leased_http_t *leased_http_start(leased_app_t *app, char *err, size_t errsz)
         .idle_timeout_ms = cfg->idle_timeout_ms,
         .body_max = LEASED_BODY_MAX,
         .discard_max = DISCARD_MAX,
+        .trusted = &cfg->trusted,
     };
     h->gate = leased_gate_start(&gc, handoff, h, err, errsz);
     if (!h->gate)
         goto fail;
     return h;
 fail:
+    if (h->probes)
+        MHD_stop_daemon(h->probes);
     if (h->daemon)
         MHD_stop_daemon(h->daemon);
     leased_work_queue_free(h->workers);
+    leased_hangup_stop(h->hangup);
     pthread_cond_destroy(&h->idle_cond);
     pthread_mutex_destroy(&h->idle_mutex);
     free(h);
@@ -650,9 +846,12 @@ bool leased_http_stop(leased_http_t *h, int64_t wait_ms)
      * ends close, and the gate delivers what they held and closes the
      * clients */
     leased_gate_quiesce(h->gate);
+    if (h->probes)
+        MHD_stop_daemon(h->probes);
     MHD_stop_daemon(h->daemon);
     leased_gate_stop(h->gate, GATE_DRAIN_MS);
     leased_work_queue_free(h->workers);
+    leased_hangup_stop(h->hangup);
     pthread_cond_destroy(&h->idle_cond);
     pthread_mutex_destroy(&h->idle_mutex);
     free(h);

@@ -39,6 +39,7 @@
 #include "http.h"
 #include "http_frame.h"
 #include "json_codec.h"
+#include "trusted_proxies.h"
 
 #define READ_CHUNK (16 * 1024)
 #define IN_MAX (LEASED_HTTP_HEAD_MAX + READ_CHUNK) /* client bytes held */
@@ -57,6 +58,7 @@
 
 typedef enum req_phase {
     PH_IDLE = 0, /* between requests */
+    PH_PROXY,    /* a trusted proxy's connection: its PROXY header, if any */
     PH_HEAD,     /* request head arriving */
     PH_BODY,     /* body arriving, passed on as it comes */
     PH_DISCARD,  /* body of a refused request, read and dropped */
@@ -114,6 +116,7 @@ typedef struct gate_conn {
     byte_buf_t rhead;
     uint64_t rleft;
     bool client_eof, lib_eof;
+    bool lib_shut;  /* the client's end of stream was passed on to the library */
     bool closing;   /* send what is in `out`, then close */
     bool answered;  /* the gate answered (and closes): linger before closing */
     bool lingering; /* answered and shut down for writing: draining input */
@@ -139,8 +142,8 @@ struct leased_gate {
     gate_conn_t *graveyard; /* closed this round, linked by next */
     source_t *sources[SOURCE_BUCKETS];
     int64_t open; /* atomic reads from other threads */
-    uint64_t refused_capacity, refused_source, receive_timeouts, framing_refused,
-        library_replies; /* atomic */
+    uint64_t refused_capacity, refused_source, receive_timeouts, framing_refused, library_replies,
+        evicted_unproven; /* atomic */
     int64_t next_scan_ns;
 };
 
@@ -496,6 +499,8 @@ static void request_passed(gate_conn_t *c)
     c->phase = PH_WAIT;
 }
 
+static void read_proxy_header(leased_gate_t *g, gate_conn_t *c);
+
 /* Frames what arrived from the client, as far as the current phase allows. */
 static void process_in(leased_gate_t *g, gate_conn_t *c)
 {
@@ -627,6 +632,11 @@ static void process_in(leased_gate_t *g, gate_conn_t *c)
             answer(g, c, &c->discard_answer, !c->keep_alive);
             break; /* a pipelined request may follow */
         }
+        case PH_PROXY:
+            read_proxy_header(g, c);
+            if (c->phase == PH_PROXY)
+                return;
+            break;
         case PH_WAIT:
             return;
         }
@@ -800,6 +810,12 @@ static void pump(leased_gate_t *g, gate_conn_t *c)
         conn_close(g, c);
         return;
     }
+    /* the client went away while its request waits: the library's end
+     * hears it too, so a waiting request is released (http_hangup.h) */
+    if (c->client_eof && !c->lib_shut && c->phase == PH_WAIT && c->lfd >= 0 && c->to_lib.len == 0) {
+        shutdown(c->lfd, SHUT_WR);
+        c->lib_shut = true;
+    }
     if (c->closing && c->out.len == 0) {
         if (c->lingering || c->cfd < 0 || !c->answered) {
             conn_close(g, c);
@@ -895,7 +911,7 @@ static void scan_deadlines(leased_gate_t *g, int64_t now)
             continue;
         }
         bool receiving = c->phase == PH_HEAD || c->phase == PH_BODY || c->phase == PH_DISCARD ||
-                         (c->phase == PH_IDLE && c->first);
+                         c->phase == PH_PROXY || (c->phase == PH_IDLE && c->first);
         if (receiving && !c->closing && now >= c->recv_deadline_ns) {
             count(&g->receive_timeouts);
             leased_http_reject_t rej = {408, DEADLINE_EXCEEDED, NULL,
@@ -909,50 +925,99 @@ static void scan_deadlines(leased_gate_t *g, int64_t now)
     }
 }
 
-/* One accepted socket: admitted and handed over, or answered and closed. */
+/* Whether c has never brought a whole request head: it holds a slot and
+ * has not shown it will use it. */
+static bool unproven(const gate_conn_t *c)
+{
+    return c->first && (c->phase == PH_IDLE || c->phase == PH_HEAD || c->phase == PH_PROXY) &&
+           !c->lib_has_request && !c->closing && !c->lingering && c->out.len == 0;
+}
+
+/* All slots are taken: the oldest connection that has not sent a whole
+ * request head yet gives its slot up (closed without an answer, as an idle
+ * connection may be), so idle or trickling connections cannot keep working
+ * clients out. False when every connection has a request. */
+static bool evict_unproven(leased_gate_t *g)
+{
+    gate_conn_t *victim = NULL;
+    for (gate_conn_t *c = g->conns; c; c = c->next)
+        if (unproven(c) && (!victim || c->recv_deadline_ns < victim->recv_deadline_ns))
+            victim = c;
+    if (!victim)
+        return false;
+    count(&g->evicted_unproven);
+    conn_close(g, victim);
+    return true;
+}
+
+/* A source's count of connections, one more; false (nothing taken) when
+ * it holds its share already. */
+static source_t *source_take(leased_gate_t *g, const char *key, bool bounded, bool *over)
+{
+    *over = false;
+    source_t *src = source_find(g, key, true);
+    if (src && bounded && src->open >= g->cfg.max_per_source) {
+        *over = true;
+        if (src->open == 0)
+            source_release(g, src);
+        return NULL;
+    }
+    if (src)
+        src->open++;
+    return src;
+}
+
+/* Gives c to the library under the client's address: a socket pair, the
+ * library's end handed over, the gate's end watched. False when that
+ * fails (nothing of it is left open). */
+static bool hand_over(leased_gate_t *g, gate_conn_t *c, const struct sockaddr *addr,
+                      socklen_t addrlen)
+{
+    int pair[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, pair) != 0)
+        return false;
+    /* the library takes its end (and closes it itself on failure) */
+    if (!g->handoff(g->cls, pair[1], addr, addrlen)) {
+        close(pair[0]);
+        return false;
+    }
+    c->lfd = pair[0];
+    c->lib_eof = false;
+    c->mask_lib = EPOLLIN;
+    struct epoll_event el = {.events = EPOLLIN, .data.ptr = &c->ep_lib};
+    if (epoll_ctl(g->epfd, EPOLL_CTL_ADD, c->lfd, &el) != 0) {
+        close(c->lfd);
+        c->lfd = -1;
+        return false;
+    }
+    return true;
+}
+
+/* One accepted socket: admitted and handed over (a trusted proxy's once
+ * its PROXY header, if any, is read), or answered and closed. */
 static void admit(leased_gate_t *g, int fd, const struct sockaddr *addr, socklen_t addrlen)
 {
     char key[64];
     leased_gate_source_text(addr, addrlen, key);
-    if (g->open >= g->cfg.max_connections) {
+    if (g->open >= g->cfg.max_connections && !evict_unproven(g)) {
         count(&g->refused_capacity);
         refuse_socket(fd, 503, LEASE_BACKEND_UNAVAILABLE);
         return;
     }
-    source_t *src = source_find(g, key, true);
+    /* a trusted proxy brings many clients: each is counted once its PROXY
+     * header names it; the proxy itself only under the global bound */
+    bool proxy = leased_trusted_proxies_has(g->cfg.trusted, key);
+    bool over;
+    source_t *src = source_take(g, key, !proxy, &over);
     if (!src) {
-        refuse_socket(fd, 503, LEASE_BACKEND_UNAVAILABLE);
-        return;
-    }
-    if (src->open >= g->cfg.max_per_source) {
-        count(&g->refused_source);
-        if (src->open == 0)
-            source_release(g, src);
-        refuse_socket(fd, 429, LEASE_RATE_LIMITED);
-        return;
-    }
-    int pair[2];
-    if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0, pair) != 0) {
-        if (src->open == 0)
-            source_release(g, src);
-        refuse_socket(fd, 503, LEASE_BACKEND_UNAVAILABLE);
+        if (over)
+            count(&g->refused_source);
+        refuse_socket(fd, over ? 429 : 503, over ? LEASE_RATE_LIMITED : LEASE_BACKEND_UNAVAILABLE);
         return;
     }
     gate_conn_t *c = calloc(1, sizeof *c);
     if (!c) {
-        close(pair[0]);
-        close(pair[1]);
-        if (src->open == 0)
-            source_release(g, src);
-        refuse_socket(fd, 503, LEASE_BACKEND_UNAVAILABLE);
-        return;
-    }
-    /* the library takes its end (and closes it itself on failure) */
-    if (!g->handoff(g->cls, pair[1], addr, addrlen)) {
-        close(pair[0]);
-        free(c);
-        if (src->open == 0)
-            source_release(g, src);
+        source_release(g, src);
         refuse_socket(fd, 503, LEASE_BACKEND_UNAVAILABLE);
         return;
     }
@@ -960,27 +1025,73 @@ static void admit(leased_gate_t *g, int fd, const struct sockaddr *addr, socklen
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     int64_t now = lease_mono_now_ns();
     c->cfd = fd;
-    c->lfd = pair[0];
+    c->lfd = -1;
+    c->lib_eof = true;
     c->src = src;
-    src->open++;
     c->first = true;
     c->recv_deadline_ns = lease_time_add_sat(now, lease_ms_to_ns_sat(g->cfg.receive_timeout_ms));
     c->ep_client = (endpoint_t){c, true};
     c->ep_lib = (endpoint_t){c, false};
     c->mask_client = EPOLLIN;
-    c->mask_lib = EPOLLIN;
-    struct epoll_event ec = {.events = EPOLLIN, .data.ptr = &c->ep_client};
-    struct epoll_event el = {.events = EPOLLIN, .data.ptr = &c->ep_lib};
     c->next = g->conns;
     if (g->conns)
         g->conns->prev = c;
     g->conns = c;
     __atomic_add_fetch(&g->open, 1, __ATOMIC_RELAXED);
-    if (epoll_ctl(g->epfd, EPOLL_CTL_ADD, fd, &ec) != 0 ||
-        epoll_ctl(g->epfd, EPOLL_CTL_ADD, c->lfd, &el) != 0) {
+    struct epoll_event ec = {.events = EPOLLIN, .data.ptr = &c->ep_client};
+    bool ok = epoll_ctl(g->epfd, EPOLL_CTL_ADD, fd, &ec) == 0;
+    if (ok && proxy)
+        c->phase = PH_PROXY; /* handed over once the client's address is known */
+    else if (ok)
+        ok = hand_over(g, c, addr, addrlen);
+    if (!ok) {
+        epoll_ctl(g->epfd, EPOLL_CTL_DEL, fd, NULL);
         c->cfd = -1;
         conn_close(g, c);
         refuse_socket(fd, 503, LEASE_BACKEND_UNAVAILABLE);
+    }
+}
+
+/* PH_PROXY: a trusted proxy's connection starts with a PROXY protocol v2
+ * header or with the request itself. Either way the connection then goes
+ * to the library, under the address the header names (re-counted against
+ * that address's share) or the proxy's own. */
+static void read_proxy_header(leased_gate_t *g, gate_conn_t *c)
+{
+    struct sockaddr_storage ss;
+    socklen_t len = 0;
+    long hl = leased_proxy_v2_parse((const uint8_t *)c->in.p, c->in.len, &ss, &len);
+    if (hl == 0)
+        return; /* more to come (within the receive deadline) */
+    if (hl > 0)
+        buf_consume(&c->in, (size_t)hl);
+    struct sockaddr_storage peer;
+    socklen_t plen = sizeof peer;
+    if (len == 0 && getpeername(c->cfd, (struct sockaddr *)&peer, &plen) == 0) {
+        ss = peer;
+        len = plen;
+    }
+    char key[64];
+    leased_gate_source_text((struct sockaddr *)&ss, len, key);
+    if (strcmp(key, c->src->key) != 0) {
+        bool over;
+        source_t *src = source_take(g, key, true, &over);
+        if (!src) {
+            if (over)
+                count(&g->refused_source);
+            leased_http_reject_t rej = {over ? 429 : 503,
+                                        over ? LEASE_RATE_LIMITED : LEASE_BACKEND_UNAVAILABLE, NULL,
+                                        "connections per source"};
+            answer(g, c, &rej, true);
+            return;
+        }
+        source_release(g, c->src);
+        c->src = src;
+    }
+    c->phase = PH_IDLE;
+    if (!hand_over(g, c, (struct sockaddr *)&ss, len)) {
+        leased_http_reject_t rej = {503, LEASE_BACKEND_UNAVAILABLE, NULL, "hand-over failed"};
+        answer(g, c, &rej, true);
     }
 }
 
@@ -1263,4 +1374,5 @@ void leased_gate_stats(const leased_gate_t *g, leased_gate_stats_t *out)
     out->receive_timeouts = __atomic_load_n(&g->receive_timeouts, __ATOMIC_RELAXED);
     out->framing_refused = __atomic_load_n(&g->framing_refused, __ATOMIC_RELAXED);
     out->library_replies = __atomic_load_n(&g->library_replies, __ATOMIC_RELAXED);
+    out->evicted_unproven = __atomic_load_n(&g->evicted_unproven, __ATOMIC_RELAXED);
 }

@@ -8,9 +8,11 @@
  * sending, and leaves connections past its limit in the listen backlog. The
  * gate stands in front of it, in one thread:
  *
- * - it accepts every connection at once; past LEASE_MAX_CONNECTIONS it
- *   answers 503 and closes, past LEASE_MAX_CONNECTIONS_PER_SOURCE (one
- *   client address) 429 and closes, in the JSON envelope either way;
+ * - it accepts every connection at once; past LEASE_MAX_CONNECTIONS the
+ *   oldest connection that has not sent a whole request head yet is closed
+ *   to make room, and only when there is none it answers 503 and closes;
+ *   past LEASE_MAX_CONNECTIONS_PER_SOURCE (one client address) 429 and
+ *   closes, in the JSON envelope either way;
  * - it hands each admitted connection to the library through a socket pair
  *   and relays bytes both ways, framing every request itself
  *   (http_frame.h): a request the rules refuse never reaches the library;
@@ -48,6 +50,9 @@ typedef struct leased_gate_config {
     int64_t idle_timeout_ms;
     uint64_t body_max;    /* larger bodies are refused */
     uint64_t discard_max; /* ... after being read and dropped, up to this size */
+    /* LEASE_TRUSTED_PROXIES: their connections may start with a PROXY
+     * protocol v2 header naming the client (trusted_proxies.h) */
+    const struct leased_trusted_proxies *trusted;
 } leased_gate_config_t;
 
 /*
@@ -82,6 +87,7 @@ typedef struct leased_gate_stats {
     uint64_t receive_timeouts; /* 408: a request did not arrive in time */
     uint64_t framing_refused;  /* requests refused by the framing rules */
     uint64_t library_replies;  /* library-made replies replaced by the envelope */
+    uint64_t evicted_unproven; /* closed to make room: no whole request head yet */
 } leased_gate_stats_t;
 
 void leased_gate_stats(const leased_gate_t *g, leased_gate_stats_t *out);

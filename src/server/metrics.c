@@ -217,6 +217,10 @@ char *leased_metrics_render(const leased_metrics_t *m, const leased_metrics_gaug
     lease_prom_counter(&t, "leased_http_library_replies_replaced_total",
                        "Error replies of the HTTP library replaced by the JSON envelope.",
                        g->library_replies);
+    lease_prom_counter(&t, "leased_http_connections_evicted_total",
+                       "Connections closed to make room at LEASE_MAX_CONNECTIONS: no whole "
+                       "request head received yet.",
+                       g->connections_evicted);
     lease_prom_counter(&t, "leased_audit_refusals_aggregated_total",
                        "Refusals counted into aggregated audit events (one per source and window).",
                        g->audit_aggregated);

@@ -8,7 +8,12 @@
  * the credential's token bucket
  * (429), capability (403), the credential's and tenant's share of requests
  * in flight (429), the global in-flight bound (429), then the handler: body decoding (400), an acquire that
- * may wait takes a waiting share (429), then the service operation.
+ * may wait takes a waiting share (429), then the service operation. A
+ * watch that parks takes a waiting share too (429), held until its final
+ * reply: waiting work is bounded per credential and per tenant
+ * (LEASE_MAX_WAITING_PER_*), LEASE_MAX_WATCHES being the last line. A
+ * waiting exchange whose client went away (client_gone) answers at once
+ * and acquires nothing.
  * Health, readiness and metrics need no credential and answer from memory
  * on the event thread.
  */
@@ -237,17 +242,31 @@ cleanup:
     leased_request_free(req);
 }
 
+/* The exchange stops running (it parks, or its final reply is made): its
+ * in-flight shares go back. */
+static void release_running_claims(leased_app_t *app, leased_exchange_t *ex)
+{
+    leased_claim_t *c = &ex->claim;
+    if (c->inflight)
+        leased_admission_unclaim(app->admission, c->credential_id, c->tenant_id, false);
+    if (c->global)
+        leased_admission_leave(app->admission);
+    c->inflight = c->global = false;
+}
+
 /* The final reply is made: the exchange's shares go back. */
 static void release_claims(leased_app_t *app, leased_exchange_t *ex)
 {
     leased_claim_t *c = &ex->claim;
     if (c->waiting)
         leased_admission_unclaim(app->admission, c->credential_id, c->tenant_id, true);
-    if (c->inflight)
-        leased_admission_unclaim(app->admission, c->credential_id, c->tenant_id, false);
-    if (c->global)
-        leased_admission_leave(app->admission);
-    c->waiting = c->inflight = c->global = false;
+    c->waiting = false;
+    release_running_claims(app, ex);
+}
+
+static bool client_gone(const leased_exchange_t *ex)
+{
+    return __atomic_load_n(&ex->client_gone, __ATOMIC_ACQUIRE);
 }
 
 /* ---- watch ---------------------------------------------------------------
@@ -341,10 +360,20 @@ static bool watch_wait_ms(const leased_app_t *app, const leased_exchange_t *ex, 
     return true;
 }
 
-/* Inspects once more; then answers, or asks to be parked again. */
+/* Inspects once more; then answers, or asks to be parked again. A watch
+ * that parks holds a waiting share of its credential and tenant (like an
+ * acquire that may wait) until its final reply: waiting work is bounded per
+ * credential and per tenant, LEASE_MAX_WATCHES is the last line. */
 static void watch_step(leased_app_t *app, leased_exchange_t *ex)
 {
     watch_op_t *w = ex->pending;
+    if (client_gone(ex)) {
+        /* nobody reads the answer: the lease as last seen, no inspect */
+        reply_outcome(ex, &w->ctx, w->req, &w->out);
+        ex->pending = NULL;
+        watch_op_free(w);
+        return;
+    }
     if (!watch_credential_valid(app, ex, w))
         return;
     int64_t now = lease_mono_now_ns();
@@ -368,6 +397,20 @@ static void watch_step(leased_app_t *app, leased_exchange_t *ex)
                   res->lease.state == LEASE_STATE_ACTIVE;
     if (active && lease_mono_now_ns() < w->until_ns &&
         !__atomic_load_n(&app->draining, __ATOMIC_ACQUIRE) && !leased_watch_stopping(app->watch)) {
+        int64_t retry_ms = 0;
+        if (!ex->claim.waiting) {
+            /* a parked watch holds a waiting share of its credential and
+             * tenant until its final reply */
+            if (!leased_admission_claim(app->admission, ex->claim.credential_id,
+                                        ex->claim.tenant_id, true, &retry_ms)) {
+                leased_service_audit_refusal(app->service, &w->ctx, LEASE_RATE_LIMITED, w->req);
+                leased_routes_reply_error(ex, LEASE_RATE_LIMITED, NULL, retry_ms);
+                ex->pending = NULL;
+                watch_op_free(w);
+                return;
+            }
+            ex->claim.waiting = true;
+        }
         w->seen = seen;
         watch_park(app, ex, w);
         return;
@@ -423,16 +466,22 @@ void leased_routes_park_refused(leased_app_t *app, leased_exchange_t *ex, bool f
         reply_outcome(ex, &w->ctx, w->req, &w->out);
     ex->pending = NULL;
     watch_op_free(w);
+    release_claims(app, ex);
 }
 
 void leased_routes_continue(leased_app_t *app, leased_exchange_t *ex)
 {
     if (ex->route->op == LEASED_OP_WATCH) {
-        watch_step(app, ex); /* a parked watch holds no admission share */
+        watch_step(app, ex); /* a parked watch holds only its waiting share */
+        if (!ex->park_requested)
+            release_claims(app, ex);
         return;
     }
     pending_op_t *p = ex->pending;
-    leased_service_run_again(app->service, &p->ctx, p->req, p->out);
+    if (client_gone(ex))
+        p->out->again_after_ms = 0; /* acquire nothing for nobody: the conflict seen is the answer */
+    else
+        leased_service_run_again(app->service, &p->ctx, p->req, p->out);
     settle(ex, &p->ctx, p->req, p->out);
     if (ex->again_after_ms == 0)
         release_claims(app, ex);
@@ -513,6 +562,7 @@ static void handle_metrics(leased_app_t *app, leased_exchange_t *ex, leased_op_c
     g.receive_timeouts = gs.receive_timeouts;
     g.framing_refused = gs.framing_refused;
     g.library_replies = gs.library_replies;
+    g.connections_evicted = gs.evicted_unproven;
     leased_audit_stats_t as;
     leased_audit_queue_stats(app->audit, &as);
     g.audit_depth = as.depth;
@@ -626,6 +676,8 @@ void leased_routes_dispatch(leased_app_t *app, leased_exchange_t *ex)
     if (route->caps_any && !admit(app, ex, &ctx))
         return;
     route->handler(app, ex, &ctx);
-    if (ex->again_after_ms == 0)
+    if (ex->park_requested)
+        release_running_claims(app, ex); /* parked: only the waiting share stays */
+    else if (ex->again_after_ms == 0)
         release_claims(app, ex);
 }

@@ -42,7 +42,7 @@ typedef struct leased_route {
 typedef struct leased_claim {
     bool global;   /* one of LEASE_MAX_INFLIGHT */
     bool inflight; /* one of the credential's and tenant's requests in flight */
-    bool waiting;  /* an acquire that may wait (wait_ms > 0) */
+    bool waiting;  /* waiting work: an acquire that may wait (wait_ms > 0), a parked watch */
     char credential_id[LEASE_ID_MAX + 1];
     char tenant_id[LEASE_NAME_MAX + 1];
 } leased_claim_t;
@@ -79,6 +79,10 @@ struct leased_exchange {
     char park_lease_id[LEASE_ID_MAX + 1];
     uint64_t park_seq;
     int64_t park_until_ns;
+    /* set (atomically) by the transport when the client of a waiting
+     * exchange went away (FIN or reset): its next step answers at once
+     * with what it has, acquires nothing and parks no more */
+    bool client_gone;
     leased_claim_t claim;
 };
 

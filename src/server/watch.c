@@ -201,6 +201,25 @@ static void wake_all(const parked_t *list, size_t k)
         list[i].wake(list[i].arg);
 }
 
+bool leased_watch_cancel(leased_watch_t *w, void *arg)
+{
+    parked_t hit = {0};
+    bool found = false;
+    pthread_mutex_lock(&w->lock);
+    for (size_t i = 0; i < w->n; i++) {
+        if (w->parked[i].arg == arg) {
+            hit = w->parked[i];
+            w->parked[i] = w->parked[--w->n];
+            found = true;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&w->lock);
+    if (found)
+        hit.wake(hit.arg);
+    return found;
+}
+
 /* An id heard or polled: remember it, wake its watchers. Hub thread only. */
 static void on_ended(void *arg, const char *lease_id)
 {

@@ -91,6 +91,11 @@ LEASE_MUST_USE leased_watch_park_result_t leased_watch_park(leased_watch_t *w, c
                                                             int64_t until_mono_ns,
                                                             leased_watch_wake_fn wake, void *arg);
 
+/* The client of the request parked with arg went away: if it is still
+ * parked, it is taken out and woken now (on this thread). False when it
+ * was not parked (woken already, or never parked). */
+bool leased_watch_cancel(leased_watch_t *w, void *arg);
+
 void leased_watch_stats(leased_watch_t *w, leased_watch_stats_t *out);
 
 #endif
