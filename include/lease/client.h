@@ -58,7 +58,7 @@ typedef struct lease_client_call {
      * LEASE_CLIENT_PAST_DEADLINE_MS, so the answer is the service's
      * deadline_exceeded (and its audit row), not a guess. */
     int64_t deadline_at_ms;
-    bool keep_body;         /* keep the final answer's JSON text in body */
+    bool keep_body; /* keep the final answer's JSON text in body */
     /* out */
     char request_id_used[LEASE_ID_MAX + 1];         /* mutations: the id sent */
     char correlation_id[LEASE_CORRELATION_MAX + 1]; /* of the final answer, or "" */
@@ -71,7 +71,7 @@ typedef struct lease_client_call {
      * i.e. first_sent_mono_ns unless a waited acquire was granted late in
      * its wait. Pass it to lease_worker_start. 0 when no answer arrived. */
     int64_t anchor_mono_ns;
-    char *body;                 /* keep_body: heap JSON text of the final answer or NULL */
+    char *body; /* keep_body: heap JSON text of the final answer or NULL */
     /* when an attempt got no HTTP answer: what the transport said, e.g.
      * "Failed to connect to 127.0.0.1 port 8080 ...: Couldn't connect to
      * server (Connection refused)"; "" otherwise. No secrets: the token
@@ -168,7 +168,7 @@ LEASE_MUST_USE bool lease_client_set_ca_file(lease_client_t *client, const char 
  * The operations. Each returns the typed outcome and also stores it in the
  * result struct; on success the lease (or page, or commit results) is
  * filled. Transport outcomes: LEASE_BACKEND_UNAVAILABLE (nothing was sent,
- * or a read failed), DEADLINE_EXCEEDED (the deadline passed before anything
+ * or a read failed), LEASE_DEADLINE_EXCEEDED (the deadline passed before anything
  * was sent), LEASE_OUTCOME_UNKNOWN (a mutation may have taken effect and
  * repeating its request id until the deadline did not tell).
  */

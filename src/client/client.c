@@ -129,15 +129,15 @@ static lease_code_t code_of_status(int status)
     case 400:
     case 413:
     case 415:
-        return INVALID_LEASE_REQUEST;
+        return LEASE_INVALID_LEASE_REQUEST;
     case 401:
-        return INVALID_CREDENTIAL;
+        return LEASE_INVALID_CREDENTIAL;
     case 403:
-        return ACCESS_DENIED;
+        return LEASE_ACCESS_DENIED;
     case 404:
         return LEASE_NOT_FOUND;
     case 408:
-        return DEADLINE_EXCEEDED;
+        return LEASE_DEADLINE_EXCEEDED;
     case 429:
         return LEASE_RATE_LIMITED;
     default:
@@ -189,7 +189,7 @@ static lease_code_t exchange_abortable(lease_client_t *c, const char *method, co
 {
     char url[1024];
     if ((size_t)snprintf(url, sizeof url, "%s%s", c->base_url, path) >= sizeof url)
-        return INVALID_LEASE_REQUEST;
+        return LEASE_INVALID_LEASE_REQUEST;
     bool maybe_done = false; /* an earlier attempt may have taken effect */
     lease_code_t transient = LEASE_BACKEND_UNAVAILABLE;
     int64_t pause_ms = PAUSE_FIRST_MS;
@@ -199,8 +199,7 @@ static lease_code_t exchange_abortable(lease_client_t *c, const char *method, co
         client_http_answer_t ans;
         if (call->attempts++ == 0)
             call->first_sent_mono_ns = lease_mono_now_ns();
-        client_http_perform(c->pool, method, url, c->authorization, body, deadline, abort_fd,
-                            &ans);
+        client_http_perform(c->pool, method, url, c->authorization, body, deadline, abort_fd, &ans);
         int64_t retry_after = ans.retry_after_ms;
         if (ans.transport != CLIENT_ANSWERED)
             snprintf(call->transport_error, sizeof call->transport_error, "%s", ans.error);
@@ -223,7 +222,7 @@ static lease_code_t exchange_abortable(lease_client_t *c, const char *method, co
         if (client_envelope_decode(ans.body, ans.len, env)) {
             lease_code_t code = env->code;
             bool transient_code = code == LEASE_BACKEND_UNAVAILABLE || code == LEASE_RATE_LIMITED ||
-                                  code == DEADLINE_EXCEEDED;
+                                  code == LEASE_DEADLINE_EXCEEDED;
             if (code == LEASE_OUTCOME_UNKNOWN || (maybe_done && transient_code)) {
                 /* not an answer to "did it happen?": ask again */
                 maybe_done = maybe_done || mutation;
@@ -254,7 +253,7 @@ static lease_code_t exchange_abortable(lease_client_t *c, const char *method, co
         return code;
     }
     if (call->attempts == 0)
-        return DEADLINE_EXCEEDED;
+        return LEASE_DEADLINE_EXCEEDED;
     return maybe_done ? LEASE_OUTCOME_UNKNOWN : transient;
 }
 
@@ -309,7 +308,7 @@ static bool begin(call_ctx_t *ctx, lease_client_call_t *call, bool mutation)
 static lease_code_t refuse(lease_result_t *res, const char *field)
 {
     memset(res, 0, sizeof *res);
-    res->code = INVALID_LEASE_REQUEST;
+    res->code = LEASE_INVALID_LEASE_REQUEST;
     snprintf(res->field, sizeof res->field, "%s", field);
     return res->code;
 }
@@ -562,7 +561,7 @@ static const char *list_by_name(lease_list_by_t by)
 static lease_code_t list_refuse(lease_list_result_t *res, const char *field)
 {
     memset(res, 0, sizeof *res);
-    res->code = INVALID_LEASE_REQUEST;
+    res->code = LEASE_INVALID_LEASE_REQUEST;
     snprintf(res->field, sizeof res->field, "%s", field);
     return res->code;
 }
@@ -629,7 +628,7 @@ lease_code_t lease_client_list(lease_client_t *c, const lease_client_list_t *req
 static lease_code_t commit_refuse(lease_commit_result_t *res, const char *field)
 {
     memset(res, 0, sizeof *res);
-    res->code = INVALID_LEASE_REQUEST;
+    res->code = LEASE_INVALID_LEASE_REQUEST;
     snprintf(res->field, sizeof res->field, "%s", field);
     return res->code;
 }
@@ -715,7 +714,7 @@ lease_code_t lease_client_commit(lease_client_t *c, const lease_client_commit_t 
         res->current_revision = env.current_revision;
         snprintf(res->field, sizeof res->field, "%s", env.field);
     }
-    if (code == COMMIT_ACCEPTED && !decode_commit(env.root, res))
+    if (code == LEASE_COMMIT_ACCEPTED && !decode_commit(env.root, res))
         res->code = LEASE_OUTCOME_UNKNOWN;
     client_envelope_clear(&env);
     return res->code;

@@ -151,7 +151,7 @@ static bool confirm_by_inspect(lease_worker_t *w, const lease_record_t *renewed,
 static bool transient(lease_code_t code)
 {
     return code == LEASE_BACKEND_UNAVAILABLE || code == LEASE_OUTCOME_UNKNOWN ||
-           code == LEASE_RATE_LIMITED || code == DEADLINE_EXCEEDED;
+           code == LEASE_RATE_LIMITED || code == LEASE_DEADLINE_EXCEEDED;
 }
 
 /* One renewal attempt and its judgement. */
@@ -264,8 +264,8 @@ static void watch_pause(lease_worker_t *w, int64_t ms)
  * renewal alone carries on. */
 static bool watch_refused_for_good(lease_code_t code)
 {
-    return code == INVALID_LEASE_REQUEST || code == ACCESS_DENIED || code == INVALID_CREDENTIAL ||
-           code == LEASE_NOT_FOUND;
+    return code == LEASE_INVALID_LEASE_REQUEST || code == LEASE_ACCESS_DENIED ||
+           code == LEASE_INVALID_CREDENTIAL || code == LEASE_NOT_FOUND;
 }
 
 static void *watch_main(void *arg)

@@ -406,8 +406,8 @@ static lease_code_t acquire_waiting(const ctl_options_t *o, lease_client_t *clie
         int64_t wait_left = wait_end > now ? (wait_end - now) / 1000000 : 0;
         int64_t deadline_left = (deadline_end - now) / 1000000;
         req.wait_ms = wait_left < chunk_max ? wait_left : chunk_max;
-        int64_t deadline = o->deadline_ms > 0 ? deadline_left
-                                              : req.wait_ms + CTL_DEFAULT_DEADLINE_MS;
+        int64_t deadline =
+            o->deadline_ms > 0 ? deadline_left : req.wait_ms + CTL_DEFAULT_DEADLINE_MS;
         if (deadline > deadline_left)
             deadline = deadline_left;
         if (deadline > CTL_MAX_DEADLINE_MS)
@@ -417,7 +417,7 @@ static lease_code_t acquire_waiting(const ctl_options_t *o, lease_client_t *clie
         *call = (lease_client_call_t){.request_id = o->request_id,
                                       .deadline_ms = deadline > 0 ? deadline : 1};
         lease_code_t code = lease_client_acquire(client, &req, call, res);
-        if (code == INVALID_LEASE_REQUEST && strcmp(res->field, "wait_ms") == 0 &&
+        if (code == LEASE_INVALID_LEASE_REQUEST && strcmp(res->field, "wait_ms") == 0 &&
             req.wait_ms / 2 >= RUN_WAIT_CHUNK_MIN_MS) {
             chunk_max = req.wait_ms / 2; /* this service's maximum wait is lower */
             continue;
@@ -443,9 +443,8 @@ static lease_code_t acquire_waiting(const ctl_options_t *o, lease_client_t *clie
 static lease_code_t renew_replayed_grant(const ctl_options_t *o, lease_client_t *client,
                                          lease_client_call_t *call, lease_result_t *res)
 {
-    lease_client_owner_t req = {lease_client_identity_of(&res->lease.identity),
-                                res->lease.lease_id, res->lease.fencing_token,
-                                o->service_instance_id, o->ttl_ms};
+    lease_client_owner_t req = {lease_client_identity_of(&res->lease.identity), res->lease.lease_id,
+                                res->lease.fencing_token, o->service_instance_id, o->ttl_ms};
     lease_client_call_t rcall = {.deadline_ms = CTL_DEFAULT_DEADLINE_MS};
     lease_result_t renewed;
     lease_code_t code = lease_client_renew(client, &req, &rcall, &renewed);

@@ -197,12 +197,12 @@ static bool lookup_answered(lease_code_t code, lease_code_t *failure)
     if (lease_code_is_success(code))
         return true;
     switch (code) {
-    case INVALID_CREDENTIAL:
-    case INVALID_LEASE_REQUEST:
+    case LEASE_INVALID_CREDENTIAL:
+    case LEASE_INVALID_LEASE_REQUEST:
     case LEASE_NOT_FOUND:
         return true;
-    case DEADLINE_EXCEEDED:
-        *failure = DEADLINE_EXCEEDED;
+    case LEASE_DEADLINE_EXCEEDED:
+        *failure = LEASE_DEADLINE_EXCEEDED;
         return false;
     default:
         *failure = LEASE_BACKEND_UNAVAILABLE;
@@ -268,7 +268,7 @@ static bool credential_get(lease_auth_t *auth, const char *id, const lease_deadl
             /* Someone else is asking the store; their answer serves us too. */
             if (pthread_cond_timedwait(&auth->changed, &auth->mu, &until) == ETIMEDOUT) {
                 pthread_mutex_unlock(&auth->mu);
-                *code = DEADLINE_EXCEEDED;
+                *code = LEASE_DEADLINE_EXCEEDED;
                 return false;
             }
             continue;
@@ -488,7 +488,7 @@ bool lease_auth_authenticate_gated(lease_auth_t *auth, const char *authorization
     lease_credential_t cred;
     bool found = false, ok = false;
     int64_t fetched_ns = 0;
-    lease_code_t failure = INVALID_CREDENTIAL;
+    lease_code_t failure = LEASE_INVALID_CREDENTIAL;
     cached_t cached = CACHED_NONE;
 
     memset(&cred, 0, sizeof cred);
@@ -520,7 +520,7 @@ bool lease_auth_authenticate_gated(lease_auth_t *auth, const char *authorization
     }
     bool lookups_left =
         !gate || !gate->allow_lookup || gate->allow_lookup(gate->cls, &gate->retry_after_ms);
-    failure = lookups_left ? INVALID_CREDENTIAL : LEASE_RATE_LIMITED;
+    failure = lookups_left ? LEASE_INVALID_CREDENTIAL : LEASE_RATE_LIMITED;
     if (!parsed)
         goto cleanup;
     if (cached != CACHED_NONE || !lookups_left) {
@@ -535,7 +535,7 @@ bool lease_auth_authenticate_gated(lease_auth_t *auth, const char *authorization
     /* 3. The store (one lookup per id at a time). */
     if (!credential_get(auth, id, deadline, &cred, &found, &fetched_ns, &failure))
         goto cleanup;
-    failure = INVALID_CREDENTIAL;
+    failure = LEASE_INVALID_CREDENTIAL;
     if (secret_matches(presented, found ? &cred : NULL) && caller_from(&cred, fetched_ns, id, out))
         ok = true;
 
@@ -560,12 +560,12 @@ bool lease_auth_recheck(lease_auth_t *auth, const lease_caller_t *caller,
     memset(&cred, 0, sizeof cred);
     memset(&again, 0, sizeof again);
     const char *id = caller->principal.credential_id;
-    *code = INVALID_CREDENTIAL;
+    *code = LEASE_INVALID_CREDENTIAL;
     if (!id[0])
         return false;
     if (!credential_get(auth, id, deadline, &cred, &found, &fetched_ns, code))
         goto cleanup;
-    *code = INVALID_CREDENTIAL;
+    *code = LEASE_INVALID_CREDENTIAL;
     /* rows are never edited, only revoked or expired; the same principal
      * and tenant make sure the id was not given to someone else */
     ok = found && caller_from(&cred, fetched_ns, id, &again) &&

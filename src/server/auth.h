@@ -37,9 +37,9 @@ void lease_auth_free(lease_auth_t *auth);
 /*
  * Authenticates the value of an Authorization header (may be NULL).
  * Returns true and fills *out on success. On failure returns false and sets
- * *code to INVALID_CREDENTIAL (missing, malformed, unknown, wrong secret,
+ * *code to LEASE_INVALID_CREDENTIAL (missing, malformed, unknown, wrong secret,
  * revoked, expired: indistinguishable to the caller) or
- * LEASE_BACKEND_UNAVAILABLE / DEADLINE_EXCEEDED when the lookup could not be
+ * LEASE_BACKEND_UNAVAILABLE / LEASE_DEADLINE_EXCEEDED when the lookup could not be
  * made. Never logs the token.
  */
 LEASE_MUST_USE bool lease_auth_authenticate(lease_auth_t *auth, const char *authorization,
@@ -54,7 +54,7 @@ LEASE_MUST_USE bool lease_auth_authenticate(lease_auth_t *auth, const char *auth
  *   request (LEASE_RATE_LIMITED) before anything else is done for it.
  * - allow_lookup: the source's budget of failed authentications; false
  *   means it is spent: no lookup is made and every failure, whatever its
- *   id, answers LEASE_RATE_LIMITED instead of INVALID_CREDENTIAL.
+ *   id, answers LEASE_RATE_LIMITED instead of LEASE_INVALID_CREDENTIAL.
  * Either may be NULL (no bound). Both must be quick; the retry hint of a
  * refusal goes to retry_after_ms.
  */
@@ -76,8 +76,8 @@ LEASE_MUST_USE bool lease_auth_authenticate_gated(lease_auth_t *auth, const char
  * now (not revoked, not expired), as the cache (entries at most the cache
  * TTL old) or else the store says: for work that waited after its
  * authentication (an acquire between attempts, a parked watch). False with
- * *code INVALID_CREDENTIAL when it is not, or LEASE_BACKEND_UNAVAILABLE /
- * DEADLINE_EXCEEDED when the store could not be asked.
+ * *code LEASE_INVALID_CREDENTIAL when it is not, or LEASE_BACKEND_UNAVAILABLE /
+ * LEASE_DEADLINE_EXCEEDED when the store could not be asked.
  */
 LEASE_MUST_USE bool lease_auth_recheck(lease_auth_t *auth, const lease_caller_t *caller,
                                        const lease_deadline_t *deadline, lease_code_t *code);

@@ -76,9 +76,9 @@ struct leased_http {
     leased_gate_t *gate; /* the listener and every client socket (http_gate.h) */
     leased_work_queue_t *workers;
     leased_hangup_t *hangup; /* sockets of waiting requests (http_hangup.h) */
-    int64_t active;       /* atomic: requests between headers and reply sent */
-    int64_t suspended;    /* requests on workers (changed under idle_mutex) */
-    bool stopping;        /* under idle_mutex: no request is suspended any more */
+    int64_t active;          /* atomic: requests between headers and reply sent */
+    int64_t suspended;       /* requests on workers (changed under idle_mutex) */
+    bool stopping;           /* under idle_mutex: no request is suspended any more */
     pthread_mutex_t idle_mutex;
     pthread_cond_t idle_cond;
 };
@@ -101,7 +101,7 @@ typedef struct request {
     bool too_large;
     char *authorization;
     char query_wait_ms[24];
-    int state; /* request_state_t, atomic between worker and event thread */
+    int state;         /* request_state_t, atomic between worker and event thread */
     int hangup_fd;     /* >= 0: registered with h->hangup while it waits */
     bool on_probes;    /* arrived on the LEASE_METRICS_LISTEN listener */
     bool woken_inline; /* woken while parking, and no job could be queued */
@@ -350,11 +350,11 @@ static enum MHD_Result send_reply(request_t *rq)
     if (LEASE_LOG_ENABLED(LEASE_LOG_INFO) && ex->route && ex->route->op != LEASED_OP_METRICS &&
         ex->route->op != LEASED_OP_HEALTHZ && ex->route->op != LEASED_OP_READYZ) {
         lease_log_fields_t f = {ex->correlation_id, ex->trace_id, ex->route->name, ex->code_label,
-                                 latency_ns / 1000000};
+                                latency_ns / 1000000};
         lease_log_write(LEASE_LOG_INFO, &f, "request answered %d", ex->status);
     } else if (!ex->route) {
         lease_log_fields_t f = {ex->correlation_id, ex->trace_id, "unmatched", ex->code_label,
-                                 latency_ns / 1000000};
+                                latency_ns / 1000000};
         LEASE_LOG(LEASE_LOG_INFO, &f, "request answered %d", ex->status);
     }
     return ret;
@@ -523,12 +523,12 @@ static enum MHD_Result complete(request_t *rq)
     /* with a listener of their own, the probes are served there only, and
      * only they are */
     if (ex->route && h->probes && ex->route->on_event_thread != rq->on_probes)
-        return reply_error_now(rq, INVALID_LEASE_REQUEST, "path");
+        return reply_error_now(rq, LEASE_INVALID_LEASE_REQUEST, "path");
     if (!ex->route)
-        return reply_error_now(rq, INVALID_LEASE_REQUEST,
+        return reply_error_now(rq, LEASE_INVALID_LEASE_REQUEST,
                                rq->miss == LEASED_ROUTE_NO_METHOD ? "method" : "path");
     if (rq->too_large)
-        return reply_error_now(rq, INVALID_LEASE_REQUEST, "body");
+        return reply_error_now(rq, LEASE_INVALID_LEASE_REQUEST, "body");
     ex->body = rq->body ? rq->body : "";
     ex->body_len = rq->body_len;
     if (ex->route->on_event_thread) {
@@ -592,7 +592,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         *con_cls = rq;
         if (refuse_before_body(conn)) {
             rq->too_large = true;
-            return reply_error_now(rq, INVALID_LEASE_REQUEST, "body");
+            return reply_error_now(rq, LEASE_INVALID_LEASE_REQUEST, "body");
         }
         return MHD_YES;
     }
@@ -625,8 +625,7 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
 }
 
 /* fmt is the library's own format string */
-__attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const char *fmt,
-                                                             va_list ap)
+__attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
     (void)cls;
     if (!LEASE_LOG_ENABLED(LEASE_LOG_WARN))

@@ -21,7 +21,7 @@ static bool is_tchar(unsigned char c)
 static bool refuse(leased_http_reject_t *rej, const char *field, const char *reason)
 {
     rej->status = 400;
-    rej->code = INVALID_LEASE_REQUEST;
+    rej->code = LEASE_INVALID_LEASE_REQUEST;
     rej->field = field;
     rej->reason = reason;
     return false;

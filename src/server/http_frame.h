@@ -41,7 +41,7 @@
 /* Why a request is refused: the answer's status, code and field. */
 typedef struct leased_http_reject {
     int status;         /* 400, 408, 429, 503 */
-    lease_code_t code;  /* INVALID_LEASE_REQUEST, DEADLINE_EXCEEDED, ... */
+    lease_code_t code;  /* LEASE_INVALID_LEASE_REQUEST, LEASE_DEADLINE_EXCEEDED, ... */
     const char *field;  /* "headers.content-length", "path", ...; static */
     const char *reason; /* for the log; static */
 } leased_http_reject_t;
@@ -54,8 +54,8 @@ typedef struct leased_http_head {
     const char *path; /* the target without its query */
     size_t path_len;
     size_t plain_query_len; /* "?..." after the path when it holds only [A-Za-z0-9._=&-], else 0 */
-    size_t line_len;   /* the request line including its CRLF */
-    int version_minor; /* HTTP/1.<n>, 0 or 1 */
+    size_t line_len;        /* the request line including its CRLF */
+    int version_minor;      /* HTTP/1.<n>, 0 or 1 */
     bool has_length;
     uint64_t content_length;
     bool chunked;

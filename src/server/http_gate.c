@@ -531,7 +531,7 @@ static void process_in(leased_gate_t *g, gate_conn_t *c)
             if (hl == 0) {
                 c->scanned = c->in.len;
                 if (c->in.len > LEASED_HTTP_HEAD_MAX) {
-                    leased_http_reject_t rej = {400, INVALID_LEASE_REQUEST, "headers",
+                    leased_http_reject_t rej = {400, LEASE_INVALID_LEASE_REQUEST, "headers",
                                                 "request head larger than 16 KiB"};
                     refuse_request(g, c, &rej);
                 }
@@ -550,7 +550,7 @@ static void process_in(leased_gate_t *g, gate_conn_t *c)
             c->body_left = h.has_length ? h.content_length : 0;
             memset(&c->chunked, 0, sizeof c->chunked);
             if (h.has_length && h.content_length > g->cfg.body_max) {
-                leased_http_reject_t big = {400, INVALID_LEASE_REQUEST, "body",
+                leased_http_reject_t big = {400, LEASE_INVALID_LEASE_REQUEST, "body",
                                             "body larger than 64 KiB"};
                 if (h.expect_continue || h.content_length > g->cfg.discard_max) {
                     /* not worth reading (or the client waits for 100
@@ -666,7 +666,7 @@ static void reply_done(leased_gate_t *g, gate_conn_t *c, bool library_closes)
 static void replace_library_reply(leased_gate_t *g, gate_conn_t *c, int status)
 {
     count(&g->library_replies);
-    leased_http_reject_t rej = {400, INVALID_LEASE_REQUEST, "request", "library error reply"};
+    leased_http_reject_t rej = {400, LEASE_INVALID_LEASE_REQUEST, "request", "library error reply"};
     if (status >= 500)
         rej = (leased_http_reject_t){503, LEASE_BACKEND_UNAVAILABLE, NULL, "library error reply"};
     else if (status == 413)
@@ -914,7 +914,7 @@ static void scan_deadlines(leased_gate_t *g, int64_t now)
                          c->phase == PH_PROXY || (c->phase == PH_IDLE && c->first);
         if (receiving && !c->closing && now >= c->recv_deadline_ns) {
             count(&g->receive_timeouts);
-            leased_http_reject_t rej = {408, DEADLINE_EXCEEDED, NULL,
+            leased_http_reject_t rej = {408, LEASE_DEADLINE_EXCEEDED, NULL,
                                         "request not received in time"};
             answer(g, c, &rej, true);
             pump(g, c);

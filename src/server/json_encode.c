@@ -132,7 +132,7 @@ char *leased_codec_list_envelope(const lease_list_result_t *res, const char *cor
 char *leased_codec_commit_envelope(const lease_commit_req_t *req, const lease_commit_result_t *res,
                                    const char *correlation_id)
 {
-    json_t *root = envelope(COMMIT_ACCEPTED, correlation_id);
+    json_t *root = envelope(LEASE_COMMIT_ACCEPTED, correlation_id);
     json_t *results = json_array();
     if (!root || !results) {
         json_decref(root);

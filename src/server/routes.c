@@ -7,11 +7,10 @@
  * alike while the address's failed authentications used up its lookups),
  * the credential's token bucket
  * (429), capability (403), the credential's and tenant's share of requests
- * in flight (429), the global in-flight bound (429), then the handler: body decoding (400), an acquire that
- * may wait takes a waiting share (429), then the service operation. A
- * watch that parks takes a waiting share too (429), held until its final
- * reply: waiting work is bounded per credential and per tenant
- * (LEASE_MAX_WAITING_PER_*), LEASE_MAX_WATCHES being the last line. A
+ * in flight (429), the global in-flight bound (429), then the handler: body decoding (400), an
+ * acquire that may wait takes a waiting share (429), then the service operation. A watch that parks
+ * takes a waiting share too (429), held until its final reply: waiting work is bounded per
+ * credential and per tenant (LEASE_MAX_WAITING_PER_*), LEASE_MAX_WATCHES being the last line. A
  * waiting exchange whose client went away (client_gone) answers at once
  * and acquires nothing.
  * Health, readiness and metrics need no credential and answer from memory
@@ -133,8 +132,8 @@ static void reply(leased_exchange_t *ex, int status, const char *label, char *bo
 void leased_routes_reply_error(leased_exchange_t *ex, lease_code_t code, const char *field,
                                int64_t retry_after_ms)
 {
-    char *body =
-        leased_codec_error_envelope(code, ex->correlation_id, field, retry_after_ms, -1, NULL, NULL);
+    char *body = leased_codec_error_envelope(code, ex->correlation_id, field, retry_after_ms, -1,
+                                             NULL, NULL);
     reply(ex, lease_code_http_status(code), lease_code_name(code), body, "application/json");
     ex->retry_after_ms = lease_code_retryable(code) ? retry_after_ms : 0;
 }
@@ -216,11 +215,11 @@ static void handle_operation(leased_app_t *app, leased_exchange_t *ex, leased_op
     if (!leased_codec_decode(ex->route->op, ex->body, ex->body_len, ex->path_param, &app->limits,
                              req, &err)) {
         LEASE_LOG(LEASE_LOG_DEBUG,
-                   (&(lease_log_fields_t){ex->correlation_id, ctx->trace_id, ex->route->name,
-                                           "invalid_lease_request", -1}),
-                   "invalid request: %s: %s", err.field, err.reason ? err.reason : "invalid");
-        leased_service_audit_refusal(app->service, ctx, INVALID_LEASE_REQUEST, req);
-        leased_routes_reply_error(ex, INVALID_LEASE_REQUEST, err.field, 0);
+                  (&(lease_log_fields_t){ex->correlation_id, ctx->trace_id, ex->route->name,
+                                         "invalid_lease_request", -1}),
+                  "invalid request: %s: %s", err.field, err.reason ? err.reason : "invalid");
+        leased_service_audit_refusal(app->service, ctx, LEASE_INVALID_LEASE_REQUEST, req);
+        leased_routes_reply_error(ex, LEASE_INVALID_LEASE_REQUEST, err.field, 0);
         goto cleanup;
     }
     /* an acquire that may wait holds a waiting share for all its attempts */
@@ -316,10 +315,11 @@ static int64_t watch_recheck_ns(const leased_app_t *app)
 static bool watch_credential_valid(leased_app_t *app, leased_exchange_t *ex, watch_op_t *w)
 {
     lease_code_t code;
-    if (leased_service_recheck(app->service, &w->ctx, NULL, &code) || code != INVALID_CREDENTIAL)
+    if (leased_service_recheck(app->service, &w->ctx, NULL, &code) ||
+        code != LEASE_INVALID_CREDENTIAL)
         return true;
-    leased_service_audit_refusal(app->service, &w->ctx, INVALID_CREDENTIAL, w->req);
-    leased_routes_reply_error(ex, INVALID_CREDENTIAL, NULL, 0);
+    leased_service_audit_refusal(app->service, &w->ctx, LEASE_INVALID_CREDENTIAL, w->req);
+    leased_routes_reply_error(ex, LEASE_INVALID_CREDENTIAL, NULL, 0);
     ex->pending = NULL;
     watch_op_free(w);
     return false;
@@ -393,8 +393,8 @@ static void watch_step(leased_app_t *app, leased_exchange_t *ex)
     leased_outcome_clear(&w->out);
     leased_service_run(app->service, &w->ctx, w->req, &w->out);
     const lease_result_t *res = &w->out.lease;
-    bool active = w->out.code == LEASE_INSPECTED && res->has_lease &&
-                  res->lease.state == LEASE_STATE_ACTIVE;
+    bool active =
+        w->out.code == LEASE_INSPECTED && res->has_lease && res->lease.state == LEASE_STATE_ACTIVE;
     if (active && lease_mono_now_ns() < w->until_ns &&
         !__atomic_load_n(&app->draining, __ATOMIC_ACQUIRE) && !leased_watch_stopping(app->watch)) {
         int64_t retry_ms = 0;
@@ -437,8 +437,8 @@ static void handle_watch(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx
                                   &app->limits, req, &err))
         bad = err.field;
     if (bad) {
-        leased_service_audit_refusal(app->service, ctx, INVALID_LEASE_REQUEST, req);
-        leased_routes_reply_error(ex, INVALID_LEASE_REQUEST, bad, 0);
+        leased_service_audit_refusal(app->service, ctx, LEASE_INVALID_LEASE_REQUEST, req);
+        leased_routes_reply_error(ex, LEASE_INVALID_LEASE_REQUEST, bad, 0);
         leased_request_free(req);
         return;
     }
@@ -461,8 +461,7 @@ void leased_routes_park_refused(leased_app_t *app, leased_exchange_t *ex, bool f
     if (full) {
         leased_service_audit_refusal(app->service, &w->ctx, LEASE_RATE_LIMITED, w->req);
         leased_routes_reply_error(ex, LEASE_RATE_LIMITED, NULL, 1000);
-    }
-    else /* shutting down: the lease as last seen (active) */
+    } else /* shutting down: the lease as last seen (active) */
         reply_outcome(ex, &w->ctx, w->req, &w->out);
     ex->pending = NULL;
     watch_op_free(w);
@@ -479,7 +478,8 @@ void leased_routes_continue(leased_app_t *app, leased_exchange_t *ex)
     }
     pending_op_t *p = ex->pending;
     if (client_gone(ex))
-        p->out->again_after_ms = 0; /* acquire nothing for nobody: the conflict seen is the answer */
+        p->out->again_after_ms =
+            0; /* acquire nothing for nobody: the conflict seen is the answer */
     else
         leased_service_run_again(app->service, &p->ctx, p->req, p->out);
     settle(ex, &p->ctx, p->req, p->out);
@@ -625,11 +625,11 @@ static bool admit(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx
     source_budget_t budget = {app->admission, ex->source};
     lease_auth_gate_t gate = {admit_uncached, allow_lookup, &budget, 0};
     if (!leased_service_authenticate(app->service, ctx, ex->authorization, &gate, &code)) {
-        if (code == INVALID_CREDENTIAL)
+        if (code == LEASE_INVALID_CREDENTIAL)
             leased_admission_auth_failed(app->admission, ex->source, lease_mono_now_ns());
-        retry_ms = code == INVALID_CREDENTIAL    ? 0
-                   : code == LEASE_RATE_LIMITED ? gate.retry_after_ms
-                                                : 1000;
+        retry_ms = code == LEASE_INVALID_CREDENTIAL ? 0
+                   : code == LEASE_RATE_LIMITED     ? gate.retry_after_ms
+                                                    : 1000;
         leased_routes_reply_error(ex, code, NULL, retry_ms);
         return false;
     }
@@ -644,11 +644,9 @@ static bool admit(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx
         return false;
     }
     leased_claim_t *c = &ex->claim;
-    snprintf(c->credential_id, sizeof c->credential_id, "%s",
-             ctx->caller.principal.credential_id);
+    snprintf(c->credential_id, sizeof c->credential_id, "%s", ctx->caller.principal.credential_id);
     snprintf(c->tenant_id, sizeof c->tenant_id, "%s", ctx->caller.scope.tenant_id);
-    if (!leased_admission_claim(app->admission, c->credential_id, c->tenant_id, false,
-                                &retry_ms)) {
+    if (!leased_admission_claim(app->admission, c->credential_id, c->tenant_id, false, &retry_ms)) {
         leased_service_audit_refusal(app->service, ctx, LEASE_RATE_LIMITED, NULL);
         leased_routes_reply_error(ex, LEASE_RATE_LIMITED, NULL, retry_ms);
         return false;

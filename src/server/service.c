@@ -145,7 +145,7 @@ static const char *decision_of(lease_code_t code)
     if (lease_code_is_success(code))
         return "allow";
     switch (code) {
-    case DEADLINE_EXCEEDED:
+    case LEASE_DEADLINE_EXCEEDED:
     case LEASE_BACKEND_UNAVAILABLE:
     case LEASE_OUTCOME_UNKNOWN:
         return "error";
@@ -158,7 +158,7 @@ static const char *health_of(lease_code_t code)
 {
     if (code == LEASE_BACKEND_UNAVAILABLE)
         return "unavailable";
-    if (code == LEASE_OUTCOME_UNKNOWN || code == DEADLINE_EXCEEDED)
+    if (code == LEASE_OUTCOME_UNKNOWN || code == LEASE_DEADLINE_EXCEEDED)
         return "degraded";
     return "ok";
 }
@@ -280,15 +280,15 @@ bool leased_service_authenticate(leased_service_t *svc, leased_op_ctx_t *ctx,
 {
     lease_deadline_t dl = default_deadline(svc, ctx);
     if (lease_deadline_passed(&dl)) {
-        *code = DEADLINE_EXCEEDED;
+        *code = LEASE_DEADLINE_EXCEEDED;
     } else if (lease_auth_authenticate_gated(svc->auth, authorization, &dl, gate, &ctx->caller,
                                              code)) {
         ctx->authenticated = true;
         return true;
     }
-    if (*code != LEASE_BACKEND_UNAVAILABLE && *code != DEADLINE_EXCEEDED &&
+    if (*code != LEASE_BACKEND_UNAVAILABLE && *code != LEASE_DEADLINE_EXCEEDED &&
         *code != LEASE_RATE_LIMITED)
-        *code = INVALID_CREDENTIAL; /* one answer for every way a credential fails */
+        *code = LEASE_INVALID_CREDENTIAL; /* one answer for every way a credential fails */
     audit(svc, ctx, NULL, NULL, *code, NULL);
     return false;
 }
@@ -299,7 +299,7 @@ bool leased_service_authorize(leased_service_t *svc, leased_op_ctx_t *ctx, unsig
     for (unsigned bit = 1; bit && bit <= caps_any; bit <<= 1)
         if ((caps_any & bit) && lease_auth_has(&ctx->caller, bit))
             return true;
-    *code = ACCESS_DENIED;
+    *code = LEASE_ACCESS_DENIED;
     audit(svc, ctx, NULL, NULL, *code, NULL);
     return false;
 }
@@ -323,24 +323,28 @@ static bool default_owner_scope(const lease_caller_t *c, lease_list_req_t *l, ch
 }
 
 /* Scope and administrator rules of one decoded request; LEASE_CODE_COUNT
- * when allowed. An INVALID_LEASE_REQUEST names its field in field. */
+ * when allowed. An LEASE_INVALID_LEASE_REQUEST names its field in field. */
 static lease_code_t authorize_request(const leased_op_ctx_t *ctx, leased_request_t *req,
                                       char *field, size_t fieldsz)
 {
     const lease_caller_t *c = &ctx->caller;
     switch (req->op) {
     case LEASED_OP_ACQUIRE:
-        return lease_auth_in_scope(c, &req->u.acquire.identity) ? LEASE_CODE_COUNT : ACCESS_DENIED;
+        return lease_auth_in_scope(c, &req->u.acquire.identity) ? LEASE_CODE_COUNT
+                                                                : LEASE_ACCESS_DENIED;
     case LEASED_OP_RENEW:
     case LEASED_OP_RELEASE:
-        return lease_auth_in_scope(c, &req->u.owner.identity) ? LEASE_CODE_COUNT : ACCESS_DENIED;
+        return lease_auth_in_scope(c, &req->u.owner.identity) ? LEASE_CODE_COUNT
+                                                              : LEASE_ACCESS_DENIED;
     case LEASED_OP_FORCE_RELEASE:
     case LEASED_OP_REVOKE:
         if (!c->admin)
-            return ACCESS_DENIED;
-        return lease_auth_in_scope(c, &req->u.admin.identity) ? LEASE_CODE_COUNT : ACCESS_DENIED;
+            return LEASE_ACCESS_DENIED;
+        return lease_auth_in_scope(c, &req->u.admin.identity) ? LEASE_CODE_COUNT
+                                                              : LEASE_ACCESS_DENIED;
     case LEASED_OP_COMMIT:
-        return lease_auth_in_scope(c, &req->u.commit.identity) ? LEASE_CODE_COUNT : ACCESS_DENIED;
+        return lease_auth_in_scope(c, &req->u.commit.identity) ? LEASE_CODE_COUNT
+                                                               : LEASE_ACCESS_DENIED;
     case LEASED_OP_GET:
     case LEASED_OP_INSPECT:
     case LEASED_OP_WATCH:
@@ -348,23 +352,23 @@ static lease_code_t authorize_request(const leased_op_ctx_t *ctx, leased_request
         /* A named identity outside scope is forbidden (the caller named
          * it); a lease id outside scope is the store's lease_not_found. */
         if (req->u.inspect.by_identity && !lease_auth_in_scope(c, &req->u.inspect.identity))
-            return ACCESS_DENIED;
+            return LEASE_ACCESS_DENIED;
         return LEASE_CODE_COUNT;
     case LEASED_OP_LIST: {
         lease_list_req_t *l = &req->u.list;
         if (l->by != LEASE_LIST_BY_OWNER && !lease_auth_has(c, LEASE_CAP_READ))
-            return ACCESS_DENIED;
+            return LEASE_ACCESS_DENIED;
         if (l->by == LEASE_LIST_BY_OWNER && !default_owner_scope(c, l, field, fieldsz))
-            return INVALID_LEASE_REQUEST;
+            return LEASE_INVALID_LEASE_REQUEST;
         if (!lease_auth_program_in_scope(c, l->tenant_id, l->program_id))
-            return ACCESS_DENIED;
+            return LEASE_ACCESS_DENIED;
         l->scope = c->scope;
         snprintf(l->owner_principal_id, sizeof l->owner_principal_id, "%s",
                  c->principal.principal_id);
         return LEASE_CODE_COUNT;
     }
     default:
-        return ACCESS_DENIED;
+        return LEASE_ACCESS_DENIED;
     }
 }
 
@@ -447,7 +451,7 @@ static lease_code_t acquire_attempt(leased_service_t *svc, const leased_op_ctx_t
         out->again_after_ms = 1;
     out->backoff_ms = min64(backoff * 2, BACKOFF_MAX_MS);
     LEASE_LOG(LEASE_LOG_DEBUG, NULL, "acquire conflict, attempt %d, again in %lld ms",
-               out->attempts, (long long)out->again_after_ms);
+              out->attempts, (long long)out->again_after_ms);
     return code;
 }
 
@@ -519,7 +523,7 @@ static void take_details(leased_request_t *req, leased_outcome_t *out)
     case LEASED_OP_COMMIT:
         field = out->commit.field;
         out->retry_after_ms = out->commit.retry_after_ms;
-        if (out->code == WRITE_CONFLICT)
+        if (out->code == LEASE_WRITE_CONFLICT)
             out->current_revision = out->commit.current_revision;
         break;
     default:
@@ -528,11 +532,11 @@ static void take_details(leased_request_t *req, leased_outcome_t *out)
         out->reason = out->lease.reason[0] ? out->lease.reason : NULL;
         /* a human detail only where it is the database's answer about the
          * request itself (bounds), never about the backend */
-        if (out->code == INVALID_LEASE_REQUEST && out->lease.detail[0])
+        if (out->code == LEASE_INVALID_LEASE_REQUEST && out->lease.detail[0])
             out->detail = out->lease.detail;
         break;
     }
-    if (out->code == INVALID_LEASE_REQUEST || out->code == WRITE_CONFLICT)
+    if (out->code == LEASE_INVALID_LEASE_REQUEST || out->code == LEASE_WRITE_CONFLICT)
         snprintf(out->field, sizeof out->field, "%s", field);
     if ((out->code == LEASE_BACKEND_UNAVAILABLE || out->code == LEASE_OUTCOME_UNKNOWN) &&
         out->retry_after_ms <= 0)
@@ -591,7 +595,7 @@ lease_code_t leased_service_run(leased_service_t *svc, leased_op_ctx_t *ctx, lea
     /* refusals that need no database; LEASE_CODE_COUNT means none */
     lease_code_t refusal = authorize_request(ctx, req, out->field, sizeof out->field);
     if (refusal == LEASE_CODE_COUNT && lease_deadline_passed(&call->deadline))
-        refusal = DEADLINE_EXCEEDED;
+        refusal = LEASE_DEADLINE_EXCEEDED;
     if (refusal == LEASE_CODE_COUNT && !digest(req, call)) {
         LOG_ERROR("request digest could not be computed");
         refusal = LEASE_BACKEND_UNAVAILABLE;

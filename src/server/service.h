@@ -73,17 +73,17 @@ void leased_service_begin(leased_op_ctx_t *ctx, leased_op_t op, const char *corr
                           int64_t received_mono_ns);
 
 /* Authenticates the Authorization header value (NULL when absent). True
- * with ctx->caller filled; else false with *code INVALID_CREDENTIAL,
+ * with ctx->caller filled; else false with *code LEASE_INVALID_CREDENTIAL,
  * LEASE_RATE_LIMITED (the source's budgets, see lease_auth_gate_t),
  * LEASE_BACKEND_UNAVAILABLE or
- * DEADLINE_EXCEEDED (audited, aggregated per source: see
+ * LEASE_DEADLINE_EXCEEDED (audited, aggregated per source: see
  * leased_audit_queue_count). gate may be NULL. */
 LEASE_MUST_USE bool leased_service_authenticate(leased_service_t *svc, leased_op_ctx_t *ctx,
                                                 const char *authorization, lease_auth_gate_t *gate,
                                                 lease_code_t *code);
 
 /* Whether the caller holds one of caps_any; else false with *code
- * ACCESS_DENIED (audited). */
+ * LEASE_ACCESS_DENIED (audited). */
 LEASE_MUST_USE bool leased_service_authorize(leased_service_t *svc, leased_op_ctx_t *ctx,
                                              unsigned caps_any, lease_code_t *code);
 
@@ -110,7 +110,7 @@ lease_code_t leased_service_run_again(leased_service_t *svc, leased_op_ctx_t *ct
 /* Whether the caller's credential is still valid now (lease_auth_recheck,
  * within the credential cache's TTL): for work that waited since its
  * authentication. deadline may be NULL (the default deadline). False with
- * *code INVALID_CREDENTIAL, or LEASE_BACKEND_UNAVAILABLE/DEADLINE_EXCEEDED
+ * *code LEASE_INVALID_CREDENTIAL, or LEASE_BACKEND_UNAVAILABLE/LEASE_DEADLINE_EXCEEDED
  * when it could not be told. Always true for an unauthenticated ctx. */
 LEASE_MUST_USE bool leased_service_recheck(leased_service_t *svc, const leased_op_ctx_t *ctx,
                                            const lease_deadline_t *deadline, lease_code_t *code);

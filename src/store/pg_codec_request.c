@@ -386,7 +386,7 @@ static json_t *audit_event_json(const lease_audit_event_t *e)
     if (!decision || !*decision)
         decision = lease_code_is_success(e->code) ? "allow"
                    : e->code == LEASE_BACKEND_UNAVAILABLE || e->code == LEASE_OUTCOME_UNKNOWN ||
-                           e->code == DEADLINE_EXCEEDED
+                           e->code == LEASE_DEADLINE_EXCEEDED
                        ? "error"
                        : "deny";
     put_str(o, "decision", decision, &ok);

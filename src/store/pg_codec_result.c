@@ -28,10 +28,11 @@
 
 #define BIT(c) (1u << (c))
 #define MUTATION_FAILURES                                                                          \
-    (BIT(LEASE_LOST) | BIT(IDEMPOTENCY_CONFLICT) | BIT(INVALID_LEASE_REQUEST) |                    \
-     BIT(DEADLINE_EXCEEDED) | BIT(LEASE_BACKEND_UNAVAILABLE))
+    (BIT(LEASE_LOST) | BIT(LEASE_IDEMPOTENCY_CONFLICT) | BIT(LEASE_INVALID_LEASE_REQUEST) |        \
+     BIT(LEASE_DEADLINE_EXCEEDED) | BIT(LEASE_BACKEND_UNAVAILABLE))
 #define READ_FAILURES                                                                              \
-    (BIT(INVALID_LEASE_REQUEST) | BIT(DEADLINE_EXCEEDED) | BIT(LEASE_BACKEND_UNAVAILABLE))
+    (BIT(LEASE_INVALID_LEASE_REQUEST) | BIT(LEASE_DEADLINE_EXCEEDED) |                             \
+     BIT(LEASE_BACKEND_UNAVAILABLE))
 
 typedef struct op_info {
     const char *name;
@@ -41,8 +42,9 @@ typedef struct op_info {
 
 static const op_info_t ops[STORE_PG_OP_COUNT] = {
     [STORE_PG_OP_ACQUIRE] = {"acquire", false,
-                             BIT(LEASE_ACQUIRED) | BIT(LEASE_CONFLICT) | BIT(IDEMPOTENCY_CONFLICT) |
-                                 BIT(INVALID_LEASE_REQUEST) | BIT(DEADLINE_EXCEEDED) |
+                             BIT(LEASE_ACQUIRED) | BIT(LEASE_CONFLICT) |
+                                 BIT(LEASE_IDEMPOTENCY_CONFLICT) |
+                                 BIT(LEASE_INVALID_LEASE_REQUEST) | BIT(LEASE_DEADLINE_EXCEEDED) |
                                  BIT(LEASE_BACKEND_UNAVAILABLE)},
     [STORE_PG_OP_RENEW] = {"renew", false, BIT(LEASE_RENEWED) | MUTATION_FAILURES},
     [STORE_PG_OP_RELEASE] = {"release", false, BIT(LEASE_RELEASED) | MUTATION_FAILURES},
@@ -54,7 +56,8 @@ static const op_info_t ops[STORE_PG_OP_COUNT] = {
     [STORE_PG_OP_LIST_BY_TARGET] = {"list_by_target", true, BIT(LEASE_LISTED) | READ_FAILURES},
     [STORE_PG_OP_LIST_BY_PROGRAM] = {"list_by_program", true, BIT(LEASE_LISTED) | READ_FAILURES},
     [STORE_PG_OP_FENCED_COMMIT] = {"fenced_commit", false,
-                                   BIT(COMMIT_ACCEPTED) | BIT(WRITE_CONFLICT) | MUTATION_FAILURES},
+                                   BIT(LEASE_COMMIT_ACCEPTED) | BIT(LEASE_WRITE_CONFLICT) |
+                                       MUTATION_FAILURES},
     /* internal operations: no typed answer of their own beyond success */
     [STORE_PG_OP_SWEEP] = {"sweep_expired", false, 0},
     [STORE_PG_OP_RECORD_AUDIT] = {"record_audit", false, 0},
@@ -465,7 +468,7 @@ lease_code_t store_pg_decode_commit(const char *text, size_t n_writes, lease_com
         !lease_json_get_int(o, "retry_after_ms", &out->retry_after_ms, false, 0) ||
         !lease_json_get_int(o, "current_revision", &out->current_revision, false, 0))
         goto malformed;
-    if (code == COMMIT_ACCEPTED) {
+    if (code == LEASE_COMMIT_ACCEPTED) {
         json_t *results = json_object_get(o, "results");
         if (!json_is_array(results) || json_array_size(results) != n_writes ||
             n_writes > LEASE_COMMIT_WRITES_MAX) {

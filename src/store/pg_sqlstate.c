@@ -45,7 +45,7 @@ static const store_pg_sqlstate_rule_t rules[] = {
          false, WARN, INVALID),
     RULE(SQLSTATE_STATEMENT_COMPLETION_UNKNOWN, "statement_completion_unknown", FAIL,
          LEASE_OUTCOME_UNKNOWN, true, true, WARN, FAILED),
-    RULE(SQLSTATE_QUERY_CANCELED, "query_canceled", CANCELLED, DEADLINE_EXCEEDED, true, false,
+    RULE(SQLSTATE_QUERY_CANCELED, "query_canceled", CANCELLED, LEASE_DEADLINE_EXCEEDED, true, false,
          WARN, UNAVAILABLE),
     RULE(SQLSTATE_ADMIN_SHUTDOWN, "admin_shutdown", CONN_LOST, LEASE_OUTCOME_UNKNOWN, true, true,
          WARN, UNAVAILABLE),

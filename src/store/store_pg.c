@@ -55,7 +55,7 @@
 #define RETRY_AFTER_UNAVAILABLE_MS 250
 #define QUARANTINE_BUDGET_MS 1000
 #define POOL_SIZE_MAX 1024
-#define CONNECT_ATTEMPTS 2 /* the first connection and one reconnect */
+#define CONNECT_ATTEMPTS 2     /* the first connection and one reconnect */
 #define KNOWN_IDENTITY_BITS 16 /* 65536 remembered identities: 512 KiB */
 
 typedef struct store_pg {
@@ -238,8 +238,8 @@ static void remember_position(store_pg_t *pg, const char *check_answer)
  * (a restore onto another cluster, a failover or a point-in-time restore is
  * refused by every deciding call itself). Returns 0, or -1 with msg: the
  * session is not used (fail closed). */
-static int check_new_session(store_pg_t *pg, struct pg_conn *conn,
-                             const lease_deadline_t *deadline, char *msg, size_t msgsz)
+static int check_new_session(store_pg_t *pg, struct pg_conn *conn, const lease_deadline_t *deadline,
+                             char *msg, size_t msgsz)
 {
     char epoch[16], timeline[16], lsn[32];
     const char *params[3];
@@ -286,10 +286,10 @@ static int ensure_session(store_pg_t *pg, store_pg_slot_t *slot, const call_spec
             }
             PQfinish((PGconn *)conn);
             st = lease_deadline_passed(spec->deadline) ? STORE_PG_CONNECT_DEADLINE
-                                                         : STORE_PG_CONNECT_FAILED;
+                                                       : STORE_PG_CONNECT_FAILED;
         }
         if (st == STORE_PG_CONNECT_DEADLINE) {
-            *code = DEADLINE_EXCEEDED;
+            *code = LEASE_DEADLINE_EXCEEDED;
             return -1;
         }
         count(&pg->backend_errors);
@@ -344,7 +344,7 @@ static attempt_verdict_t judge_error(store_pg_t *pg, store_pg_slot_t *slot, call
     lease_code_t code = rule->code;
     bool retryable = rule->retryable;
     if (rule->action == STORE_PG_ACT_CANCELLED && r->cancel_sent) {
-        code = DEADLINE_EXCEEDED;
+        code = LEASE_DEADLINE_EXCEEDED;
     } else if (rule->action == STORE_PG_ACT_CANCELLED) {
         /* cancelled by someone else (statement_timeout, an operator's
          * pg_cancel_backend): rolled back, but not our deadline */
@@ -386,7 +386,8 @@ static attempt_verdict_t attempt_on_slot(store_pg_t *pg, store_pg_slot_t *slot, 
         lease_code_t code;
         if (ensure_session(pg, slot, spec, &connects_left, &code) != 0) {
             *discard = true;
-            fail(out, *touched && code == DEADLINE_EXCEEDED ? LEASE_BACKEND_UNAVAILABLE : code,
+            fail(out,
+                 *touched && code == LEASE_DEADLINE_EXCEEDED ? LEASE_BACKEND_UNAVAILABLE : code,
                  true);
             return ATTEMPT_DONE;
         }
@@ -403,7 +404,7 @@ static attempt_verdict_t attempt_on_slot(store_pg_t *pg, store_pg_slot_t *slot, 
     switch (r->status) {
     case STORE_PG_EXEC_NOT_SENT:
         *discard = false;
-        fail(out, *touched ? LEASE_BACKEND_UNAVAILABLE : DEADLINE_EXCEEDED, *touched);
+        fail(out, *touched ? LEASE_BACKEND_UNAVAILABLE : LEASE_DEADLINE_EXCEEDED, *touched);
         return ATTEMPT_DONE;
     case STORE_PG_EXEC_OK:
         out->reached_backend = true;
@@ -416,8 +417,8 @@ static attempt_verdict_t attempt_on_slot(store_pg_t *pg, store_pg_slot_t *slot, 
         count(&pg->backend_errors);
         if (!read_only)
             count(&pg->outcome_unknown);
-        log_call(STORE_PG_LOG_WARN, read_only ? "reply_lost" : "outcome_unknown", spec,
-                 r->sqlstate, NULL, r->message, attempt);
+        log_call(STORE_PG_LOG_WARN, read_only ? "reply_lost" : "outcome_unknown", spec, r->sqlstate,
+                 NULL, r->message, attempt);
         fail(out, read_only ? LEASE_BACKEND_UNAVAILABLE : LEASE_OUTCOME_UNKNOWN, true);
         return ATTEMPT_DONE;
     case STORE_PG_EXEC_ERROR:
@@ -445,12 +446,12 @@ static void run_call(store_pg_t *pg, const call_spec_t *given, call_outcome_t *o
                                     ? NULL
                                     : store_pg_pool_checkout(pg->pool, spec.deadline);
         if (!slot) {
-            fail(out, touched ? LEASE_BACKEND_UNAVAILABLE : DEADLINE_EXCEEDED, touched);
+            fail(out, touched ? LEASE_BACKEND_UNAVAILABLE : LEASE_DEADLINE_EXCEEDED, touched);
             return;
         }
         bool discard = false;
-        attempt_verdict_t verdict = attempt_on_slot(pg, slot, &spec, attempt, &touched, out,
-                                                    &discard);
+        attempt_verdict_t verdict =
+            attempt_on_slot(pg, slot, &spec, attempt, &touched, out, &discard);
         store_pg_pool_checkin(pg->pool, slot, discard);
         if (verdict == ATTEMPT_DONE)
             return;
@@ -462,9 +463,8 @@ static void run_call(store_pg_t *pg, const call_spec_t *given, call_outcome_t *o
                  * bound to this very deadline (lock_timeout) is a known
                  * non-commit that ran out of time, like a confirmed cancel;
                  * repeated serialization failures are contention. */
-                bool lock_wait =
-                    strcmp(out->reply.sqlstate, SQLSTATE_LOCK_NOT_AVAILABLE) == 0;
-                fail(out, lock_wait ? DEADLINE_EXCEEDED : LEASE_BACKEND_UNAVAILABLE, true);
+                bool lock_wait = strcmp(out->reply.sqlstate, SQLSTATE_LOCK_NOT_AVAILABLE) == 0;
+                fail(out, lock_wait ? LEASE_DEADLINE_EXCEEDED : LEASE_BACKEND_UNAVAILABLE, true);
                 return;
             }
             lease_sleep_ms(sleep_ms);
@@ -487,7 +487,7 @@ static lease_code_t encode_failed(const char *bad_field, lease_code_t *code, cha
 {
     if (bad_field) {
         snprintf(field, fieldsz, "%s", bad_field);
-        *code = INVALID_LEASE_REQUEST;
+        *code = LEASE_INVALID_LEASE_REQUEST;
     } else {
         *code = LEASE_BACKEND_UNAVAILABLE;
     }
@@ -735,7 +735,7 @@ static lease_code_t pg_sweep(lease_store_t *s, int batch, const lease_deadline_t
     memset(res, 0, sizeof *res);
     /* the SQL functions' own bounds (sweep_expired accepts the smaller) */
     if (batch < 1 || batch > 10000)
-        return INVALID_LEASE_REQUEST;
+        return LEASE_INVALID_LEASE_REQUEST;
     store_pg_t *pg = impl(s);
     char batch_text[16], epoch_text[16], timeline_text[16], lsn_text[32];
     const char *seen[3];
@@ -778,7 +778,7 @@ static lease_code_t pg_record_audit(lease_store_t *s, const lease_audit_event_t 
     const char *bad = NULL;
     char *json = store_pg_encode_audit(events, n, &bad);
     if (!json)
-        return bad ? INVALID_LEASE_REQUEST : LEASE_BACKEND_UNAVAILABLE;
+        return bad ? LEASE_INVALID_LEASE_REQUEST : LEASE_BACKEND_UNAVAILABLE;
     call_outcome_t out;
     json_call(impl(s), STORE_PG_OP_RECORD_AUDIT, json, deadline, NULL, NULL, &out);
     lease_code_t code = out.ok ? store_pg_decode_audit_count(out.reply.values[0], n) : out.code;
@@ -793,7 +793,7 @@ static lease_code_t pg_credential_lookup(lease_store_t *s, const char *credentia
     memset(cred, 0, sizeof *cred);
     *found = false;
     if (!credential_id || !*credential_id || strlen(credential_id) > LEASE_ID_MAX)
-        return INVALID_LEASE_REQUEST;
+        return LEASE_INVALID_LEASE_REQUEST;
     call_outcome_t out;
     param_call(impl(s), STORE_PG_OP_CREDENTIAL_LOOKUP,
                "SELECT lease.credential_lookup($1::text)::text", credential_id, deadline, NULL,

@@ -57,7 +57,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else if (pick == 9) {
         lease_commit_result_t cr;
         lease_code_t c = store_pg_decode_commit(text, 2, &cr);
-        if (c != COMMIT_ACCEPTED)
+        if (c != LEASE_COMMIT_ACCEPTED)
             FUZZ_CHECK(cr.n_writes == 0);
         else
             FUZZ_CHECK(cr.n_writes == 2 && cr.revisions[0] >= 1 && cr.revisions[1] >= 1);

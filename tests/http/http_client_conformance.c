@@ -202,10 +202,10 @@ static void killed_during_acquire_resolves_by_request_id(void **state)
     assert_string_equal(p.call.request_id_used, "req_conformance_killed");
     http_unblock(blocker);
     /* the orphaned database session finishes what it started, or not */
-    assert_true(test_wait_until(30000, testpg_query_int(fx.db,
-                                                        "SELECT count(*) FROM pg_stat_activity "
-                                                        "WHERE datname = current_database() AND "
-                                                        "wait_event_type = 'Lock'") == 0));
+    assert_true(
+        test_wait_until(30000, testpg_query_int(fx.db, "SELECT count(*) FROM pg_stat_activity "
+                                                       "WHERE datname = current_database() AND "
+                                                       "wait_event_type = 'Lock'") == 0));
     lease_sleep_ms(200);
 
     /* a restarted leased: the same request id, the same body */
@@ -236,7 +236,8 @@ static void killed_during_acquire_resolves_by_request_id(void **state)
              r1.lease.lease_id, (long long)r1.lease.fencing_token);
     assert_int_equal(testpg_query_int(fx.db, sql), 1);
     assert_int_equal(
-        testpg_query_int(fx.db, "SELECT count(*) FROM lease.active_leases WHERE target_id = 'conf-4'"),
+        testpg_query_int(fx.db,
+                         "SELECT count(*) FROM lease.active_leases WHERE target_id = 'conf-4'"),
         1);
     lease_client_owner_t held = owner_of(&r1.lease, 0);
     assert_int_equal(lease_client_release(c, &held, NULL, &r1), LEASE_RELEASED);
@@ -268,7 +269,7 @@ static void a_commit_after_loss_is_refused(void **state)
                                     .writes = &doc};
     lease_commit_result_t cr;
     lease_code_t code = lease_client_commit(c, &commit, NULL, &cr);
-    if (code != COMMIT_ACCEPTED)
+    if (code != LEASE_COMMIT_ACCEPTED)
         fail_msg("commit: %s (field %s)", lease_code_name(code), cr.field);
     assert_int_equal(cr.revisions[0], 1);
 
@@ -288,7 +289,7 @@ static void a_deadline_in_the_past_is_exceeded(void **state)
     lease_client_acquire_t req = acquire_req("conf-7", 30000, 0);
     lease_client_call_t call = {.deadline_at_ms = lease_wall_now_ms() - 60000};
     lease_result_t r;
-    assert_int_equal(lease_client_acquire(c, &req, &call, &r), DEADLINE_EXCEEDED);
+    assert_int_equal(lease_client_acquire(c, &req, &call, &r), LEASE_DEADLINE_EXCEEDED);
     assert_int_equal(call.http_status, 408); /* the service's answer, not a local guess */
     /* and nothing was acquired */
     assert_int_equal(lease_client_inspect_identity(c, &req.identity, NULL, &r), LEASE_NOT_FOUND);
@@ -315,8 +316,8 @@ static void every_code_is_typed(void **state)
     assert_int_equal(code, LEASE_RENEWED);
     seen[code = lease_client_inspect_id(c, a.lease.lease_id, NULL, &r)] = true;
     assert_int_equal(code, LEASE_INSPECTED);
-    lease_client_list_t lr = {.by = LEASE_LIST_BY_PROGRAM, .tenant_id = TENANT,
-                              .program_id = PROGRAM};
+    lease_client_list_t lr = {
+        .by = LEASE_LIST_BY_PROGRAM, .tenant_id = TENANT, .program_id = PROGRAM};
     lease_list_result_t page;
     seen[code = lease_client_list(c, &lr, NULL, &page)] = true;
     assert_int_equal(code, LEASE_LISTED);
@@ -331,10 +332,12 @@ static void every_code_is_typed(void **state)
     lease_client_call_t reuse = {.request_id = call.request_id_used};
     lease_client_acquire_t changed = acquire_req("conf-6", 20000, 0);
     seen[code = lease_client_acquire(c, &changed, &reuse, &r)] = true;
-    assert_int_equal(code, IDEMPOTENCY_CONFLICT);
+    assert_int_equal(code, LEASE_IDEMPOTENCY_CONFLICT);
     /* commit_accepted, then write_conflict on a stale revision */
-    lease_write_t doc = {.kind = LEASE_WRITE_DOCUMENT, .key = "conformance/conf-6",
-                         .expected_revision = 0, .json = "{}"};
+    lease_write_t doc = {.kind = LEASE_WRITE_DOCUMENT,
+                         .key = "conformance/conf-6",
+                         .expected_revision = 0,
+                         .json = "{}"};
     lease_client_commit_t commit = {.identity = lease_client_identity_of(&a.lease.identity),
                                     .lease_id = a.lease.lease_id,
                                     .fencing_token = a.lease.fencing_token,
@@ -344,9 +347,9 @@ static void every_code_is_typed(void **state)
                                     .writes = &doc};
     lease_commit_result_t cr;
     seen[code = lease_client_commit(c, &commit, NULL, &cr)] = true;
-    assert_int_equal(code, COMMIT_ACCEPTED);
+    assert_int_equal(code, LEASE_COMMIT_ACCEPTED);
     seen[code = lease_client_commit(c, &commit, NULL, &cr)] = true;
-    assert_int_equal(code, WRITE_CONFLICT);
+    assert_int_equal(code, LEASE_WRITE_CONFLICT);
     assert_int_equal(cr.current_revision, 1);
     /* lease_lost: a stale fencing token */
     lease_client_owner_t stale = own;
@@ -355,13 +358,13 @@ static void every_code_is_typed(void **state)
     assert_int_equal(code, LEASE_LOST);
     /* access_denied: a reader acquires; invalid_credential: no such token */
     seen[code = lease_client_acquire(reader, &other, NULL, &r)] = true;
-    assert_int_equal(code, ACCESS_DENIED);
+    assert_int_equal(code, LEASE_ACCESS_DENIED);
     seen[code = lease_client_acquire(stranger, &other, NULL, &r)] = true;
-    assert_int_equal(code, INVALID_CREDENTIAL);
+    assert_int_equal(code, LEASE_INVALID_CREDENTIAL);
     /* invalid_lease_request naming the field */
     lease_client_acquire_t bad = acquire_req("bad/target", 30000, 0);
     seen[code = lease_client_acquire(c, &bad, NULL, &r)] = true;
-    assert_int_equal(code, INVALID_LEASE_REQUEST);
+    assert_int_equal(code, LEASE_INVALID_LEASE_REQUEST);
     assert_string_equal(r.field, "lock_identity.target_id");
     /* lease_revoked, then lease_not_found for an id that never existed */
     lease_client_admin_t rv = admin_of(&a.lease, "conformance: revoke");
@@ -379,7 +382,7 @@ static void every_code_is_typed(void **state)
     /* deadline_exceeded */
     lease_client_call_t past = {.deadline_at_ms = lease_wall_now_ms() - 1000};
     seen[code = lease_client_inspect_identity(c, &req.identity, &past, &r)] = true;
-    assert_int_equal(code, DEADLINE_EXCEEDED);
+    assert_int_equal(code, LEASE_DEADLINE_EXCEEDED);
     /* lease_rate_limited: a leased allowing 2 requests a second */
     const char *slow_env[] = {"LEASE_RATE_LIMIT=2/s", NULL};
     leased_proc_t *slow = leased_proc_start(fx.db, slow_env);

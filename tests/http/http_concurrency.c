@@ -173,7 +173,7 @@ static void test_bounded_wait(void **state)
     if (r->status == 409)
         check_reply(r, 409, "lease_conflict", NULL);
     else
-        check_reply(r, lease_code_http_status(DEADLINE_EXCEEDED), "deadline_exceeded", NULL);
+        check_reply(r, lease_code_http_status(LEASE_DEADLINE_EXCEEDED), "deadline_exceeded", NULL);
     http_resp_free(r);
     assert_true(waits_logged(srv) > before);
 

@@ -484,7 +484,7 @@ static void terminated_backends_never_lose_or_double_a_lease(void **state)
         unknown += codes[i] == LEASE_OUTCOME_UNKNOWN;
         /* only typed outcomes, never a guess */
         assert_true(codes[i] == LEASE_ACQUIRED || codes[i] == LEASE_OUTCOME_UNKNOWN ||
-                    codes[i] == LEASE_BACKEND_UNAVAILABLE || codes[i] == DEADLINE_EXCEEDED);
+                    codes[i] == LEASE_BACKEND_UNAVAILABLE || codes[i] == LEASE_DEADLINE_EXCEEDED);
     }
     int kills_during = atomic_load(&ch.kills) - kills_before;
     atomic_store(&ch.stop, true);

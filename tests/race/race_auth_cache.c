@@ -206,7 +206,7 @@ static void expect_invalid(lease_auth_t *a, const char *token)
     lease_caller_t caller;
     lease_code_t code = LEASE_ACQUIRED;
     assert_false(authenticate(a, token, &caller, &code));
-    assert_int_equal(code, INVALID_CREDENTIAL);
+    assert_int_equal(code, LEASE_INVALID_CREDENTIAL);
 }
 
 static int group_setup(void **state)
@@ -487,11 +487,11 @@ static void *auth_worker(void *p)
                 w->wrong++;
             break;
         case 2:
-            if (authenticate(w->auth, w->tampered, &c, &code) || code != INVALID_CREDENTIAL)
+            if (authenticate(w->auth, w->tampered, &c, &code) || code != LEASE_INVALID_CREDENTIAL)
                 w->wrong++;
             break;
         default:
-            if (authenticate(w->auth, w->unknown, &c, &code) || code != INVALID_CREDENTIAL)
+            if (authenticate(w->auth, w->unknown, &c, &code) || code != LEASE_INVALID_CREDENTIAL)
                 w->wrong++;
             break;
         }

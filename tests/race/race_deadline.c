@@ -81,8 +81,8 @@ int main(void)
         lease_code_t c = lease_store_acquire(env.store, &req, &res);
         int64_t took = (lease_mono_now_ns() - t0) / 1000000;
         race_unblock(&b);
-        CHECK(c == DEADLINE_EXCEEDED, "blocked acquire (deadline %d ms) answered %s", deadline_ms,
-              CODE(c));
+        CHECK(c == LEASE_DEADLINE_EXCEEDED, "blocked acquire (deadline %d ms) answered %s",
+              deadline_ms, CODE(c));
         CHECK(took >= deadline_ms - 20, "answered after %lld ms, before the deadline",
               (long long)took);
         CHECK(took <= deadline_ms + 1000 + 500, "answered %lld ms after a %d ms deadline",
@@ -114,7 +114,7 @@ int main(void)
         lease_code_t c = lease_store_acquire(one, &req, &res);
         int64_t took = (lease_mono_now_ns() - t0) / 1000000;
         race_unblock(&b);
-        CHECK(c == DEADLINE_EXCEEDED, "cancelled acquire answered %s", CODE(c));
+        CHECK(c == LEASE_DEADLINE_EXCEEDED, "cancelled acquire answered %s", CODE(c));
         CHECK(took >= 380 && took <= 400 + 1000 + 500, "answered after %lld ms", (long long)took);
         CHECK(race_counter(env.db_url, &id) == counter, "the counter moved");
         CHECK(race_inspect(one, &id, &res) == LEASE_NOT_FOUND, "a lease exists");
@@ -136,7 +136,7 @@ int main(void)
         race_owner_req(&rel, &held, rid, "prn-d", "inst-d", 0, false, 400);
         lease_code_t c = lease_store_release(env.store, &rel, &res);
         race_unblock(&b);
-        CHECK(c == DEADLINE_EXCEEDED, "blocked release answered %s", CODE(c));
+        CHECK(c == LEASE_DEADLINE_EXCEEDED, "blocked release answered %s", CODE(c));
         nothing_reached(env.db_url, rid, "blocked release");
         CHECK(race_inspect(env.store, &id, &res) == LEASE_INSPECTED &&
                   res.lease.state == LEASE_STATE_ACTIVE &&
@@ -176,7 +176,7 @@ int main(void)
         int64_t t0 = lease_mono_now_ns();
         lease_code_t c = lease_store_acquire(small, &queued, &res);
         int64_t took = (lease_mono_now_ns() - t0) / 1000000;
-        CHECK(c == DEADLINE_EXCEEDED, "queued call answered %s", CODE(c));
+        CHECK(c == LEASE_DEADLINE_EXCEEDED, "queued call answered %s", CODE(c));
         CHECK(took >= 230 && took < 1500, "queued call answered after %lld ms", (long long)took);
         CHECK(race_counter(env.db_url, &other) == 0, "the queued call touched its identity");
         nothing_reached(env.db_url, rid2, "queued call");
@@ -203,13 +203,13 @@ int main(void)
         int64_t t0 = lease_mono_now_ns();
         lease_code_t c = lease_store_acquire(env.store, &req, &res);
         int64_t took = (lease_mono_now_ns() - t0) / 1000000;
-        CHECK(c == DEADLINE_EXCEEDED, "past deadline answered %s", CODE(c));
+        CHECK(c == LEASE_DEADLINE_EXCEEDED, "past deadline answered %s", CODE(c));
         CHECK(took < 50, "answered after %lld ms", (long long)took);
         CHECK(race_counter(env.db_url, &late) == 0, "nothing written");
         nothing_reached(env.db_url, rid, "late call");
         lease_deadline_t past = lease_deadline_in(-5);
         lease_health_t h;
-        CHECK(lease_store_health(env.store, &past, &h) == DEADLINE_EXCEEDED, "late health");
+        CHECK(lease_store_health(env.store, &past, &h) == LEASE_DEADLINE_EXCEEDED, "late health");
         printf("4: passed deadline: %s in %lld ms, nothing sent\n", CODE(c), (long long)took);
     }
 

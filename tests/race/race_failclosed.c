@@ -98,8 +98,10 @@ int main(void)
     CHECK(testpg_query_int(env.db_url, "SELECT (current_setting('default_transaction_isolation')"
                                        " <> 'serializable')::int") == 1,
           "the owner role does not default to serializable");
-    CHECK(lease_store_acquire(weak, &req, &res) == LEASE_ACQUIRED, "acquire without the role "
-          "default: %s", CODE(res.code));
+    CHECK(lease_store_acquire(weak, &req, &res) == LEASE_ACQUIRED,
+          "acquire without the role "
+          "default: %s",
+          CODE(res.code));
     CHECK(race_counter(env.db_url, &idw) == 1, "one token allocated");
     lease_deadline_t d = lease_deadline_in(5000);
     lease_health_t h;
@@ -123,13 +125,13 @@ int main(void)
     /* bad caller input is invalid_lease_request, not a backend failure */
     race_rid(rid, sizeof rid, "badttl", 0, 0);
     race_acquire_req(&req, &id2, rid, "prn-owner", "inst", 5, 10000);
-    CHECK(lease_store_acquire(env.store, &req, &res) == INVALID_LEASE_REQUEST, "ttl 5: %s",
+    CHECK(lease_store_acquire(env.store, &req, &res) == LEASE_INVALID_LEASE_REQUEST, "ttl 5: %s",
           CODE(res.code));
     CHECK(strcmp(res.field, "ttl_ms") == 0, "names the field: %s", res.field);
     race_rid(rid, sizeof rid, "badmeta", 0, 0);
     race_acquire_req(&req, &id2, rid, "prn-owner", "inst", 30000, 10000);
     strcpy(req.metadata_json, "{\"Bad Key\":1}");
-    CHECK(lease_store_acquire(env.store, &req, &res) == INVALID_LEASE_REQUEST, "metadata: %s",
+    CHECK(lease_store_acquire(env.store, &req, &res) == LEASE_INVALID_LEASE_REQUEST, "metadata: %s",
           CODE(res.code));
     printf("3: malformed call: lease_backend_unavailable; bad input: invalid_lease_request "
            "(field %s)\n",

@@ -137,7 +137,7 @@ int main(void)
         commit_req(&plain, &lease, rid, "doc-plain", 0, 10000);
         lease_commit_result_t pres;
         lease_code_t pc = lease_store_fenced_commit(env.store, &plain, &pres);
-        CHECK(pc == COMMIT_ACCEPTED,
+        CHECK(pc == LEASE_COMMIT_ACCEPTED,
               "a plain commit answered %s (the log line above has the "
               "backend's reason)",
               CODE(pc));
@@ -158,13 +158,13 @@ int main(void)
     CHECK(testpg_terminate_backends(env.db_url, APP) >= 1, "terminate");
     pthread_join(t, NULL);
     race_unblock(&b);
-    CHECK(f.code == LEASE_OUTCOME_UNKNOWN || f.code == COMMIT_ACCEPTED, "killed commit: %s",
+    CHECK(f.code == LEASE_OUTCOME_UNKNOWN || f.code == LEASE_COMMIT_ACCEPTED, "killed commit: %s",
           CODE(f.code));
     lease_commit_req_t again = f.req;
     again.call.deadline = lease_deadline_in(10000);
     lease_commit_result_t res;
-    CHECK(lease_store_fenced_commit(env.store, &again, &res) == COMMIT_ACCEPTED, "resolve: %s",
-          CODE(res.code));
+    CHECK(lease_store_fenced_commit(env.store, &again, &res) == LEASE_COMMIT_ACCEPTED,
+          "resolve: %s", CODE(res.code));
     CHECK(res.n_writes == 2 && res.revisions[0] == 1 && res.revisions[1] > 0, "results");
     CHECK(doc_revision(env.db_url, "doc-killed") == 1, "written exactly once");
     CHECK(testpg_query_int(env.db_url, "SELECT count(*) FROM lease.outbox") == 2,
@@ -178,7 +178,7 @@ int main(void)
     commit_req(&late, &lease, rid, "doc-late", 0, 400);
     lease_code_t c = lease_store_fenced_commit(env.store, &late, &res);
     race_unblock(&b);
-    CHECK(c == DEADLINE_EXCEEDED, "blocked commit: %s", CODE(c));
+    CHECK(c == LEASE_DEADLINE_EXCEEDED, "blocked commit: %s", CODE(c));
     CHECK(doc_revision(env.db_url, "doc-late") == 0, "nothing written");
     printf("2: commit blocked past its deadline: %s, nothing written\n", CODE(c));
 
@@ -205,7 +205,7 @@ int main(void)
         for (int k = 0; k < ROUNDS; k++) {
             char doc[32];
             snprintf(doc, sizeof doc, "race-doc-%d-%d", i, k);
-            if (r->codes[i][k] == COMMIT_ACCEPTED) {
+            if (r->codes[i][k] == LEASE_COMMIT_ACCEPTED) {
                 CHECK(!gone, "thread %d: a commit accepted after one was lease_lost", i);
                 CHECK(doc_revision(env.db_url, doc) == 1, "an accepted commit wrote");
                 accepted++;

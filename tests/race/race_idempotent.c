@@ -104,7 +104,7 @@ int main(void)
     lease_digest_acquire(&changed, changed.call.request_digest);
     changed.call.deadline = lease_deadline_in(10000);
     lease_result_t res;
-    CHECK(lease_store_acquire(env.store, &changed, &res) == IDEMPOTENCY_CONFLICT, "got %s",
+    CHECK(lease_store_acquire(env.store, &changed, &res) == LEASE_IDEMPOTENCY_CONFLICT, "got %s",
           CODE(res.code));
     CHECK(!res.has_lease, "a conflict shows no lease");
     CHECK(race_counter(env.db_url, &id) == 1, "counter unchanged");

@@ -173,7 +173,7 @@ int main(void)
     list_req(&l, LEASE_LIST_BY_PROGRAM, NULL, NULL, 2);
     strcpy(l.page_token, "forged.0123456789abcdef0123456789abcdef");
     lease_list_result_t lr;
-    CHECK(lease_store_list(env.store, &l, &lr) == INVALID_LEASE_REQUEST &&
+    CHECK(lease_store_list(env.store, &l, &lr) == LEASE_INVALID_LEASE_REQUEST &&
               strcmp(lr.field, "page_token") == 0,
           "a forged page token is named");
     lease_list_result_free(&lr);

@@ -5,7 +5,7 @@
  *   budgets; everything else pays admit_uncached;
  * - while the source's failure budget is spent, every failure answers
  *   LEASE_RATE_LIMITED alike (unknown, idle, cached with a wrong secret,
- *   malformed), with no lookup; with budget left, INVALID_CREDENTIAL;
+ *   malformed), with no lookup; with budget left, LEASE_INVALID_CREDENTIAL;
  * - expiry is the backend's remaining time counted from the lookup: 0 is
  *   expired (no "never" sentinel), and a cached row expires on time;
  * - revocation, and lease_auth_recheck within the cache TTL.
@@ -168,9 +168,9 @@ static void test_one_answer_per_budget_state(void **state)
     snprintf(negative, sizeof negative, "Bearer %s", token);
 
     budget_t b = {true, true, 0, 0};
-    assert_int_equal(attempt(auth, used, &b), LEASE_INSPECTED);          /* cached now */
-    assert_int_equal(attempt(auth, negative, &b), INVALID_CREDENTIAL);   /* cached as unknown */
-    assert_int_equal(attempt(auth, used_wrong, &b), INVALID_CREDENTIAL); /* budget left */
+    assert_int_equal(attempt(auth, used, &b), LEASE_INSPECTED);              /* cached now */
+    assert_int_equal(attempt(auth, negative, &b), LEASE_INVALID_CREDENTIAL); /* cached as unknown */
+    assert_int_equal(attempt(auth, used_wrong, &b), LEASE_INVALID_CREDENTIAL); /* budget left */
     int before = lookups;
 
     /* spent: every failure the same 429, whatever the id, and no lookup */
@@ -197,8 +197,8 @@ static void test_one_answer_per_budget_state(void **state)
 
     /* budget left again: failures are 401, the idle credential works */
     b = (budget_t){true, true, 0, 0};
-    assert_int_equal(attempt(auth, unknown, &b), INVALID_CREDENTIAL);
-    assert_int_equal(attempt(auth, idle_wrong, &b), INVALID_CREDENTIAL);
+    assert_int_equal(attempt(auth, unknown, &b), LEASE_INVALID_CREDENTIAL);
+    assert_int_equal(attempt(auth, idle_wrong, &b), LEASE_INVALID_CREDENTIAL);
     assert_int_equal(attempt(auth, idle, &b), LEASE_INSPECTED);
     lease_auth_free(auth);
 }
@@ -218,14 +218,14 @@ static void test_expiry_without_sentinel(void **state)
     c = add_row(revoked);
     c->revoked = true;
 
-    assert_int_equal(attempt(auth, past, NULL), INVALID_CREDENTIAL);
+    assert_int_equal(attempt(auth, past, NULL), LEASE_INVALID_CREDENTIAL);
     assert_int_equal(attempt(auth, never, NULL), LEASE_INSPECTED);
-    assert_int_equal(attempt(auth, revoked, NULL), INVALID_CREDENTIAL);
+    assert_int_equal(attempt(auth, revoked, NULL), LEASE_INVALID_CREDENTIAL);
     assert_int_equal(attempt(auth, soon, NULL), LEASE_INSPECTED);
     int before = lookups;
     lease_sleep_ms(350);
     /* the cached row expires on time, without another lookup */
-    assert_int_equal(attempt(auth, soon, NULL), INVALID_CREDENTIAL);
+    assert_int_equal(attempt(auth, soon, NULL), LEASE_INVALID_CREDENTIAL);
     assert_int_equal(lookups, before);
     lease_auth_free(auth);
 }
@@ -249,14 +249,14 @@ static void test_recheck_sees_revocation_within_ttl(void **state)
         lease_sleep_ms(5);
     }
     assert_false(valid);
-    assert_int_equal(code, INVALID_CREDENTIAL);
+    assert_int_equal(code, LEASE_INVALID_CREDENTIAL);
     assert_true(lease_mono_now_ns() - revoked_ns < INT64_C(100000000) + INT64_C(50000000));
     /* a caller whose id names another principal's row is not valid */
     c->revoked = false;
     lease_sleep_ms(110);
     snprintf(caller.principal.principal_id, sizeof caller.principal.principal_id, "prn_other");
     assert_false(lease_auth_recheck(auth, &caller, NULL, &code));
-    assert_int_equal(code, INVALID_CREDENTIAL);
+    assert_int_equal(code, LEASE_INVALID_CREDENTIAL);
     lease_auth_free(auth);
 }
 

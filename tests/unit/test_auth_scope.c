@@ -244,7 +244,7 @@ static void test_malformed_headers_never_reach_the_store(void **state)
         memset(&caller, 0xab, sizeof caller);
         lease_code_t code = LEASE_ACQUIRED;
         assert_false(lease_auth_authenticate(auth, bad[i], NULL, &caller, &code));
-        assert_int_equal(code, INVALID_CREDENTIAL);
+        assert_int_equal(code, LEASE_INVALID_CREDENTIAL);
         /* nothing of a failed attempt is left in the caller */
         assert_string_equal(caller.principal.principal_id, "");
         assert_int_equal(caller.capabilities, 0);

@@ -414,14 +414,15 @@ static void test_decode_brief(void **state)
     assert_string_equal(r.lease.execution_id, "e");
     assert_string_equal(r.lease.metadata_json, "{\"k\":1}");
     /* an inspection must answer a whole record */
-    assert_int_equal(store_pg_decode_result(STORE_PG_OP_INSPECT,
-                                            "{\"code\":\"lease_inspected\",\"lease\":"
-                                            "{\"state\":\"active\",\"acquired_at\":\"2026-08-05T12:00:00.000Z\","
-                                            "\"renewed_at\":\"2026-08-05T12:00:00.000Z\","
-                                            "\"expires_at\":\"2026-08-05T12:00:30.000Z\","
-                                            "\"ttl_ms\":1,\"maximum_lifetime_ms\":1}}",
-                                            &r),
-                     LEASE_BACKEND_UNAVAILABLE);
+    assert_int_equal(
+        store_pg_decode_result(STORE_PG_OP_INSPECT,
+                               "{\"code\":\"lease_inspected\",\"lease\":"
+                               "{\"state\":\"active\",\"acquired_at\":\"2026-08-05T12:00:00.000Z\","
+                               "\"renewed_at\":\"2026-08-05T12:00:00.000Z\","
+                               "\"expires_at\":\"2026-08-05T12:00:30.000Z\","
+                               "\"ttl_ms\":1,\"maximum_lifetime_ms\":1}}",
+                               &r),
+        LEASE_BACKEND_UNAVAILABLE);
 }
 
 static void test_decode_success(void **state)
@@ -466,7 +467,7 @@ static void test_decode_success(void **state)
 
     c = store_pg_decode_result(STORE_PG_OP_RENEW,
                                "{\"code\":\"invalid_lease_request\",\"field\":\"ttl_ms\"}", &r);
-    assert_int_equal(c, INVALID_LEASE_REQUEST);
+    assert_int_equal(c, LEASE_INVALID_LEASE_REQUEST);
     assert_string_equal(r.field, "ttl_ms");
 
     c = store_pg_decode_result(STORE_PG_OP_RELEASE, "{\"code\":\"lease_lost\",\"extra\":[1]}", &r);
@@ -672,7 +673,7 @@ static void test_decode_list(void **state)
 
     c = store_pg_decode_list(STORE_PG_OP_LIST_BY_OWNER,
                              "{\"code\":\"invalid_lease_request\",\"field\":\"page_token\"}", &l);
-    assert_int_equal(c, INVALID_LEASE_REQUEST);
+    assert_int_equal(c, LEASE_INVALID_LEASE_REQUEST);
     assert_string_equal(l.field, "page_token");
 
     const char *bad[] = {
@@ -698,7 +699,7 @@ static void test_decode_commit(void **state)
                                "{\"kind\":\"document\",\"key\":\"d\",\"revision\":3},"
                                "{\"kind\":\"publication\",\"topic\":\"t\",\"outbox_id\":77}]}",
                                2, &r);
-    assert_int_equal(c, COMMIT_ACCEPTED);
+    assert_int_equal(c, LEASE_COMMIT_ACCEPTED);
     assert_int_equal(r.n_writes, 2);
     assert_int_equal(r.revisions[0], 3);
     assert_int_equal(r.revisions[1], 77);
@@ -707,7 +708,7 @@ static void test_decode_commit(void **state)
         "{\"code\":\"write_conflict\",\"field\":\"writes[1].expected_revision\","
         "\"current_revision\":4}",
         2, &r);
-    assert_int_equal(c, WRITE_CONFLICT);
+    assert_int_equal(c, LEASE_WRITE_CONFLICT);
     assert_string_equal(r.field, "writes[1].expected_revision");
     assert_int_equal(r.current_revision, 4);
 
@@ -848,7 +849,7 @@ static void test_op_table(void **state)
     assert_false(store_pg_op_allows(STORE_PG_OP_RENEW, LEASE_CONFLICT));
     assert_true(store_pg_op_allows(STORE_PG_OP_REVOKE, LEASE_REVOKED));
     assert_false(store_pg_op_allows(STORE_PG_OP_REVOKE, LEASE_RELEASED));
-    assert_true(store_pg_op_allows(STORE_PG_OP_FENCED_COMMIT, WRITE_CONFLICT));
+    assert_true(store_pg_op_allows(STORE_PG_OP_FENCED_COMMIT, LEASE_WRITE_CONFLICT));
     /* the adapter itself decides outcome-unknown, never the function */
     for (int op = 0; op < STORE_PG_OP_COUNT; op++)
         assert_false(store_pg_op_allows((store_pg_op_t)op, LEASE_OUTCOME_UNKNOWN));
@@ -858,13 +859,19 @@ static void test_op_table(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_encode_acquire),   cmocka_unit_test(test_encode_owner_and_admin),
-        cmocka_unit_test(test_encode_reads),     cmocka_unit_test(test_encode_commit),
-        cmocka_unit_test(test_encode_audit),     cmocka_unit_test(test_decode_success),
+        cmocka_unit_test(test_encode_acquire),
+        cmocka_unit_test(test_encode_owner_and_admin),
+        cmocka_unit_test(test_encode_reads),
+        cmocka_unit_test(test_encode_commit),
+        cmocka_unit_test(test_encode_audit),
+        cmocka_unit_test(test_decode_success),
         cmocka_unit_test(test_decode_brief),
-        cmocka_unit_test(test_decode_malformed), cmocka_unit_test(test_decode_metadata_numbers),
-        cmocka_unit_test(test_decode_list),      cmocka_unit_test(test_decode_commit),
-        cmocka_unit_test(test_decode_internal),  cmocka_unit_test(test_op_table),
+        cmocka_unit_test(test_decode_malformed),
+        cmocka_unit_test(test_decode_metadata_numbers),
+        cmocka_unit_test(test_decode_list),
+        cmocka_unit_test(test_decode_commit),
+        cmocka_unit_test(test_decode_internal),
+        cmocka_unit_test(test_op_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

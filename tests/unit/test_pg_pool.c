@@ -285,17 +285,17 @@ static void test_store_unreachable(void **state)
 
     /* a passed deadline touches nothing */
     req.call.deadline = lease_deadline_in(-1);
-    assert_int_equal(lease_store_acquire(s, &req, &res), DEADLINE_EXCEEDED);
+    assert_int_equal(lease_store_acquire(s, &req, &res), LEASE_DEADLINE_EXCEEDED);
     lease_store_stats(s, &st);
     assert_int_equal(st.backend_errors, 6);
 
     /* bad input is refused before any connection */
     strcpy(req.metadata_json, "{not json");
     req.call.deadline = lease_deadline_in(3000);
-    assert_int_equal(lease_store_acquire(s, &req, &res), INVALID_LEASE_REQUEST);
+    assert_int_equal(lease_store_acquire(s, &req, &res), LEASE_INVALID_LEASE_REQUEST);
     assert_string_equal(res.field, "metadata");
     lease_sweep_result_t sw;
-    assert_int_equal(lease_store_sweep(s, 0, &d, &sw), INVALID_LEASE_REQUEST);
+    assert_int_equal(lease_store_sweep(s, 0, &d, &sw), LEASE_INVALID_LEASE_REQUEST);
     assert_int_equal(lease_store_record_audit(s, NULL, 0, &d), LEASE_INSPECTED);
     lease_store_stats(s, &st);
     assert_int_equal(st.backend_errors, 6);

@@ -32,16 +32,16 @@ static const struct {
     {LEASE_INSPECTED, "lease_inspected", 200, false, 0},
     {LEASE_LISTED, "lease_listed", 200, false, 0},
     {LEASE_REVOKED, "lease_revoked", 200, false, 0},
-    {COMMIT_ACCEPTED, "commit_accepted", 200, false, 0},
-    {INVALID_LEASE_REQUEST, "invalid_lease_request", 400, false, 65},
-    {INVALID_CREDENTIAL, "invalid_credential", 401, false, 77},
-    {ACCESS_DENIED, "access_denied", 403, false, 77},
+    {LEASE_COMMIT_ACCEPTED, "commit_accepted", 200, false, 0},
+    {LEASE_INVALID_LEASE_REQUEST, "invalid_lease_request", 400, false, 65},
+    {LEASE_INVALID_CREDENTIAL, "invalid_credential", 401, false, 77},
+    {LEASE_ACCESS_DENIED, "access_denied", 403, false, 77},
     {LEASE_NOT_FOUND, "lease_not_found", 404, false, 1},
-    {DEADLINE_EXCEEDED, "deadline_exceeded", 408, true, 69},
+    {LEASE_DEADLINE_EXCEEDED, "deadline_exceeded", 408, true, 69},
     {LEASE_CONFLICT, "lease_conflict", 409, true, 75},
     {LEASE_LOST, "lease_lost", 409, false, 1},
-    {IDEMPOTENCY_CONFLICT, "idempotency_conflict", 409, false, 1},
-    {WRITE_CONFLICT, "write_conflict", 409, false, 1},
+    {LEASE_IDEMPOTENCY_CONFLICT, "idempotency_conflict", 409, false, 1},
+    {LEASE_WRITE_CONFLICT, "write_conflict", 409, false, 1},
     {LEASE_RATE_LIMITED, "lease_rate_limited", 429, true, 69},
     {LEASE_BACKEND_UNAVAILABLE, "lease_backend_unavailable", 503, true, 69},
     {LEASE_OUTCOME_UNKNOWN, "lease_outcome_unknown", 503, true, 69},
@@ -88,8 +88,8 @@ static void test_matches_interface(void **state)
             fail_msg("%s: retryable %d, expected %d", spec[i].name, lease_code_retryable(c),
                      spec[i].retryable);
         if (lease_code_exit_status(c) != spec[i].exit_status)
-            fail_msg("%s: exit %d, docs/executor.md says %d", spec[i].name, lease_code_exit_status(c),
-                     spec[i].exit_status);
+            fail_msg("%s: exit %d, docs/executor.md says %d", spec[i].name,
+                     lease_code_exit_status(c), spec[i].exit_status);
         assert_int_equal(lease_code_is_success(c), spec[i].http == 200);
         const char *msg = lease_code_message(c);
         assert_non_null(msg);

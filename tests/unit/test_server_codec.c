@@ -331,8 +331,8 @@ static void test_envelopes(void **state)
     assert_null(json_object_get(e, "current_revision"));
     json_decref(e);
 
-    text = leased_codec_error_envelope(WRITE_CONFLICT, "corr_b", "writes[1].expected_revision", 0,
-                                       4, NULL, NULL);
+    text = leased_codec_error_envelope(LEASE_WRITE_CONFLICT, "corr_b",
+                                       "writes[1].expected_revision", 0, 4, NULL, NULL);
     e = json_loads(text, 0, NULL);
     free(text);
     assert_string_equal(json_string_value(json_object_get(e, "field")),

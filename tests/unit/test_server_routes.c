@@ -48,8 +48,8 @@ static void test_match(void **state)
     assert_string_equal(param, "lease_abc");
     assert_int_equal(r->caps_any, LEASE_CAP_READ | LEASE_CAP_LEASE);
     assert_false(r->on_event_thread);
-    assert_null(leased_routes_match("POST", "/v1/leases/lease_abc/watch", param, sizeof param,
-                                    &miss));
+    assert_null(
+        leased_routes_match("POST", "/v1/leases/lease_abc/watch", param, sizeof param, &miss));
     assert_int_equal(miss, LEASED_ROUTE_NO_METHOD);
     assert_null(leased_routes_match("GET", "/v1/leases//watch", param, sizeof param, &miss));
     assert_null(leased_routes_match("GET", "/v1/leases/a/watch/x", param, sizeof param, &miss));
@@ -138,7 +138,7 @@ static void test_metrics_render(void **state)
     leased_metrics_observe(m, 0, LEASE_ACQUIRED, 3000000);   /* 3 ms */
     leased_metrics_observe(m, 0, LEASE_ACQUIRED, 700000000); /* 700 ms */
     leased_metrics_observe(m, 0, LEASE_CONFLICT, 1000000);
-    leased_metrics_observe(m, 2, INVALID_LEASE_REQUEST, 1000); /* unmatched */
+    leased_metrics_observe(m, 2, LEASE_INVALID_LEASE_REQUEST, 1000); /* unmatched */
     assert_int_equal(leased_metrics_requests(m, 0, LEASE_ACQUIRED), 2);
     leased_metrics_gauges_t g;
     memset(&g, 0, sizeof g);
@@ -169,8 +169,10 @@ static void test_metrics_render(void **state)
     assert_non_null(strstr(text, "\nleased_audit_events_dropped_total 3\n"));
     assert_non_null(strstr(text, "# TYPE leased_http_request_duration_seconds histogram\n"));
     /* the same requests by HTTP status: 2 acquired (200), 1 conflict (409) */
-    assert_non_null(strstr(text, "leased_http_responses_total{route=\"acquire\",status=\"200\"} 2\n"));
-    assert_non_null(strstr(text, "leased_http_responses_total{route=\"acquire\",status=\"409\"} 1\n"));
+    assert_non_null(
+        strstr(text, "leased_http_responses_total{route=\"acquire\",status=\"200\"} 2\n"));
+    assert_non_null(
+        strstr(text, "leased_http_responses_total{route=\"acquire\",status=\"409\"} 1\n"));
     assert_non_null(
         strstr(text, "leased_http_responses_total{route=\"unmatched\",status=\"400\"} 1\n"));
     assert_null(strstr(text, "leased_http_responses_total{route=\"renew\""));

@@ -37,7 +37,7 @@ static const expect_t expected[] = {
      STORE_PG_ADMIN_INVALID},
     {"40003", "statement_completion_unknown", STORE_PG_ACT_FAIL, LEASE_OUTCOME_UNKNOWN, true,
      STORE_PG_ADMIN_FAILED},
-    {"57014", "query_canceled", STORE_PG_ACT_CANCELLED, DEADLINE_EXCEEDED, true,
+    {"57014", "query_canceled", STORE_PG_ACT_CANCELLED, LEASE_DEADLINE_EXCEEDED, true,
      STORE_PG_ADMIN_UNAVAILABLE},
     {"57P01", "admin_shutdown", STORE_PG_ACT_CONN_LOST, LEASE_OUTCOME_UNKNOWN, true,
      STORE_PG_ADMIN_UNAVAILABLE},
