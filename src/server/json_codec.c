@@ -391,9 +391,12 @@ static bool decode_write(decoder_t *d, json_t *item, size_t i, leased_request_t 
         return fail(d, prefix, key_name, "must be 1..256 of [A-Za-z0-9._:/-]");
     /* a topic the relay could never publish is refused here, not found out
      * by the relay (an AMQP routing key is a short string of 255 bytes) */
-    if (w->kind == LEASE_WRITE_PUBLICATION && !write_key_valid(key, LEASE_TOPIC_MAX))
+    if (w->kind == LEASE_WRITE_PUBLICATION && !write_key_valid(key, LEASE_TOPIC_MAX)) {
+        d->err->bound = "topic must be 1 to 255 characters of [A-Za-z0-9._:/-] (an AMQP "
+                        "routing key holds at most 255 bytes)";
         return fail(d, prefix, key_name,
                     "must be 1..255 of [A-Za-z0-9._:/-] (an AMQP routing key holds 255 bytes)");
+    }
     snprintf(w->key, sizeof w->key, "%s", key);
     json_t *content = json_object_get(item, json_name);
     if (!json_is_object(content))
@@ -631,6 +634,7 @@ bool leased_codec_decode(leased_op_t op, const char *body, size_t len, const cha
     decoder_t d = {err, limits};
     err->field[0] = '\0';
     err->reason = NULL;
+    err->bound = NULL;
     if (op == LEASED_OP_GET || op == LEASED_OP_WATCH) {
         if (len > 0)
             return fail(&d, "", "body", "GET takes no body");

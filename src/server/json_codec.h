@@ -34,6 +34,10 @@ typedef struct leased_codec_limits {
 typedef struct leased_codec_error {
     char field[LEASE_FIELD_MAX + 1];
     const char *reason; /* "unknown field", "required", ... */
+    /* A limit the client must know to fix the request, shown as the
+     * answer's msg (a static string of ours, never the client's bytes);
+     * NULL for the others, whose msg stays the code's own. */
+    const char *bound;
 } leased_codec_error_t;
 
 /*

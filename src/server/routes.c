@@ -219,7 +219,10 @@ static void handle_operation(leased_app_t *app, leased_exchange_t *ex, leased_op
                                          "invalid_lease_request", -1}),
                   "invalid request: %s: %s", err.field, err.reason ? err.reason : "invalid");
         leased_service_audit_refusal(app->service, ctx, LEASE_INVALID_LEASE_REQUEST, req);
-        leased_routes_reply_error(ex, LEASE_INVALID_LEASE_REQUEST, err.field, 0);
+        char *body = leased_codec_error_envelope(LEASE_INVALID_LEASE_REQUEST, ex->correlation_id,
+                                                 err.field, 0, -1, NULL, err.bound);
+        reply(ex, lease_code_http_status(LEASE_INVALID_LEASE_REQUEST),
+              lease_code_name(LEASE_INVALID_LEASE_REQUEST), body, "application/json");
         goto cleanup;
     }
     /* an acquire that may wait holds a waiting share for all its attempts */

@@ -42,8 +42,8 @@ static void a_topic_no_route_can_carry_is_refused_at_commit(void **state)
     http_resp_t *r = relay_commit(&fx, "q-topic", l, 1, topic, "accepted", NULL);
     check_reply(r, 400, "invalid_lease_request", NULL);
     assert_string_equal(http_resp_str(r, "field"), "writes[0].topic");
-    /* (the wire error carries no free-text reason: the limit, 255, is in
-     * docs/api.md and docs/relay.md) */
+    /* the answer says the limit, so the caller can fix the topic */
+    assert_non_null(strstr(http_resp_str(r, "msg"), "255"));
     http_resp_free(r);
     assert_int_equal(relay_outbox_rows(&fx), 0);
     /* 255 characters are accepted */
