@@ -1,10 +1,15 @@
 /*
- * pg_migrate.c - applies migrations/NNNN_name.sql in order
- * (lease/store_admin.h), on the one-shot connection of pg_oneshot.c.
+ * pg_migrate.c - applies migrations/NNNN_name.sql in order, then the
+ * repeatable definitions of sql/ (every function and view, one file each,
+ * listed in sql/ORDER; pg_repeatables.c) (lease/store_admin.h), on the
+ * one-shot connection of pg_oneshot.c.
  *
- * Locking: every file runs in its own transaction that first takes
- * pg_advisory_xact_lock(MIGRATE_LOCK_KEY), then re-reads what is applied, so
- * two concurrent `leasectl migrate` runs apply each file exactly once.
+ * Locking: one transaction takes pg_advisory_xact_lock(MIGRATE_LOCK_KEY),
+ * re-reads what is applied, applies every pending numbered file and then
+ * every repeatable definition whose checksum changed (all of them when a
+ * numbered file was applied: it may have dropped or replaced one), and
+ * commits; so two concurrent `leasectl migrate` runs apply each file
+ * exactly once, and a failure anywhere leaves the database as it was.
  *
  * No session state: notices are dropped by the connection's notice receiver
  * (pg_oneshot.c), not by a SET, and the advisory lock is transaction-level,
@@ -31,6 +36,7 @@
 #include <unistd.h>
 
 #include "pg_oneshot.h"
+#include "pg_repeatables.h"
 
 /* Arbitrary constant shared by every migrator ("leasemig" in ASCII). */
 #define MIGRATE_LOCK_KEY "7809644177848592743"
@@ -39,6 +45,11 @@ static const char bootstrap_sql[] = "CREATE SCHEMA IF NOT EXISTS lease;"
                                     "CREATE TABLE IF NOT EXISTS lease.schema_migrations ("
                                     "  version integer PRIMARY KEY,"
                                     "  name text NOT NULL,"
+                                    "  checksum text NOT NULL,"
+                                    "  applied_at timestamptz NOT NULL DEFAULT now(),"
+                                    "  applied_by text NOT NULL DEFAULT current_user);"
+                                    "CREATE TABLE IF NOT EXISTS lease.schema_repeatables ("
+                                    "  name text PRIMARY KEY,"
                                     "  checksum text NOT NULL,"
                                     "  applied_at timestamptz NOT NULL DEFAULT now(),"
                                     "  applied_by text NOT NULL DEFAULT current_user)";
@@ -99,7 +110,7 @@ static int by_version(const void *a, const void *b)
     return (x->version > y->version) - (x->version < y->version);
 }
 
-static char *read_file(const char *path, size_t *len)
+char *store_pg_read_file(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -128,7 +139,7 @@ static char *read_file(const char *path, size_t *len)
     return buf;
 }
 
-static void sha256_hex(const char *data, size_t len, char out[65])
+void store_pg_sha256_hex(const char *data, size_t len, char out[65])
 {
     unsigned char md[32];
     unsigned int mdlen = 0;
@@ -189,13 +200,13 @@ static int scan_dir(const char *dir, lease_migration_plan_t *plan, char *err, si
         m->version = (int)v;
         memcpy(m->name, n, len + 1);
         size_t flen;
-        char *body = read_file(path, &flen);
+        char *body = store_pg_read_file(path, &flen);
         if (!body) {
             store_pg_set_err(err, errsz, "cannot read %s: %s", path, strerror(errno));
             rc = -1;
             break;
         }
-        sha256_hex(body, flen, m->checksum);
+        store_pg_sha256_hex(body, flen, m->checksum);
         free(body);
     }
     closedir(d);
@@ -338,58 +349,31 @@ static int roles_preflight(PGconn *c, char *todo, size_t todosz, char *err, size
     return 0;
 }
 
-static int apply_one(PGconn *c, const char *dir, lease_migration_plan_t *plan, size_t idx,
-                     FILE *log, char *err, size_t errsz)
+/* Runs pending migration idx inside the caller's transaction and records
+ * it. 0, or -1 with err set. */
+static int apply_one(PGconn *c, const char *dir, lease_migration_t *m, char *err, size_t errsz)
 {
-    lease_migration_t *m = &plan->items[idx];
-    if (!store_pg_oneshot_exec(c, "BEGIN", err, errsz, "begin") ||
-        !store_pg_oneshot_exec(c, "SELECT pg_advisory_xact_lock(" MIGRATE_LOCK_KEY ")", err, errsz,
-                 "advisory lock") ||
-        !store_pg_oneshot_exec(c, bootstrap_sql, err, errsz, "creating lease.schema_migrations"))
-        goto fail;
-    /* Re-read under the lock: another migrator may have applied it. */
-    for (size_t j = 0; j < plan->count; j++)
-        plan->items[j].applied = false;
-    if (compare_applied(c, plan, err, errsz) != 0)
-        goto fail;
-    if (m->applied)
-        return store_pg_oneshot_exec(c, "COMMIT", err, errsz, "commit") ? 0 : -1;
-    if (m->version == 1) {
-        char todo[1024];
-        if (roles_preflight(c, todo, sizeof todo, err, errsz) != 0)
-            goto fail;
-        if (todo[0]) {
-            store_pg_set_err(err, errsz,
-                    "%s needs roles this user cannot create or grant (it lacks CREATEROLE or "
-                    "the ADMIN OPTION on lease_operator); nothing was applied. Ask your "
-                    "provider's administrator to run, once: %s then run leasectl migrate again "
-                    "(docs/schema.md, \"Managed PostgreSQL\")",
-                    m->name, todo);
-            goto fail;
-        }
-    }
-
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, m->name);
     size_t len;
-    char *body = read_file(path, &len);
+    char *body = store_pg_read_file(path, &len);
     if (!body) {
         store_pg_set_err(err, errsz, "cannot read %s", path);
-        goto fail;
+        return -1;
     }
     char now_sum[65];
-    sha256_hex(body, len, now_sum);
+    store_pg_sha256_hex(body, len, now_sum);
     if (strcmp(now_sum, m->checksum) != 0) {
         free(body);
         store_pg_set_err(err, errsz, "%s changed while migrating", m->name);
-        goto fail;
+        return -1;
     }
     PGresult *r = PQexec(c, body);
     free(body);
     if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK) {
         store_pg_set_err(err, errsz, "%s failed: %s", m->name, PQresultErrorMessage(r));
         PQclear(r);
-        goto fail;
+        return -1;
     }
     PQclear(r);
 
@@ -403,14 +387,84 @@ static int apply_one(PGconn *c, const char *dir, lease_migration_plan_t *plan, s
     if (PQresultStatus(r) != PGRES_COMMAND_OK) {
         store_pg_set_err(err, errsz, "recording %s: %s", m->name, PQresultErrorMessage(r));
         PQclear(r);
-        goto fail;
+        return -1;
     }
     PQclear(r);
-    if (!store_pg_oneshot_exec(c, "COMMIT", err, errsz, "commit"))
+    return 0;
+}
+
+/* 0001 needs roles the migrating user may lack: refuse with the statements
+ * an administrator must run. 0, or -1 with err set. */
+static int check_roles(PGconn *c, const lease_migration_t *m, char *err, size_t errsz)
+{
+    char todo[1024];
+    if (roles_preflight(c, todo, sizeof todo, err, errsz) != 0)
+        return -1;
+    if (!todo[0])
+        return 0;
+    store_pg_set_err(err, errsz,
+            "%s needs roles this user cannot create or grant (it lacks CREATEROLE or "
+            "the ADMIN OPTION on lease_operator); nothing was applied. Ask your "
+            "provider's administrator to run, once: %s then run leasectl migrate again "
+            "(docs/schema.md, \"Managed PostgreSQL\")",
+            m->name, todo);
+    return -1;
+}
+
+/*
+ * One transaction under the advisory lock: the pending numbered files in
+ * order, then the repeatable definitions (pg_repeatables.c). Progress lines
+ * go to log only after COMMIT, so they never report what was rolled back.
+ */
+static int apply_locked(PGconn *c, const char *dir, FILE *log, lease_migration_plan_t *plan,
+                        const lease_repeatables_t *reps, char *err, size_t errsz)
+{
+    bool *now_applied = calloc(plan->count ? plan->count : 1, sizeof *now_applied);
+    if (!now_applied) {
+        store_pg_set_err(err, errsz, "out of memory");
+        return -1;
+    }
+    size_t reapplied = 0;
+    bool numbered = false;
+    if (!store_pg_oneshot_exec(c, "BEGIN", err, errsz, "begin") ||
+        !store_pg_oneshot_exec(c, "SELECT pg_advisory_xact_lock(" MIGRATE_LOCK_KEY ")", err, errsz,
+                 "advisory lock") ||
+        !store_pg_oneshot_exec(c, bootstrap_sql, err, errsz, "creating lease.schema_migrations"))
         goto fail;
-    m->applied = true;
-    if (log)
-        fprintf(log, "applied %s\n", m->name);
+    /* Re-read under the lock: another migrator may have applied some. */
+    for (size_t j = 0; j < plan->count; j++)
+        plan->items[j].applied = false;
+    if (compare_applied(c, plan, err, errsz) != 0)
+        goto fail;
+    for (size_t i = 0; i < plan->count; i++) {
+        lease_migration_t *m = &plan->items[i];
+        if (m->applied)
+            continue;
+        if (m->version == 1 && check_roles(c, m, err, errsz) != 0)
+            goto fail;
+        if (apply_one(c, dir, m, err, errsz) != 0)
+            goto fail;
+        now_applied[i] = numbered = true;
+    }
+    /* operators read what is applied, as they read schema_migrations (0007) */
+    if (!store_pg_oneshot_exec(c,
+                               "DO $$BEGIN IF to_regrole('lease_operator') IS NOT NULL THEN "
+                               "GRANT SELECT ON lease.schema_repeatables TO lease_operator; "
+                               "END IF; END$$",
+                               err, errsz, "granting lease.schema_repeatables") ||
+        lease_repeatables_apply(c, reps, numbered, &reapplied, err, errsz) != 0 ||
+        !store_pg_oneshot_exec(c, "COMMIT", err, errsz, "commit"))
+        goto fail;
+    for (size_t i = 0; i < plan->count; i++)
+        if (now_applied[i]) {
+            plan->items[i].applied = true;
+            if (log)
+                fprintf(log, "applied %s\n", plan->items[i].name);
+        }
+    if (log && reapplied)
+        fprintf(log, "applied %zu of %zu definitions from %s\n", reapplied, reps->count,
+                reps->dir);
+    free(now_applied);
     return 0;
 fail: {
     /* a failed ROLLBACK leaves nothing to undo here: the caller closes the
@@ -419,6 +473,7 @@ fail: {
     char ignored[256];
     if (!store_pg_oneshot_exec(c, "ROLLBACK", ignored, sizeof ignored, "rollback"))
         ignored[0] = '\0';
+    free(now_applied);
     return -1;
 }
 }
@@ -454,14 +509,19 @@ static int on_plan(const char *database_url, const char *dir, FILE *log, plan_st
 static int apply_all(PGconn *c, const char *dir, FILE *log, lease_migration_plan_t *plan,
                      char *err, size_t errsz)
 {
-    int rc = 0;
-    for (size_t i = 0; i < plan->count && rc == 0; i++)
-        rc = apply_one(c, dir, plan, i, log, err, errsz);
+    lease_repeatables_t reps = {0};
+    if (lease_repeatables_read(lease_repeatables_dir(dir), &reps, err, errsz) != 0)
+        return -1;
+    int rc = apply_locked(c, dir, log, plan, &reps, err, errsz);
     if (rc == 0) { /* report what is recorded now, applied_at included */
         for (size_t j = 0; j < plan->count; j++)
             plan->items[j].applied = false;
         rc = compare_applied(c, plan, err, errsz);
     }
+    if (rc == 0)
+        rc = lease_repeatables_pending(c, &reps, &plan->repeatables, &plan->repeatables_pending,
+                                       err, errsz);
+    lease_repeatables_free(&reps);
     return rc;
 }
 
@@ -469,7 +529,6 @@ static int apply_all(PGconn *c, const char *dir, FILE *log, lease_migration_plan
 static int read_status(PGconn *c, const char *dir, FILE *log, lease_migration_plan_t *plan,
                        char *err, size_t errsz)
 {
-    (void)dir;
     (void)log;
     int rc = 0;
     PGresult *r = PQexec(c, "SELECT to_regclass('lease.schema_migrations') IS NOT NULL");
@@ -481,6 +540,13 @@ static int read_status(PGconn *c, const char *dir, FILE *log, lease_migration_pl
     PQclear(r);
     if (rc == 0 && exists)
         rc = compare_applied(c, plan, err, errsz);
+    lease_repeatables_t reps = {0};
+    if (rc == 0)
+        rc = lease_repeatables_read(lease_repeatables_dir(dir), &reps, err, errsz);
+    if (rc == 0)
+        rc = lease_repeatables_pending(c, &reps, &plan->repeatables, &plan->repeatables_pending,
+                                       err, errsz);
+    lease_repeatables_free(&reps);
     return rc;
 }
 

@@ -1,0 +1,12 @@
+CREATE OR REPLACE FUNCTION lease.list_by_target(p jsonb)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+RETURN lease._list(p, 'target'::text);
+
+COMMENT ON FUNCTION lease.list_by_target(jsonb) IS
+    'Active leases of one target inside the caller''s scope, keyset-paginated (lease._list).';
+
+REVOKE ALL ON FUNCTION lease.list_by_target(jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION lease.list_by_target(jsonb) TO lease_service;
