@@ -86,8 +86,9 @@ LEASE_MUST_USE lease_admin_status_t lease_admin_verify(const char *database_url,
 /*
  * migrations/NNNN_name.sql applied in order, then the repeatable
  * definitions of sql/ (one file per function or view, in the order
- * sql/ORDER lists them), all in one transaction under a transaction-level
- * advisory lock. A numbered file is recorded in lease.schema_migrations with
+ * sql/ORDER lists them). Each numbered file runs in its own transaction
+ * under a transaction-level advisory lock, the definitions in the
+ * transaction of the last file. A numbered file is recorded in lease.schema_migrations with
  * its SHA-256 and skipped once applied; an applied file whose checksum
  * changed, or an applied version this build does not have, stops
  * everything: migrations are append-only. A definition is recorded in

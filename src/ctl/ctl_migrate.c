@@ -79,8 +79,8 @@ int ctl_migrate_main(int argc, char **argv)
         case 'h':
             printf("usage: leasectl migrate [--status] [--database-url URL]\n"
                    "Applies pending migrations from %s in order, then the function and\n"
-                   "view definitions of %s whose checksum changed, in one transaction\n"
-                   "under an advisory lock; --status only reports.\n",
+                   "view definitions of %s whose checksum changed, each file in one\n"
+                   "transaction under an advisory lock; --status only reports.\n",
                    lease_migrations_dir(), lease_repeatables_dir(lease_migrations_dir()));
             return LEASE_EXIT_OK;
         default:

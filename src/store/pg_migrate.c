@@ -4,12 +4,13 @@
  * listed in sql/ORDER; pg_repeatables.c) (lease/store_admin.h), on the
  * one-shot connection of pg_oneshot.c.
  *
- * Locking: one transaction takes pg_advisory_xact_lock(MIGRATE_LOCK_KEY),
- * re-reads what is applied, applies every pending numbered file and then
- * every repeatable definition whose checksum changed (all of them when a
- * numbered file was applied: it may have dropped or replaced one), and
- * commits; so two concurrent `leasectl migrate` runs apply each file
- * exactly once, and a failure anywhere leaves the database as it was.
+ * Locking: every numbered file runs in its own transaction that first takes
+ * pg_advisory_xact_lock(MIGRATE_LOCK_KEY), then re-reads what is applied, so
+ * two concurrent `leasectl migrate` runs apply each file exactly once. The
+ * transaction of the last file, under the same lock, then applies every
+ * repeatable definition whose checksum changed (all of them when a numbered
+ * file was applied in this run: it may have dropped or replaced one), so
+ * the definitions commit or roll back with it.
  *
  * No session state: notices are dropped by the connection's notice receiver
  * (pg_oneshot.c), not by a SET, and the advisory lock is transaction-level,
@@ -29,6 +30,7 @@
 #include <errno.h>
 #include <libpq-fe.h>
 #include <openssl/evp.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <limits.h>
@@ -412,59 +414,58 @@ static int check_roles(PGconn *c, const lease_migration_t *m, char *err, size_t 
 }
 
 /*
- * One transaction under the advisory lock: the pending numbered files in
- * order, then the repeatable definitions (pg_repeatables.c). Progress lines
- * go to log only after COMMIT, so they never report what was rolled back.
+ * One transaction under the advisory lock: numbered file idx when it is
+ * still pending (another migrator may have applied it meanwhile), then,
+ * when reps is not NULL, the repeatable definitions (pg_repeatables.c): all
+ * of them when *numbered (a numbered file was applied in this run), else
+ * those whose checksum changed. The progress line goes to log only after
+ * COMMIT, so it never reports what was rolled back.
  */
-static int apply_locked(PGconn *c, const char *dir, FILE *log, lease_migration_plan_t *plan,
-                        const lease_repeatables_t *reps, char *err, size_t errsz)
+static int apply_step(PGconn *c, const char *dir, FILE *log, lease_migration_plan_t *plan,
+                      size_t idx, const lease_repeatables_t *reps, bool *numbered, char *err,
+                      size_t errsz)
 {
-    bool *now_applied = calloc(plan->count ? plan->count : 1, sizeof *now_applied);
-    if (!now_applied) {
-        store_pg_set_err(err, errsz, "out of memory");
-        return -1;
-    }
+    lease_migration_t *m = idx < plan->count ? &plan->items[idx] : NULL;
+    bool applied_now = false;
     size_t reapplied = 0;
-    bool numbered = false;
     if (!store_pg_oneshot_exec(c, "BEGIN", err, errsz, "begin") ||
         !store_pg_oneshot_exec(c, "SELECT pg_advisory_xact_lock(" MIGRATE_LOCK_KEY ")", err, errsz,
-                 "advisory lock") ||
+                               "advisory lock") ||
         !store_pg_oneshot_exec(c, bootstrap_sql, err, errsz, "creating lease.schema_migrations"))
         goto fail;
-    /* Re-read under the lock: another migrator may have applied some. */
+    /* Re-read under the lock: another migrator may have applied it. */
     for (size_t j = 0; j < plan->count; j++)
         plan->items[j].applied = false;
     if (compare_applied(c, plan, err, errsz) != 0)
         goto fail;
-    for (size_t i = 0; i < plan->count; i++) {
-        lease_migration_t *m = &plan->items[i];
-        if (m->applied)
-            continue;
+    if (m && !m->applied) {
         if (m->version == 1 && check_roles(c, m, err, errsz) != 0)
             goto fail;
         if (apply_one(c, dir, m, err, errsz) != 0)
             goto fail;
-        now_applied[i] = numbered = true;
+        applied_now = true;
     }
-    /* operators read what is applied, as they read schema_migrations (0007) */
-    if (!store_pg_oneshot_exec(c,
-                               "DO $$BEGIN IF to_regrole('lease_operator') IS NOT NULL THEN "
-                               "GRANT SELECT ON lease.schema_repeatables TO lease_operator; "
-                               "END IF; END$$",
-                               err, errsz, "granting lease.schema_repeatables") ||
-        lease_repeatables_apply(c, reps, numbered, &reapplied, err, errsz) != 0 ||
-        !store_pg_oneshot_exec(c, "COMMIT", err, errsz, "commit"))
+    if (reps) {
+        /* operators read what is applied, as they read schema_migrations */
+        if (!store_pg_oneshot_exec(c,
+                                   "DO $$BEGIN IF to_regrole('lease_operator') IS NOT NULL THEN "
+                                   "GRANT SELECT ON lease.schema_repeatables TO lease_operator; "
+                                   "END IF; END$$",
+                                   err, errsz, "granting lease.schema_repeatables") ||
+            lease_repeatables_apply(c, reps, *numbered || applied_now, &reapplied, err, errsz) != 0)
+            goto fail;
+    }
+    if (!store_pg_oneshot_exec(c, "COMMIT", err, errsz, "commit"))
         goto fail;
-    for (size_t i = 0; i < plan->count; i++)
-        if (now_applied[i]) {
-            plan->items[i].applied = true;
-            if (log)
-                fprintf(log, "applied %s\n", plan->items[i].name);
-        }
+    if (applied_now) {
+        m->applied = true;
+        *numbered = true;
+        if (log)
+            fprintf(log, "applied %s\n", m->name);
+    }
     if (log && reapplied)
         fprintf(log, "applied %zu of %zu definitions from %s\n", reapplied, reps->count,
                 reps->dir);
-    free(now_applied);
     return 0;
 fail: {
     /* a failed ROLLBACK leaves nothing to undo here: the caller closes the
@@ -473,7 +474,6 @@ fail: {
     char ignored[256];
     if (!store_pg_oneshot_exec(c, "ROLLBACK", ignored, sizeof ignored, "rollback"))
         ignored[0] = '\0';
-    free(now_applied);
     return -1;
 }
 }
@@ -506,13 +506,42 @@ static int on_plan(const char *database_url, const char *dir, FILE *log, plan_st
     return rc;
 }
 
+/*
+ * Whether a step failed only because a migration of another database of the
+ * same cluster changed the same shared catalogue row at the same moment:
+ * 0001's ALTER ROLE lease_service SET ... writes the cluster's
+ * pg_db_role_setting, and the advisory lock serialises one database only.
+ * The step rolled back whole; running it again is safe.
+ */
+static bool shared_row_collision(const char *err)
+{
+    return strstr(err, "tuple concurrently updated") != NULL;
+}
+
+/*
+ * Each numbered file in a transaction of its own (0001's roles are shared by
+ * every database of the cluster: a short transaction keeps migrations of
+ * several databases at once from colliding on them), the definitions in the
+ * transaction of the last file, so that file and the definitions that go
+ * with it commit or roll back together.
+ */
 static int apply_all(PGconn *c, const char *dir, FILE *log, lease_migration_plan_t *plan,
                      char *err, size_t errsz)
 {
     lease_repeatables_t reps = {0};
     if (lease_repeatables_read(lease_repeatables_dir(dir), &reps, err, errsz) != 0)
         return -1;
-    int rc = apply_locked(c, dir, log, plan, &reps, err, errsz);
+    bool numbered = false;
+    int rc = 0;
+    size_t last = plan->count ? plan->count - 1 : 0;
+    for (size_t i = 0; i <= last && rc == 0; i++)
+        for (int attempt = 1;; attempt++) {
+            rc = apply_step(c, dir, log, plan, plan->count ? i : SIZE_MAX,
+                            i == last ? &reps : NULL, &numbered, err, errsz);
+            if (rc == 0 || attempt == 5 || !shared_row_collision(err))
+                break;
+            usleep(20000u * (unsigned)attempt);
+        }
     if (rc == 0) { /* report what is recorded now, applied_at included */
         for (size_t j = 0; j < plan->count; j++)
             plan->items[j].applied = false;

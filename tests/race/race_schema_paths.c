@@ -8,8 +8,10 @@
  *     view, relation, column, trigger, type and grant of schema lease, and
  *     what is recorded as applied;
  *   - a changed file is applied again, alone, and --status reports it first;
- *   - a file ORDER does not list, or a definition that fails, changes
- *     nothing: the numbered files of the same run roll back with it.
+ *   - a file ORDER does not list changes nothing; a definition that fails
+ *     rolls back with the last numbered file, whose transaction it shares;
+ *   - several databases of one cluster migrate at once (the roles 0001
+ *     makes are the cluster's).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -254,7 +256,8 @@ static void unlisted_or_failing_definition_changes_nothing(void **state)
     assert_int_equal(rc, 69);
     assert_non_null(strstr(out, "lease/zz_probe.sql failed"));
     assert_null(strstr(out, "applied 9999_probe.sql"));
-    /* one transaction: the numbered file of the same run rolled back too */
+    /* the last numbered file and the definitions share a transaction: the
+     * probe rolled back with the failing definition */
     assert_int_equal(testpg_query_int(url, "SELECT count(*) FROM lease.schema_migrations "
                                            "WHERE version = 9999"),
                      0);
@@ -280,12 +283,38 @@ static void unlisted_or_failing_definition_changes_nothing(void **state)
     run(out, sizeof out, "rm -rf '%s'", dir);
 }
 
+static void several_databases_migrate_at_once(void **state)
+{
+    (void)state;
+    char out[65536];
+    char *urls[4];
+    for (int i = 0; i < 4; i++)
+        urls[i] = testpg_create_empty_db("schema_parallel");
+    int rc = run(out, sizeof out,
+                 "pids=; for u in '%s' '%s' '%s' '%s'; do '%s' migrate --database-url \"$u\" "
+                 ">/dev/null & pids=\"$pids $!\"; done; fail=0; "
+                 "for p in $pids; do wait $p || fail=1; done; exit $fail",
+                 urls[0], urls[1], urls[2], urls[3], LEASE_TEST_LEASECTL);
+    if (rc != 0)
+        printf("%s\n", out);
+    assert_int_equal(rc, 0);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(testpg_query_int(urls[i], "SELECT count(*) FROM pg_proc WHERE "
+                                                   "pronamespace = 'lease'::regnamespace AND "
+                                                   "obj_description(oid, 'pg_proc') IS NULL"),
+                         0);
+        testpg_drop_db(urls[i]);
+        free(urls[i]);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(upgraded_fresh_and_template_end_in_the_same_catalogue),
         cmocka_unit_test(changed_definition_is_applied_again_alone),
         cmocka_unit_test(unlisted_or_failing_definition_changes_nothing),
+        cmocka_unit_test(several_databases_migrate_at_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
