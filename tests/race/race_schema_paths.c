@@ -2,8 +2,9 @@
  * race_schema_paths.c - the function and view definitions of sql/ as
  * `leasectl migrate` applies them (src/store/pg_repeatables.c):
  *   - a database migrated by the numbered files only (schema 16 as released
- *     before sql/ existed) and then upgraded, a fresh install, and the test
- *     fixture's template all end in the same catalogue: every function
+ *     before sql/ existed, and schema 14) and then upgraded, a fresh
+ *     install, and the test fixture's template all end in the same
+ *     catalogue: every function
  *     (definition, owner, SECURITY DEFINER, settings, privileges, comment),
  *     view, relation, column, trigger, type and grant of schema lease, and
  *     what is recorded as applied;
@@ -159,6 +160,26 @@ static void upgraded_fresh_and_template_end_in_the_same_catalogue(void **state)
     char *upgraded_cat = catalogue(upgraded);
     assert_same_catalogue("upgraded vs fresh", upgraded_cat, fresh_cat);
 
+    /* from further back: schema 14 by the numbered files alone (0015 and
+     * 0016 then replace functions before the definitions do) */
+    char *from14 = testpg_create_empty_db("schema_from14");
+    rc = run(out, sizeof out,
+             "mkdir '%s-m14' && for f in '%s'/migrations/[0-9]*.sql; do "
+             "n=$(basename \"$f\" | cut -c1-4); [ \"$n\" -le 14 ] && cp \"$f\" '%s-m14/'; "
+             "done; LEASE_SQL_DIR='%s' LEASE_MIGRATIONS_DIR='%s-m14' '%s' migrate "
+             "--database-url '%s' && '%s' migrate --database-url '%s'",
+             empty, LEASE_TEST_SOURCE_DIR, empty, empty, empty, LEASE_TEST_LEASECTL, from14,
+             LEASE_TEST_LEASECTL, from14);
+    if (rc != 0)
+        printf("%s\n", out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "applied 0016_"));
+    char *from14_cat = catalogue(from14);
+    assert_same_catalogue("upgraded from 14 vs fresh", from14_cat, fresh_cat);
+    free(from14_cat);
+    testpg_drop_db(from14);
+    free(from14);
+
     /* the template pgTAP and every other test copy: the fresh path too */
     char *copy = testpg_create_db("schema_template");
     char *template_cat = catalogue(copy);
@@ -179,7 +200,7 @@ static void upgraded_fresh_and_template_end_in_the_same_catalogue(void **state)
     free(copy);
     free(fresh);
     free(upgraded);
-    run(out, sizeof out, "rm -rf '%s'", empty);
+    run(out, sizeof out, "rm -rf '%s' '%s-m14'", empty, empty);
 }
 
 static void changed_definition_is_applied_again_alone(void **state)
