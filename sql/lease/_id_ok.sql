@@ -1,8 +1,7 @@
-CREATE OR REPLACE FUNCTION lease._id_ok(v jsonb)
- RETURNS boolean
- LANGUAGE sql
- IMMUTABLE PARALLEL SAFE
-RETURN COALESCE(((jsonb_typeof(v) = 'string'::text) AND (length((v #>> '{}'::text[])) <= 128) AND ((v #>> '{}'::text[]) ~ '^[A-Za-z0-9._:-]+$'::text)), false);
+CREATE OR REPLACE FUNCTION lease._id_ok(v jsonb) RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN coalesce(jsonb_typeof(v) = 'string' AND length(v #>> '{}') <= 128
+                AND (v #>> '{}') ~ '^[A-Za-z0-9._:-]+$', false);
 
 COMMENT ON FUNCTION lease._id_ok(jsonb) IS
     'Identifier fields: 1..128 of [A-Za-z0-9._:-].';

@@ -1,8 +1,10 @@
 CREATE OR REPLACE FUNCTION lease._in_scope(tenant_id text, program_id text, actor_name text, scope jsonb)
- RETURNS boolean
- LANGUAGE sql
- IMMUTABLE PARALLEL SAFE
-RETURN COALESCE(((tenant_id = (scope ->> 'tenant_id'::text)) AND (((scope ->> 'program_id'::text) = '*'::text) OR (program_id = (scope ->> 'program_id'::text))) AND (((scope -> 'actor_names'::text) ? '*'::text) OR ((scope -> 'actor_names'::text) ? actor_name))), false);
+RETURNS boolean
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+RETURN coalesce(tenant_id = scope ->> 'tenant_id'
+                AND (scope ->> 'program_id' = '*' OR program_id = scope ->> 'program_id')
+                AND (scope -> 'actor_names' ? '*' OR scope -> 'actor_names' ? actor_name),
+                false);
 
 COMMENT ON FUNCTION lease._in_scope(text,text,text,jsonb) IS
     'Whether an identity lies in a caller''s scope: {"tenant_id": T, "program_id": P or "*", "actor_names": [..] or ["*"]}.';

@@ -1,8 +1,6 @@
-CREATE OR REPLACE FUNCTION lease._now()
- RETURNS timestamp with time zone
- LANGUAGE sql
- STABLE PARALLEL SAFE
-RETURN date_trunc('milliseconds'::text, now());
+CREATE OR REPLACE FUNCTION lease._now() RETURNS timestamptz
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN date_trunc('milliseconds', now());
 
 COMMENT ON FUNCTION lease._now() IS
     'Backend time as stored: truncated to milliseconds so the wire value equals the stored value.';

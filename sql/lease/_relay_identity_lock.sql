@@ -1,6 +1,5 @@
-CREATE OR REPLACE FUNCTION lease._relay_identity_lock(k text)
- RETURNS boolean
- LANGUAGE sql
+CREATE OR REPLACE FUNCTION lease._relay_identity_lock(k text) RETURNS boolean
+LANGUAGE sql VOLATILE
 RETURN pg_try_advisory_xact_lock(1819042146, hashtext(k));
 
 COMMENT ON FUNCTION lease._relay_identity_lock(text) IS

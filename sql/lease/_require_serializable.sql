@@ -1,7 +1,7 @@
-CREATE OR REPLACE FUNCTION lease._require_serializable()
- RETURNS void
- LANGUAGE sql
-RETURN CASE WHEN (current_setting('transaction_isolation'::text) <> 'serializable'::text) THEN lease._isolation_error() ELSE NULL::void END;
+CREATE OR REPLACE FUNCTION lease._require_serializable() RETURNS void
+LANGUAGE sql VOLATILE
+RETURN CASE WHEN current_setting('transaction_isolation') <> 'serializable'
+            THEN lease._isolation_error() END;
 
 COMMENT ON FUNCTION lease._require_serializable() IS
     'Refuses (LS002) to run outside SERIALIZABLE: every decision relies on it. One inlinable expression; only a failure calls the raiser.';

@@ -1,7 +1,5 @@
-CREATE OR REPLACE FUNCTION lease._result(code text)
- RETURNS jsonb
- LANGUAGE sql
- STABLE PARALLEL SAFE
+CREATE OR REPLACE FUNCTION lease._result(code text) RETURNS jsonb
+LANGUAGE sql STABLE PARALLEL SAFE
 RETURN jsonb_build_object('code', code);
 
 COMMENT ON FUNCTION lease._result(text) IS

@@ -1,8 +1,8 @@
-CREATE OR REPLACE FUNCTION lease._sql_principal()
- RETURNS jsonb
- LANGUAGE sql
- STABLE
-RETURN jsonb_build_object('principal_id', ('sql:'::text || regexp_replace((SESSION_USER)::text, '[^A-Za-z0-9._:-]'::text, '_'::text, 'g'::text)), 'client_id', 'psql', 'credential_id', '', 'principal_class', 'sql');
+CREATE OR REPLACE FUNCTION lease._sql_principal() RETURNS jsonb
+LANGUAGE sql STABLE
+RETURN jsonb_build_object(
+    'principal_id', 'sql:' || regexp_replace(session_user, '[^A-Za-z0-9._:-]', '_', 'g'),
+    'client_id', 'psql', 'credential_id', '', 'principal_class', 'sql');
 
 COMMENT ON FUNCTION lease._sql_principal() IS
     'The principal of a psql session, as audit and history record it.';

@@ -1,8 +1,6 @@
-CREATE OR REPLACE FUNCTION lease._ts(t timestamp with time zone)
- RETURNS text
- LANGUAGE sql
- STABLE PARALLEL SAFE
-RETURN to_char((t AT TIME ZONE 'UTC'::text), 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"'::text);
+CREATE OR REPLACE FUNCTION lease._ts(t timestamptz) RETURNS text
+LANGUAGE sql STABLE PARALLEL SAFE
+RETURN to_char(t AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.MS"Z"');
 
 COMMENT ON FUNCTION lease._ts(timestamp with time zone) IS
     'RFC 3339 UTC with exactly three fractional digits.';

@@ -1,9 +1,7 @@
-CREATE OR REPLACE FUNCTION lease.list_by_program(p jsonb)
- RETURNS jsonb
- LANGUAGE sql
- STABLE SECURITY DEFINER
- SET search_path TO 'pg_catalog', 'pg_temp'
-RETURN lease._list(p, 'program'::text);
+CREATE OR REPLACE FUNCTION lease.list_by_program(p jsonb) RETURNS jsonb
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
+RETURN lease._list(p, 'program');
 
 COMMENT ON FUNCTION lease.list_by_program(jsonb) IS
     'Active leases of one tenant/program inside the caller''s scope, keyset-paginated (lease._list).';

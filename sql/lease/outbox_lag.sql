@@ -1,15 +1,13 @@
 CREATE OR REPLACE FUNCTION lease.outbox_lag()
- RETURNS TABLE(unpublished bigint, deferred bigint, oldest_created_at timestamp with time zone, lag_seconds double precision)
- LANGUAGE sql
- STABLE SECURITY DEFINER
- SET search_path TO 'pg_catalog', 'pg_temp'
+RETURNS TABLE (unpublished bigint, deferred bigint, oldest_created_at timestamptz,
+               lag_seconds double precision)
+LANGUAGE sql STABLE SECURITY DEFINER
+SET search_path = pg_catalog, pg_temp
 BEGIN ATOMIC
- SELECT count(*) AS count,
-     count(*) FILTER (WHERE (o.next_attempt_at > now())) AS count,
-     min(o.created_at) AS min,
-     (COALESCE(EXTRACT(epoch FROM (clock_timestamp() - min(o.created_at))), (0)::numeric))::double precision AS "coalesce"
-    FROM lease.outbox o
-   WHERE ((o.published_at IS NULL) AND (o.quarantined_at IS NULL));
+    SELECT count(*), count(*) FILTER (WHERE o.next_attempt_at > now()), min(o.created_at),
+           coalesce(extract(epoch FROM clock_timestamp() - min(o.created_at)), 0)::double precision
+      FROM lease.outbox o
+     WHERE o.published_at IS NULL AND o.quarantined_at IS NULL;
 END;
 
 COMMENT ON FUNCTION lease.outbox_lag() IS
