@@ -29,11 +29,16 @@ const char *lease_repeatables_dir(const char *migrations_dir)
     if (env && *env)
         return env;
     static char dir[PATH_MAX + 64];
-    const char *slash = strrchr(migrations_dir, '/');
-    if (!slash)
+    size_t len = strlen(migrations_dir);
+    while (len > 1 && migrations_dir[len - 1] == '/') /* "migrations/" names the same folder */
+        len--;
+    size_t parent = len;
+    while (parent > 0 && migrations_dir[parent - 1] != '/')
+        parent--;
+    if (parent == 0)
         snprintf(dir, sizeof dir, "sql");
     else
-        snprintf(dir, sizeof dir, "%.*s/sql", (int)(slash - migrations_dir), migrations_dir);
+        snprintf(dir, sizeof dir, "%.*ssql", (int)parent, migrations_dir);
     return dir;
 }
 
