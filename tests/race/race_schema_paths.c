@@ -264,6 +264,30 @@ static void unlisted_or_failing_definition_changes_nothing(void **state)
              LEASE_TEST_LEASECTL, url);
     assert_int_equal(rc, 69);
     assert_non_null(strstr(out, "lease/zz_probe.sql is not listed in"));
+    /* ORDER names files inside the folder, each once, and each must exist */
+    static const struct {
+        const char *line, *error;
+    } bad_order[] = {
+        {"../migrations/0001_roles_and_schema.sql", "is not a relative path"},
+        {"/etc/passwd.sql", "is not a relative path"},
+        {"lease/acquire.sql", "lists lease/acquire.sql twice"},
+        {"lease/no_such_file.sql", "cannot read"},
+    };
+    for (size_t i = 0; i < sizeof bad_order / sizeof bad_order[0]; i++) {
+        rc = run(out, sizeof out,
+                 "cp '%s/sql/ORDER' '%s/ORDER.bad' && echo '%s' >> '%s/ORDER.bad' && "
+                 "mkdir -p '%s/bad' && rm -rf '%s/bad/'* && cp -r '%s/sql/.' '%s/bad/' && "
+                 "mv '%s/ORDER.bad' '%s/bad/ORDER' && rm '%s/bad/lease/zz_probe.sql' && "
+                 "LEASE_SQL_DIR='%s/bad' LEASE_MIGRATIONS_DIR='%s/migrations' '%s' migrate "
+                 "--database-url '%s'",
+                 dir, dir, bad_order[i].line, dir, dir, dir, dir, dir, dir, dir, dir, dir, dir,
+                 LEASE_TEST_LEASECTL, url);
+        assert_int_equal(rc, 69);
+        assert_non_null(strstr(out, bad_order[i].error));
+    }
+    assert_int_equal(testpg_query_int(url, "SELECT count(*) FROM lease.schema_migrations "
+                                           "WHERE version = 9999"),
+                     0);
     /* listed, but it calls what does not exist: the run fails at it */
     rc = run(out, sizeof out,
              "echo lease/zz_probe.sql >> '%s/sql/ORDER' && "
