@@ -1,12 +1,7 @@
 CREATE OR REPLACE VIEW lease.quarantined_records AS
- SELECT q.quarantine_id,
-    q.lock_key,
-    q.operation,
-    q.detail,
-    q.stored_record,
-    q.detected_at
-   FROM lease.quarantine q
-  WHERE (q.resolved_at IS NULL);
+SELECT q.quarantine_id, q.lock_key, q.operation, q.detail, q.stored_record, q.detected_at
+  FROM lease.quarantine q
+ WHERE q.resolved_at IS NULL;
 
 COMMENT ON VIEW lease.quarantined_records IS
     'Operators: the open quarantine cases (corrupt records an operation refused with LS001), newest last. Read-only (lease_operator).';
