@@ -8,6 +8,8 @@
  *     (definition, owner, SECURITY DEFINER, settings, privileges, comment),
  *     view, relation, column, trigger, type and grant of schema lease, and
  *     what is recorded as applied;
+ *   - pgTAP files (operations, role calls, the definitions' rules) pass on
+ *     the upgraded database as on the template;
  *   - a changed file is applied again, alone, and --status reports it first;
  *   - a file ORDER does not list changes nothing; a definition that fails
  *     rolls back with the last numbered file, whose transaction it shares;
@@ -184,6 +186,25 @@ static void upgraded_fresh_and_template_end_in_the_same_catalogue(void **state)
     char *copy = testpg_create_db("schema_template");
     char *template_cat = catalogue(copy);
     assert_same_catalogue("template vs fresh", template_cat, fresh_cat);
+
+    /* pgTAP on the upgraded path too (the template is the fresh path every
+     * pgTAP file runs on): the operations, every granted function called as
+     * every role, and the definitions' own rules */
+    assert_true(testpg_exec(upgraded, "CREATE EXTENSION IF NOT EXISTS pgtap"));
+    char *upgraded_name = testpg_query_value(upgraded, "SELECT current_database()");
+    assert_non_null(upgraded_name);
+    rc = run(out, sizeof out,
+             "state=$(mktemp /tmp/leased-upgraded-state.XXXXXX) && "
+             "sed \"s/^PG_TEMPLATE=.*/PG_TEMPLATE='%s'/\" '%s' > \"$state\" && "
+             "cd '%s' && for f in 03_acquire 05_release 16_role_calls 22_definitions; do "
+             "tests/harness/run_pgtap \"$state\" pgtap/$f.sql || { rm -f \"$state\"; exit 1; }; "
+             "done; rm -f \"$state\"",
+             upgraded_name, LEASE_TEST_STATE_FILE, LEASE_TEST_SOURCE_DIR);
+    if (rc != 0)
+        printf("%s\n", out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "All tests successful"));
+    free(upgraded_name);
 
     /* a rerun applies nothing */
     rc = run(out, sizeof out, "'%s' migrate --database-url '%s'", LEASE_TEST_LEASECTL, fresh);
