@@ -19,7 +19,8 @@ RUN apt-get update && apt-get install -y --no-install-recommends \
  && rm -rf /var/lib/apt/lists/* \
  && useradd --system --no-create-home leased
 COPY --from=build /opt/leased /opt/leased
-# leasectl finds /opt/leased/share/leased/migrations beside its bin/ folder:
+# leasectl finds /opt/leased/share/leased/migrations (and sql/ beside it,
+# the function and view definitions) relative to its bin/ folder:
 # nothing of the build stage's paths is compiled in (tests/install_check).
 ENV PATH=/opt/leased/bin:$PATH \
     LEASE_LISTEN=0.0.0.0:8080

@@ -54,7 +54,8 @@ SELECT r.role, c.relname,
        WHEN r.role = 'lease_relay' THEN ARRAY[]::name[]
        WHEN c.relname IN ('active_leases', 'lease_history', 'audit_log', 'fencing_counters',
                           'quarantined_records', 'policy', 'namespace_state',
-                          'schema_migrations', 'recoveries', 'outbox_backlog')
+                          'schema_migrations', 'schema_repeatables', 'recoveries',
+                          'outbox_backlog')
             THEN ARRAY['SELECT']::name[]
        ELSE ARRAY[]::name[]
        END
@@ -73,7 +74,7 @@ SELECT plan(40 + (SELECT count(*)::int FROM t.exec_grants)
 SELECT has_schema('lease');
 SELECT tables_are('lease', ARRAY['policy', 'namespace_state', 'secrets', 'locks', 'history',
     'idempotency', 'audit_events', 'credentials', 'fence_marks', 'fenced_documents', 'outbox',
-    'quarantine', 'recoveries', 'schema_migrations', 'lease_index']);
+    'quarantine', 'recoveries', 'schema_migrations', 'schema_repeatables', 'lease_index']);
 SELECT views_are('lease', ARRAY['active_leases', 'lease_history', 'audit_log',
     'fencing_counters', 'quarantined_records', '_settings', 'outbox_backlog']);
 SELECT is((SELECT count(*)::int FROM t.exec_grants e

@@ -84,11 +84,16 @@ LEASE_MUST_USE lease_admin_status_t lease_admin_verify(const char *database_url,
 /* ---- migrations (`leasectl migrate`) ---------------------------------- */
 
 /*
- * migrations/NNNN_name.sql applied in order. Each file runs in its own
- * transaction under a transaction-level advisory lock, is recorded in
- * lease.schema_migrations with its SHA-256, and is skipped once applied. An
- * applied file whose checksum changed, or an applied version this build
- * does not have, stops everything: migrations are append-only.
+ * migrations/NNNN_name.sql applied in order, then the repeatable
+ * definitions of sql/ (one file per function or view, in the order
+ * sql/ORDER lists them). Each numbered file runs in its own transaction
+ * under a transaction-level advisory lock, the definitions in the
+ * transaction of the last file. A numbered file is recorded in lease.schema_migrations with
+ * its SHA-256 and skipped once applied; an applied file whose checksum
+ * changed, or an applied version this build does not have, stops
+ * everything: migrations are append-only. A definition is recorded in
+ * lease.schema_repeatables and applied again whenever its checksum changes
+ * (and all of them whenever a numbered file was applied).
  */
 typedef struct lease_migration {
     int version;
@@ -101,6 +106,8 @@ typedef struct lease_migration {
 typedef struct lease_migration_plan {
     size_t count;
     lease_migration_t *items; /* sorted by version */
+    size_t repeatables;         /* files sql/ORDER lists */
+    size_t repeatables_pending; /* of them, not applied with their current checksum */
 } lease_migration_plan_t;
 
 /* The migrations folder: $LEASE_MIGRATIONS_DIR, else the share folder of
@@ -108,6 +115,11 @@ typedef struct lease_migration_plan {
  * PREFIX/share/leased/migrations), else the build tree's link to the
  * source's migrations/. */
 const char *lease_migrations_dir(void);
+
+/* The repeatable definitions' folder for a migrations folder:
+ * $LEASE_SQL_DIR, else the folder "sql" beside it (PREFIX/share/leased/sql,
+ * or the build tree's link to the source's sql/). */
+const char *lease_repeatables_dir(const char *migrations_dir);
 
 /* Applies every pending migration. Progress lines go to `log` (may be NULL).
  * Returns 0 on success; otherwise writes a one-line reason into err and

@@ -1,10 +1,11 @@
 /*
  * ctl_migrate.c - `leasectl migrate [--status] [--database-url URL]`.
  *
- * Prints one JSON object on stdout: {"schema_version":N,"migrations":[...]}.
+ * Prints one JSON object on stdout: {"schema_version":N,"migrations":[...],
+ * "definitions":N,"definitions_pending":N} (definitions: the files of sql/).
  * Exit 0 when the database is (or, with --status, was found) current; 69
  * when the database is unreachable or a migration fails; 1 when --status
- * finds pending migrations.
+ * finds pending migrations or definitions.
  */
 #include <getopt.h>
 #include <jansson.h>
@@ -44,9 +45,11 @@ static void print_plan(const lease_migration_plan_t *plan)
         }
         json_array_append_new(list, o);
     }
-    json_t *out = json_pack("{s:i, s:i, s:I, s:o}", "schema_version", current,
+    json_t *out = json_pack("{s:i, s:i, s:I, s:o, s:I, s:I}", "schema_version", current,
                             "expected_schema_version", LEASE_SCHEMA_VERSION, "pending",
-                            (json_int_t)pending, "migrations", list);
+                            (json_int_t)pending, "migrations", list, "definitions",
+                            (json_int_t)plan->repeatables, "definitions_pending",
+                            (json_int_t)plan->repeatables_pending);
     char *text = json_dumps(out, JSON_COMPACT);
     puts(text);
     free(text);
@@ -75,9 +78,10 @@ int ctl_migrate_main(int argc, char **argv)
             break;
         case 'h':
             printf("usage: leasectl migrate [--status] [--database-url URL]\n"
-                   "Applies pending migrations from %s in order, each in one transaction\n"
-                   "under an advisory lock; --status only reports.\n",
-                   lease_migrations_dir());
+                   "Applies pending migrations from %s in order, then the function and\n"
+                   "view definitions of %s whose checksum changed, each file in one\n"
+                   "transaction under an advisory lock; --status only reports.\n",
+                   lease_migrations_dir(), lease_repeatables_dir(lease_migrations_dir()));
             return LEASE_EXIT_OK;
         default:
             return LEASE_EXIT_USAGE;
@@ -101,7 +105,7 @@ int ctl_migrate_main(int argc, char **argv)
         return LEASE_EXIT_UNAVAILABLE;
     }
     print_plan(&plan);
-    bool pending = false;
+    bool pending = plan.repeatables_pending > 0;
     for (size_t i = 0; i < plan.count; i++)
         pending |= !plan.items[i].applied;
     lease_migration_plan_free(&plan);

@@ -1,10 +1,16 @@
 /*
- * pg_migrate.c - applies migrations/NNNN_name.sql in order
- * (lease/store_admin.h), on the one-shot connection of pg_oneshot.c.
+ * pg_migrate.c - applies migrations/NNNN_name.sql in order, then the
+ * repeatable definitions of sql/ (every function and view, one file each,
+ * listed in sql/ORDER; pg_repeatables.c) (lease/store_admin.h), on the
+ * one-shot connection of pg_oneshot.c.
  *
- * Locking: every file runs in its own transaction that first takes
+ * Locking: every numbered file runs in its own transaction that first takes
  * pg_advisory_xact_lock(MIGRATE_LOCK_KEY), then re-reads what is applied, so
- * two concurrent `leasectl migrate` runs apply each file exactly once.
+ * two concurrent `leasectl migrate` runs apply each file exactly once. The
+ * transaction of the last file, under the same lock, then applies every
+ * repeatable definition whose checksum changed (all of them when a numbered
+ * file was applied in this run: it may have dropped or replaced one), so
+ * the definitions commit or roll back with it.
  *
  * No session state: notices are dropped by the connection's notice receiver
  * (pg_oneshot.c), not by a SET, and the advisory lock is transaction-level,
@@ -24,6 +30,7 @@
 #include <errno.h>
 #include <libpq-fe.h>
 #include <openssl/evp.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <limits.h>
@@ -31,6 +38,7 @@
 #include <unistd.h>
 
 #include "pg_oneshot.h"
+#include "pg_repeatables.h"
 
 /* Arbitrary constant shared by every migrator ("leasemig" in ASCII). */
 #define MIGRATE_LOCK_KEY "7809644177848592743"
@@ -39,6 +47,11 @@ static const char bootstrap_sql[] = "CREATE SCHEMA IF NOT EXISTS lease;"
                                     "CREATE TABLE IF NOT EXISTS lease.schema_migrations ("
                                     "  version integer PRIMARY KEY,"
                                     "  name text NOT NULL,"
+                                    "  checksum text NOT NULL,"
+                                    "  applied_at timestamptz NOT NULL DEFAULT now(),"
+                                    "  applied_by text NOT NULL DEFAULT current_user);"
+                                    "CREATE TABLE IF NOT EXISTS lease.schema_repeatables ("
+                                    "  name text PRIMARY KEY,"
                                     "  checksum text NOT NULL,"
                                     "  applied_at timestamptz NOT NULL DEFAULT now(),"
                                     "  applied_by text NOT NULL DEFAULT current_user)";
@@ -99,7 +112,7 @@ static int by_version(const void *a, const void *b)
     return (x->version > y->version) - (x->version < y->version);
 }
 
-static char *read_file(const char *path, size_t *len)
+char *store_pg_read_file(const char *path, size_t *len)
 {
     FILE *f = fopen(path, "rb");
     if (!f)
@@ -128,7 +141,7 @@ static char *read_file(const char *path, size_t *len)
     return buf;
 }
 
-static void sha256_hex(const char *data, size_t len, char out[65])
+void store_pg_sha256_hex(const char *data, size_t len, char out[65])
 {
     unsigned char md[32];
     unsigned int mdlen = 0;
@@ -189,13 +202,13 @@ static int scan_dir(const char *dir, lease_migration_plan_t *plan, char *err, si
         m->version = (int)v;
         memcpy(m->name, n, len + 1);
         size_t flen;
-        char *body = read_file(path, &flen);
+        char *body = store_pg_read_file(path, &flen);
         if (!body) {
             store_pg_set_err(err, errsz, "cannot read %s: %s", path, strerror(errno));
             rc = -1;
             break;
         }
-        sha256_hex(body, flen, m->checksum);
+        store_pg_sha256_hex(body, flen, m->checksum);
         free(body);
     }
     closedir(d);
@@ -338,58 +351,31 @@ static int roles_preflight(PGconn *c, char *todo, size_t todosz, char *err, size
     return 0;
 }
 
-static int apply_one(PGconn *c, const char *dir, lease_migration_plan_t *plan, size_t idx,
-                     FILE *log, char *err, size_t errsz)
+/* Runs pending migration idx inside the caller's transaction and records
+ * it. 0, or -1 with err set. */
+static int apply_one(PGconn *c, const char *dir, lease_migration_t *m, char *err, size_t errsz)
 {
-    lease_migration_t *m = &plan->items[idx];
-    if (!store_pg_oneshot_exec(c, "BEGIN", err, errsz, "begin") ||
-        !store_pg_oneshot_exec(c, "SELECT pg_advisory_xact_lock(" MIGRATE_LOCK_KEY ")", err, errsz,
-                 "advisory lock") ||
-        !store_pg_oneshot_exec(c, bootstrap_sql, err, errsz, "creating lease.schema_migrations"))
-        goto fail;
-    /* Re-read under the lock: another migrator may have applied it. */
-    for (size_t j = 0; j < plan->count; j++)
-        plan->items[j].applied = false;
-    if (compare_applied(c, plan, err, errsz) != 0)
-        goto fail;
-    if (m->applied)
-        return store_pg_oneshot_exec(c, "COMMIT", err, errsz, "commit") ? 0 : -1;
-    if (m->version == 1) {
-        char todo[1024];
-        if (roles_preflight(c, todo, sizeof todo, err, errsz) != 0)
-            goto fail;
-        if (todo[0]) {
-            store_pg_set_err(err, errsz,
-                    "%s needs roles this user cannot create or grant (it lacks CREATEROLE or "
-                    "the ADMIN OPTION on lease_operator); nothing was applied. Ask your "
-                    "provider's administrator to run, once: %s then run leasectl migrate again "
-                    "(docs/schema.md, \"Managed PostgreSQL\")",
-                    m->name, todo);
-            goto fail;
-        }
-    }
-
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, m->name);
     size_t len;
-    char *body = read_file(path, &len);
+    char *body = store_pg_read_file(path, &len);
     if (!body) {
         store_pg_set_err(err, errsz, "cannot read %s", path);
-        goto fail;
+        return -1;
     }
     char now_sum[65];
-    sha256_hex(body, len, now_sum);
+    store_pg_sha256_hex(body, len, now_sum);
     if (strcmp(now_sum, m->checksum) != 0) {
         free(body);
         store_pg_set_err(err, errsz, "%s changed while migrating", m->name);
-        goto fail;
+        return -1;
     }
     PGresult *r = PQexec(c, body);
     free(body);
     if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK) {
         store_pg_set_err(err, errsz, "%s failed: %s", m->name, PQresultErrorMessage(r));
         PQclear(r);
-        goto fail;
+        return -1;
     }
     PQclear(r);
 
@@ -403,14 +389,83 @@ static int apply_one(PGconn *c, const char *dir, lease_migration_plan_t *plan, s
     if (PQresultStatus(r) != PGRES_COMMAND_OK) {
         store_pg_set_err(err, errsz, "recording %s: %s", m->name, PQresultErrorMessage(r));
         PQclear(r);
-        goto fail;
+        return -1;
     }
     PQclear(r);
+    return 0;
+}
+
+/* 0001 needs roles the migrating user may lack: refuse with the statements
+ * an administrator must run. 0, or -1 with err set. */
+static int check_roles(PGconn *c, const lease_migration_t *m, char *err, size_t errsz)
+{
+    char todo[1024];
+    if (roles_preflight(c, todo, sizeof todo, err, errsz) != 0)
+        return -1;
+    if (!todo[0])
+        return 0;
+    store_pg_set_err(err, errsz,
+            "%s needs roles this user cannot create or grant (it lacks CREATEROLE or "
+            "the ADMIN OPTION on lease_operator); nothing was applied. Ask your "
+            "provider's administrator to run, once: %s then run leasectl migrate again "
+            "(docs/schema.md, \"Managed PostgreSQL\")",
+            m->name, todo);
+    return -1;
+}
+
+/*
+ * One transaction under the advisory lock: numbered file idx when it is
+ * still pending (another migrator may have applied it meanwhile), then,
+ * when reps is not NULL, the repeatable definitions (pg_repeatables.c): all
+ * of them when *numbered (a numbered file was applied in this run), else
+ * those whose checksum changed. The progress line goes to log only after
+ * COMMIT, so it never reports what was rolled back.
+ */
+static int apply_step(PGconn *c, const char *dir, FILE *log, lease_migration_plan_t *plan,
+                      size_t idx, const lease_repeatables_t *reps, bool *numbered, char *err,
+                      size_t errsz)
+{
+    lease_migration_t *m = idx < plan->count ? &plan->items[idx] : NULL;
+    bool applied_now = false;
+    size_t reapplied = 0;
+    if (!store_pg_oneshot_exec(c, "BEGIN", err, errsz, "begin") ||
+        !store_pg_oneshot_exec(c, "SELECT pg_advisory_xact_lock(" MIGRATE_LOCK_KEY ")", err, errsz,
+                               "advisory lock") ||
+        !store_pg_oneshot_exec(c, bootstrap_sql, err, errsz, "creating lease.schema_migrations"))
+        goto fail;
+    /* Re-read under the lock: another migrator may have applied it. */
+    for (size_t j = 0; j < plan->count; j++)
+        plan->items[j].applied = false;
+    if (compare_applied(c, plan, err, errsz) != 0)
+        goto fail;
+    if (m && !m->applied) {
+        if (m->version == 1 && check_roles(c, m, err, errsz) != 0)
+            goto fail;
+        if (apply_one(c, dir, m, err, errsz) != 0)
+            goto fail;
+        applied_now = true;
+    }
+    if (reps) {
+        /* operators read what is applied, as they read schema_migrations */
+        if (!store_pg_oneshot_exec(c,
+                                   "DO $$BEGIN IF to_regrole('lease_operator') IS NOT NULL THEN "
+                                   "GRANT SELECT ON lease.schema_repeatables TO lease_operator; "
+                                   "END IF; END$$",
+                                   err, errsz, "granting lease.schema_repeatables") ||
+            lease_repeatables_apply(c, reps, *numbered || applied_now, &reapplied, err, errsz) != 0)
+            goto fail;
+    }
     if (!store_pg_oneshot_exec(c, "COMMIT", err, errsz, "commit"))
         goto fail;
-    m->applied = true;
-    if (log)
-        fprintf(log, "applied %s\n", m->name);
+    if (applied_now) {
+        m->applied = true;
+        *numbered = true;
+        if (log)
+            fprintf(log, "applied %s\n", m->name);
+    }
+    if (log && reapplied)
+        fprintf(log, "applied %zu of %zu definitions from %s\n", reapplied, reps->count,
+                reps->dir);
     return 0;
 fail: {
     /* a failed ROLLBACK leaves nothing to undo here: the caller closes the
@@ -451,17 +506,51 @@ static int on_plan(const char *database_url, const char *dir, FILE *log, plan_st
     return rc;
 }
 
+/*
+ * Whether a step failed only because a migration of another database of the
+ * same cluster changed the same shared catalogue row at the same moment:
+ * 0001's ALTER ROLE lease_service SET ... writes the cluster's
+ * pg_db_role_setting, and the advisory lock serialises one database only.
+ * The step rolled back whole; running it again is safe.
+ */
+static bool shared_row_collision(const char *err)
+{
+    return strstr(err, "tuple concurrently updated") != NULL;
+}
+
+/*
+ * Each numbered file in a transaction of its own (0001's roles are shared by
+ * every database of the cluster: a short transaction keeps migrations of
+ * several databases at once from colliding on them), the definitions in the
+ * transaction of the last file, so that file and the definitions that go
+ * with it commit or roll back together.
+ */
 static int apply_all(PGconn *c, const char *dir, FILE *log, lease_migration_plan_t *plan,
                      char *err, size_t errsz)
 {
+    lease_repeatables_t reps = {0};
+    if (lease_repeatables_read(lease_repeatables_dir(dir), &reps, err, errsz) != 0)
+        return -1;
+    bool numbered = false;
     int rc = 0;
-    for (size_t i = 0; i < plan->count && rc == 0; i++)
-        rc = apply_one(c, dir, plan, i, log, err, errsz);
+    size_t last = plan->count ? plan->count - 1 : 0;
+    for (size_t i = 0; i <= last && rc == 0; i++)
+        for (int attempt = 1;; attempt++) {
+            rc = apply_step(c, dir, log, plan, plan->count ? i : SIZE_MAX,
+                            i == last ? &reps : NULL, &numbered, err, errsz);
+            if (rc == 0 || attempt == 5 || !shared_row_collision(err))
+                break;
+            usleep(20000u * (unsigned)attempt);
+        }
     if (rc == 0) { /* report what is recorded now, applied_at included */
         for (size_t j = 0; j < plan->count; j++)
             plan->items[j].applied = false;
         rc = compare_applied(c, plan, err, errsz);
     }
+    if (rc == 0)
+        rc = lease_repeatables_pending(c, &reps, &plan->repeatables, &plan->repeatables_pending,
+                                       err, errsz);
+    lease_repeatables_free(&reps);
     return rc;
 }
 
@@ -469,7 +558,6 @@ static int apply_all(PGconn *c, const char *dir, FILE *log, lease_migration_plan
 static int read_status(PGconn *c, const char *dir, FILE *log, lease_migration_plan_t *plan,
                        char *err, size_t errsz)
 {
-    (void)dir;
     (void)log;
     int rc = 0;
     PGresult *r = PQexec(c, "SELECT to_regclass('lease.schema_migrations') IS NOT NULL");
@@ -481,6 +569,13 @@ static int read_status(PGconn *c, const char *dir, FILE *log, lease_migration_pl
     PQclear(r);
     if (rc == 0 && exists)
         rc = compare_applied(c, plan, err, errsz);
+    lease_repeatables_t reps = {0};
+    if (rc == 0)
+        rc = lease_repeatables_read(lease_repeatables_dir(dir), &reps, err, errsz);
+    if (rc == 0)
+        rc = lease_repeatables_pending(c, &reps, &plan->repeatables, &plan->repeatables_pending,
+                                       err, errsz);
+    lease_repeatables_free(&reps);
     return rc;
 }
 

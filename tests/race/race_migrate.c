@@ -93,12 +93,12 @@ static void changed_applied_file_is_refused(void **state)
                  "cp '%s'/migrations/*.sql '%s'/ && printf '\\n-- edited\\n' >> '%s'/0002_tables.sql",
                  LEASE_TEST_SOURCE_DIR, dir, dir);
     assert_int_equal(rc, 0);
-    rc = run(out, sizeof out, "LEASE_MIGRATIONS_DIR='%s' '%s' migrate --database-url '%s'", dir,
+    rc = run(out, sizeof out, "LEASE_SQL_DIR=" LEASE_TEST_SOURCE_DIR "/sql LEASE_MIGRATIONS_DIR='%s' '%s' migrate --database-url '%s'", dir,
              LEASE_TEST_LEASECTL, url);
     assert_int_equal(rc, 69);
     assert_non_null(strstr(out, "0002_tables.sql was changed after it was applied"));
     /* --status refuses too: the database no longer matches the files */
-    rc = run(out, sizeof out, "LEASE_MIGRATIONS_DIR='%s' '%s' migrate --status --database-url '%s'",
+    rc = run(out, sizeof out, "LEASE_SQL_DIR=" LEASE_TEST_SOURCE_DIR "/sql LEASE_MIGRATIONS_DIR='%s' '%s' migrate --status --database-url '%s'",
              dir, LEASE_TEST_LEASECTL, url);
     assert_int_equal(rc, 69);
     /* a file the database has never seen is pending, then applied once */
@@ -107,11 +107,11 @@ static void changed_applied_file_is_refused(void **state)
              "printf 'CREATE TABLE lease.migrate_probe (x int);\\n' > '%s'/9999_probe.sql",
              LEASE_TEST_SOURCE_DIR, dir, dir);
     assert_int_equal(rc, 0);
-    rc = run(out, sizeof out, "LEASE_MIGRATIONS_DIR='%s' '%s' migrate --status --database-url '%s'",
+    rc = run(out, sizeof out, "LEASE_SQL_DIR=" LEASE_TEST_SOURCE_DIR "/sql LEASE_MIGRATIONS_DIR='%s' '%s' migrate --status --database-url '%s'",
              dir, LEASE_TEST_LEASECTL, url);
     assert_int_equal(rc, 1);
     assert_non_null(strstr(out, "\"pending\":1"));
-    rc = run(out, sizeof out, "LEASE_MIGRATIONS_DIR='%s' '%s' migrate --database-url '%s'", dir,
+    rc = run(out, sizeof out, "LEASE_SQL_DIR=" LEASE_TEST_SOURCE_DIR "/sql LEASE_MIGRATIONS_DIR='%s' '%s' migrate --database-url '%s'", dir,
              LEASE_TEST_LEASECTL, url);
     assert_int_equal(rc, 0);
     assert_non_null(strstr(out, "applied 9999_probe.sql"));

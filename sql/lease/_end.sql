@@ -1,0 +1,78 @@
+CREATE OR REPLACE FUNCTION lease._end(p jsonb, op text, terminal_state text, success_code text)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    deadline timestamptz := lease._call_deadline(p, true);
+    c text := lease._canonical(p -> 'lock_identity');
+    as_owner boolean := op = 'release';
+    k text;
+    field text;
+    reason text;
+    incident text;
+    l lease.locks;
+    h lease.history;
+    replay jsonb;
+    result jsonb;
+BEGIN
+    IF now() >= deadline THEN
+        RETURN lease._result('deadline_exceeded');
+    END IF;
+    field := lease._bad_reference(p, c, as_owner);
+    IF field IS NULL AND NOT as_owner THEN
+        reason := p ->> 'reason';
+        IF jsonb_typeof(p -> 'reason') IS DISTINCT FROM 'string'
+           OR char_length(reason) NOT BETWEEN 1 AND 512
+           OR reason ~ '[[:cntrl:]]' OR btrim(reason) = '' THEN
+            field := 'reason';
+        ELSIF coalesce(jsonb_typeof(p -> 'incident_id'), 'null') <> 'null' THEN
+            IF op <> 'revoke' OR NOT lease._id_ok(p -> 'incident_id') THEN
+                field := 'incident_id';
+            ELSE
+                incident := p ->> 'incident_id';
+            END IF;
+        END IF;
+    END IF;
+    IF field IS NOT NULL THEN
+        RETURN lease._invalid(field);
+    END IF;
+    k := lease._key_of(c);
+    IF NOT lease._optimistic(p) THEN
+        replay := lease._replay(k, op, p);
+        IF replay IS NOT NULL THEN
+            RETURN replay;
+        END IF;
+    END IF;
+    IF NOT lease._lock_wait_until(deadline) THEN
+        RETURN lease._result('deadline_exceeded');
+    END IF;
+    UPDATE lease.locks SET state = 'free'
+     WHERE lock_key = k AND state = 'active' AND expires_at > now() AND record_version = 1
+       AND lease_id = p ->> 'lease_id' AND fencing_token = lease._int(p -> 'fencing_token')
+       AND (NOT as_owner OR owner_principal_id = p #>> '{principal,principal_id}'
+                            AND service_instance_id = p ->> 'service_instance_id')
+       AND lease._canonical_of(tenant_id, program_id, target_namespace, target_id, actor_name,
+                               workflow_name, operation_class) = c
+    RETURNING * INTO l;
+    IF NOT FOUND THEN
+        RETURN lease._unmatched(k, op, p, c, lease._result('lease_lost'));
+    END IF;
+    h := lease._to_history(l, terminal_state, lease._now(), p, reason, incident);
+    IF lease._brief(p) THEN
+        result := jsonb_build_object('code', success_code,
+                                     'lease', lease._ended_json(l, terminal_state, h.ended_at));
+    ELSE
+        result := jsonb_build_object('code', success_code, 'lease', lease._history_json(h));
+    END IF;
+    RETURN CASE WHEN lease._evidence(p, op, l, result,
+                                     (SELECT x.idempotency_retention_ms FROM lease.policy x),
+                                     'active', terminal_state, NULL, reason, incident)
+                THEN result || jsonb_build_object('replayed', false,
+                                                  'current_state', terminal_state) END;
+END
+$function$;
+
+COMMENT ON FUNCTION lease._end(jsonb,text,text,text) IS
+    'Ends a lease: the exact lease (for its owner: also the owner principal and service instance) active and unexpired, freed in one statement, then its terminal evidence (history, idempotency, audit) in the same transaction. Shared by release, force_release and revoke; the privileged two compare against the observed lease (id and token), never an unseen successor, and their high-priority audit commits with the change.';
+
+REVOKE ALL ON FUNCTION lease._end(jsonb,text,text,text) FROM PUBLIC;

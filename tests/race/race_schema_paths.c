@@ -1,0 +1,386 @@
+/*
+ * race_schema_paths.c - the function and view definitions of sql/ as
+ * `leasectl migrate` applies them (src/store/pg_repeatables.c):
+ *   - a database migrated by the numbered files only (schema 16 as released
+ *     before sql/ existed, and schema 14) and then upgraded, a fresh
+ *     install, and the test fixture's template all end in the same
+ *     catalogue: every function
+ *     (definition, owner, SECURITY DEFINER, settings, privileges, comment),
+ *     view, relation, column, trigger, type and grant of schema lease, and
+ *     what is recorded as applied;
+ *   - pgTAP files (operations, role calls, the definitions' rules) pass on
+ *     the upgraded database as on the template;
+ *   - a changed file is applied again, alone, and --status reports it first;
+ *   - a file ORDER does not list changes nothing; a definition that fails
+ *     rolls back with the last numbered file, whose transaction it shares;
+ *   - several databases of one cluster migrate at once (the roles 0001
+ *     makes are the cluster's).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "testpg.h"
+
+/* One line per catalogue object of schema lease (functions and views with
+ * their full text), sorted: equal text means the same catalogue. */
+static const char catalogue_sql[] =
+    "SELECT string_agg(line, E'\\n' ORDER BY line) FROM ("
+    " SELECT 'function ' || p.oid::regprocedure || ' owner=' || pg_get_userbyid(p.proowner)"
+    "        || ' secdef=' || p.prosecdef || ' config=' || coalesce(p.proconfig::text, '-')"
+    "        || ' acl=' || coalesce((SELECT string_agg(CASE WHEN a.grantee = 0 THEN 'PUBLIC'"
+    "             ELSE a.grantee::regrole::text END || ':' || a.privilege_type || ':'"
+    "             || a.grantor::regrole, ',' ORDER BY 1) FROM aclexplode(p.proacl) a), 'default')"
+    "        || ' comment=' || coalesce(obj_description(p.oid, 'pg_proc'), '-')"
+    "        || E'\\n' || pg_get_functiondef(p.oid) AS line"
+    "   FROM pg_proc p WHERE p.pronamespace = 'lease'::regnamespace"
+    " UNION ALL"
+    " SELECT 'relation ' || c.oid::regclass || ' kind=' || c.relkind::text"
+    "        || ' owner=' || pg_get_userbyid(c.relowner)"
+    "        || ' options=' || coalesce(c.reloptions::text, '-')"
+    "        || ' acl=' || coalesce((SELECT string_agg(CASE WHEN a.grantee = 0 THEN 'PUBLIC'"
+    "             ELSE a.grantee::regrole::text END || ':' || a.privilege_type || ':'"
+    "             || a.grantor::regrole, ',' ORDER BY 1) FROM aclexplode(c.relacl) a), 'default')"
+    "        || ' comment=' || coalesce(obj_description(c.oid, 'pg_class'), '-')"
+    "        || CASE WHEN c.relkind = 'v' THEN E'\\n' || pg_get_viewdef(c.oid) ELSE '' END"
+    "   FROM pg_class c WHERE c.relnamespace = 'lease'::regnamespace"
+    " UNION ALL"
+    " SELECT 'column ' || a.attrelid::regclass || '.' || a.attname || ' '"
+    "        || format_type(a.atttypid, a.atttypmod) || ' notnull=' || a.attnotnull"
+    "        || ' default=' || coalesce(pg_get_expr(d.adbin, d.adrelid), '-')"
+    "        || ' acl=' || coalesce(a.attacl::text, '-')"
+    "        || ' comment=' || coalesce(col_description(a.attrelid, a.attnum), '-')"
+    "   FROM pg_attribute a"
+    "   JOIN pg_class c ON c.oid = a.attrelid AND c.relnamespace = 'lease'::regnamespace"
+    "   LEFT JOIN pg_attrdef d ON d.adrelid = a.attrelid AND d.adnum = a.attnum"
+    "  WHERE a.attnum > 0 AND NOT a.attisdropped"
+    " UNION ALL"
+    " SELECT 'trigger ' || pg_get_triggerdef(t.oid) FROM pg_trigger t"
+    "   JOIN pg_class c ON c.oid = t.tgrelid"
+    "  WHERE c.relnamespace = 'lease'::regnamespace AND NOT t.tgisinternal"
+    " UNION ALL"
+    " SELECT 'type ' || t.oid::regtype || ' owner=' || pg_get_userbyid(t.typowner)"
+    "        || ' acl=' || coalesce(t.typacl::text, 'default')"
+    "   FROM pg_type t WHERE t.typnamespace = 'lease'::regnamespace"
+    " UNION ALL"
+    " SELECT 'schema lease owner=' || pg_get_userbyid(n.nspowner)"
+    "        || ' acl=' || coalesce(n.nspacl::text, 'default')"
+    "   FROM pg_namespace n WHERE n.nspname = 'lease'"
+    " UNION ALL"
+    " SELECT 'migration ' || version || ' ' || name || ' ' || checksum"
+    "   FROM lease.schema_migrations"
+    " UNION ALL"
+    " SELECT 'definition ' || name || ' ' || checksum FROM lease.schema_repeatables"
+    ") s";
+
+static int run(char *out, size_t outsz, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int run(char *out, size_t outsz, const char *fmt, ...)
+{
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    strncat(cmd, " 2>&1", sizeof cmd - strlen(cmd) - 1);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t n = fread(out, 1, outsz - 1, p);
+    out[n] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
+}
+
+static char *catalogue(const char *url)
+{
+    char *text = testpg_query_value(url, catalogue_sql);
+    assert_non_null(text);
+    return text;
+}
+
+/* Equal catalogues, or the lines that differ printed and the test failed. */
+static void assert_same_catalogue(const char *what, const char *a, const char *b)
+{
+    if (strcmp(a, b) == 0)
+        return;
+    char pa[] = "/tmp/leased-catalogue-a.XXXXXX", pb[] = "/tmp/leased-catalogue-b.XXXXXX";
+    int fa = mkstemp(pa), fb = mkstemp(pb);
+    assert_true(fa >= 0 && fb >= 0);
+    assert_true(write(fa, a, strlen(a)) == (ssize_t)strlen(a));
+    assert_true(write(fb, b, strlen(b)) == (ssize_t)strlen(b));
+    close(fa);
+    close(fb);
+    char out[16384];
+    run(out, sizeof out, "diff '%s' '%s' | head -n 80", pa, pb);
+    printf("%s: the catalogues differ:\n%s\n", what, out);
+    unlink(pa);
+    unlink(pb);
+    fail_msg("%s: the catalogues differ", what);
+}
+
+static void upgraded_fresh_and_template_end_in_the_same_catalogue(void **state)
+{
+    (void)state;
+    char out[65536];
+    char empty[] = "/tmp/leased-nosql.XXXXXX";
+    assert_non_null(mkdtemp(empty));
+    assert_int_equal(run(out, sizeof out, "touch '%s/ORDER'", empty), 0);
+
+    /* schema 16 as the numbered files alone make it (what leasectl did
+     * before sql/ existed): no definition applied, no function comment */
+    char *upgraded = testpg_create_empty_db("schema_upgraded");
+    int rc = run(out, sizeof out, "LEASE_SQL_DIR='%s' '%s' migrate --database-url '%s'", empty,
+                 LEASE_TEST_LEASECTL, upgraded);
+    assert_int_equal(rc, 0);
+    assert_int_equal(testpg_query_int(upgraded, "SELECT count(*) FROM lease.schema_repeatables"),
+                     0);
+    assert_int_equal(testpg_query_int(upgraded, "SELECT count(*) FROM pg_proc WHERE pronamespace = "
+                                                "'lease'::regnamespace AND obj_description(oid, "
+                                                "'pg_proc') IS NOT NULL"),
+                     0);
+    char *before = catalogue(upgraded);
+
+    char *fresh = testpg_create_empty_db("schema_fresh");
+    rc = run(out, sizeof out, "'%s' migrate --database-url '%s'", LEASE_TEST_LEASECTL, fresh);
+    assert_int_equal(rc, 0);
+    char *fresh_cat = catalogue(fresh);
+    /* the comparison sees what the definitions change */
+    assert_string_not_equal(before, fresh_cat);
+
+    /* the upgrade: the numbered files are current, every definition applies */
+    rc = run(out, sizeof out, "'%s' migrate --database-url '%s'", LEASE_TEST_LEASECTL, upgraded);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "\"definitions_pending\":0"));
+    assert_non_null(strstr(out, "definitions from"));
+    char *upgraded_cat = catalogue(upgraded);
+    assert_same_catalogue("upgraded vs fresh", upgraded_cat, fresh_cat);
+
+    /* from further back: schema 14 by the numbered files alone (0015 and
+     * 0016 then replace functions before the definitions do) */
+    char *from14 = testpg_create_empty_db("schema_from14");
+    rc = run(out, sizeof out,
+             "mkdir '%s-m14' && for f in '%s'/migrations/[0-9]*.sql; do "
+             "n=$(basename \"$f\" | cut -c1-4); [ \"$n\" -le 14 ] && cp \"$f\" '%s-m14/'; "
+             "done; LEASE_SQL_DIR='%s' LEASE_MIGRATIONS_DIR='%s-m14' '%s' migrate "
+             "--database-url '%s' && '%s' migrate --database-url '%s'",
+             empty, LEASE_TEST_SOURCE_DIR, empty, empty, empty, LEASE_TEST_LEASECTL, from14,
+             LEASE_TEST_LEASECTL, from14);
+    if (rc != 0)
+        printf("%s\n", out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "applied 0016_"));
+    char *from14_cat = catalogue(from14);
+    assert_same_catalogue("upgraded from 14 vs fresh", from14_cat, fresh_cat);
+    free(from14_cat);
+    testpg_drop_db(from14);
+    free(from14);
+
+    /* the template pgTAP and every other test copy: the fresh path too */
+    char *copy = testpg_create_db("schema_template");
+    char *template_cat = catalogue(copy);
+    assert_same_catalogue("template vs fresh", template_cat, fresh_cat);
+
+    /* pgTAP on the upgraded path too (the template is the fresh path every
+     * pgTAP file runs on): the operations, every granted function called as
+     * every role, and the definitions' own rules */
+    assert_true(testpg_exec(upgraded, "CREATE EXTENSION IF NOT EXISTS pgtap"));
+    char *upgraded_name = testpg_query_value(upgraded, "SELECT current_database()");
+    assert_non_null(upgraded_name);
+    rc = run(out, sizeof out,
+             "state=$(mktemp /tmp/leased-upgraded-state.XXXXXX) && "
+             "sed \"s/^PG_TEMPLATE=.*/PG_TEMPLATE='%s'/\" '%s' > \"$state\" && "
+             "cd '%s' && for f in 03_acquire 05_release 16_role_calls 22_definitions; do "
+             "tests/harness/run_pgtap \"$state\" pgtap/$f.sql || { rm -f \"$state\"; exit 1; }; "
+             "done; rm -f \"$state\"",
+             upgraded_name, LEASE_TEST_STATE_FILE, LEASE_TEST_SOURCE_DIR);
+    if (rc != 0)
+        printf("%s\n", out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "All tests successful"));
+    free(upgraded_name);
+
+    /* a rerun applies nothing */
+    rc = run(out, sizeof out, "'%s' migrate --database-url '%s'", LEASE_TEST_LEASECTL, fresh);
+    assert_int_equal(rc, 0);
+    assert_null(strstr(out, "applied "));
+
+    free(template_cat);
+    free(upgraded_cat);
+    free(fresh_cat);
+    free(before);
+    testpg_drop_db(copy);
+    testpg_drop_db(fresh);
+    testpg_drop_db(upgraded);
+    free(copy);
+    free(fresh);
+    free(upgraded);
+    run(out, sizeof out, "rm -rf '%s' '%s-m14'", empty, empty);
+}
+
+static void changed_definition_is_applied_again_alone(void **state)
+{
+    (void)state;
+    char out[65536];
+    char dir[] = "/tmp/leased-sql.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char *url = testpg_create_db("schema_changed");
+    int rc = run(out, sizeof out,
+                 "cp -r '%s'/sql/. '%s'/ && "
+                 "sed -i \"s/^    'What readiness checks/    'Changed: what readiness checks/\" "
+                 "'%s'/lease/health.sql && grep -q Changed '%s'/lease/health.sql",
+                 LEASE_TEST_SOURCE_DIR, dir, dir, dir);
+    assert_int_equal(rc, 0);
+    rc = run(out, sizeof out, "LEASE_SQL_DIR='%s' '%s' migrate --status --database-url '%s'", dir,
+             LEASE_TEST_LEASECTL, url);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(out, "\"definitions_pending\":1"));
+    rc = run(out, sizeof out, "LEASE_SQL_DIR='%s' '%s' migrate --database-url '%s'", dir,
+             LEASE_TEST_LEASECTL, url);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "applied 1 of "));
+    char *comment =
+        testpg_query_value(url, "SELECT obj_description('lease.health()'::regprocedure, "
+                                "'pg_proc')");
+    assert_non_null(comment);
+    assert_true(strncmp(comment, "Changed: ", 9) == 0);
+    free(comment);
+    rc = run(out, sizeof out, "LEASE_SQL_DIR='%s' '%s' migrate --database-url '%s'", dir,
+             LEASE_TEST_LEASECTL, url);
+    assert_int_equal(rc, 0);
+    assert_null(strstr(out, "applied "));
+    assert_non_null(strstr(out, "\"definitions_pending\":0"));
+    testpg_drop_db(url);
+    free(url);
+    run(out, sizeof out, "rm -rf '%s'", dir);
+}
+
+static void unlisted_or_failing_definition_changes_nothing(void **state)
+{
+    (void)state;
+    char out[65536];
+    char dir[] = "/tmp/leased-schema.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char *url = testpg_create_db("schema_failing");
+    /* a copy laid out as installed: migrations/ and sql/ side by side, with
+     * a new numbered file and a new definition ORDER does not list */
+    int rc =
+        run(out, sizeof out,
+            "mkdir '%s/migrations' '%s/sql' && cp '%s'/migrations/*.sql '%s/migrations/' && "
+            "cp -r '%s'/sql/. '%s/sql/' && "
+            "printf 'CREATE TABLE lease.migrate_probe (x int);\\n' > "
+            "'%s/migrations/9999_probe.sql' && "
+            "printf 'CREATE FUNCTION lease.zz_probe() RETURNS int LANGUAGE sql RETURN 1;\\n' > "
+            "'%s/sql/lease/zz_probe.sql'",
+            dir, dir, LEASE_TEST_SOURCE_DIR, dir, LEASE_TEST_SOURCE_DIR, dir, dir, dir);
+    assert_int_equal(rc, 0);
+    rc = run(out, sizeof out,
+             "LEASE_MIGRATIONS_DIR='%s/migrations' '%s' migrate --database-url '%s'", dir,
+             LEASE_TEST_LEASECTL, url);
+    assert_int_equal(rc, 69);
+    assert_non_null(strstr(out, "lease/zz_probe.sql is not listed in"));
+    /* ORDER names files inside the folder, each once, and each must exist */
+    static const struct {
+        const char *line, *error;
+    } bad_order[] = {
+        {"../migrations/0001_roles_and_schema.sql", "is not a relative path"},
+        {"/etc/passwd.sql", "is not a relative path"},
+        {"lease/acquire.sql", "lists lease/acquire.sql twice"},
+        {"lease/no_such_file.sql", "cannot read"},
+    };
+    for (size_t i = 0; i < sizeof bad_order / sizeof bad_order[0]; i++) {
+        rc = run(out, sizeof out,
+                 "cp '%s/sql/ORDER' '%s/ORDER.bad' && echo '%s' >> '%s/ORDER.bad' && "
+                 "mkdir -p '%s/bad' && rm -rf '%s/bad/'* && cp -r '%s/sql/.' '%s/bad/' && "
+                 "mv '%s/ORDER.bad' '%s/bad/ORDER' && rm '%s/bad/lease/zz_probe.sql' && "
+                 "LEASE_SQL_DIR='%s/bad' LEASE_MIGRATIONS_DIR='%s/migrations' '%s' migrate "
+                 "--database-url '%s'",
+                 dir, dir, bad_order[i].line, dir, dir, dir, dir, dir, dir, dir, dir, dir, dir,
+                 LEASE_TEST_LEASECTL, url);
+        assert_int_equal(rc, 69);
+        assert_non_null(strstr(out, bad_order[i].error));
+    }
+    assert_int_equal(testpg_query_int(url, "SELECT count(*) FROM lease.schema_migrations "
+                                           "WHERE version = 9999"),
+                     0);
+    /* listed, but it calls what does not exist: the run fails at it */
+    rc = run(out, sizeof out,
+             "echo lease/zz_probe.sql >> '%s/sql/ORDER' && "
+             "printf 'CREATE FUNCTION lease.zz_probe() RETURNS int LANGUAGE sql "
+             "RETURN lease.no_such_function();\\n' > '%s/sql/lease/zz_probe.sql'",
+             dir, dir);
+    assert_int_equal(rc, 0);
+    rc = run(out, sizeof out,
+             "LEASE_MIGRATIONS_DIR='%s/migrations' '%s' migrate --database-url '%s'", dir,
+             LEASE_TEST_LEASECTL, url);
+    assert_int_equal(rc, 69);
+    assert_non_null(strstr(out, "lease/zz_probe.sql failed"));
+    assert_null(strstr(out, "applied 9999_probe.sql"));
+    /* the last numbered file and the definitions share a transaction: the
+     * probe rolled back with the failing definition */
+    assert_int_equal(testpg_query_int(url, "SELECT count(*) FROM lease.schema_migrations "
+                                           "WHERE version = 9999"),
+                     0);
+    assert_int_equal(testpg_query_int(url, "SELECT count(*) FROM pg_class "
+                                           "WHERE oid = to_regclass('lease.migrate_probe')"),
+                     0);
+    /* fixed: both apply, and every definition with them (a numbered file
+     * may have replaced one) */
+    rc = run(out, sizeof out,
+             "printf 'CREATE OR REPLACE FUNCTION lease.zz_probe() RETURNS int LANGUAGE sql "
+             "RETURN 1;\\n' > '%s/sql/lease/zz_probe.sql' && "
+             "LEASE_MIGRATIONS_DIR='%s/migrations' '%s' migrate --database-url '%s'",
+             dir, dir, LEASE_TEST_LEASECTL, url);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "applied 9999_probe.sql"));
+    long long files = testpg_query_int(url, "SELECT count(*) FROM lease.schema_repeatables");
+    char expect[64];
+    snprintf(expect, sizeof expect, "applied %lld of %lld definitions", files, files);
+    assert_non_null(strstr(out, expect));
+    assert_int_equal(testpg_query_int(url, "SELECT lease.zz_probe()"), 1);
+    testpg_drop_db(url);
+    free(url);
+    run(out, sizeof out, "rm -rf '%s'", dir);
+}
+
+static void several_databases_migrate_at_once(void **state)
+{
+    (void)state;
+    char out[65536];
+    char *urls[4];
+    for (int i = 0; i < 4; i++)
+        urls[i] = testpg_create_empty_db("schema_parallel");
+    int rc = run(out, sizeof out,
+                 "pids=; for u in '%s' '%s' '%s' '%s'; do '%s' migrate --database-url \"$u\" "
+                 ">/dev/null & pids=\"$pids $!\"; done; fail=0; "
+                 "for p in $pids; do wait $p || fail=1; done; exit $fail",
+                 urls[0], urls[1], urls[2], urls[3], LEASE_TEST_LEASECTL);
+    if (rc != 0)
+        printf("%s\n", out);
+    assert_int_equal(rc, 0);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(testpg_query_int(urls[i], "SELECT count(*) FROM pg_proc WHERE "
+                                                   "pronamespace = 'lease'::regnamespace AND "
+                                                   "obj_description(oid, 'pg_proc') IS NULL"),
+                         0);
+        testpg_drop_db(urls[i]);
+        free(urls[i]);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(upgraded_fresh_and_template_end_in_the_same_catalogue),
+        cmocka_unit_test(changed_definition_is_applied_again_alone),
+        cmocka_unit_test(unlisted_or_failing_definition_changes_nothing),
+        cmocka_unit_test(several_databases_migrate_at_once),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
