@@ -391,7 +391,14 @@ func TestEveryCodeMapsToItsTypedError(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer hog.Close()
-	_, _ = hog.Write([]byte("GET /healthz HTTP/1.1\r\n")) // a head still arriving: the one slot is taken
+	// a kept-alive connection that has completed a request takes the one
+	// slot for good (a connection whose head is still arriving would be
+	// closed to make room for a new one)
+	_, _ = hog.Write([]byte("GET /healthz HTTP/1.1\r\nHost: leased\r\n\r\n"))
+	_ = hog.SetReadDeadline(time.Now().Add(5 * time.Second))
+	if _, err := hog.Read(make([]byte, 4096)); err != nil {
+		t.Fatalf("the connection taking the slot got no answer: %v", err)
+	}
 	fc := New(full.url, s.workerTok, nil)
 	for end := time.Now().Add(3 * time.Second); ; time.Sleep(50 * time.Millisecond) {
 		if _, err = fc.Inspect(ctx(), held.Lease.LeaseID); err != nil || time.Now().After(end) {
