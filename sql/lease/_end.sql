@@ -13,6 +13,7 @@ DECLARE
     l lease.locks;
     h lease.history;
     replay jsonb;
+    cn text;
     result jsonb;
 BEGIN
     IF now() >= deadline THEN
@@ -37,12 +38,10 @@ BEGIN
         RETURN lease._invalid(field);
     END IF;
     k := lease._key_of(c);
-    IF NOT lease._optimistic(p) THEN
-        replay := lease._replay(k, op, p);
-        IF replay IS NOT NULL THEN
-            RETURN replay;
-        END IF;
-    END IF;
+    -- The same decision for every caller: no read before the write; a
+    -- repeated request id is looked up only after a conflict says it may be
+    -- one (lease._unmatched, or idempotency's primary key below).
+    BEGIN
     IF NOT lease._lock_wait_until(deadline) THEN
         RETURN lease._result('deadline_exceeded');
     END IF;
@@ -69,6 +68,16 @@ BEGIN
                                      'active', terminal_state, NULL, reason, incident)
                 THEN result || jsonb_build_object('replayed', false,
                                                   'current_state', terminal_state) END;
+    EXCEPTION WHEN unique_violation THEN
+        -- this request id committed before and the lease still matched
+        -- (see lease.acquire): the stored answer, nothing of this attempt
+        GET STACKED DIAGNOSTICS cn = CONSTRAINT_NAME;
+        replay := CASE WHEN cn = 'idempotency_pkey' THEN lease._replay(k, op, p) END;
+        IF replay IS NULL THEN
+            RAISE;
+        END IF;
+        RETURN replay;
+    END;
 END
 $function$;
 

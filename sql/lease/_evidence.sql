@@ -30,6 +30,6 @@ END
 $function$;
 
 COMMENT ON FUNCTION lease._evidence(jsonb,text,lease.locks,jsonb,bigint,text,text,bigint,text,text) IS
-    'The evidence of a state-changing lease operation, in one statement, inside its transaction: the idempotency record and the audit event (the lease index entry and the history row are the operations'' own: one statement holding both, most of it idle, costs more to start). The audit event is built from the lease row itself: only named, non-secret columns (metadata, bodies and lock keys never reach audit). A repeated optimistic request fails here on idempotency''s primary key (23505). Returns true; an expression (assigned, not PERFORMed: PERFORM would run a query).';
+    'The evidence of a state-changing lease operation, in one statement, inside its transaction: the idempotency record and the audit event (the lease index entry and the history row are the operations'' own: one statement holding both, most of it idle, costs more to start). The audit event is built from the lease row itself: only named, non-secret columns (metadata, bodies and lock keys never reach audit). A repeated request whose lease still matched fails here on idempotency''s primary key (23505): acquire, renew and _end catch it in their block and answer the stored result. Returns true; an expression (assigned, not PERFORMed: PERFORM would run a query).';
 
 REVOKE ALL ON FUNCTION lease._evidence(jsonb,text,lease.locks,jsonb,bigint,text,text,bigint,text,text) FROM PUBLIC;

@@ -3,6 +3,6 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN coalesce(p -> 'existing' = 'true'::jsonb, false);
 
 COMMENT ON FUNCTION lease._existing(jsonb) IS
-    'Whether an acquire''s caller knows the identity''s row exists (the service remembers identities it has seen): the update comes first and the insert probe is skipped. A wrong hint costs time, never correctness.';
+    'Unused: lease.acquire no longer reads the "existing" request flag (the insert probe always comes first: the unique indexes decide for every caller). Kept until a numbered migration drops it.';
 
 REVOKE ALL ON FUNCTION lease._existing(jsonb) FROM PUBLIC;

@@ -3,6 +3,6 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 RETURN coalesce(p -> 'optimistic' = 'true'::jsonb, false);
 
 COMMENT ON FUNCTION lease._optimistic(jsonb) IS
-    'Whether the caller asked to skip the request-id lookup before a state-changing decision (the service sends it): a repeated request then collides on lease.idempotency''s primary key (23505) and is repeated without the flag to get the stored answer. The lookup of an absent key is a predicate-locking read that tied SERIALIZABLE transactions on different identities together.';
+    'Unused: no decision reads the "optimistic" request flag any more (every caller gets the same decision: the request id is looked up only after a conflict). Kept for the callers of older schemas until a numbered migration drops it.';
 
 REVOKE ALL ON FUNCTION lease._optimistic(jsonb) FROM PUBLIC;

@@ -16,8 +16,7 @@ DECLARE
     maxlife bigint;
     lid text;
     l lease.locks;
-    insert_next boolean := NOT lease._existing(p);
-    inserted boolean := false;
+    cn text;
     prev text := 'none';
     replay jsonb;
     result jsonb;
@@ -54,43 +53,39 @@ BEGIN
         END IF;
     END IF;
     k := lease._key_of(c);
-    IF NOT lease._optimistic(p) THEN
-        replay := lease._replay(k, 'acquire', p);
-        IF replay IS NOT NULL THEN
-            RETURN replay;
-        END IF;
-    END IF;
     lid := lease._new_lease_id(t);
 
+    -- One decision for every caller, whatever flags the request carries
+    -- (docs/architecture.md, "SERIALIZABLE layout"): nothing reads before
+    -- the first write, so no predicate lock ties this transaction to others
+    -- on other identities. A repeated request id is looked up only after a
+    -- conflict says it may be one: the row is held (below), or the
+    -- idempotency record's primary key refuses the evidence (the handler at
+    -- the end: the block's writes roll back and the stored answer is given).
+    BEGIN
     -- A new identity: its row is created holding the lease, before anything
-    -- reads it. An existing row (or a tuple another key claims) makes the
-    -- insert a no-op; a concurrent first acquisition of the same identity
-    -- makes it a serialization failure, and the retry finds the row.
+    -- reads it (the unique indexes decide). An existing row (or a tuple
+    -- another key claims) makes the insert a no-op; a concurrent first
+    -- acquisition of the same identity makes it a serialization failure, and
+    -- the retry finds the row.
+    INSERT INTO lease.locks (
+        lock_key, tenant_id, program_id, target_namespace, target_id, actor_name,
+        workflow_name, operation_class, fencing_counter, created_at, state, lease_id,
+        fencing_token, owner_principal_id, owner_client_id, owner_credential_id,
+        service_instance_id, acquired_at, renewed_at, expires_at, ttl_ms, maximum_lifetime_ms,
+        execution_id, job_id, trace_id, request_id, metadata)
+    VALUES (k, split_part(c, '"', 4), split_part(c, '"', 6), split_part(c, '"', 8),
+            split_part(c, '"', 10), split_part(c, '"', 12), split_part(c, '"', 14),
+            split_part(c, '"', 16), 1, t, 'active', lid, 1,
+            p #>> '{principal,principal_id}', coalesce(p #>> '{principal,client_id}', ''),
+            coalesce(p #>> '{principal,credential_id}', ''), p ->> 'service_instance_id', t, t,
+            t + lease._ms(least(ttl, maxlife)), ttl, maxlife, p ->> 'execution_id',
+            p ->> 'job_id', p ->> 'trace_id', p ->> 'request_id', lease._metadata(p))
+    ON CONFLICT DO NOTHING
+    RETURNING * INTO l;
     -- An existing identity: a free row of exactly this tuple, below the
-    -- token limit, takes the lease in one update. A request that says
-    -- "existing" (the service has seen this identity's row) skips the insert
-    -- probe; should the row not exist after all, the loop inserts it.
-    LOOP
-        IF insert_next THEN
-            insert_next := false;
-            inserted := true;
-            INSERT INTO lease.locks (
-                lock_key, tenant_id, program_id, target_namespace, target_id, actor_name,
-                workflow_name, operation_class, fencing_counter, created_at, state, lease_id,
-                fencing_token, owner_principal_id, owner_client_id, owner_credential_id,
-                service_instance_id, acquired_at, renewed_at, expires_at, ttl_ms, maximum_lifetime_ms,
-                execution_id, job_id, trace_id, request_id, metadata)
-            VALUES (k, split_part(c, '"', 4), split_part(c, '"', 6), split_part(c, '"', 8),
-                    split_part(c, '"', 10), split_part(c, '"', 12), split_part(c, '"', 14),
-                    split_part(c, '"', 16), 1, t, 'active', lid, 1,
-                    p #>> '{principal,principal_id}', coalesce(p #>> '{principal,client_id}', ''),
-                    coalesce(p #>> '{principal,credential_id}', ''), p ->> 'service_instance_id', t, t,
-                    t + lease._ms(least(ttl, maxlife)), ttl, maxlife, p ->> 'execution_id',
-                    p ->> 'job_id', p ->> 'trace_id', p ->> 'request_id', lease._metadata(p))
-            ON CONFLICT DO NOTHING
-            RETURNING * INTO l;
-            EXIT WHEN FOUND;
-        END IF;
+    -- token limit, takes the lease in one update.
+    IF NOT FOUND THEN LOOP
         IF NOT lease._lock_wait_until(deadline) THEN
             RETURN lease._result('deadline_exceeded');
         END IF;
@@ -114,20 +109,16 @@ BEGIN
 
         -- Nothing matched: read the row to say why.
         l := lease._row(k, lease._identity_of(c));  -- LS001 when the stored tuple differs
-        IF l.lock_key IS NULL AND NOT inserted THEN
-            insert_next := true;  -- "existing" was wrong: a new identity after all
-            CONTINUE;
-        ELSIF l.lock_key IS NULL THEN
+        IF l.lock_key IS NULL THEN
             -- the insert skipped, yet no row has this key: another row
             -- claims this identity tuple
             PERFORM lease._corrupt(k, 'another row claims this identity tuple');
         END IF;
         IF l.state = 'active' AND l.expires_at > now() THEN
-            IF lease._optimistic(p) THEN
-                replay := lease._replay(k, 'acquire', p);
-                IF replay IS NOT NULL THEN
-                    RETURN replay;
-                END IF;
+            -- held: perhaps by this very request, committed before
+            replay := lease._replay(k, 'acquire', p);
+            IF replay IS NOT NULL THEN
+                RETURN replay;
             END IF;
             RETURN jsonb_build_object('code', 'lease_conflict',
                                       'retry_after_ms', lease._retry_after(l.expires_at));
@@ -148,7 +139,7 @@ BEGIN
         -- the row is then free and the update above takes it
         PERFORM lease._expire(k, l.lease_id, l.fencing_token);
         prev := 'expired';
-    END LOOP;
+    END LOOP; END IF;
 
     INSERT INTO lease.lease_index (lease_id, lock_key, created_at) VALUES (lid, k, t);
     -- (separate assignments: PL/pgSQL compiles only the expression it runs)
@@ -160,11 +151,21 @@ BEGIN
     RETURN CASE WHEN lease._evidence(p, 'acquire', l, result, s.idempotency_retention_ms, prev,
                                      'active', lease._int(p -> 'ttl_ms'), NULL, NULL)
                 THEN result || '{"replayed": false, "current_state": "active"}'::jsonb END;
+    EXCEPTION WHEN unique_violation THEN
+        -- this request id committed before (its lease since ended, so the
+        -- row was free): the stored answer, and nothing of this attempt
+        GET STACKED DIAGNOSTICS cn = CONSTRAINT_NAME;
+        replay := CASE WHEN cn = 'idempotency_pkey' THEN lease._replay(k, 'acquire', p) END;
+        IF replay IS NULL THEN
+            RAISE;
+        END IF;
+        RETURN replay;
+    END;
 END
 $function$;
 
 COMMENT ON FUNCTION lease.acquire(jsonb) IS
-    'acquire-if-free. A new identity is one INSERT ... ON CONFLICT DO NOTHING before anything reads it (the unique indexes decide, not a predicate-locking read: concurrent first acquisitions do not fail each other under SERIALIZABLE); an existing free or expired one is one UPDATE with the exact condition; anything else is decided after reading the row (conflict, corrupt: fails closed LS001). The request id is looked up first unless the caller is optimistic (lease._optimistic). Runs the namespace guard first; the idempotency record and audit event commit with the change.';
+    'acquire-if-free. A new identity is one INSERT ... ON CONFLICT DO NOTHING before anything reads it (the unique indexes decide, not a predicate-locking read: concurrent first acquisitions do not fail each other under SERIALIZABLE); an existing free or expired one is one UPDATE with the exact condition; anything else is decided after reading the row (conflict, corrupt: fails closed LS001). The request id is looked up only after a conflict (the row held, or idempotency''s primary key refusing the evidence: the attempt rolls back to its savepoint and the stored answer is given), the same for every caller: no request flag changes the decision. Runs the namespace guard first; the idempotency record and audit event commit with the change.';
 
 REVOKE ALL ON FUNCTION lease.acquire(jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION lease.acquire(jsonb) TO lease_service;

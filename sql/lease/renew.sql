@@ -15,6 +15,7 @@ DECLARE
     ttl bigint;
     l lease.locks;
     replay jsonb;
+    cn text;
     result jsonb;
 BEGIN
     IF now() >= deadline THEN
@@ -37,12 +38,10 @@ BEGIN
         END IF;
     END IF;
     k := lease._key_of(c);
-    IF NOT lease._optimistic(p) THEN
-        replay := lease._replay(k, 'renew', p);
-        IF replay IS NOT NULL THEN
-            RETURN replay;
-        END IF;
-    END IF;
+    -- The same decision for every caller: no read before the write; a
+    -- repeated request id is looked up only after a conflict says it may be
+    -- one (lease._unmatched, or idempotency's primary key below).
+    BEGIN
 
     IF NOT lease._lock_wait_until(deadline) THEN
         RETURN lease._result('deadline_exceeded');
@@ -71,6 +70,16 @@ BEGIN
     RETURN CASE WHEN lease._evidence(p, 'renew', l, result, s.idempotency_retention_ms, 'active',
                                      'active', lease._int(p -> 'ttl_ms'), NULL, NULL)
                 THEN result || '{"replayed": false, "current_state": "active"}'::jsonb END;
+    EXCEPTION WHEN unique_violation THEN
+        -- this request id committed before and the lease still matched
+        -- (see lease.acquire): the stored answer, nothing of this attempt
+        GET STACKED DIAGNOSTICS cn = CONSTRAINT_NAME;
+        replay := CASE WHEN cn = 'idempotency_pkey' THEN lease._replay(k, 'renew', p) END;
+        IF replay IS NULL THEN
+            RAISE;
+        END IF;
+        RETURN replay;
+    END;
 END
 $function$;
 
