@@ -21,6 +21,7 @@
 
 #include "exec_common.h"
 #include "pgprivate.h"
+#include "test_wait.h"
 
 #define POOL 2 /* server connections per (database, user): shared by everyone */
 #define LOAD_THREADS 4
@@ -285,9 +286,9 @@ static void test_leased_through_pgbouncer(void **state)
     snprintf(watch_setting, sizeof watch_setting, "LEASE_WATCH_DATABASE_URL=%s", direct);
     const char *env2[] = {setting, watch_setting, NULL};
     leased_proc_t *listening = leased_proc_start(fx.db, env2);
-    log = leased_proc_log(listening);
-    assert_non_null(strstr(log, "watch: listening on lease_ended"));
-    free(log);
+    /* the listener connects on its own thread, after leased is ready */
+    assert_true(test_wait_until(
+        30000, leased_proc_log_count(listening, "watch: listening on lease_ended") > 0));
     assert_int_equal(leased_proc_stop(listening), 0);
 
     free(direct);
