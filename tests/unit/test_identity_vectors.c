@@ -54,8 +54,8 @@ static int unload(void **state)
  * the body is valid. */
 static bool decode(json_t *input, leased_request_t **req, leased_codec_error_t *err)
 {
-    json_t *body = json_pack("{s:s, s:O, s:s, s:s, s:s}", "request_id", "r", "lock_identity",
-                             input, "service_instance_id", "i", "execution_id", "e", "job_id", "j");
+    json_t *body = json_pack("{s:s, s:O, s:s, s:s, s:s}", "request_id", "r", "lock_identity", input,
+                             "service_instance_id", "i", "execution_id", "e", "job_id", "j");
     assert_non_null(body);
     char *text = json_dumps(body, JSON_COMPACT);
     assert_non_null(text);
@@ -142,13 +142,12 @@ static void test_rejected(void **state)
         leased_request_free(req);
 
         /* a string component named by the vector is refused alone too */
-        const char *component = strncmp(want, PREFIX, strlen(PREFIX)) == 0 ? want + strlen(PREFIX)
-                                                                            : NULL;
+        const char *component =
+            strncmp(want, PREFIX, strlen(PREFIX)) == 0 ? want + strlen(PREFIX) : NULL;
         json_t *value = component ? json_object_get(input, component) : NULL;
         char one[LEASE_TARGET_ID_MAX + 1];
-        if (json_is_string(value) &&
-            lease_identity_component_normalize(component, json_string_value(value), one,
-                                               sizeof one))
+        if (json_is_string(value) && lease_identity_component_normalize(
+                                         component, json_string_value(value), one, sizeof one))
             fail_msg("rejected[%zu] (%s): component accepted alone", i, why);
     }
 }
