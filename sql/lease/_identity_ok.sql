@@ -1,6 +1,7 @@
 CREATE OR REPLACE FUNCTION lease._identity_ok(li jsonb) RETURNS boolean
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
-RETURN coalesce(
+RETURN coalesce(CASE WHEN jsonb_typeof(li) = 'object' THEN
+    -- only an object: "li - text[]" raises on a scalar (a string or null lock_identity)
     jsonb_typeof(li -> 'tenant_id') = 'string' AND jsonb_typeof(li -> 'program_id') = 'string'
     AND jsonb_typeof(li -> 'target_namespace') = 'string'
     AND jsonb_typeof(li -> 'target_id') = 'string' AND jsonb_typeof(li -> 'actor_name') = 'string'
@@ -23,8 +24,8 @@ RETURN coalesce(
     AND lower(coalesce(li ->> 'operation_class', 'default') COLLATE "C")
         IN ('default', 'collect', 'enrich', 'publish', 'maintenance')
     AND (li - ARRAY['tenant_id', 'program_id', 'target_namespace', 'target_id', 'actor_name',
-                    'workflow_name', 'operation_class']) = '{}'::jsonb,
-    false);
+                    'workflow_name', 'operation_class']) = '{}'::jsonb
+    END, false);
 
 COMMENT ON FUNCTION lease._identity_ok(jsonb) IS
     'Whether a lock_identity object is valid (docs/contract.md, "Identity and lock keys"): each component a string matching its rule after ASCII case folding where the rule folds, bounded, no "..", operation_class absent, null or one of the enum, and no other key. lease._identity names the offending field. One small regular expression per component: PostgreSQL runs one long pattern over the whole identity several times slower.';
