@@ -564,18 +564,12 @@ static void take_details(leased_request_t *req, leased_outcome_t *out)
         out->retry_after_ms = 0;
 }
 
-/*
- * Many renewals in one store call. Each renewal is completed with the
- * batch's call (deadline, correlation, caller, trace) and keeps its own
- * request id and digest; each answer is audited as its own renewal would
- * be (the store audits renewals that changed state; the rest here).
- */
-static lease_code_t renew_batch(leased_service_t *svc, const leased_op_ctx_t *ctx,
-                                leased_request_t *req, leased_outcome_t *out)
+/* Each renewal of a batch takes the batch's call (deadline, correlation,
+ * caller, trace) and keeps its own request id (and, later, digest). */
+static void complete_renewals(leased_request_t *req)
 {
     const lease_call_t *batch = &req->u.owner.call;
-    size_t n = req->n_renewals;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < req->n_renewals; i++) {
         lease_call_t *c = &req->renewals[i].call;
         c->deadline = batch->deadline;
         snprintf(c->deadline_class, sizeof c->deadline_class, "%s", batch->deadline_class);
@@ -584,6 +578,18 @@ static lease_code_t renew_batch(leased_service_t *svc, const leased_op_ctx_t *ct
         c->received_mono_ns = batch->received_mono_ns;
         c->principal = batch->principal;
     }
+}
+
+/*
+ * Many renewals in one store call (complete_renewals has run): each keeps
+ * its own request id and digest; each answer is audited as its own renewal would
+ * be (the store audits renewals that changed state; the rest here).
+ */
+static lease_code_t renew_batch(leased_service_t *svc, const leased_op_ctx_t *ctx,
+                                leased_request_t *req, leased_outcome_t *out)
+{
+    const lease_call_t *batch = &req->u.owner.call;
+    size_t n = req->n_renewals;
     out->renewals = calloc(n, sizeof *out->renewals);
     leased_request_t *one = leased_request_new(LEASED_OP_RENEW);
     if (!out->renewals || !one) {
@@ -661,6 +667,9 @@ lease_code_t leased_service_run(leased_service_t *svc, leased_op_ctx_t *ctx, lea
     } else {
         snprintf(call->trace_id, sizeof call->trace_id, "%s", ctx->trace_id);
     }
+
+    if (req->op == LEASED_OP_RENEW_BATCH)
+        complete_renewals(req);
 
     /* refusals that need no database; LEASE_CODE_COUNT means none */
     lease_code_t refusal = authorize_request(ctx, req, out->field, sizeof out->field);
