@@ -5,7 +5,7 @@
 -- and only the renewed item writes (its own idempotency row and audit event).
 BEGIN ISOLATION LEVEL SERIALIZABLE;
 \ir helpers/fixtures.psql
-SELECT plan(19);
+SELECT plan(21);
 
 SET LOCAL ROLE lease_service;
 SELECT t.acquire('target_01') AS a1 \gset
@@ -25,7 +25,7 @@ SELECT (SELECT (t.lock_of(:'a2'::jsonb #>> '{lease,lease_id}'))::text) AS a2_row
 
 SET LOCAL ROLE lease_service;
 SELECT lease.renew_many(jsonb_build_object('renewals', jsonb_build_array(
-    :'rq1'::jsonb || '{"optimistic": true}', :'rq2'::jsonb, :'rq3'::jsonb, :'rq3x'::jsonb, :'rq4'::jsonb))) AS b \gset
+    :'rq1'::jsonb || '{"optimistic": true}' /* an item's flag is not the batch's */, :'rq2'::jsonb, :'rq3'::jsonb, :'rq3x'::jsonb, :'rq4'::jsonb))) AS b \gset
 RESET ROLE;
 
 SELECT is(jsonb_array_length(:'b'::jsonb -> 'results'), 5, 'one result per item');
@@ -48,6 +48,17 @@ SELECT is(:'b'::jsonb -> 'results' -> 3, '{"code":"idempotency_conflict"}'::json
           'item 4 (same request id, other digest): idempotency_conflict');
 SELECT is(:'b'::jsonb -> 'results' -> 4, '{"code":"invalid_lease_request","field":"lease_id"}'::jsonb,
           'item 5 (no lease_id): invalid_lease_request naming the field');
+
+-- optimistic (the batch's flag): a repeated request id ends the whole call
+-- with 23505 (the caller repeats it without the flag), nothing renewed
+SELECT t.ref(:'a2'::jsonb) AS rq5 \gset
+SET LOCAL ROLE lease_service;
+SELECT throws_ok(format('SELECT lease.renew_many(%L)', jsonb_build_object('optimistic', true,
+                 'renewals', jsonb_build_array(:'rq5'::jsonb, :'rq3'::jsonb))),
+                 '23505', NULL, 'optimistic, a repeated request id: unique violation');
+RESET ROLE;
+SELECT is(t.idem_count(:'rq5'::jsonb ->> 'request_id'), 0::bigint,
+          'the other renewal of that call was rolled back with it');
 
 -- bounds: 1 to 100 items; anything else is invalid and writes nothing ----------------
 SELECT t.snapshot() AS before \gset

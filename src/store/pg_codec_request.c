@@ -235,9 +235,10 @@ char *store_pg_encode_owner(store_pg_op_t op, const lease_owner_req_t *req, int6
 char *store_pg_encode_renew_many(const lease_owner_req_t *reqs, size_t n, int64_t now_mono_ns,
                                  const char **bad_field)
 {
-    /* each item's text is exactly a renewal's: the batch only wraps them */
+    /* each item's text is exactly a renewal's: the batch only wraps them,
+     * optimistic as a renewal is (store_pg.c, "Transaction model") */
     *bad_field = NULL;
-    static const char head[] = "{\"renewals\":[";
+    static const char head[] = "{\"optimistic\":true,\"renewals\":[";
     size_t len = sizeof head - 1, cap = 4096;
     char *out = malloc(cap);
     if (!out)

@@ -649,10 +649,10 @@ static lease_code_t pg_renew(lease_store_t *s, const lease_owner_req_t *req, lea
     return owner_call(s, STORE_PG_OP_RENEW, req, res);
 }
 
-/* Many renewals, one call of lease.renew_many, one transaction. Not
- * optimistic (the function strips the flag): a repeated request id is
- * looked up first, so it answers its own item instead of a unique
- * violation that would end the whole batch. */
+/* Many renewals, one call of lease.renew_many, one transaction.
+ * Optimistic like a single renewal: a repeated request id ends the call
+ * with a unique violation and the batch is repeated without the flag
+ * (lookup_sql), where each renewal looks its request id up first. */
 static lease_code_t pg_renew_many(lease_store_t *s, const lease_owner_req_t *reqs, size_t n,
                                   const lease_deadline_t *deadline, lease_result_t *results)
 {
@@ -664,9 +664,18 @@ static lease_code_t pg_renew_many(lease_store_t *s, const lease_owner_req_t *req
     char *json = store_pg_encode_renew_many(reqs, n, lease_mono_now_ns(), &bad);
     if (!json)
         return encode_failed(bad, &whole.code, whole.field, sizeof whole.field);
+    const char *params[1] = {json};
+    call_spec_t spec = {
+        .op = STORE_PG_OP_RENEW_MANY,
+        .stmt = {.sql = "SELECT lease.renew_many($1::jsonb)::text",
+                 .nparams = 1,
+                 .params = params,
+                 .serializable = true},
+        .lookup_sql = "SELECT lease.renew_many($1::jsonb - 'optimistic')::text",
+        .deadline = deadline,
+    };
     call_outcome_t out;
-    param_call(pg, STORE_PG_OP_RENEW_MANY, "SELECT lease.renew_many($1::jsonb)::text", json,
-               deadline, NULL, NULL, &out);
+    run_call(pg, &spec, &out);
     free(json);
     lease_code_t code = out.ok ? store_pg_decode_renew_many(out.reply.values[0], n, results)
                                : out.code;
