@@ -220,7 +220,8 @@ static json_t *renewal_object(const lease_result_t *r, const leased_view_t *view
 char *leased_codec_renew_batch_envelope(const lease_result_t *results, size_t n,
                                         const char *correlation_id, const leased_view_t *view)
 {
-    json_t *root = json_pack("{s:s, s:s}", "status", "success", "correlation_id", correlation_id);
+    /* lease_renewed: the batch was decided (each result says how) */
+    json_t *root = envelope(LEASE_RENEWED, correlation_id);
     json_t *arr = json_array();
     if (!root || !arr) {
         json_decref(root);

@@ -7,6 +7,7 @@
  * is a 400 naming the field and changes nothing.
  */
 #include "http_common.h"
+#include "lease/client.h"
 
 static http_fx_t fx;
 static const char *worker; /* owned by fx */
@@ -65,8 +66,7 @@ static void test_mixed_batch(void **state)
     if (r->status != 200)
         fprintf(stderr, "unexpected reply %ld: %s\n", r->status, r->body);
     assert_int_equal(r->status, 200);
-    assert_string_equal(http_resp_str(r, "status"), "success");
-    assert_non_null(http_resp_str(r, "correlation_id"));
+    check_reply(r, 200, "lease_renewed", NULL); /* the batch was decided */
     assert_int_equal(json_array_size(json_object_get(r->json, "results")), 4);
 
     /* 1: renewed, the same lease and token */
@@ -160,11 +160,46 @@ static void test_refused_batches(void **state)
     json_decref(l);
 }
 
+/* The C client's lease_client_renew_many: typed results in order, and a
+ * repeat with the same request ids answers the stored results. */
+static void test_client_renew_many(void **state)
+{
+    (void)state;
+    lease_client_t *c = lease_client_new(fx.base, worker);
+    assert_non_null(c);
+    json_t *l1 = acquire_lease(fx.base, worker, "rb-cl-acq-1", "t-rb-cl-1");
+    json_t *l2 = acquire_lease(fx.base, worker, "rb-cl-acq-2", "t-rb-cl-2");
+    lease_identity_input_t id1 = {TENANT, PROGRAM, NAMESPACE, "t-rb-cl-1", ACTOR, "default", NULL};
+    lease_identity_input_t id2 = {TENANT, PROGRAM, NAMESPACE, "t-rb-cl-2", ACTOR, "default", NULL};
+    lease_client_owner_t own[2] = {
+        {id1, json_string_value(json_object_get(l1, "lease_id")), 1, "inst_1", 0},
+        {id2, json_string_value(json_object_get(l2, "lease_id")), 5, "inst_1", 0}, /* wrong */
+    };
+    const char *ids[2] = {"rb-cl-renew-1", "rb-cl-renew-2"};
+    lease_result_t res[2];
+    assert_int_equal(lease_client_renew_many(c, own, 2, ids, NULL, res), LEASE_RENEWED);
+    assert_int_equal(res[0].code, LEASE_RENEWED);
+    assert_true(res[0].has_lease);
+    assert_string_equal(res[0].lease.lease_id, own[0].lease_id);
+    assert_false(res[0].replayed);
+    assert_int_equal(res[1].code, LEASE_LOST);
+    assert_false(res[1].has_lease);
+    /* the same ids again: the first is its stored answer */
+    assert_int_equal(lease_client_renew_many(c, own, 2, ids, NULL, res), LEASE_RENEWED);
+    assert_int_equal(res[0].code, LEASE_RENEWED);
+    assert_true(res[0].replayed);
+    assert_int_equal(res[1].code, LEASE_LOST);
+    json_decref(l1);
+    json_decref(l2);
+    lease_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_mixed_batch),
         cmocka_unit_test(test_refused_batches),
+        cmocka_unit_test(test_client_renew_many),
     };
     return cmocka_run_group_tests(tests, setup, http_fx_teardown);
 }
