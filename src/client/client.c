@@ -510,8 +510,8 @@ lease_code_t lease_client_renew_many(lease_client_t *c, const lease_client_owner
         return renew_many_all(results, n, LEASE_INVALID_LEASE_REQUEST, "renewals");
     client_envelope_t env;
     memset(&env, 0, sizeof env);
-    lease_code_t code = exchange(c, "POST", "/v1/leases/renew-batch", body, true, &ctx.deadline,
-                                 ctx.call, &env);
+    lease_code_t code =
+        exchange(c, "POST", "/v1/leases/renew-batch", body, true, &ctx.deadline, ctx.call, &env);
     free(body);
     json_t *answers = env.typed ? json_object_get(env.root, "results") : NULL;
     if (code != LEASE_RENEWED || json_array_size(answers) != n) {

@@ -64,9 +64,12 @@ static const field_rule_t renew_fields[] = {
 /* an item of a batch renewal: a renewal without a deadline of its own (the
  * batch is one transaction with one deadline) */
 static const field_rule_t renew_item_fields[] = {
-    {"request_id", REQUIRED},   {"lock_identity", REQUIRED},
-    {"lease_id", REQUIRED},     {"fencing_token", REQUIRED},
-    {"service_instance_id", REQUIRED}, {"ttl_ms", OPTIONAL},
+    {"request_id", REQUIRED},
+    {"lock_identity", REQUIRED},
+    {"lease_id", REQUIRED},
+    {"fencing_token", REQUIRED},
+    {"service_instance_id", REQUIRED},
+    {"ttl_ms", OPTIONAL},
     {NULL, OPTIONAL},
 };
 static const field_rule_t renew_batch_fields[] = {

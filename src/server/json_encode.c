@@ -196,8 +196,8 @@ char *leased_codec_error_envelope(lease_code_t code, const char *correlation_id,
                                   int64_t retry_after_ms, int64_t current_revision,
                                   const char *reason, const char *detail)
 {
-    return finish(
-        error_object(code, correlation_id, field, retry_after_ms, current_revision, reason, detail));
+    return finish(error_object(code, correlation_id, field, retry_after_ms, current_revision,
+                               reason, detail));
 }
 
 /* One renewal's answer inside a batch: what its own call would answer. */
@@ -207,8 +207,7 @@ static json_t *renewal_object(const lease_result_t *r, const leased_view_t *view
     if (lease_code_is_success(r->code))
         o = lease_object(r, "", view);
     else
-        o = error_object(r->code, "",
-                         r->code == LEASE_INVALID_LEASE_REQUEST ? r->field : NULL,
+        o = error_object(r->code, "", r->code == LEASE_INVALID_LEASE_REQUEST ? r->field : NULL,
                          lease_code_retryable(r->code) ? r->retry_after_ms : 0, -1,
                          r->reason[0] ? r->reason : NULL,
                          r->code == LEASE_INVALID_LEASE_REQUEST ? r->detail : NULL);

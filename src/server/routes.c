@@ -160,8 +160,8 @@ static void reply_outcome(leased_exchange_t *ex, const leased_op_ctx_t *ctx, lea
     else if (req->op == LEASED_OP_COMMIT)
         body = leased_codec_commit_envelope(&req->u.commit, &out->commit, ex->correlation_id);
     else if (req->op == LEASED_OP_RENEW_BATCH)
-        body = leased_codec_renew_batch_envelope(out->renewals, out->n_renewals,
-                                                 ex->correlation_id, &view);
+        body = leased_codec_renew_batch_envelope(out->renewals, out->n_renewals, ex->correlation_id,
+                                                 &view);
     else
         body = leased_codec_lease_envelope(&out->lease, ex->correlation_id, &view);
     if (!body) {

@@ -599,8 +599,8 @@ static lease_code_t renew_batch(leased_service_t *svc, const leased_op_ctx_t *ct
         out->code = LEASE_BACKEND_UNAVAILABLE;
         return out->code;
     }
-    out->code = lease_store_renew_many(svc->store, req->renewals, n, &batch->deadline,
-                                       out->renewals);
+    out->code =
+        lease_store_renew_many(svc->store, req->renewals, n, &batch->deadline, out->renewals);
     if (out->code != LEASE_RENEWED) {
         free(out->renewals);
         out->renewals = NULL;

@@ -677,14 +677,13 @@ static lease_code_t pg_renew_many(lease_store_t *s, const lease_owner_req_t *req
     call_outcome_t out;
     run_call(pg, &spec, &out);
     free(json);
-    lease_code_t code = out.ok ? store_pg_decode_renew_many(out.reply.values[0], n, results)
-                               : out.code;
+    lease_code_t code =
+        out.ok ? store_pg_decode_renew_many(out.reply.values[0], n, results) : out.code;
     store_pg_reply_clear(&out.reply);
     if (code != LEASE_RENEWED)
         return code;
     for (size_t i = 0; i < n; i++) {
-        complete_reference(&results[i], &reqs[i].identity, reqs[i].lease_id,
-                           reqs[i].fencing_token);
+        complete_reference(&results[i], &reqs[i].identity, reqs[i].lease_id, reqs[i].fencing_token);
         note_row_exists(pg, store_pg_known_fingerprint(&reqs[i].identity), results[i].code);
     }
     return code;

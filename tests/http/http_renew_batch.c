@@ -86,8 +86,8 @@ static void test_mixed_batch(void **state)
     assert_string_equal(item_code(r, 2), "lease_renewed");
     json_t *i2 = json_array_get(json_object_get(r->json, "results"), 2);
     assert_true(json_is_true(json_object_get(i2, "replayed")));
-    assert_true(json_equal(json_object_get(json_object_get(i2, "lease"), "expires_at"),
-                           r3_expires));
+    assert_true(
+        json_equal(json_object_get(json_object_get(i2, "lease"), "expires_at"), r3_expires));
     /* 4: the same request id with another body */
     assert_string_equal(item_code(r, 3), "idempotency_conflict");
     http_resp_free(r);
