@@ -46,6 +46,9 @@ INSERT INTO t.calls VALUES
 ('lease.verify()', $q$SELECT count(*) >= 0 FROM lease.verify()$q$),
 ('lease.acquire(jsonb)', $q$SELECT t.acquire('target_calls_2') ->> 'code' = 'lease_acquired'$q$),
 ('lease.renew(jsonb)', $q$SELECT lease.renew(t.ref(t.held())) ->> 'code' = 'lease_renewed'$q$),
+('lease.renew_many(jsonb)',
+ $q$SELECT lease.renew_many(jsonb_build_object('renewals', jsonb_build_array(t.ref(t.held()))))
+           #>> '{results,0,code}' = 'lease_renewed'$q$),
 ('lease.release(jsonb)', $q$SELECT lease.release(t.ref(t.held())) ->> 'code' = 'lease_released'$q$),
 ('lease.force_release(jsonb)',
  $q$SELECT lease.force_release(t.admin(t.held())) ->> 'code' = 'lease_released'$q$),

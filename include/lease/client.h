@@ -178,6 +178,21 @@ LEASE_MUST_USE lease_code_t lease_client_acquire(lease_client_t *client,
 LEASE_MUST_USE lease_code_t lease_client_renew(lease_client_t *client,
                                                const lease_client_owner_t *req,
                                                lease_client_call_t *call, lease_result_t *res);
+/*
+ * POST /v1/leases/renew-batch: n renewals (1..100) in one request and one
+ * database transaction. request_ids: NULL, or n ids (a NULL or "" entry
+ * generates one); a repeat of the call (outcome unknown) sends the same
+ * ids, so it is safe. Returns LEASE_RENEWED when the batch was decided:
+ * then results[i] is what renewals[i]'s own lease_client_renew would have
+ * answered (one lease_lost does not fail the others); any other code is
+ * the whole call's (results[i].code holds it too). call->request_id is not
+ * used.
+ */
+LEASE_MUST_USE lease_code_t lease_client_renew_many(lease_client_t *client,
+                                                    const lease_client_owner_t *renewals, size_t n,
+                                                    const char *const *request_ids,
+                                                    lease_client_call_t *call,
+                                                    lease_result_t *results);
 LEASE_MUST_USE lease_code_t lease_client_release(lease_client_t *client,
                                                  const lease_client_owner_t *req,
                                                  lease_client_call_t *call, lease_result_t *res);

@@ -210,6 +210,8 @@ typedef struct lease_store lease_store_t;
 typedef struct lease_store_ops {
     lease_code_t (*acquire)(lease_store_t *, const lease_acquire_req_t *, lease_result_t *);
     lease_code_t (*renew)(lease_store_t *, const lease_owner_req_t *, lease_result_t *);
+    lease_code_t (*renew_many)(lease_store_t *, const lease_owner_req_t *reqs, size_t n,
+                               const lease_deadline_t *, lease_result_t *results);
     lease_code_t (*release)(lease_store_t *, const lease_owner_req_t *, lease_result_t *);
     lease_code_t (*force_release)(lease_store_t *, const lease_admin_req_t *, lease_result_t *);
     lease_code_t (*revoke)(lease_store_t *, const lease_admin_req_t *, lease_result_t *);
@@ -239,6 +241,15 @@ LEASE_MUST_USE lease_code_t lease_store_acquire(lease_store_t *s, const lease_ac
                                                 lease_result_t *res);
 LEASE_MUST_USE lease_code_t lease_store_renew(lease_store_t *s, const lease_owner_req_t *req,
                                               lease_result_t *res);
+/* Many renewals in one transaction (LEASE_RENEW_BATCH_MAX at most): each
+ * reqs[i] decided as lease_store_renew decides it, answered in results[i].
+ * Returns LEASE_RENEWED when the batch was decided (each result says what
+ * happened to its lease), else the failure of the whole call (no result
+ * is set: retrying the batch is safe, every item has its request id). */
+#define LEASE_RENEW_BATCH_MAX 100
+LEASE_MUST_USE lease_code_t lease_store_renew_many(lease_store_t *s, const lease_owner_req_t *reqs,
+                                                   size_t n, const lease_deadline_t *deadline,
+                                                   lease_result_t *results);
 LEASE_MUST_USE lease_code_t lease_store_release(lease_store_t *s, const lease_owner_req_t *req,
                                                 lease_result_t *res);
 LEASE_MUST_USE lease_code_t lease_store_force_release(lease_store_t *s,

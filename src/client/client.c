@@ -459,6 +459,83 @@ lease_code_t lease_client_renew(lease_client_t *c, const lease_client_owner_t *r
                      call, res);
 }
 
+/* One renewal of a batch: what /renew would take, with its own request id. */
+static json_t *renewal_item(const lease_client_owner_t *r, const char *request_id)
+{
+    json_t *o = identity_body(&r->identity);
+    if (!o || !set_str(o, "request_id", request_id) || !set_str(o, "lease_id", r->lease_id) ||
+        !set_int(o, "fencing_token", r->fencing_token) ||
+        !set_str(o, "service_instance_id", r->service_instance_id) ||
+        (r->ttl_ms > 0 && !set_int(o, "ttl_ms", r->ttl_ms))) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+static lease_code_t renew_many_all(lease_result_t *results, size_t n, lease_code_t code,
+                                   const char *field)
+{
+    for (size_t i = 0; i < n; i++) {
+        memset(&results[i], 0, sizeof results[i]);
+        results[i].code = code;
+        snprintf(results[i].field, sizeof results[i].field, "%s", field ? field : "");
+    }
+    return code;
+}
+
+lease_code_t lease_client_renew_many(lease_client_t *c, const lease_client_owner_t *renewals,
+                                     size_t n, const char *const *request_ids,
+                                     lease_client_call_t *call, lease_result_t *results)
+{
+    call_ctx_t ctx;
+    if (!begin(&ctx, call, false))
+        return renew_many_all(results, n, LEASE_INVALID_LEASE_REQUEST, "renewals");
+    json_t *items = json_array();
+    json_t *o = json_object();
+    bool ok = items && o && json_object_set(o, "renewals", items) == 0;
+    for (size_t i = 0; ok && i < n; i++) {
+        char id[LEASE_ID_MAX + 1];
+        const char *given = request_ids ? request_ids[i] : NULL;
+        if (given && *given)
+            ok = strlen(given) <= LEASE_ID_MAX && snprintf(id, sizeof id, "%s", given) > 0;
+        else
+            ok = lease_client_new_id("req_", id, sizeof id);
+        json_t *item = ok ? renewal_item(&renewals[i], id) : NULL;
+        ok = item && json_array_append_new(items, item) == 0;
+    }
+    json_decref(items);
+    char *body = ok ? finish_body(o, &ctx, false) : (json_decref(o), NULL);
+    if (!body)
+        return renew_many_all(results, n, LEASE_INVALID_LEASE_REQUEST, "renewals");
+    client_envelope_t env;
+    memset(&env, 0, sizeof env);
+    lease_code_t code =
+        exchange(c, "POST", "/v1/leases/renew-batch", body, true, &ctx.deadline, ctx.call, &env);
+    free(body);
+    json_t *answers = env.typed ? json_object_get(env.root, "results") : NULL;
+    if (code != LEASE_RENEWED || json_array_size(answers) != n) {
+        /* a decided batch without one answer per renewal tells nothing */
+        if (code == LEASE_RENEWED)
+            code = LEASE_OUTCOME_UNKNOWN;
+        renew_many_all(results, n, code, env.typed ? env.field : NULL);
+        client_envelope_clear(&env);
+        return code;
+    }
+    for (size_t i = 0; i < n; i++) {
+        char *text = json_dumps(json_array_get(answers, i), JSON_COMPACT);
+        client_envelope_t one;
+        memset(&one, 0, sizeof one);
+        lease_code_t item_code = LEASE_OUTCOME_UNKNOWN;
+        if (text && client_envelope_decode(text, strlen(text), &one))
+            item_code = one.code;
+        single_result(item_code, true, &one, &results[i]);
+        free(text);
+    }
+    client_envelope_clear(&env);
+    return code;
+}
+
 lease_code_t lease_client_release(lease_client_t *c, const lease_client_owner_t *req,
                                   lease_client_call_t *call, lease_result_t *res)
 {

@@ -13,6 +13,7 @@
 
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "lease/clock.h"
@@ -57,6 +58,22 @@ static const field_rule_t renew_fields[] = {
     {"fencing_token", REQUIRED},
     {"service_instance_id", REQUIRED},
     {"ttl_ms", OPTIONAL},
+    DEADLINE_FIELDS,
+    {NULL, OPTIONAL},
+};
+/* an item of a batch renewal: a renewal without a deadline of its own (the
+ * batch is one transaction with one deadline) */
+static const field_rule_t renew_item_fields[] = {
+    {"request_id", REQUIRED},
+    {"lock_identity", REQUIRED},
+    {"lease_id", REQUIRED},
+    {"fencing_token", REQUIRED},
+    {"service_instance_id", REQUIRED},
+    {"ttl_ms", OPTIONAL},
+    {NULL, OPTIONAL},
+};
+static const field_rule_t renew_batch_fields[] = {
+    {"renewals", REQUIRED},
     DEADLINE_FIELDS,
     {NULL, OPTIONAL},
 };
@@ -457,6 +474,52 @@ static bool decode_owner(decoder_t *d, json_t *b, leased_request_t *req, bool re
            decode_deadline(d, b, &req->deadline);
 }
 
+/* One renewal of a batch. Its fields are checked as a renewal's, then the
+ * failing field's name is placed under "renewals[i]." */
+static bool decode_renew_item(decoder_t *d, json_t *b, size_t i, lease_owner_req_t *o)
+{
+    bool ok = json_is_object(b) && check_fields(d, b, renew_item_fields, "") &&
+              get_id(d, b, "", "request_id", o->call.request_id, sizeof o->call.request_id) &&
+              decode_identity(d, b, &o->identity) &&
+              get_id(d, b, "", "lease_id", o->lease_id, sizeof o->lease_id) &&
+              get_int(d, b, "", "fencing_token", 1, INT64_MAX, NULL, &o->fencing_token) &&
+              get_id(d, b, "", "service_instance_id", o->service_instance_id,
+                     sizeof o->service_instance_id) &&
+              get_int(d, b, "", "ttl_ms", 1, INT32_MAX, NULL, &o->ttl_ms);
+    if (ok)
+        return true;
+    char prefix[32];
+    snprintf(prefix, sizeof prefix, "renewals[%zu]", i);
+    if (!json_is_object(b))
+        return fail(d, "", prefix, "must be an object");
+    char inner[sizeof d->err->field];
+    snprintf(inner, sizeof inner, "%s", d->err->field);
+    const char *reason = d->err->reason;
+    snprintf(prefix, sizeof prefix, "renewals[%zu].", i);
+    fail(d, prefix, inner, reason);
+    return false;
+}
+
+static bool decode_renew_batch(decoder_t *d, json_t *b, leased_request_t *req)
+{
+    if (!check_fields(d, b, renew_batch_fields, "") || !decode_deadline(d, b, &req->deadline))
+        return false;
+    json_t *items = json_object_get(b, "renewals");
+    size_t n = json_array_size(items);
+    if (!json_is_array(items) || n < 1 || n > LEASE_RENEW_BATCH_MAX) {
+        d->err->bound = "renewals must be an array of 1 to 100 renewals";
+        return fail(d, "", "renewals", "must be an array of 1 to 100 renewals");
+    }
+    req->renewals = calloc(n, sizeof *req->renewals);
+    if (!req->renewals)
+        return fail(d, "", "body", "out of memory");
+    req->n_renewals = n;
+    for (size_t i = 0; i < n; i++)
+        if (!decode_renew_item(d, json_array_get(items, i), i, &req->renewals[i]))
+            return false;
+    return true;
+}
+
 static bool decode_admin(decoder_t *d, json_t *b, leased_request_t *req, bool revoke)
 {
     lease_admin_req_t *a = &req->u.admin;
@@ -673,6 +736,9 @@ bool leased_codec_decode(leased_op_t op, const char *body, size_t len, const cha
     case LEASED_OP_RENEW:
     case LEASED_OP_RELEASE:
         ok = decode_owner(&d, root, req, op == LEASED_OP_RENEW);
+        break;
+    case LEASED_OP_RENEW_BATCH:
+        ok = decode_renew_batch(&d, root, req);
         break;
     case LEASED_OP_FORCE_RELEASE:
     case LEASED_OP_REVOKE:

@@ -91,8 +91,8 @@ static char *finish(json_t *root)
     return text;
 }
 
-char *leased_codec_lease_envelope(const lease_result_t *res, const char *correlation_id,
-                                  const leased_view_t *view)
+static json_t *lease_object(const lease_result_t *res, const char *correlation_id,
+                            const leased_view_t *view)
 {
     json_t *root = envelope(res->code, correlation_id);
     if (!root)
@@ -108,7 +108,13 @@ char *leased_codec_lease_envelope(const lease_result_t *res, const char *correla
             json_object_set_new(root, "current_state",
                                 json_string(lease_state_name(res->current_state)));
     }
-    return finish(root);
+    return root;
+}
+
+char *leased_codec_lease_envelope(const lease_result_t *res, const char *correlation_id,
+                                  const leased_view_t *view)
+{
+    return finish(lease_object(res, correlation_id, view));
 }
 
 char *leased_codec_list_envelope(const lease_list_result_t *res, const char *correlation_id,
@@ -158,9 +164,9 @@ char *leased_codec_commit_envelope(const lease_commit_req_t *req, const lease_co
     return finish(root);
 }
 
-char *leased_codec_error_envelope(lease_code_t code, const char *correlation_id, const char *field,
-                                  int64_t retry_after_ms, int64_t current_revision,
-                                  const char *reason, const char *detail)
+static json_t *error_object(lease_code_t code, const char *correlation_id, const char *field,
+                            int64_t retry_after_ms, int64_t current_revision, const char *reason,
+                            const char *detail)
 {
     json_t *root = envelope(code, correlation_id);
     if (!root)
@@ -183,5 +189,51 @@ char *leased_codec_error_envelope(lease_code_t code, const char *correlation_id,
     }
     if (current_revision >= 0)
         json_object_set_new(root, "current_revision", json_integer(current_revision));
+    return root;
+}
+
+char *leased_codec_error_envelope(lease_code_t code, const char *correlation_id, const char *field,
+                                  int64_t retry_after_ms, int64_t current_revision,
+                                  const char *reason, const char *detail)
+{
+    return finish(error_object(code, correlation_id, field, retry_after_ms, current_revision,
+                               reason, detail));
+}
+
+/* One renewal's answer inside a batch: what its own call would answer. */
+static json_t *renewal_object(const lease_result_t *r, const leased_view_t *view)
+{
+    json_t *o;
+    if (lease_code_is_success(r->code))
+        o = lease_object(r, "", view);
+    else
+        o = error_object(r->code, "", r->code == LEASE_INVALID_LEASE_REQUEST ? r->field : NULL,
+                         lease_code_retryable(r->code) ? r->retry_after_ms : 0, -1,
+                         r->reason[0] ? r->reason : NULL,
+                         r->code == LEASE_INVALID_LEASE_REQUEST ? r->detail : NULL);
+    if (o)
+        json_object_del(o, "correlation_id");
+    return o;
+}
+
+char *leased_codec_renew_batch_envelope(const lease_result_t *results, size_t n,
+                                        const char *correlation_id, const leased_view_t *view)
+{
+    /* lease_renewed: the batch was decided (each result says how) */
+    json_t *root = envelope(LEASE_RENEWED, correlation_id);
+    json_t *arr = json_array();
+    if (!root || !arr) {
+        json_decref(root);
+        json_decref(arr);
+        return NULL;
+    }
+    json_object_set_new(root, "results", arr);
+    for (size_t i = 0; i < n; i++) {
+        json_t *item = renewal_object(&results[i], view);
+        if (!item || json_array_append_new(arr, item) != 0) {
+            json_decref(root);
+            return NULL;
+        }
+    }
     return finish(root);
 }

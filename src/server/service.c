@@ -59,6 +59,7 @@ static const char *const event_types[LEASED_OP_COUNT] = {
     [LEASED_OP_LIST] = "target_lease_list",
     [LEASED_OP_COMMIT] = "target_lease_commit_rejected",
     [LEASED_OP_WATCH] = "target_lease_inspect",
+    [LEASED_OP_RENEW_BATCH] = "target_lease_renew",
 };
 
 void leased_outcome_clear(leased_outcome_t *out)
@@ -66,6 +67,9 @@ void leased_outcome_clear(leased_outcome_t *out)
     if (!out)
         return;
     lease_list_result_free(&out->list);
+    free(out->renewals);
+    out->renewals = NULL;
+    out->n_renewals = 0;
 }
 
 leased_service_t *leased_service_new(lease_store_t *store, lease_auth_t *auth,
@@ -336,6 +340,12 @@ static lease_code_t authorize_request(const leased_op_ctx_t *ctx, leased_request
     case LEASED_OP_RELEASE:
         return lease_auth_in_scope(c, &req->u.owner.identity) ? LEASE_CODE_COUNT
                                                               : LEASE_ACCESS_DENIED;
+    case LEASED_OP_RENEW_BATCH:
+        /* one renewal outside scope refuses the batch: the caller named it */
+        for (size_t i = 0; i < req->n_renewals; i++)
+            if (!lease_auth_in_scope(c, &req->renewals[i].identity))
+                return LEASE_ACCESS_DENIED;
+        return LEASE_CODE_COUNT;
     case LEASED_OP_FORCE_RELEASE:
     case LEASED_OP_REVOKE:
         if (!c->admin)
@@ -384,6 +394,15 @@ static bool digest(leased_request_t *req, lease_call_t *call)
     case LEASED_OP_RENEW:
         lease_digest_renew(&req->u.owner, call->request_digest);
         break;
+    case LEASED_OP_RENEW_BATCH:
+        /* each renewal carries the digest of the renewal it is */
+        for (size_t i = 0; i < req->n_renewals; i++) {
+            lease_owner_req_t *r = &req->renewals[i];
+            lease_digest_renew(r, r->call.request_digest);
+            if (strlen(r->call.request_digest) != LEASE_DIGEST_HEX_LEN)
+                return false;
+        }
+        return true;
     case LEASED_OP_RELEASE:
         lease_digest_release(&req->u.owner, call->request_digest);
         break;
@@ -545,6 +564,63 @@ static void take_details(leased_request_t *req, leased_outcome_t *out)
         out->retry_after_ms = 0;
 }
 
+/* Each renewal of a batch takes the batch's call (deadline, correlation,
+ * caller, trace) and keeps its own request id (and, later, digest). */
+static void complete_renewals(leased_request_t *req)
+{
+    const lease_call_t *batch = &req->u.owner.call;
+    for (size_t i = 0; i < req->n_renewals; i++) {
+        lease_call_t *c = &req->renewals[i].call;
+        c->deadline = batch->deadline;
+        snprintf(c->deadline_class, sizeof c->deadline_class, "%s", batch->deadline_class);
+        snprintf(c->correlation_id, sizeof c->correlation_id, "%s", batch->correlation_id);
+        snprintf(c->trace_id, sizeof c->trace_id, "%s", batch->trace_id);
+        c->received_mono_ns = batch->received_mono_ns;
+        c->principal = batch->principal;
+    }
+}
+
+/*
+ * Many renewals in one store call (complete_renewals has run): each keeps
+ * its own request id and digest; each answer is audited as its own renewal would
+ * be (the store audits renewals that changed state; the rest here).
+ */
+static lease_code_t renew_batch(leased_service_t *svc, const leased_op_ctx_t *ctx,
+                                leased_request_t *req, leased_outcome_t *out)
+{
+    const lease_call_t *batch = &req->u.owner.call;
+    size_t n = req->n_renewals;
+    out->renewals = calloc(n, sizeof *out->renewals);
+    leased_request_t *one = leased_request_new(LEASED_OP_RENEW);
+    if (!out->renewals || !one) {
+        leased_request_free(one);
+        free(out->renewals);
+        out->renewals = NULL;
+        out->code = LEASE_BACKEND_UNAVAILABLE;
+        return out->code;
+    }
+    out->code =
+        lease_store_renew_many(svc->store, req->renewals, n, &batch->deadline, out->renewals);
+    if (out->code != LEASE_RENEWED) {
+        free(out->renewals);
+        out->renewals = NULL;
+        leased_request_free(one);
+        return out->code;
+    }
+    out->n_renewals = n;
+    leased_op_ctx_t item_ctx = *ctx;
+    item_ctx.op = LEASED_OP_RENEW;
+    for (size_t i = 0; i < n; i++) {
+        const lease_result_t *r = &out->renewals[i];
+        if (lease_code_is_success(r->code) && !r->replayed)
+            continue;
+        one->u.owner = req->renewals[i];
+        audit(svc, &item_ctx, one, &one->u.owner.call, r->code, r);
+    }
+    leased_request_free(one);
+    return out->code;
+}
+
 /* The end of a request that was refused before reaching the store. */
 static lease_code_t finish_refused(leased_service_t *svc, const leased_op_ctx_t *ctx,
                                    leased_request_t *req, leased_outcome_t *out)
@@ -592,6 +668,9 @@ lease_code_t leased_service_run(leased_service_t *svc, leased_op_ctx_t *ctx, lea
         snprintf(call->trace_id, sizeof call->trace_id, "%s", ctx->trace_id);
     }
 
+    if (req->op == LEASED_OP_RENEW_BATCH)
+        complete_renewals(req);
+
     /* refusals that need no database; LEASE_CODE_COUNT means none */
     lease_code_t refusal = authorize_request(ctx, req, out->field, sizeof out->field);
     if (refusal == LEASE_CODE_COUNT && lease_deadline_passed(&call->deadline))
@@ -602,6 +681,12 @@ lease_code_t leased_service_run(leased_service_t *svc, leased_op_ctx_t *ctx, lea
     }
     if (refusal != LEASE_CODE_COUNT) {
         out->code = refusal;
+        return finish_refused(svc, ctx, req, out);
+    }
+    if (req->op == LEASED_OP_RENEW_BATCH) {
+        if (renew_batch(svc, ctx, req, out) == LEASE_RENEWED)
+            return out->code;
+        take_details(req, out);
         return finish_refused(svc, ctx, req, out);
     }
     out->code = call_store(svc, ctx, req, out);

@@ -36,6 +36,7 @@ typedef enum store_pg_op {
     STORE_PG_OP_RECORD_AUDIT,
     STORE_PG_OP_CREDENTIAL_LOOKUP,
     STORE_PG_OP_HEALTH,
+    STORE_PG_OP_RENEW_MANY, /* lease.renew_many: many renewals, one transaction */
     STORE_PG_OP_COUNT
 } store_pg_op_t;
 
@@ -60,6 +61,10 @@ LEASE_MUST_USE char *store_pg_encode_acquire(const lease_acquire_req_t *req, boo
 /* op: STORE_PG_OP_RENEW or STORE_PG_OP_RELEASE (release sends no ttl). */
 LEASE_MUST_USE char *store_pg_encode_owner(store_pg_op_t op, const lease_owner_req_t *req,
                                            int64_t now_mono_ns, const char **bad_field);
+/* {"renewals": [...]}: each request encoded as store_pg_encode_owner
+ * encodes a renewal (*bad_field names "renewals[i].<field>"). */
+LEASE_MUST_USE char *store_pg_encode_renew_many(const lease_owner_req_t *reqs, size_t n,
+                                                int64_t now_mono_ns, const char **bad_field);
 /* op: STORE_PG_OP_FORCE_RELEASE or STORE_PG_OP_REVOKE (only revoke sends
  * incident_id). */
 LEASE_MUST_USE char *store_pg_encode_admin(store_pg_op_t op, const lease_admin_req_t *req,
@@ -91,6 +96,11 @@ LEASE_MUST_USE json_t *store_pg_parse_object(const char *text);
  * makes a record unreadable: values it cannot hold exactly read as null.
  */
 lease_code_t store_pg_decode_result(store_pg_op_t op, const char *text, lease_result_t *out);
+/* lease.renew_many's {"results": [...]}: exactly n answers, each decoded
+ * as store_pg_decode_result decodes a renewal's into results[i]. Returns
+ * LEASE_RENEWED, or LEASE_OUTCOME_UNKNOWN (logged) when the whole answer
+ * cannot be read (an item's own malformed answer is that item's). */
+lease_code_t store_pg_decode_renew_many(const char *text, size_t n, lease_result_t *results);
 /* The recovery epoch and WAL position lease.check_namespace answers
  * ("epoch", "timeline", "wal_lsn" "X/Y"). Returns 0, or -1 when absent or
  * malformed. */

@@ -232,6 +232,49 @@ char *store_pg_encode_owner(store_pg_op_t op, const lease_owner_req_t *req, int6
     return finish(o, ok);
 }
 
+char *store_pg_encode_renew_many(const lease_owner_req_t *reqs, size_t n, int64_t now_mono_ns,
+                                 const char **bad_field)
+{
+    /* each item's text is exactly a renewal's: the batch only wraps them,
+     * optimistic as a renewal is (store_pg.c, "Transaction model") */
+    *bad_field = NULL;
+    static const char head[] = "{\"optimistic\":true,\"renewals\":[";
+    size_t len = sizeof head - 1, cap = 4096;
+    char *out = malloc(cap);
+    if (!out)
+        return NULL;
+    memcpy(out, head, len);
+    for (size_t i = 0; i < n; i++) {
+        const char *item_bad = NULL;
+        char *item = store_pg_encode_owner(STORE_PG_OP_RENEW, &reqs[i], now_mono_ns, &item_bad);
+        if (!item) {
+            if (item_bad)
+                *bad_field = indexed_field("renewals", i, item_bad);
+            free(out);
+            return NULL;
+        }
+        size_t ilen = strlen(item);
+        if (len + ilen + 4 > cap) {
+            while (len + ilen + 4 > cap)
+                cap *= 2;
+            char *grown = realloc(out, cap);
+            if (!grown) {
+                free(item);
+                free(out);
+                return NULL;
+            }
+            out = grown;
+        }
+        if (i > 0)
+            out[len++] = ',';
+        memcpy(out + len, item, ilen);
+        len += ilen;
+        free(item);
+    }
+    memcpy(out + len, "]}", 3);
+    return out;
+}
+
 char *store_pg_encode_admin(store_pg_op_t op, const lease_admin_req_t *req, int64_t now_mono_ns,
                             const char **bad_field)
 {
