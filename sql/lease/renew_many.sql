@@ -7,7 +7,6 @@ AS $function$
 DECLARE
     items jsonb := CASE WHEN jsonb_typeof(p) = 'object' THEN p -> 'renewals' END;
     item jsonb;
-    optimistic boolean := lease._optimistic(p);
     results jsonb := '[]'::jsonb;
 BEGIN
     IF current_setting('transaction_isolation') <> 'serializable' THEN
@@ -20,20 +19,18 @@ BEGIN
         RETURN lease._invalid('renewals', 'renewals must be an array of 1 to 100 renewals');
     END IF;
     FOR item IN SELECT value FROM jsonb_array_elements(items) LOOP
-        -- The batch's flag, not the item's: optimistic, a repeated request
-        -- id raises 23505 and ends the whole call (the caller repeats it
-        -- without the flag); without it each renewal looks its request id up
-        -- first, a predicate-locking read per item that ties concurrent
-        -- batches together under SERIALIZABLE.
-        results := results || jsonb_build_array(lease.renew(
-            CASE WHEN optimistic THEN item || '{"optimistic": true}' ELSE item - 'optimistic' END));
+        -- lease.renew decides each item as it decides a single renewal: no
+        -- request-id read before the write (which would tie concurrent
+        -- batches together under SERIALIZABLE), a repeated request id
+        -- answered from its stored result after the conflict.
+        results := results || jsonb_build_array(lease.renew(item));
     END LOOP;
     RETURN jsonb_build_object('results', results);
 END
 $function$;
 
 COMMENT ON FUNCTION lease.renew_many(jsonb) IS
-    'Many renewals in one transaction: {"renewals": [r1, ...]}, 1 to 100 requests of lease.renew, each decided by lease.renew itself (its exact ownership check, its own request id, idempotency and audit), answered {"results": [a1, ...]} in request order; one item''s lease_lost or invalid_lease_request does not touch the others. "optimistic": true (the batch''s, as for lease.renew) skips each request-id lookup: a repeated request id then fails the whole call with 23505, to be repeated without the flag. Only what ends the transaction (a serialization failure, a deadline of the whole call) ends them all.';
+    'Many renewals in one transaction: {"renewals": [r1, ...]}, 1 to 100 requests of lease.renew, each decided by lease.renew itself (its exact ownership check, its own request id, idempotency and audit), answered {"results": [a1, ...]} in request order; one item''s lease_lost or invalid_lease_request does not touch the others. A repeated request id gets its stored answer, as from lease.renew. Only what ends the transaction (a serialization failure, a deadline of the whole call) ends them all.';
 
 REVOKE ALL ON FUNCTION lease.renew_many(jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION lease.renew_many(jsonb) TO lease_service;
