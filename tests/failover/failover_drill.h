@@ -37,7 +37,7 @@
  * but by nobody who knows it) blocks its identity for two seconds only. */
 #define DRILL_TTL_MS 2000
 /* Bound on every wait for a condition. */
-#define DRILL_WAIT_MS 60000
+#define DRILL_WAIT_MS 150000
 
 /* leased's settings for the drills: the workers retry refusals every 10 ms,
  * above the default per-credential rate (a 429 would hide the answer the
