@@ -104,11 +104,14 @@ typedef struct request {
     int state;         /* request_state_t, atomic between worker and event thread */
     int hangup_fd;     /* >= 0: registered with h->hangup while it waits */
     bool on_probes;    /* arrived on the LEASE_METRICS_LISTEN listener */
-    bool woken_inline; /* woken while parking, and no job could be queued */
 } request_t;
 
 /* The request this thread is parking (watch_woken must not run it here). */
 static __thread request_t *parking;
+
+/* Set by watch_woken when the hub wakes, on this very thread, the request
+ * this thread is parking (no job could be queued): read by park(). */
+static __thread bool woken_while_parking;
 
 void leased_http_correlation_id(char out[32])
 {
@@ -393,7 +396,7 @@ static void watch_woken(void *arg)
     if (leased_work_queue_push_after(rq->http->workers, continue_job, rq, 0))
         return;
     if (parking == rq)
-        rq->woken_inline = true;
+        woken_while_parking = true; /* this thread's, not rq's: rq may be gone once parked */
     else
         continue_job(rq);
 }
@@ -428,17 +431,19 @@ static void watch_hangup(request_t *rq)
 
 /* Parks rq unless its client is gone already; under the hangup lock, so a
  * hang-up either is seen here or finds rq parked. */
-static leased_watch_park_result_t park(leased_http_t *h, request_t *rq)
+static leased_watch_park_result_t park(leased_http_t *h, request_t *rq, bool *woken_inline)
 {
     leased_exchange_t *ex = &rq->ex;
     leased_hangup_lock(h->hangup);
     leased_watch_park_result_t pr = LEASED_WATCH_STOPPING;
+    woken_while_parking = false;
     if (!__atomic_load_n(&ex->client_gone, __ATOMIC_ACQUIRE)) {
         parking = rq;
         pr = leased_watch_park(h->app->watch, ex->park_lease_id, ex->park_seq, ex->park_until_ns,
                                watch_woken, rq);
         parking = NULL;
     }
+    *woken_inline = woken_while_parking;
     leased_hangup_unlock(h->hangup);
     return pr;
 }
@@ -450,11 +455,11 @@ static void after_route(request_t *rq)
         watch_hangup(rq);
         if (rq->ex.park_requested) {
             rq->ex.park_requested = false;
-            leased_watch_park_result_t pr = park(h, rq);
-            if (pr == LEASED_WATCH_PARKED && !rq->woken_inline)
-                return; /* rq belongs to the hub now */
+            bool woken_inline = false;
+            leased_watch_park_result_t pr = park(h, rq, &woken_inline);
+            if (pr == LEASED_WATCH_PARKED && !woken_inline)
+                return; /* rq belongs to the hub now: not even read again */
             if (pr == LEASED_WATCH_PARKED) {
-                rq->woken_inline = false;
                 leased_routes_continue(h->app, &rq->ex);
             } else {
                 leased_routes_park_refused(h->app, &rq->ex, pr == LEASED_WATCH_FULL);
