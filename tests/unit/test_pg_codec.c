@@ -112,7 +112,7 @@ static void test_encode_acquire(void **state)
     req.ttl_ms = 30000;
     strcpy(req.metadata_json, "{\"attempt\":2,\"k\":\"v\"}");
     const char *bad = "x";
-    char *text = store_pg_encode_acquire(&req, false, now, &bad);
+    char *text = store_pg_encode_acquire(&req, now, &bad);
     assert_null(bad);
     json_t *o = parse(text);
     check_common(o);
@@ -134,7 +134,7 @@ static void test_encode_acquire(void **state)
     req.metadata_json[0] = '\0';
     req.ttl_ms = 0;
     req.maximum_lifetime_ms = 60000;
-    text = store_pg_encode_acquire(&req, false, now, &bad);
+    text = store_pg_encode_acquire(&req, now, &bad);
     o = parse(text);
     assert_string_equal(str(o, "trace_id"), "trace-own");
     assert_null(json_object_get(o, "metadata"));
@@ -147,7 +147,7 @@ static void test_encode_acquire(void **state)
     const char *bad_meta[] = {"[1,2]", "{\"a\":", "\"x\"", "{\"a\":1,\"a\":2}"};
     for (size_t i = 0; i < sizeof bad_meta / sizeof bad_meta[0]; i++) {
         strcpy(req.metadata_json, bad_meta[i]);
-        assert_null(store_pg_encode_acquire(&req, false, now, &bad));
+        assert_null(store_pg_encode_acquire(&req, now, &bad));
         assert_non_null(bad);
         assert_string_equal(bad, "metadata");
     }
