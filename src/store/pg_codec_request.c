@@ -197,7 +197,8 @@ char *store_pg_encode_acquire(const lease_acquire_req_t *req, int64_t now_mono_n
 }
 
 /* The opening of a renewal, release, revoke or forced release: a call
- * answered briefly (completed in store_pg.c) on a lease the caller names. NULL when out of memory; else *ok is true. */
+ * answered briefly (completed in store_pg.c) on a lease the caller names. NULL when out of memory;
+ * else *ok is true. */
 static json_t *held_lease_json(const lease_call_t *call, int64_t now_mono_ns,
                                const lease_identity_t *id, const char *lease_id,
                                int64_t fencing_token, bool *ok)

@@ -217,10 +217,11 @@ static void absorb(PGresult *res, collect_t *c, store_pg_reply_t *out)
         lease_pg_copy_msg(out->sqlstate, sizeof out->sqlstate, state);
         lease_pg_copy_msg(out->message, sizeof out->message, PQresultErrorMessage(res));
         lease_pg_copy_msg(out->primary, sizeof out->primary,
-                 PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
-        lease_pg_copy_msg(out->detail, sizeof out->detail, PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL));
+                          PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
+        lease_pg_copy_msg(out->detail, sizeof out->detail,
+                          PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL));
         lease_pg_copy_msg(out->constraint, sizeof out->constraint,
-                 PQresultErrorField(res, PG_DIAG_CONSTRAINT_NAME));
+                          PQresultErrorField(res, PG_DIAG_CONSTRAINT_NAME));
     }
     if (state && sev && strcmp(sev, "ERROR") == 0)
         c->server_error = true;
@@ -382,8 +383,8 @@ void store_pg_conn_exec(struct pg_conn *c, const store_pg_stmt_t *stmt,
         out->discard = true;
         if (!out->message[0])
             lease_pg_copy_msg(out->message, sizeof out->message,
-                     session_ok ? "no reply before the deadline and cancel grace"
-                                : PQerrorMessage(conn));
+                              session_ok ? "no reply before the deadline and cancel grace"
+                                         : PQerrorMessage(conn));
     }
     /* A cancel we asked for may reach the server after this statement
      * ended (it raced the reply, or the function's own lock_timeout fired

@@ -347,9 +347,8 @@ static attempt_verdict_t judge_error(store_pg_t *pg, store_pg_slot_t *slot, cons
  * reached the server. Never checks the slot in: run_call does, once.
  */
 static attempt_verdict_t attempt_on_slot(store_pg_t *pg, store_pg_slot_t *slot,
-                                         const call_spec_t *spec,
-                                         int attempt, bool *touched, call_outcome_t *out,
-                                         bool *discard)
+                                         const call_spec_t *spec, int attempt, bool *touched,
+                                         call_outcome_t *out, bool *discard)
 {
     bool read_only = store_pg_op_read_only(spec->op);
     int connects_left = CONNECT_ATTEMPTS;

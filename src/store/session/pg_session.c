@@ -42,7 +42,8 @@ int lease_pg_session_params_init(lease_pg_session_params_t *p, const char *conni
     PQconninfoOption *parsed = PQconninfoParse(conninfo, &perr);
     if (!parsed) {
         /* libpq's reason names the bad option, not the secret parts */
-        lease_pg_copy_msg(err, errsz, perr ? perr : "invalid database connection string (out of memory)");
+        lease_pg_copy_msg(err, errsz,
+                          perr ? perr : "invalid database connection string (out of memory)");
         PQfreemem(perr);
         return -1;
     }
