@@ -51,6 +51,11 @@ LEASE_MUST_USE int lease_pg_session_params_init(lease_pg_session_params_t *p, co
                                                 const char *fallback_name,
                                                 const char *application_name, char *err,
                                                 size_t errsz);
+/* Copies a libpq message into dst as one line: trailing newlines and blanks
+ * cut, inner newlines made spaces; NULL copies as "". Every session's
+ * errors and replies are reported this way. */
+void lease_pg_copy_msg(char *dst, size_t dstsz, const char *src);
+
 /* Releases the arrays, wiping the copy of the conninfo; accepts NULL. */
 void lease_pg_session_params_free(lease_pg_session_params_t *p);
 

@@ -192,7 +192,6 @@ typedef struct lease_store_stats {
     uint64_t outcome_unknown;
     uint64_t backend_errors;
     uint64_t sealed_refusals;    /* decisions refused: the namespace is sealed */
-    uint64_t repeated_requests;  /* optimistic calls that found their request id committed */
 } lease_store_stats_t;
 
 typedef struct lease_sweep_result {

@@ -242,10 +242,6 @@ char *leased_metrics_render(const leased_metrics_t *m, const leased_metrics_gaug
         &t, "leased_namespace_sealed_refusals_total",
         "Acquisitions, renewals and commits refused because the namespace is sealed.",
         g->store.sealed_refusals);
-    lease_prom_counter(
-        &t, "leased_db_repeated_requests_total",
-        "Optimistic calls whose request id had already committed (answered by replay).",
-        g->store.repeated_requests);
     lease_prom_gauge(&t, "leased_audit_queue_depth", "Audit events waiting to be written.",
                      (double)g->audit_depth);
     lease_prom_counter(&t, "leased_audit_events_written_total",

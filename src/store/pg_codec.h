@@ -54,9 +54,7 @@ bool store_pg_op_allows(store_pg_op_t op, lease_code_t code);
  * answers invalid_lease_request), or is NULL when memory ran out.
  * now_mono_ns is the moment of the call, for latency_ms.
  */
-/* existing: the identity's row is known to exist (pg_known.h). */
-LEASE_MUST_USE char *store_pg_encode_acquire(const lease_acquire_req_t *req, bool existing,
-                                             int64_t now_mono_ns,
+LEASE_MUST_USE char *store_pg_encode_acquire(const lease_acquire_req_t *req, int64_t now_mono_ns,
                                              const char **bad_field);
 /* op: STORE_PG_OP_RENEW or STORE_PG_OP_RELEASE (release sends no ttl). */
 LEASE_MUST_USE char *store_pg_encode_owner(store_pg_op_t op, const lease_owner_req_t *req,

@@ -162,7 +162,7 @@ static char *finish(json_t *o, bool ok)
     return text;
 }
 
-char *store_pg_encode_acquire(const lease_acquire_req_t *req, bool existing, int64_t now_mono_ns,
+char *store_pg_encode_acquire(const lease_acquire_req_t *req, int64_t now_mono_ns,
                               const char **bad_field)
 {
     *bad_field = NULL;
@@ -170,12 +170,8 @@ char *store_pg_encode_acquire(const lease_acquire_req_t *req, bool existing, int
     bool ok = o != NULL;
     if (!ok)
         return NULL;
-    /* see store_pg.c, "Transaction model": no lookup before deciding, and
-     * an answer of what the database decided (completed there) */
-    put(o, "optimistic", json_true(), &ok);
+    /* an answer of what the database decided (completed in store_pg.c) */
     put(o, "brief", json_true(), &ok);
-    if (existing)
-        put(o, "existing", json_true(), &ok);
     put(o, "lock_identity", identity_json(&req->identity), &ok);
     put_str(o, "service_instance_id", req->service_instance_id, &ok);
     put_str(o, "execution_id", req->execution_id, &ok);
@@ -200,9 +196,9 @@ char *store_pg_encode_acquire(const lease_acquire_req_t *req, bool existing, int
     return finish(o, ok);
 }
 
-/* The opening of a renewal, release, revoke or forced release: an
- * optimistic call answered briefly (see store_pg.c, "Transaction model") on
- * a lease the caller names. NULL when out of memory; else *ok is true. */
+/* The opening of a renewal, release, revoke or forced release: a call
+ * answered briefly (completed in store_pg.c) on a lease the caller names. NULL when out of memory;
+ * else *ok is true. */
 static json_t *held_lease_json(const lease_call_t *call, int64_t now_mono_ns,
                                const lease_identity_t *id, const char *lease_id,
                                int64_t fencing_token, bool *ok)
@@ -211,7 +207,6 @@ static json_t *held_lease_json(const lease_call_t *call, int64_t now_mono_ns,
     *ok = o != NULL;
     if (!o)
         return NULL;
-    put(o, "optimistic", json_true(), ok);
     put(o, "brief", json_true(), ok);
     put_lease_ref(o, id, lease_id, fencing_token, ok);
     return o;
@@ -235,10 +230,9 @@ char *store_pg_encode_owner(store_pg_op_t op, const lease_owner_req_t *req, int6
 char *store_pg_encode_renew_many(const lease_owner_req_t *reqs, size_t n, int64_t now_mono_ns,
                                  const char **bad_field)
 {
-    /* each item's text is exactly a renewal's: the batch only wraps them,
-     * optimistic as a renewal is (store_pg.c, "Transaction model") */
+    /* each item's text is exactly a renewal's: the batch only wraps them */
     *bad_field = NULL;
-    static const char head[] = "{\"optimistic\":true,\"renewals\":[";
+    static const char head[] = "{\"renewals\":[";
     size_t len = sizeof head - 1, cap = 4096;
     char *out = malloc(cap);
     if (!out)

@@ -26,16 +26,6 @@
 #include "pg_log.h"
 #include "pg_sqlstate.h"
 
-static void copy_msg(char *dst, size_t dstsz, const char *src)
-{
-    if (!dst || dstsz == 0)
-        return;
-    snprintf(dst, dstsz, "%s", src ? src : "");
-    size_t n = strlen(dst);
-    while (n > 0 && (dst[n - 1] == '\n' || dst[n - 1] == ' '))
-        dst[--n] = '\0';
-}
-
 int store_pg_connparams_init(store_pg_connparams_t *p, const char *conninfo,
                              int64_t connect_timeout_ms, const char *application_name, char *err,
                              size_t errsz)
@@ -84,7 +74,7 @@ store_pg_connect_status_t store_pg_conn_connect(const store_pg_connparams_t *p,
                                                 struct pg_conn **out, char *msg, size_t msgsz)
 {
     *out = NULL;
-    copy_msg(msg, msgsz, "");
+    lease_pg_copy_msg(msg, msgsz, "");
     if (lease_deadline_passed(deadline))
         return STORE_PG_CONNECT_DEADLINE;
     int64_t limit = lease_mono_now_ns() + p->connect_timeout_ms * 1000000;
@@ -93,7 +83,7 @@ store_pg_connect_status_t store_pg_conn_connect(const store_pg_connparams_t *p,
         limit = deadline->mono_ns;
     PGconn *conn = PQconnectStartParams(p->keywords, p->values, 1);
     if (!conn) {
-        copy_msg(msg, msgsz, "out of memory");
+        lease_pg_copy_msg(msg, msgsz, "out of memory");
         return STORE_PG_CONNECT_FAILED;
     }
     PostgresPollingStatusType st = PGRES_POLLING_WRITING;
@@ -102,7 +92,7 @@ store_pg_connect_status_t store_pg_conn_connect(const store_pg_connparams_t *p,
     while (st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED) {
         int wait = wait_ms_until(limit);
         if (wait == 0) {
-            copy_msg(msg, msgsz, "connection attempt timed out");
+            lease_pg_copy_msg(msg, msgsz, "connection attempt timed out");
             PQfinish(conn);
             return deadline_first ? STORE_PG_CONNECT_DEADLINE : STORE_PG_CONNECT_FAILED;
         }
@@ -114,7 +104,7 @@ store_pg_connect_status_t store_pg_conn_connect(const store_pg_connparams_t *p,
         st = PQconnectPoll(conn);
     }
     if (st == PGRES_POLLING_FAILED || PQsetnonblocking(conn, 1) != 0) {
-        copy_msg(msg, msgsz, PQerrorMessage(conn));
+        lease_pg_copy_msg(msg, msgsz, PQerrorMessage(conn));
         PQfinish(conn);
         return STORE_PG_CONNECT_FAILED;
     }
@@ -224,13 +214,14 @@ static void absorb(PGresult *res, collect_t *c, store_pg_reply_t *out)
     const char *state = PQresultErrorField(res, PG_DIAG_SQLSTATE);
     const char *sev = PQresultErrorField(res, PG_DIAG_SEVERITY_NONLOCALIZED);
     if (!out->sqlstate[0] || (!c->server_error && state)) {
-        copy_msg(out->sqlstate, sizeof out->sqlstate, state);
-        copy_msg(out->message, sizeof out->message, PQresultErrorMessage(res));
-        copy_msg(out->primary, sizeof out->primary,
-                 PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
-        copy_msg(out->detail, sizeof out->detail, PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL));
-        copy_msg(out->constraint, sizeof out->constraint,
-                 PQresultErrorField(res, PG_DIAG_CONSTRAINT_NAME));
+        lease_pg_copy_msg(out->sqlstate, sizeof out->sqlstate, state);
+        lease_pg_copy_msg(out->message, sizeof out->message, PQresultErrorMessage(res));
+        lease_pg_copy_msg(out->primary, sizeof out->primary,
+                          PQresultErrorField(res, PG_DIAG_MESSAGE_PRIMARY));
+        lease_pg_copy_msg(out->detail, sizeof out->detail,
+                          PQresultErrorField(res, PG_DIAG_MESSAGE_DETAIL));
+        lease_pg_copy_msg(out->constraint, sizeof out->constraint,
+                          PQresultErrorField(res, PG_DIAG_CONSTRAINT_NAME));
     }
     if (state && sev && strcmp(sev, "ERROR") == 0)
         c->server_error = true;
@@ -328,7 +319,7 @@ void store_pg_conn_exec(struct pg_conn *c, const store_pg_stmt_t *stmt,
     if (!sent) {
         out->status = STORE_PG_EXEC_SEND_FAILED;
         out->discard = true;
-        copy_msg(out->message, sizeof out->message, PQerrorMessage(conn));
+        lease_pg_copy_msg(out->message, sizeof out->message, PQerrorMessage(conn));
         return;
     }
 
@@ -391,9 +382,9 @@ void store_pg_conn_exec(struct pg_conn *c, const store_pg_stmt_t *stmt,
         out->status = STORE_PG_EXEC_LOST;
         out->discard = true;
         if (!out->message[0])
-            copy_msg(out->message, sizeof out->message,
-                     session_ok ? "no reply before the deadline and cancel grace"
-                                : PQerrorMessage(conn));
+            lease_pg_copy_msg(out->message, sizeof out->message,
+                              session_ok ? "no reply before the deadline and cancel grace"
+                                         : PQerrorMessage(conn));
     }
     /* A cancel we asked for may reach the server after this statement
      * ended (it raced the reply, or the function's own lock_timeout fired

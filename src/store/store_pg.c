@@ -12,12 +12,9 @@
  * nothing to other clients of its pool. health() alone runs an explicit
  * READ COMMITTED READ ONLY transaction.
  *
- * State-changing lease operations are sent "optimistic" (docs/sql-api.md):
- * the function does not look the request id up before it decides, so no
- * predicate lock ties unrelated transactions together. A repeated request
- * whose original committed then fails on idempotency's primary key (23505,
- * constraint idempotency_pkey) and rolls back; the adapter repeats it at
- * once without "optimistic" and answers what the function replays.
+ * A repeated request id is the functions' to answer (docs/sql-api.md, "One
+ * behaviour for every caller"): they find it after the conflict and give
+ * the stored result, so the adapter sends every call once per attempt.
  *
  * Outcome rules (docs/architecture.md, "Deadlines and outcome-unknown"):
  * - nothing sent yet and the deadline passed (waiting for the pool, or
@@ -45,7 +42,6 @@
 
 #include "pg_codec.h"
 #include "pg_conn.h"
-#include "pg_known.h"
 #include "pg_log.h"
 #include "pg_pool.h"
 #include "pg_sqlstate.h"
@@ -55,19 +51,16 @@
 #define RETRY_AFTER_UNAVAILABLE_MS 250
 #define QUARANTINE_BUDGET_MS 1000
 #define POOL_SIZE_MAX 1024
-#define CONNECT_ATTEMPTS 2     /* the first connection and one reconnect */
-#define KNOWN_IDENTITY_BITS 16 /* 65536 remembered identities: 512 KiB */
+#define CONNECT_ATTEMPTS 2 /* the first connection and one reconnect */
 
 typedef struct store_pg {
     lease_store_t base;
     store_pg_pool_t *pool;
-    store_pg_known_t *known; /* identities whose row exists (a hint) */
     store_pg_connparams_t params;
     uint64_t serialization_retries; /* __atomic */
     uint64_t outcome_unknown;
     uint64_t backend_errors;
     uint64_t sealed_refusals;
-    uint64_t repeated_requests;
     /* The highest WAL insert position a check saw, and on which timeline
      * (lease.check_namespace): a later check that finds the database behind
      * it on the same timeline seals (an older copy was restored). Kept here,
@@ -84,10 +77,6 @@ typedef struct store_pg {
 typedef struct call_spec {
     store_pg_op_t op;
     store_pg_stmt_t stmt;
-    /* The same call without "optimistic" (looks the request id up first),
-     * for a request found to repeat one that committed; NULL when stmt is
-     * not optimistic. */
-    const char *lookup_sql;
     const lease_deadline_t *deadline;
     const lease_call_t *call;         /* for logs; may be NULL */
     const lease_identity_t *identity; /* for quarantine; may be NULL */
@@ -298,37 +287,19 @@ static int ensure_session(store_pg_t *pg, store_pg_slot_t *slot, const call_spec
     return 0;
 }
 
-/* Whether reply says an optimistic call repeated a request that committed. */
-static bool repeated_request(const call_spec_t *spec, const store_pg_reply_t *r)
-{
-    return spec->lookup_sql && strcmp(r->sqlstate, SQLSTATE_UNIQUE_VIOLATION) == 0 &&
-           strcmp(r->constraint, "idempotency_pkey") == 0;
-}
-
 /* What one attempt on a pooled slot came to. */
 typedef enum attempt_verdict {
     ATTEMPT_DONE,    /* out holds the answer: the function's value or a typed failure */
-    ATTEMPT_AGAIN,   /* a repeated request: ask again at once, looking it up first */
     ATTEMPT_BACKOFF, /* rolled back and retryable: again after a jittered pause */
 } attempt_verdict_t;
 
 /* The answer to a backend ERROR (out->reply), by the SQLSTATE table. Runs
  * before the slot goes back: a quarantine uses its session. */
-static attempt_verdict_t judge_error(store_pg_t *pg, store_pg_slot_t *slot, call_spec_t *spec,
+static attempt_verdict_t judge_error(store_pg_t *pg, store_pg_slot_t *slot, const call_spec_t *spec,
                                      int attempt, bool read_only, call_outcome_t *out,
                                      bool *discard)
 {
     store_pg_reply_t *r = &out->reply;
-    if (repeated_request(spec, r)) {
-        /* rolled back; ask again, looking the request up first */
-        count(&pg->repeated_requests);
-        log_call(STORE_PG_LOG_DEBUG, "repeated_request", spec, r->sqlstate, r->constraint, NULL,
-                 attempt);
-        *discard = r->discard;
-        spec->stmt.sql = spec->lookup_sql;
-        spec->lookup_sql = NULL;
-        return ATTEMPT_AGAIN;
-    }
     const store_pg_sqlstate_rule_t *rule = store_pg_sqlstate_lookup(r->sqlstate);
     *discard = r->discard || rule->discard_connection;
     if (rule->action == STORE_PG_ACT_RETRY) {
@@ -375,9 +346,9 @@ static attempt_verdict_t judge_error(store_pg_t *pg, store_pg_slot_t *slot, call
  * whether the slot's session must not be reused; *touched once a statement
  * reached the server. Never checks the slot in: run_call does, once.
  */
-static attempt_verdict_t attempt_on_slot(store_pg_t *pg, store_pg_slot_t *slot, call_spec_t *spec,
-                                         int attempt, bool *touched, call_outcome_t *out,
-                                         bool *discard)
+static attempt_verdict_t attempt_on_slot(store_pg_t *pg, store_pg_slot_t *slot,
+                                         const call_spec_t *spec, int attempt, bool *touched,
+                                         call_outcome_t *out, bool *discard)
 {
     bool read_only = store_pg_op_read_only(spec->op);
     int connects_left = CONNECT_ATTEMPTS;
@@ -434,31 +405,30 @@ static attempt_verdict_t attempt_on_slot(store_pg_t *pg, store_pg_slot_t *slot, 
  * typed failure. See the file comment for the rules. Each attempt takes a
  * slot from the pool and gives it back in one place, before any pause.
  */
-static void run_call(store_pg_t *pg, const call_spec_t *given, call_outcome_t *out)
+static void run_call(store_pg_t *pg, const call_spec_t *spec, call_outcome_t *out)
 {
-    call_spec_t spec = *given; /* stmt.sql changes for a repeated request */
     memset(out, 0, sizeof *out);
     bool touched = false; /* a statement reached the server on an earlier attempt */
     int64_t backoff_ms = BACKOFF_FIRST_MS;
     for (int attempt = 1;; attempt++) {
         /* after retries the database was touched: not "before submission" */
-        store_pg_slot_t *slot = lease_deadline_passed(spec.deadline)
+        store_pg_slot_t *slot = lease_deadline_passed(spec->deadline)
                                     ? NULL
-                                    : store_pg_pool_checkout(pg->pool, spec.deadline);
+                                    : store_pg_pool_checkout(pg->pool, spec->deadline);
         if (!slot) {
             fail(out, touched ? LEASE_BACKEND_UNAVAILABLE : LEASE_DEADLINE_EXCEEDED, touched);
             return;
         }
         bool discard = false;
         attempt_verdict_t verdict =
-            attempt_on_slot(pg, slot, &spec, attempt, &touched, out, &discard);
+            attempt_on_slot(pg, slot, spec, attempt, &touched, out, &discard);
         store_pg_pool_checkin(pg->pool, slot, discard);
         if (verdict == ATTEMPT_DONE)
             return;
         if (verdict == ATTEMPT_BACKOFF) {
             /* full jitter: anywhere in [0, backoff] */
             int64_t sleep_ms = (int64_t)lease_jitter((uint64_t)backoff_ms + 1);
-            if (sleep_ms >= lease_deadline_remaining_ms(spec.deadline)) {
+            if (sleep_ms >= lease_deadline_remaining_ms(spec->deadline)) {
                 /* No time for another attempt. A lock wait the functions
                  * bound to this very deadline (lock_timeout) is a known
                  * non-commit that ran out of time, like a confirmed cancel;
@@ -494,16 +464,6 @@ static lease_code_t encode_failed(const char *bad_field, lease_code_t *code, cha
     return *code;
 }
 
-/* The SQL of each state-changing lease operation when its request repeats
- * one that committed: the same request without "optimistic". */
-static const char *const json_op_lookup_sql[STORE_PG_OP_COUNT] = {
-    [STORE_PG_OP_ACQUIRE] = "SELECT lease.acquire($1::jsonb - 'optimistic')::text",
-    [STORE_PG_OP_RENEW] = "SELECT lease.renew($1::jsonb - 'optimistic')::text",
-    [STORE_PG_OP_RELEASE] = "SELECT lease.release($1::jsonb - 'optimistic')::text",
-    [STORE_PG_OP_FORCE_RELEASE] = "SELECT lease.force_release($1::jsonb - 'optimistic')::text",
-    [STORE_PG_OP_REVOKE] = "SELECT lease.revoke($1::jsonb - 'optimistic')::text",
-};
-
 /* The SQL of each operation that takes one jsonb request. */
 static const char *const json_op_sql[STORE_PG_OP_COUNT] = {
     [STORE_PG_OP_ACQUIRE] = "SELECT lease.acquire($1::jsonb)::text",
@@ -529,7 +489,6 @@ static void param_call(store_pg_t *pg, store_pg_op_t op, const char *sql, const 
     call_spec_t spec = {
         .op = op,
         .stmt = {.sql = sql, .nparams = 1, .params = params, .serializable = true},
-        .lookup_sql = sql == json_op_sql[op] ? json_op_lookup_sql[op] : NULL,
         .deadline = deadline,
         .call = call,
         .identity = identity,
@@ -611,24 +570,13 @@ static void complete_acquired(lease_result_t *res, const lease_acquire_req_t *re
     SET_IF_EMPTY(r->metadata_json, req->metadata_json[0] ? req->metadata_json : "{}");
 }
 
-/* After an answer that proves the identity's row exists, remember it. */
-static void note_row_exists(store_pg_t *pg, uint64_t fingerprint, lease_code_t code)
-{
-    if (lease_code_is_success(code) || code == LEASE_CONFLICT)
-        store_pg_known_add(pg->known, fingerprint);
-}
-
 static lease_code_t pg_acquire(lease_store_t *s, const lease_acquire_req_t *req,
                                lease_result_t *res)
 {
-    store_pg_t *pg = impl(s);
-    uint64_t fp = store_pg_known_fingerprint(&req->identity);
     const char *bad = NULL;
-    char *json =
-        store_pg_encode_acquire(req, store_pg_known_has(pg->known, fp), lease_mono_now_ns(), &bad);
-    lease_call(pg, STORE_PG_OP_ACQUIRE, json, bad, &req->call, &req->identity, res);
+    char *json = store_pg_encode_acquire(req, lease_mono_now_ns(), &bad);
+    lease_call(impl(s), STORE_PG_OP_ACQUIRE, json, bad, &req->call, &req->identity, res);
     complete_acquired(res, req);
-    note_row_exists(pg, fp, res->code);
     return res->code;
 }
 
@@ -640,7 +588,6 @@ static lease_code_t owner_call(lease_store_t *s, store_pg_op_t op, const lease_o
     char *json = store_pg_encode_owner(op, req, lease_mono_now_ns(), &bad);
     lease_call(impl(s), op, json, bad, &req->call, &req->identity, res);
     complete_reference(res, &req->identity, req->lease_id, req->fencing_token);
-    note_row_exists(impl(s), store_pg_known_fingerprint(&req->identity), res->code);
     return res->code;
 }
 
@@ -649,10 +596,8 @@ static lease_code_t pg_renew(lease_store_t *s, const lease_owner_req_t *req, lea
     return owner_call(s, STORE_PG_OP_RENEW, req, res);
 }
 
-/* Many renewals, one call of lease.renew_many, one transaction.
- * Optimistic like a single renewal: a repeated request id ends the call
- * with a unique violation and the batch is repeated without the flag
- * (lookup_sql), where each renewal looks its request id up first. */
+/* Many renewals, one call of lease.renew_many, one transaction; each item
+ * is decided (and a repeated request id answered) as a single renewal is. */
 static lease_code_t pg_renew_many(lease_store_t *s, const lease_owner_req_t *reqs, size_t n,
                                   const lease_deadline_t *deadline, lease_result_t *results)
 {
@@ -671,7 +616,6 @@ static lease_code_t pg_renew_many(lease_store_t *s, const lease_owner_req_t *req
                  .nparams = 1,
                  .params = params,
                  .serializable = true},
-        .lookup_sql = "SELECT lease.renew_many($1::jsonb - 'optimistic')::text",
         .deadline = deadline,
     };
     call_outcome_t out;
@@ -682,10 +626,8 @@ static lease_code_t pg_renew_many(lease_store_t *s, const lease_owner_req_t *req
     store_pg_reply_clear(&out.reply);
     if (code != LEASE_RENEWED)
         return code;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n; i++)
         complete_reference(&results[i], &reqs[i].identity, reqs[i].lease_id, reqs[i].fencing_token);
-        note_row_exists(pg, store_pg_known_fingerprint(&reqs[i].identity), results[i].code);
-    }
     return code;
 }
 
@@ -883,14 +825,12 @@ static void pg_stats(lease_store_t *s, lease_store_stats_t *out)
     out->outcome_unknown = __atomic_load_n(&pg->outcome_unknown, __ATOMIC_RELAXED);
     out->backend_errors = __atomic_load_n(&pg->backend_errors, __ATOMIC_RELAXED);
     out->sealed_refusals = __atomic_load_n(&pg->sealed_refusals, __ATOMIC_RELAXED);
-    out->repeated_requests = __atomic_load_n(&pg->repeated_requests, __ATOMIC_RELAXED);
 }
 
 static void pg_close(lease_store_t *s)
 {
     store_pg_t *pg = impl(s);
     store_pg_pool_free(pg->pool);
-    store_pg_known_free(pg->known);
     pthread_mutex_destroy(&pg->seen_lock);
     store_pg_connparams_free(&pg->params);
     free(pg);
@@ -933,10 +873,7 @@ int lease_store_pg_open(const lease_store_pg_config_t *cfg, lease_store_t **out,
         return -1;
     }
     pg->pool = store_pg_pool_new(cfg->pool_size);
-    pg->known = store_pg_known_new(KNOWN_IDENTITY_BITS);
-    if (!pg->pool || !pg->known) {
-        store_pg_pool_free(pg->pool);
-        store_pg_known_free(pg->known);
+    if (!pg->pool) {
         store_pg_connparams_free(&pg->params);
         free(pg);
         snprintf(err, errsz, "out of memory");

@@ -112,7 +112,7 @@ static void test_encode_acquire(void **state)
     req.ttl_ms = 30000;
     strcpy(req.metadata_json, "{\"attempt\":2,\"k\":\"v\"}");
     const char *bad = "x";
-    char *text = store_pg_encode_acquire(&req, false, now, &bad);
+    char *text = store_pg_encode_acquire(&req, now, &bad);
     assert_null(bad);
     json_t *o = parse(text);
     check_common(o);
@@ -134,7 +134,7 @@ static void test_encode_acquire(void **state)
     req.metadata_json[0] = '\0';
     req.ttl_ms = 0;
     req.maximum_lifetime_ms = 60000;
-    text = store_pg_encode_acquire(&req, false, now, &bad);
+    text = store_pg_encode_acquire(&req, now, &bad);
     o = parse(text);
     assert_string_equal(str(o, "trace_id"), "trace-own");
     assert_null(json_object_get(o, "metadata"));
@@ -147,10 +147,68 @@ static void test_encode_acquire(void **state)
     const char *bad_meta[] = {"[1,2]", "{\"a\":", "\"x\"", "{\"a\":1,\"a\":2}"};
     for (size_t i = 0; i < sizeof bad_meta / sizeof bad_meta[0]; i++) {
         strcpy(req.metadata_json, bad_meta[i]);
-        assert_null(store_pg_encode_acquire(&req, false, now, &bad));
+        assert_null(store_pg_encode_acquire(&req, now, &bad));
         assert_non_null(bad);
         assert_string_equal(bad, "metadata");
     }
+}
+
+/* The members no decision reads any more (docs/sql-api.md, "One behaviour
+ * for every caller") are not sent: every state-changing request, a batch
+ * included, carries only "brief" besides its fields. */
+static void assert_no_request_flags(const char *text)
+{
+    json_t *o = parse(text);
+    assert_null(json_object_get(o, "optimistic"));
+    assert_null(json_object_get(o, "existing"));
+    json_decref(o);
+}
+
+static void test_encode_no_request_flags(void **state)
+{
+    (void)state;
+    int64_t now = 5000000000LL;
+    const char *bad;
+    lease_acquire_req_t a;
+    memset(&a, 0, sizeof a);
+    fill_call(&a.call, now);
+    fill_identity(&a.identity);
+    strcpy(a.service_instance_id, "inst-1");
+    strcpy(a.execution_id, "exec-1");
+    strcpy(a.job_id, "job-1");
+    char *text = store_pg_encode_acquire(&a, now, &bad);
+    assert_no_request_flags(text);
+    json_t *o = parse(text);
+    assert_true(json_is_true(json_object_get(o, "brief")));
+    json_decref(o);
+    free(text);
+
+    lease_owner_req_t r[2];
+    memset(r, 0, sizeof r);
+    for (int i = 0; i < 2; i++) {
+        fill_call(&r[i].call, now);
+        fill_identity(&r[i].identity);
+        snprintf(r[i].lease_id, sizeof r[i].lease_id, "lease_%d", i);
+        r[i].fencing_token = 7;
+        strcpy(r[i].service_instance_id, "inst-1");
+    }
+    text = store_pg_encode_owner(STORE_PG_OP_RENEW, &r[0], now, &bad);
+    assert_no_request_flags(text);
+    free(text);
+    text = store_pg_encode_owner(STORE_PG_OP_RELEASE, &r[0], now, &bad);
+    assert_no_request_flags(text);
+    free(text);
+    text = store_pg_encode_renew_many(r, 2, now, &bad);
+    assert_no_request_flags(text);
+    o = parse(text);
+    for (size_t i = 0; i < 2; i++) {
+        json_t *item = json_array_get(json_object_get(o, "renewals"), i);
+        assert_non_null(item);
+        assert_null(json_object_get(item, "optimistic"));
+        assert_null(json_object_get(item, "existing"));
+    }
+    json_decref(o);
+    free(text);
 }
 
 static void test_encode_owner_and_admin(void **state)
@@ -860,6 +918,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_encode_acquire),
+        cmocka_unit_test(test_encode_no_request_flags),
         cmocka_unit_test(test_encode_owner_and_admin),
         cmocka_unit_test(test_encode_reads),
         cmocka_unit_test(test_encode_commit),

@@ -16,8 +16,7 @@
 #define TCP_USER_TIMEOUT_MS "10000"
 #define MAX_PARAMS 12
 
-/* One line: trailing newlines and blanks cut, inner newlines made spaces. */
-static void copy_msg(char *dst, size_t dstsz, const char *src)
+void lease_pg_copy_msg(char *dst, size_t dstsz, const char *src)
 {
     if (!dst || dstsz == 0)
         return;
@@ -36,14 +35,15 @@ int lease_pg_session_params_init(lease_pg_session_params_t *p, const char *conni
 {
     memset(p, 0, sizeof *p);
     if (!conninfo || !*conninfo) {
-        copy_msg(err, errsz, "empty database connection string");
+        lease_pg_copy_msg(err, errsz, "empty database connection string");
         return -1;
     }
     char *perr = NULL;
     PQconninfoOption *parsed = PQconninfoParse(conninfo, &perr);
     if (!parsed) {
         /* libpq's reason names the bad option, not the secret parts */
-        copy_msg(err, errsz, perr ? perr : "invalid database connection string (out of memory)");
+        lease_pg_copy_msg(err, errsz,
+                          perr ? perr : "invalid database connection string (out of memory)");
         PQfreemem(perr);
         return -1;
     }
@@ -86,7 +86,7 @@ int lease_pg_session_params_init(lease_pg_session_params_t *p, const char *conni
     return 0;
 oom:
     lease_pg_session_params_free(p);
-    copy_msg(err, errsz, "out of memory");
+    lease_pg_copy_msg(err, errsz, "out of memory");
     return -1;
 }
 
@@ -117,11 +117,11 @@ PGconn *lease_pg_session_open(const char *conninfo, int64_t connect_timeout_ms,
     PGconn *conn = PQconnectdbParams(p.keywords, p.values, 1);
     lease_pg_session_params_free(&p);
     if (!conn) {
-        copy_msg(err, errsz, "out of memory");
+        lease_pg_copy_msg(err, errsz, "out of memory");
         return NULL;
     }
     if (PQstatus(conn) != CONNECTION_OK) {
-        copy_msg(err, errsz, PQerrorMessage(conn));
+        lease_pg_copy_msg(err, errsz, PQerrorMessage(conn));
         PQfinish(conn);
         return NULL;
     }
