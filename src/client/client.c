@@ -500,8 +500,8 @@ static lease_code_t batch_all(lease_result_t *results, size_t n, lease_code_t co
 
 /* renew-batch (renew) or release-batch: one request, one transaction. */
 static lease_code_t owner_batch(lease_client_t *c, bool renew, const lease_client_owner_t *owners,
-                                size_t n, const char *const *request_ids,
-                                lease_client_call_t *call, lease_result_t *results)
+                                size_t n, const char *const *request_ids, lease_client_call_t *call,
+                                lease_result_t *results)
 {
     const char *list = renew ? "renewals" : "releases";
     lease_code_t decided = renew ? LEASE_RENEWED : LEASE_RELEASED;

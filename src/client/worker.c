@@ -80,7 +80,7 @@ static void signal_cancel(lease_worker_t *w, lease_worker_state_t why, lease_cod
         return;
     if (why != LEASE_WORKER_RELEASED && why != LEASE_WORKER_STOPPED) /* not the holder's doing */
         worker_log(w, "lease %s: %s (%s)", w->lease.lease_id, lease_worker_state_name(why),
-             lease_code_name(code));
+                   lease_code_name(code));
     uint64_t one = 1;
     while (write(w->cancel_fd, &one, sizeof one) < 0 && errno == EINTR)
         ;
@@ -124,7 +124,7 @@ static bool confirm_by_inspect(lease_worker_t *w, const lease_record_t *renewed,
     bool proven = code == LEASE_INSPECTED && in_time && same_lease(renewed, &res.lease) &&
                   res.lease.renewed_at_ms >= renewed->renewed_at_ms;
     worker_log(w, "inspection after a late renewal answer: %s%s", lease_code_name(code),
-         proven ? ", lease confirmed" : ", authority not proven");
+               proven ? ", lease confirmed" : ", authority not proven");
     return proven;
 }
 
@@ -178,9 +178,9 @@ void worker_renewal_judge(const worker_renewal_t *r, lease_code_t code, const le
         pthread_mutex_unlock(&w->lock);
         /* near the cancel point attempts come fast: log the first and every fifth */
         if (failures == 1 || failures % 5 == 0)
-            worker_log(w,
-                       "renewal failed (%s, %d in a row); retrying, %lld ms of local authority left",
-                       lease_code_name(code), failures, (long long)left_ms);
+            worker_log(
+                w, "renewal failed (%s, %d in a row); retrying, %lld ms of local authority left",
+                lease_code_name(code), failures, (long long)left_ms);
         return;
     }
     /* lease_lost, or refused for good (credential, scope, invalid) */
@@ -295,7 +295,7 @@ static void *watch_main(void *arg)
         }
         if (watch_refused_for_good(code)) {
             worker_log(w, "watch not available (%s): renewal alone guards lease %s",
-                 lease_code_name(code), lease_id);
+                       lease_code_name(code), lease_id);
             break;
         }
         /* the service is unreachable or busy: renewal guards meanwhile */
@@ -375,7 +375,7 @@ lease_worker_t *lease_worker_start(lease_client_t *client, const lease_record_t 
             w->watch_running = true;
         else
             worker_log(w, "cannot start the watch thread: renewal alone guards lease %s",
-                 w->lease.lease_id);
+                       w->lease.lease_id);
     }
     *code = LEASE_ACQUIRED;
     return w;

@@ -87,8 +87,8 @@ static void renew_batch(worker_group_t *g, worker_renewal_t *r, size_t n)
     int64_t sent = call.anchor_mono_ns ? call.anchor_mono_ns : r[0].started_ns;
     if (code == LEASE_RENEWED || transient(code)) {
         for (size_t i = 0; i < n; i++)
-            worker_renewal_judge(&r[i], code == LEASE_RENEWED ? results[i].code : code,
-                                 &results[i], sent, answered);
+            worker_renewal_judge(&r[i], code == LEASE_RENEWED ? results[i].code : code, &results[i],
+                                 sent, answered);
     } else {
         if (call.http_status == 404) {
             pthread_mutex_lock(&g->lock);
@@ -150,8 +150,7 @@ static int64_t round_locked(worker_group_t *g)
         if (s == OVER && no < cap) {
             m->in_flight = true;
             over[no++] = m;
-        } else if ((s == DUE || (s == GATHERABLE && n_due)) && nb < cap &&
-                   nb < GROUP_BATCH_MAX) {
+        } else if ((s == DUE || (s == GATHERABLE && n_due)) && nb < cap && nb < GROUP_BATCH_MAX) {
             m->in_flight = true;
             batch[nb++].w = m;
         }

@@ -79,12 +79,8 @@ static const field_rule_t renew_batch_fields[] = {
 };
 /* an item of a batch release: a release without a deadline of its own */
 static const field_rule_t release_item_fields[] = {
-    {"request_id", REQUIRED},
-    {"lock_identity", REQUIRED},
-    {"lease_id", REQUIRED},
-    {"fencing_token", REQUIRED},
-    {"service_instance_id", REQUIRED},
-    {NULL, OPTIONAL},
+    {"request_id", REQUIRED},    {"lock_identity", REQUIRED},       {"lease_id", REQUIRED},
+    {"fencing_token", REQUIRED}, {"service_instance_id", REQUIRED}, {NULL, OPTIONAL},
 };
 static const field_rule_t release_batch_fields[] = {
     {"releases", REQUIRED},

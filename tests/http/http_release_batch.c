@@ -162,10 +162,10 @@ static void test_client_release_many(void **state)
     assert_non_null(c);
     json_t *l1 = acquire_lease(fx.base, worker, "relb-cl-acq-1", "t-relb-cl-1");
     json_t *l2 = acquire_lease(fx.base, worker, "relb-cl-acq-2", "t-relb-cl-2");
-    lease_identity_input_t id1 = {TENANT, PROGRAM, NAMESPACE, "t-relb-cl-1", ACTOR, "default",
-                                  NULL};
-    lease_identity_input_t id2 = {TENANT, PROGRAM, NAMESPACE, "t-relb-cl-2", ACTOR, "default",
-                                  NULL};
+    lease_identity_input_t id1 = {TENANT, PROGRAM,   NAMESPACE, "t-relb-cl-1",
+                                  ACTOR,  "default", NULL};
+    lease_identity_input_t id2 = {TENANT, PROGRAM,   NAMESPACE, "t-relb-cl-2",
+                                  ACTOR,  "default", NULL};
     lease_client_owner_t own[2] = {
         {id1, json_string_value(json_object_get(l1, "lease_id")), 1, "inst_1", 0},
         {id2, json_string_value(json_object_get(l2, "lease_id")), 5, "inst_1", 0}, /* wrong */

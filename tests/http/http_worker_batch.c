@@ -102,7 +102,7 @@ static void renewals_of_a_process_go_out_as_batches(void **state)
            "%lld single renewals\n",
            N, 3 * TTL_MS, batches, renews);
     assert_int_equal(renews, 0);
-    assert_true(batches >= 4);            /* at least 3 periods of G/3 in 3 G, each renewed */
+    assert_true(batches >= 4);             /* at least 3 periods of G/3 in 3 G, each renewed */
     assert_true(batches <= 3 * 3 * 2 + 1); /* not one per lease (4 x 9 = 36 would be) */
     for (int i = 0; i < N; i++) {
         assert_int_equal(lease_worker_state(w[i], NULL), LEASE_WORKER_ACTIVE);
