@@ -18,8 +18,8 @@
  * failure, retried on each one's schedule. A refusal of the whole call
  * (one renewal outside the credential's scope, a malformed one) tells
  * nothing about each lease: those items are renewed one by one at once,
- * so each gets its own verdict. A leased without the route (404) is
- * renewed one by one from then on. A lone due renewal goes out as a plain
+ * so each gets its own verdict. A leased without the route (400 naming
+ * "method", or 404) is renewed one by one from then on. A lone due renewal goes out as a plain
  * /v1/leases/renew.
  *
  * Locking: `lock` guards the member list and each member's in_flight; a
@@ -90,7 +90,9 @@ static void renew_batch(worker_group_t *g, worker_renewal_t *r, size_t n)
             worker_renewal_judge(&r[i], code == LEASE_RENEWED ? results[i].code : code, &results[i],
                                  sent, answered);
     } else {
-        if (call.http_status == 404) {
+        /* an older leased: /v1/leases/{id} takes GET only (400, field
+         * "method"); a proxy may answer 404 */
+        if (call.http_status == 404 || strcmp(results[0].field, "method") == 0) {
             pthread_mutex_lock(&g->lock);
             g->no_batch_route = true;
             pthread_mutex_unlock(&g->lock);
