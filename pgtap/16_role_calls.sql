@@ -50,6 +50,9 @@ INSERT INTO t.calls VALUES
  $q$SELECT lease.renew_many(jsonb_build_object('renewals', jsonb_build_array(t.ref(t.held()))))
            #>> '{results,0,code}' = 'lease_renewed'$q$),
 ('lease.release(jsonb)', $q$SELECT lease.release(t.ref(t.held())) ->> 'code' = 'lease_released'$q$),
+('lease.release_many(jsonb)',
+ $q$SELECT lease.release_many(jsonb_build_object('releases', jsonb_build_array(t.ref(t.held()))))
+           #>> '{results,0,code}' = 'lease_released'$q$),
 ('lease.force_release(jsonb)',
  $q$SELECT lease.force_release(t.admin(t.held())) ->> 'code' = 'lease_released'$q$),
 ('lease.revoke(jsonb)', $q$SELECT lease.revoke(t.admin(t.held())) ->> 'code' = 'lease_revoked'$q$),

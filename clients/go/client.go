@@ -15,6 +15,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -29,6 +30,10 @@ type Client struct {
 	base  string
 	token string
 	http  *http.Client
+	// the one goroutine that renews every lease held through this client
+	// (renewals.go), made on the first Hold
+	groupOnce sync.Once
+	group     *renewalGroup
 }
 
 // New returns a client of the leased at baseURL ("http://127.0.0.1:8080")
@@ -74,21 +79,22 @@ type call struct {
 
 // envelope is every answer's shape.
 type envelope struct {
-	Status          string          `json:"status"`
-	Code            string          `json:"code"`
-	Msg             string          `json:"msg"`
-	CorrelationID   string          `json:"correlation_id"`
-	Retryable       bool            `json:"retryable"`
-	RetryAfterMS    int64           `json:"retry_after_ms"`
-	Field           string          `json:"field"`
-	CurrentRevision *int64          `json:"current_revision"`
-	Replayed        bool            `json:"replayed"`
-	CurrentState    string          `json:"current_state"`
-	WaitedMS        int64           `json:"waited_ms"`
-	Lease           *LeaseInfo      `json:"lease"`
-	Leases          []LeaseInfo     `json:"leases"`
-	NextPageToken   string          `json:"next_page_token"`
-	Commit          *commitEnvelope `json:"commit"`
+	Status          string            `json:"status"`
+	Code            string            `json:"code"`
+	Msg             string            `json:"msg"`
+	CorrelationID   string            `json:"correlation_id"`
+	Retryable       bool              `json:"retryable"`
+	RetryAfterMS    int64             `json:"retry_after_ms"`
+	Field           string            `json:"field"`
+	CurrentRevision *int64            `json:"current_revision"`
+	Replayed        bool              `json:"replayed"`
+	CurrentState    string            `json:"current_state"`
+	WaitedMS        int64             `json:"waited_ms"`
+	Lease           *LeaseInfo        `json:"lease"`
+	Leases          []LeaseInfo       `json:"leases"`
+	NextPageToken   string            `json:"next_page_token"`
+	Commit          *commitEnvelope   `json:"commit"`
+	Results         []json.RawMessage `json:"results"` // renew-batch, release-batch
 }
 
 type commitEnvelope struct {
@@ -354,6 +360,90 @@ func (c *Client) Renew(ctx context.Context, r *OwnerRequest) (*LeaseAnswer, erro
 // Release: POST /v1/leases/release.
 func (c *Client) Release(ctx context.Context, r *OwnerRequest) (*LeaseAnswer, error) {
 	return c.owner(ctx, "/v1/leases/release", r, false)
+}
+
+// BatchMax is the most items RenewMany and ReleaseMany take in one call.
+const BatchMax = 100
+
+// BatchResult is one item's answer in a batch: what its own Renew (or
+// Release) would have returned, a *LeaseAnswer or a typed *Error.
+type BatchResult struct {
+	Lease *LeaseAnswer
+	Err   error
+}
+
+// RenewMany: POST /v1/leases/renew-batch, 1 to BatchMax renewals in one
+// request and one database transaction. Each request keeps its own request
+// id (generated and written back when empty, so passing the same values
+// again repeats the batch exactly). The error is the whole call's
+// (deadline, backend, a malformed or out-of-scope item); otherwise one
+// result per request, in order: one item's ErrLeaseLost does not fail the
+// others.
+func (c *Client) RenewMany(ctx context.Context, rs []*OwnerRequest) ([]BatchResult, error) {
+	return c.ownerBatch(ctx, "/v1/leases/renew-batch", "renewals", rs, true)
+}
+
+// ReleaseMany: POST /v1/leases/release-batch, as RenewMany for releases.
+func (c *Client) ReleaseMany(ctx context.Context, rs []*OwnerRequest) ([]BatchResult, error) {
+	return c.ownerBatch(ctx, "/v1/leases/release-batch", "releases", rs, false)
+}
+
+func (c *Client) ownerBatch(ctx context.Context, path, key string, rs []*OwnerRequest,
+	renew bool) ([]BatchResult, error) {
+	if len(rs) < 1 || len(rs) > BatchMax {
+		return nil, &Error{Code: CodeInvalidLeaseRequest, ClientMade: true, Field: key,
+			Message: fmt.Sprintf("%s must be 1 to %d items", key, BatchMax)}
+	}
+	items := make([]map[string]any, len(rs))
+	var firstSent time.Time // the earliest first send of any item: the batch's anchor
+	for i, r := range rs {
+		if r.RequestID == "" {
+			r.RequestID = newID("req_")
+		}
+		items[i] = map[string]any{"request_id": r.RequestID, "lock_identity": r.Identity,
+			"lease_id": r.LeaseID, "fencing_token": r.FencingToken,
+			"service_instance_id": r.ServiceInstanceID}
+		if renew && r.TTL > 0 {
+			items[i]["ttl_ms"] = ms(r.TTL)
+		}
+		if !r.firstSent.IsZero() && (firstSent.IsZero() || r.firstSent.Before(firstSent)) {
+			firstSent = r.firstSent
+		}
+	}
+	// requestID marks the call a mutation (resent on an unknown outcome);
+	// the body's items carry the ids
+	env, a, err := c.do(ctx, call{method: "POST", path: path, body: map[string]any{key: items},
+		requestID: rs[0].RequestID, firstSent: &firstSent})
+	for _, r := range rs {
+		if r.firstSent.IsZero() {
+			r.firstSent = firstSent
+		}
+	}
+	if err != nil {
+		return nil, err
+	}
+	if len(env.Results) != len(rs) {
+		return nil, &Error{Code: CodeLeaseOutcomeUnknown, ClientMade: true, Retryable: true,
+			RequestID: rs[0].RequestID, Message: "a decided batch without one result per item"}
+	}
+	out := make([]BatchResult, len(rs))
+	for i, raw := range env.Results {
+		item, typed, ok := decodeAnswer(http.StatusOK, raw) // the batch answered 200
+		switch {
+		case ok && typed == nil && item.Lease != nil:
+			ia := a
+			ia.Code, ia.RequestID, ia.Replayed, ia.CurrentState = item.Code, rs[i].RequestID,
+				item.Replayed, item.CurrentState
+			out[i].Lease = leaseAnswer(item, ia)
+		case ok && typed != nil:
+			typed.RequestID = rs[i].RequestID
+			out[i].Err = typed
+		default:
+			out[i].Err = &Error{Code: CodeLeaseOutcomeUnknown, ClientMade: true, Retryable: true,
+				RequestID: rs[i].RequestID, Message: "unreadable item of a batch answer"}
+		}
+	}
+	return out, nil
 }
 
 func (c *Client) admin(ctx context.Context, path string, r *AdminRequest, revoke bool) (*LeaseAnswer, error) {

@@ -67,6 +67,8 @@ type Lease struct {
 	window   Window
 	err      error
 	renewals int
+	failures int   // temporary renewal failures in a row
+	lastErr  error // the last of them: why nothing was confirmed
 }
 
 // Hold acquires identity (waiting up to opts.Wait while another holds it),
@@ -91,8 +93,9 @@ func (c *Client) Hold(ctx context.Context, identity Identity, opts HoldOptions) 
 		// long wait): say so rather than run unfenced
 		l.lose(&LostError{Reason: "unconfirmed", Cause: errors.New("granted after its cancel point")})
 	}
-	l.done.Add(1)
-	go l.renewLoop()
+	if l.ctx.Err() == nil {
+		l.client.renewals().join(l)
+	}
 	if !opts.NoWatch {
 		l.done.Add(1)
 		go l.watchLoop()
@@ -159,6 +162,7 @@ func (l *Lease) lose(err error) {
 	}
 	l.mu.Unlock()
 	l.cancel()
+	l.client.renewals().leave(l) // nothing left to renew
 }
 
 // Commit writes through the fenced commit route with this lease's id and
@@ -187,6 +191,7 @@ func (l *Lease) Release() error {
 		close(l.stopped)
 	}
 	l.cancel()
+	l.client.renewals().leave(l)
 	l.done.Wait()
 	var lost *LostError
 	if already != nil && !(errors.As(already, &lost) && (lost.Reason == "unconfirmed" || lost.Reason == "expired")) {
@@ -228,77 +233,122 @@ func temporary(err error) bool {
 	return false
 }
 
-func (l *Lease) renewLoop() {
-	defer l.done.Done()
-	for {
-		l.mu.Lock()
-		w := l.window
-		info := l.info
-		l.mu.Unlock()
-		if GrantCapped(&info) {
-			// the maximum lifetime: a renewal cannot extend it
-			if l.sleepUntil(w.Cancel) {
-				l.lose(&LostError{Reason: "expired"})
-			}
-			return
-		}
-		if !l.sleepUntil(w.Renew) {
-			return
-		}
-		next, err := l.renewOnce(w, info)
-		if err != nil {
-			l.lose(err)
-			return
-		}
-		l.mu.Lock()
-		l.window, l.info = next.w, next.info
-		l.renewals++
-		l.mu.Unlock()
+// What the client's renewal goroutine (renewals.go) calls: it renews every
+// lease held through one Client, those due in the same period in one
+// renew-batch, and each answer is judged here as a renewal of its own.
+
+// standing: whether the lease needs the renewal goroutine now, and when
+// next (zero: never again).
+func (l *Lease) standing(now time.Time) (standing, time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ctx.Err() != nil {
+		return idle, time.Time{}
 	}
+	w := l.window
+	// the maximum lifetime: a renewal cannot extend it
+	renews := !GrantCapped(&l.info) && !w.Renew.After(w.Cancel)
+	next := w.Cancel
+	if renews {
+		next = w.Renew
+	}
+	switch {
+	case !now.Before(w.Cancel):
+		return over, w.Cancel
+	case renews && !now.Before(w.Renew):
+		return due, next
+	// renewing early is always safe (the new window starts at the batch's
+	// send); half way keeps a process's renewals in step
+	case renews && !now.Before(w.Start.Add(w.Renew.Sub(w.Start)/2)):
+		return gatherable, next
+	}
+	return idle, next
 }
 
-type renewed struct {
-	w    Window
-	info LeaseInfo
+// cancelPoint: the cancel point passed without a confirmed renewal.
+func (l *Lease) cancelPoint() {
+	l.mu.Lock()
+	capped, cause := GrantCapped(&l.info), l.lastErr
+	l.mu.Unlock()
+	if capped {
+		l.lose(&LostError{Reason: "expired"})
+		return
+	}
+	l.lose(&LostError{Reason: "unconfirmed", Cause: cause})
 }
 
-// renewOnce renews until confirmed or the cancel point C of w.
-func (l *Lease) renewOnce(w Window, info LeaseInfo) (renewed, error) {
-	ctx, cancel := context.WithDeadline(l.ctx, w.Cancel)
-	defer cancel()
-	failures := 0
-	for {
-		req := &OwnerRequest{Identity: info.Identity, LeaseID: info.LeaseID,
-			FencingToken: info.FencingToken, ServiceInstanceID: l.opts.ServiceInstanceID,
-			TTL: time.Duration(info.TTLMS) * time.Millisecond}
-		ans, err := l.client.Renew(ctx, req)
-		if l.ctx.Err() != nil {
-			return renewed{}, l.Err()
-		}
-		if err == nil {
-			if ans.Answered.After(AnswerDeadline(ans.FirstSent, w.Cancel)) &&
-				!l.lateAnswerProven(ctx, ans) {
-				return renewed{}, &LostError{Reason: "unconfirmed",
-					Cause: errors.New("a late renewal answer could not be proven")}
-			}
-			return renewed{l.plan(Anchor(ans.FirstSent, ans.WaitedMS, ans.Answered), &ans.Lease), ans.Lease}, nil
-		}
-		if errors.Is(err, ErrLeaseLost) {
-			return renewed{}, &LostError{Reason: "lost", Cause: err}
-		}
-		if !temporary(err) {
-			return renewed{}, &LostError{Reason: "refused", Cause: err}
-		}
-		failures++
-		now := time.Now()
-		if !now.Before(w.Cancel) || !l.sleepUntil(now.Add(RetryDelay(now, w.Cancel, failures))) ||
-			!time.Now().Before(w.Cancel) {
-			if l.ctx.Err() != nil && l.Err() != nil {
-				return renewed{}, l.Err()
-			}
-			return renewed{}, &LostError{Reason: "unconfirmed", Cause: err}
-		}
+// renewal is one attempt: what was held, its window, and the request.
+type renewal struct {
+	w   Window
+	req *OwnerRequest
+}
+
+func (l *Lease) prepare() renewal {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	info := l.info
+	return renewal{l.window, &OwnerRequest{Identity: info.Identity, LeaseID: info.LeaseID,
+		FencingToken: info.FencingToken, ServiceInstanceID: l.opts.ServiceInstanceID,
+		TTL: time.Duration(info.TTLMS) * time.Millisecond}}
+}
+
+// renewSingle: one plain renewal (POST /v1/leases/renew), bounded by the
+// cancel point and by the hold (Release ends it).
+func (l *Lease) renewSingle() {
+	r := l.prepare()
+	ctx, cancel := context.WithDeadline(l.ctx, r.w.Cancel)
+	ans, err := l.client.Renew(ctx, r.req)
+	cancel()
+	l.judge(r, ans, err, time.Now())
+}
+
+// judge takes one renewal's answer exactly as a renewal of its own: a
+// grant anchored at its request's first send (an answer after its answer
+// deadline only when an inspection confirms it), a temporary failure
+// retried before the cancel point, anything else ends this hold only.
+func (l *Lease) judge(r renewal, ans *LeaseAnswer, err error, answered time.Time) {
+	if l.ctx.Err() != nil {
+		return // released or lost meanwhile
 	}
+	if err == nil {
+		if ans.Lease.LeaseID != r.req.LeaseID || ans.Lease.FencingToken != r.req.FencingToken ||
+			ans.Lease.State != "active" {
+			l.lose(&LostError{Reason: "lost", Cause: errors.New("a renewal answered another lease")})
+			return
+		}
+		if ans.Answered.After(AnswerDeadline(ans.FirstSent, r.w.Cancel)) {
+			ctx, cancel := context.WithDeadline(l.ctx, r.w.Cancel)
+			proven := l.lateAnswerProven(ctx, ans)
+			cancel()
+			if !proven {
+				l.lose(&LostError{Reason: "unconfirmed",
+					Cause: errors.New("a late renewal answer could not be proven")})
+				return
+			}
+		}
+		w := l.plan(Anchor(ans.FirstSent, ans.WaitedMS, ans.Answered), &ans.Lease)
+		l.mu.Lock()
+		if l.ctx.Err() == nil {
+			l.window, l.info = w, ans.Lease
+			l.renewals++
+			l.failures, l.lastErr = 0, nil
+		}
+		l.mu.Unlock()
+		return
+	}
+	if errors.Is(err, ErrLeaseLost) {
+		l.lose(&LostError{Reason: "lost", Cause: err})
+		return
+	}
+	if !temporary(err) {
+		l.lose(&LostError{Reason: "refused", Cause: err})
+		return
+	}
+	l.mu.Lock()
+	l.failures++
+	l.lastErr = err
+	l.window.Renew = answered.Add(RetryDelay(answered, l.window.Cancel, l.failures))
+	l.mu.Unlock()
 }
 
 // lateAnswerProven: an inspection, answered before C, shows the same

@@ -196,6 +196,18 @@ LEASE_MUST_USE lease_code_t lease_client_renew_many(lease_client_t *client,
 LEASE_MUST_USE lease_code_t lease_client_release(lease_client_t *client,
                                                  const lease_client_owner_t *req,
                                                  lease_client_call_t *call, lease_result_t *res);
+/*
+ * POST /v1/leases/release-batch: n releases (1..100) in one request and one
+ * database transaction, as lease_client_renew_many renews (ttl_ms is not
+ * sent). Returns LEASE_RELEASED when the batch was decided: then
+ * results[i] is what releases[i]'s own lease_client_release would have
+ * answered; any other code is the whole call's.
+ */
+LEASE_MUST_USE lease_code_t lease_client_release_many(lease_client_t *client,
+                                                      const lease_client_owner_t *releases,
+                                                      size_t n, const char *const *request_ids,
+                                                      lease_client_call_t *call,
+                                                      lease_result_t *results);
 LEASE_MUST_USE lease_code_t lease_client_force_release(lease_client_t *client,
                                                        const lease_client_admin_t *req,
                                                        lease_client_call_t *call,

@@ -212,6 +212,8 @@ typedef struct lease_store_ops {
     lease_code_t (*renew_many)(lease_store_t *, const lease_owner_req_t *reqs, size_t n,
                                const lease_deadline_t *, lease_result_t *results);
     lease_code_t (*release)(lease_store_t *, const lease_owner_req_t *, lease_result_t *);
+    lease_code_t (*release_many)(lease_store_t *, const lease_owner_req_t *reqs, size_t n,
+                                 const lease_deadline_t *, lease_result_t *results);
     lease_code_t (*force_release)(lease_store_t *, const lease_admin_req_t *, lease_result_t *);
     lease_code_t (*revoke)(lease_store_t *, const lease_admin_req_t *, lease_result_t *);
     lease_code_t (*inspect)(lease_store_t *, const lease_inspect_req_t *, lease_result_t *);
@@ -251,6 +253,14 @@ LEASE_MUST_USE lease_code_t lease_store_renew_many(lease_store_t *s, const lease
                                                    lease_result_t *results);
 LEASE_MUST_USE lease_code_t lease_store_release(lease_store_t *s, const lease_owner_req_t *req,
                                                 lease_result_t *res);
+/* Many releases in one transaction (LEASE_RENEW_BATCH_MAX at most), as
+ * lease_store_renew_many renews: each reqs[i] decided as
+ * lease_store_release decides it. Returns LEASE_RELEASED when the batch
+ * was decided, else the failure of the whole call (no result is set). */
+LEASE_MUST_USE lease_code_t lease_store_release_many(lease_store_t *s,
+                                                     const lease_owner_req_t *reqs, size_t n,
+                                                     const lease_deadline_t *deadline,
+                                                     lease_result_t *results);
 LEASE_MUST_USE lease_code_t lease_store_force_release(lease_store_t *s,
                                                       const lease_admin_req_t *req,
                                                       lease_result_t *res);

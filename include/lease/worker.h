@@ -1,7 +1,15 @@
 /*
- * worker.h - a lease holder that renews in a background thread and signals
+ * worker.h - a lease holder that renews in the background and signals
  * lease loss at once (the executor's half of the target lease contract:
  * "lease loss reaches the actor/job cancellation path").
+ *
+ * Every worker started on one lease_client_t is renewed by that client's
+ * one renewal thread: the renewals due in the same period (a worker at its
+ * renewal point R, and every other at least half way to its own) go out
+ * as one POST /v1/leases/renew-batch, one call per period however many
+ * leases the process holds. Each item's answer is judged below exactly as
+ * a renewal of its own; lease_lost cancels that worker only. Callbacks may
+ * therefore run on the client's renewal thread: keep them short.
  *
  * Local authority is judged on CLOCK_MONOTONIC only, never on the service's
  * wall-clock timestamps: a confirmed acquire or renewal anchored at

@@ -27,7 +27,17 @@ struct lease_client {
     char *base_url;
     char *authorization; /* "Authorization: Bearer <token>", wiped on free */
     client_http_pool_t *pool;
+    /* the renewal thread of this client's workers (worker_group.c),
+     * created on the first lease_worker_start */
+    pthread_mutex_t group_lock;
+    struct worker_group *group;
 };
+
+struct worker_group **client_worker_group_slot(lease_client_t *c, pthread_mutex_t **lock)
+{
+    *lock = &c->group_lock;
+    return &c->group;
+}
 
 lease_client_t *lease_client_new(const char *base_url, const char *token)
 {
@@ -38,6 +48,7 @@ lease_client_t *lease_client_new(const char *base_url, const char *token)
     lease_client_t *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
+    pthread_mutex_init(&c->group_lock, NULL);
     c->base_url = strdup(base_url);
     c->pool = client_http_pool_new();
     if (!c->base_url || !c->pool)
@@ -63,6 +74,8 @@ void lease_client_free(lease_client_t *c)
 {
     if (!c)
         return;
+    worker_group_free(c->group); /* its workers are gone: they borrow the client */
+    pthread_mutex_destroy(&c->group_lock);
     if (c->authorization) {
         OPENSSL_cleanse(c->authorization, strlen(c->authorization));
         free(c->authorization);
@@ -459,22 +472,23 @@ lease_code_t lease_client_renew(lease_client_t *c, const lease_client_owner_t *r
                      call, res);
 }
 
-/* One renewal of a batch: what /renew would take, with its own request id. */
-static json_t *renewal_item(const lease_client_owner_t *r, const char *request_id)
+/* One renewal (release) of a batch: what /renew (/release) would take,
+ * with its own request id; a release sends no ttl. */
+static json_t *batch_item(const lease_client_owner_t *r, const char *request_id, bool renew)
 {
     json_t *o = identity_body(&r->identity);
     if (!o || !set_str(o, "request_id", request_id) || !set_str(o, "lease_id", r->lease_id) ||
         !set_int(o, "fencing_token", r->fencing_token) ||
         !set_str(o, "service_instance_id", r->service_instance_id) ||
-        (r->ttl_ms > 0 && !set_int(o, "ttl_ms", r->ttl_ms))) {
+        (renew && r->ttl_ms > 0 && !set_int(o, "ttl_ms", r->ttl_ms))) {
         json_decref(o);
         return NULL;
     }
     return o;
 }
 
-static lease_code_t renew_many_all(lease_result_t *results, size_t n, lease_code_t code,
-                                   const char *field)
+static lease_code_t batch_all(lease_result_t *results, size_t n, lease_code_t code,
+                              const char *field)
 {
     for (size_t i = 0; i < n; i++) {
         memset(&results[i], 0, sizeof results[i]);
@@ -484,16 +498,19 @@ static lease_code_t renew_many_all(lease_result_t *results, size_t n, lease_code
     return code;
 }
 
-lease_code_t lease_client_renew_many(lease_client_t *c, const lease_client_owner_t *renewals,
-                                     size_t n, const char *const *request_ids,
-                                     lease_client_call_t *call, lease_result_t *results)
+/* renew-batch (renew) or release-batch: one request, one transaction. */
+static lease_code_t owner_batch(lease_client_t *c, bool renew, const lease_client_owner_t *owners,
+                                size_t n, const char *const *request_ids, lease_client_call_t *call,
+                                lease_result_t *results)
 {
+    const char *list = renew ? "renewals" : "releases";
+    lease_code_t decided = renew ? LEASE_RENEWED : LEASE_RELEASED;
     call_ctx_t ctx;
     if (!begin(&ctx, call, false))
-        return renew_many_all(results, n, LEASE_INVALID_LEASE_REQUEST, "renewals");
+        return batch_all(results, n, LEASE_INVALID_LEASE_REQUEST, list);
     json_t *items = json_array();
     json_t *o = json_object();
-    bool ok = items && o && json_object_set(o, "renewals", items) == 0;
+    bool ok = items && o && json_object_set(o, list, items) == 0;
     for (size_t i = 0; ok && i < n; i++) {
         char id[LEASE_ID_MAX + 1];
         const char *given = request_ids ? request_ids[i] : NULL;
@@ -501,24 +518,25 @@ lease_code_t lease_client_renew_many(lease_client_t *c, const lease_client_owner
             ok = strlen(given) <= LEASE_ID_MAX && snprintf(id, sizeof id, "%s", given) > 0;
         else
             ok = lease_client_new_id("req_", id, sizeof id);
-        json_t *item = ok ? renewal_item(&renewals[i], id) : NULL;
+        json_t *item = ok ? batch_item(&owners[i], id, renew) : NULL;
         ok = item && json_array_append_new(items, item) == 0;
     }
     json_decref(items);
     char *body = ok ? finish_body(o, &ctx, false) : (json_decref(o), NULL);
     if (!body)
-        return renew_many_all(results, n, LEASE_INVALID_LEASE_REQUEST, "renewals");
+        return batch_all(results, n, LEASE_INVALID_LEASE_REQUEST, list);
     client_envelope_t env;
     memset(&env, 0, sizeof env);
     lease_code_t code =
-        exchange(c, "POST", "/v1/leases/renew-batch", body, true, &ctx.deadline, ctx.call, &env);
+        exchange(c, "POST", renew ? "/v1/leases/renew-batch" : "/v1/leases/release-batch", body,
+                 true, &ctx.deadline, ctx.call, &env);
     free(body);
     json_t *answers = env.typed ? json_object_get(env.root, "results") : NULL;
-    if (code != LEASE_RENEWED || json_array_size(answers) != n) {
-        /* a decided batch without one answer per renewal tells nothing */
-        if (code == LEASE_RENEWED)
+    if (code != decided || json_array_size(answers) != n) {
+        /* a decided batch without one answer per item tells nothing */
+        if (code == decided)
             code = LEASE_OUTCOME_UNKNOWN;
-        renew_many_all(results, n, code, env.typed ? env.field : NULL);
+        batch_all(results, n, code, env.typed ? env.field : NULL);
         client_envelope_clear(&env);
         return code;
     }
@@ -534,6 +552,20 @@ lease_code_t lease_client_renew_many(lease_client_t *c, const lease_client_owner
     }
     client_envelope_clear(&env);
     return code;
+}
+
+lease_code_t lease_client_renew_many(lease_client_t *c, const lease_client_owner_t *renewals,
+                                     size_t n, const char *const *request_ids,
+                                     lease_client_call_t *call, lease_result_t *results)
+{
+    return owner_batch(c, true, renewals, n, request_ids, call, results);
+}
+
+lease_code_t lease_client_release_many(lease_client_t *c, const lease_client_owner_t *releases,
+                                       size_t n, const char *const *request_ids,
+                                       lease_client_call_t *call, lease_result_t *results)
+{
+    return owner_batch(c, false, releases, n, request_ids, call, results);
 }
 
 lease_code_t lease_client_release(lease_client_t *c, const lease_client_owner_t *req,

@@ -7,6 +7,7 @@
 #define LEASE_CLIENT_INTERNAL_H
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -84,5 +85,11 @@ LEASE_MUST_USE bool client_lease_decode(const json_t *obj, lease_record_t *out);
 
 /* The lock_identity object of a request; operation_class NULL is omitted. */
 json_t *client_identity_json(const lease_identity_input_t *id);
+
+/* The client's slot for its workers' renewal group (worker_group.c),
+ * guarded by *lock; lease_client_free frees what it holds. */
+struct worker_group;
+struct worker_group **client_worker_group_slot(lease_client_t *c, pthread_mutex_t **lock);
+void worker_group_free(struct worker_group *g);
 
 #endif

@@ -1,14 +1,19 @@
 /*
- * worker.c - the auto-renewing lease holder: one background thread that
- * renews on the schedule of worker_schedule.c, and the cancellation signal
- * (callback + eventfd) raised the moment local authority cannot be proven.
+ * worker.c - the auto-renewing lease holder: its window on the schedule of
+ * worker_schedule.c, the judgement of each renewal answer, and the
+ * cancellation signal (callback + eventfd) raised the moment local
+ * authority cannot be proven. The renewals themselves are sent by the
+ * client's renewal group (worker_group.c): one thread per client that
+ * renews every lease the process holds, those due in the same period in
+ * one renew-batch call, each answer judged here as a renewal of its own.
  *
  * A second thread watches the lease (GET .../watch, long-polled) and
  * cancels as soon as the service reports it ended; its HTTP call is
  * aborted through the cancel fd, so stopping never waits for a long-poll.
  *
- * Locking: `lock` guards the lease, its window and the state. No lock is
- * held across an HTTP call or while the cancel callback runs. The state
+ * Locking: `lock` guards the lease, its window and the state (the group's
+ * lock, when both are taken, first). No lock is held across an HTTP call
+ * or while the cancel callback runs. The state
  * leaves ACTIVE exactly once (signal_cancel), so the callback and the
  * eventfd write happen exactly once.
  */
@@ -25,32 +30,9 @@
 
 #include "lease/clock.h"
 #include "lease/worker.h"
+#include "worker_internal.h"
 
 #define NS_PER_MS 1000000LL
-
-struct lease_worker {
-    lease_client_t *client;
-    lease_worker_config_t cfg;
-    char service_instance_id[LEASE_ID_MAX + 1];
-    int cancel_fd;
-    bool started; /* callbacks and the eventfd only after start returned */
-    pthread_t thread;
-    bool thread_running;
-    bool join_claimed;
-    pthread_t watch_thread;
-    bool watch_running;
-    bool watch_join_claimed;
-
-    pthread_mutex_t lock;
-    pthread_cond_t wake; /* CLOCK_MONOTONIC */
-    lease_record_t lease;
-    lease_worker_window_t window;
-    bool capped;
-    bool stop;
-    int failures;
-    lease_code_t code; /* last outcome: LEASE_RENEWED while healthy */
-    lease_worker_state_t state;
-};
 
 const char *lease_worker_state_name(lease_worker_state_t state)
 {
@@ -71,8 +53,7 @@ const char *lease_worker_state_name(lease_worker_state_t state)
     return "unknown";
 }
 
-static void wlog(lease_worker_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void wlog(lease_worker_t *w, const char *fmt, ...)
+void worker_log(lease_worker_t *w, const char *fmt, ...)
 {
     if (!w->cfg.log)
         return;
@@ -94,13 +75,12 @@ static void signal_cancel(lease_worker_t *w, lease_worker_state_t why, lease_cod
         w->code = code;
     }
     bool announce = first && w->started;
-    pthread_cond_broadcast(&w->wake);
     pthread_mutex_unlock(&w->lock);
     if (!announce)
         return;
     if (why != LEASE_WORKER_RELEASED && why != LEASE_WORKER_STOPPED) /* not the holder's doing */
-        wlog(w, "lease %s: %s (%s)", w->lease.lease_id, lease_worker_state_name(why),
-             lease_code_name(code));
+        worker_log(w, "lease %s: %s (%s)", w->lease.lease_id, lease_worker_state_name(why),
+                   lease_code_name(code));
     uint64_t one = 1;
     while (write(w->cancel_fd, &one, sizeof one) < 0 && errno == EINTR)
         ;
@@ -143,8 +123,8 @@ static bool confirm_by_inspect(lease_worker_t *w, const lease_record_t *renewed,
     bool in_time = lease_mono_now_ns() < cancel_ns;
     bool proven = code == LEASE_INSPECTED && in_time && same_lease(renewed, &res.lease) &&
                   res.lease.renewed_at_ms >= renewed->renewed_at_ms;
-    wlog(w, "inspection after a late renewal answer: %s%s", lease_code_name(code),
-         proven ? ", lease confirmed" : ", authority not proven");
+    worker_log(w, "inspection after a late renewal answer: %s%s", lease_code_name(code),
+               proven ? ", lease confirmed" : ", authority not proven");
     return proven;
 }
 
@@ -154,98 +134,115 @@ static bool transient(lease_code_t code)
            code == LEASE_RATE_LIMITED || code == LEASE_DEADLINE_EXCEEDED;
 }
 
-/* One renewal attempt and its judgement. */
-static void renew_once(lease_worker_t *w)
+void worker_renewal_prepare(lease_worker_t *w, int64_t now_ns, worker_renewal_t *r)
 {
     pthread_mutex_lock(&w->lock);
-    lease_record_t held = w->lease;
-    lease_worker_window_t window = w->window;
+    r->held = w->lease;
+    r->window = w->window;
     pthread_mutex_unlock(&w->lock);
+    r->w = w;
+    r->started_ns = now_ns;
+    r->answer_deadline_ns = lease_worker_answer_deadline(now_ns, r->window.cancel_ns);
+    lease_client_owner_t req = {lease_client_identity_of(&r->held.identity), r->held.lease_id,
+                                r->held.fencing_token, w->service_instance_id, w->cfg.ttl_ms};
+    r->req = req;
+}
 
-    int64_t now = lease_mono_now_ns();
-    int64_t answer_deadline = lease_worker_answer_deadline(now, window.cancel_ns);
-    lease_client_owner_t req = {lease_client_identity_of(&held.identity), held.lease_id,
-                                held.fencing_token, w->service_instance_id, w->cfg.ttl_ms};
-    /* the call may run (and resolve an unknown outcome) up to the cancel
-     * point, never past it: then cancellation is due anyway */
-    int64_t budget_ms = (window.cancel_ns - now) / NS_PER_MS;
-    lease_client_call_t call = {.deadline_ms = budget_ms > 0 ? budget_ms : 1};
-    lease_result_t res;
-    lease_code_t code = lease_client_renew(w->client, &req, &call, &res);
-    int64_t answered = lease_mono_now_ns();
-    int64_t sent = call.anchor_mono_ns ? call.anchor_mono_ns : now;
-
+void worker_renewal_judge(const worker_renewal_t *r, lease_code_t code, const lease_result_t *res,
+                          int64_t sent_ns, int64_t answered_ns)
+{
+    lease_worker_t *w = r->w;
     if (code == LEASE_RENEWED) {
-        if (!same_lease(&held, &res.lease)) {
+        if (!same_lease(&r->held, &res->lease)) {
             signal_cancel(w, LEASE_WORKER_LOST, LEASE_LOST);
             return;
         }
-        if (!lease_worker_answer_counts(answered, answer_deadline)) {
-            wlog(w, "renewal answer arrived %lld ms after its local deadline; inspecting",
-                 (long long)((answered - answer_deadline) / NS_PER_MS));
-            if (!confirm_by_inspect(w, &res.lease, window.cancel_ns)) {
+        if (!lease_worker_answer_counts(answered_ns, r->answer_deadline_ns)) {
+            worker_log(w, "renewal answer arrived %lld ms after its local deadline; inspecting",
+                       (long long)((answered_ns - r->answer_deadline_ns) / NS_PER_MS));
+            if (!confirm_by_inspect(w, &res->lease, r->window.cancel_ns)) {
                 signal_cancel(w, LEASE_WORKER_UNCONFIRMED, LEASE_OUTCOME_UNKNOWN);
                 return;
             }
         }
-        accept_grant(w, &res.lease, sent);
+        accept_grant(w, &res->lease, sent_ns);
         return;
     }
     if (transient(code)) {
         pthread_mutex_lock(&w->lock);
         w->failures++;
         w->code = code;
-        w->window.renew_ns = lease_worker_retry_at(answered, w->window.cancel_ns, w->failures);
-        int64_t left_ms = (w->window.cancel_ns - answered) / NS_PER_MS;
+        w->window.renew_ns = lease_worker_retry_at(answered_ns, w->window.cancel_ns, w->failures);
+        int64_t left_ms = (w->window.cancel_ns - answered_ns) / NS_PER_MS;
         int failures = w->failures;
         pthread_mutex_unlock(&w->lock);
         /* near the cancel point attempts come fast: log the first and every fifth */
         if (failures == 1 || failures % 5 == 0)
-            wlog(w, "renewal failed (%s, %d in a row); retrying, %lld ms of local authority left",
-                 lease_code_name(code), failures, (long long)left_ms);
+            worker_log(
+                w, "renewal failed (%s, %d in a row); retrying, %lld ms of local authority left",
+                lease_code_name(code), failures, (long long)left_ms);
         return;
     }
     /* lease_lost, or refused for good (credential, scope, invalid) */
     signal_cancel(w, LEASE_WORKER_LOST, code);
 }
 
-static struct timespec mono_timespec(int64_t ns)
+void worker_renew_once(lease_worker_t *w)
 {
-    struct timespec ts = {(time_t)(ns / 1000000000), (long)(ns % 1000000000)};
-    return ts;
+    worker_renewal_t r;
+    worker_renewal_prepare(w, lease_mono_now_ns(), &r);
+    /* the call may run (and resolve an unknown outcome) up to the cancel
+     * point, never past it: then cancellation is due anyway */
+    int64_t budget_ms = (r.window.cancel_ns - r.started_ns) / NS_PER_MS;
+    lease_client_call_t call = {.deadline_ms = budget_ms > 0 ? budget_ms : 1};
+    lease_result_t res;
+    lease_code_t code = lease_client_renew(w->client, &r.req, &call, &res);
+    int64_t answered = lease_mono_now_ns();
+    worker_renewal_judge(&r, code, &res, call.anchor_mono_ns ? call.anchor_mono_ns : r.started_ns,
+                         answered);
 }
 
-static void *worker_main(void *arg)
+bool worker_past_cancel_point(lease_worker_t *w, int64_t now_ns)
 {
-    lease_worker_t *w = arg;
     pthread_mutex_lock(&w->lock);
-    while (!w->stop && w->state == LEASE_WORKER_ACTIVE) {
-        int64_t now = lease_mono_now_ns();
-        if (now >= w->window.cancel_ns) {
-            lease_worker_state_t why = w->capped ? LEASE_WORKER_EXPIRED : LEASE_WORKER_UNCONFIRMED;
-            /* the last failure says why nothing was confirmed */
-            lease_code_t code = w->capped                  ? LEASE_LOST
-                                : w->code == LEASE_RENEWED ? LEASE_BACKEND_UNAVAILABLE
-                                                           : w->code;
-            pthread_mutex_unlock(&w->lock);
-            signal_cancel(w, why, code);
-            pthread_mutex_lock(&w->lock);
-            break;
-        }
-        /* a capped grant cannot be extended: just wait for its end */
-        int64_t next = w->capped || w->window.renew_ns > w->window.cancel_ns ? w->window.cancel_ns
-                                                                             : w->window.renew_ns;
-        if (now < next) {
-            struct timespec ts = mono_timespec(next);
-            pthread_cond_timedwait(&w->wake, &w->lock, &ts);
-            continue;
-        }
+    if (w->state != LEASE_WORKER_ACTIVE) {
         pthread_mutex_unlock(&w->lock);
-        renew_once(w);
-        pthread_mutex_lock(&w->lock);
+        return true;
+    }
+    if (now_ns < w->window.cancel_ns) {
+        pthread_mutex_unlock(&w->lock);
+        return false;
+    }
+    lease_worker_state_t why = w->capped ? LEASE_WORKER_EXPIRED : LEASE_WORKER_UNCONFIRMED;
+    /* the last failure says why nothing was confirmed */
+    lease_code_t code = w->capped                  ? LEASE_LOST
+                        : w->code == LEASE_RENEWED ? LEASE_BACKEND_UNAVAILABLE
+                                                   : w->code;
+    pthread_mutex_unlock(&w->lock);
+    signal_cancel(w, why, code);
+    return true;
+}
+
+int64_t worker_next_ns(lease_worker_t *w, int64_t now_ns, bool *due, bool *gatherable)
+{
+    pthread_mutex_lock(&w->lock);
+    *due = *gatherable = false;
+    int64_t next = INT64_MAX;
+    if (w->state == LEASE_WORKER_ACTIVE && !w->stop) {
+        const lease_worker_window_t *win = &w->window;
+        /* a capped grant cannot be extended: just wait for its end */
+        bool renews = !w->capped && win->renew_ns <= win->cancel_ns;
+        next = renews ? win->renew_ns : win->cancel_ns;
+        if (now_ns >= win->cancel_ns)
+            next = win->cancel_ns;
+        *due = renews && now_ns >= win->renew_ns && now_ns < win->cancel_ns;
+        /* renewing early is always safe (the new window starts at the
+         * batch's send); half way to the renewal point keeps the renewals
+         * of a process in step without renewing much more often */
+        *gatherable = renews && now_ns >= win->sent_ns + (win->renew_ns - win->sent_ns) / 2;
     }
     pthread_mutex_unlock(&w->lock);
-    return NULL;
+    return next;
 }
 
 #define WATCH_RETRY_FIRST_MS 200
@@ -289,7 +286,7 @@ static void *watch_main(void *arg)
             break; /* cancelled meanwhile (the call was aborted) */
         if (code == LEASE_INSPECTED && res.has_lease && strcmp(res.lease.lease_id, lease_id) == 0) {
             if (res.lease.state != LEASE_STATE_ACTIVE) {
-                wlog(w, "watch: lease %s is %s", lease_id, lease_state_name(res.lease.state));
+                worker_log(w, "watch: lease %s is %s", lease_id, lease_state_name(res.lease.state));
                 signal_cancel(w, LEASE_WORKER_LOST, LEASE_LOST);
                 break;
             }
@@ -297,8 +294,8 @@ static void *watch_main(void *arg)
             continue; /* the wait ended with the lease active: watch again */
         }
         if (watch_refused_for_good(code)) {
-            wlog(w, "watch not available (%s): renewal alone guards lease %s",
-                 lease_code_name(code), lease_id);
+            worker_log(w, "watch not available (%s): renewal alone guards lease %s",
+                       lease_code_name(code), lease_id);
             break;
         }
         /* the service is unreachable or busy: renewal guards meanwhile */
@@ -312,7 +309,6 @@ static void worker_destroy(lease_worker_t *w)
 {
     if (w->cancel_fd >= 0)
         close(w->cancel_fd);
-    pthread_cond_destroy(&w->wake);
     pthread_mutex_destroy(&w->lock);
     free(w);
 }
@@ -344,11 +340,6 @@ lease_worker_t *lease_worker_start(lease_client_t *client, const lease_record_t 
     w->state = LEASE_WORKER_ACTIVE;
     w->code = LEASE_RENEWED;
     pthread_mutex_init(&w->lock, NULL);
-    pthread_condattr_t attr;
-    pthread_condattr_init(&attr);
-    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
-    pthread_cond_init(&w->wake, &attr);
-    pthread_condattr_destroy(&attr);
     w->cancel_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
     if (w->cancel_fd < 0) {
         *code = LEASE_BACKEND_UNAVAILABLE;
@@ -363,7 +354,7 @@ lease_worker_t *lease_worker_start(lease_client_t *client, const lease_record_t 
     /* Past the renewal point already (a long bounded wait, a slow answer):
      * renew now, so the holder starts work with a fresh window, or not at all. */
     if (!w->capped && lease_mono_now_ns() >= w->window.renew_ns)
-        renew_once(w);
+        worker_renew_once(w);
     if (w->state == LEASE_WORKER_ACTIVE && lease_mono_now_ns() >= w->window.cancel_ns)
         w->state = LEASE_WORKER_UNCONFIRMED;
     if (w->state != LEASE_WORKER_ACTIVE) {
@@ -371,19 +362,20 @@ lease_worker_t *lease_worker_start(lease_client_t *client, const lease_record_t 
         worker_destroy(w);
         return NULL;
     }
-    w->started = true;
-    if (pthread_create(&w->thread, NULL, worker_main, w) != 0) {
+    w->group = worker_group_of(client);
+    if (!w->group) {
         *code = LEASE_BACKEND_UNAVAILABLE;
         worker_destroy(w);
         return NULL;
     }
-    w->thread_running = true;
+    w->started = true;
+    worker_group_join(w->group, w);
     if (!w->cfg.no_watch) {
         if (pthread_create(&w->watch_thread, NULL, watch_main, w) == 0)
             w->watch_running = true;
         else
-            wlog(w, "cannot start the watch thread: renewal alone guards lease %s",
-                 w->lease.lease_id);
+            worker_log(w, "cannot start the watch thread: renewal alone guards lease %s",
+                       w->lease.lease_id);
     }
     *code = LEASE_ACQUIRED;
     return w;
@@ -414,27 +406,25 @@ void lease_worker_snapshot(lease_worker_t *w, lease_record_t *lease, lease_worke
     pthread_mutex_unlock(&w->lock);
 }
 
-/* Stops the thread (joining it unless called from it) and leaves ACTIVE. */
+/* Takes the worker out of its renewal group (waiting for a batch that is
+ * renewing it, unless called from the group's thread), stops the watch
+ * (joining it unless called from it) and leaves ACTIVE. */
 static void halt(lease_worker_t *w, lease_worker_state_t why, lease_code_t code)
 {
     pthread_mutex_lock(&w->lock);
     w->stop = true;
-    pthread_cond_broadcast(&w->wake);
-    /* each thread is joined once, never by itself (a cancel callback may
-     * stop the worker from the thread that saw the loss) */
-    bool join = w->thread_running && !w->join_claimed && !pthread_equal(pthread_self(), w->thread);
-    if (join)
-        w->join_claimed = true;
+    /* the watch is joined once, never by itself (a cancel callback may stop
+     * the worker from the thread that saw the loss) */
     bool join_watch = w->watch_running && !w->watch_join_claimed &&
                       !pthread_equal(pthread_self(), w->watch_thread);
     if (join_watch)
         w->watch_join_claimed = true;
     pthread_mutex_unlock(&w->lock);
+    if (w->group)
+        worker_group_leave(w->group, w);
     /* signal first: the holder stops work before the lease is given up;
      * the cancel fd also aborts the watch's long-poll */
     signal_cancel(w, why, code);
-    if (join)
-        pthread_join(w->thread, NULL);
     if (join_watch)
         pthread_join(w->watch_thread, NULL);
 }
@@ -451,7 +441,7 @@ lease_code_t lease_worker_release(lease_worker_t *w, int64_t deadline_ms, lease_
                                 held.fencing_token, w->service_instance_id, 0};
     lease_client_call_t call = {.deadline_ms = deadline_ms};
     lease_code_t code = lease_client_release(w->client, &req, &call, res);
-    wlog(w, "release of lease %s: %s", held.lease_id, lease_code_name(code));
+    worker_log(w, "release of lease %s: %s", held.lease_id, lease_code_name(code));
     return code;
 }
 

@@ -20,6 +20,12 @@ lease_code_t lease_store_renew_many(lease_store_t *s, const lease_owner_req_t *r
     return s->ops->renew_many(s, reqs, n, deadline, results);
 }
 
+lease_code_t lease_store_release_many(lease_store_t *s, const lease_owner_req_t *reqs, size_t n,
+                                     const lease_deadline_t *deadline, lease_result_t *results)
+{
+    return s->ops->release_many(s, reqs, n, deadline, results);
+}
+
 lease_code_t lease_store_release(lease_store_t *s, const lease_owner_req_t *req,
                                  lease_result_t *res)
 {

@@ -77,6 +77,16 @@ static const field_rule_t renew_batch_fields[] = {
     DEADLINE_FIELDS,
     {NULL, OPTIONAL},
 };
+/* an item of a batch release: a release without a deadline of its own */
+static const field_rule_t release_item_fields[] = {
+    {"request_id", REQUIRED},    {"lock_identity", REQUIRED},       {"lease_id", REQUIRED},
+    {"fencing_token", REQUIRED}, {"service_instance_id", REQUIRED}, {NULL, OPTIONAL},
+};
+static const field_rule_t release_batch_fields[] = {
+    {"releases", REQUIRED},
+    DEADLINE_FIELDS,
+    {NULL, OPTIONAL},
+};
 static const field_rule_t release_fields[] = {
     {"request_id", REQUIRED},
     {"lock_identity", REQUIRED},
@@ -474,11 +484,14 @@ static bool decode_owner(decoder_t *d, json_t *b, leased_request_t *req, bool re
            decode_deadline(d, b, &req->deadline);
 }
 
-/* One renewal of a batch. Its fields are checked as a renewal's, then the
- * failing field's name is placed under "renewals[i]." */
-static bool decode_renew_item(decoder_t *d, json_t *b, size_t i, lease_owner_req_t *o)
+/* One renewal (or release) of a batch. Its fields are checked as a
+ * renewal's (release's), then the failing field's name is placed under
+ * "renewals[i]." ("releases[i]."). */
+static bool decode_batch_item(decoder_t *d, json_t *b, const char *list, size_t i, bool renew,
+                              lease_owner_req_t *o)
 {
-    bool ok = json_is_object(b) && check_fields(d, b, renew_item_fields, "") &&
+    bool ok = json_is_object(b) &&
+              check_fields(d, b, renew ? renew_item_fields : release_item_fields, "") &&
               get_id(d, b, "", "request_id", o->call.request_id, sizeof o->call.request_id) &&
               decode_identity(d, b, &o->identity) &&
               get_id(d, b, "", "lease_id", o->lease_id, sizeof o->lease_id) &&
@@ -489,33 +502,39 @@ static bool decode_renew_item(decoder_t *d, json_t *b, size_t i, lease_owner_req
     if (ok)
         return true;
     char prefix[32];
-    snprintf(prefix, sizeof prefix, "renewals[%zu]", i);
+    snprintf(prefix, sizeof prefix, "%s[%zu]", list, i);
     if (!json_is_object(b))
         return fail(d, "", prefix, "must be an object");
     char inner[sizeof d->err->field];
     snprintf(inner, sizeof inner, "%s", d->err->field);
     const char *reason = d->err->reason;
-    snprintf(prefix, sizeof prefix, "renewals[%zu].", i);
+    snprintf(prefix, sizeof prefix, "%s[%zu].", list, i);
     fail(d, prefix, inner, reason);
     return false;
 }
 
-static bool decode_renew_batch(decoder_t *d, json_t *b, leased_request_t *req)
+/* POST /v1/leases/renew-batch (renew) or /release-batch. */
+static bool decode_batch(decoder_t *d, json_t *b, leased_request_t *req, bool renew)
 {
-    if (!check_fields(d, b, renew_batch_fields, "") || !decode_deadline(d, b, &req->deadline))
+    const char *list = renew ? "renewals" : "releases";
+    if (!check_fields(d, b, renew ? renew_batch_fields : release_batch_fields, "") ||
+        !decode_deadline(d, b, &req->deadline))
         return false;
-    json_t *items = json_object_get(b, "renewals");
+    json_t *items = json_object_get(b, list);
     size_t n = json_array_size(items);
     if (!json_is_array(items) || n < 1 || n > LEASE_RENEW_BATCH_MAX) {
-        d->err->bound = "renewals must be an array of 1 to 100 renewals";
-        return fail(d, "", "renewals", "must be an array of 1 to 100 renewals");
+        d->err->bound = renew ? "renewals must be an array of 1 to 100 renewals"
+                              : "releases must be an array of 1 to 100 releases";
+        return fail(d, "", list,
+                    renew ? "must be an array of 1 to 100 renewals"
+                          : "must be an array of 1 to 100 releases");
     }
-    req->renewals = calloc(n, sizeof *req->renewals);
-    if (!req->renewals)
+    req->items = calloc(n, sizeof *req->items);
+    if (!req->items)
         return fail(d, "", "body", "out of memory");
-    req->n_renewals = n;
+    req->n_items = n;
     for (size_t i = 0; i < n; i++)
-        if (!decode_renew_item(d, json_array_get(items, i), i, &req->renewals[i]))
+        if (!decode_batch_item(d, json_array_get(items, i), list, i, renew, &req->items[i]))
             return false;
     return true;
 }
@@ -738,7 +757,8 @@ bool leased_codec_decode(leased_op_t op, const char *body, size_t len, const cha
         ok = decode_owner(&d, root, req, op == LEASED_OP_RENEW);
         break;
     case LEASED_OP_RENEW_BATCH:
-        ok = decode_renew_batch(&d, root, req);
+    case LEASED_OP_RELEASE_BATCH:
+        ok = decode_batch(&d, root, req, op == LEASED_OP_RENEW_BATCH);
         break;
     case LEASED_OP_FORCE_RELEASE:
     case LEASED_OP_REVOKE:

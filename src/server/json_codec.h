@@ -66,12 +66,12 @@ typedef struct leased_view {
 char *leased_codec_lease_envelope(const lease_result_t *res, const char *correlation_id,
                                   const leased_view_t *view);
 /* Success envelope of a list page. */
-/* A batch renewal that was decided: {"status": "success", "code":
- * "lease_renewed", "correlation_id", "results": [...]}, each result the body a renewal of its own
- * would have answered (status, code, lease or msg/field/retry_after_ms), in request order, without
- * a correlation id of its own. */
-char *leased_codec_renew_batch_envelope(const lease_result_t *results, size_t n,
-                                        const char *correlation_id, const leased_view_t *view);
+/* A batch renewal or release that was decided: {"status": "success", "code":
+ * "lease_renewed" or "lease_released" (code), "correlation_id", "results": [...]}, each result
+ * the body a renewal or release of its own would have answered (status, code, lease or
+ * msg/field/retry_after_ms), in request order, without a correlation id of its own. */
+char *leased_codec_batch_envelope(lease_code_t code, const lease_result_t *results, size_t n,
+                                  const char *correlation_id, const leased_view_t *view);
 char *leased_codec_list_envelope(const lease_list_result_t *res, const char *correlation_id,
                                  const leased_view_t *view);
 /* Success envelope of a commit. */

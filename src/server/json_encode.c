@@ -200,8 +200,8 @@ char *leased_codec_error_envelope(lease_code_t code, const char *correlation_id,
                                reason, detail));
 }
 
-/* One renewal's answer inside a batch: what its own call would answer. */
-static json_t *renewal_object(const lease_result_t *r, const leased_view_t *view)
+/* One item's answer inside a batch: what its own call would answer. */
+static json_t *item_object(const lease_result_t *r, const leased_view_t *view)
 {
     json_t *o;
     if (lease_code_is_success(r->code))
@@ -216,11 +216,12 @@ static json_t *renewal_object(const lease_result_t *r, const leased_view_t *view
     return o;
 }
 
-char *leased_codec_renew_batch_envelope(const lease_result_t *results, size_t n,
-                                        const char *correlation_id, const leased_view_t *view)
+char *leased_codec_batch_envelope(lease_code_t code, const lease_result_t *results, size_t n,
+                                  const char *correlation_id, const leased_view_t *view)
 {
-    /* lease_renewed: the batch was decided (each result says how) */
-    json_t *root = envelope(LEASE_RENEWED, correlation_id);
+    /* lease_renewed or lease_released: the batch was decided (each result
+     * says how) */
+    json_t *root = envelope(code, correlation_id);
     json_t *arr = json_array();
     if (!root || !arr) {
         json_decref(root);
@@ -229,7 +230,7 @@ char *leased_codec_renew_batch_envelope(const lease_result_t *results, size_t n,
     }
     json_object_set_new(root, "results", arr);
     for (size_t i = 0; i < n; i++) {
-        json_t *item = renewal_object(&results[i], view);
+        json_t *item = item_object(&results[i], view);
         if (!item || json_array_append_new(arr, item) != 0) {
             json_decref(root);
             return NULL;

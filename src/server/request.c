@@ -20,7 +20,7 @@ void leased_request_free(leased_request_t *req)
         return;
     for (size_t i = 0; i < LEASE_COMMIT_WRITES_MAX; i++)
         free(req->write_json[i]);
-    free(req->renewals);
+    free(req->items);
     free(req);
 }
 
@@ -30,6 +30,7 @@ static size_t call_offset(leased_op_t op)
     switch (op) {
     case LEASED_OP_RENEW:
     case LEASED_OP_RENEW_BATCH:
+    case LEASED_OP_RELEASE_BATCH:
     case LEASED_OP_RELEASE:
         return offsetof(leased_request_t, u.owner.call);
     case LEASED_OP_FORCE_RELEASE:

@@ -26,6 +26,7 @@ typedef enum leased_op {
     LEASED_OP_COMMIT,        /* POST /v1/commits */
     LEASED_OP_WATCH,         /* GET /v1/leases/{lease_id}/watch */
     LEASED_OP_RENEW_BATCH,   /* POST /v1/leases/renew-batch */
+    LEASED_OP_RELEASE_BATCH, /* POST /v1/leases/release-batch */
     LEASED_OP_HEALTHZ,       /* GET /healthz */
     LEASED_OP_READYZ,        /* GET /readyz */
     LEASED_OP_METRICS,       /* GET /metrics */
@@ -50,7 +51,7 @@ typedef struct leased_request {
     int64_t wait_ms; /* acquire: 0 = no waiting */
     union {
         lease_acquire_req_t acquire; /* ACQUIRE */
-        lease_owner_req_t owner;     /* RENEW, RELEASE; RENEW_BATCH: its call only */
+        lease_owner_req_t owner;     /* RENEW, RELEASE; RENEW_BATCH, RELEASE_BATCH: its call only */
         lease_admin_req_t admin;     /* FORCE_RELEASE, REVOKE */
         lease_inspect_req_t inspect; /* GET, INSPECT, WATCH */
         lease_list_req_t list;       /* LIST */
@@ -59,10 +60,11 @@ typedef struct leased_request {
     /* COMMIT: the compact JSON the writes borrow (u.commit.writes[i].json);
      * freed by leased_request_free. */
     char *write_json[LEASE_COMMIT_WRITES_MAX];
-    /* RENEW_BATCH: the renewals, 1..LEASE_RENEW_BATCH_MAX (heap; freed by
+    /* RENEW_BATCH, RELEASE_BATCH: the renewals or releases,
+     * 1..LEASE_RENEW_BATCH_MAX (heap; freed by
      * leased_request_free) */
-    lease_owner_req_t *renewals;
-    size_t n_renewals;
+    lease_owner_req_t *items;
+    size_t n_items;
 } leased_request_t;
 
 /* The call part of whichever store request the op uses. */

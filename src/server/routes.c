@@ -44,6 +44,8 @@ static const leased_route_t route_table[] = {
      handle_operation},
     {"POST", "/v1/leases/release", LEASED_OP_RELEASE, "release", CAP_LEASE, false,
      handle_operation},
+    {"POST", "/v1/leases/release-batch", LEASED_OP_RELEASE_BATCH, "release_batch", CAP_LEASE, false,
+     handle_operation},
     {"POST", "/v1/leases/force-release", LEASED_OP_FORCE_RELEASE, "force_release",
      LEASE_CAP_FORCE_RELEASE, false, handle_operation},
     {"POST", "/v1/leases/revoke", LEASED_OP_REVOKE, "revoke", LEASE_CAP_REVOKE, false,
@@ -159,9 +161,9 @@ static void reply_outcome(leased_exchange_t *ex, const leased_op_ctx_t *ctx, lea
         body = leased_codec_list_envelope(&out->list, ex->correlation_id, &view);
     else if (req->op == LEASED_OP_COMMIT)
         body = leased_codec_commit_envelope(&req->u.commit, &out->commit, ex->correlation_id);
-    else if (req->op == LEASED_OP_RENEW_BATCH)
-        body = leased_codec_renew_batch_envelope(out->renewals, out->n_renewals, ex->correlation_id,
-                                                 &view);
+    else if (req->op == LEASED_OP_RENEW_BATCH || req->op == LEASED_OP_RELEASE_BATCH)
+        body =
+            leased_codec_batch_envelope(code, out->items, out->n_items, ex->correlation_id, &view);
     else
         body = leased_codec_lease_envelope(&out->lease, ex->correlation_id, &view);
     if (!body) {

@@ -60,6 +60,7 @@ static const char *const event_types[LEASED_OP_COUNT] = {
     [LEASED_OP_COMMIT] = "target_lease_commit_rejected",
     [LEASED_OP_WATCH] = "target_lease_inspect",
     [LEASED_OP_RENEW_BATCH] = "target_lease_renew",
+    [LEASED_OP_RELEASE_BATCH] = "target_lease_release",
 };
 
 void leased_outcome_clear(leased_outcome_t *out)
@@ -67,9 +68,9 @@ void leased_outcome_clear(leased_outcome_t *out)
     if (!out)
         return;
     lease_list_result_free(&out->list);
-    free(out->renewals);
-    out->renewals = NULL;
-    out->n_renewals = 0;
+    free(out->items);
+    out->items = NULL;
+    out->n_items = 0;
 }
 
 leased_service_t *leased_service_new(lease_store_t *store, lease_auth_t *auth,
@@ -341,9 +342,10 @@ static lease_code_t authorize_request(const leased_op_ctx_t *ctx, leased_request
         return lease_auth_in_scope(c, &req->u.owner.identity) ? LEASE_CODE_COUNT
                                                               : LEASE_ACCESS_DENIED;
     case LEASED_OP_RENEW_BATCH:
-        /* one renewal outside scope refuses the batch: the caller named it */
-        for (size_t i = 0; i < req->n_renewals; i++)
-            if (!lease_auth_in_scope(c, &req->renewals[i].identity))
+    case LEASED_OP_RELEASE_BATCH:
+        /* one item outside scope refuses the batch: the caller named it */
+        for (size_t i = 0; i < req->n_items; i++)
+            if (!lease_auth_in_scope(c, &req->items[i].identity))
                 return LEASE_ACCESS_DENIED;
         return LEASE_CODE_COUNT;
     case LEASED_OP_FORCE_RELEASE:
@@ -395,10 +397,14 @@ static bool digest(leased_request_t *req, lease_call_t *call)
         lease_digest_renew(&req->u.owner, call->request_digest);
         break;
     case LEASED_OP_RENEW_BATCH:
-        /* each renewal carries the digest of the renewal it is */
-        for (size_t i = 0; i < req->n_renewals; i++) {
-            lease_owner_req_t *r = &req->renewals[i];
-            lease_digest_renew(r, r->call.request_digest);
+    case LEASED_OP_RELEASE_BATCH:
+        /* each item carries the digest of the renewal or release it is */
+        for (size_t i = 0; i < req->n_items; i++) {
+            lease_owner_req_t *r = &req->items[i];
+            if (req->op == LEASED_OP_RENEW_BATCH)
+                lease_digest_renew(r, r->call.request_digest);
+            else
+                lease_digest_release(r, r->call.request_digest);
             if (strlen(r->call.request_digest) != LEASE_DIGEST_HEX_LEN)
                 return false;
         }
@@ -564,13 +570,13 @@ static void take_details(leased_request_t *req, leased_outcome_t *out)
         out->retry_after_ms = 0;
 }
 
-/* Each renewal of a batch takes the batch's call (deadline, correlation,
+/* Each item of a batch takes the batch's call (deadline, correlation,
  * caller, trace) and keeps its own request id (and, later, digest). */
-static void complete_renewals(leased_request_t *req)
+static void complete_items(leased_request_t *req)
 {
     const lease_call_t *batch = &req->u.owner.call;
-    for (size_t i = 0; i < req->n_renewals; i++) {
-        lease_call_t *c = &req->renewals[i].call;
+    for (size_t i = 0; i < req->n_items; i++) {
+        lease_call_t *c = &req->items[i].call;
         c->deadline = batch->deadline;
         snprintf(c->deadline_class, sizeof c->deadline_class, "%s", batch->deadline_class);
         snprintf(c->correlation_id, sizeof c->correlation_id, "%s", batch->correlation_id);
@@ -581,40 +587,45 @@ static void complete_renewals(leased_request_t *req)
 }
 
 /*
- * Many renewals in one store call (complete_renewals has run): each keeps
- * its own request id and digest; each answer is audited as its own renewal would
- * be (the store audits renewals that changed state; the rest here).
+ * Many renewals or releases in one store call (complete_items has run):
+ * each keeps its own request id and digest; each answer is audited as its
+ * own renewal or release would be (the store audits those that changed
+ * state; the rest here). Returns LEASE_RENEWED / LEASE_RELEASED when the
+ * batch was decided.
  */
-static lease_code_t renew_batch(leased_service_t *svc, const leased_op_ctx_t *ctx,
+static lease_code_t owner_batch(leased_service_t *svc, const leased_op_ctx_t *ctx,
                                 leased_request_t *req, leased_outcome_t *out)
 {
+    bool renew = req->op == LEASED_OP_RENEW_BATCH;
+    leased_op_t item_op = renew ? LEASED_OP_RENEW : LEASED_OP_RELEASE;
     const lease_call_t *batch = &req->u.owner.call;
-    size_t n = req->n_renewals;
-    out->renewals = calloc(n, sizeof *out->renewals);
-    leased_request_t *one = leased_request_new(LEASED_OP_RENEW);
-    if (!out->renewals || !one) {
+    size_t n = req->n_items;
+    out->items = calloc(n, sizeof *out->items);
+    leased_request_t *one = leased_request_new(item_op);
+    if (!out->items || !one) {
         leased_request_free(one);
-        free(out->renewals);
-        out->renewals = NULL;
+        free(out->items);
+        out->items = NULL;
         out->code = LEASE_BACKEND_UNAVAILABLE;
         return out->code;
     }
     out->code =
-        lease_store_renew_many(svc->store, req->renewals, n, &batch->deadline, out->renewals);
-    if (out->code != LEASE_RENEWED) {
-        free(out->renewals);
-        out->renewals = NULL;
+        renew ? lease_store_renew_many(svc->store, req->items, n, &batch->deadline, out->items)
+              : lease_store_release_many(svc->store, req->items, n, &batch->deadline, out->items);
+    if (out->code != (renew ? LEASE_RENEWED : LEASE_RELEASED)) {
+        free(out->items);
+        out->items = NULL;
         leased_request_free(one);
         return out->code;
     }
-    out->n_renewals = n;
+    out->n_items = n;
     leased_op_ctx_t item_ctx = *ctx;
-    item_ctx.op = LEASED_OP_RENEW;
+    item_ctx.op = item_op;
     for (size_t i = 0; i < n; i++) {
-        const lease_result_t *r = &out->renewals[i];
+        const lease_result_t *r = &out->items[i];
         if (lease_code_is_success(r->code) && !r->replayed)
             continue;
-        one->u.owner = req->renewals[i];
+        one->u.owner = req->items[i];
         audit(svc, &item_ctx, one, &one->u.owner.call, r->code, r);
     }
     leased_request_free(one);
@@ -668,8 +679,9 @@ lease_code_t leased_service_run(leased_service_t *svc, leased_op_ctx_t *ctx, lea
         snprintf(call->trace_id, sizeof call->trace_id, "%s", ctx->trace_id);
     }
 
-    if (req->op == LEASED_OP_RENEW_BATCH)
-        complete_renewals(req);
+    bool batch = req->op == LEASED_OP_RENEW_BATCH || req->op == LEASED_OP_RELEASE_BATCH;
+    if (batch)
+        complete_items(req);
 
     /* refusals that need no database; LEASE_CODE_COUNT means none */
     lease_code_t refusal = authorize_request(ctx, req, out->field, sizeof out->field);
@@ -683,8 +695,9 @@ lease_code_t leased_service_run(leased_service_t *svc, leased_op_ctx_t *ctx, lea
         out->code = refusal;
         return finish_refused(svc, ctx, req, out);
     }
-    if (req->op == LEASED_OP_RENEW_BATCH) {
-        if (renew_batch(svc, ctx, req, out) == LEASE_RENEWED)
+    if (batch) {
+        lease_code_t decided = req->op == LEASED_OP_RENEW_BATCH ? LEASE_RENEWED : LEASE_RELEASED;
+        if (owner_batch(svc, ctx, req, out) == decided)
             return out->code;
         take_details(req, out);
         return finish_refused(svc, ctx, req, out);

@@ -51,10 +51,11 @@ typedef struct leased_outcome {
     lease_result_t lease;            /* single-lease operations */
     lease_list_result_t list;        /* LIST (heap-owning) */
     lease_commit_result_t commit;    /* COMMIT */
-    /* RENEW_BATCH answered (code LEASE_RENEWED): one result per renewal, in
+    /* RENEW_BATCH or RELEASE_BATCH decided (code LEASE_RENEWED or
+     * LEASE_RELEASED): one result per renewal or release, in
      * request order (heap; freed by leased_outcome_clear) */
-    lease_result_t *renewals;
-    size_t n_renewals;
+    lease_result_t *items;
+    size_t n_items;
     /* > 0: not final yet. An acquire that may wait conflicted; call
      * leased_service_run_again after this many milliseconds. */
     int64_t again_after_ms;

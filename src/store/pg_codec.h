@@ -37,6 +37,7 @@ typedef enum store_pg_op {
     STORE_PG_OP_CREDENTIAL_LOOKUP,
     STORE_PG_OP_HEALTH,
     STORE_PG_OP_RENEW_MANY, /* lease.renew_many: many renewals, one transaction */
+    STORE_PG_OP_RELEASE_MANY, /* lease.release_many: many releases, one transaction */
     STORE_PG_OP_COUNT
 } store_pg_op_t;
 
@@ -63,6 +64,9 @@ LEASE_MUST_USE char *store_pg_encode_owner(store_pg_op_t op, const lease_owner_r
  * encodes a renewal (*bad_field names "renewals[i].<field>"). */
 LEASE_MUST_USE char *store_pg_encode_renew_many(const lease_owner_req_t *reqs, size_t n,
                                                 int64_t now_mono_ns, const char **bad_field);
+/* {"releases": [...]}: the same for releases ("releases[i].<field>"). */
+LEASE_MUST_USE char *store_pg_encode_release_many(const lease_owner_req_t *reqs, size_t n,
+                                                  int64_t now_mono_ns, const char **bad_field);
 /* op: STORE_PG_OP_FORCE_RELEASE or STORE_PG_OP_REVOKE (only revoke sends
  * incident_id). */
 LEASE_MUST_USE char *store_pg_encode_admin(store_pg_op_t op, const lease_admin_req_t *req,
@@ -99,6 +103,8 @@ lease_code_t store_pg_decode_result(store_pg_op_t op, const char *text, lease_re
  * LEASE_RENEWED, or LEASE_OUTCOME_UNKNOWN (logged) when the whole answer
  * cannot be read (an item's own malformed answer is that item's). */
 lease_code_t store_pg_decode_renew_many(const char *text, size_t n, lease_result_t *results);
+/* lease.release_many's answer, the same way: LEASE_RELEASED when read. */
+lease_code_t store_pg_decode_release_many(const char *text, size_t n, lease_result_t *results);
 /* The recovery epoch and WAL position lease.check_namespace answers
  * ("epoch", "timeline", "wal_lsn" "X/Y"). Returns 0, or -1 when absent or
  * malformed. */

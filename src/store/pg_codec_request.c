@@ -227,23 +227,25 @@ char *store_pg_encode_owner(store_pg_op_t op, const lease_owner_req_t *req, int6
     return finish(o, ok);
 }
 
-char *store_pg_encode_renew_many(const lease_owner_req_t *reqs, size_t n, int64_t now_mono_ns,
-                                 const char **bad_field)
+/* op: STORE_PG_OP_RENEW or STORE_PG_OP_RELEASE, the items' operation. */
+static char *encode_many(store_pg_op_t op, const lease_owner_req_t *reqs, size_t n,
+                         int64_t now_mono_ns, const char **bad_field)
 {
-    /* each item's text is exactly a renewal's: the batch only wraps them */
+    /* each item's text is exactly a renewal's (release's): the batch only
+     * wraps them */
     *bad_field = NULL;
-    static const char head[] = "{\"renewals\":[";
-    size_t len = sizeof head - 1, cap = 4096;
+    const char *list = op == STORE_PG_OP_RENEW ? "renewals" : "releases";
+    size_t len, cap = 4096;
     char *out = malloc(cap);
     if (!out)
         return NULL;
-    memcpy(out, head, len);
+    len = (size_t)snprintf(out, cap, "{\"%s\":[", list);
     for (size_t i = 0; i < n; i++) {
         const char *item_bad = NULL;
-        char *item = store_pg_encode_owner(STORE_PG_OP_RENEW, &reqs[i], now_mono_ns, &item_bad);
+        char *item = store_pg_encode_owner(op, &reqs[i], now_mono_ns, &item_bad);
         if (!item) {
             if (item_bad)
-                *bad_field = indexed_field("renewals", i, item_bad);
+                *bad_field = indexed_field(list, i, item_bad);
             free(out);
             return NULL;
         }
@@ -267,6 +269,18 @@ char *store_pg_encode_renew_many(const lease_owner_req_t *reqs, size_t n, int64_
     }
     memcpy(out + len, "]}", 3);
     return out;
+}
+
+char *store_pg_encode_renew_many(const lease_owner_req_t *reqs, size_t n, int64_t now_mono_ns,
+                                 const char **bad_field)
+{
+    return encode_many(STORE_PG_OP_RENEW, reqs, n, now_mono_ns, bad_field);
+}
+
+char *store_pg_encode_release_many(const lease_owner_req_t *reqs, size_t n, int64_t now_mono_ns,
+                                   const char **bad_field)
+{
+    return encode_many(STORE_PG_OP_RELEASE, reqs, n, now_mono_ns, bad_field);
 }
 
 char *store_pg_encode_admin(store_pg_op_t op, const lease_admin_req_t *req, int64_t now_mono_ns,

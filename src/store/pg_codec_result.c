@@ -65,6 +65,7 @@ static const op_info_t ops[STORE_PG_OP_COUNT] = {
     [STORE_PG_OP_HEALTH] = {"health", true, 0},
     /* each item's answer is a renew's, decoded as one */
     [STORE_PG_OP_RENEW_MANY] = {"renew_many", false, 0},
+    [STORE_PG_OP_RELEASE_MANY] = {"release_many", false, 0},
 };
 
 const char *store_pg_op_name(store_pg_op_t op)
@@ -91,6 +92,7 @@ static bool may_have_committed(store_pg_op_t op)
     case STORE_PG_OP_ACQUIRE:
     case STORE_PG_OP_RENEW:
     case STORE_PG_OP_RENEW_MANY:
+    case STORE_PG_OP_RELEASE_MANY:
     case STORE_PG_OP_RELEASE:
     case STORE_PG_OP_FORCE_RELEASE:
     case STORE_PG_OP_REVOKE:
@@ -413,22 +415,35 @@ malformed:
     return out->code;
 }
 
-lease_code_t store_pg_decode_renew_many(const char *text, size_t n, lease_result_t *results)
+/* many: STORE_PG_OP_RENEW_MANY or STORE_PG_OP_RELEASE_MANY */
+static lease_code_t decode_many(store_pg_op_t many, const char *text, size_t n,
+                                lease_result_t *results)
 {
+    bool renew = many == STORE_PG_OP_RENEW_MANY;
     json_t *o = store_pg_parse_object(text);
     json_t *arr = o ? json_object_get(o, "results") : NULL;
     if (!json_is_array(arr) || json_array_size(arr) != n) {
         json_decref(o);
-        return malformed(STORE_PG_OP_RENEW_MANY, "not one result per renewal");
+        return malformed(many, "not one result per item");
     }
     for (size_t i = 0; i < n; i++) {
         char *item = lease_json_dumps(json_array_get(arr, i), 0);
         /* NULL (out of memory) decodes as a malformed answer: outcome_unknown */
-        store_pg_decode_result(STORE_PG_OP_RENEW, item, &results[i]);
+        store_pg_decode_result(renew ? STORE_PG_OP_RENEW : STORE_PG_OP_RELEASE, item, &results[i]);
         free(item);
     }
     json_decref(o);
-    return LEASE_RENEWED;
+    return renew ? LEASE_RENEWED : LEASE_RELEASED;
+}
+
+lease_code_t store_pg_decode_renew_many(const char *text, size_t n, lease_result_t *results)
+{
+    return decode_many(STORE_PG_OP_RENEW_MANY, text, n, results);
+}
+
+lease_code_t store_pg_decode_release_many(const char *text, size_t n, lease_result_t *results)
+{
+    return decode_many(STORE_PG_OP_RELEASE_MANY, text, n, results);
 }
 
 lease_code_t store_pg_decode_list(store_pg_op_t op, const char *text, lease_list_result_t *out)

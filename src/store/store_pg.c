@@ -596,23 +596,28 @@ static lease_code_t pg_renew(lease_store_t *s, const lease_owner_req_t *req, lea
     return owner_call(s, STORE_PG_OP_RENEW, req, res);
 }
 
-/* Many renewals, one call of lease.renew_many, one transaction; each item
- * is decided (and a repeated request id answered) as a single renewal is. */
-static lease_code_t pg_renew_many(lease_store_t *s, const lease_owner_req_t *reqs, size_t n,
-                                  const lease_deadline_t *deadline, lease_result_t *results)
+/* Many renewals (lease.renew_many) or releases (lease.release_many), one
+ * call, one transaction; each item is decided (and a repeated request id
+ * answered) as a single one is. */
+static lease_code_t owner_many(lease_store_t *s, store_pg_op_t many, const lease_owner_req_t *reqs,
+                               size_t n, const lease_deadline_t *deadline, lease_result_t *results)
 {
+    bool renew = many == STORE_PG_OP_RENEW_MANY;
     store_pg_t *pg = impl(s);
     memset(results, 0, n * sizeof *results);
     lease_result_t whole;
     memset(&whole, 0, sizeof whole);
     const char *bad = NULL;
-    char *json = store_pg_encode_renew_many(reqs, n, lease_mono_now_ns(), &bad);
+    int64_t now = lease_mono_now_ns();
+    char *json = renew ? store_pg_encode_renew_many(reqs, n, now, &bad)
+                       : store_pg_encode_release_many(reqs, n, now, &bad);
     if (!json)
         return encode_failed(bad, &whole.code, whole.field, sizeof whole.field);
     const char *params[1] = {json};
     call_spec_t spec = {
-        .op = STORE_PG_OP_RENEW_MANY,
-        .stmt = {.sql = "SELECT lease.renew_many($1::jsonb)::text",
+        .op = many,
+        .stmt = {.sql = renew ? "SELECT lease.renew_many($1::jsonb)::text"
+                              : "SELECT lease.release_many($1::jsonb)::text",
                  .nparams = 1,
                  .params = params,
                  .serializable = true},
@@ -621,19 +626,33 @@ static lease_code_t pg_renew_many(lease_store_t *s, const lease_owner_req_t *req
     call_outcome_t out;
     run_call(pg, &spec, &out);
     free(json);
-    lease_code_t code =
-        out.ok ? store_pg_decode_renew_many(out.reply.values[0], n, results) : out.code;
+    lease_code_t decided = renew ? LEASE_RENEWED : LEASE_RELEASED;
+    lease_code_t code = !out.ok ? out.code
+                        : renew ? store_pg_decode_renew_many(out.reply.values[0], n, results)
+                                : store_pg_decode_release_many(out.reply.values[0], n, results);
     store_pg_reply_clear(&out.reply);
-    if (code != LEASE_RENEWED)
+    if (code != decided)
         return code;
     for (size_t i = 0; i < n; i++)
         complete_reference(&results[i], &reqs[i].identity, reqs[i].lease_id, reqs[i].fencing_token);
     return code;
 }
 
+static lease_code_t pg_renew_many(lease_store_t *s, const lease_owner_req_t *reqs, size_t n,
+                                  const lease_deadline_t *deadline, lease_result_t *results)
+{
+    return owner_many(s, STORE_PG_OP_RENEW_MANY, reqs, n, deadline, results);
+}
+
 static lease_code_t pg_release(lease_store_t *s, const lease_owner_req_t *req, lease_result_t *res)
 {
     return owner_call(s, STORE_PG_OP_RELEASE, req, res);
+}
+
+static lease_code_t pg_release_many(lease_store_t *s, const lease_owner_req_t *reqs, size_t n,
+                                    const lease_deadline_t *deadline, lease_result_t *results)
+{
+    return owner_many(s, STORE_PG_OP_RELEASE_MANY, reqs, n, deadline, results);
 }
 
 /* force-release and revoke */
@@ -841,6 +860,7 @@ static const lease_store_ops_t pg_ops = {
     .renew = pg_renew,
     .renew_many = pg_renew_many,
     .release = pg_release,
+    .release_many = pg_release_many,
     .force_release = pg_force_release,
     .revoke = pg_revoke,
     .inspect = pg_inspect,

@@ -77,7 +77,7 @@ static void test_table_invariants(void **state)
     (void)state;
     size_t n;
     const leased_route_t *t = leased_routes_table(&n);
-    assert_int_equal(n, 14);
+    assert_int_equal(n, 15);
     for (size_t i = 0; i < n; i++) {
         assert_int_equal(t[i].on_event_thread, t[i].caps_any == 0);
         assert_non_null(t[i].handler);

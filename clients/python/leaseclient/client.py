@@ -6,17 +6,23 @@ import os
 import secrets
 import socket
 import ssl
+import threading
 import time
 import urllib.parse
-from typing import Any, Dict, Iterator, List, Mapping, Optional, Sequence, TYPE_CHECKING
+from typing import (Any, Dict, Iterator, List, Mapping, Optional, Sequence, Tuple, Union,
+                    TYPE_CHECKING)
 
-from .errors import InvalidLeaseRequest, LeaseError
+from .errors import (ERRORS_BY_CODE, SUCCESS_CODES, InvalidLeaseRequest, LeaseError,
+                     OutcomeUnknown, error_from_envelope)
 from .transport import Abort, Answer, Transport
 from .types import CommitResult, Identity, IdentityLike, Lease, Page
 
 if TYPE_CHECKING:  # pragma: no cover
     from .aio import AsyncHold
     from .hold import Hold
+    from .renewals import RenewalGroup
+
+BATCH_MAX = 100  # renew-batch and release-batch take 1 to 100 items
 
 DEFAULT_DEADLINE_MS = 5000
 ACQUIRE_DEADLINE_CAP_MS = 30000
@@ -68,6 +74,8 @@ class Client:
         self._transport = Transport(url, token, ca_file=ca_file, ssl_context=ssl_context)
         self.url = self._transport.url
         self.service_instance_id = service_instance_id or default_service_instance_id()
+        self._group_lock = threading.Lock()
+        self._group: Optional["RenewalGroup"] = None
 
     def __repr__(self) -> str:  # never shows the token
         return f"Client({self.url!r})"
@@ -78,14 +86,14 @@ class Client:
     def _call(self, method: str, path: str, body: Optional[Dict[str, Any]], *, mutation: bool,
               request_id: Optional[str], deadline_ms: Optional[int],
               deadline_at: Optional[datetime.datetime], default_deadline_ms: int = DEFAULT_DEADLINE_MS,
-              abort: Optional[Abort] = None) -> Answer:
+              abort: Optional[Abort] = None, batch: bool = False) -> Answer:
         if deadline_ms is not None and deadline_at is not None:
             raise InvalidLeaseRequest("deadline_ms and deadline_at exclude each other",
                                       field="deadline_ms")
         if deadline_ms is not None and (isinstance(deadline_ms, bool) or
                                         not isinstance(deadline_ms, int) or deadline_ms < 1):
             raise InvalidLeaseRequest("deadline_ms must be an integer >= 1", field="deadline_ms")
-        if mutation:
+        if mutation and not batch:  # a batch's items carry their own request ids
             request_id = request_id or new_id("req_")
             if not (1 <= len(request_id) <= 128):
                 raise InvalidLeaseRequest("request_id must have 1..128 characters",
@@ -99,7 +107,7 @@ class Client:
         data: Optional[bytes] = None
         if body is not None:
             body = dict(body)
-            if mutation:
+            if mutation and not batch:
                 body["request_id"] = request_id
             if deadline_at is not None:
                 body["deadline_at"] = _rfc3339(deadline_at)
@@ -211,6 +219,92 @@ class Client:
                             request_id=request_id, deadline_ms=deadline_ms,
                             deadline_at=deadline_at)
         return self._lease(answer, True)
+
+    def renew_many(self, leases: Sequence[Lease], *, ttl_ms: Optional[int] = None,
+                   service_instance_id: Optional[str] = None,
+                   request_ids: Optional[Sequence[str]] = None,
+                   deadline_ms: Optional[int] = None,
+                   deadline_at: Optional[datetime.datetime] = None
+                   ) -> List[Union[Lease, LeaseError]]:
+        """``POST /v1/leases/renew-batch``: 1 to 100 renewals in one request and
+        one transaction. Returns one result per lease, in order: the renewed
+        Lease, or the LeaseError its own renew() would have raised (one
+        ``LeaseLost`` does not fail the others). Raises only for the whole
+        call (deadline, backend, a malformed or out-of-scope item); sending
+        the same ``request_ids`` again then is safe (OutcomeUnknown carries
+        them as ``.request_ids``)."""
+        items = [self._owner_item(lease, service_instance_id, ttl_ms) for lease in leases]
+        return self._owner_batch(True, items, request_ids, deadline_ms, deadline_at)[0]
+
+    def release_many(self, leases: Sequence[Lease], *, service_instance_id: Optional[str] = None,
+                     request_ids: Optional[Sequence[str]] = None,
+                     deadline_ms: Optional[int] = None,
+                     deadline_at: Optional[datetime.datetime] = None
+                     ) -> List[Union[Lease, LeaseError]]:
+        """``POST /v1/leases/release-batch``: 1 to 100 releases in one
+        transaction, answered as renew_many answers (the released Lease, or
+        the LeaseError its own release() would have raised)."""
+        items = [self._owner_item(lease, service_instance_id, None) for lease in leases]
+        return self._owner_batch(False, items, request_ids, deadline_ms, deadline_at)[0]
+
+    def _owner_item(self, lease: Lease, service_instance_id: Optional[str],
+                    ttl_ms: Optional[int]) -> Dict[str, Any]:
+        body = self._held_body(lease)
+        body["service_instance_id"] = (service_instance_id or lease.service_instance_id
+                                       or self.service_instance_id)
+        if ttl_ms is not None:
+            body["ttl_ms"] = ttl_ms
+        return body
+
+    def _owner_batch(self, renew: bool, items: Sequence[Dict[str, Any]],
+                     request_ids: Optional[Sequence[str]], deadline_ms: Optional[int],
+                     deadline_at: Optional[datetime.datetime], abort: Optional[Abort] = None
+                     ) -> "Tuple[List[Union[Lease, LeaseError]], Answer]":
+        key = "renewals" if renew else "releases"
+        if not 1 <= len(items) <= BATCH_MAX:
+            raise InvalidLeaseRequest(f"{key} must be 1 to {BATCH_MAX} items", field=key)
+        if request_ids is not None and len(request_ids) != len(items):
+            raise InvalidLeaseRequest("one request id per item", field=key)
+        ids = [(request_ids[i] if request_ids and request_ids[i] else new_id("req_"))
+               for i in range(len(items))]
+        body = {key: [dict(item, request_id=rid) for item, rid in zip(items, ids)]}
+        path = "/v1/leases/renew-batch" if renew else "/v1/leases/release-batch"
+        try:
+            answer = self._call("POST", path, body, mutation=True, request_id=None,
+                                deadline_ms=deadline_ms, deadline_at=deadline_at, abort=abort,
+                                batch=True)
+        except LeaseError as e:
+            e.request_ids = ids  # type: ignore[attr-defined]
+            raise
+        results = answer.envelope.get("results")
+        if not isinstance(results, list) or len(results) != len(items):
+            raise OutcomeUnknown("a decided batch without one result per item",
+                                 request_id=None)
+        out: List[Union[Lease, LeaseError]] = []
+        for env, rid in zip(results, ids):
+            out.append(self._item_result(env, rid, answer))
+        return out, answer
+
+    @staticmethod
+    def _item_result(env: Any, request_id: str, answer: Answer) -> Union[Lease, LeaseError]:
+        """One item of a batch: what its own call would have answered."""
+        code = env.get("code") if isinstance(env, dict) else None
+        if code in SUCCESS_CODES and env.get("status") == "success":
+            try:
+                return Lease.from_json(env["lease"], env, request_id)
+            except (KeyError, TypeError, ValueError, AttributeError):
+                pass
+        elif code in ERRORS_BY_CODE and env.get("status") == "error":
+            return error_from_envelope(env, answer.status, request_id)
+        return OutcomeUnknown("unreadable item of a batch answer", request_id=request_id)
+
+    def _renewal_group(self) -> "RenewalGroup":
+        """The one thread that renews every lease held through this client."""
+        from .renewals import RenewalGroup
+        with self._group_lock:
+            if self._group is None:
+                self._group = RenewalGroup(self)
+            return self._group
 
     def commit(self, lease: Lease, writes: Sequence[Mapping[str, Any]], *,
                execution_id: Optional[str] = None, trace_id: Optional[str] = None,

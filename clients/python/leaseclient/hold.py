@@ -1,6 +1,7 @@
-"""Holding a lease: renewal on the documented schedule in a background
-thread, a watch (long poll) that reports an end the holder did not ask for,
-and one cancellation signal (``lost``) for the work."""
+"""Holding a lease: renewal on the documented schedule (by the client's
+renewal thread, renewals.py: every lease held through one Client renewed in
+one call per period), a watch (long poll) that reports an end the holder did
+not ask for, and one cancellation signal (``lost``) for the work."""
 import logging
 import random
 import threading
@@ -75,8 +76,9 @@ class HeldLease:
         self._watch_abort = Abort()
         self._renew_abort = Abort()  # ends a renewal in flight when the hold stops
         self._callbacks: List[Callable[["HeldLease"], None]] = [on_lost] if on_lost else []
-        self._threads = [threading.Thread(target=self._renew_main, daemon=True,
-                                          name=f"lease-renew-{lease.lease_id}")]
+        # renewal runs on the client's renewal group (renewals.py); the
+        # watch has a thread of its own
+        self._threads: List[threading.Thread] = []
         if watch:
             self._threads.append(threading.Thread(target=self._watch_main, daemon=True,
                                                   name=f"lease-watch-{lease.lease_id}"))
@@ -158,6 +160,7 @@ class HeldLease:
             callbacks = list(self._callbacks)
             self._cond.notify_all()
         log.warning("lease %s: %s (%s)", self._lease.lease_id, reason, code)
+        self.client._renewal_group().leave(self)  # nothing left to renew
         self._watch_abort.fire()
         for fn in callbacks:
             try:
@@ -174,48 +177,62 @@ class HeldLease:
             self._cond.notify_all()
         self._watch_abort.fire()
         self._renew_abort.fire()
+        self.client._renewal_group().leave(self)
         for t in self._threads:
             if t is not threading.current_thread() and t.is_alive():
                 t.join()
 
     def _start(self) -> None:
+        self.client._renewal_group().join(self)
         for t in self._threads:
             t.start()
 
     # ------------------------------------------------------------------
     # renewal
 
-    def _renew_main(self) -> None:
+    # The client's renewal group (renewals.py) calls these: it renews every
+    # lease held through one Client, those due in the same period in one
+    # renew-batch, and each answer is judged here as a renewal of its own.
+
+    def _standing(self, now: float) -> "tuple[str, float]":
+        """("ended" | "over" | "due" | "gatherable" | "idle", when next needed)."""
         with self._cond:
-            while not self._stop and not self.lost.is_set():
-                now = time.monotonic()
-                w = self._window
-                if now >= w.cancel:
-                    reason = "expired" if self._capped else "unconfirmed"
-                    code = ("lease_lost" if self._capped else
-                            "lease_backend_unavailable" if self._last_code == "lease_renewed"
-                            else self._last_code)
-                    self._cond.release()
-                    try:
-                        self._signal(reason, code)
-                    finally:
-                        self._cond.acquire()
-                    break
-                nxt = w.cancel if self._capped or w.renew > w.cancel else w.renew
-                if now < nxt:
-                    self._cond.wait(nxt - now)
-                    continue
-                self._cond.release()
-                try:
-                    self._renew_once()
-                finally:
-                    self._cond.acquire()
+            if self._stop or self.lost.is_set():
+                return "ended", float("inf")
+            w = self._window
+            renews = not self._capped and w.renew <= w.cancel
+            nxt = w.renew if renews else w.cancel
+            if now >= w.cancel:
+                return "over", w.cancel
+            if renews and now >= w.renew:
+                return "due", nxt
+            # renewing early is always safe (the new window starts at the
+            # batch's send); half way keeps a process's renewals in step
+            if renews and now >= w.sent + (w.renew - w.sent) / 2:
+                return "gatherable", nxt
+            return "idle", nxt
+
+    def _cancel_point(self) -> None:
+        """The cancel point passed without a confirmed renewal."""
+        with self._cond:
+            reason = "expired" if self._capped else "unconfirmed"
+            code = ("lease_lost" if self._capped else
+                    "lease_backend_unavailable" if self._last_code == "lease_renewed"
+                    else self._last_code)
+        self._signal(reason, code)
+
+    def _prepare(self) -> "tuple[Lease, schedule.Window, float]":
+        """What is held, its window and when this attempt began."""
+        with self._cond:
+            return self._lease, self._window, time.monotonic()
+
+    def _renew_item(self) -> Dict[str, Any]:
+        """This lease's item in a renew-batch."""
+        held = self.lease
+        return self.client._owner_item(held, self._service_instance_id, self._ttl_ms)
 
     def _renew_once(self) -> None:
-        with self._cond:
-            held, window = self._lease, self._window
-        now = time.monotonic()
-        answer_by = schedule.answer_deadline(now, window.cancel)
+        held, window, now = self._prepare()
         # the call may run (and resolve an unknown outcome) up to the cancel
         # point, never past it: then cancellation is due anyway
         budget_ms = max(int((window.cancel - now) * 1000), 1)
@@ -226,36 +243,52 @@ class HeldLease:
                                                  abort=self._renew_abort)
         except Aborted:
             return  # the hold is stopping
-        except _TRANSIENT as e:
-            answered = time.monotonic()
+        except LeaseError as e:
+            self._judge(held, window, now, e, now, time.monotonic())
+            return
+        self._judge(held, window, now, renewed, answer.first_sent, answer.answered)
+
+    def _judge(self, held: Lease, window: schedule.Window, started: float,
+               outcome: "Lease | LeaseError", first_sent: float, answered: float) -> None:
+        """One renewal's answer, judged exactly as a renewal of its own:
+        a grant anchored at its request's first send, a late answer counted
+        only when an inspection confirms it, a temporary failure retried,
+        anything else ends this hold only."""
+        if self._stop:
+            return
+        if isinstance(outcome, _TRANSIENT):
             with self._cond:
                 self._failures += 1
-                self._last_code = e.code
+                self._last_code = outcome.code
                 self._window = schedule.Window(window.sent, window.grant_ms, window.expiry,
                                                window.cancel,
                                                schedule.retry_at(answered, window.cancel,
                                                                  self._failures))
             log.info("lease %s: renewal failed (%s, %d in a row); retrying", held.lease_id,
-                     e.code, self._failures)
+                     outcome.code, self._failures)
             return
-        except LeaseError as e:
+        if isinstance(outcome, LeaseError):
             # lease_lost, or refused for good (credential, scope, invalid)
-            self._signal("lost", e.code)
+            self._signal("lost", outcome.code)
             return
+        renewed = outcome
         if (renewed.lease_id != held.lease_id or renewed.fencing_token != held.fencing_token
                 or renewed.state != "active"):
             self._signal("lost", "lease_lost")
             return
-        if answer.answered > answer_by:
+        answer_by = schedule.answer_deadline(started, window.cancel)
+        if answered > answer_by:
             with self._cond:
                 self.late_answers += 1
             log.info("lease %s: renewal answered %.0f ms after its deadline; inspecting",
-                     held.lease_id, (answer.answered - answer_by) * 1000)
+                     held.lease_id, (answered - answer_by) * 1000)
             if not self._confirm_by_inspect(renewed, window.cancel):
                 self._signal("unconfirmed", "lease_outcome_unknown")
                 return
-        w = schedule.plan(answer.first_sent, renewed.grant_ms, margin_config_ms=self._margin_ms)
+        w = schedule.plan(first_sent, renewed.grant_ms, margin_config_ms=self._margin_ms)
         with self._cond:
+            if self._stop:
+                return
             self._lease = renewed
             self._window = w
             self._capped = renewed.grant_capped

@@ -1,0 +1,177 @@
+package leaseclient
+
+// One renewal goroutine per Client for every lease held through it
+// (issue 20: a fleet's steady load is renewals).
+//
+// It wakes at the earliest renewal or cancel point of its holds. When one
+// is due it renews that hold and every other hold at least half way to its
+// own renewal point in one POST /v1/leases/renew-batch (one database
+// transaction): renewing early only restarts a window at the batch's send,
+// so authority never outlasts what the service granted, and after one
+// batch the holds stay in step: one call per period however many leases
+// are held.
+//
+// Each item's answer is judged by its hold (Lease.judge) exactly as a
+// renewal of its own. A failure of the whole call that may pass (backend
+// unavailable, outcome unknown, rate limited, deadline) is each item's
+// temporary failure; a refusal of the whole call (an item out of scope or
+// malformed) tells nothing about each lease, so those holds are renewed
+// one by one at once; a leased without the route (400 naming "method", or
+// 404) one by one from then on. A lone due renewal is a plain
+// /v1/leases/renew.
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+)
+
+type renewalGroup struct {
+	client   *Client
+	mu       sync.Mutex
+	members  map[*Lease]struct{}
+	running  bool
+	wake     chan struct{} // a hold joined
+	oneByOne bool          // the service has no renew-batch route
+	batches  int           // renew-batch calls made (tests)
+}
+
+func (c *Client) renewals() *renewalGroup {
+	c.groupOnce.Do(func() {
+		c.group = &renewalGroup{client: c, members: map[*Lease]struct{}{},
+			wake: make(chan struct{}, 1)}
+	})
+	return c.group
+}
+
+func (g *renewalGroup) join(l *Lease) {
+	g.mu.Lock()
+	g.members[l] = struct{}{}
+	start := !g.running
+	g.running = true
+	g.mu.Unlock()
+	if start {
+		go g.loop()
+	}
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+}
+
+// leave takes a hold out. A renewal of it in flight is judged by a hold
+// whose context has ended, which ignores it.
+func (g *renewalGroup) leave(l *Lease) {
+	g.mu.Lock()
+	delete(g.members, l)
+	g.mu.Unlock()
+	select {
+	case g.wake <- struct{}{}:
+	default:
+	}
+}
+
+type standing int
+
+const (
+	idle standing = iota
+	over
+	due
+	gatherable
+)
+
+func (g *renewalGroup) loop() {
+	for {
+		g.mu.Lock()
+		if len(g.members) == 0 {
+			g.running = false
+			g.mu.Unlock()
+			return
+		}
+		now := time.Now()
+		var overs, dues, gathers []*Lease
+		next := now.Add(time.Hour)
+		for l := range g.members {
+			st, at := l.standing(now)
+			switch st {
+			case over:
+				overs = append(overs, l)
+			case due:
+				dues = append(dues, l)
+			case gatherable:
+				gathers = append(gathers, l)
+			}
+			if !at.IsZero() && at.Before(next) {
+				next = at
+			}
+		}
+		oneByOne := g.oneByOne
+		g.mu.Unlock()
+		if len(overs) == 0 && len(dues) == 0 {
+			timer := time.NewTimer(time.Until(next))
+			select {
+			case <-timer.C:
+			case <-g.wake:
+			}
+			timer.Stop()
+			continue
+		}
+		for _, l := range overs {
+			l.cancelPoint()
+		}
+		batch := append(dues, gathers...)
+		if len(batch) > BatchMax {
+			batch = batch[:BatchMax]
+		}
+		if len(batch) == 1 || oneByOne {
+			for _, l := range batch {
+				l.renewSingle()
+			}
+		} else if len(batch) > 1 {
+			g.renewBatch(batch)
+		}
+	}
+}
+
+func (g *renewalGroup) renewBatch(ls []*Lease) {
+	preps := make([]renewal, len(ls))
+	reqs := make([]*OwnerRequest, len(ls))
+	cancelAt := time.Time{}
+	for i, l := range ls {
+		preps[i] = l.prepare()
+		reqs[i] = preps[i].req
+		if cancelAt.IsZero() || preps[i].w.Cancel.Before(cancelAt) {
+			cancelAt = preps[i].w.Cancel
+		}
+	}
+	// one deadline for the call: the nearest cancel point among its items
+	ctx, cancel := context.WithDeadline(context.Background(), cancelAt)
+	results, err := g.client.RenewMany(ctx, reqs)
+	cancel()
+	answered := time.Now()
+	if err != nil && temporary(err) {
+		for i, l := range ls {
+			l.judge(preps[i], nil, err, answered)
+		}
+		return
+	}
+	if err != nil {
+		var e *Error
+		if errors.As(err, &e) && (e.HTTPStatus == 404 || e.Field == "method") {
+			g.mu.Lock()
+			g.oneByOne = true
+			g.mu.Unlock()
+		}
+		for _, l := range ls {
+			l.renewSingle()
+		}
+		return
+	}
+	g.mu.Lock()
+	g.batches++
+	g.mu.Unlock()
+	for i, l := range ls {
+		l.judge(preps[i], results[i].Lease, results[i].Err, answered)
+	}
+}
