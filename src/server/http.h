@@ -2,15 +2,14 @@
  * http.h - the libmicrohttpd daemon of leased (threading model: see the
  * "HTTP service" section of docs/architecture.md).
  *
- * The gate (http_gate.h) owns the listening socket and every client
- * socket: it admits, frames and times out connections and relays admitted
- * ones to libmicrohttpd through a socket pair. One epoll event thread of
- * the library reads requests, bounds bodies, answers health/metrics inline
- * and suspends the connection of each lease request while a worker of a
- * fixed pool (LEASE_HTTP_THREADS) runs it against the database; the worker
- * resumes the connection and the event thread sends the reply. Idle
- * keep-alive connections therefore cost three descriptors and small
- * buffers, never a thread.
+ * The library owns the listening socket and every client socket. One
+ * epoll event thread of the library accepts, reads requests, bounds
+ * bodies, answers health/metrics inline and suspends the connection of
+ * each lease request while a worker of a fixed pool (LEASE_HTTP_THREADS)
+ * runs it against the database; the worker resumes the connection and the
+ * event thread sends the reply. Idle keep-alive connections therefore cost
+ * a descriptor and small buffers, never a thread. Admission and deadlines:
+ * http_conns.h; framing rules: http_rules.h.
  */
 #ifndef LEASED_HTTP_H
 #define LEASED_HTTP_H
@@ -20,7 +19,7 @@
 #include <stdint.h>
 
 #include "lease/result.h"
-#include "http_gate.h"
+#include "http_conns.h"
 
 typedef struct leased_app leased_app_t;
 typedef struct leased_http leased_http_t;
@@ -58,8 +57,5 @@ bool leased_http_stop(leased_http_t *h, int64_t wait_ms);
 /* W3C traceparent: writes the 32-hex trace-id of a valid header into out
  * (33 bytes); false (out = "") for absent or invalid values. */
 bool leased_http_parse_traceparent(const char *value, char out[33]);
-
-/* A fresh correlation id: "corr_" + 26 lower-case base32 characters. */
-void leased_http_correlation_id(char out[32]);
 
 #endif
