@@ -202,9 +202,43 @@ static void read_proxy_header(int fd, char out[64])
     }
 }
 
-/* The oldest connection that has sent no request head gives its slot up. */
+/* Connections between requests whose client has closed already (the
+ * library accepts before it reads the hang-ups of the same round): cut
+ * now, they give their slots back. True when there was one. */
+static bool reap_hung_up(leased_conns_t *cs, const leased_conn_t *newcomer)
+{
+    size_t n = 0;
+    for (leased_conn_t *c = cs->list; c; c = c->next)
+        n += c->phase == PH_HEADLESS && c != newcomer;
+    struct pollfd *p = n ? calloc(n, sizeof *p) : NULL;
+    if (!p)
+        return false;
+    size_t i = 0;
+    for (leased_conn_t *c = cs->list; c && i < n; c = c->next)
+        if (c->phase == PH_HEADLESS && c != newcomer)
+            p[i++] = (struct pollfd){c->fd, POLLRDHUP, 0};
+    bool any = false;
+    if (poll(p, n, 0) > 0) {
+        i = 0;
+        for (leased_conn_t *c = cs->list; c && i < n; c = c->next) {
+            if (c->phase != PH_HEADLESS || c == newcomer)
+                continue;
+            if (p[i++].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
+                cut(c, 0, LEASE_BACKEND_UNAVAILABLE);
+                any = true;
+            }
+        }
+    }
+    free(p);
+    return any;
+}
+
+/* Makes room: a connection whose client left, else the oldest one that
+ * has sent no request head gives its slot up. */
 static bool evict_headless(leased_conns_t *cs, const leased_conn_t *newcomer)
 {
+    if (reap_hung_up(cs, newcomer))
+        return true;
     leased_conn_t *victim = NULL;
     for (leased_conn_t *c = cs->list; c; c = c->next)
         if (c->phase == PH_HEADLESS && c->first && c != newcomer)
