@@ -618,12 +618,12 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (field) {
             leased_conns_count_framing(l->http->conns);
             rq->close = true;
-            leased_conns_answering(l->http->conns, rq->link);
+            (void)leased_conns_answering(l->http->conns, rq->link);
             return reply_error_now(rq, LEASE_INVALID_LEASE_REQUEST, field);
         }
         if (refuse_before_body(conn)) {
             rq->too_large = true;
-            leased_conns_answering(l->http->conns, rq->link);
+            (void)leased_conns_answering(l->http->conns, rq->link);
             return reply_error_now(rq, LEASE_INVALID_LEASE_REQUEST, "body");
         }
         return MHD_YES;
@@ -638,7 +638,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return send_reply(rq);
     if (state == RQ_RUNNING)
         return MHD_YES;
-    leased_conns_answering(l->http->conns, rq->link);
+    if (!leased_conns_answering(l->http->conns, rq->link))
+        return MHD_NO; /* answered 408 meanwhile: it must not run */
     return complete(rq);
 }
 

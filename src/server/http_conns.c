@@ -348,28 +348,30 @@ bool leased_conns_head(leased_conns_t *cs, leased_conn_t *c)
     return live;
 }
 
-static void set_phase(leased_conns_t *cs, leased_conn_t *c, phase_t to)
+static bool set_phase(leased_conns_t *cs, leased_conn_t *c, phase_t to)
 {
     if (!c)
-        return;
+        return true;
     pthread_mutex_lock(&cs->mu);
-    if (c->phase != PH_GONE) {
+    bool live = c->phase != PH_GONE;
+    if (live) {
         c->phase = to;
         c->since_ns = lease_mono_now_ns();
         if (to == PH_HEADLESS)
             c->first = false;
     }
     pthread_mutex_unlock(&cs->mu);
+    return live;
 }
 
-void leased_conns_answering(leased_conns_t *cs, leased_conn_t *c)
+bool leased_conns_answering(leased_conns_t *cs, leased_conn_t *c)
 {
-    set_phase(cs, c, PH_ANSWERING);
+    return set_phase(cs, c, PH_ANSWERING);
 }
 
 void leased_conns_idle(leased_conns_t *cs, leased_conn_t *c)
 {
-    set_phase(cs, c, PH_HEADLESS);
+    (void)set_phase(cs, c, PH_HEADLESS);
 }
 
 void leased_conns_count_framing(leased_conns_t *cs)

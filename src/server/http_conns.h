@@ -74,8 +74,10 @@ leased_conn_t *leased_conns_of(struct MHD_Connection *conn);
  * deadline now bounds the body. False when the connection was refused,
  * timed out or evicted meanwhile: the request must not run. */
 bool leased_conns_head(leased_conns_t *cs, leased_conn_t *c);
-/* The request is whole: no receive deadline until its reply is sent. */
-void leased_conns_answering(leased_conns_t *cs, leased_conn_t *c);
+/* The request is whole (or refused): no receive deadline until its reply
+ * is sent. False when the connection was timed out (answered 408) or
+ * evicted meanwhile: the request must not run. */
+bool leased_conns_answering(leased_conns_t *cs, leased_conn_t *c);
 /* The reply went out: the connection is idle until the next head. */
 void leased_conns_idle(leased_conns_t *cs, leased_conn_t *c);
 /* A request was refused by the framing rules (counted here). */
