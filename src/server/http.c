@@ -53,7 +53,6 @@
 #include "http_hangup.h"
 #include "http_rules.h"
 #include "trusted_proxies.h"
-#include "routes.h"
 #include "work_queue.h"
 
 /* A client that keeps sending after its body passed the cap is cut off
@@ -80,6 +79,7 @@ typedef struct listener {
 
 struct leased_http {
     leased_app_t *app;
+    const leased_http_routes_t *routes; /* registered by the app (http.h) */
     struct MHD_Daemon *daemon;
     struct MHD_Daemon *probes; /* LEASE_METRICS_LISTEN's own daemon, or NULL */
     listener_t main_listener, probe_listener;
@@ -105,7 +105,7 @@ typedef struct request {
     leased_http_t *http;
     struct MHD_Connection *conn;
     leased_exchange_t ex;
-    leased_route_miss_t miss;
+    bool wrong_method; /* no route: the path exists with another method */
     char path_param[LEASE_ID_MAX + 2];
     char *body;
     size_t body_len, body_cap;
@@ -270,8 +270,8 @@ static bool request_start(request_t *rq, const char *url, const char *method)
     rq->started = true;
     __atomic_add_fetch(&h->active, 1, __ATOMIC_ACQ_REL);
     leased_http_correlation_id(rq->ex.correlation_id);
-    rq->ex.route =
-        leased_routes_match(method, url, rq->path_param, sizeof rq->path_param, &rq->miss);
+    (void)h->routes->match(method, url, &rq->ex, rq->path_param, sizeof rq->path_param,
+                           &rq->wrong_method);
     rq->ex.path_param = rq->path_param;
     const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
     if (auth && !(rq->authorization = strdup(auth)))
@@ -325,13 +325,6 @@ static void absorb(request_t *rq, const char *data, size_t n)
     rq->body_len += n;
 }
 
-static size_t route_index(const leased_route_t *route)
-{
-    size_t n;
-    const leased_route_t *table = leased_routes_table(&n);
-    return route ? (size_t)(route - table) : n;
-}
-
 static enum MHD_Result send_reply(request_t *rq)
 {
     leased_http_t *h = rq->http;
@@ -368,11 +361,10 @@ static enum MHD_Result send_reply(request_t *rq)
     MHD_destroy_response(resp);
 
     int64_t latency_ns = lease_mono_now_ns() - ex->received_mono_ns;
-    leased_metrics_observe(h->app->metrics, route_index(ex->route),
+    leased_metrics_observe(h->app->metrics, ex->route_slot,
                            leased_metrics_code_slot(ex->code_label), latency_ns);
-    if (LEASE_LOG_ENABLED(LEASE_LOG_INFO) && ex->route && ex->route->op != LEASED_OP_METRICS &&
-        ex->route->op != LEASED_OP_HEALTHZ && ex->route->op != LEASED_OP_READYZ) {
-        lease_log_fields_t f = {ex->correlation_id, ex->trace_id, ex->route->name, ex->code_label,
+    if (LEASE_LOG_ENABLED(LEASE_LOG_INFO) && ex->route && !ex->quiet_log) {
+        lease_log_fields_t f = {ex->correlation_id, ex->trace_id, ex->route_name, ex->code_label,
                                 latency_ns / 1000000};
         lease_log_write(LEASE_LOG_INFO, &f, "request answered %d", ex->status);
     } else if (!ex->route) {
@@ -385,7 +377,7 @@ static enum MHD_Result send_reply(request_t *rq)
 
 static enum MHD_Result reply_error_now(request_t *rq, lease_code_t code, const char *field)
 {
-    leased_routes_reply_error(&rq->ex, code, field, 0);
+    rq->http->routes->reply_error(&rq->ex, code, field, 0);
     return send_reply(rq);
 }
 
@@ -396,14 +388,14 @@ static void after_route(request_t *rq);
 static void continue_job(void *arg)
 {
     request_t *rq = arg;
-    leased_routes_continue(rq->http->app, &rq->ex);
+    rq->http->routes->next(rq->http->app, &rq->ex);
     after_route(rq);
 }
 
 static void run_job(void *arg)
 {
     request_t *rq = arg;
-    leased_routes_dispatch(rq->http->app, &rq->ex);
+    rq->http->routes->dispatch(rq->http->app, &rq->ex);
     after_route(rq);
 }
 
@@ -479,18 +471,17 @@ static void after_route(request_t *rq)
             leased_watch_park_result_t pr = park(h, rq, &woken_inline);
             if (pr == LEASED_WATCH_PARKED && !woken_inline)
                 return; /* rq belongs to the hub now: not even read again */
-            if (pr == LEASED_WATCH_PARKED) {
-                leased_routes_continue(h->app, &rq->ex);
-            } else {
-                leased_routes_park_refused(h->app, &rq->ex, pr == LEASED_WATCH_FULL);
-            }
+            if (pr == LEASED_WATCH_PARKED)
+                h->routes->next(h->app, &rq->ex);
+            else
+                h->routes->park_refused(h->app, &rq->ex, pr == LEASED_WATCH_FULL);
             continue;
         }
         if (leased_work_queue_push_after(h->workers, continue_job, rq, rq->ex.again_after_ms))
             return;
         /* out of memory for a job: wait here instead */
         lease_sleep_ms(rq->ex.again_after_ms);
-        leased_routes_continue(h->app, &rq->ex);
+        h->routes->next(h->app, &rq->ex);
     }
     /* the socket may be closed once resumed */
     leased_hangup_forget(h->hangup, rq->hangup_fd);
@@ -547,17 +538,17 @@ static enum MHD_Result complete(request_t *rq)
     leased_exchange_t *ex = &rq->ex;
     /* with a listener of their own, the probes are served there only, and
      * only they are */
-    if (ex->route && h->probes && ex->route->on_event_thread != rq->on_probes)
+    if (ex->route && h->probes && ex->on_event_thread != rq->on_probes)
         return reply_error_now(rq, LEASE_INVALID_LEASE_REQUEST, "path");
     if (!ex->route)
         return reply_error_now(rq, LEASE_INVALID_LEASE_REQUEST,
-                               rq->miss == LEASED_ROUTE_NO_METHOD ? "method" : "path");
+                               rq->wrong_method ? "method" : "path");
     if (rq->too_large)
         return reply_error_now(rq, LEASE_INVALID_LEASE_REQUEST, "body");
     ex->body = rq->body ? rq->body : "";
     ex->body_len = rq->body_len;
-    if (ex->route->on_event_thread) {
-        leased_routes_dispatch(h->app, ex);
+    if (ex->on_event_thread) {
+        h->routes->dispatch(h->app, ex);
         return send_reply(rq);
     }
     /* Admission (rates, shares, the global in-flight bound) happens on the
@@ -571,13 +562,13 @@ static enum MHD_Result complete(request_t *rq)
         __atomic_add_fetch(&h->suspended, 1, __ATOMIC_ACQ_REL);
     pthread_mutex_unlock(&h->idle_mutex);
     if (stopping) {
-        leased_routes_reply_error(ex, LEASE_BACKEND_UNAVAILABLE, NULL, 1000);
+        h->routes->reply_error(ex, LEASE_BACKEND_UNAVAILABLE, NULL, 1000);
         return send_reply(rq);
     }
     __atomic_store_n(&rq->state, RQ_RUNNING, __ATOMIC_RELEASE);
     MHD_suspend_connection(rq->conn);
     if (!leased_work_queue_push(h->workers, run_job, rq)) {
-        leased_routes_reply_error(ex, LEASE_BACKEND_UNAVAILABLE, NULL, 1000);
+        h->routes->reply_error(ex, LEASE_BACKEND_UNAVAILABLE, NULL, 1000);
         __atomic_store_n(&rq->state, RQ_DONE, __ATOMIC_RELEASE);
         pthread_mutex_lock(&h->idle_mutex);
         MHD_resume_connection(rq->conn);
@@ -783,7 +774,8 @@ static int bind_listener(const char *host, int port, int *bound, char *err, size
     return fd;
 }
 
-leased_http_t *leased_http_start(leased_app_t *app, char *err, size_t errsz)
+leased_http_t *leased_http_start(leased_app_t *app, const leased_http_routes_t *routes, char *err,
+                                 size_t errsz)
 {
     const leased_config_t *cfg = app->config;
     leased_http_t *h = calloc(1, sizeof *h);
@@ -792,6 +784,7 @@ leased_http_t *leased_http_start(leased_app_t *app, char *err, size_t errsz)
         return NULL;
     }
     h->app = app;
+    h->routes = routes;
     h->listen_fd = -1;
     h->main_listener = (listener_t){h, false};
     h->probe_listener = (listener_t){h, true};

@@ -19,14 +19,35 @@
 #include <stdint.h>
 
 #include "lease/result.h"
+#include "exchange.h"
 #include "http_conns.h"
 
 typedef struct leased_app leased_app_t;
 typedef struct leased_http leased_http_t;
 
+/* What the routes do with an exchange (registered by the app; routes.h
+ * leased_routes_for_http): the transport calls these and nothing above it.
+ * match fills ex->route and its transport fields (route_name, route_slot,
+ * on_event_thread, quiet_log) and the {lease_id} segment into param; on a
+ * miss it returns false, *wrong_method telling whether the path exists
+ * with another method. dispatch runs a route (blocking on the database
+ * unless on_event_thread); next runs the next step of an exchange that set
+ * again_after_ms or was woken from a park; park_refused answers one the
+ * watch hub refused; reply_error fills an error envelope. */
+typedef struct leased_http_routes {
+    bool (*match)(const char *method, const char *path, leased_exchange_t *ex, char *param,
+                  size_t paramsz, bool *wrong_method);
+    void (*dispatch)(leased_app_t *app, leased_exchange_t *ex);
+    void (*next)(leased_app_t *app, leased_exchange_t *ex);
+    void (*park_refused)(leased_app_t *app, leased_exchange_t *ex, bool full);
+    void (*reply_error)(leased_exchange_t *ex, lease_code_t code, const char *field,
+                        int64_t retry_after_ms);
+} leased_http_routes_t;
+
 /* Binds app->config's listen address and starts the event thread and the
  * workers. NULL with a one-line reason in err on failure. */
-leased_http_t *leased_http_start(leased_app_t *app, char *err, size_t errsz);
+leased_http_t *leased_http_start(leased_app_t *app, const leased_http_routes_t *routes, char *err,
+                                 size_t errsz);
 
 /* The bound port (useful with port 0). */
 int leased_http_port(const leased_http_t *h);
