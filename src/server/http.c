@@ -84,7 +84,8 @@ struct leased_http {
     struct MHD_Daemon *probes; /* LEASE_METRICS_LISTEN's own daemon, or NULL */
     listener_t main_listener, probe_listener;
     leased_conns_t *conns; /* admission and deadlines (http_conns.h) */
-    int listen_fd;         /* ours until the library stops (or quiesces) */
+    int listen_fd;         /* closed after the library stops */
+    bool quiesced;         /* the library no longer accepts (main thread only) */
     int port;
     leased_work_queue_t *workers;
     leased_hangup_t *hangup; /* sockets of waiting requests (http_hangup.h) */
@@ -860,11 +861,13 @@ int leased_http_port(const leased_http_t *h)
 
 void leased_http_quiesce(leased_http_t *h)
 {
-    /* the library stops accepting and hands the listening socket back */
-    if (h->listen_fd >= 0 && MHD_quiesce_daemon(h->daemon) != MHD_INVALID_SOCKET) {
-        close(h->listen_fd);
-        h->listen_fd = -1;
-    }
+    /* The library stops accepting and hands the listening socket back.
+     * Its thread may still be in accept() on it: the socket stops
+     * listening now (shutdown: new connections are refused by the system)
+     * and is closed once the library's thread has ended. */
+    if (!h->quiesced && MHD_quiesce_daemon(h->daemon) != MHD_INVALID_SOCKET)
+        shutdown(h->listen_fd, SHUT_RDWR);
+    h->quiesced = true;
 }
 
 void leased_http_gate_stats(const leased_http_t *h, leased_gate_stats_t *out)
