@@ -1,16 +1,23 @@
 /*
- * http.c - libmicrohttpd transport: connections, bodies, suspension of
- * requests onto the worker pool, replies and their headers, draining.
+ * http.c - libmicrohttpd transport: the listener, requests, bodies,
+ * suspension of requests onto the worker pool, replies and their headers,
+ * draining.
  *
- * Per request the access handler is called: once after the headers (the
- * request state is made, the route matched, an oversize Content-Length
- * answered at once), once per body chunk (appended, or discarded after
- * 64 KiB and answered 400 at the end), and once at the end. At the end a
- * health route is answered inline; for a lease route the connection is
- * suspended and the request queued to a worker (admission happens there,
- * once the caller is known). The worker runs the route (blocking on the database), marks
- * the request done and resumes the connection; the next call of the
- * handler queues the reply. Every reply gets X-Correlation-Id.
+ * The library listens and owns every client socket (one epoll thread);
+ * http_conns.c adds admission and deadlines through the library's own
+ * hooks, http_rules.c the framing rules. Per request the library calls:
+ * the URI log callback with the raw target (the request state is made and
+ * the target checked before the library unescapes it); the access handler
+ * once after the headers (framing rules, route match; a refusal or an
+ * oversize Content-Length is answered at once, with Connection: close for
+ * a refusal), once per body chunk (appended, or discarded after 64 KiB and
+ * answered 400 at the end), and once at the end. At the end a health route
+ * is answered inline; for a lease route the connection is suspended and the
+ * request queued to a worker (admission happens there, once the caller is
+ * known). The worker runs the route (blocking on the database), marks the
+ * request done and resumes the connection; the next call of the handler
+ * queues the reply. A request thus wakes two threads: the library's and
+ * one worker. Every reply gets X-Correlation-Id.
  *
  * A watch (GET /v1/leases/{lease_id}/watch) that finds its lease active
  * asks to be parked: the worker hands the request to the watch hub with the
@@ -33,7 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <sys/random.h>
+#include <fcntl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
 #include <sys/socket.h>
@@ -42,25 +49,27 @@
 #include "lease/clock.h"
 #include "lease/log.h"
 #include "app.h"
-#include "http_gate.h"
+#include "http_conns.h"
 #include "http_hangup.h"
+#include "http_rules.h"
 #include "trusted_proxies.h"
-#include "routes.h"
 #include "work_queue.h"
 
 /* A client that keeps sending after its body passed the cap is cut off
  * once this much more has been read (the 400 cannot be sent mid-upload). */
 #define DISCARD_MAX (1024 * 1024)
 /* Per-connection memory of libmicrohttpd (headers and I/O buffers): room
- * for the largest head the gate passes on (LEASED_HTTP_HEAD_MAX) and its
- * parsed form; bodies are kept by us, bounded by LEASED_BODY_MAX. */
+ * for a head well past LEASED_HTTP_HEAD_MAX (refused in the envelope by
+ * http_rules.c) and its parsed form; bodies are kept by us, bounded by
+ * LEASED_BODY_MAX. A head past this memory the library refuses itself. */
 #define CONNECTION_MEMORY (64 * 1024)
 /* LEASE_METRICS_LISTEN's budget: scrapers and probes need few connections. */
 #define PROBE_CONNECTIONS 64
 #define PROBE_CONNECTIONS_PER_SOURCE 8
 #define PROBE_IDLE_S 10
-/* On stop: how long the gate may take to deliver replies already made. */
-#define GATE_DRAIN_MS 2000
+/* Connections past LEASE_MAX_CONNECTIONS the library still accepts, so
+ * that they are answered 503 (http_conns.h) rather than closed unanswered. */
+#define OVER_CAPACITY_ROOM 64
 
 /* What a daemon's access handler is given: which listener it serves. */
 typedef struct listener {
@@ -70,10 +79,14 @@ typedef struct listener {
 
 struct leased_http {
     leased_app_t *app;
+    const leased_http_routes_t *routes; /* registered by the app (http.h) */
     struct MHD_Daemon *daemon;
     struct MHD_Daemon *probes; /* LEASE_METRICS_LISTEN's own daemon, or NULL */
     listener_t main_listener, probe_listener;
-    leased_gate_t *gate; /* the listener and every client socket (http_gate.h) */
+    leased_conns_t *conns; /* admission and deadlines (http_conns.h) */
+    int listen_fd;         /* closed after the library stops */
+    bool quiesced;         /* the library no longer accepts (main thread only) */
+    int port;
     leased_work_queue_t *workers;
     leased_hangup_t *hangup; /* sockets of waiting requests (http_hangup.h) */
     int64_t active;          /* atomic: requests between headers and reply sent */
@@ -93,7 +106,7 @@ typedef struct request {
     leased_http_t *http;
     struct MHD_Connection *conn;
     leased_exchange_t ex;
-    leased_route_miss_t miss;
+    bool wrong_method; /* no route: the path exists with another method */
     char path_param[LEASE_ID_MAX + 2];
     char *body;
     size_t body_len, body_cap;
@@ -101,6 +114,10 @@ typedef struct request {
     bool too_large;
     char *authorization;
     char query_wait_ms[24];
+    leased_conn_t *link;      /* the connection's record (NULL on the probe listener) */
+    const char *target_field; /* the raw target broke a rule (http_rules.h) */
+    bool started;             /* the head arrived: counted in h->active */
+    bool close;               /* refused by the framing rules: the connection ends */
     int state;         /* request_state_t, atomic between worker and event thread */
     int hangup_fd;     /* >= 0: registered with h->hangup while it waits */
     bool on_probes;    /* arrived on the LEASE_METRICS_LISTEN listener */
@@ -112,22 +129,6 @@ static __thread request_t *parking;
 /* Set by watch_woken when the hub wakes, on this very thread, the request
  * this thread is parking (no job could be queued): read by park(). */
 static __thread bool woken_while_parking;
-
-void leased_http_correlation_id(char out[32])
-{
-    static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz234567";
-    unsigned char raw[26];
-    if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) {
-        /* getrandom on Linux does not fail for small requests once the pool
-         * is initialised; jitter is unique enough for a correlation id */
-        for (size_t i = 0; i < sizeof raw; i++)
-            raw[i] = (unsigned char)lease_jitter(256);
-    }
-    memcpy(out, "corr_", 5);
-    for (size_t i = 0; i < 26; i++)
-        out[5 + i] = alphabet[raw[i] & 31];
-    out[31] = '\0';
-}
 
 static bool all_hex(const char *s, size_t n, bool *all_zero)
 {
@@ -217,51 +218,71 @@ static enum MHD_Result collect_forwarded(void *cls, enum MHD_ValueKind kind, con
 
 /* The client's address: from a trusted proxy (LEASE_TRUSTED_PROXIES) the
  * rightmost untrusted X-Forwarded-For address, else the peer's (already
- * the PROXY header's, which the gate read). out: 64 bytes. */
-static void client_source(leased_http_t *h, struct MHD_Connection *conn, const char *peer,
-                          char *out)
+ * the PROXY header's, which http_conns.c read). out: 64 bytes. */
+static void client_source(leased_http_t *h, request_t *rq, char *out)
 {
+    char peer[64];
+    if (rq->link) {
+        snprintf(peer, sizeof peer, "%s", leased_conns_source(rq->link));
+    } else {
+        const union MHD_ConnectionInfo *ci =
+            MHD_get_connection_info(rq->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+        leased_conns_address_text(ci ? ci->client_addr : NULL,
+                                  ci && ci->client_addr && ci->client_addr->sa_family == AF_INET6
+                                      ? (socklen_t)sizeof(struct sockaddr_in6)
+                                      : (socklen_t)sizeof(struct sockaddr_in),
+                                  peer);
+    }
     const leased_trusted_proxies_t *tp = &h->app->config->trusted;
     forwarded_t f = {.text = ""};
     if (tp->n > 0 && leased_trusted_proxies_has(tp, peer))
-        MHD_get_connection_values(conn, MHD_HEADER_KIND, collect_forwarded, &f);
+        MHD_get_connection_values(rq->conn, MHD_HEADER_KIND, collect_forwarded, &f);
     leased_trusted_proxies_client(tp, peer, f.any && !f.overflow ? f.text : NULL, out);
 }
 
-static request_t *request_new(leased_http_t *h, struct MHD_Connection *conn, const char *url,
-                              const char *method)
+/* MHD_OPTION_URI_LOG_CALLBACK: a request line arrived; what it returns is
+ * the request's context. The raw target is checked here, before the
+ * library unescapes it. */
+static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *conn)
 {
+    const listener_t *l = cls;
     request_t *rq = calloc(1, sizeof *rq);
     if (!rq)
         return NULL;
-    rq->http = h;
+    rq->http = l->http;
     rq->conn = conn;
     rq->hangup_fd = -1;
+    rq->on_probes = l->probes;
     rq->ex.received_mono_ns = lease_mono_now_ns();
+    rq->target_field = leased_http_rules_target(uri);
+    return rq;
+}
+
+/* The head arrived (first call of the access handler): the request state
+ * is filled in. False when the request must not run (its connection was
+ * cut meanwhile, or out of memory). */
+static bool request_start(request_t *rq, const char *url, const char *method)
+{
+    leased_http_t *h = rq->http;
+    struct MHD_Connection *conn = rq->conn;
+    rq->link = rq->on_probes ? NULL : leased_conns_of(conn);
+    if (!leased_conns_head(h->conns, rq->link))
+        return false;
+    rq->started = true;
+    __atomic_add_fetch(&h->active, 1, __ATOMIC_ACQ_REL);
     leased_http_correlation_id(rq->ex.correlation_id);
-    rq->ex.route =
-        leased_routes_match(method, url, rq->path_param, sizeof rq->path_param, &rq->miss);
+    (void)h->routes->match(method, url, &rq->ex, rq->path_param, sizeof rq->path_param,
+                           &rq->wrong_method);
     rq->ex.path_param = rq->path_param;
     const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-    if (auth && !(rq->authorization = strdup(auth))) {
-        free(rq);
-        return NULL;
-    }
+    if (auth && !(rq->authorization = strdup(auth)))
+        return false;
     rq->ex.authorization = rq->authorization;
     MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, collect_query, rq);
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-    char peer[64];
-    leased_gate_source_text(ci ? ci->client_addr : NULL,
-                            ci && ci->client_addr && ci->client_addr->sa_family == AF_INET6
-                                ? (socklen_t)sizeof(struct sockaddr_in6)
-                                : (socklen_t)sizeof(struct sockaddr_in),
-                            peer);
-    client_source(h, conn, peer, rq->ex.source);
+    client_source(h, rq, rq->ex.source);
     (void)leased_http_parse_traceparent(
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "traceparent"), rq->ex.trace_id);
-    __atomic_add_fetch(&h->active, 1, __ATOMIC_ACQ_REL);
-    return rq;
+    return true;
 }
 
 static void request_free(request_t *rq)
@@ -305,13 +326,6 @@ static void absorb(request_t *rq, const char *data, size_t n)
     rq->body_len += n;
 }
 
-static size_t route_index(const leased_route_t *route)
-{
-    size_t n;
-    const leased_route_t *table = leased_routes_table(&n);
-    return route ? (size_t)(route - table) : n;
-}
-
 static enum MHD_Result send_reply(request_t *rq)
 {
     leased_http_t *h = rq->http;
@@ -342,17 +356,16 @@ static enum MHD_Result send_reply(request_t *rq)
         snprintf(secs, sizeof secs, "%lld", (long long)((ex->retry_after_ms + 999) / 1000));
         MHD_add_response_header(resp, MHD_HTTP_HEADER_RETRY_AFTER, secs);
     }
-    if (__atomic_load_n(&h->app->draining, __ATOMIC_ACQUIRE))
+    if (rq->close || __atomic_load_n(&h->app->draining, __ATOMIC_ACQUIRE))
         MHD_add_response_header(resp, MHD_HTTP_HEADER_CONNECTION, "close");
     enum MHD_Result ret = MHD_queue_response(rq->conn, (unsigned)ex->status, resp);
     MHD_destroy_response(resp);
 
     int64_t latency_ns = lease_mono_now_ns() - ex->received_mono_ns;
-    leased_metrics_observe(h->app->metrics, route_index(ex->route),
+    leased_metrics_observe(h->app->metrics, ex->route_slot,
                            leased_metrics_code_slot(ex->code_label), latency_ns);
-    if (LEASE_LOG_ENABLED(LEASE_LOG_INFO) && ex->route && ex->route->op != LEASED_OP_METRICS &&
-        ex->route->op != LEASED_OP_HEALTHZ && ex->route->op != LEASED_OP_READYZ) {
-        lease_log_fields_t f = {ex->correlation_id, ex->trace_id, ex->route->name, ex->code_label,
+    if (LEASE_LOG_ENABLED(LEASE_LOG_INFO) && ex->route && !ex->quiet_log) {
+        lease_log_fields_t f = {ex->correlation_id, ex->trace_id, ex->route_name, ex->code_label,
                                 latency_ns / 1000000};
         lease_log_write(LEASE_LOG_INFO, &f, "request answered %d", ex->status);
     } else if (!ex->route) {
@@ -365,7 +378,7 @@ static enum MHD_Result send_reply(request_t *rq)
 
 static enum MHD_Result reply_error_now(request_t *rq, lease_code_t code, const char *field)
 {
-    leased_routes_reply_error(&rq->ex, code, field, 0);
+    rq->http->routes->reply_error(&rq->ex, code, field, 0);
     return send_reply(rq);
 }
 
@@ -376,14 +389,14 @@ static void after_route(request_t *rq);
 static void continue_job(void *arg)
 {
     request_t *rq = arg;
-    leased_routes_continue(rq->http->app, &rq->ex);
+    rq->http->routes->next(rq->http->app, &rq->ex);
     after_route(rq);
 }
 
 static void run_job(void *arg)
 {
     request_t *rq = arg;
-    leased_routes_dispatch(rq->http->app, &rq->ex);
+    rq->http->routes->dispatch(rq->http->app, &rq->ex);
     after_route(rq);
 }
 
@@ -459,18 +472,17 @@ static void after_route(request_t *rq)
             leased_watch_park_result_t pr = park(h, rq, &woken_inline);
             if (pr == LEASED_WATCH_PARKED && !woken_inline)
                 return; /* rq belongs to the hub now: not even read again */
-            if (pr == LEASED_WATCH_PARKED) {
-                leased_routes_continue(h->app, &rq->ex);
-            } else {
-                leased_routes_park_refused(h->app, &rq->ex, pr == LEASED_WATCH_FULL);
-            }
+            if (pr == LEASED_WATCH_PARKED)
+                h->routes->next(h->app, &rq->ex);
+            else
+                h->routes->park_refused(h->app, &rq->ex, pr == LEASED_WATCH_FULL);
             continue;
         }
         if (leased_work_queue_push_after(h->workers, continue_job, rq, rq->ex.again_after_ms))
             return;
         /* out of memory for a job: wait here instead */
         lease_sleep_ms(rq->ex.again_after_ms);
-        leased_routes_continue(h->app, &rq->ex);
+        h->routes->next(h->app, &rq->ex);
     }
     /* the socket may be closed once resumed */
     leased_hangup_forget(h->hangup, rq->hangup_fd);
@@ -527,17 +539,17 @@ static enum MHD_Result complete(request_t *rq)
     leased_exchange_t *ex = &rq->ex;
     /* with a listener of their own, the probes are served there only, and
      * only they are */
-    if (ex->route && h->probes && ex->route->on_event_thread != rq->on_probes)
+    if (ex->route && h->probes && ex->on_event_thread != rq->on_probes)
         return reply_error_now(rq, LEASE_INVALID_LEASE_REQUEST, "path");
     if (!ex->route)
         return reply_error_now(rq, LEASE_INVALID_LEASE_REQUEST,
-                               rq->miss == LEASED_ROUTE_NO_METHOD ? "method" : "path");
+                               rq->wrong_method ? "method" : "path");
     if (rq->too_large)
         return reply_error_now(rq, LEASE_INVALID_LEASE_REQUEST, "body");
     ex->body = rq->body ? rq->body : "";
     ex->body_len = rq->body_len;
-    if (ex->route->on_event_thread) {
-        leased_routes_dispatch(h->app, ex);
+    if (ex->on_event_thread) {
+        h->routes->dispatch(h->app, ex);
         return send_reply(rq);
     }
     /* Admission (rates, shares, the global in-flight bound) happens on the
@@ -551,13 +563,13 @@ static enum MHD_Result complete(request_t *rq)
         __atomic_add_fetch(&h->suspended, 1, __ATOMIC_ACQ_REL);
     pthread_mutex_unlock(&h->idle_mutex);
     if (stopping) {
-        leased_routes_reply_error(ex, LEASE_BACKEND_UNAVAILABLE, NULL, 1000);
+        h->routes->reply_error(ex, LEASE_BACKEND_UNAVAILABLE, NULL, 1000);
         return send_reply(rq);
     }
     __atomic_store_n(&rq->state, RQ_RUNNING, __ATOMIC_RELEASE);
     MHD_suspend_connection(rq->conn);
     if (!leased_work_queue_push(h->workers, run_job, rq)) {
-        leased_routes_reply_error(ex, LEASE_BACKEND_UNAVAILABLE, NULL, 1000);
+        h->routes->reply_error(ex, LEASE_BACKEND_UNAVAILABLE, NULL, 1000);
         __atomic_store_n(&rq->state, RQ_DONE, __ATOMIC_RELEASE);
         pthread_mutex_lock(&h->idle_mutex);
         MHD_resume_connection(rq->conn);
@@ -583,20 +595,27 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
                                   const char *method, const char *version, const char *upload_data,
                                   size_t *upload_data_size, void **con_cls)
 {
-    (void)version;
     const listener_t *l = cls;
-    leased_http_t *h = l->http;
     request_t *rq = *con_cls;
-    if (!rq) {
-        rq = request_new(h, conn, url, method);
-        if (!rq)
+    if (!rq && !(rq = *con_cls = on_request_line(cls, "/", conn)))
+        return MHD_NO;
+    if (!rq->started) {
+        if (!request_start(rq, url, method))
             return MHD_NO;
-        rq->on_probes = l->probes;
         if (l->probes)
             lower_probe_thread();
-        *con_cls = rq;
+        const char *field = rq->target_field;
+        if (!field)
+            field = leased_http_rules_head(conn, method, version, url);
+        if (field) {
+            leased_conns_count_framing(l->http->conns);
+            rq->close = true;
+            (void)leased_conns_answering(l->http->conns, rq->link);
+            return reply_error_now(rq, LEASE_INVALID_LEASE_REQUEST, field);
+        }
         if (refuse_before_body(conn)) {
             rq->too_large = true;
+            (void)leased_conns_answering(l->http->conns, rq->link);
             return reply_error_now(rq, LEASE_INVALID_LEASE_REQUEST, "body");
         }
         return MHD_YES;
@@ -611,22 +630,28 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return send_reply(rq);
     if (state == RQ_RUNNING)
         return MHD_YES;
+    if (!leased_conns_answering(l->http->conns, rq->link))
+        return MHD_NO; /* answered 408 meanwhile: it must not run */
     return complete(rq);
 }
 
 static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
-    (void)conn;
     (void)toe;
     leased_http_t *h = cls;
     request_t *rq = *con_cls;
     if (!rq)
         return;
     *con_cls = NULL;
+    bool started = rq->started;
+    if (!rq->on_probes)
+        leased_conns_idle(h->conns, leased_conns_of(conn));
     request_free(rq);
-    __atomic_sub_fetch(&h->active, 1, __ATOMIC_ACQ_REL);
-    idle_signal(h);
+    if (started) {
+        __atomic_sub_fetch(&h->active, 1, __ATOMIC_ACQ_REL);
+        idle_signal(h);
+    }
 }
 
 /* fmt is the library's own format string */
@@ -637,22 +662,10 @@ __attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const ch
         return;
     char msg[512];
     vsnprintf(msg, sizeof msg, fmt, ap);
-    /* The library's ends are Unix socket pairs (the gate holds the TCP
-     * sockets and sets their options): it cannot set TCP options on them,
-     * which it reports once per connection. */
-    if (strncmp(msg, "Setting TCP_", 12) == 0 || strncmp(msg, "Failed to push the data", 23) == 0)
-        return;
     size_t n = strlen(msg);
     while (n > 0 && (msg[n - 1] == '\n' || msg[n - 1] == '\r'))
         msg[--n] = '\0';
     LOG_WARN("libmicrohttpd: %s", msg);
-}
-
-/* The gate hands an admitted connection (its socket pair end) over. */
-static bool handoff(void *cls, int fd, const struct sockaddr *addr, socklen_t addrlen)
-{
-    leased_http_t *h = cls;
-    return MHD_add_connection(h->daemon, fd, addr, addrlen) == MHD_YES;
 }
 
 /*
@@ -687,7 +700,8 @@ static bool start_probes(leased_http_t *h, char *err, size_t errsz)
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)PROBE_CONNECTIONS,
         MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)PROBE_CONNECTIONS_PER_SOURCE,
         MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)PROBE_IDLE_S, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, h, MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1, MHD_OPTION_END);
+        on_completed, h, MHD_OPTION_URI_LOG_CALLBACK, on_request_line, &h->probe_listener,
+        MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1, MHD_OPTION_END);
     if (!h->probes) {
         snprintf(err, errsz,
                  "cannot listen on %s port %d for the probes; set LEASE_METRICS_LISTEN to "
@@ -704,7 +718,65 @@ bad:
     return false;
 }
 
-leased_http_t *leased_http_start(leased_app_t *app, char *err, size_t errsz)
+/* Room for a descriptor per connection and the rest of the process. */
+static void raise_fd_limit(int64_t connections)
+{
+    struct rlimit rl;
+    rlim_t want = (rlim_t)(connections + 256);
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= want)
+        return;
+    rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want ? want : rl.rlim_max;
+    if (setrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < want)
+        LOG_WARN("open file limit %llu is below the %llu that %lld connections need",
+                 (unsigned long long)rl.rlim_cur, (unsigned long long)want,
+                 (long long)connections);
+}
+
+/* The listening socket, bound here rather than by the library so that a
+ * failure names the address, the system's reason and the setting that
+ * changes it ("Failed to bind to port 0" sent people looking). */
+static int bind_listener(const char *host, int port, int *bound, char *err, size_t errsz)
+{
+    struct sockaddr_storage ss;
+    memset(&ss, 0, sizeof ss);
+    bool v6 = strchr(host, ':') != NULL;
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
+    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
+    if (v6 ? inet_pton(AF_INET6, host, &a6->sin6_addr) != 1
+           : inet_pton(AF_INET, host, &a4->sin_addr) != 1) {
+        snprintf(err, errsz, "listen address %s is not numeric", host);
+        return -1;
+    }
+    socklen_t len = v6 ? sizeof *a6 : sizeof *a4;
+    ss.ss_family = v6 ? AF_INET6 : AF_INET;
+    if (v6)
+        a6->sin6_port = htons((uint16_t)port);
+    else
+        a4->sin_port = htons((uint16_t)port);
+    int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    int one = 1;
+    if (fd >= 0) {
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+        if (v6)
+            setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one);
+    }
+    if (fd < 0 || bind(fd, (struct sockaddr *)&ss, len) != 0 || listen(fd, SOMAXCONN) != 0) {
+        char why[128];
+        snprintf(err, errsz,
+                 "cannot listen on %s%s%s:%d: %s; set LEASE_LISTEN=HOST:PORT (or --listen "
+                 "HOST:PORT) to another address",
+                 v6 ? "[" : "", host, v6 ? "]" : "", port, strerror_r(errno, why, sizeof why));
+        if (fd >= 0)
+            close(fd);
+        return -1;
+    }
+    getsockname(fd, (struct sockaddr *)&ss, &len);
+    *bound = ntohs(v6 ? a6->sin6_port : a4->sin_port);
+    return fd;
+}
+
+leased_http_t *leased_http_start(leased_app_t *app, const leased_http_routes_t *routes, char *err,
+                                 size_t errsz)
 {
     const leased_config_t *cfg = app->config;
     leased_http_t *h = calloc(1, sizeof *h);
@@ -713,43 +785,15 @@ leased_http_t *leased_http_start(leased_app_t *app, char *err, size_t errsz)
         return NULL;
     }
     h->app = app;
+    h->routes = routes;
+    h->listen_fd = -1;
     h->main_listener = (listener_t){h, false};
     h->probe_listener = (listener_t){h, true};
     pthread_mutex_init(&h->idle_mutex, NULL);
     pthread_cond_init(&h->idle_cond, NULL);
     h->workers = leased_work_queue_new((size_t)cfg->http_threads);
     h->hangup = leased_hangup_start(client_gone, wake_gone, h);
-    if (!h->workers || !h->hangup) {
-        snprintf(err, errsz, "cannot start %lld worker threads", (long long)cfg->http_threads);
-        goto fail;
-    }
-    /* The library listens on nothing: the gate accepts, frames and times
-     * out connections and passes admitted ones over (http_gate.h). Its own
-     * idle timeout is off for the same reason; the gate closes idle
-     * connections, which the library then sees as closed. */
-    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
-                     MHD_USE_NO_LISTEN_SOCKET | MHD_USE_ITC;
-    /* the logger option comes first so that even option errors reach it */
-    /* The port goes in twice: MHD binds the address of MHD_OPTION_SOCK_ADDR,
-     * and names the port argument in its own messages. */
-    h->daemon = MHD_start_daemon(
-        flags, 0, NULL, NULL, on_request, &h->main_listener, MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log,
-        NULL,
-        /* the gate enforces LEASE_MAX_CONNECTIONS; the library's own limit
-         * only has to cover ends it has not finished closing */
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections * 2 + 64,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)0, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)CONNECTION_MEMORY, MHD_OPTION_NOTIFY_COMPLETED, on_completed, h,
-        MHD_OPTION_STRICT_FOR_CLIENT, 1, MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1, MHD_OPTION_END);
-    if (!h->daemon) {
-        snprintf(err, errsz, "cannot start the HTTP library");
-        goto fail;
-    }
-    if (cfg->metrics_listen && cfg->metrics_listen[0] && !start_probes(h, err, errsz))
-        goto fail;
-    leased_gate_config_t gc = {
-        .host = cfg->listen_host,
-        .port = cfg->listen_port,
+    leased_conns_config_t cc = {
         .max_connections = cfg->max_connections,
         /* a per-source cap above the global one is the global one */
         .max_per_source = cfg->max_connections_per_source < cfg->max_connections
@@ -757,12 +801,41 @@ leased_http_t *leased_http_start(leased_app_t *app, char *err, size_t errsz)
                               : cfg->max_connections,
         .receive_timeout_ms = cfg->receive_timeout_ms,
         .idle_timeout_ms = cfg->idle_timeout_ms,
-        .body_max = LEASED_BODY_MAX,
-        .discard_max = DISCARD_MAX,
         .trusted = &cfg->trusted,
     };
-    h->gate = leased_gate_start(&gc, handoff, h, err, errsz);
-    if (!h->gate)
+    h->conns = leased_conns_start(&cc);
+    if (!h->workers || !h->hangup || !h->conns) {
+        snprintf(err, errsz, "cannot start %lld worker threads", (long long)cfg->http_threads);
+        goto fail;
+    }
+    raise_fd_limit(cfg->max_connections + OVER_CAPACITY_ROOM);
+    h->listen_fd = bind_listener(cfg->listen_host, cfg->listen_port, &h->port, err, errsz);
+    if (h->listen_fd < 0)
+        goto fail;
+    /* The library's idle timeout (whole seconds) closes connections that
+     * stop reading a reply; http_conns.c bounds receiving and idleness to
+     * the millisecond. The pedantic checks stay off: they would refuse a
+     * missing Host or a space in the target in HTML, which http_rules.c
+     * refuses in the envelope. */
+    unsigned idle_s = (unsigned)((cfg->idle_timeout_ms + 999) / 1000);
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+                     MHD_USE_ITC;
+    /* the logger option comes first so that even option errors reach it */
+    h->daemon = MHD_start_daemon(
+        flags, (uint16_t)h->port, NULL, NULL, on_request, &h->main_listener,
+        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)(cfg->max_connections + OVER_CAPACITY_ROOM),
+        MHD_OPTION_CONNECTION_TIMEOUT, idle_s > 0 ? idle_s : 1U,
+        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
+        MHD_OPTION_NOTIFY_CONNECTION, leased_conns_notify, h->conns,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_URI_LOG_CALLBACK,
+        on_request_line, &h->main_listener, MHD_OPTION_STRICT_FOR_CLIENT, 0,
+        MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1, MHD_OPTION_END);
+    if (!h->daemon) {
+        snprintf(err, errsz, "cannot start the HTTP library");
+        goto fail;
+    }
+    if (cfg->metrics_listen && cfg->metrics_listen[0] && !start_probes(h, err, errsz))
         goto fail;
     return h;
 fail:
@@ -770,8 +843,11 @@ fail:
         MHD_stop_daemon(h->probes);
     if (h->daemon)
         MHD_stop_daemon(h->daemon);
+    if (h->listen_fd >= 0)
+        close(h->listen_fd);
     leased_work_queue_free(h->workers);
     leased_hangup_stop(h->hangup);
+    leased_conns_stop(h->conns);
     pthread_cond_destroy(&h->idle_cond);
     pthread_mutex_destroy(&h->idle_mutex);
     free(h);
@@ -780,17 +856,23 @@ fail:
 
 int leased_http_port(const leased_http_t *h)
 {
-    return leased_gate_port(h->gate);
+    return h->port;
 }
 
 void leased_http_quiesce(leased_http_t *h)
 {
-    leased_gate_quiesce(h->gate);
+    /* The library stops accepting and hands the listening socket back.
+     * Its thread may still be in accept() on it: the socket stops
+     * listening now (shutdown: new connections are refused by the system)
+     * and is closed once the library's thread has ended. */
+    if (!h->quiesced && MHD_quiesce_daemon(h->daemon) != MHD_INVALID_SOCKET)
+        shutdown(h->listen_fd, SHUT_RDWR);
+    h->quiesced = true;
 }
 
 void leased_http_gate_stats(const leased_http_t *h, leased_gate_stats_t *out)
 {
-    leased_gate_stats(h ? h->gate : NULL, out);
+    leased_conns_stats(h ? h->conns : NULL, out);
 }
 
 int64_t leased_http_active(const leased_http_t *h)
@@ -845,15 +927,13 @@ bool leased_http_stop(leased_http_t *h, int64_t wait_ms)
     pthread_mutex_unlock(&h->idle_mutex);
     if (busy)
         return false;
-    /* no new connection may be handed to a stopped library: the listener
-     * closes first (a no-op after a drain's quiesce); then the library's
-     * ends close, and the gate delivers what they held and closes the
-     * clients */
-    leased_gate_quiesce(h->gate);
+    leased_http_quiesce(h);
     if (h->probes)
         MHD_stop_daemon(h->probes);
-    MHD_stop_daemon(h->daemon);
-    leased_gate_stop(h->gate, GATE_DRAIN_MS);
+    MHD_stop_daemon(h->daemon); /* closes every connection */
+    if (h->listen_fd >= 0)
+        close(h->listen_fd);
+    leased_conns_stop(h->conns);
     leased_work_queue_free(h->workers);
     leased_hangup_stop(h->hangup);
     pthread_cond_destroy(&h->idle_cond);

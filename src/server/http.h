@@ -2,15 +2,14 @@
  * http.h - the libmicrohttpd daemon of leased (threading model: see the
  * "HTTP service" section of docs/architecture.md).
  *
- * The gate (http_gate.h) owns the listening socket and every client
- * socket: it admits, frames and times out connections and relays admitted
- * ones to libmicrohttpd through a socket pair. One epoll event thread of
- * the library reads requests, bounds bodies, answers health/metrics inline
- * and suspends the connection of each lease request while a worker of a
- * fixed pool (LEASE_HTTP_THREADS) runs it against the database; the worker
- * resumes the connection and the event thread sends the reply. Idle
- * keep-alive connections therefore cost three descriptors and small
- * buffers, never a thread.
+ * The library owns the listening socket and every client socket. One
+ * epoll event thread of the library accepts, reads requests, bounds
+ * bodies, answers health/metrics inline and suspends the connection of
+ * each lease request while a worker of a fixed pool (LEASE_HTTP_THREADS)
+ * runs it against the database; the worker resumes the connection and the
+ * event thread sends the reply. Idle keep-alive connections therefore cost
+ * a descriptor and small buffers, never a thread. Admission and deadlines:
+ * http_conns.h; framing rules: http_rules.h.
  */
 #ifndef LEASED_HTTP_H
 #define LEASED_HTTP_H
@@ -20,14 +19,35 @@
 #include <stdint.h>
 
 #include "lease/result.h"
-#include "http_gate.h"
+#include "exchange.h"
+#include "http_conns.h"
 
 typedef struct leased_app leased_app_t;
 typedef struct leased_http leased_http_t;
 
+/* What the routes do with an exchange (registered by the app; routes.h
+ * leased_routes_for_http): the transport calls these and nothing above it.
+ * match fills ex->route and its transport fields (route_name, route_slot,
+ * on_event_thread, quiet_log) and the {lease_id} segment into param; on a
+ * miss it returns false, *wrong_method telling whether the path exists
+ * with another method. dispatch runs a route (blocking on the database
+ * unless on_event_thread); next runs the next step of an exchange that set
+ * again_after_ms or was woken from a park; park_refused answers one the
+ * watch hub refused; reply_error fills an error envelope. */
+typedef struct leased_http_routes {
+    bool (*match)(const char *method, const char *path, leased_exchange_t *ex, char *param,
+                  size_t paramsz, bool *wrong_method);
+    void (*dispatch)(leased_app_t *app, leased_exchange_t *ex);
+    void (*next)(leased_app_t *app, leased_exchange_t *ex);
+    void (*park_refused)(leased_app_t *app, leased_exchange_t *ex, bool full);
+    void (*reply_error)(leased_exchange_t *ex, lease_code_t code, const char *field,
+                        int64_t retry_after_ms);
+} leased_http_routes_t;
+
 /* Binds app->config's listen address and starts the event thread and the
  * workers. NULL with a one-line reason in err on failure. */
-leased_http_t *leased_http_start(leased_app_t *app, char *err, size_t errsz);
+leased_http_t *leased_http_start(leased_app_t *app, const leased_http_routes_t *routes, char *err,
+                                 size_t errsz);
 
 /* The bound port (useful with port 0). */
 int leased_http_port(const leased_http_t *h);
@@ -58,8 +78,5 @@ bool leased_http_stop(leased_http_t *h, int64_t wait_ms);
 /* W3C traceparent: writes the 32-hex trace-id of a valid header into out
  * (33 bytes); false (out = "") for absent or invalid values. */
 bool leased_http_parse_traceparent(const char *value, char out[33]);
-
-/* A fresh correlation id: "corr_" + 26 lower-case base32 characters. */
-void leased_http_correlation_id(char out[32]);
 
 #endif

@@ -121,7 +121,7 @@ static bool build(parts_t *p, char *err, size_t errsz)
                             .sweeper = p->sweeper,
                             .watch = p->watch,
                             .limits = {cfg->max_wait_ms}};
-    p->http = leased_http_start(&p->app, err, errsz);
+    p->http = leased_http_start(&p->app, leased_routes_for_http(), err, errsz);
     p->app.http = p->http;
     return p->http != NULL;
 }

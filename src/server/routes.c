@@ -689,3 +689,32 @@ void leased_routes_dispatch(leased_app_t *app, leased_exchange_t *ex)
     else if (ex->again_after_ms == 0)
         release_claims(app, ex);
 }
+
+/* The transport's match (http.h): the route and what the transport needs
+ * of it, without the route table's type. */
+static bool match_for_http(const char *method, const char *path, leased_exchange_t *ex,
+                           char *param, size_t paramsz, bool *wrong_method)
+{
+    leased_route_miss_t miss;
+    const leased_route_t *r = leased_routes_match(method, path, param, paramsz, &miss);
+    ex->route = r;
+    ex->route_slot = r ? (size_t)(r - route_table) : N_ROUTES;
+    ex->route_name = r ? r->name : "unmatched";
+    ex->on_event_thread = r && r->on_event_thread;
+    ex->quiet_log =
+        r && (r->op == LEASED_OP_METRICS || r->op == LEASED_OP_HEALTHZ || r->op == LEASED_OP_READYZ);
+    *wrong_method = miss == LEASED_ROUTE_NO_METHOD;
+    return r != NULL;
+}
+
+const leased_http_routes_t *leased_routes_for_http(void)
+{
+    static const leased_http_routes_t routes = {
+        .match = match_for_http,
+        .dispatch = leased_routes_dispatch,
+        .next = leased_routes_continue,
+        .park_refused = leased_routes_park_refused,
+        .reply_error = leased_routes_reply_error,
+    };
+    return &routes;
+}

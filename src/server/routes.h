@@ -15,11 +15,11 @@
 #include <stdint.h>
 
 #include "lease/store.h"
+#include "exchange.h"
 #include "request.h"
 #include "service.h"
 
 typedef struct leased_app leased_app_t;
-typedef struct leased_exchange leased_exchange_t;
 
 /* ctx is begun, and authenticated and authorised for the route's
  * capabilities when the route has any. */
@@ -34,57 +34,6 @@ typedef struct leased_route {
     bool on_event_thread; /* never blocks: served without a worker */
     leased_handler_fn handler;
 } leased_route_t;
-
-#define LEASED_TRACE_ID_LEN 32
-#define LEASED_CODE_LABEL_MAX 32
-
-/* The fair shares (admission.h) an exchange holds until its final reply. */
-typedef struct leased_claim {
-    bool global;   /* one of LEASE_MAX_INFLIGHT */
-    bool inflight; /* one of the credential's and tenant's requests in flight */
-    bool waiting;  /* waiting work: an acquire that may wait (wait_ms > 0), a parked watch */
-    char credential_id[LEASE_ID_MAX + 1];
-    char tenant_id[LEASE_NAME_MAX + 1];
-} leased_claim_t;
-
-/* One request and its reply, shared by http.c (transport) and the handlers. */
-struct leased_exchange {
-    /* request: filled by http.c, borrowed for the exchange's lifetime */
-    const leased_route_t *route;
-    const char *path_param; /* the {lease_id} segment, else "" */
-    const char *body;
-    size_t body_len;
-    const char *authorization;              /* Authorization header, NULL when absent */
-    const char *query_wait_ms;              /* the wait_ms query argument, NULL when absent */
-    bool query_invalid; /* another query argument, a repeated or oversize wait_ms */
-    char source[64];                        /* the client's address ("127.0.0.1") */
-    char trace_id[LEASED_TRACE_ID_LEN + 1]; /* from traceparent; "" when none */
-    char correlation_id[LEASE_CORRELATION_MAX + 1];
-    int64_t received_mono_ns;
-    /* reply: filled by the handler */
-    int status;
-    char code_label[LEASED_CODE_LABEL_MAX + 1]; /* lease code name, or "ok"/"not_ready" */
-    char *reply_body;                           /* heap; http.c frees */
-    const char *content_type;                   /* static */
-    int64_t retry_after_ms;                     /* > 0: Retry-After header (429, 503) */
-    /* not final yet: call leased_routes_continue after again_after_ms
-     * (an acquire waiting between attempts; no thread waits meanwhile) */
-    int64_t again_after_ms;
-    void *pending; /* the operation's state between attempts (routes.c) */
-    /* not final yet: park the exchange in the watch hub (watch.h) on
-     * park_lease_id until park_until_ns, having seen ids up to park_seq;
-     * call leased_routes_continue when it wakes, or
-     * leased_routes_park_refused when the hub refuses it */
-    bool park_requested;
-    char park_lease_id[LEASE_ID_MAX + 1];
-    uint64_t park_seq;
-    int64_t park_until_ns;
-    /* set (atomically) by the transport when the client of a waiting
-     * exchange went away (FIN or reset): its next step answers at once
-     * with what it has, acquires nothing and parks no more */
-    bool client_gone;
-    leased_claim_t claim;
-};
 
 /* The table (n rows). */
 const leased_route_t *leased_routes_table(size_t *n);
@@ -103,6 +52,10 @@ typedef enum leased_route_miss {
  */
 const leased_route_t *leased_routes_match(const char *method, const char *path, char *param,
                                           size_t paramsz, leased_route_miss_t *miss);
+
+/* The routes as the transport calls them (http.h): registered with
+ * leased_http_start by the app, so the transport never names a route. */
+const struct leased_http_routes *leased_routes_for_http(void);
 
 /*
  * Runs a matched route: the client address's rate, the credential (whose

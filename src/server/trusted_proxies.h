@@ -3,7 +3,7 @@
  * client's address is taken (a reverse proxy, a load balancer).
  *
  * From a trusted peer only, the client address comes from a PROXY protocol
- * v2 header at the start of the connection (read by the gate, it keys the
+ * v2 header at the start of the connection (read by http_conns.c, it keys the
  * per-source connection limit too) or, per request, from X-Forwarded-For:
  * the rightmost address that is not itself trusted. Everything else (an
  * untrusted peer's headers, a malformed list) is ignored: the address is

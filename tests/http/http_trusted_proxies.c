@@ -170,16 +170,18 @@ static void test_client_address_from_a_trusted_proxy_only(void **state)
     assert_int_equal(spoofed, 0);
     assert_int_equal(proxy, 0);
 
-    /* a PROXY header from a peer that is not trusted is not a request */
+    /* a PROXY header from a peer that is not trusted is not a request:
+     * its "QUIT" line is a request line without a target, which
+     * libmicrohttpd closes without an answer (docs/contract.md); the
+     * request behind it never runs */
     static const char sig[] = "\r\n\r\n\0\r\nQUIT\n\x21\x11\x00\x0c"
                               "\x01\x02\x03\x04\x05\x06\x07\x08\x00\x50\x00\x50";
     raw_conn_t *c = raw_connect(leased_port, "127.0.0.5");
     assert_true(raw_send_bytes(c, sig, sizeof sig - 1));
-    assert_true(raw_send(c, "GET /healthz HTTP/1.1\r\nHost: leased\r\n\r\n"));
+    (void)raw_send(c, "GET /healthz HTTP/1.1\r\nHost: leased\r\n\r\n");
     raw_resp_t *r = raw_read(c, 10000);
-    assert_non_null(r);
-    assert_int_equal(r->status, 400);
-    raw_resp_free(r);
+    assert_null(r);
+    assert_true(raw_closed(c, 10000));
     raw_close(c);
 
     /* the per-source connection limit counts the client, not the proxy:

@@ -43,7 +43,7 @@ static int setup(void **state)
     return 0;
 }
 
-/* A JSON refusal of the gate: status, code, correlation id in both places. */
+/* A JSON refusal of a connection: status, code, correlation id in both places. */
 static void check_gate_reply(const raw_resp_t *r, int status, const char *code)
 {
     assert_non_null(r);
@@ -262,7 +262,7 @@ static void test_global_cap_answers_at_once(void **state)
         raw_resp_free(r);
         raw_close(c);
         if (!admitted)
-            usleep(50000); /* the close reaches the gate asynchronously */
+            usleep(50000); /* the close reaches the server asynchronously */
     }
     assert_true(admitted);
     for (int i = 1; i < 16; i++)

@@ -1,0 +1,98 @@
+/*
+ * http_conns.h - every client connection of the lease listener, as
+ * libmicrohttpd holds it: admission, the client's address, deadlines.
+ *
+ * libmicrohttpd listens, accepts and reads every socket itself; this module
+ * adds, through the library's own hooks, only what it has no option for:
+ *
+ * - admission in the connection callback (MHD_OPTION_NOTIFY_CONNECTION,
+ *   called on the library's thread as a connection starts): past
+ *   LEASE_MAX_CONNECTIONS the oldest connection that has not sent a request
+ *   head yet is shut down to make room, and only when there is none the
+ *   new one is answered 503; past LEASE_MAX_CONNECTIONS_PER_SOURCE 429 (the
+ *   library's per-IP limit closes without a word and cannot key on the
+ *   PROXY header's address);
+ * - the PROXY protocol v2 header of a trusted peer, consumed from the
+ *   socket there and then (a trusted proxy writes it as it connects; the
+ *   wait for it is bounded by PROXY_WAIT_MS), naming the client address
+ *   that keys the per-source limit, logs and the audit;
+ * - a total receive deadline (slowloris: the library's own timeout restarts
+ *   with every byte): a connection's first request must arrive whole within
+ *   LEASE_RECEIVE_TIMEOUT_MS of the connection, a later one's body within
+ *   that of its head, else 408; a connection idle between requests for
+ *   LEASE_IDLE_TIMEOUT_MS is closed. A thread of this module checks the
+ *   deadlines ten times a second.
+ *
+ * A refusal (503, 429, 408) is written straight onto the socket, in the
+ * JSON envelope with Connection: close, only while the library writes
+ * nothing on it (a connection just accepted, or a request still arriving);
+ * the socket is then shut down, which the library reads as the client
+ * closing. Counts are per leased instance (docs/config.md).
+ */
+#ifndef LEASED_HTTP_CONNS_H
+#define LEASED_HTTP_CONNS_H
+
+#include <microhttpd.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+
+typedef struct leased_conns leased_conns_t;
+typedef struct leased_conn leased_conn_t; /* the socket context of one connection */
+
+typedef struct leased_conns_config {
+    int64_t max_connections;
+    int64_t max_per_source;
+    int64_t receive_timeout_ms;
+    int64_t idle_timeout_ms;
+    const struct leased_trusted_proxies *trusted; /* LEASE_TRUSTED_PROXIES */
+} leased_conns_config_t;
+
+typedef struct leased_gate_stats {
+    int64_t open;              /* connections open now */
+    uint64_t refused_capacity; /* past LEASE_MAX_CONNECTIONS */
+    uint64_t refused_source;   /* past LEASE_MAX_CONNECTIONS_PER_SOURCE */
+    uint64_t receive_timeouts; /* 408: a request did not arrive in time */
+    uint64_t framing_refused;  /* requests refused by the framing rules (http.c) */
+    uint64_t library_replies;  /* always 0: the library's own replies are not rewritten */
+    uint64_t evicted_unproven; /* closed to make room: no request head yet */
+} leased_gate_stats_t;
+
+/* Starts the deadline thread. NULL when out of memory or threads. */
+leased_conns_t *leased_conns_start(const leased_conns_config_t *cfg);
+/* Stops the thread and frees; call after the library stopped. NULL is fine. */
+void leased_conns_stop(leased_conns_t *cs);
+
+/* The MHD_OPTION_NOTIFY_CONNECTION callback (cls: the leased_conns_t). */
+void leased_conns_notify(void *cls, struct MHD_Connection *conn, void **socket_context,
+                         enum MHD_ConnectionNotificationCode code);
+
+/* The connection's record, or NULL (a connection of another daemon). */
+leased_conn_t *leased_conns_of(struct MHD_Connection *conn);
+
+/* A request head arrived (first call of the access handler): its receive
+ * deadline now bounds the body. False when the connection was refused,
+ * timed out or evicted meanwhile: the request must not run. */
+bool leased_conns_head(leased_conns_t *cs, leased_conn_t *c);
+/* The request is whole (or refused): no receive deadline until its reply
+ * is sent. False when the connection was timed out (answered 408) or
+ * evicted meanwhile: the request must not run. */
+bool leased_conns_answering(leased_conns_t *cs, leased_conn_t *c);
+/* The reply went out: the connection is idle until the next head. */
+void leased_conns_idle(leased_conns_t *cs, leased_conn_t *c);
+/* A request was refused by the framing rules (counted here). */
+void leased_conns_count_framing(leased_conns_t *cs);
+
+/* The client's address ("127.0.0.1", "::1"; the PROXY header's when a
+ * trusted proxy sent one). 64 bytes, valid while the connection is. */
+const char *leased_conns_source(const leased_conn_t *c);
+
+void leased_conns_stats(const leased_conns_t *cs, leased_gate_stats_t *out);
+
+/* A fresh correlation id: "corr_" + 26 lower-case base32 characters. */
+void leased_http_correlation_id(char out[32]);
+
+/* A socket address as text (IPv4-mapped IPv6 as IPv4). out: 64 bytes. */
+void leased_conns_address_text(const struct sockaddr *addr, socklen_t len, char out[64]);
+
+#endif
