@@ -54,7 +54,6 @@ typedef struct leased_gate_stats {
     uint64_t refused_source;   /* past LEASE_MAX_CONNECTIONS_PER_SOURCE */
     uint64_t receive_timeouts; /* 408: a request did not arrive in time */
     uint64_t framing_refused;  /* requests refused by the framing rules (http.c) */
-    uint64_t library_replies;  /* always 0: the library's own replies are not rewritten */
     uint64_t evicted_unproven; /* closed to make room: no request head yet */
 } leased_gate_stats_t;
 

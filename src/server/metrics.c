@@ -214,9 +214,6 @@ char *leased_metrics_render(const leased_metrics_t *m, const leased_metrics_gaug
     lease_prom_counter(&t, "leased_http_framing_refused_total",
                        "Requests refused by the HTTP framing rules (answered 400 and closed).",
                        g->framing_refused);
-    lease_prom_counter(&t, "leased_http_library_replies_replaced_total",
-                       "Error replies of the HTTP library replaced by the JSON envelope.",
-                       g->library_replies);
     lease_prom_counter(&t, "leased_http_connections_evicted_total",
                        "Connections closed to make room at LEASE_MAX_CONNECTIONS: no whole "
                        "request head received yet.",

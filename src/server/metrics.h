@@ -47,7 +47,7 @@ typedef struct leased_metrics_gauges {
     uint64_t rejected_source, rejected_lookups, rejected_share;
     int64_t connections_open;
     uint64_t connections_refused_capacity, connections_refused_source;
-    uint64_t receive_timeouts, framing_refused, library_replies, connections_evicted;
+    uint64_t receive_timeouts, framing_refused, connections_evicted;
     uint64_t audit_aggregated;
     size_t audit_depth;
     uint64_t audit_written, audit_dropped, audit_fallback;
