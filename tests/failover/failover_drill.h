@@ -32,12 +32,26 @@
 #include "testpair.h"
 
 #define DRILL_IDENTITIES 4
+#ifndef DRILL_WORKERS /* -DDRILL_WORKERS=1 reproduces a lone worker's runs */
 #define DRILL_WORKERS 4
+#endif
 /* Short leases: one whose acquisition's reply was lost in the crash (held,
  * but by nobody who knows it) blocks its identity for two seconds only. */
 #define DRILL_TTL_MS 2000
+/* Each acquisition's deadline (deadline_ms). leased answers within it, or
+ * within it plus the cancel grace once a statement was sent
+ * (docs/architecture.md), whether the database is there or not; the drill
+ * asserts that after the kill, with DRILL_ANSWER_MARGIN_MS for a loaded
+ * machine's scheduling. */
+#define DRILL_DEADLINE_MS 5000
+#define DRILL_CANCEL_GRACE_MS 1000
+#define DRILL_ANSWER_MARGIN_MS 2000
+#define DRILL_ANSWER_BOUND_NS                                                                      \
+    ((int64_t)(DRILL_DEADLINE_MS + DRILL_CANCEL_GRACE_MS + DRILL_ANSWER_MARGIN_MS) * 1000000)
 /* Bound on every wait for a condition. */
-#define DRILL_WAIT_MS 150000
+#ifndef DRILL_WAIT_MS
+#define DRILL_WAIT_MS 60000
+#endif
 
 /* leased's settings for the drills: the workers retry refusals every 10 ms,
  * above the default per-credential rate (a 429 would hide the answer the
@@ -79,6 +93,7 @@ typedef struct drill_worker {
     drill_t *d;
     int index;
     pthread_t thread;
+    _Atomic long releasing; /* attempts of the release under way (0: acquiring) */
 } drill_worker_t;
 
 struct drill {
@@ -99,9 +114,13 @@ struct drill {
     struct {
         char kind[96]; /* "503 lease_backend_unavailable namespace_sealed" */
         long n;
-    } kinds[12];           /* every kind of answer to an acquisition, counted */
-    long conflicts;        /* 409 lease_conflict: another worker held the identity */
-    long released;         /* releases answered 200 */
+    } kinds[12];          /* every kind of answer to an acquisition, counted */
+    long conflicts;       /* 409 lease_conflict: another worker held the identity */
+    long released;        /* releases answered 200 */
+    long release_expired; /* releases given up: the lease had expired (drill_release) */
+    /* The slowest answer to an acquisition, by the phase it started in. */
+    int64_t slowest_ns[DRILL_PHASES];
+    char slowest_kind[DRILL_PHASES][96];
     long transport_errors; /* no HTTP answer at all */
     /* Acquisitions started and answered while DRILL_PROMOTED was the phase
      * that were not 503 namespace_sealed. */
@@ -133,10 +152,10 @@ static inline void drill_set_phase(drill_t *d, drill_phase_t phase)
 
 static inline char *drill_acquire_body(const char *request_id, const char *target)
 {
-    return dump(json_pack("{s:s, s:o, s:s, s:s, s:s, s:i}", "request_id", request_id,
+    return dump(json_pack("{s:s, s:o, s:s, s:s, s:s, s:i, s:i}", "request_id", request_id,
                           "lock_identity", identity_json(target), "service_instance_id", "inst_1",
                           "execution_id", "exec_drill", "job_id", "job_drill", "ttl_ms",
-                          DRILL_TTL_MS));
+                          DRILL_TTL_MS, "deadline_ms", DRILL_DEADLINE_MS));
 }
 
 static inline void drill_record_ack(drill_t *d, int id, json_int_t token, int64_t start_ns,
@@ -154,11 +173,28 @@ static inline void drill_record_ack(drill_t *d, int id, json_int_t token, int64_
     pthread_mutex_unlock(&d->mu);
 }
 
-/* Releases what an acknowledged acquisition holds, until an answer says
- * it is released or no longer held (or the drill stops). */
-static inline void drill_release(drill_t *d, http_client_t *c, int w, long i, int id, json_t *lease)
+/*
+ * Releases what an acknowledged acquisition (answered at acked_ns) holds,
+ * until an answer says it is released or no longer held, the lease has
+ * expired (the database decided it before acked_ns: by acked_ns + its TTL it
+ * holds nothing to release), or the drill stops. Without the expiry bound a
+ * worker whose release met the primary's death retried until the database
+ * was back, which the drill brings about only after answers to acquisitions
+ * started since the kill: with every worker in that loop, none came.
+ */
+static inline void drill_release(drill_t *d, drill_worker_t *wk, http_client_t *c, long i, int id,
+                                 json_t *lease, int64_t acked_ns)
 {
+    int w = wk->index;
+    int64_t expired_ns = acked_ns + (int64_t)DRILL_TTL_MS * 1000000;
     for (int attempt = 0; !atomic_load(&d->stop); attempt++) {
+        if (drill_now_ns() >= expired_ns) {
+            pthread_mutex_lock(&d->mu);
+            d->release_expired++;
+            pthread_mutex_unlock(&d->mu);
+            break;
+        }
+        atomic_store(&wk->releasing, attempt + 1);
         char rid[64];
         snprintf(rid, sizeof rid, "w%d-r%ld-%d", w, i, attempt);
         char *body = owner_body(rid, d->ids[id].target, lease);
@@ -171,10 +207,11 @@ static inline void drill_release(drill_t *d, http_client_t *c, int w, long i, in
             pthread_mutex_lock(&d->mu);
             d->released += st == 200;
             pthread_mutex_unlock(&d->mu);
-            return;
+            break;
         }
         drill_pause_ms(10);
     }
+    atomic_store(&wk->releasing, 0);
 }
 
 static inline void *drill_worker_main(void *arg)
@@ -217,6 +254,10 @@ static inline void *drill_worker_main(void *arg)
                 break;
             }
         d->answered[start_phase]++;
+        if (reply_ns - start_ns > d->slowest_ns[start_phase]) {
+            d->slowest_ns[start_phase] = reply_ns - start_ns;
+            snprintf(d->slowest_kind[start_phase], sizeof d->slowest_kind[start_phase], "%s", kind);
+        }
         if (!r)
             d->transport_errors++;
         else if (sealed) {
@@ -236,7 +277,7 @@ static inline void *drill_worker_main(void *arg)
 
         if (acked) {
             drill_record_ack(d, id, token, start_ns, reply_ns, start_phase, reply_phase);
-            drill_release(d, c, wk->index, i, id, lease);
+            drill_release(d, wk, c, i, id, lease, reply_ns);
         } else if (!conflict) {
             drill_pause_ms(10); /* load shaping while the database is away, not a wait */
         }
@@ -264,11 +305,23 @@ static inline void drill_start(drill_t *d, const char *base, const char *token)
     }
 }
 
+/* Joins the workers; then every acquisition started from the kill on was
+ * answered within its deadline (plus the cancel grace and the margin), the
+ * database there or not. */
 static inline void drill_stop(drill_t *d)
 {
     atomic_store(&d->stop, true);
     for (int w = 0; w < DRILL_WORKERS; w++)
         pthread_join(d->workers[w].thread, NULL);
+    for (int p = DRILL_KILLED; p < DRILL_PHASES; p++) {
+        if (d->slowest_ns[p] > DRILL_ANSWER_BOUND_NS)
+            fprintf(stderr,
+                    "drill: an acquisition started in phase %s was answered after %.0f ms (%s), "
+                    "beyond its %d ms deadline\n",
+                    drill_phase_names[p], d->slowest_ns[p] / 1e6, d->slowest_kind[p],
+                    DRILL_DEADLINE_MS);
+        assert_true(d->slowest_ns[p] <= DRILL_ANSWER_BOUND_NS);
+    }
 }
 
 static inline void drill_free(drill_t *d)
@@ -325,6 +378,27 @@ static inline long drill_sum(drill_t *d, const long *field, drill_phase_t from, 
     return n;
 }
 
+/* What the workers are doing and what was answered so far (a failed
+ * wait's diagnosis). */
+static inline void drill_print_state(drill_t *d)
+{
+    fprintf(stderr, "drill: phase %s; workers:", drill_phase_names[atomic_load(&d->phase)]);
+    for (int w = 0; w < DRILL_WORKERS; w++) {
+        long r = atomic_load(&d->workers[w].releasing);
+        if (r)
+            fprintf(stderr, " w%d releasing (attempt %ld)", w, r);
+        else
+            fprintf(stderr, " w%d acquiring", w);
+    }
+    fprintf(stderr, "; acquisitions answered by the phase they started in:");
+    pthread_mutex_lock(&d->mu);
+    for (int p = 0; p < DRILL_PHASES; p++)
+        fprintf(stderr, " %s %ld (slowest %.0f ms)", drill_phase_names[p], d->answered[p],
+                d->slowest_ns[p] / 1e6);
+    pthread_mutex_unlock(&d->mu);
+    fprintf(stderr, "\n");
+}
+
 /* Waits (at most DRILL_WAIT_MS) until cond(d, arg) holds; fails the test
  * naming what it waited for. */
 static inline void drill_wait(drill_t *d, bool (*cond)(drill_t *, long), long arg, const char *what)
@@ -333,6 +407,7 @@ static inline void drill_wait(drill_t *d, bool (*cond)(drill_t *, long), long ar
     while (!cond(d, arg)) {
         if (drill_now_ns() > end) {
             fprintf(stderr, "drill: timed out waiting until %s\n", what);
+            drill_print_state(d);
             fail();
         }
         drill_pause_ms(20);
@@ -590,6 +665,9 @@ static inline void drill_print_phases(const drill_t *d, int64_t t0)
     printf("\ndrill sealed answers by phase:");
     for (int p = 0; p < DRILL_PHASES; p++)
         printf(" %s %ld", drill_phase_names[p], d->sealed[p]);
+    printf("\ndrill slowest answer to an acquisition, by the phase it started in (ms):");
+    for (int p = 0; p < DRILL_PHASES; p++)
+        printf(" %s %.0f", drill_phase_names[p], d->slowest_ns[p] / 1e6);
     printf("\ndrill answers to acquisitions:");
     for (size_t k = 0; k < sizeof d->kinds / sizeof d->kinds[0] && d->kinds[k].n; k++)
         printf("%s %s x%ld", k ? "," : "", d->kinds[k].kind, d->kinds[k].n);
