@@ -10,12 +10,12 @@
  * exactly this shape or is rejected; nothing is trimmed or repaired.
  */
 #include "lease/token.h"
+#include "lease/sha256.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
-#include <openssl/sha.h>
 #include <string.h>
 
 #define TOKEN_PREFIX "lsk_"
@@ -186,7 +186,8 @@ void lease_token_digest(const unsigned char secret[LEASE_SECRET_BYTES], const ch
         }
         return;
     }
-    SHA256(secret, LEASE_SECRET_BYTES, digest);
+    if (!lease_sha256(secret, LEASE_SECRET_BYTES, digest))
+        memset(digest, 0, 32); /* as above: never equals a stored digest */
 }
 
 bool lease_token_digest_equal(const unsigned char a[32], const unsigned char b[32])
