@@ -16,7 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lease/sha256.h"
+#include "lease/hash.h"
 
 /* The character rule of one kind of component. */
 typedef enum component_kind {

@@ -10,7 +10,7 @@
  * exactly this shape or is rejected; nothing is trimmed or repaired.
  */
 #include "lease/token.h"
-#include "lease/sha256.h"
+#include "lease/hash.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>

@@ -11,7 +11,7 @@
 #include <string.h>
 
 #include "lease/hex.h"
-#include "lease/sha256.h"
+#include "lease/hash.h"
 
 /* Adds value (consumed, may be NULL after a failed allocation) under key. */
 static bool put(json_t *obj, const char *key, json_t *value)

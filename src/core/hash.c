@@ -1,8 +1,8 @@
 /*
- * sha256.c - one-shot SHA-256 with a fetched algorithm (see
- * include/lease/sha256.h).
+ * hash.c - one-shot SHA-256 with a fetched algorithm (see
+ * include/lease/hash.h).
  */
-#include "lease/sha256.h"
+#include "lease/hash.h"
 
 #include <openssl/evp.h>
 #include <pthread.h>
