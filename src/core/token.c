@@ -10,13 +10,14 @@
  * exactly this shape or is rejected; nothing is trimmed or repaired.
  */
 #include "lease/token.h"
-#include "lease/hash.h"
 
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
 #include <string.h>
+
+#include "lease/hash.h"
 
 #define TOKEN_PREFIX "lsk_"
 #define TOKEN_PREFIX_LEN 4
