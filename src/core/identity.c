@@ -11,11 +11,12 @@
  */
 #include "lease/identity.h"
 
-#include <openssl/evp.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "lease/hash.h"
 
 /* The character rule of one kind of component. */
 typedef enum component_kind {
@@ -248,14 +249,13 @@ void lease_lock_key(const lease_identity_t *id, char out[LEASE_LOCK_KEY_LEN + 1]
     }
     json[n++] = ']';
 
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int md_len = 0;
-    if (EVP_Digest(json, n, md, &md_len, EVP_sha256(), NULL) != 1 || md_len != 32)
+    unsigned char md[32];
+    if (!lease_sha256(json, n, md))
         fatal("SHA-256 failed");
 
     size_t prefix = sizeof(LEASE_LOCK_KEY_PREFIX) - 1;
     memcpy(out, LEASE_LOCK_KEY_PREFIX, prefix);
-    base64url_encode(md, md_len, out + prefix);
+    base64url_encode(md, sizeof md, out + prefix);
 }
 
 bool lease_id_valid(const char *s)

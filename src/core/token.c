@@ -15,8 +15,9 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 #include <openssl/rand.h>
-#include <openssl/sha.h>
 #include <string.h>
+
+#include "lease/hash.h"
 
 #define TOKEN_PREFIX "lsk_"
 #define TOKEN_PREFIX_LEN 4
@@ -186,7 +187,8 @@ void lease_token_digest(const unsigned char secret[LEASE_SECRET_BYTES], const ch
         }
         return;
     }
-    SHA256(secret, LEASE_SECRET_BYTES, digest);
+    if (!lease_sha256(secret, LEASE_SECRET_BYTES, digest))
+        memset(digest, 0, 32); /* as above: never equals a stored digest */
 }
 
 bool lease_token_digest_equal(const unsigned char a[32], const unsigned char b[32])

@@ -7,11 +7,11 @@
 #include "lease/digest.h"
 
 #include <jansson.h>
-#include <openssl/evp.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "lease/hex.h"
+#include "lease/hash.h"
 
 /* Adds value (consumed, may be NULL after a failed allocation) under key. */
 static bool put(json_t *obj, const char *key, json_t *value)
@@ -97,11 +97,10 @@ static bool finish(json_t *obj, char out[65])
     dump = json_dumps(obj, JSON_SORT_KEYS | JSON_COMPACT);
     if (!dump)
         goto cleanup;
-    unsigned char md[EVP_MAX_MD_SIZE];
-    unsigned int md_len = 0;
-    if (EVP_Digest(dump, strlen(dump), md, &md_len, EVP_sha256(), NULL) != 1 || md_len != 32)
+    unsigned char md[32];
+    if (!lease_sha256(dump, strlen(dump), md))
         goto cleanup;
-    lease_hex_encode(md, md_len, out); /* LEASE_DIGEST_HEX_LEN digits */
+    lease_hex_encode(md, sizeof md, out); /* LEASE_DIGEST_HEX_LEN digits */
     ok = true;
 cleanup:
     free(dump);

@@ -470,16 +470,29 @@ void leased_conns_stats(const leased_conns_t *cs, leased_gate_stats_t *out)
     out->evicted_unproven = __atomic_load_n(&cs->evicted_unproven, __ATOMIC_RELAXED);
 }
 
+/* Random bytes for correlation ids, drawn from getrandom a batch at a time
+ * per thread: one system call per CORRELATION_BATCH ids, not one per
+ * request. */
+#define CORRELATION_BATCH 64
+static __thread unsigned char correlation_pool[26 * CORRELATION_BATCH];
+static __thread size_t correlation_used = sizeof correlation_pool;
+
 void leased_http_correlation_id(char out[32])
 {
     static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz234567";
-    unsigned char raw[26];
-    if (getrandom(raw, sizeof raw, 0) != (ssize_t)sizeof raw) {
-        /* getrandom on Linux does not fail for small requests once the pool
-         * is initialised; jitter is unique enough for a correlation id */
-        for (size_t i = 0; i < sizeof raw; i++)
-            raw[i] = (unsigned char)lease_jitter(256);
+    if (correlation_used + 26 > sizeof correlation_pool) {
+        if (getrandom(correlation_pool, sizeof correlation_pool, 0) !=
+            (ssize_t)sizeof correlation_pool) {
+            /* getrandom on Linux does not fail for small requests once the
+             * pool is initialised; jitter is unique enough for a
+             * correlation id */
+            for (size_t i = 0; i < sizeof correlation_pool; i++)
+                correlation_pool[i] = (unsigned char)lease_jitter(256);
+        }
+        correlation_used = 0;
     }
+    const unsigned char *raw = correlation_pool + correlation_used;
+    correlation_used += 26;
     memcpy(out, "corr_", 5);
     for (size_t i = 0; i < 26; i++)
         out[5 + i] = alphabet[raw[i] & 31];
