@@ -870,7 +870,7 @@ void leased_http_quiesce(leased_http_t *h)
     h->quiesced = true;
 }
 
-void leased_http_gate_stats(const leased_http_t *h, leased_gate_stats_t *out)
+void leased_http_conn_stats(const leased_http_t *h, leased_conn_stats_t *out)
 {
     leased_conns_stats(h ? h->conns : NULL, out);
 }

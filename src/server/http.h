@@ -57,7 +57,7 @@ int leased_http_port(const leased_http_t *h);
 void leased_http_quiesce(leased_http_t *h);
 
 /* Counters of the front door (connections refused, timed out, ...). */
-void leased_http_gate_stats(const leased_http_t *h, leased_gate_stats_t *out);
+void leased_http_conn_stats(const leased_http_t *h, leased_conn_stats_t *out);
 
 /* Requests received and not yet answered (headers seen, reply not sent). */
 int64_t leased_http_active(const leased_http_t *h);

@@ -457,7 +457,7 @@ void leased_conns_stop(leased_conns_t *cs)
     free(cs);
 }
 
-void leased_conns_stats(const leased_conns_t *cs, leased_gate_stats_t *out)
+void leased_conns_stats(const leased_conns_t *cs, leased_conn_stats_t *out)
 {
     memset(out, 0, sizeof *out);
     if (!cs)

@@ -48,14 +48,14 @@ typedef struct leased_conns_config {
     const struct leased_trusted_proxies *trusted; /* LEASE_TRUSTED_PROXIES */
 } leased_conns_config_t;
 
-typedef struct leased_gate_stats {
+typedef struct leased_conn_stats {
     int64_t open;              /* connections open now */
     uint64_t refused_capacity; /* past LEASE_MAX_CONNECTIONS */
     uint64_t refused_source;   /* past LEASE_MAX_CONNECTIONS_PER_SOURCE */
     uint64_t receive_timeouts; /* 408: a request did not arrive in time */
     uint64_t framing_refused;  /* requests refused by the framing rules (http.c) */
     uint64_t evicted_unproven; /* closed to make room: no request head yet */
-} leased_gate_stats_t;
+} leased_conn_stats_t;
 
 /* Starts the deadline thread. NULL when out of memory or threads. */
 leased_conns_t *leased_conns_start(const leased_conns_config_t *cfg);
@@ -86,7 +86,7 @@ void leased_conns_count_framing(leased_conns_t *cs);
  * trusted proxy sent one). 64 bytes, valid while the connection is. */
 const char *leased_conns_source(const leased_conn_t *c);
 
-void leased_conns_stats(const leased_conns_t *cs, leased_gate_stats_t *out);
+void leased_conns_stats(const leased_conns_t *cs, leased_conn_stats_t *out);
 
 /* A fresh correlation id: "corr_" + 26 lower-case base32 characters. */
 void leased_http_correlation_id(char out[32]);

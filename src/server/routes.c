@@ -564,8 +564,8 @@ static void handle_metrics(leased_app_t *app, leased_exchange_t *ex, leased_op_c
     g.rejected_source = ads.rejected_source;
     g.rejected_lookups = ads.rejected_lookups;
     g.rejected_share = ads.rejected_share;
-    leased_gate_stats_t gs;
-    leased_http_gate_stats(app->http, &gs);
+    leased_conn_stats_t gs;
+    leased_http_conn_stats(app->http, &gs);
     g.connections_open = gs.open;
     g.connections_refused_capacity = gs.refused_capacity;
     g.connections_refused_source = gs.refused_source;
