@@ -258,8 +258,7 @@ static void describe_failure(CURL *h, CURLcode rc, const char *curl_error, char 
 
 void client_http_perform(client_http_pool_t *pool, const char *method, const char *url,
                          const char *authorization, const char *body,
-                         const lease_deadline_t *deadline, int abort_fd,
-                         client_http_answer_t *out)
+                         const lease_deadline_t *deadline, int abort_fd, client_http_answer_t *out)
 {
     memset(out, 0, sizeof *out);
     out->transport = CLIENT_NOT_SENT;

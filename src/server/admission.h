@@ -1,10 +1,9 @@
 /*
  * admission.h - admission control: token buckets (per credential; per
  * client address for requests the credential cache cannot vouch for;
- * failed authentications per client address), one global bound on requests in flight, and fair shares of it
- * per credential and per tenant. Each refusal says how long a retry should
- * wait; the caller turns it into 429 lease_rate_limited. All bounds are
- * per leased instance.
+ * failed authentications per client address), one global bound on requests in flight, and fair
+ * shares of it per credential and per tenant. Each refusal says how long a retry should wait; the
+ * caller turns it into 429 lease_rate_limited. All bounds are per leased instance.
  */
 #ifndef LEASED_ADMISSION_H
 #define LEASED_ADMISSION_H

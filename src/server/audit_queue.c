@@ -104,7 +104,7 @@ static void log_fallback(const lease_audit_event_t *ev)
     json_decref(o);
     if (text) {
         lease_log_fields_t f = {ev->call.correlation_id, ev->call.trace_id, NULL,
-                                 lease_code_name(ev->code), ev->latency_ms};
+                                lease_code_name(ev->code), ev->latency_ms};
         lease_log_write_json(LEASE_LOG_WARN, &f, "audit_fallback", "event", text);
         free(text);
     }
@@ -174,7 +174,7 @@ static void *writer_main(void *arg)
             for (size_t i = 0; i < n; i++)
                 log_fallback(&batch[i]);
             LEASE_LOG(LEASE_LOG_WARN, NULL, "audit batch of %zu events went to the log (%s)", n,
-                       lease_code_name(code));
+                      lease_code_name(code));
         }
         pthread_mutex_lock(&q->mutex);
         if (ok)
@@ -210,7 +210,7 @@ void leased_audit_queue_push(leased_audit_queue_t *q, const lease_audit_event_t 
     pthread_mutex_unlock(&q->mutex);
     if (dropped)
         LEASE_LOG(LEASE_LOG_WARN, NULL, "audit event dropped: queue full (%s %s)", ev->event_type,
-                   lease_code_name(ev->code));
+                  lease_code_name(ev->code));
 }
 
 void leased_audit_queue_set_window(leased_audit_queue_t *q, int64_t window_ms)

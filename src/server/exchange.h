@@ -40,10 +40,10 @@ struct leased_exchange {
     const char *path_param; /* the {lease_id} segment, else "" */
     const char *body;
     size_t body_len;
-    const char *authorization;              /* Authorization header, NULL when absent */
-    const char *query_wait_ms;              /* the wait_ms query argument, NULL when absent */
-    bool query_invalid; /* another query argument, a repeated or oversize wait_ms */
-    char source[64];                        /* the client's address ("127.0.0.1") */
+    const char *authorization; /* Authorization header, NULL when absent */
+    const char *query_wait_ms; /* the wait_ms query argument, NULL when absent */
+    bool query_invalid;        /* another query argument, a repeated or oversize wait_ms */
+    char source[64];           /* the client's address ("127.0.0.1") */
     char trace_id[LEASED_TRACE_ID_LEN + 1]; /* from traceparent; "" when none */
     char correlation_id[LEASE_CORRELATION_MAX + 1];
     int64_t received_mono_ns;

@@ -118,9 +118,9 @@ typedef struct request {
     const char *target_field; /* the raw target broke a rule (http_rules.h) */
     bool started;             /* the head arrived: counted in h->active */
     bool close;               /* refused by the framing rules: the connection ends */
-    int state;         /* request_state_t, atomic between worker and event thread */
-    int hangup_fd;     /* >= 0: registered with h->hangup while it waits */
-    bool on_probes;    /* arrived on the LEASE_METRICS_LISTEN listener */
+    int state;                /* request_state_t, atomic between worker and event thread */
+    int hangup_fd;            /* >= 0: registered with h->hangup while it waits */
+    bool on_probes;           /* arrived on the LEASE_METRICS_LISTEN listener */
 } request_t;
 
 /* The request this thread is parking (watch_woken must not run it here). */
@@ -728,8 +728,7 @@ static void raise_fd_limit(int64_t connections)
     rl.rlim_cur = rl.rlim_max == RLIM_INFINITY || rl.rlim_max >= want ? want : rl.rlim_max;
     if (setrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur < want)
         LOG_WARN("open file limit %llu is below the %llu that %lld connections need",
-                 (unsigned long long)rl.rlim_cur, (unsigned long long)want,
-                 (long long)connections);
+                 (unsigned long long)rl.rlim_cur, (unsigned long long)want, (long long)connections);
 }
 
 /* The listening socket, bound here rather than by the library so that a
@@ -818,19 +817,18 @@ leased_http_t *leased_http_start(leased_app_t *app, const leased_http_routes_t *
      * missing Host or a space in the target in HTML, which http_rules.c
      * refuses in the envelope. */
     unsigned idle_s = (unsigned)((cfg->idle_timeout_ms + 999) / 1000);
-    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
-                     MHD_USE_ITC;
+    unsigned flags =
+        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | MHD_USE_ITC;
     /* the logger option comes first so that even option errors reach it */
     h->daemon = MHD_start_daemon(
         flags, (uint16_t)h->port, NULL, NULL, on_request, &h->main_listener,
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)(cfg->max_connections + OVER_CAPACITY_ROOM),
-        MHD_OPTION_CONNECTION_TIMEOUT, idle_s > 0 ? idle_s : 1U,
-        MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
-        MHD_OPTION_NOTIFY_CONNECTION, leased_conns_notify, h->conns,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_URI_LOG_CALLBACK,
-        on_request_line, &h->main_listener, MHD_OPTION_STRICT_FOR_CLIENT, 0,
-        MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1, MHD_OPTION_END);
+        MHD_OPTION_CONNECTION_TIMEOUT, idle_s > 0 ? idle_s : 1U, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
+        (size_t)CONNECTION_MEMORY, MHD_OPTION_NOTIFY_CONNECTION, leased_conns_notify, h->conns,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_URI_LOG_CALLBACK, on_request_line,
+        &h->main_listener, MHD_OPTION_STRICT_FOR_CLIENT, 0, MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1,
+        MHD_OPTION_END);
     if (!h->daemon) {
         snprintf(err, errsz, "cannot start the HTTP library");
         goto fail;

@@ -147,11 +147,11 @@ static void refuse(int fd, int status, lease_code_t code)
                          : status == 429 ? "Too Many Requests"
                                          : "Service Unavailable";
     char head[512];
-    int n = snprintf(head, sizeof head,
-                     "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
-                     "X-Correlation-Id: %s\r\nCache-Control: no-store\r\n%sConnection: close\r\n\r\n",
-                     status, reason, body ? strlen(body) : 0, corr,
-                     retry ? "Retry-After: 1\r\n" : "");
+    int n =
+        snprintf(head, sizeof head,
+                 "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: %zu\r\n"
+                 "X-Correlation-Id: %s\r\nCache-Control: no-store\r\n%sConnection: close\r\n\r\n",
+                 status, reason, body ? strlen(body) : 0, corr, retry ? "Retry-After: 1\r\n" : "");
     if (body && n > 0 && (size_t)n < sizeof head) {
         struct iovec iov[2] = {{head, (size_t)n}, {body, strlen(body)}};
         struct msghdr msg = {.msg_iov = iov, .msg_iovlen = 2};

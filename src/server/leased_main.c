@@ -93,9 +93,9 @@ static bool build(parts_t *p, char *err, size_t errsz)
     p->sweeper = leased_sweeper_new(p->store, &swc);
     /* the watch hub's one session: LISTEN needs a direct connection, so it
      * may have a URL of its own when the pool goes through PgBouncer */
-    lease_listener_pg_config_t lc = {
-        *cfg->watch_database_url ? cfg->watch_database_url : cfg->database_url,
-        cfg->db_connect_timeout_ms, "leased-watch", cfg->watch_listen};
+    lease_listener_pg_config_t lc = {*cfg->watch_database_url ? cfg->watch_database_url
+                                                              : cfg->database_url,
+                                     cfg->db_connect_timeout_ms, "leased-watch", cfg->watch_listen};
     lease_listener_t *listener = NULL;
     if (lease_listener_pg_open(&lc, &listener, err, errsz) != 0)
         return false;

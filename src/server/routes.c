@@ -691,8 +691,8 @@ void leased_routes_dispatch(leased_app_t *app, leased_exchange_t *ex)
 
 /* The transport's match (http.h): the route and what the transport needs
  * of it, without the route table's type. */
-static bool match_for_http(const char *method, const char *path, leased_exchange_t *ex,
-                           char *param, size_t paramsz, bool *wrong_method)
+static bool match_for_http(const char *method, const char *path, leased_exchange_t *ex, char *param,
+                           size_t paramsz, bool *wrong_method)
 {
     leased_route_miss_t miss;
     const leased_route_t *r = leased_routes_match(method, path, param, paramsz, &miss);
@@ -700,8 +700,8 @@ static bool match_for_http(const char *method, const char *path, leased_exchange
     ex->route_slot = r ? (size_t)(r - route_table) : N_ROUTES;
     ex->route_name = r ? r->name : "unmatched";
     ex->on_event_thread = r && r->on_event_thread;
-    ex->quiet_log =
-        r && (r->op == LEASED_OP_METRICS || r->op == LEASED_OP_HEALTHZ || r->op == LEASED_OP_READYZ);
+    ex->quiet_log = r && (r->op == LEASED_OP_METRICS || r->op == LEASED_OP_HEALTHZ ||
+                          r->op == LEASED_OP_READYZ);
     *wrong_method = miss == LEASED_ROUTE_NO_METHOD;
     return r != NULL;
 }

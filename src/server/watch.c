@@ -297,8 +297,8 @@ static void *hub_main(void *arg)
         free(expired);
         if (ids) {
             lease_deadline_t dl = lease_deadline_in(POLL_BUDGET_MS);
-            lease_code_t code = lease_listener_poll(w->listener, (const char *const *)ids, n_ids,
-                                                    &dl, on_ended, w);
+            lease_code_t code =
+                lease_listener_poll(w->listener, (const char *const *)ids, n_ids, &dl, on_ended, w);
             for (size_t i = 0; i < n_ids; i++)
                 free(ids[i]);
             free(ids);

@@ -216,7 +216,8 @@ static int scan_dir(const char *dir, lease_migration_plan_t *plan, char *err, si
         qsort(plan->items, plan->count, sizeof *plan->items, by_version);
         for (size_t i = 1; i < plan->count; i++)
             if (plan->items[i].version == plan->items[i - 1].version) {
-                store_pg_set_err(err, errsz, "two migrations share version %04d", plan->items[i].version);
+                store_pg_set_err(err, errsz, "two migrations share version %04d",
+                                 plan->items[i].version);
                 rc = -1;
             }
     }
@@ -262,7 +263,8 @@ static int compare_applied(PGconn *c, lease_migration_plan_t *plan, char *err, s
                             "'YYYY-MM-DD\"T\"HH24:MI:SS.MS\"Z\"') "
                             "FROM lease.schema_migrations ORDER BY version");
     if (PQresultStatus(r) != PGRES_TUPLES_OK) {
-        store_pg_set_err(err, errsz, "reading lease.schema_migrations: %s", PQresultErrorMessage(r));
+        store_pg_set_err(err, errsz, "reading lease.schema_migrations: %s",
+                         PQresultErrorMessage(r));
         PQclear(r);
         return -1;
     }
@@ -276,15 +278,16 @@ static int compare_applied(PGconn *c, lease_migration_plan_t *plan, char *err, s
                 m = &plan->items[j];
         if (!m) {
             store_pg_set_err(err, errsz,
-                    "database has migration %04d that this build does not know; "
-                    "use a newer leasectl",
-                    version);
+                             "database has migration %04d that this build does not know; "
+                             "use a newer leasectl",
+                             version);
             rc = -1;
         } else if (!checksum_matches(m, sum)) {
-            store_pg_set_err(err, errsz,
-                    "migration %s was changed after it was applied (checksum %s, recorded %s); "
-                    "migrations are append-only: restore the file and add a new one",
-                    m->name, m->checksum, sum);
+            store_pg_set_err(
+                err, errsz,
+                "migration %s was changed after it was applied (checksum %s, recorded %s); "
+                "migrations are append-only: restore the file and add a new one",
+                m->name, m->checksum, sum);
             rc = -1;
         } else {
             m->applied = true;
@@ -405,11 +408,11 @@ static int check_roles(PGconn *c, const lease_migration_t *m, char *err, size_t 
     if (!todo[0])
         return 0;
     store_pg_set_err(err, errsz,
-            "%s needs roles this user cannot create or grant (it lacks CREATEROLE or "
-            "the ADMIN OPTION on lease_operator); nothing was applied. Ask your "
-            "provider's administrator to run, once: %s then run leasectl migrate again "
-            "(docs/schema.md, \"Managed PostgreSQL\")",
-            m->name, todo);
+                     "%s needs roles this user cannot create or grant (it lacks CREATEROLE or "
+                     "the ADMIN OPTION on lease_operator); nothing was applied. Ask your "
+                     "provider's administrator to run, once: %s then run leasectl migrate again "
+                     "(docs/schema.md, \"Managed PostgreSQL\")",
+                     m->name, todo);
     return -1;
 }
 
@@ -464,10 +467,9 @@ static int apply_step(PGconn *c, const char *dir, FILE *log, lease_migration_pla
             fprintf(log, "applied %s\n", m->name);
     }
     if (log && reapplied)
-        fprintf(log, "applied %zu of %zu definitions from %s\n", reapplied, reps->count,
-                reps->dir);
+        fprintf(log, "applied %zu of %zu definitions from %s\n", reapplied, reps->count, reps->dir);
     return 0;
-fail: {
+fail : {
     /* a failed ROLLBACK leaves nothing to undo here: the caller closes the
      * session, which ends the transaction; the first error is the one to
      * report */
@@ -525,8 +527,8 @@ static bool shared_row_collision(const char *err)
  * transaction of the last file, so that file and the definitions that go
  * with it commit or roll back together.
  */
-static int apply_all(PGconn *c, const char *dir, FILE *log, lease_migration_plan_t *plan,
-                     char *err, size_t errsz)
+static int apply_all(PGconn *c, const char *dir, FILE *log, lease_migration_plan_t *plan, char *err,
+                     size_t errsz)
 {
     lease_repeatables_t reps = {0};
     if (lease_repeatables_read(lease_repeatables_dir(dir), &reps, err, errsz) != 0)
@@ -536,8 +538,8 @@ static int apply_all(PGconn *c, const char *dir, FILE *log, lease_migration_plan
     size_t last = plan->count ? plan->count - 1 : 0;
     for (size_t i = 0; i <= last && rc == 0; i++)
         for (int attempt = 1;; attempt++) {
-            rc = apply_step(c, dir, log, plan, plan->count ? i : SIZE_MAX,
-                            i == last ? &reps : NULL, &numbered, err, errsz);
+            rc = apply_step(c, dir, log, plan, plan->count ? i : SIZE_MAX, i == last ? &reps : NULL,
+                            &numbered, err, errsz);
             if (rc == 0 || attempt == 5 || !shared_row_collision(err))
                 break;
             usleep(20000u * (unsigned)attempt);
