@@ -10,22 +10,13 @@
 #include <string.h>
 #include <strings.h>
 
+#include "lease/hex.h"
+
 /* RFC 9110 tchar */
 static bool is_tchar(unsigned char c)
 {
     return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') ||
            (c && strchr("!#$%&'*+-.^_`|~", c));
-}
-
-static int hex(unsigned char c)
-{
-    if (c >= '0' && c <= '9')
-        return c - '0';
-    if (c >= 'a' && c <= 'f')
-        return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F')
-        return c - 'A' + 10;
-    return -1;
 }
 
 const char *leased_http_rules_target(const char *uri)
@@ -42,7 +33,8 @@ const char *leased_http_rules_target(const char *uri)
             in_query = true;
         if (*p != '%' || in_query)
             continue;
-        int hi = hex(p[1]), lo = hi < 0 ? -1 : hex(p[2]);
+        int hi = lease_hex_digit((unsigned char)p[1]),
+            lo = hi < 0 ? -1 : lease_hex_digit((unsigned char)p[2]);
         if (lo < 0)
             return "path";
         int c = hi * 16 + lo;
