@@ -32,7 +32,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
-#include <openssl/crypto.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -70,6 +69,8 @@
 /* Connections past LEASE_MAX_CONNECTIONS the library still accepts, so
  * that they are answered 503 (http_conns.h) rather than closed unanswered. */
 #define OVER_CAPACITY_ROOM 64
+/* Longest wait_ms query value taken (more digits than any valid one). */
+#define WAIT_MS_MAX 23
 
 /* What a daemon's access handler is given: which listener it serves. */
 typedef struct listener {
@@ -111,23 +112,15 @@ typedef struct request {
     size_t body_len;
     size_t discarded;
     bool too_large;
-    char *authorization;
-    char query_wait_ms[24];
     leased_conn_t *link;      /* the connection's record (NULL on the probe listener) */
     const char *target_field; /* the raw target broke a rule (http_rules.h) */
     bool started;             /* the head arrived: counted in h->active */
     bool close;               /* refused by the framing rules: the connection ends */
     int state;                /* request_state_t, atomic between worker and event thread */
+    leased_job_t job;         /* its turn on a worker (one at a time) */
     bool waited;              /* its socket is watched for a hang-up (http_conns.h) */
     bool on_probes;           /* arrived on the LEASE_METRICS_LISTEN listener */
 } request_t;
-
-/* The request this thread is parking (watch_woken must not run it here). */
-static __thread request_t *parking;
-
-/* Set by watch_woken when the hub wakes, on this very thread, the request
- * this thread is parking (no job could be queued): read by park(). */
-static __thread bool woken_while_parking;
 
 static void idle_signal(leased_http_t *h)
 {
@@ -145,12 +138,10 @@ static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const c
     (void)kind;
     request_t *rq = cls;
     if (strcmp(key, "wait_ms") != 0 || rq->ex.query_wait_ms || !value ||
-        strlen(value) >= sizeof rq->query_wait_ms) {
+        strlen(value) >= WAIT_MS_MAX)
         rq->ex.query_invalid = true;
-        return MHD_YES;
-    }
-    snprintf(rq->query_wait_ms, sizeof rq->query_wait_ms, "%s", value);
-    rq->ex.query_wait_ms = rq->query_wait_ms;
+    else
+        rq->ex.query_wait_ms = value; /* the library's copy: valid until the request ends */
     return MHD_YES;
 }
 
@@ -211,7 +202,7 @@ static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *
 
 /* The head arrived (first call of the access handler): the request state
  * is filled in. False when the request must not run (its connection was
- * cut meanwhile, or out of memory). */
+ * cut meanwhile). */
 static bool request_start(request_t *rq, const char *url, const char *method)
 {
     leased_http_t *h = rq->http;
@@ -225,10 +216,10 @@ static bool request_start(request_t *rq, const char *url, const char *method)
     (void)h->routes->match(method, url, &rq->ex, rq->path_param, sizeof rq->path_param,
                            &rq->wrong_method);
     rq->ex.path_param = rq->path_param;
-    const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-    if (auth && !(rq->authorization = strdup(auth)))
-        return false;
-    rq->ex.authorization = rq->authorization;
+    /* Read where the library holds the request head (its connection
+     * memory, which it zeroes between requests), not copied: the bearer
+     * token is in that buffer anyway, and a copy would be one more to wipe. */
+    rq->ex.authorization = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
     MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, collect_query, rq);
     client_source(h, rq, rq->ex.source);
     (void)leased_traceparent_trace_id(
@@ -242,11 +233,6 @@ static void request_free(request_t *rq)
         return;
     free(rq->ex.reply_body);
     free(rq->body);
-    if (rq->authorization) {
-        /* the bearer token: wiped, never logged */
-        OPENSSL_cleanse(rq->authorization, strlen(rq->authorization));
-        free(rq->authorization);
-    }
     free(rq);
 }
 
@@ -340,14 +326,8 @@ static void run_job(void *arg)
 static void watch_woken(void *arg)
 {
     request_t *rq = arg;
-    /* accepted even while stopping; out of memory: run it right here (or,
-     * when woken while parking, where it was parked) */
-    if (leased_work_queue_push_after(rq->http->workers, continue_job, rq, 0))
-        return;
-    if (parking == rq)
-        woken_while_parking = true; /* this thread's, not rq's: rq may be gone once parked */
-    else
-        continue_job(rq);
+    /* accepted even while stopping */
+    leased_work_queue_push_after(rq->http->workers, &rq->job, continue_job, rq, 0);
 }
 
 /* Hang-up of a waiting request's client (http_conns.h, lock held): its
@@ -369,19 +349,14 @@ static void wake_gone(void *cls, void *arg)
 
 /* Parks rq unless its client is gone already; under the connections'
  * lock, so a hang-up either is seen here or finds rq parked. */
-static leased_watch_park_result_t park(leased_http_t *h, request_t *rq, bool *woken_inline)
+static leased_watch_park_result_t park(leased_http_t *h, request_t *rq)
 {
     leased_exchange_t *ex = &rq->ex;
     leased_conns_lock(h->conns);
     leased_watch_park_result_t pr = LEASED_WATCH_STOPPING;
-    woken_while_parking = false;
-    if (!__atomic_load_n(&ex->client_gone, __ATOMIC_ACQUIRE)) {
-        parking = rq;
+    if (!__atomic_load_n(&ex->client_gone, __ATOMIC_ACQUIRE))
         pr = leased_watch_park(h->app->watch, ex->park_lease_id, ex->park_seq, ex->park_until_ns,
                                watch_woken, rq);
-        parking = NULL;
-    }
-    *woken_inline = woken_while_parking;
     leased_conns_unlock(h->conns);
     return pr;
 }
@@ -410,21 +385,14 @@ static void after_route(request_t *rq)
         rq->waited = rq->waited || leased_conns_wait(h->conns, rq->link, rq);
         if (rq->ex.park_requested) {
             rq->ex.park_requested = false;
-            bool woken_inline = false;
-            leased_watch_park_result_t pr = park(h, rq, &woken_inline);
-            if (pr == LEASED_WATCH_PARKED && !woken_inline)
-                return; /* rq belongs to the hub now: not even read again */
+            leased_watch_park_result_t pr = park(h, rq);
             if (pr == LEASED_WATCH_PARKED)
-                h->routes->next(h->app, &rq->ex);
-            else
-                h->routes->park_refused(h->app, &rq->ex, pr == LEASED_WATCH_FULL);
+                return; /* rq belongs to the hub now: not even read again */
+            h->routes->park_refused(h->app, &rq->ex, pr == LEASED_WATCH_FULL);
             continue;
         }
-        if (leased_work_queue_push_after(h->workers, continue_job, rq, rq->ex.again_after_ms))
-            return;
-        /* out of memory for a job: wait here instead */
-        lease_sleep_ms(rq->ex.again_after_ms);
-        h->routes->next(h->app, &rq->ex);
+        leased_work_queue_push_after(h->workers, &rq->job, continue_job, rq, rq->ex.again_after_ms);
+        return;
     }
     /* the socket may be closed once resumed */
     if (rq->waited)
@@ -500,7 +468,7 @@ static enum MHD_Result complete(request_t *rq)
     }
     __atomic_store_n(&rq->state, RQ_RUNNING, __ATOMIC_RELEASE);
     MHD_suspend_connection(rq->conn);
-    if (!leased_work_queue_push(h->workers, run_job, rq)) {
+    if (!leased_work_queue_push(h->workers, &rq->job, run_job, rq)) {
         h->routes->reply_error(ex, LEASE_BACKEND_UNAVAILABLE, NULL, 1000);
         resume(rq);
     }
