@@ -4,20 +4,21 @@
  * draining.
  *
  * The library listens and owns every client socket (one epoll thread);
- * http_conns.c adds admission and deadlines through the library's own
- * hooks, http_rules.c the framing rules. Per request the library calls:
- * the URI log callback with the raw target (the request state is made and
- * the target checked before the library unescapes it); the access handler
- * once after the headers (framing rules, route match; a refusal or an
- * oversize Content-Length is answered at once, with Connection: close for
- * a refusal), once per body chunk (appended, or discarded after 64 KiB and
- * answered 400 at the end), and once at the end. At the end a health route
- * is answered inline; for a lease route the connection is suspended and the
- * request queued to a worker (admission happens there, once the caller is
- * known). The worker runs the route (blocking on the database), marks the
- * request done and resumes the connection; the next call of the handler
- * queues the reply. A request thus wakes two threads: the library's and
- * one worker. Every reply gets X-Correlation-Id.
+ * http_conns.c adds admission, deadlines and the hang-ups of waiting
+ * requests through the library's own hooks, http_rules.c the framing
+ * rules. Per request the library calls: the URI log callback with the raw
+ * target (the request state is made and the target checked before the
+ * library unescapes it); the access handler once after the headers
+ * (framing rules, route match; a refusal or an oversize Content-Length is
+ * answered at once, with Connection: close for a refusal), once per body
+ * chunk (appended, or discarded after 64 KiB and answered 400 at the end),
+ * and once at the end. At the end a health route is answered inline; for
+ * a lease route the connection is suspended and the request queued to a
+ * worker (admission happens there, once the caller is known). The worker
+ * runs the route (blocking on the database), marks the request done and
+ * resumes the connection; the next call of the handler queues the reply.
+ * A request thus wakes two threads: the library's and one worker. Every
+ * reply gets X-Correlation-Id.
  *
  * A watch (GET /v1/leases/{lease_id}/watch) that finds its lease active
  * asks to be parked: the worker hands the request to the watch hub with the
@@ -121,13 +122,6 @@ typedef struct request {
     bool waited;              /* its socket is watched for a hang-up (http_conns.h) */
     bool on_probes;           /* arrived on the LEASE_METRICS_LISTEN listener */
 } request_t;
-
-static void idle_signal(leased_http_t *h)
-{
-    pthread_mutex_lock(&h->idle_mutex);
-    pthread_cond_broadcast(&h->idle_cond);
-    pthread_mutex_unlock(&h->idle_mutex);
-}
 
 /* Query arguments: only a watch reads one (wait_ms); any other argument,
  * or wait_ms twice or too long, marks the query invalid for it. Other routes
@@ -545,8 +539,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         leased_conns_idle(h->conns, leased_conns_of(conn));
     request_free(rq);
     if (started) {
+        pthread_mutex_lock(&h->idle_mutex); /* leased_http_wait_idle sees it */
         __atomic_sub_fetch(&h->active, 1, __ATOMIC_ACQ_REL);
-        idle_signal(h);
+        pthread_cond_broadcast(&h->idle_cond);
+        pthread_mutex_unlock(&h->idle_mutex);
     }
 }
 

@@ -152,6 +152,13 @@ static void cut(leased_conn_t *c, int status, lease_code_t code)
         shutdown(c->fd, SHUT_RDWR);
 }
 
+/* Whether the client of fd has closed its side or reset. */
+static bool hung_up(int fd)
+{
+    struct pollfd p = {fd, POLLRDHUP, 0};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
 /* ---- admission (the library's thread) --------------------------------------- */
 
 /* A trusted peer's connection may start with a PROXY v2 header: consumed
@@ -186,29 +193,12 @@ static void read_proxy_header(int fd, char out[64])
  * now, they give their slots back. True when there was one. */
 static bool reap_hung_up(leased_conns_t *cs, const leased_conn_t *newcomer)
 {
-    size_t n = 0;
-    for (leased_conn_t *c = cs->list; c; c = c->next)
-        n += c->phase == PH_HEADLESS && c != newcomer;
-    struct pollfd *p = n ? calloc(n, sizeof *p) : NULL;
-    if (!p)
-        return false;
-    size_t i = 0;
-    for (leased_conn_t *c = cs->list; c && i < n; c = c->next)
-        if (c->phase == PH_HEADLESS && c != newcomer)
-            p[i++] = (struct pollfd){c->fd, POLLRDHUP, 0};
     bool any = false;
-    if (poll(p, n, 0) > 0) {
-        i = 0;
-        for (leased_conn_t *c = cs->list; c && i < n; c = c->next) {
-            if (c->phase != PH_HEADLESS || c == newcomer)
-                continue;
-            if (p[i++].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
-                cut(c, 0, LEASE_BACKEND_UNAVAILABLE);
-                any = true;
-            }
+    for (leased_conn_t *c = cs->list; c; c = c->next)
+        if (c->phase == PH_HEADLESS && c != newcomer && hung_up(c->fd)) {
+            cut(c, 0, LEASE_BACKEND_UNAVAILABLE);
+            any = true;
         }
-    }
-    free(p);
     return any;
 }
 
@@ -305,21 +295,6 @@ leased_conn_t *leased_conns_of(struct MHD_Connection *conn)
 
 /* ---- phases (the library's thread) ------------------------------------------ */
 
-bool leased_conns_head(leased_conns_t *cs, leased_conn_t *c)
-{
-    if (!c)
-        return true;
-    pthread_mutex_lock(&cs->mu);
-    bool live = c->phase != PH_GONE;
-    if (live) {
-        c->phase = PH_RECEIVING;
-        if (!c->first) /* the first request's time counts from the connection */
-            c->since_ns = lease_mono_now_ns();
-    }
-    pthread_mutex_unlock(&cs->mu);
-    return live;
-}
-
 static bool set_phase(leased_conns_t *cs, leased_conn_t *c, phase_t to)
 {
     if (!c)
@@ -327,13 +302,19 @@ static bool set_phase(leased_conns_t *cs, leased_conn_t *c, phase_t to)
     pthread_mutex_lock(&cs->mu);
     bool live = c->phase != PH_GONE;
     if (live) {
+        /* the first request's time counts from the connection */
+        if (to != PH_RECEIVING || !c->first)
+            c->since_ns = lease_mono_now_ns();
+        c->first = c->first && to != PH_HEADLESS;
         c->phase = to;
-        c->since_ns = lease_mono_now_ns();
-        if (to == PH_HEADLESS)
-            c->first = false;
     }
     pthread_mutex_unlock(&cs->mu);
     return live;
+}
+
+bool leased_conns_head(leased_conns_t *cs, leased_conn_t *c)
+{
+    return set_phase(cs, c, PH_RECEIVING);
 }
 
 bool leased_conns_answering(leased_conns_t *cs, leased_conn_t *c)
@@ -414,12 +395,6 @@ static void scan(leased_conns_t *cs, int64_t now)
     }
 }
 
-static bool hung_up(int fd)
-{
-    struct pollfd p = {fd, POLLRDHUP, 0};
-    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
-}
-
 /* The waiting request of fd when its client has hung up (under mu): taken
  * off the watch and marked gone; NULL for a stale event. Hang-ups are rare:
  * the list is walked for each. */
@@ -443,7 +418,7 @@ static void *conns_main(void *arg)
     void *gone[64];
     int64_t next_scan = lease_mono_now_ns() + SCAN_EVERY_MS * 1000000LL;
     for (;;) {
-        int left_ms = (int)((next_scan - lease_mono_now_ns()) / 1000000);
+        int left_ms = (int)((next_scan - lease_mono_now_ns() + 999999) / 1000000);
         int n = epoll_wait(cs->epfd, ev, 64, left_ms > 0 ? left_ms : 0);
         int k = 0;
         pthread_mutex_lock(&cs->mu);
