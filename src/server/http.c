@@ -4,20 +4,21 @@
  * draining.
  *
  * The library listens and owns every client socket (one epoll thread);
- * http_conns.c adds admission and deadlines through the library's own
- * hooks, http_rules.c the framing rules. Per request the library calls:
- * the URI log callback with the raw target (the request state is made and
- * the target checked before the library unescapes it); the access handler
- * once after the headers (framing rules, route match; a refusal or an
- * oversize Content-Length is answered at once, with Connection: close for
- * a refusal), once per body chunk (appended, or discarded after 64 KiB and
- * answered 400 at the end), and once at the end. At the end a health route
- * is answered inline; for a lease route the connection is suspended and the
- * request queued to a worker (admission happens there, once the caller is
- * known). The worker runs the route (blocking on the database), marks the
- * request done and resumes the connection; the next call of the handler
- * queues the reply. A request thus wakes two threads: the library's and
- * one worker. Every reply gets X-Correlation-Id.
+ * http_conns.c adds admission, deadlines and the hang-ups of waiting
+ * requests through the library's own hooks, http_rules.c the framing
+ * rules. Per request the library calls: the URI log callback with the raw
+ * target (the request state is made and the target checked before the
+ * library unescapes it); the access handler once after the headers
+ * (framing rules, route match; a refusal or an oversize Content-Length is
+ * answered at once, with Connection: close for a refusal), once per body
+ * chunk (appended, or discarded after 64 KiB and answered 400 at the end),
+ * and once at the end. At the end a health route is answered inline; for
+ * a lease route the connection is suspended and the request queued to a
+ * worker (admission happens there, once the caller is known). The worker
+ * runs the route (blocking on the database), marks the request done and
+ * resumes the connection; the next call of the handler queues the reply.
+ * A request thus wakes two threads: the library's and one worker. Every
+ * reply gets X-Correlation-Id.
  *
  * A watch (GET /v1/leases/{lease_id}/watch) that finds its lease active
  * asks to be parked: the worker hands the request to the watch hub with the
@@ -32,7 +33,6 @@
 #include <arpa/inet.h>
 #include <errno.h>
 #include <microhttpd.h>
-#include <openssl/crypto.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdarg.h>
@@ -50,8 +50,8 @@
 #include "lease/log.h"
 #include "app.h"
 #include "http_conns.h"
-#include "http_hangup.h"
 #include "http_rules.h"
+#include "request_ids.h"
 #include "trusted_proxies.h"
 #include "work_queue.h"
 
@@ -70,6 +70,8 @@
 /* Connections past LEASE_MAX_CONNECTIONS the library still accepts, so
  * that they are answered 503 (http_conns.h) rather than closed unanswered. */
 #define OVER_CAPACITY_ROOM 64
+/* Longest wait_ms query value taken (more digits than any valid one). */
+#define WAIT_MS_MAX 23
 
 /* What a daemon's access handler is given: which listener it serves. */
 typedef struct listener {
@@ -83,15 +85,14 @@ struct leased_http {
     struct MHD_Daemon *daemon;
     struct MHD_Daemon *probes; /* LEASE_METRICS_LISTEN's own daemon, or NULL */
     listener_t main_listener, probe_listener;
-    leased_conns_t *conns; /* admission and deadlines (http_conns.h) */
+    leased_conns_t *conns; /* admission, deadlines, hang-ups (http_conns.h) */
     int listen_fd;         /* closed after the library stops */
     bool quiesced;         /* the library no longer accepts (main thread only) */
     int port;
     leased_work_queue_t *workers;
-    leased_hangup_t *hangup; /* sockets of waiting requests (http_hangup.h) */
-    int64_t active;          /* atomic: requests between headers and reply sent */
-    int64_t suspended;       /* requests on workers (changed under idle_mutex) */
-    bool stopping;           /* under idle_mutex: no request is suspended any more */
+    int64_t active;    /* atomic: requests between headers and reply sent */
+    int64_t suspended; /* requests on workers (changed under idle_mutex) */
+    bool stopping;     /* under idle_mutex: no request is suspended any more */
     pthread_mutex_t idle_mutex;
     pthread_cond_t idle_cond;
 };
@@ -109,73 +110,18 @@ typedef struct request {
     bool wrong_method; /* no route: the path exists with another method */
     char path_param[LEASE_ID_MAX + 2];
     char *body;
-    size_t body_len, body_cap;
+    size_t body_len;
     size_t discarded;
     bool too_large;
-    char *authorization;
-    char query_wait_ms[24];
     leased_conn_t *link;      /* the connection's record (NULL on the probe listener) */
     const char *target_field; /* the raw target broke a rule (http_rules.h) */
     bool started;             /* the head arrived: counted in h->active */
     bool close;               /* refused by the framing rules: the connection ends */
     int state;                /* request_state_t, atomic between worker and event thread */
-    int hangup_fd;            /* >= 0: registered with h->hangup while it waits */
+    leased_job_t job;         /* its turn on a worker (one at a time) */
+    bool waited;              /* its socket is watched for a hang-up (http_conns.h) */
     bool on_probes;           /* arrived on the LEASE_METRICS_LISTEN listener */
 } request_t;
-
-/* The request this thread is parking (watch_woken must not run it here). */
-static __thread request_t *parking;
-
-/* Set by watch_woken when the hub wakes, on this very thread, the request
- * this thread is parking (no job could be queued): read by park(). */
-static __thread bool woken_while_parking;
-
-static bool all_hex(const char *s, size_t n, bool *all_zero)
-{
-    *all_zero = true;
-    for (size_t i = 0; i < n; i++) {
-        char c = s[i];
-        if (!((c >= '0' && c <= '9') || (c >= 'a' && c <= 'f')))
-            return false;
-        if (c != '0')
-            *all_zero = false;
-    }
-    return true;
-}
-
-/* version "-" trace-id(32) "-" parent-id(16) "-" flags(2); lower-case hex;
- * version ff and all-zero ids are invalid; version 00 has nothing after
- * the flags, later versions may append "-..." fields. */
-bool leased_http_parse_traceparent(const char *v, char out[33])
-{
-    out[0] = '\0';
-    if (!v)
-        return false;
-    size_t n = strlen(v);
-    bool zero;
-    if (n < 55 || v[2] != '-' || v[35] != '-' || v[52] != '-')
-        return false;
-    if (!all_hex(v, 2, &zero) || strncmp(v, "ff", 2) == 0)
-        return false;
-    if (strncmp(v, "00", 2) == 0 ? n != 55 : (n > 55 && v[55] != '-'))
-        return false;
-    if (!all_hex(v + 3, 32, &zero) || zero)
-        return false;
-    if (!all_hex(v + 36, 16, &zero) || zero)
-        return false;
-    if (!all_hex(v + 53, 2, &zero))
-        return false;
-    memcpy(out, v + 3, 32);
-    out[32] = '\0';
-    return true;
-}
-
-static void idle_signal(leased_http_t *h)
-{
-    pthread_mutex_lock(&h->idle_mutex);
-    pthread_cond_broadcast(&h->idle_cond);
-    pthread_mutex_unlock(&h->idle_mutex);
-}
 
 /* Query arguments: only a watch reads one (wait_ms); any other argument,
  * or wait_ms twice or too long, marks the query invalid for it. Other routes
@@ -186,12 +132,10 @@ static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const c
     (void)kind;
     request_t *rq = cls;
     if (strcmp(key, "wait_ms") != 0 || rq->ex.query_wait_ms || !value ||
-        strlen(value) >= sizeof rq->query_wait_ms) {
+        strlen(value) >= WAIT_MS_MAX)
         rq->ex.query_invalid = true;
-        return MHD_YES;
-    }
-    snprintf(rq->query_wait_ms, sizeof rq->query_wait_ms, "%s", value);
-    rq->ex.query_wait_ms = rq->query_wait_ms;
+    else
+        rq->ex.query_wait_ms = value; /* the library's copy: valid until the request ends */
     return MHD_YES;
 }
 
@@ -222,17 +166,10 @@ static enum MHD_Result collect_forwarded(void *cls, enum MHD_ValueKind kind, con
 static void client_source(leased_http_t *h, request_t *rq, char *out)
 {
     char peer[64];
-    if (rq->link) {
+    if (rq->link)
         snprintf(peer, sizeof peer, "%s", leased_conns_source(rq->link));
-    } else {
-        const union MHD_ConnectionInfo *ci =
-            MHD_get_connection_info(rq->conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-        leased_conns_address_text(ci ? ci->client_addr : NULL,
-                                  ci && ci->client_addr && ci->client_addr->sa_family == AF_INET6
-                                      ? (socklen_t)sizeof(struct sockaddr_in6)
-                                      : (socklen_t)sizeof(struct sockaddr_in),
-                                  peer);
-    }
+    else
+        leased_conns_peer(rq->conn, peer);
     const leased_trusted_proxies_t *tp = &h->app->config->trusted;
     forwarded_t f = {.text = ""};
     if (tp->n > 0 && leased_trusted_proxies_has(tp, peer))
@@ -251,7 +188,6 @@ static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *
         return NULL;
     rq->http = l->http;
     rq->conn = conn;
-    rq->hangup_fd = -1;
     rq->on_probes = l->probes;
     rq->ex.received_mono_ns = lease_mono_now_ns();
     rq->target_field = leased_http_rules_target(uri);
@@ -260,7 +196,7 @@ static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *
 
 /* The head arrived (first call of the access handler): the request state
  * is filled in. False when the request must not run (its connection was
- * cut meanwhile, or out of memory). */
+ * cut meanwhile). */
 static bool request_start(request_t *rq, const char *url, const char *method)
 {
     leased_http_t *h = rq->http;
@@ -270,17 +206,17 @@ static bool request_start(request_t *rq, const char *url, const char *method)
         return false;
     rq->started = true;
     __atomic_add_fetch(&h->active, 1, __ATOMIC_ACQ_REL);
-    leased_http_correlation_id(rq->ex.correlation_id);
+    leased_correlation_id(rq->ex.correlation_id);
     (void)h->routes->match(method, url, &rq->ex, rq->path_param, sizeof rq->path_param,
                            &rq->wrong_method);
     rq->ex.path_param = rq->path_param;
-    const char *auth = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
-    if (auth && !(rq->authorization = strdup(auth)))
-        return false;
-    rq->ex.authorization = rq->authorization;
+    /* Read where the library holds the request head (its connection
+     * memory, which it zeroes between requests), not copied: the bearer
+     * token is in that buffer anyway, and a copy would be one more to wipe. */
+    rq->ex.authorization = MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "Authorization");
     MHD_get_connection_values(conn, MHD_GET_ARGUMENT_KIND, collect_query, rq);
     client_source(h, rq, rq->ex.source);
-    (void)leased_http_parse_traceparent(
+    (void)leased_traceparent_trace_id(
         MHD_lookup_connection_value(conn, MHD_HEADER_KIND, "traceparent"), rq->ex.trace_id);
     return true;
 }
@@ -291,37 +227,20 @@ static void request_free(request_t *rq)
         return;
     free(rq->ex.reply_body);
     free(rq->body);
-    if (rq->authorization) {
-        /* the bearer token: wiped, never logged */
-        OPENSSL_cleanse(rq->authorization, strlen(rq->authorization));
-        free(rq->authorization);
-    }
     free(rq);
 }
 
 static void absorb(request_t *rq, const char *data, size_t n)
 {
-    if (rq->too_large || rq->body_len + n > LEASED_BODY_MAX) {
+    bool fits = !rq->too_large && rq->body_len + n <= LEASED_BODY_MAX;
+    char *grown = fits ? realloc(rq->body, rq->body_len + n) : NULL;
+    if (!grown) {
+        /* over the cap (or out of memory): refused, never half-read */
         rq->too_large = true;
         rq->discarded += n;
         return;
     }
-    if (rq->body_len + n > rq->body_cap) {
-        size_t cap = rq->body_cap ? rq->body_cap : 4096;
-        while (cap < rq->body_len + n)
-            cap *= 2;
-        if (cap > LEASED_BODY_MAX)
-            cap = LEASED_BODY_MAX;
-        char *nb = realloc(rq->body, cap);
-        if (!nb) {
-            /* treated like an oversize body: refused, never half-read */
-            rq->too_large = true;
-            rq->discarded += n;
-            return;
-        }
-        rq->body = nb;
-        rq->body_cap = cap;
-    }
+    rq->body = grown;
     memcpy(rq->body + rq->body_len, data, n);
     rq->body_len += n;
 }
@@ -364,14 +283,11 @@ static enum MHD_Result send_reply(request_t *rq)
     int64_t latency_ns = lease_mono_now_ns() - ex->received_mono_ns;
     leased_metrics_observe(h->app->metrics, ex->route_slot,
                            leased_metrics_code_slot(ex->code_label), latency_ns);
-    if (LEASE_LOG_ENABLED(LEASE_LOG_INFO) && ex->route && !ex->quiet_log) {
-        lease_log_fields_t f = {ex->correlation_id, ex->trace_id, ex->route_name, ex->code_label,
+    if ((!ex->route || !ex->quiet_log) && LEASE_LOG_ENABLED(LEASE_LOG_INFO)) {
+        lease_log_fields_t f = {ex->correlation_id, ex->trace_id,
+                                ex->route ? ex->route_name : "unmatched", ex->code_label,
                                 latency_ns / 1000000};
         lease_log_write(LEASE_LOG_INFO, &f, "request answered %d", ex->status);
-    } else if (!ex->route) {
-        lease_log_fields_t f = {ex->correlation_id, ex->trace_id, "unmatched", ex->code_label,
-                                latency_ns / 1000000};
-        LEASE_LOG(LEASE_LOG_INFO, &f, "request answered %d", ex->status);
     }
     return ret;
 }
@@ -404,17 +320,11 @@ static void run_job(void *arg)
 static void watch_woken(void *arg)
 {
     request_t *rq = arg;
-    /* accepted even while stopping; out of memory: run it right here (or,
-     * when woken while parking, where it was parked) */
-    if (leased_work_queue_push_after(rq->http->workers, continue_job, rq, 0))
-        return;
-    if (parking == rq)
-        woken_while_parking = true; /* this thread's, not rq's: rq may be gone once parked */
-    else
-        continue_job(rq);
+    /* accepted even while stopping */
+    leased_work_queue_push_after(rq->http->workers, &rq->job, continue_job, rq, 0);
 }
 
-/* Hang-up of a waiting request's client (http_hangup.h, lock held): its
+/* Hang-up of a waiting request's client (http_conns.h, lock held): its
  * next step answers at once and gives its slots back. */
 static void client_gone(void *arg)
 {
@@ -431,73 +341,57 @@ static void wake_gone(void *cls, void *arg)
     (void)leased_watch_cancel(h->app->watch, arg);
 }
 
-/* A request starts waiting: watch its socket for the client going away. */
-static void watch_hangup(request_t *rq)
-{
-    if (rq->hangup_fd >= 0)
-        return;
-    const union MHD_ConnectionInfo *ci =
-        MHD_get_connection_info(rq->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    if (ci && leased_hangup_watch(rq->http->hangup, ci->connect_fd, rq))
-        rq->hangup_fd = ci->connect_fd;
-}
-
-/* Parks rq unless its client is gone already; under the hangup lock, so a
- * hang-up either is seen here or finds rq parked. */
-static leased_watch_park_result_t park(leased_http_t *h, request_t *rq, bool *woken_inline)
+/* Parks rq unless its client is gone already; under the connections'
+ * lock, so a hang-up either is seen here or finds rq parked. */
+static leased_watch_park_result_t park(leased_http_t *h, request_t *rq)
 {
     leased_exchange_t *ex = &rq->ex;
-    leased_hangup_lock(h->hangup);
+    leased_conns_lock(h->conns);
     leased_watch_park_result_t pr = LEASED_WATCH_STOPPING;
-    woken_while_parking = false;
-    if (!__atomic_load_n(&ex->client_gone, __ATOMIC_ACQUIRE)) {
-        parking = rq;
+    if (!__atomic_load_n(&ex->client_gone, __ATOMIC_ACQUIRE))
         pr = leased_watch_park(h->app->watch, ex->park_lease_id, ex->park_seq, ex->park_until_ns,
                                watch_woken, rq);
-        parking = NULL;
-    }
-    *woken_inline = woken_while_parking;
-    leased_hangup_unlock(h->hangup);
+    leased_conns_unlock(h->conns);
     return pr;
+}
+
+/* The reply is ready: the event thread sends it. Resumed and counted down
+ * under the mutex leased_http_stop takes: once resumed, the reply may be
+ * sent and the request completed before this thread runs again, and stop
+ * must never see "idle" with a connection still counted as suspended (or
+ * the reverse). rq may be freed as soon as the resume is done. */
+static void resume(request_t *rq)
+{
+    leased_http_t *h = rq->http;
+    __atomic_store_n(&rq->state, RQ_DONE, __ATOMIC_RELEASE);
+    pthread_mutex_lock(&h->idle_mutex);
+    MHD_resume_connection(rq->conn);
+    __atomic_sub_fetch(&h->suspended, 1, __ATOMIC_ACQ_REL);
+    pthread_cond_broadcast(&h->idle_cond);
+    pthread_mutex_unlock(&h->idle_mutex);
 }
 
 static void after_route(request_t *rq)
 {
     leased_http_t *h = rq->http;
     while (rq->ex.again_after_ms > 0 || rq->ex.park_requested) {
-        watch_hangup(rq);
+        /* it waits: its client going away is heard (http_conns.h) */
+        rq->waited = rq->waited || leased_conns_wait(h->conns, rq->link, rq);
         if (rq->ex.park_requested) {
             rq->ex.park_requested = false;
-            bool woken_inline = false;
-            leased_watch_park_result_t pr = park(h, rq, &woken_inline);
-            if (pr == LEASED_WATCH_PARKED && !woken_inline)
-                return; /* rq belongs to the hub now: not even read again */
+            leased_watch_park_result_t pr = park(h, rq);
             if (pr == LEASED_WATCH_PARKED)
-                h->routes->next(h->app, &rq->ex);
-            else
-                h->routes->park_refused(h->app, &rq->ex, pr == LEASED_WATCH_FULL);
+                return; /* rq belongs to the hub now: not even read again */
+            h->routes->park_refused(h->app, &rq->ex, pr == LEASED_WATCH_FULL);
             continue;
         }
-        if (leased_work_queue_push_after(h->workers, continue_job, rq, rq->ex.again_after_ms))
-            return;
-        /* out of memory for a job: wait here instead */
-        lease_sleep_ms(rq->ex.again_after_ms);
-        h->routes->next(h->app, &rq->ex);
+        leased_work_queue_push_after(h->workers, &rq->job, continue_job, rq, rq->ex.again_after_ms);
+        return;
     }
     /* the socket may be closed once resumed */
-    leased_hangup_forget(h->hangup, rq->hangup_fd);
-    rq->hangup_fd = -1;
-    __atomic_store_n(&rq->state, RQ_DONE, __ATOMIC_RELEASE);
-    /* Resume and count down under the mutex leased_http_stop takes: once
-     * resumed, the reply may be sent and the request completed before this
-     * thread runs again, and stop must never see "idle" with a connection
-     * still counted as suspended (or the reverse). rq may be freed as soon
-     * as the resume is done. */
-    pthread_mutex_lock(&h->idle_mutex);
-    MHD_resume_connection(rq->conn);
-    __atomic_sub_fetch(&h->suspended, 1, __ATOMIC_ACQ_REL);
-    pthread_cond_broadcast(&h->idle_cond);
-    pthread_mutex_unlock(&h->idle_mutex);
+    if (rq->waited)
+        leased_conns_unwait(h->conns, rq->link);
+    resume(rq);
 }
 
 static unsigned long long content_length(const char *v)
@@ -568,13 +462,9 @@ static enum MHD_Result complete(request_t *rq)
     }
     __atomic_store_n(&rq->state, RQ_RUNNING, __ATOMIC_RELEASE);
     MHD_suspend_connection(rq->conn);
-    if (!leased_work_queue_push(h->workers, run_job, rq)) {
+    if (!leased_work_queue_push(h->workers, &rq->job, run_job, rq)) {
         h->routes->reply_error(ex, LEASE_BACKEND_UNAVAILABLE, NULL, 1000);
-        __atomic_store_n(&rq->state, RQ_DONE, __ATOMIC_RELEASE);
-        pthread_mutex_lock(&h->idle_mutex);
-        MHD_resume_connection(rq->conn);
-        __atomic_sub_fetch(&h->suspended, 1, __ATOMIC_ACQ_REL);
-        pthread_mutex_unlock(&h->idle_mutex);
+        resume(rq);
     }
     return MHD_YES;
 }
@@ -597,7 +487,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
 {
     const listener_t *l = cls;
     request_t *rq = *con_cls;
-    if (!rq && !(rq = *con_cls = on_request_line(cls, "/", conn)))
+    if (!rq) /* on_request_line ran out of memory */
         return MHD_NO;
     if (!rq->started) {
         if (!request_start(rq, url, method))
@@ -649,8 +539,10 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
         leased_conns_idle(h->conns, leased_conns_of(conn));
     request_free(rq);
     if (started) {
+        pthread_mutex_lock(&h->idle_mutex); /* leased_http_wait_idle sees it */
         __atomic_sub_fetch(&h->active, 1, __ATOMIC_ACQ_REL);
-        idle_signal(h);
+        pthread_cond_broadcast(&h->idle_cond);
+        pthread_mutex_unlock(&h->idle_mutex);
     }
 }
 
@@ -668,6 +560,22 @@ __attribute__((format(printf, 2, 0))) static void on_mhd_log(void *cls, const ch
     LOG_WARN("libmicrohttpd: %s", msg);
 }
 
+/* host (numeric, checked by config.c) and port as a socket address. */
+static socklen_t listen_address(const char *host, int port, struct sockaddr_storage *ss)
+{
+    memset(ss, 0, sizeof *ss);
+    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)ss;
+    struct sockaddr_in *a4 = (struct sockaddr_in *)ss;
+    if (strchr(host, ':')) {
+        a6->sin6_family = AF_INET6;
+        a6->sin6_port = htons((uint16_t)port);
+        return inet_pton(AF_INET6, host, &a6->sin6_addr) == 1 ? sizeof *a6 : 0;
+    }
+    a4->sin_family = AF_INET;
+    a4->sin_port = htons((uint16_t)port);
+    return inet_pton(AF_INET, host, &a4->sin_addr) == 1 ? sizeof *a4 : 0;
+}
+
 /*
  * LEASE_METRICS_LISTEN: a daemon of its own, with its own thread and a
  * small connection budget (per address and in all), for /metrics,
@@ -678,22 +586,12 @@ static bool start_probes(leased_http_t *h, char *err, size_t errsz)
 {
     const leased_config_t *cfg = h->app->config;
     struct sockaddr_storage ss;
-    memset(&ss, 0, sizeof ss);
-    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG;
-    if (strchr(cfg->metrics_host, ':')) {
-        struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
-        a6->sin6_family = AF_INET6;
-        a6->sin6_port = htons((uint16_t)cfg->metrics_port);
-        if (inet_pton(AF_INET6, cfg->metrics_host, &a6->sin6_addr) != 1)
-            goto bad;
-        flags |= MHD_USE_IPv6;
-    } else {
-        struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
-        a4->sin_family = AF_INET;
-        a4->sin_port = htons((uint16_t)cfg->metrics_port);
-        if (inet_pton(AF_INET, cfg->metrics_host, &a4->sin_addr) != 1)
-            goto bad;
+    if (!listen_address(cfg->metrics_host, cfg->metrics_port, &ss)) {
+        snprintf(err, errsz, "metrics listen address %s is not numeric", cfg->metrics_host);
+        return false;
     }
+    unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
+                     (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
     h->probes = MHD_start_daemon(
         flags, (uint16_t)cfg->metrics_port, NULL, NULL, on_request, &h->probe_listener,
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
@@ -713,9 +611,6 @@ static bool start_probes(leased_http_t *h, char *err, size_t errsz)
     LOG_INFO("metrics and health served at %s port %u", cfg->metrics_host,
              di ? (unsigned)di->port : 0U);
     return true;
-bad:
-    snprintf(err, errsz, "metrics listen address %s is not numeric", cfg->metrics_host);
-    return false;
 }
 
 /* Room for a descriptor per connection and the rest of the process. */
@@ -737,21 +632,12 @@ static void raise_fd_limit(int64_t connections)
 static int bind_listener(const char *host, int port, int *bound, char *err, size_t errsz)
 {
     struct sockaddr_storage ss;
-    memset(&ss, 0, sizeof ss);
-    bool v6 = strchr(host, ':') != NULL;
-    struct sockaddr_in6 *a6 = (struct sockaddr_in6 *)&ss;
-    struct sockaddr_in *a4 = (struct sockaddr_in *)&ss;
-    if (v6 ? inet_pton(AF_INET6, host, &a6->sin6_addr) != 1
-           : inet_pton(AF_INET, host, &a4->sin_addr) != 1) {
+    socklen_t len = listen_address(host, port, &ss);
+    if (!len) {
         snprintf(err, errsz, "listen address %s is not numeric", host);
         return -1;
     }
-    socklen_t len = v6 ? sizeof *a6 : sizeof *a4;
-    ss.ss_family = v6 ? AF_INET6 : AF_INET;
-    if (v6)
-        a6->sin6_port = htons((uint16_t)port);
-    else
-        a4->sin_port = htons((uint16_t)port);
+    bool v6 = ss.ss_family == AF_INET6;
     int fd = socket(ss.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     int one = 1;
     if (fd >= 0) {
@@ -770,8 +656,27 @@ static int bind_listener(const char *host, int port, int *bound, char *err, size
         return -1;
     }
     getsockname(fd, (struct sockaddr *)&ss, &len);
-    *bound = ntohs(v6 ? a6->sin6_port : a4->sin_port);
+    *bound =
+        ntohs(v6 ? ((struct sockaddr_in6 *)&ss)->sin6_port : ((struct sockaddr_in *)&ss)->sin_port);
     return fd;
+}
+
+/* Stops what leased_http_start started, in the reverse order. */
+static void teardown(leased_http_t *h)
+{
+    if (h->daemon)
+        leased_http_quiesce(h);
+    if (h->probes)
+        MHD_stop_daemon(h->probes);
+    if (h->daemon)
+        MHD_stop_daemon(h->daemon); /* closes every connection */
+    if (h->listen_fd >= 0)
+        close(h->listen_fd);
+    leased_conns_stop(h->conns);
+    leased_work_queue_free(h->workers);
+    pthread_cond_destroy(&h->idle_cond);
+    pthread_mutex_destroy(&h->idle_mutex);
+    free(h);
 }
 
 leased_http_t *leased_http_start(leased_app_t *app, const leased_http_routes_t *routes, char *err,
@@ -789,9 +694,12 @@ leased_http_t *leased_http_start(leased_app_t *app, const leased_http_routes_t *
     h->main_listener = (listener_t){h, false};
     h->probe_listener = (listener_t){h, true};
     pthread_mutex_init(&h->idle_mutex, NULL);
-    pthread_cond_init(&h->idle_cond, NULL);
+    pthread_condattr_t attr; /* deadlines on the monotonic clock */
+    pthread_condattr_init(&attr);
+    pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
+    pthread_cond_init(&h->idle_cond, &attr);
+    pthread_condattr_destroy(&attr);
     h->workers = leased_work_queue_new((size_t)cfg->http_threads);
-    h->hangup = leased_hangup_start(client_gone, wake_gone, h);
     leased_conns_config_t cc = {
         .max_connections = cfg->max_connections,
         /* a per-source cap above the global one is the global one */
@@ -801,9 +709,12 @@ leased_http_t *leased_http_start(leased_app_t *app, const leased_http_routes_t *
         .receive_timeout_ms = cfg->receive_timeout_ms,
         .idle_timeout_ms = cfg->idle_timeout_ms,
         .trusted = &cfg->trusted,
+        .gone = client_gone,
+        .woken = wake_gone,
+        .cls = h,
     };
     h->conns = leased_conns_start(&cc);
-    if (!h->workers || !h->hangup || !h->conns) {
+    if (!h->workers || !h->conns) {
         snprintf(err, errsz, "cannot start %lld worker threads", (long long)cfg->http_threads);
         goto fail;
     }
@@ -837,18 +748,7 @@ leased_http_t *leased_http_start(leased_app_t *app, const leased_http_routes_t *
         goto fail;
     return h;
 fail:
-    if (h->probes)
-        MHD_stop_daemon(h->probes);
-    if (h->daemon)
-        MHD_stop_daemon(h->daemon);
-    if (h->listen_fd >= 0)
-        close(h->listen_fd);
-    leased_work_queue_free(h->workers);
-    leased_hangup_stop(h->hangup);
-    leased_conns_stop(h->conns);
-    pthread_cond_destroy(&h->idle_cond);
-    pthread_mutex_destroy(&h->idle_mutex);
-    free(h);
+    teardown(h);
     return NULL;
 }
 
@@ -878,27 +778,20 @@ int64_t leased_http_active(const leased_http_t *h)
     return __atomic_load_n(&h->active, __ATOMIC_ACQUIRE);
 }
 
-bool leased_http_wait_idle(leased_http_t *h, int64_t timeout_ms)
+/* Waits (idle_mutex held) until *count is 0 or the monotonic end_ns. */
+static bool wait_for_zero(leased_http_t *h, const int64_t *count, int64_t end_ns)
 {
-    int64_t end = lease_mono_now_ns() + timeout_ms * 1000000;
-    pthread_mutex_lock(&h->idle_mutex);
-    while (__atomic_load_n(&h->active, __ATOMIC_ACQUIRE) > 0) {
-        int64_t left = end - lease_mono_now_ns();
-        if (left <= 0)
-            break;
-        /* the condition uses CLOCK_REALTIME; wait in short slices so a
-         * clock step cannot stretch the bound */
-        int64_t slice = left < 50000000 ? left : 50000000;
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += (long)slice;
-        while (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
+    while (__atomic_load_n(count, __ATOMIC_ACQUIRE) > 0 && lease_mono_now_ns() < end_ns) {
+        struct timespec ts = {(time_t)(end_ns / 1000000000), (long)(end_ns % 1000000000)};
         pthread_cond_timedwait(&h->idle_cond, &h->idle_mutex, &ts);
     }
-    bool idle = __atomic_load_n(&h->active, __ATOMIC_ACQUIRE) == 0;
+    return __atomic_load_n(count, __ATOMIC_ACQUIRE) == 0;
+}
+
+bool leased_http_wait_idle(leased_http_t *h, int64_t timeout_ms)
+{
+    pthread_mutex_lock(&h->idle_mutex);
+    bool idle = wait_for_zero(h, &h->active, lease_mono_now_ns() + timeout_ms * 1000000);
     pthread_mutex_unlock(&h->idle_mutex);
     return idle;
 }
@@ -907,35 +800,13 @@ bool leased_http_stop(leased_http_t *h, int64_t wait_ms)
 {
     if (!h)
         return true;
-    int64_t end = lease_mono_now_ns() + (wait_ms > 0 ? wait_ms : 0) * 1000000;
     pthread_mutex_lock(&h->idle_mutex);
     h->stopping = true;
     /* requests that slipped in after the caller saw "idle" finish first */
-    while (__atomic_load_n(&h->suspended, __ATOMIC_ACQUIRE) > 0 && lease_mono_now_ns() < end) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += 20000000;
-        if (ts.tv_nsec >= 1000000000) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000;
-        }
-        pthread_cond_timedwait(&h->idle_cond, &h->idle_mutex, &ts);
-    }
-    bool busy = __atomic_load_n(&h->suspended, __ATOMIC_ACQUIRE) > 0;
+    bool idle = wait_for_zero(h, &h->suspended,
+                              lease_mono_now_ns() + (wait_ms > 0 ? wait_ms : 0) * 1000000);
     pthread_mutex_unlock(&h->idle_mutex);
-    if (busy)
-        return false;
-    leased_http_quiesce(h);
-    if (h->probes)
-        MHD_stop_daemon(h->probes);
-    MHD_stop_daemon(h->daemon); /* closes every connection */
-    if (h->listen_fd >= 0)
-        close(h->listen_fd);
-    leased_conns_stop(h->conns);
-    leased_work_queue_free(h->workers);
-    leased_hangup_stop(h->hangup);
-    pthread_cond_destroy(&h->idle_cond);
-    pthread_mutex_destroy(&h->idle_mutex);
-    free(h);
-    return true;
+    if (idle)
+        teardown(h);
+    return idle;
 }

@@ -75,8 +75,4 @@ bool leased_http_wait_idle(leased_http_t *h, int64_t timeout_ms);
  */
 bool leased_http_stop(leased_http_t *h, int64_t wait_ms);
 
-/* W3C traceparent: writes the 32-hex trace-id of a valid header into out
- * (33 bytes); false (out = "") for absent or invalid values. */
-bool leased_http_parse_traceparent(const char *value, char out[33]);
-
 #endif

@@ -1,13 +1,20 @@
 /*
- * http_conns.c - admission, client address and deadlines of the lease
- * listener's connections (see http_conns.h for what and why).
+ * http_conns.c - admission, client address, deadlines and hang-ups of the
+ * lease listener's connections (see http_conns.h for what and why).
  *
  * Records live in one list under one mutex: the library's thread adds and
  * removes them (connection callback) and moves them between phases (access
- * handler, three times per request, uncontended); the deadline thread reads
- * them ten times a second. A record leaves the list, under the mutex,
- * before the library closes its socket, so a shutdown() made under the
- * mutex never reaches a descriptor reused by another connection.
+ * handler, three times per request, uncontended); a worker marks one
+ * waiting; this module's thread reads them ten times a second and on each
+ * hang-up. A record leaves the list, under the mutex, before the library
+ * closes its socket, so a shutdown() made under the mutex never reaches a
+ * descriptor reused by another connection.
+ *
+ * Hang-up registrations are one-shot (EPOLLRDHUP | EPOLLONESHOT), keyed by
+ * descriptor: the thread looks the record up under the mutex and checks
+ * with poll() that the descriptor is hung up now, so an event that raced
+ * with leased_conns_unwait (and a descriptor number reused since) calls
+ * nothing.
  */
 #include "http_conns.h"
 
@@ -20,18 +27,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "lease/clock.h"
 #include "lease/log.h"
 #include "json_codec.h"
+#include "request_ids.h"
 #include "trusted_proxies.h"
 
 #define SCAN_EVERY_MS 100
 #define PROXY_WAIT_MS 250   /* a trusted proxy's header comes with its connection */
 #define PROXY_HEAD_MAX 1024 /* PROXY v2 header with the TLVs proxies add */
-#define SOURCE_BUCKETS 1024 /* power of two */
 
 typedef enum phase {
     PH_HEADLESS = 0, /* no request head yet (since the connection or the last reply) */
@@ -40,31 +48,25 @@ typedef enum phase {
     PH_GONE,         /* refused, timed out or evicted: shut down, the library closes it */
 } phase_t;
 
-typedef struct source {
-    struct source *next;
-    char key[64];
-    int64_t open;
-} source_t;
-
 struct leased_conn {
     struct leased_conn *prev, *next;
     int fd;
     phase_t phase;
     bool first;       /* no request answered on it yet */
     int64_t since_ns; /* start of the phase (HEADLESS, RECEIVING) */
-    source_t *src;    /* NULL: not counted per source (a trusted proxy itself) */
+    bool counted;     /* counted per source (not a trusted proxy itself) */
+    void *waiting;    /* its request waits: the arg of cfg.gone (leased_conns_wait) */
     char source[64];
 };
 
 struct leased_conns {
     leased_conns_config_t cfg;
     pthread_mutex_t mu;
-    pthread_cond_t cond;
     pthread_t thread;
+    int epfd, stop_fd; /* hang-ups of waiting requests; the thread's stop */
     bool stop;
     leased_conn_t *list; /* newest first */
     int64_t open;
-    source_t *sources[SOURCE_BUCKETS];
     uint64_t refused_capacity, refused_source, receive_timeouts, framing_refused,
         evicted_unproven; /* atomic */
 };
@@ -74,14 +76,15 @@ static void count(uint64_t *c)
     __atomic_add_fetch(c, 1, __ATOMIC_RELAXED);
 }
 
-void leased_conns_address_text(const struct sockaddr *addr, socklen_t len, char out[64])
+/* A socket address as text (IPv4-mapped IPv6 as IPv4); "unknown" else. */
+static void address_text(const struct sockaddr *addr, char out[64])
 {
     snprintf(out, 64, "unknown");
     if (!addr)
         return;
-    if (addr->sa_family == AF_INET && len >= (socklen_t)sizeof(struct sockaddr_in)) {
+    if (addr->sa_family == AF_INET) {
         inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)addr)->sin_addr, out, 64);
-    } else if (addr->sa_family == AF_INET6 && len >= (socklen_t)sizeof(struct sockaddr_in6)) {
+    } else if (addr->sa_family == AF_INET6) {
         const struct in6_addr *a6 = &((const struct sockaddr_in6 *)(const void *)addr)->sin6_addr;
         if (IN6_IS_ADDR_V4MAPPED(a6))
             inet_ntop(AF_INET, &a6->s6_addr[12], out, 64);
@@ -90,46 +93,22 @@ void leased_conns_address_text(const struct sockaddr *addr, socklen_t len, char 
     }
 }
 
-/* ---- per-source counts (under mu) ---------------------------------------- */
-
-static size_t source_hash(const char *key)
+void leased_conns_peer(struct MHD_Connection *conn, char out[64])
 {
-    uint64_t h = 1469598103934665603ULL;
-    for (; *key; key++)
-        h = (h ^ (unsigned char)*key) * 1099511628211ULL;
-    return (size_t)(h & (SOURCE_BUCKETS - 1));
+    const union MHD_ConnectionInfo *ai =
+        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+    address_text(ai ? ai->client_addr : NULL, out);
 }
 
-/* One more connection of key; NULL with *over when it holds its share. */
-static source_t *source_take(leased_conns_t *cs, const char *key, bool *over)
+/* Connections of c's source counted already (under mu). The list is
+ * walked: this runs once per connection, over at most LEASE_MAX_CONNECTIONS
+ * records, and needs no second table to keep in step with the list. */
+static int64_t source_open(const leased_conns_t *cs, const leased_conn_t *c)
 {
-    size_t b = source_hash(key);
-    source_t *s = cs->sources[b];
-    while (s && strcmp(s->key, key) != 0)
-        s = s->next;
-    *over = s && s->open >= cs->cfg.max_per_source;
-    if (*over)
-        return NULL;
-    if (!s) {
-        if (!(s = calloc(1, sizeof *s)))
-            return NULL;
-        snprintf(s->key, sizeof s->key, "%s", key);
-        s->next = cs->sources[b];
-        cs->sources[b] = s;
-    }
-    s->open++;
-    return s;
-}
-
-static void source_release(leased_conns_t *cs, source_t *s)
-{
-    if (!s || --s->open > 0)
-        return;
-    source_t **pp = &cs->sources[source_hash(s->key)];
-    while (*pp != s)
-        pp = &(*pp)->next;
-    *pp = s->next;
-    free(s);
+    int64_t n = 0;
+    for (const leased_conn_t *o = cs->list; o; o = o->next)
+        n += o->counted && strcmp(o->source, c->source) == 0;
+    return n;
 }
 
 /* ---- refusals on the socket ------------------------------------------------ */
@@ -140,7 +119,7 @@ static void source_release(leased_conns_t *cs, source_t *s)
 static void refuse(int fd, int status, lease_code_t code)
 {
     char corr[32];
-    leased_http_correlation_id(corr);
+    leased_correlation_id(corr);
     int64_t retry = status == 429 || status == 503 ? 1000 : 0;
     char *body = leased_codec_error_envelope(code, corr, NULL, retry, -1, NULL, NULL);
     const char *reason = status == 408   ? "Request Timeout"
@@ -173,6 +152,13 @@ static void cut(leased_conn_t *c, int status, lease_code_t code)
         shutdown(c->fd, SHUT_RDWR);
 }
 
+/* Whether the client of fd has closed its side or reset. */
+static bool hung_up(int fd)
+{
+    struct pollfd p = {fd, POLLRDHUP, 0};
+    return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
 /* ---- admission (the library's thread) --------------------------------------- */
 
 /* A trusted peer's connection may start with a PROXY v2 header: consumed
@@ -192,7 +178,7 @@ static void read_proxy_header(int fd, char out[64])
         if (hl > 0) {
             ssize_t got = recv(fd, buf, (size_t)hl, MSG_DONTWAIT);
             if (got == hl && len > 0)
-                leased_conns_address_text((struct sockaddr *)&ss, len, out);
+                address_text((struct sockaddr *)&ss, out);
             return;
         }
         int left_ms = (int)((end - lease_mono_now_ns()) / 1000000);
@@ -207,29 +193,12 @@ static void read_proxy_header(int fd, char out[64])
  * now, they give their slots back. True when there was one. */
 static bool reap_hung_up(leased_conns_t *cs, const leased_conn_t *newcomer)
 {
-    size_t n = 0;
-    for (leased_conn_t *c = cs->list; c; c = c->next)
-        n += c->phase == PH_HEADLESS && c != newcomer;
-    struct pollfd *p = n ? calloc(n, sizeof *p) : NULL;
-    if (!p)
-        return false;
-    size_t i = 0;
-    for (leased_conn_t *c = cs->list; c && i < n; c = c->next)
-        if (c->phase == PH_HEADLESS && c != newcomer)
-            p[i++] = (struct pollfd){c->fd, POLLRDHUP, 0};
     bool any = false;
-    if (poll(p, n, 0) > 0) {
-        i = 0;
-        for (leased_conn_t *c = cs->list; c && i < n; c = c->next) {
-            if (c->phase != PH_HEADLESS || c == newcomer)
-                continue;
-            if (p[i++].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
-                cut(c, 0, LEASE_BACKEND_UNAVAILABLE);
-                any = true;
-            }
+    for (leased_conn_t *c = cs->list; c; c = c->next)
+        if (c->phase == PH_HEADLESS && c != newcomer && hung_up(c->fd)) {
+            cut(c, 0, LEASE_BACKEND_UNAVAILABLE);
+            any = true;
         }
-    }
-    free(p);
     return any;
 }
 
@@ -254,8 +223,6 @@ static void admit(leased_conns_t *cs, struct MHD_Connection *conn, void **socket
 {
     const union MHD_ConnectionInfo *fi =
         MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CONNECTION_FD);
-    const union MHD_ConnectionInfo *ai =
-        MHD_get_connection_info(conn, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
     leased_conn_t *c = calloc(1, sizeof *c);
     if (!c || !fi) {
         free(c);
@@ -268,11 +235,7 @@ static void admit(leased_conns_t *cs, struct MHD_Connection *conn, void **socket
     c->since_ns = lease_mono_now_ns();
     int one = 1;
     setsockopt(c->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-    leased_conns_address_text(ai ? ai->client_addr : NULL,
-                              ai && ai->client_addr && ai->client_addr->sa_family == AF_INET6
-                                  ? (socklen_t)sizeof(struct sockaddr_in6)
-                                  : (socklen_t)sizeof(struct sockaddr_in),
-                              c->source);
+    leased_conns_peer(conn, c->source);
     /* a trusted proxy brings many clients: each is counted under the
      * address its header names; the proxy itself only in the global bound */
     bool proxy = leased_trusted_proxies_has(cs->cfg.trusted, c->source);
@@ -286,14 +249,14 @@ static void admit(leased_conns_t *cs, struct MHD_Connection *conn, void **socket
         cs->list->prev = c;
     cs->list = c;
     __atomic_add_fetch(&cs->open, 1, __ATOMIC_RELAXED);
-    bool over = false;
     if (cs->open > cs->cfg.max_connections && !evict_headless(cs, c)) {
         count(&cs->refused_capacity);
         cut(c, 503, LEASE_BACKEND_UNAVAILABLE);
-    } else if (counted && !(c->src = source_take(cs, c->source, &over))) {
-        if (over)
-            count(&cs->refused_source);
-        cut(c, over ? 429 : 503, over ? LEASE_RATE_LIMITED : LEASE_BACKEND_UNAVAILABLE);
+    } else if (counted && source_open(cs, c) >= cs->cfg.max_per_source) {
+        count(&cs->refused_source);
+        cut(c, 429, LEASE_RATE_LIMITED);
+    } else {
+        c->counted = counted;
     }
     pthread_mutex_unlock(&cs->mu);
 }
@@ -308,7 +271,6 @@ static void forget(leased_conns_t *cs, leased_conn_t *c)
     if (c->next)
         c->next->prev = c->prev;
     __atomic_sub_fetch(&cs->open, 1, __ATOMIC_RELAXED);
-    source_release(cs, c->src);
     pthread_mutex_unlock(&cs->mu);
     free(c);
 }
@@ -333,21 +295,6 @@ leased_conn_t *leased_conns_of(struct MHD_Connection *conn)
 
 /* ---- phases (the library's thread) ------------------------------------------ */
 
-bool leased_conns_head(leased_conns_t *cs, leased_conn_t *c)
-{
-    if (!c)
-        return true;
-    pthread_mutex_lock(&cs->mu);
-    bool live = c->phase != PH_GONE;
-    if (live) {
-        c->phase = PH_RECEIVING;
-        if (!c->first) /* the first request's time counts from the connection */
-            c->since_ns = lease_mono_now_ns();
-    }
-    pthread_mutex_unlock(&cs->mu);
-    return live;
-}
-
 static bool set_phase(leased_conns_t *cs, leased_conn_t *c, phase_t to)
 {
     if (!c)
@@ -355,13 +302,19 @@ static bool set_phase(leased_conns_t *cs, leased_conn_t *c, phase_t to)
     pthread_mutex_lock(&cs->mu);
     bool live = c->phase != PH_GONE;
     if (live) {
+        /* the first request's time counts from the connection */
+        if (to != PH_RECEIVING || !c->first)
+            c->since_ns = lease_mono_now_ns();
+        c->first = c->first && to != PH_HEADLESS;
         c->phase = to;
-        c->since_ns = lease_mono_now_ns();
-        if (to == PH_HEADLESS)
-            c->first = false;
     }
     pthread_mutex_unlock(&cs->mu);
     return live;
+}
+
+bool leased_conns_head(leased_conns_t *cs, leased_conn_t *c)
+{
+    return set_phase(cs, c, PH_RECEIVING);
 }
 
 bool leased_conns_answering(leased_conns_t *cs, leased_conn_t *c)
@@ -384,7 +337,48 @@ const char *leased_conns_source(const leased_conn_t *c)
     return c->source;
 }
 
-/* ---- deadlines (this module's thread) ----------------------------------------- */
+/* ---- waiting requests (a worker) ------------------------------------------------ */
+
+bool leased_conns_wait(leased_conns_t *cs, leased_conn_t *c, void *arg)
+{
+    if (!c)
+        return false;
+    pthread_mutex_lock(&cs->mu);
+    struct epoll_event e = {.events = EPOLLRDHUP | EPOLLONESHOT, .data.fd = c->fd};
+    bool ok = c->waiting || epoll_ctl(cs->epfd, EPOLL_CTL_ADD, c->fd, &e) == 0;
+    if (ok)
+        c->waiting = arg;
+    pthread_mutex_unlock(&cs->mu);
+    return ok;
+}
+
+static void unwait(leased_conns_t *cs, leased_conn_t *c)
+{
+    if (c->waiting)
+        epoll_ctl(cs->epfd, EPOLL_CTL_DEL, c->fd, NULL);
+    c->waiting = NULL;
+}
+
+void leased_conns_unwait(leased_conns_t *cs, leased_conn_t *c)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&cs->mu);
+    unwait(cs, c);
+    pthread_mutex_unlock(&cs->mu);
+}
+
+void leased_conns_lock(leased_conns_t *cs)
+{
+    pthread_mutex_lock(&cs->mu);
+}
+
+void leased_conns_unlock(leased_conns_t *cs)
+{
+    pthread_mutex_unlock(&cs->mu);
+}
+
+/* ---- deadlines and hang-ups (this module's thread) ------------------------------ */
 
 static void scan(leased_conns_t *cs, int64_t now)
 {
@@ -401,23 +395,48 @@ static void scan(leased_conns_t *cs, int64_t now)
     }
 }
 
-static void *deadlines_main(void *arg)
+/* The waiting request of fd when its client has hung up (under mu): taken
+ * off the watch and marked gone; NULL for a stale event. Hang-ups are rare:
+ * the list is walked for each. */
+static void *take_hung_up(leased_conns_t *cs, int fd)
+{
+    leased_conn_t *c = cs->list;
+    while (c && !(c->fd == fd && c->waiting))
+        c = c->next;
+    if (!c || !hung_up(fd))
+        return NULL; /* stale: unwaited, and the number reused */
+    void *arg = c->waiting;
+    unwait(cs, c);
+    cs->cfg.gone(arg);
+    return arg;
+}
+
+static void *conns_main(void *arg)
 {
     leased_conns_t *cs = arg;
-    pthread_mutex_lock(&cs->mu);
-    while (!cs->stop) {
-        struct timespec ts;
-        clock_gettime(CLOCK_REALTIME, &ts);
-        ts.tv_nsec += SCAN_EVERY_MS * 1000000L;
-        if (ts.tv_nsec >= 1000000000L) {
-            ts.tv_sec++;
-            ts.tv_nsec -= 1000000000L;
+    struct epoll_event ev[64];
+    void *gone[64];
+    int64_t next_scan = lease_mono_now_ns() + SCAN_EVERY_MS * 1000000LL;
+    for (;;) {
+        int left_ms = (int)((next_scan - lease_mono_now_ns() + 999999) / 1000000);
+        int n = epoll_wait(cs->epfd, ev, 64, left_ms > 0 ? left_ms : 0);
+        int k = 0;
+        pthread_mutex_lock(&cs->mu);
+        bool stop = cs->stop;
+        for (int i = 0; i < n && !stop; i++)
+            if (ev[i].data.fd != cs->stop_fd && (gone[k] = take_hung_up(cs, ev[i].data.fd)))
+                k++;
+        int64_t now = lease_mono_now_ns();
+        if (!stop && now >= next_scan) {
+            scan(cs, now);
+            next_scan = now + SCAN_EVERY_MS * 1000000LL;
         }
-        pthread_cond_timedwait(&cs->cond, &cs->mu, &ts);
-        scan(cs, lease_mono_now_ns());
+        pthread_mutex_unlock(&cs->mu);
+        for (int i = 0; i < k; i++)
+            cs->cfg.woken(cs->cfg.cls, gone[i]);
+        if (stop)
+            return NULL;
     }
-    pthread_mutex_unlock(&cs->mu);
-    return NULL;
 }
 
 leased_conns_t *leased_conns_start(const leased_conns_config_t *cfg)
@@ -427,9 +446,16 @@ leased_conns_t *leased_conns_start(const leased_conns_config_t *cfg)
         return NULL;
     cs->cfg = *cfg;
     pthread_mutex_init(&cs->mu, NULL);
-    pthread_cond_init(&cs->cond, NULL);
-    if (pthread_create(&cs->thread, NULL, deadlines_main, cs) != 0) {
-        pthread_cond_destroy(&cs->cond);
+    cs->epfd = epoll_create1(EPOLL_CLOEXEC);
+    cs->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    struct epoll_event e = {.events = EPOLLIN, .data.fd = cs->stop_fd};
+    if (cs->epfd < 0 || cs->stop_fd < 0 ||
+        epoll_ctl(cs->epfd, EPOLL_CTL_ADD, cs->stop_fd, &e) != 0 ||
+        pthread_create(&cs->thread, NULL, conns_main, cs) != 0) {
+        if (cs->epfd >= 0)
+            close(cs->epfd);
+        if (cs->stop_fd >= 0)
+            close(cs->stop_fd);
         pthread_mutex_destroy(&cs->mu);
         free(cs);
         return NULL;
@@ -443,16 +469,13 @@ void leased_conns_stop(leased_conns_t *cs)
         return;
     pthread_mutex_lock(&cs->mu);
     cs->stop = true;
-    pthread_cond_signal(&cs->cond);
     pthread_mutex_unlock(&cs->mu);
+    uint64_t one = 1;
+    ssize_t w = write(cs->stop_fd, &one, sizeof one);
+    (void)w;
     pthread_join(cs->thread, NULL);
-    for (size_t i = 0; i < SOURCE_BUCKETS; i++)
-        while (cs->sources[i]) {
-            source_t *s = cs->sources[i];
-            cs->sources[i] = s->next;
-            free(s);
-        }
-    pthread_cond_destroy(&cs->cond);
+    close(cs->epfd);
+    close(cs->stop_fd);
     pthread_mutex_destroy(&cs->mu);
     free(cs);
 }
@@ -468,33 +491,4 @@ void leased_conns_stats(const leased_conns_t *cs, leased_conn_stats_t *out)
     out->receive_timeouts = __atomic_load_n(&cs->receive_timeouts, __ATOMIC_RELAXED);
     out->framing_refused = __atomic_load_n(&cs->framing_refused, __ATOMIC_RELAXED);
     out->evicted_unproven = __atomic_load_n(&cs->evicted_unproven, __ATOMIC_RELAXED);
-}
-
-/* Random bytes for correlation ids, drawn from getrandom a batch at a time
- * per thread: one system call per CORRELATION_BATCH ids, not one per
- * request. */
-#define CORRELATION_BATCH 64
-static __thread unsigned char correlation_pool[26 * CORRELATION_BATCH];
-static __thread size_t correlation_used = sizeof correlation_pool;
-
-void leased_http_correlation_id(char out[32])
-{
-    static const char alphabet[] = "abcdefghijklmnopqrstuvwxyz234567";
-    if (correlation_used + 26 > sizeof correlation_pool) {
-        if (getrandom(correlation_pool, sizeof correlation_pool, 0) !=
-            (ssize_t)sizeof correlation_pool) {
-            /* getrandom on Linux does not fail for small requests once the
-             * pool is initialised; jitter is unique enough for a
-             * correlation id */
-            for (size_t i = 0; i < sizeof correlation_pool; i++)
-                correlation_pool[i] = (unsigned char)lease_jitter(256);
-        }
-        correlation_used = 0;
-    }
-    const unsigned char *raw = correlation_pool + correlation_used;
-    correlation_used += 26;
-    memcpy(out, "corr_", 5);
-    for (size_t i = 0; i < 26; i++)
-        out[5 + i] = alphabet[raw[i] & 31];
-    out[31] = '\0';
 }

@@ -1,6 +1,7 @@
 /*
  * http_conns.h - every client connection of the lease listener, as
- * libmicrohttpd holds it: admission, the client's address, deadlines.
+ * libmicrohttpd holds it: admission, the client's address, deadlines, and
+ * the hang-up of a client whose request waits.
  *
  * libmicrohttpd listens, accepts and reads every socket itself; this module
  * adds, through the library's own hooks, only what it has no option for:
@@ -20,8 +21,15 @@
  *   with every byte): a connection's first request must arrive whole within
  *   LEASE_RECEIVE_TIMEOUT_MS of the connection, a later one's body within
  *   that of its head, else 408; a connection idle between requests for
- *   LEASE_IDLE_TIMEOUT_MS is closed. A thread of this module checks the
- *   deadlines ten times a second.
+ *   LEASE_IDLE_TIMEOUT_MS is closed;
+ * - the hang-up (FIN or reset) of a client whose request waits (a parked
+ *   watch, an acquire between attempts): the library watches neither the
+ *   socket nor the client of a suspended connection, so its waiting work
+ *   would hold its slots until wait_ms ended.
+ *
+ * One thread of this module sleeps in epoll on the sockets of waiting
+ * requests, reports a hang-up the moment it comes, and checks the
+ * deadlines ten times a second.
  *
  * A refusal (503, 429, 408) is written straight onto the socket, in the
  * JSON envelope with Connection: close, only while the library writes
@@ -35,7 +43,6 @@
 #include <microhttpd.h>
 #include <stdbool.h>
 #include <stdint.h>
-#include <sys/socket.h>
 
 typedef struct leased_conns leased_conns_t;
 typedef struct leased_conn leased_conn_t; /* the socket context of one connection */
@@ -46,6 +53,13 @@ typedef struct leased_conns_config {
     int64_t receive_timeout_ms;
     int64_t idle_timeout_ms;
     const struct leased_trusted_proxies *trusted; /* LEASE_TRUSTED_PROXIES */
+    /* A waiting request's client hung up: gone(arg) runs with the lock of
+     * leased_conns_lock held (it must not block nor call this module),
+     * then woken(cls, arg) with no lock held, where arg may be freed
+     * already: woken may compare the pointer, never follow it. */
+    void (*gone)(void *arg);
+    void (*woken)(void *cls, void *arg);
+    void *cls;
 } leased_conns_config_t;
 
 typedef struct leased_conn_stats {
@@ -57,7 +71,7 @@ typedef struct leased_conn_stats {
     uint64_t evicted_unproven; /* closed to make room: no request head yet */
 } leased_conn_stats_t;
 
-/* Starts the deadline thread. NULL when out of memory or threads. */
+/* Starts the thread. NULL when out of memory or threads. */
 leased_conns_t *leased_conns_start(const leased_conns_config_t *cfg);
 /* Stops the thread and frees; call after the library stopped. NULL is fine. */
 void leased_conns_stop(leased_conns_t *cs);
@@ -82,16 +96,24 @@ void leased_conns_idle(leased_conns_t *cs, leased_conn_t *c);
 /* A request was refused by the framing rules (counted here). */
 void leased_conns_count_framing(leased_conns_t *cs);
 
+/* c's request waits: gone(arg) and woken(cls, arg), once, when its client
+ * hangs up, unless leased_conns_unwait comes first. False when the socket
+ * cannot be watched (the request then waits as if its client stayed). */
+bool leased_conns_wait(leased_conns_t *cs, leased_conn_t *c, void *arg);
+/* From return on, c's hang-up calls nothing and arg may be freed. Call
+ * before resuming the connection (its socket may be closed after). */
+void leased_conns_unwait(leased_conns_t *cs, leased_conn_t *c);
+/* The lock gone runs under: a caller that checks what gone sets, then acts
+ * on it, holds it across both. */
+void leased_conns_lock(leased_conns_t *cs);
+void leased_conns_unlock(leased_conns_t *cs);
+
 /* The client's address ("127.0.0.1", "::1"; the PROXY header's when a
  * trusted proxy sent one). 64 bytes, valid while the connection is. */
 const char *leased_conns_source(const leased_conn_t *c);
+/* The peer's address of any connection (IPv4-mapped IPv6 as IPv4). */
+void leased_conns_peer(struct MHD_Connection *conn, char out[64]);
 
 void leased_conns_stats(const leased_conns_t *cs, leased_conn_stats_t *out);
-
-/* A fresh correlation id: "corr_" + 26 lower-case base32 characters. */
-void leased_http_correlation_id(char out[32]);
-
-/* A socket address as text (IPv4-mapped IPv6 as IPv4). out: 64 bytes. */
-void leased_conns_address_text(const struct sockaddr *addr, socklen_t len, char out[64]);
 
 #endif

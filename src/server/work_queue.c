@@ -15,12 +15,7 @@
 
 #include "lease/clock.h"
 
-typedef struct job {
-    leased_job_fn fn;
-    void *arg;
-    int64_t due_ns; /* delayed jobs */
-    struct job *next;
-} job_t;
+typedef leased_job_t job_t;
 
 struct leased_work_queue {
     pthread_mutex_t mutex;
@@ -81,8 +76,7 @@ static void *worker_main(void *arg)
         if (!q->head)
             q->tail = NULL;
         pthread_mutex_unlock(&q->mutex);
-        j->fn(j->arg);
-        free(j);
+        j->fn(j->arg); /* j is its caller's again: not touched after */
         pthread_mutex_lock(&q->mutex);
     }
     pthread_mutex_unlock(&q->mutex);
@@ -122,30 +116,22 @@ leased_work_queue_t *leased_work_queue_new(size_t n)
     return q;
 }
 
-bool leased_work_queue_push(leased_work_queue_t *q, leased_job_fn fn, void *arg)
+bool leased_work_queue_push(leased_work_queue_t *q, job_t *j, leased_job_fn fn, void *arg)
 {
-    job_t *j = malloc(sizeof *j);
-    if (!j)
-        return false;
     *j = (job_t){fn, arg, 0, NULL};
     pthread_mutex_lock(&q->mutex);
-    if (q->stopping) {
-        pthread_mutex_unlock(&q->mutex);
-        free(j);
-        return false;
+    bool open = !q->stopping;
+    if (open) {
+        append_ready(q, j);
+        pthread_cond_signal(&q->ready);
     }
-    append_ready(q, j);
-    pthread_cond_signal(&q->ready);
     pthread_mutex_unlock(&q->mutex);
-    return true;
+    return open;
 }
 
-bool leased_work_queue_push_after(leased_work_queue_t *q, leased_job_fn fn, void *arg,
+void leased_work_queue_push_after(leased_work_queue_t *q, job_t *j, leased_job_fn fn, void *arg,
                                   int64_t delay_ms)
 {
-    job_t *j = malloc(sizeof *j);
-    if (!j)
-        return false;
     *j = (job_t){fn, arg, lease_mono_now_ns() + (delay_ms > 0 ? delay_ms : 0) * 1000000, NULL};
     pthread_mutex_lock(&q->mutex);
     job_t **at = &q->delayed;
@@ -156,7 +142,6 @@ bool leased_work_queue_push_after(leased_work_queue_t *q, leased_job_fn fn, void
     /* a sleeping worker may be waiting for a later due time */
     pthread_cond_broadcast(&q->ready);
     pthread_mutex_unlock(&q->mutex);
-    return true;
 }
 
 void leased_work_queue_free(leased_work_queue_t *q)

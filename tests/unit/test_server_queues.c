@@ -237,12 +237,13 @@ static void test_work_queue_delays(void **state)
     pthread_cond_init(&gate.cond, NULL);
     leased_work_queue_t *q = leased_work_queue_new(1);
     assert_non_null(q);
-    assert_true(leased_work_queue_push(q, gate_job, &gate));
+    leased_job_t jobs[4];
+    assert_true(leased_work_queue_push(q, &jobs[3], gate_job, &gate));
     assert_true(test_wait_until(10000, gate_entered(&gate)));
     int64_t t0 = lease_mono_now_ns();
-    assert_true(leased_work_queue_push_after(q, record, &items[0], 300));
-    assert_true(leased_work_queue_push_after(q, record, &items[1], 100));
-    assert_true(leased_work_queue_push(q, record, &items[2]));
+    leased_work_queue_push_after(q, &jobs[0], record, &items[0], 300);
+    leased_work_queue_push_after(q, &jobs[1], record, &items[1], 100);
+    assert_true(leased_work_queue_push(q, &jobs[2], record, &items[2]));
     gate_open(&gate);
     assert_true(test_wait_until(10000, recorded(&order) == 3));
     pthread_mutex_lock(&order.mutex);
@@ -258,7 +259,7 @@ static void test_work_queue_delays(void **state)
     /* freeing runs delayed jobs at once rather than dropping them or
      * waiting for them: the job ran long before it was due */
     int64_t due = lease_mono_now_ns() + 600000 * INT64_C(1000000);
-    assert_true(leased_work_queue_push_after(q, record, &items[0], 600000));
+    leased_work_queue_push_after(q, &jobs[0], record, &items[0], 600000);
     leased_work_queue_free(q);
     assert_int_equal(order.n, 1);
     assert_int_equal(order.seen[0], 1);

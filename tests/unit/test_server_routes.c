@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "server/http.h"
+#include "server/request_ids.h"
 #include "lease/log.h"
 #include "lease/schema.h"
 #include "server/metrics.h"
@@ -93,11 +94,11 @@ static void test_traceparent(void **state)
 {
     (void)state;
     char out[33];
-    assert_true(leased_http_parse_traceparent(
+    assert_true(leased_traceparent_trace_id(
         "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01", out));
     assert_string_equal(out, "4bf92f3577b34da6a3ce929d0e0e4736");
     /* a later version may append fields */
-    assert_true(leased_http_parse_traceparent(
+    assert_true(leased_traceparent_trace_id(
         "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra", out));
     static const char *const bad[] = {
         NULL,
@@ -112,7 +113,7 @@ static void test_traceparent(void **state)
         "00_4bf92f3577b34da6a3ce929d0e0e4736_00f067aa0ba902b7_01",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        assert_false(leased_http_parse_traceparent(bad[i], out));
+        assert_false(leased_traceparent_trace_id(bad[i], out));
         assert_string_equal(out, "");
     }
 }
@@ -121,8 +122,8 @@ static void test_correlation_id(void **state)
 {
     (void)state;
     char a[32], b[32];
-    leased_http_correlation_id(a);
-    leased_http_correlation_id(b);
+    leased_correlation_id(a);
+    leased_correlation_id(b);
     assert_int_equal(strlen(a), 31);
     assert_int_equal(strncmp(a, "corr_", 5), 0);
     for (const char *p = a + 5; *p; p++)
