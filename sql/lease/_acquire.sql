@@ -5,7 +5,10 @@ AS $function$
 DECLARE
     deadline timestamptz := lease._call_deadline(p, true);
     t timestamptz := lease._now();
-    c text := lease._canonical(p -> 'lock_identity');
+    -- the identity once: lease._canonical inlines, and an argument that is
+    -- an expression would be evaluated again at each of its ~40 uses
+    li jsonb := p -> 'lock_identity';
+    c text := lease._canonical(li);
     k text;
     s lease._settings;
     why text;

@@ -5,7 +5,10 @@ CREATE OR REPLACE FUNCTION lease._end(p jsonb, op text, terminal_state text, suc
 AS $function$
 DECLARE
     deadline timestamptz := lease._call_deadline(p, true);
-    c text := lease._canonical(p -> 'lock_identity');
+    -- the identity once: lease._canonical inlines, and an argument that is
+    -- an expression would be evaluated again at each of its ~40 uses
+    li jsonb := p -> 'lock_identity';
+    c text := lease._canonical(li);
     as_owner boolean := op = 'release';
     k text;
     field text;
