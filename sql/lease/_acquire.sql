@@ -9,6 +9,10 @@ DECLARE
     -- an expression would be evaluated again at each of its ~40 uses
     li jsonb := p -> 'lock_identity';
     c text := lease._canonical(li);
+    -- a TTL member once, for the same reason: lease._ttl_in and lease._int
+    -- inline and use their argument up to 14 times
+    ttl_v jsonb := p -> 'ttl_ms';
+    life_v jsonb := p -> 'maximum_lifetime_ms';
     k text;
     s lease._settings;
     why text;
@@ -26,8 +30,8 @@ BEGIN
         RETURN lease._result('deadline_exceeded');
     END IF;
     SELECT * INTO s FROM lease._settings;
-    ttl := lease._ttl_in(p -> 'ttl_ms', s.default_ttl_ms, s.minimum_ttl_ms, s.maximum_ttl_ms);
-    maxlife := lease._ttl_in(p -> 'maximum_lifetime_ms', s.maximum_lifetime_ms, s.minimum_ttl_ms,
+    ttl := lease._ttl_in(ttl_v, s.default_ttl_ms, s.minimum_ttl_ms, s.maximum_ttl_ms);
+    maxlife := lease._ttl_in(life_v, s.maximum_lifetime_ms, s.minimum_ttl_ms,
                              s.maximum_lifetime_ms);
     field := CASE
         WHEN c IS NULL THEN (lease._identity(p -> 'lock_identity')).bad_field
@@ -150,7 +154,7 @@ BEGIN
         result := jsonb_build_object('code', 'lease_acquired', 'lease', lease._lease_json(l));
     END IF;
     RETURN CASE WHEN lease._evidence(p, 'acquire', l, result, s.idempotency_retention_ms, prev,
-                                     'active', lease._int(p -> 'ttl_ms'), NULL, NULL)
+                                     'active', lease._int(ttl_v), NULL, NULL)
                 THEN result || '{"replayed": false, "current_state": "active"}'::jsonb END;
     EXCEPTION WHEN unique_violation THEN
         -- this request id committed before (its lease since ended, so the

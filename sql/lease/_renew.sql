@@ -9,6 +9,9 @@ DECLARE
     -- an expression would be evaluated again at each of its ~40 uses
     li jsonb := p -> 'lock_identity';
     c text := lease._canonical(li);
+    -- a TTL member once, for the same reason: lease._ttl_in and lease._int
+    -- inline and use their argument up to 14 times
+    ttl_v jsonb := p -> 'ttl_ms';
     k text;
     s lease._settings;
     why text;
@@ -27,8 +30,8 @@ BEGIN
         RETURN lease._invalid(field);
     END IF;
     SELECT * INTO s FROM lease._settings;
-    ttl := lease._ttl_in(p -> 'ttl_ms', NULL, s.minimum_ttl_ms, s.maximum_ttl_ms);
-    IF ttl IS NULL AND coalesce(jsonb_typeof(p -> 'ttl_ms'), 'null') <> 'null' THEN
+    ttl := lease._ttl_in(ttl_v, NULL, s.minimum_ttl_ms, s.maximum_ttl_ms);
+    IF ttl IS NULL AND coalesce(jsonb_typeof(ttl_v), 'null') <> 'null' THEN
         RETURN lease._invalid('ttl_ms', 'ttl_ms must be greater than ' || s.minimum_ttl_ms
                                         || ' and at most ' || s.maximum_ttl_ms);
     END IF;
@@ -69,7 +72,7 @@ BEGIN
         result := jsonb_build_object('code', 'lease_renewed', 'lease', lease._lease_json(l));
     END IF;
     RETURN CASE WHEN lease._evidence(p, 'renew', l, result, s.idempotency_retention_ms, 'active',
-                                     'active', lease._int(p -> 'ttl_ms'), NULL, NULL)
+                                     'active', lease._int(ttl_v), NULL, NULL)
                 THEN result || '{"replayed": false, "current_state": "active"}'::jsonb END;
     EXCEPTION WHEN unique_violation THEN
         -- this request id committed before and the lease still matched
