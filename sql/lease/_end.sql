@@ -1,10 +1,14 @@
-CREATE OR REPLACE FUNCTION lease._end(p jsonb, op text, terminal_state text, success_code text)
+CREATE OR REPLACE FUNCTION lease._end(p jsonb, op text, terminal_state text, success_code text,
+                                     brief boolean)
  RETURNS jsonb
  LANGUAGE plpgsql
 AS $function$
 DECLARE
     deadline timestamptz := lease._call_deadline(p, true);
-    c text := lease._canonical(p -> 'lock_identity');
+    -- the identity once: lease._canonical inlines, and an argument that is
+    -- an expression would be evaluated again at each of its ~40 uses
+    li jsonb := p -> 'lock_identity';
+    c text := lease._canonical(li);
     as_owner boolean := op = 'release';
     k text;
     field text;
@@ -57,7 +61,7 @@ BEGIN
         RETURN lease._unmatched(k, op, p, c, lease._result('lease_lost'));
     END IF;
     h := lease._to_history(l, terminal_state, lease._now(), p, reason, incident);
-    IF lease._brief(p) THEN
+    IF brief THEN
         result := jsonb_build_object('code', success_code,
                                      'lease', lease._ended_json(l, terminal_state, h.ended_at));
     ELSE
@@ -81,7 +85,7 @@ BEGIN
 END
 $function$;
 
-COMMENT ON FUNCTION lease._end(jsonb,text,text,text) IS
-    'Ends a lease: the exact lease (for its owner: also the owner principal and service instance) active and unexpired, freed in one statement, then its terminal evidence (history, idempotency, audit) in the same transaction. Shared by release, force_release and revoke; the privileged two compare against the observed lease (id and token), never an unseen successor, and their high-priority audit commits with the change.';
+COMMENT ON FUNCTION lease._end(jsonb,text,text,text,boolean) IS
+    'Ends a lease: the exact lease (for its owner: also the owner principal and service instance) active and unexpired, freed in one statement, then its terminal evidence (history, idempotency, audit) in the same transaction. Shared by release, release_brief, force_release and revoke (brief: the short answer, lease._ended_json, instead of the history record; the decision is the same); the privileged two compare against the observed lease (id and token), never an unseen successor, and their high-priority audit commits with the change.';
 
-REVOKE ALL ON FUNCTION lease._end(jsonb,text,text,text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION lease._end(jsonb,text,text,text,boolean) FROM PUBLIC;

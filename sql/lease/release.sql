@@ -5,12 +5,12 @@ CREATE OR REPLACE FUNCTION lease.release(p jsonb)
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 BEGIN
-    RETURN lease._end(p, 'release', 'released', 'lease_released');
+    RETURN lease._end(p, 'release', 'released', 'lease_released', false);
 END
 $function$;
 
 COMMENT ON FUNCTION lease.release(jsonb) IS
-    'release-if-owner: compare-and-delete on the exact ownership tuple (identity, lease id, owner principal, service instance, token) of the active, unexpired lease, with its terminal evidence in the same transaction (lease._end). PL/pgSQL, not SQL: a SECURITY DEFINER SQL function is never inlined and would be planned again on every call.';
+    'release-if-owner: compare-and-delete on the exact ownership tuple (identity, lease id, owner principal, service instance, token) of the active, unexpired lease, with its terminal evidence in the same transaction (lease._end), answered with the whole history record (lease.release_brief answers briefly; a "brief" member of the request is ignored). PL/pgSQL, not SQL: a SECURITY DEFINER SQL function is never inlined and would be planned again on every call.';
 
 REVOKE ALL ON FUNCTION lease.release(jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION lease.release(jsonb) TO lease_service;

@@ -170,8 +170,6 @@ char *store_pg_encode_acquire(const lease_acquire_req_t *req, int64_t now_mono_n
     bool ok = o != NULL;
     if (!ok)
         return NULL;
-    /* an answer of what the database decided (completed in store_pg.c) */
-    put(o, "brief", json_true(), &ok);
     put(o, "lock_identity", identity_json(&req->identity), &ok);
     put_str(o, "service_instance_id", req->service_instance_id, &ok);
     put_str(o, "execution_id", req->execution_id, &ok);
@@ -196,9 +194,8 @@ char *store_pg_encode_acquire(const lease_acquire_req_t *req, int64_t now_mono_n
     return finish(o, ok);
 }
 
-/* The opening of a renewal, release, revoke or forced release: a call
- * answered briefly (completed in store_pg.c) on a lease the caller names. NULL when out of memory;
- * else *ok is true. */
+/* The opening of a renewal, release, revoke or forced release: a call on a
+ * lease the caller names. NULL when out of memory; else *ok is true. */
 static json_t *held_lease_json(const lease_call_t *call, int64_t now_mono_ns,
                                const lease_identity_t *id, const char *lease_id,
                                int64_t fencing_token, bool *ok)
@@ -207,7 +204,6 @@ static json_t *held_lease_json(const lease_call_t *call, int64_t now_mono_ns,
     *ok = o != NULL;
     if (!o)
         return NULL;
-    put(o, "brief", json_true(), ok);
     put_lease_ref(o, id, lease_id, fencing_token, ok);
     return o;
 }

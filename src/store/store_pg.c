@@ -464,11 +464,15 @@ static lease_code_t encode_failed(const char *bad_field, lease_code_t *code, cha
     return *code;
 }
 
-/* The SQL of each operation that takes one jsonb request. */
+/* The SQL of each operation that takes one jsonb request. Acquire, renew
+ * and release call the functions that answer briefly (docs/sql-api.md,
+ * "Result shape": the same decision, an answer without what the request
+ * named, which complete_acquired and complete_reference fill in); the rare
+ * administrative endings answer the whole record. */
 static const char *const json_op_sql[STORE_PG_OP_COUNT] = {
-    [STORE_PG_OP_ACQUIRE] = "SELECT lease.acquire($1::jsonb)::text",
-    [STORE_PG_OP_RENEW] = "SELECT lease.renew($1::jsonb)::text",
-    [STORE_PG_OP_RELEASE] = "SELECT lease.release($1::jsonb)::text",
+    [STORE_PG_OP_ACQUIRE] = "SELECT lease.acquire_brief($1::jsonb)::text",
+    [STORE_PG_OP_RENEW] = "SELECT lease.renew_brief($1::jsonb)::text",
+    [STORE_PG_OP_RELEASE] = "SELECT lease.release_brief($1::jsonb)::text",
     [STORE_PG_OP_FORCE_RELEASE] = "SELECT lease.force_release($1::jsonb)::text",
     [STORE_PG_OP_REVOKE] = "SELECT lease.revoke($1::jsonb)::text",
     [STORE_PG_OP_INSPECT] = "SELECT lease.inspect($1::jsonb)::text",

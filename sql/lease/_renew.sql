@@ -1,0 +1,93 @@
+CREATE OR REPLACE FUNCTION lease._renew(p jsonb, brief boolean)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    deadline timestamptz := lease._call_deadline(p, true);
+    t timestamptz := lease._now();
+    -- the identity once: lease._canonical inlines, and an argument that is
+    -- an expression would be evaluated again at each of its ~40 uses
+    li jsonb := p -> 'lock_identity';
+    c text := lease._canonical(li);
+    -- a TTL member once, for the same reason: lease._ttl_in and lease._int
+    -- inline and use their argument up to 14 times
+    ttl_v jsonb := p -> 'ttl_ms';
+    k text;
+    s lease._settings;
+    why text;
+    field text;
+    ttl bigint;
+    l lease.locks;
+    replay jsonb;
+    cn text;
+    result jsonb;
+BEGIN
+    IF now() >= deadline THEN
+        RETURN lease._result('deadline_exceeded');
+    END IF;
+    field := lease._bad_reference(p, c, true);
+    IF field IS NOT NULL THEN
+        RETURN lease._invalid(field);
+    END IF;
+    SELECT * INTO s FROM lease._settings;
+    ttl := lease._ttl_in(ttl_v, NULL, s.minimum_ttl_ms, s.maximum_ttl_ms);
+    IF ttl IS NULL AND coalesce(jsonb_typeof(ttl_v), 'null') <> 'null' THEN
+        RETURN lease._invalid('ttl_ms', 'ttl_ms must be greater than ' || s.minimum_ttl_ms
+                                        || ' and at most ' || s.maximum_ttl_ms);
+    END IF;
+    IF s.guard_needed THEN
+        why := lease._guard();
+        IF why IS NOT NULL THEN
+            RETURN lease._sealed_result(why);
+        END IF;
+    END IF;
+    k := lease._key_of(c);
+    -- The same decision for every caller: no read before the write; a
+    -- repeated request id is looked up only after a conflict says it may be
+    -- one (lease._unmatched, or idempotency's primary key below).
+    BEGIN
+
+    IF NOT lease._lock_wait_until(deadline) THEN
+        RETURN lease._result('deadline_exceeded');
+    END IF;
+    UPDATE lease.locks
+       SET renewed_at = t,
+           expires_at = least(t + lease._ms(coalesce(ttl, ttl_ms)),
+                              acquired_at + lease._ms(maximum_lifetime_ms)),
+           ttl_ms = coalesce(ttl, ttl_ms)
+     WHERE lock_key = k AND state = 'active' AND expires_at > now() AND record_version = 1
+       AND lease_id = p ->> 'lease_id' AND fencing_token = lease._int(p -> 'fencing_token')
+       AND owner_principal_id = p #>> '{principal,principal_id}'
+       AND service_instance_id = p ->> 'service_instance_id'
+       AND lease._canonical_of(tenant_id, program_id, target_namespace, target_id, actor_name,
+                               workflow_name, operation_class) = c
+    RETURNING * INTO l;
+    IF NOT FOUND THEN
+        RETURN lease._unmatched(k, 'renew', p, c, lease._result('lease_lost'));
+    END IF;
+
+    IF brief THEN
+        result := jsonb_build_object('code', 'lease_renewed', 'lease', lease._renewed_json(l));
+    ELSE
+        result := jsonb_build_object('code', 'lease_renewed', 'lease', lease._lease_json(l));
+    END IF;
+    RETURN CASE WHEN lease._evidence(p, 'renew', l, result, s.idempotency_retention_ms, 'active',
+                                     'active', lease._int(ttl_v), NULL, NULL)
+                THEN result || '{"replayed": false, "current_state": "active"}'::jsonb END;
+    EXCEPTION WHEN unique_violation THEN
+        -- this request id committed before and the lease still matched
+        -- (see lease.acquire): the stored answer, nothing of this attempt
+        GET STACKED DIAGNOSTICS cn = CONSTRAINT_NAME;
+        replay := CASE WHEN cn = 'idempotency_pkey' THEN lease._replay(k, 'renew', p) END;
+        IF replay IS NULL THEN
+            RAISE;
+        END IF;
+        RETURN replay;
+    END;
+END
+$function$;
+
+COMMENT ON FUNCTION lease._renew(jsonb,boolean) IS
+    'The one renew-if-owner decision behind lease.renew (whole answer) and lease.renew_brief (brief: only the JSON of the answer differs): the exact identity, lease id, owner principal, service instance and token of the active, unexpired lease. renewed_at becomes backend time, expires_at min(now + ttl, acquired_at + lifetime); the token never changes.';
+
+REVOKE ALL ON FUNCTION lease._renew(jsonb,boolean) FROM PUBLIC;
