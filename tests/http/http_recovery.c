@@ -28,6 +28,22 @@ static long wait_ready(long want, char *reason, size_t n)
     return http_wait_ready(fx.base, want, reason, n, 200, false);
 }
 
+/* Polls /readyz until it says "sealed" (at most 10 s): on a loaded machine a
+ * late sweeper probe can make it answer 503 "database_unreachable" first,
+ * which is readiness telling the truth about the probe, not the seal. */
+static bool wait_sealed(void)
+{
+    char reason[64];
+    for (int i = 0; i < 200; i++) {
+        if (i)
+            usleep(50000);
+        if (http_wait_ready(fx.base, 503, reason, sizeof reason, 1, false) == 503 &&
+            strcmp(reason, "sealed") == 0)
+            return true;
+    }
+    return false;
+}
+
 static void test_restore_is_sealed_until_recovery(void **state)
 {
     (void)state;
@@ -49,8 +65,7 @@ static void test_restore_is_sealed_until_recovery(void **state)
     /* the database now looks restored onto another cluster */
     assert_true(testpg_exec(fx.db, "UPDATE lease.namespace_state "
                                    "SET system_identifier = system_identifier + 1"));
-    assert_int_equal(wait_ready(503, reason, sizeof reason), 503);
-    assert_string_equal(reason, "sealed");
+    assert_true(wait_sealed());
     char *why = testpg_query_value(fx.db, "SELECT sealed_reason FROM lease.namespace_state "
                                           "WHERE sealed AND sealed_reason LIKE '%restored%'");
     assert_non_null(why);
