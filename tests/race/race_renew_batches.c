@@ -12,9 +12,12 @@
  * 31 (max_pred_locks_per_relation), and then any other batch's write to a
  * neighbouring lease is a read-write conflict. With the settings
  * docs/operators.md documents ("Predicate locks for batch renewals"), which
- * the test cluster runs with (tests/harness/pgcluster), every batch commits
- * at its first attempt: the store saw no serialization retry, no batch
- * failed, every item was renewed and kept its token.
+ * the test cluster runs with (tests/harness/pgcluster), no batch failed,
+ * every item was renewed and kept its token, and batches commit at their
+ * first attempt: with PostgreSQL's defaults this test sees more retries
+ * than batches (247 and 262 of 240), with the settings none when it runs
+ * alone; RETRIES_ALLOWED leaves room for the rare conflict PostgreSQL
+ * reports when many other tests share the cluster (once 6, under ASan).
  */
 #include "race_util.h"
 
@@ -22,6 +25,7 @@
 #define LEASES 50
 #define ROUNDS 60
 #define TTL_MS 120000
+#define RETRIES_ALLOWED (THREADS * ROUNDS / 20) /* one batch in 20 */
 
 typedef struct holder {
     race_env_t *env;
@@ -161,7 +165,7 @@ int main(void)
           THREADS * ROUNDS, CODE(first));
     CHECK(not_renewed == 0, "%d items were not renewed with their own lease and token",
           not_renewed);
-    CHECK(retries == 0,
+    CHECK(retries <= RETRIES_ALLOWED,
           "%llu serialization retries among batches of disjoint leases (cluster: "
           "max_pred_locks_per_page=%s max_pred_locks_per_relation=%s; docs/operators.md, "
           "\"Predicate locks for batch renewals\")",
@@ -176,6 +180,6 @@ int main(void)
     free(per_relation);
     free(per_xact);
     race_teardown(&env);
-    printf("ok: concurrent renew-batches of disjoint leases never conflicted\n");
+    printf("ok: concurrent renew-batches of disjoint leases did not fail each other\n");
     return 0;
 }
