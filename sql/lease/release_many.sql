@@ -6,8 +6,6 @@ CREATE OR REPLACE FUNCTION lease.release_many(p jsonb)
 AS $function$
 DECLARE
     items jsonb := CASE WHEN jsonb_typeof(p) = 'object' THEN p -> 'releases' END;
-    item jsonb;
-    results jsonb := '[]'::jsonb;
 BEGIN
     IF current_setting('transaction_isolation') <> 'serializable' THEN
         PERFORM lease._isolation_error();
@@ -18,13 +16,14 @@ BEGIN
     IF jsonb_array_length(items) NOT BETWEEN 1 AND 100 THEN
         RETURN lease._invalid('releases', 'releases must be an array of 1 to 100 releases');
     END IF;
-    FOR item IN SELECT value FROM jsonb_array_elements(items) LOOP
-        -- lease.release decides each item as it decides a single release:
-        -- the exact ownership tuple, its own request id, idempotency row,
-        -- terminal evidence and typed answer
-        results := results || jsonb_build_array(lease.release(item));
-    END LOOP;
-    RETURN jsonb_build_object('results', results);
+    -- lease.release decides each item as it decides a single release:
+    -- the exact ownership tuple, its own request id, idempotency row,
+    -- terminal evidence and typed answer. One aggregate, not an array
+    -- grown item by item (quadratic copying); the items are decided in
+    -- request order, as in lease.renew_many.
+    RETURN jsonb_build_object('results',
+        (SELECT jsonb_agg(lease.release(e.value) ORDER BY e.n)
+           FROM jsonb_array_elements(items) WITH ORDINALITY AS e(value, n)));
 END
 $function$;
 

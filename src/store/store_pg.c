@@ -44,6 +44,7 @@
 #include "pg_conn.h"
 #include "pg_log.h"
 #include "pg_pool.h"
+#include "pg_pred_locks.h"
 #include "pg_sqlstate.h"
 
 #define BACKOFF_FIRST_MS 5
@@ -71,6 +72,7 @@ typedef struct store_pg {
     int seen_epoch;
     int seen_timeline;
     uint64_t seen_wal_lsn;
+    bool pred_locks_checked; /* __atomic: the settings check ran (pg_pred_locks.h) */
 } store_pg_t;
 
 /* One backend call as the retry loop sees it. */
@@ -270,6 +272,11 @@ static int ensure_session(store_pg_t *pg, store_pg_slot_t *slot, const call_spec
             store_pg_conn_connect(&pg->params, spec->deadline, &conn, msg, sizeof msg);
         if (st == STORE_PG_CONNECT_OK) {
             if (check_new_session(pg, conn, spec->deadline, msg, sizeof msg) == 0) {
+                if (!__atomic_exchange_n(&pg->pred_locks_checked, true, __ATOMIC_RELAXED)) {
+                    store_pg_pool_stats_t ps;
+                    store_pg_pool_stats(pg->pool, &ps);
+                    store_pg_check_pred_locks(conn, ps.size, spec->deadline);
+                }
                 slot->conn = conn;
                 continue;
             }

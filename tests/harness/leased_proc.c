@@ -52,18 +52,22 @@ static void die(const leased_proc_t *p, const char *what)
     exit(1);
 }
 
-/* The port from the "listening on HOST:PORT" log line. */
+/* The port from the "listening on HOST:PORT (" log line: the last colon
+ * before the parenthesis of that same line. Other lines say "listening on"
+ * too (the watch's "listening on lease_ended") and may hold colons and
+ * parentheses of their own, so each occurrence is read within its line. */
 static int find_port(const char *log)
 {
-    const char *at = strstr(log, "listening on ");
-    if (!at)
-        return -1;
-    const char *paren = strchr(at, '(');
-    const char *colon = NULL;
-    for (const char *c = at; *c && c < paren; c++)
-        if (*c == ':')
-            colon = c;
-    return colon ? atoi(colon + 1) : -1;
+    for (const char *at = strstr(log, "listening on "); at; at = strstr(at + 1, "listening on ")) {
+        const char *colon = NULL;
+        const char *c = at;
+        for (; *c && *c != '\n' && *c != '('; c++)
+            if (*c == ':')
+                colon = c;
+        if (*c == '(' && colon && atoi(colon + 1) > 0)
+            return atoi(colon + 1);
+    }
+    return -1;
 }
 
 static leased_proc_t *start(const char *db_url, const char *const *extra, bool wait_ready)
