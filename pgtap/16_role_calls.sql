@@ -49,6 +49,9 @@ INSERT INTO t.calls VALUES
 ('lease.renew_many(jsonb)',
  $q$SELECT lease.renew_many(jsonb_build_object('renewals', jsonb_build_array(t.ref(t.held()))))
            #>> '{results,0,code}' = 'lease_renewed'$q$),
+('lease.renew_many_brief(jsonb)',
+ $q$SELECT lease.renew_many_brief(jsonb_build_object('renewals', jsonb_build_array(t.ref(t.held()))))
+           #>> '{results,0,code}' = 'lease_renewed'$q$),
 ('lease.release(jsonb)', $q$SELECT lease.release(t.ref(t.held())) ->> 'code' = 'lease_released'$q$),
 ('lease.acquire_brief(jsonb)',
  $q$SELECT lease.acquire_brief(t.acq('target_calls_3')) ->> 'code' = 'lease_acquired'$q$),
@@ -57,6 +60,9 @@ INSERT INTO t.calls VALUES
  $q$SELECT lease.release_brief(t.ref(t.held())) ->> 'code' = 'lease_released'$q$),
 ('lease.release_many(jsonb)',
  $q$SELECT lease.release_many(jsonb_build_object('releases', jsonb_build_array(t.ref(t.held()))))
+           #>> '{results,0,code}' = 'lease_released'$q$),
+('lease.release_many_brief(jsonb)',
+ $q$SELECT lease.release_many_brief(jsonb_build_object('releases', jsonb_build_array(t.ref(t.held()))))
            #>> '{results,0,code}' = 'lease_released'$q$),
 ('lease.force_release(jsonb)',
  $q$SELECT lease.force_release(t.admin(t.held())) ->> 'code' = 'lease_released'$q$),

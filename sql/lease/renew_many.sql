@@ -4,35 +4,13 @@ CREATE OR REPLACE FUNCTION lease.renew_many(p jsonb)
  SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
-DECLARE
-    items jsonb := CASE WHEN jsonb_typeof(p) = 'object' THEN p -> 'renewals' END;
 BEGIN
-    IF current_setting('transaction_isolation') <> 'serializable' THEN
-        PERFORM lease._isolation_error();
-    END IF;
-    IF jsonb_typeof(items) IS DISTINCT FROM 'array' THEN
-        RETURN lease._invalid('renewals', 'renewals must be an array of 1 to 100 renewals');
-    END IF;
-    IF jsonb_array_length(items) NOT BETWEEN 1 AND 100 THEN
-        RETURN lease._invalid('renewals', 'renewals must be an array of 1 to 100 renewals');
-    END IF;
-    -- lease.renew decides each item as it decides a single renewal: no
-    -- request-id read before the write (which would tie concurrent
-    -- batches together under SERIALIZABLE), a repeated request id
-    -- answered from its stored result after the conflict. One aggregate,
-    -- not an array grown item by item (each || copies the whole answer so
-    -- far: quadratic). The function scan yields the items in request
-    -- order and each row's lease.renew runs as its row arrives, before
-    -- the ORDER BY sorts the (already ordered) answers: the items are
-    -- decided in request order, as a loop would decide them.
-    RETURN jsonb_build_object('results',
-        (SELECT jsonb_agg(lease.renew(e.value) ORDER BY e.n)
-           FROM jsonb_array_elements(items) WITH ORDINALITY AS e(value, n)));
+    RETURN lease._renew_many(p, false);
 END
 $function$;
 
 COMMENT ON FUNCTION lease.renew_many(jsonb) IS
-    'Many renewals in one transaction: {"renewals": [r1, ...]}, 1 to 100 requests of lease.renew, each decided by lease.renew itself (its exact ownership check, its own request id, idempotency and audit), answered {"results": [a1, ...]} in request order; one item''s lease_lost or invalid_lease_request does not touch the others. A repeated request id gets its stored answer, as from lease.renew. Only what ends the transaction (a serialization failure, a deadline of the whole call) ends them all.';
+    'Many renewals in one transaction: {"renewals": [r1, ...]}, 1 to 100 requests of lease.renew, each decided as lease.renew decides it (lease._renew) (its exact ownership check, its own request id, idempotency and audit), answered {"results": [a1, ...]} in request order; one item''s lease_lost or invalid_lease_request does not touch the others. A repeated request id gets its stored answer, as from lease.renew. Only what ends the transaction (a serialization failure, a deadline of the whole call) ends them all. Whole answers, as lease.renew gives them (lease._renew_many).';
 
 REVOKE ALL ON FUNCTION lease.renew_many(jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION lease.renew_many(jsonb) TO lease_service;

@@ -607,7 +607,7 @@ static lease_code_t pg_renew(lease_store_t *s, const lease_owner_req_t *req, lea
     return owner_call(s, STORE_PG_OP_RENEW, req, res);
 }
 
-/* Many renewals (lease.renew_many) or releases (lease.release_many), one
+/* Many renewals (lease.renew_many_brief) or releases (lease.release_many_brief), one
  * call, one transaction; each item is decided (and a repeated request id
  * answered) as a single one is. */
 static lease_code_t owner_many(lease_store_t *s, store_pg_op_t many, const lease_owner_req_t *reqs,
@@ -627,8 +627,8 @@ static lease_code_t owner_many(lease_store_t *s, store_pg_op_t many, const lease
     const char *params[1] = {json};
     call_spec_t spec = {
         .op = many,
-        .stmt = {.sql = renew ? "SELECT lease.renew_many($1::jsonb)::text"
-                              : "SELECT lease.release_many($1::jsonb)::text",
+        .stmt = {.sql = renew ? "SELECT lease.renew_many_brief($1::jsonb)::text"
+                              : "SELECT lease.release_many_brief($1::jsonb)::text",
                  .nparams = 1,
                  .params = params,
                  .serializable = true},

@@ -1,0 +1,16 @@
+CREATE OR REPLACE FUNCTION lease.release_many_brief(p jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    RETURN lease._release_many(p, true);
+END
+$function$;
+
+COMMENT ON FUNCTION lease.release_many_brief(jsonb) IS
+    'lease.release_many''s decisions (lease._release_many: the same items, the same evidence), each answered briefly as lease.release_brief answers. What the service calls for POST /v1/leases/release-batch.';
+
+REVOKE ALL ON FUNCTION lease.release_many_brief(jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION lease.release_many_brief(jsonb) TO lease_service;

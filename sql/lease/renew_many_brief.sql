@@ -1,0 +1,16 @@
+CREATE OR REPLACE FUNCTION lease.renew_many_brief(p jsonb)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+BEGIN
+    RETURN lease._renew_many(p, true);
+END
+$function$;
+
+COMMENT ON FUNCTION lease.renew_many_brief(jsonb) IS
+    'lease.renew_many''s decisions (lease._renew_many: the same items, the same evidence), each answered briefly as lease.renew_brief answers. What the service calls for POST /v1/leases/renew-batch.';
+
+REVOKE ALL ON FUNCTION lease.renew_many_brief(jsonb) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION lease.renew_many_brief(jsonb) TO lease_service;
