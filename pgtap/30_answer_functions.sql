@@ -22,7 +22,7 @@ SELECT ok(has_function_privilege('lease_service', f, 'EXECUTE')
                     'lease.release_brief(jsonb)']) f;
 SELECT ok(NOT has_function_privilege('lease_service', f, 'EXECUTE'),
           f || ': internal, the service cannot choose the answer''s shape by argument')
-  FROM unnest(ARRAY['lease._acquire(jsonb,boolean)', 'lease._renew(jsonb,boolean)',
+  FROM unnest(ARRAY['lease._acquire(jsonb,boolean)', 'lease._renew(jsonb,boolean,lease._settings)',
                     'lease._end(jsonb,text,text,text,boolean)']) f;
 
 -- acquire: the same decision and evidence, a shorter answer -----------------------

@@ -4,6 +4,7 @@ CREATE OR REPLACE FUNCTION lease._renew_many(p jsonb, brief boolean)
 AS $function$
 DECLARE
     items jsonb := CASE WHEN jsonb_typeof(p) = 'object' THEN p -> 'renewals' END;
+    s lease._settings;
 BEGIN
     IF current_setting('transaction_isolation') <> 'serializable' THEN
         PERFORM lease._isolation_error();
@@ -23,8 +24,12 @@ BEGIN
     -- order and each row's lease._renew runs as its row arrives, before
     -- the ORDER BY sorts the (already ordered) answers: the items are
     -- decided in request order, as a loop would decide them.
+    -- The settings once for the whole batch: nothing an item does changes
+    -- the policy, and an item that seals the namespace leaves guard_needed
+    -- true for the items after it, which then see the seal in lease._guard.
+    SELECT * INTO s FROM lease._settings;
     RETURN jsonb_build_object('results',
-        (SELECT jsonb_agg(lease._renew(e.value, brief) ORDER BY e.n)
+        (SELECT jsonb_agg(lease._renew(e.value, brief, s) ORDER BY e.n)
            FROM jsonb_array_elements(items) WITH ORDINALITY AS e(value, n)));
 END
 $function$;

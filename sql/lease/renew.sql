@@ -4,8 +4,11 @@ CREATE OR REPLACE FUNCTION lease.renew(p jsonb)
  SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
+DECLARE
+    s lease._settings;
 BEGIN
-    RETURN lease._renew(p, false);
+    SELECT * INTO s FROM lease._settings;
+    RETURN lease._renew(p, false, s);
 END
 $function$;
 
