@@ -66,6 +66,14 @@ static void test_restore_is_sealed_until_recovery(void **state)
     assert_true(testpg_exec(fx.db, "UPDATE lease.namespace_state "
                                    "SET system_identifier = system_identifier + 1"));
     assert_true(wait_sealed());
+    /* Readiness says "sealed" from lease.health(), which computes the
+     * mismatch on every probe (docs/operators.md: before any call recorded
+     * it); the row is written by the sweeper's next lease.check_namespace,
+     * which on a loaded machine can come a sweep interval or more after
+     * that probe. Wait for the sweeper to record it, then read why. */
+    assert_true(
+        test_wait_until(10000, testpg_query_int(fx.db, "SELECT count(*) FROM "
+                                                       "lease.namespace_state WHERE sealed") == 1));
     char *why = testpg_query_value(fx.db, "SELECT sealed_reason FROM lease.namespace_state "
                                           "WHERE sealed AND sealed_reason LIKE '%restored%'");
     assert_non_null(why);
