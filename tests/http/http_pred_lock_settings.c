@@ -15,6 +15,9 @@
 #define NEEDLE "predicate_lock_settings"
 
 static http_fx_t fx;
+/* set when a case could not be shown on this server: main then exits 77,
+ * which ctest reports as skipped (never counted as passed) */
+static bool skipped_case;
 
 static int setup(void **state)
 {
@@ -52,6 +55,7 @@ static void one_warning_for_a_pool_the_table_cannot_serve(void **state)
     long long pool = table / 400 + 1;
     if (pool > 1024) {
         printf("skipped: this server's predicate-lock table serves the largest pool\n");
+        skipped_case = true;
         skip();
     }
     char env[64];
@@ -75,5 +79,6 @@ int main(void)
         cmocka_unit_test(silent_with_the_settings),
         cmocka_unit_test(one_warning_for_a_pool_the_table_cannot_serve),
     };
-    return cmocka_run_group_tests(tests, setup, http_fx_teardown);
+    int failed = cmocka_run_group_tests(tests, setup, http_fx_teardown);
+    return failed ? failed : skipped_case ? 77 : 0;
 }
