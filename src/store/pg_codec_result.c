@@ -338,11 +338,12 @@ static bool decode_record(json_t *o, lease_record_t *r, record_shape_t shape)
  * result object of op, its code read into *code and one op may answer;
  * NULL otherwise, with *why saying what is wrong. On success *why is the
  * reason for a field the caller then finds malformed. */
-static json_t *open_result(store_pg_op_t op, const char *text, void *out, size_t outsz,
-                           lease_code_t *code, const char **why)
+/* Takes o (NULL when the text did not parse as an object): returns it when
+ * its code is known and allowed for op, else frees it and returns NULL. */
+static json_t *open_object(store_pg_op_t op, json_t *o, void *out, size_t outsz, lease_code_t *code,
+                           const char **why)
 {
     memset(out, 0, outsz);
-    json_t *o = store_pg_parse_object(text);
     if (!o) {
         *why = "not a JSON object";
         return NULL;
@@ -360,6 +361,12 @@ static json_t *open_result(store_pg_op_t op, const char *text, void *out, size_t
     return NULL;
 }
 
+static json_t *open_result(store_pg_op_t op, const char *text, void *out, size_t outsz,
+                           lease_code_t *code, const char **why)
+{
+    return open_object(op, store_pg_parse_object(text), out, outsz, code, why);
+}
+
 /* Ends a decoder on an answer it cannot read: frees o (may be NULL), zeroes
  * the answer and returns the code to report (see malformed). */
 static lease_code_t refuse_result(json_t *o, store_pg_op_t op, const char *why, void *out,
@@ -370,11 +377,12 @@ static lease_code_t refuse_result(json_t *o, store_pg_op_t op, const char *why, 
     return malformed(op, why);
 }
 
-lease_code_t store_pg_decode_result(store_pg_op_t op, const char *text, lease_result_t *out)
+/* Decodes one operation's answer object; takes o (may be NULL). */
+static lease_code_t decode_result_object(store_pg_op_t op, json_t *o, lease_result_t *out)
 {
     const char *why;
     lease_code_t code;
-    json_t *o = open_result(op, text, out, sizeof *out, &code, &why);
+    o = open_object(op, o, out, sizeof *out, &code, &why);
     if (!o)
         goto malformed;
     json_t *lease = json_object_get(o, "lease");
@@ -415,6 +423,11 @@ malformed:
     return out->code;
 }
 
+lease_code_t store_pg_decode_result(store_pg_op_t op, const char *text, lease_result_t *out)
+{
+    return decode_result_object(op, store_pg_parse_object(text), out);
+}
+
 /* many: STORE_PG_OP_RENEW_MANY or STORE_PG_OP_RELEASE_MANY */
 static lease_code_t decode_many(store_pg_op_t many, const char *text, size_t n,
                                 lease_result_t *results)
@@ -427,10 +440,11 @@ static lease_code_t decode_many(store_pg_op_t many, const char *text, size_t n,
         return malformed(many, "not one result per item");
     }
     for (size_t i = 0; i < n; i++) {
-        char *item = lease_json_dumps(json_array_get(arr, i), 0);
-        /* NULL (out of memory) decodes as a malformed answer: outcome_unknown */
-        store_pg_decode_result(renew ? STORE_PG_OP_RENEW : STORE_PG_OP_RELEASE, item, &results[i]);
-        free(item);
+        /* each item read in place, as a single answer is (a non-object item
+         * decodes as a malformed answer: outcome_unknown) */
+        json_t *item = json_array_get(arr, i);
+        decode_result_object(renew ? STORE_PG_OP_RENEW : STORE_PG_OP_RELEASE,
+                             json_is_object(item) ? json_incref(item) : NULL, &results[i]);
     }
     json_decref(o);
     return renew ? LEASE_RENEWED : LEASE_RELEASED;

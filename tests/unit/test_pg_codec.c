@@ -483,6 +483,35 @@ static void test_decode_brief(void **state)
         LEASE_BACKEND_UNAVAILABLE);
 }
 
+/* A batch answer: each item decoded as the single answer would be, in its
+ * own slot; an unreadable item is that item's unknown outcome, not the
+ * batch's; a count that does not match the request is the batch's. */
+static void test_decode_many(void **state)
+{
+    (void)state;
+    lease_result_t r[3];
+    const char *renewed =
+        "{\"code\":\"lease_renewed\",\"replayed\":false,\"current_state\":\"active\","
+        "\"lease\":{\"state\":\"active\",\"acquired_at\":\"2026-08-05T12:00:00.000Z\","
+        "\"renewed_at\":\"2026-08-05T12:00:20.000Z\",\"expires_at\":\"2026-08-05T12:00:50.000Z\","
+        "\"ttl_ms\":30000,\"maximum_lifetime_ms\":3600000,\"execution_id\":\"e\"}}";
+    char text[2048];
+    snprintf(text, sizeof text, "{\"results\":[%s,{\"code\":\"lease_lost\"},7]}", renewed);
+    assert_int_equal(store_pg_decode_renew_many(text, 3, r), LEASE_RENEWED);
+    assert_int_equal(r[0].code, LEASE_RENEWED);
+    assert_string_equal(r[0].lease.execution_id, "e");
+    assert_true(r[0].lease.expires_at_ms > 0);
+    assert_int_equal(r[1].code, LEASE_LOST);
+    assert_false(r[1].has_lease);
+    assert_int_equal(r[2].code, LEASE_OUTCOME_UNKNOWN); /* not an object */
+    /* a renewal's code in a release batch is not a release's answer */
+    snprintf(text, sizeof text, "{\"results\":[%s]}", renewed);
+    assert_int_equal(store_pg_decode_release_many(text, 1, r), LEASE_RELEASED);
+    assert_int_equal(r[0].code, LEASE_OUTCOME_UNKNOWN);
+    assert_int_equal(store_pg_decode_renew_many(text, 2, r), LEASE_OUTCOME_UNKNOWN);
+    assert_int_equal(store_pg_decode_renew_many("{\"results\":{}}", 1, r), LEASE_OUTCOME_UNKNOWN);
+}
+
 static void test_decode_success(void **state)
 {
     (void)state;
@@ -925,6 +954,7 @@ int main(void)
         cmocka_unit_test(test_encode_audit),
         cmocka_unit_test(test_decode_success),
         cmocka_unit_test(test_decode_brief),
+        cmocka_unit_test(test_decode_many),
         cmocka_unit_test(test_decode_malformed),
         cmocka_unit_test(test_decode_metadata_numbers),
         cmocka_unit_test(test_decode_list),
