@@ -10,7 +10,7 @@ DECLARE
     li jsonb := p -> 'lock_identity';
     c text := lease._canonical(li);
     -- a TTL member once, for the same reason: lease._ttl_in and lease._int
-    -- inline and use their argument up to 14 times
+    -- inline and use their argument several times
     ttl_v jsonb := p -> 'ttl_ms';
     life_v jsonb := p -> 'maximum_lifetime_ms';
     k text;
