@@ -8,7 +8,7 @@
 -- lease._int instead of three, a policy maximum at bigint's top).
 BEGIN ISOLATION LEVEL SERIALIZABLE;
 \ir helpers/fixtures.psql
-SELECT plan(45);
+SELECT plan(52);
 
 -- lease._id_ok -----------------------------------------------------------------
 SELECT is(lease._id_ok(v), want, '_id_ok(' || coalesce(v::text, 'SQL NULL') || ') is ' || want)
@@ -85,6 +85,39 @@ SELECT ok(NOT lease._identity_ok('{"tenant_id": "t", "program_id": "p", "target_
 SELECT ok(lease._identity_ok('{"tenant_id": "t\u0041", "program_id": "p", "target_namespace": "n",
                                "target_id": "t", "actor_name": "a", "workflow_name": "w"}'),
           '_identity_ok: an escape the request used for an allowed letter');
+
+-- the requested TTL the evidence records: NULL when the request named none
+-- (absent or JSON null; the lease then has the policy's default), else the
+-- request's -----------------------------------------------------------------------
+SELECT t.acq('target_32a') AS qa \gset
+SELECT lease.acquire(:'qa'::jsonb) AS ra \gset
+SELECT t.acq('target_32b', '{"ttl_ms": null}') AS qb \gset
+SELECT lease.acquire(:'qb'::jsonb) AS rb \gset
+SELECT t.acq('target_32c', '{"ttl_ms": 45000}') AS qc \gset
+SELECT lease.acquire(:'qc'::jsonb) AS rc \gset
+SELECT is((SELECT ARRAY[a.requested_ttl_ms, a.effective_ttl_ms] FROM t.audit_of(:'qa'::jsonb ->> 'request_id') a),
+          ARRAY[NULL, (SELECT default_ttl_ms FROM lease.policy)],
+          'acquire without ttl_ms: no requested TTL, the default in effect');
+SELECT is((SELECT ARRAY[a.requested_ttl_ms, a.effective_ttl_ms] FROM t.audit_of(:'qb'::jsonb ->> 'request_id') a),
+          ARRAY[NULL, (SELECT default_ttl_ms FROM lease.policy)],
+          'acquire with ttl_ms null: no requested TTL, the default in effect');
+SELECT is((SELECT ARRAY[a.requested_ttl_ms, a.effective_ttl_ms] FROM t.audit_of(:'qc'::jsonb ->> 'request_id') a),
+          ARRAY[45000, 45000]::bigint[], 'acquire with ttl_ms: requested and in effect');
+SELECT t.ref(:'rc'::jsonb) AS qd \gset
+SELECT lease.renew(:'qd'::jsonb) ->> 'code' AS d_code \gset
+SELECT t.ref(:'ra'::jsonb, '{"ttl_ms": null}') AS qe \gset
+SELECT lease.renew(:'qe'::jsonb) ->> 'code' AS e_code \gset
+SELECT t.ref(:'rb'::jsonb, '{"ttl_ms": 20000}') AS qf \gset
+SELECT lease.renew(:'qf'::jsonb) ->> 'code' AS f_code \gset
+SELECT is(ARRAY[:'d_code', :'e_code', :'f_code'], ARRAY['lease_renewed', 'lease_renewed', 'lease_renewed'],
+          'the three renewals renew');
+SELECT is((SELECT ARRAY[a.requested_ttl_ms, a.effective_ttl_ms] FROM t.audit_of(:'qd'::jsonb ->> 'request_id') a),
+          ARRAY[NULL, 45000]::bigint[], 'renew without ttl_ms: no requested TTL, the lease''s TTL kept');
+SELECT is((SELECT ARRAY[a.requested_ttl_ms, a.effective_ttl_ms] FROM t.audit_of(:'qe'::jsonb ->> 'request_id') a),
+          ARRAY[NULL, (SELECT default_ttl_ms FROM lease.policy)],
+          'renew with ttl_ms null: no requested TTL, the lease''s TTL kept');
+SELECT is((SELECT ARRAY[a.requested_ttl_ms, a.effective_ttl_ms] FROM t.audit_of(:'qf'::jsonb ->> 'request_id') a),
+          ARRAY[20000, 20000]::bigint[], 'renew with ttl_ms: requested and in effect');
 
 SELECT * FROM finish();
 ROLLBACK;
