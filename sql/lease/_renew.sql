@@ -55,7 +55,9 @@ BEGIN
                               acquired_at + lease._ms(maximum_lifetime_ms)),
            ttl_ms = coalesce(ttl, ttl_ms)
      WHERE lock_key = k AND state = 'active' AND expires_at > now() AND record_version = 1
-       AND lease_id = p ->> 'lease_id' AND fencing_token = lease._int(p -> 'fencing_token')
+       -- the token passed lease._bad_reference (a positive JSON integer in
+       -- bigint range): its text casts as lease._int would, without its checks
+       AND lease_id = p ->> 'lease_id' AND fencing_token = (p ->> 'fencing_token')::bigint
        AND owner_principal_id = p #>> '{principal,principal_id}'
        AND service_instance_id = p ->> 'service_instance_id'
        AND lease._canonical_of(tenant_id, program_id, target_namespace, target_id, actor_name,
