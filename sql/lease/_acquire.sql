@@ -10,7 +10,7 @@ DECLARE
     li jsonb := p -> 'lock_identity';
     c text := lease._canonical(li);
     -- a TTL member once, for the same reason: lease._ttl_in and lease._int
-    -- inline and use their argument up to 14 times
+    -- inline and use their argument several times
     ttl_v jsonb := p -> 'ttl_ms';
     life_v jsonb := p -> 'maximum_lifetime_ms';
     k text;
@@ -153,8 +153,12 @@ BEGIN
     ELSE
         result := jsonb_build_object('code', 'lease_acquired', 'lease', lease._lease_json(l));
     END IF;
+    -- the requested TTL: NULL when ttl_ms was absent or null (ttl is then
+    -- the default); a number got here only as a valid ttl (no second
+    -- lease._int, whose regular expression runs again)
     RETURN CASE WHEN lease._evidence(p, 'acquire', l, result, s.idempotency_retention_ms, prev,
-                                     'active', lease._int(ttl_v), NULL, NULL)
+                                     'active', CASE WHEN jsonb_typeof(ttl_v) = 'number'
+                                                    THEN ttl END, NULL, NULL)
                 THEN result || '{"replayed": false, "current_state": "active"}'::jsonb END;
     EXCEPTION WHEN unique_violation THEN
         -- this request id committed before (its lease since ended, so the

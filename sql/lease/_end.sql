@@ -51,7 +51,9 @@ BEGIN
     END IF;
     UPDATE lease.locks SET state = 'free'
      WHERE lock_key = k AND state = 'active' AND expires_at > now() AND record_version = 1
-       AND lease_id = p ->> 'lease_id' AND fencing_token = lease._int(p -> 'fencing_token')
+       -- the token passed lease._bad_reference (a positive JSON integer in
+       -- bigint range): its text casts as lease._int would, without its checks
+       AND lease_id = p ->> 'lease_id' AND fencing_token = (p ->> 'fencing_token')::bigint
        AND (NOT as_owner OR owner_principal_id = p #>> '{principal,principal_id}'
                             AND service_instance_id = p ->> 'service_instance_id')
        AND lease._canonical_of(tenant_id, program_id, target_namespace, target_id, actor_name,

@@ -4,17 +4,15 @@ CREATE OR REPLACE FUNCTION lease._renew(p jsonb, brief boolean, s lease._setting
 AS $function$
 DECLARE
     deadline timestamptz := lease._call_deadline(p, true);
-    t timestamptz := lease._now();
     -- the identity once: lease._canonical inlines, and an argument that is
     -- an expression would be evaluated again at each of its ~40 uses
     li jsonb := p -> 'lock_identity';
     c text := lease._canonical(li);
     -- a TTL member once, for the same reason: lease._ttl_in and lease._int
-    -- inline and use their argument up to 14 times
+    -- inline and use their argument several times
     ttl_v jsonb := p -> 'ttl_ms';
     k text;
     why text;
-    field text;
     ttl bigint;
     l lease.locks;
     replay jsonb;
@@ -24,9 +22,10 @@ BEGIN
     IF now() >= deadline THEN
         RETURN lease._result('deadline_exceeded');
     END IF;
-    field := lease._bad_reference(p, c, true);
-    IF field IS NOT NULL THEN
-        RETURN lease._invalid(field);
+    -- one expression on the path that succeeds (each PL/pgSQL expression
+    -- is set up again in every transaction); a refusal computes it twice
+    IF lease._bad_reference(p, c, true) IS NOT NULL THEN
+        RETURN lease._invalid(lease._bad_reference(p, c, true));
     END IF;
     ttl := lease._ttl_in(ttl_v, NULL, s.minimum_ttl_ms, s.maximum_ttl_ms);
     IF ttl IS NULL AND coalesce(jsonb_typeof(ttl_v), 'null') <> 'null' THEN
@@ -48,13 +47,17 @@ BEGIN
     IF NOT lease._lock_wait_until(deadline) THEN
         RETURN lease._result('deadline_exceeded');
     END IF;
+    -- lease._now() in the statement, not a variable: the same backend time
+    -- (now() is the transaction's), one PL/pgSQL expression fewer
     UPDATE lease.locks
-       SET renewed_at = t,
-           expires_at = least(t + lease._ms(coalesce(ttl, ttl_ms)),
+       SET renewed_at = lease._now(),
+           expires_at = least(lease._now() + lease._ms(coalesce(ttl, ttl_ms)),
                               acquired_at + lease._ms(maximum_lifetime_ms)),
            ttl_ms = coalesce(ttl, ttl_ms)
      WHERE lock_key = k AND state = 'active' AND expires_at > now() AND record_version = 1
-       AND lease_id = p ->> 'lease_id' AND fencing_token = lease._int(p -> 'fencing_token')
+       -- the token passed lease._bad_reference (a positive JSON integer in
+       -- bigint range): its text casts as lease._int would, without its checks
+       AND lease_id = p ->> 'lease_id' AND fencing_token = (p ->> 'fencing_token')::bigint
        AND owner_principal_id = p #>> '{principal,principal_id}'
        AND service_instance_id = p ->> 'service_instance_id'
        AND lease._canonical_of(tenant_id, program_id, target_namespace, target_id, actor_name,
@@ -69,8 +72,10 @@ BEGIN
     ELSE
         result := jsonb_build_object('code', 'lease_renewed', 'lease', lease._lease_json(l));
     END IF;
+    -- the requested TTL is ttl here: an absent or null ttl_ms left it NULL,
+    -- any other value is either a valid integer or refused above
     RETURN CASE WHEN lease._evidence(p, 'renew', l, result, s.idempotency_retention_ms, 'active',
-                                     'active', lease._int(ttl_v), NULL, NULL)
+                                     'active', ttl, NULL, NULL)
                 THEN result || '{"replayed": false, "current_state": "active"}'::jsonb END;
     EXCEPTION WHEN unique_violation THEN
         -- this request id committed before and the lease still matched
