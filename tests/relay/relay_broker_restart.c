@@ -8,7 +8,8 @@
  *     broker had already routed comes twice and is dropped by the consumer
  *     helper.
  * The figures (lag during the outage, time to catch up) are printed.
- * The broker is stopped: this test runs alone (RUN_SERIAL).
+ * The broker is stopped: no other relay test runs meanwhile (RESOURCE_LOCK
+ * rabbit_broker, tests/CMakeLists.txt).
  */
 #include "relay_common.h"
 

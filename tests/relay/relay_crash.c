@@ -10,7 +10,8 @@
  *  3. SIGTERM mid-batch (again caught with the broker frozen): the relay
  *     finishes the batch once the confirms come, records it and exits 0;
  *     the next relay delivers the rest without a single duplicate.
- * The broker is frozen: this test runs alone (RUN_SERIAL).
+ * The broker is frozen: no other relay test runs meanwhile (RESOURCE_LOCK
+ * rabbit_broker, tests/CMakeLists.txt).
  */
 #include "relay_common.h"
 

@@ -9,7 +9,8 @@
  *     ends its idle transaction; the other relay delivers everything; the
  *     frozen one, thawed, records nothing it did not deliver.
  * To catch a relay mid-batch for certain the broker is frozen for a moment:
- * this test runs alone (RUN_SERIAL).
+ * no other relay test runs meanwhile (RESOURCE_LOCK rabbit_broker,
+ * tests/CMakeLists.txt).
  */
 #include "relay_common.h"
 
