@@ -334,12 +334,12 @@ static bool decode_record(json_t *o, lease_record_t *r, record_shape_t shape)
     return r->expires_at_ms >= r->acquired_at_ms && r->renewed_at_ms >= r->acquired_at_ms;
 }
 
-/* Starts a decoder: zeroes its answer (outsz bytes at out) and returns the
- * result object of op, its code read into *code and one op may answer;
- * NULL otherwise, with *why saying what is wrong. On success *why is the
- * reason for a field the caller then finds malformed. */
-/* Takes o (NULL when the text did not parse as an object): returns it when
- * its code is known and allowed for op, else frees it and returns NULL. */
+/* Starts a decoder on o, an answer already parsed (NULL when its text was
+ * not a JSON object), and takes it: zeroes the decoder's answer (outsz
+ * bytes at out) and returns o when it is a result object of op, its code
+ * read into *code and one op may answer; otherwise frees it and returns
+ * NULL, with *why saying what is wrong. On success *why is the reason for
+ * a field the caller then finds malformed. */
 static json_t *open_object(store_pg_op_t op, json_t *o, void *out, size_t outsz, lease_code_t *code,
                            const char **why)
 {
@@ -361,6 +361,7 @@ static json_t *open_object(store_pg_op_t op, json_t *o, void *out, size_t outsz,
     return NULL;
 }
 
+/* open_object on an answer's text. */
 static json_t *open_result(store_pg_op_t op, const char *text, void *out, size_t outsz,
                            lease_code_t *code, const char **why)
 {
