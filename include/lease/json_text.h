@@ -27,6 +27,35 @@
 #define LEASE_JSON_REAL_TEXT_MAX 32
 
 /*
+ * A growing buffer of compact JSON text, for encoders that write a fixed
+ * shape directly: building a jansson tree only to dump it costs an
+ * allocation and a hash insert per member, and was most of what leased spent
+ * encoding a request (docs/benchmarks.md, "Where leased's instructions go").
+ * Start from {0}; `failed` sticks once memory runs out, and
+ * lease_json_take then answers NULL. The caller writes the punctuation
+ * ("{", ",", ":") with lease_json_raw.
+ */
+typedef struct lease_json_buf {
+    char *data;
+    size_t len, cap;
+    bool failed;
+} lease_json_buf_t;
+
+void lease_json_raw(lease_json_buf_t *b, const char *s, size_t n);
+/* s[0..n) as a JSON string, escaped exactly as jansson escapes it. The
+ * bytes must be valid UTF-8 (lease_json_utf8_valid). */
+void lease_json_string(lease_json_buf_t *b, const char *s, size_t n);
+void lease_json_int(lease_json_buf_t *b, long long v);
+/* Any JSON value, as lease_json_dumps writes it (flags likewise). */
+void lease_json_value(lease_json_buf_t *b, json_t *v, size_t flags);
+/* The text written (heap, free()), and b emptied; NULL when a write failed
+ * or nothing was written. */
+char *lease_json_take(lease_json_buf_t *b);
+/* Whether s[0..n) is UTF-8 as jansson accepts it for a string (RFC 3629: no
+ * overlong forms, no surrogates, nothing above U+10FFFF). */
+bool lease_json_utf8_valid(const char *s, size_t n);
+
+/*
  * Compact JSON text of v (any JSON value; not modified), heap (free()); NULL when out of
  * memory or v holds a real that is not finite. flags: 0 or JSON_SORT_KEYS
  * (keys in byte order at every depth); other jansson flags are ignored.

@@ -15,14 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* A growing output buffer; `failed` sticks once memory runs out. */
-typedef struct text_buf {
-    char *data;
-    size_t len, cap;
-    bool failed;
-} text_buf_t;
+typedef lease_json_buf_t text_buf_t; /* json_text.h: `failed` sticks */
 
-static void put(text_buf_t *b, const char *s, size_t n)
+void lease_json_raw(text_buf_t *b, const char *s, size_t n)
 {
     if (b->failed)
         return;
@@ -43,12 +38,17 @@ static void put(text_buf_t *b, const char *s, size_t n)
     b->data[b->len] = '\0';
 }
 
+static void put(text_buf_t *b, const char *s, size_t n)
+{
+    lease_json_raw(b, s, n);
+}
+
 static void put_str(text_buf_t *b, const char *s)
 {
     put(b, s, strlen(s));
 }
 
-static void put_string(text_buf_t *b, const char *s, size_t n)
+void lease_json_string(text_buf_t *b, const char *s, size_t n)
 {
     put(b, "\"", 1);
     size_t run = 0; /* bytes copied verbatim, flushed before each escape */
@@ -134,7 +134,10 @@ static int compare_keys(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-static void put_value(text_buf_t *b, json_t *v, size_t flags);
+static void put_value(text_buf_t *b, json_t *v, size_t flags)
+{
+    lease_json_value(b, v, flags);
+}
 
 static void put_object(text_buf_t *b, json_t *v, size_t flags)
 {
@@ -157,7 +160,7 @@ static void put_object(text_buf_t *b, json_t *v, size_t flags)
     for (i = 0; i < n && !b->failed; i++) {
         if (i)
             put(b, ",", 1);
-        put_string(b, keys[i], strlen(keys[i]));
+        lease_json_string(b, keys[i], strlen(keys[i]));
         put(b, ":", 1);
         put_value(b, json_object_get(v, keys[i]), flags);
     }
@@ -165,7 +168,7 @@ static void put_object(text_buf_t *b, json_t *v, size_t flags)
     free(keys);
 }
 
-static void put_value(text_buf_t *b, json_t *v, size_t flags)
+void lease_json_value(text_buf_t *b, json_t *v, size_t flags)
 {
     char num[LEASE_JSON_REAL_TEXT_MAX];
     switch (json_typeof(v)) {
@@ -182,7 +185,7 @@ static void put_value(text_buf_t *b, json_t *v, size_t flags)
         put(b, "]", 1);
         break;
     case JSON_STRING:
-        put_string(b, json_string_value(v), json_string_length(v));
+        lease_json_string(b, json_string_value(v), json_string_length(v));
         break;
     case JSON_INTEGER:
         snprintf(num, sizeof num, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
@@ -208,15 +211,69 @@ static void put_value(text_buf_t *b, json_t *v, size_t flags)
     }
 }
 
+void lease_json_int(text_buf_t *b, long long v)
+{
+    char num[24];
+    int n = snprintf(num, sizeof num, "%lld", v);
+    put(b, num, (size_t)n);
+}
+
+char *lease_json_take(text_buf_t *b)
+{
+    if (b->failed || !b->data) {
+        free(b->data);
+        *b = (text_buf_t){0};
+        return NULL;
+    }
+    char *text = b->data;
+    *b = (text_buf_t){0};
+    return text;
+}
+
+bool lease_json_utf8_valid(const char *s, size_t n)
+{
+    const unsigned char *p = (const unsigned char *)s;
+    size_t i = 0;
+    while (i < n) {
+        unsigned c = p[i];
+        size_t len;
+        unsigned cp;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        if (c >= 0xC2 && c <= 0xDF) {
+            len = 2;
+            cp = c & 0x1F;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            len = 3;
+            cp = c & 0x0F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            len = 4;
+            cp = c & 0x07;
+        } else {
+            return false; /* a continuation byte, an overlong C0/C1, or F5-FF */
+        }
+        if (n - i < len)
+            return false;
+        for (size_t k = 1; k < len; k++) {
+            if ((p[i + k] & 0xC0) != 0x80)
+                return false;
+            cp = (cp << 6) | (p[i + k] & 0x3F);
+        }
+        if ((len == 3 && cp < 0x800) || (len == 4 && cp < 0x10000) || cp > 0x10FFFF ||
+            (cp >= 0xD800 && cp <= 0xDFFF))
+            return false;
+        i += len;
+    }
+    return true;
+}
+
 char *lease_json_dumps(json_t *v, size_t flags)
 {
     if (!v)
         return NULL;
     text_buf_t b = {0};
     put_value(&b, v, flags);
-    if (b.failed) {
-        free(b.data);
-        return NULL;
-    }
-    return b.data;
+    return lease_json_take(&b);
 }

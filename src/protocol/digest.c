@@ -12,6 +12,7 @@
 
 #include "lease/hex.h"
 #include "lease/hash.h"
+#include "lease/json_text.h"
 
 /* Adds value (consumed, may be NULL after a failed allocation) under key. */
 static bool put(json_t *obj, const char *key, json_t *value)
@@ -108,13 +109,109 @@ cleanup:
     return ok;
 }
 
-/* Drops obj and returns NULL when a step failed, so callers can chain. */
-static json_t *keep_if(json_t *obj, bool ok)
+/*
+ * The fixed-shape digests (every operation but commit) write their canonical
+ * text directly: the members are collected, sorted by key as JSON_SORT_KEYS
+ * sorts them (byte order), and written with json_text's escaping, which is
+ * jansson's. The text is byte for byte what dumping the jansson object
+ * would give (tests/unit/test_digest.c keeps that form as its oracle);
+ * building the tree cost a malloc and a hash insert per member, and was
+ * most of a digest's instructions.
+ */
+typedef enum { MEMBER_TEXT, MEMBER_INT, MEMBER_RAW } member_kind_t;
+
+typedef struct member {
+    const char *key;
+    member_kind_t kind;
+    const char *text; /* MEMBER_TEXT: a field of at most cap bytes; MEMBER_RAW: JSON */
+    size_t cap;
+    long long number;
+} member_t;
+
+#define MEMBERS_MAX 20
+
+typedef struct canonical {
+    member_t m[MEMBERS_MAX];
+    size_t n;
+} canonical_t;
+
+#define ADD_TEXT(c, k, field) add((c), (member_t){(k), MEMBER_TEXT, (field), sizeof(field), 0})
+#define ADD_INT(c, k, v) add((c), (member_t){(k), MEMBER_INT, NULL, 0, (long long)(v)})
+
+static void add(canonical_t *c, member_t m)
 {
-    if (ok)
-        return obj;
-    json_decref(obj);
-    return NULL;
+    if (c->n < MEMBERS_MAX) /* the largest digest has 16 members */
+        c->m[c->n++] = m;
+}
+
+static void add_base(canonical_t *c, const char *op, const lease_call_t *call,
+                     const lease_identity_t *id)
+{
+    add(c, (member_t){"op", MEMBER_TEXT, op, strlen(op) + 1, 0});
+    ADD_TEXT(c, "tenant_id", id->tenant_id);
+    ADD_TEXT(c, "program_id", id->program_id);
+    ADD_TEXT(c, "target_namespace", id->target_namespace);
+    ADD_TEXT(c, "target_id", id->target_id);
+    ADD_TEXT(c, "actor_name", id->actor_name);
+    ADD_TEXT(c, "workflow_name", id->workflow_name);
+    ADD_TEXT(c, "operation_class", id->operation_class);
+    ADD_TEXT(c, "principal_id", call->principal.principal_id);
+}
+
+static int by_key(const void *a, const void *b)
+{
+    return strcmp(((const member_t *)a)->key, ((const member_t *)b)->key);
+}
+
+/* A field as text() enters it: a JSON string, or {"hex":...} of bytes that
+ * are not UTF-8. */
+static void write_text(lease_json_buf_t *b, const char *s, size_t cap)
+{
+    size_t len = strnlen(s, cap);
+    if (lease_json_utf8_valid(s, len)) {
+        lease_json_string(b, s, len);
+        return;
+    }
+    char *hex = malloc(len * 2 + 1);
+    if (!hex) {
+        b->failed = true;
+        return;
+    }
+    lease_hex_encode((const unsigned char *)s, len, hex);
+    lease_json_raw(b, "{\"hex\":", 7);
+    lease_json_string(b, hex, len * 2);
+    lease_json_raw(b, "}", 1);
+    free(hex);
+}
+
+/* Hashes the text of c's members in key order into out ("" on failure). */
+static void finish_canonical(canonical_t *c, char out[65])
+{
+    lease_json_buf_t b = {0};
+    out[0] = '\0';
+    qsort(c->m, c->n, sizeof c->m[0], by_key);
+    lease_json_raw(&b, "{", 1);
+    for (size_t i = 0; i < c->n; i++) {
+        const member_t *m = &c->m[i];
+        if (i)
+            lease_json_raw(&b, ",", 1);
+        lease_json_string(&b, m->key, strlen(m->key));
+        lease_json_raw(&b, ":", 1);
+        if (m->kind == MEMBER_TEXT)
+            write_text(&b, m->text, m->cap);
+        else if (m->kind == MEMBER_INT)
+            lease_json_int(&b, m->number);
+        else if (m->text)
+            lease_json_raw(&b, m->text, strlen(m->text));
+        else
+            b.failed = true; /* the metadata could not be written */
+    }
+    lease_json_raw(&b, "}", 1);
+    char *text = lease_json_take(&b);
+    unsigned char md[32];
+    if (text && lease_sha256(text, strlen(text), md))
+        lease_hex_encode(md, sizeof md, out); /* LEASE_DIGEST_HEX_LEN digits */
+    free(text);
 }
 
 static json_t *metadata_value(const char *s, size_t cap)
@@ -126,32 +223,44 @@ static json_t *metadata_value(const char *s, size_t cap)
     return v ? v : text(s, cap);
 }
 
+/* The metadata member's text, as jansson dumps the value metadata_value
+ * builds (heap; NULL when out of memory). */
+static char *metadata_text(const char *s, size_t cap)
+{
+    json_t *v = metadata_value(s, cap);
+    char *text = v ? json_dumps(v, JSON_SORT_KEYS | JSON_COMPACT | JSON_ENCODE_ANY) : NULL;
+    json_decref(v);
+    return text;
+}
+
 void lease_digest_acquire(const lease_acquire_req_t *r, char out[65])
 {
-    json_t *obj = base_object("acquire", &r->call, &r->identity);
-    if (obj) {
-        bool ok = PUT_TEXT(obj, "service_instance_id", r->service_instance_id) &&
-                  PUT_TEXT(obj, "execution_id", r->execution_id) &&
-                  PUT_TEXT(obj, "job_id", r->job_id) && PUT_TEXT(obj, "trace_id", r->trace_id) &&
-                  put_int(obj, "ttl_ms", r->ttl_ms) &&
-                  put_int(obj, "maximum_lifetime_ms", r->maximum_lifetime_ms) &&
-                  put(obj, "metadata", metadata_value(r->metadata_json, sizeof r->metadata_json));
-        obj = keep_if(obj, ok);
-    }
-    (void)finish(obj, out);
+    canonical_t c = {.n = 0};
+    size_t md_len = strnlen(r->metadata_json, sizeof r->metadata_json);
+    /* no metadata is the empty object: the common case needs no parse */
+    char *metadata = md_len == 0 ? NULL : metadata_text(r->metadata_json, sizeof r->metadata_json);
+    add_base(&c, "acquire", &r->call, &r->identity);
+    ADD_TEXT(&c, "service_instance_id", r->service_instance_id);
+    ADD_TEXT(&c, "execution_id", r->execution_id);
+    ADD_TEXT(&c, "job_id", r->job_id);
+    ADD_TEXT(&c, "trace_id", r->trace_id);
+    ADD_INT(&c, "ttl_ms", r->ttl_ms);
+    ADD_INT(&c, "maximum_lifetime_ms", r->maximum_lifetime_ms);
+    add(&c, (member_t){"metadata", MEMBER_RAW, md_len == 0 ? "{}" : metadata, 0, 0});
+    finish_canonical(&c, out);
+    free(metadata);
 }
 
 static void digest_owner(const char *op, const lease_owner_req_t *r, bool with_ttl, char out[65])
 {
-    json_t *obj = base_object(op, &r->call, &r->identity);
-    if (obj) {
-        bool ok = PUT_TEXT(obj, "lease_id", r->lease_id) &&
-                  put_int(obj, "fencing_token", r->fencing_token) &&
-                  PUT_TEXT(obj, "service_instance_id", r->service_instance_id) &&
-                  (!with_ttl || put_int(obj, "ttl_ms", r->ttl_ms));
-        obj = keep_if(obj, ok);
-    }
-    (void)finish(obj, out);
+    canonical_t c = {.n = 0};
+    add_base(&c, op, &r->call, &r->identity);
+    ADD_TEXT(&c, "lease_id", r->lease_id);
+    ADD_INT(&c, "fencing_token", r->fencing_token);
+    ADD_TEXT(&c, "service_instance_id", r->service_instance_id);
+    if (with_ttl)
+        ADD_INT(&c, "ttl_ms", r->ttl_ms);
+    finish_canonical(&c, out);
 }
 
 void lease_digest_renew(const lease_owner_req_t *r, char out[65])
@@ -167,15 +276,13 @@ void lease_digest_release(const lease_owner_req_t *r, char out[65])
 
 void lease_digest_admin(const lease_admin_req_t *r, bool revoke, char out[65])
 {
-    json_t *obj = base_object(revoke ? "revoke" : "force_release", &r->call, &r->identity);
-    if (obj) {
-        bool ok = PUT_TEXT(obj, "lease_id", r->lease_id) &&
-                  put_int(obj, "fencing_token", r->fencing_token) &&
-                  PUT_TEXT(obj, "reason", r->reason) &&
-                  PUT_TEXT(obj, "incident_id", r->incident_id);
-        obj = keep_if(obj, ok);
-    }
-    (void)finish(obj, out);
+    canonical_t c = {.n = 0};
+    add_base(&c, revoke ? "revoke" : "force_release", &r->call, &r->identity);
+    ADD_TEXT(&c, "lease_id", r->lease_id);
+    ADD_INT(&c, "fencing_token", r->fencing_token);
+    ADD_TEXT(&c, "reason", r->reason);
+    ADD_TEXT(&c, "incident_id", r->incident_id);
+    finish_canonical(&c, out);
 }
 
 /* One write as it enters the digest; NULL when its JSON is invalid, its kind

@@ -25,246 +25,241 @@ static const char *indexed_field(const char *list, size_t i, const char *leaf)
     return field_buf;
 }
 
-/* json_object_set_new that remembers failure (out of memory) in *ok. */
-static void put(json_t *o, const char *k, json_t *v, bool *ok)
+/*
+ * Each request is written as text directly (json_text.h): the shapes are
+ * fixed, and building a jansson tree only to dump it cost an allocation and
+ * a hash insert per member (docs/benchmarks.md, "Where leased's
+ * instructions go"). Members go out in the order written; no key is
+ * written twice. A string that is not UTF-8 fails the request as jansson's
+ * json_string did (NULL, no field named): the decoders upstream only pass
+ * UTF-8, so this is the out-of-memory path in practice.
+ */
+typedef lease_json_buf_t out_t;
+
+/* The separator a member or an element needs: none right after an opening
+ * bracket, a comma otherwise. */
+static void separate(out_t *b)
 {
-    if (!v || json_object_set_new(o, k, v) != 0)
-        *ok = false;
+    if (b->len > 0 && b->data[b->len - 1] != '{' && b->data[b->len - 1] != '[')
+        lease_json_raw(b, ",", 1);
 }
 
-static void put_str_opt(json_t *o, const char *k, const char *v, bool *ok)
+static void text(out_t *b, const char *v)
+{
+    size_t n = strlen(v);
+    if (!lease_json_utf8_valid(v, n)) {
+        b->failed = true;
+        return;
+    }
+    lease_json_string(b, v, n);
+}
+
+static void key(out_t *b, const char *k)
+{
+    separate(b);
+    lease_json_string(b, k, strlen(k));
+    lease_json_raw(b, ":", 1);
+}
+
+static void put_str(out_t *b, const char *k, const char *v)
+{
+    key(b, k);
+    text(b, v ? v : "");
+}
+
+static void put_str_opt(out_t *b, const char *k, const char *v)
 {
     if (v && *v)
-        put(o, k, json_string(v), ok);
+        put_str(b, k, v);
 }
 
-static void put_str(json_t *o, const char *k, const char *v, bool *ok)
+static void put_int(out_t *b, const char *k, long long v)
 {
-    put(o, k, json_string(v ? v : ""), ok);
+    key(b, k);
+    lease_json_int(b, v);
 }
 
-/* o when everything went into it; otherwise NULL, and o is freed. */
-static json_t *built(json_t *o, bool ok)
+static void open_member(out_t *b, const char *k, const char *bracket)
 {
-    if (!ok) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
+    key(b, k);
+    lease_json_raw(b, bracket, 1);
+}
+
+static void close_with(out_t *b, const char *bracket)
+{
+    lease_json_raw(b, bracket, 1);
 }
 
 /* The identity fields, into a lock_identity object or an audit event. */
-static void put_identity(json_t *o, const lease_identity_t *id, bool *ok)
+static void put_identity(out_t *b, const lease_identity_t *id)
 {
-    put_str(o, "tenant_id", id->tenant_id, ok);
-    put_str(o, "program_id", id->program_id, ok);
-    put_str(o, "target_namespace", id->target_namespace, ok);
-    put_str(o, "target_id", id->target_id, ok);
-    put_str(o, "actor_name", id->actor_name, ok);
-    put_str(o, "workflow_name", id->workflow_name, ok);
-    put_str(o, "operation_class", id->operation_class[0] ? id->operation_class : "default", ok);
+    put_str(b, "tenant_id", id->tenant_id);
+    put_str(b, "program_id", id->program_id);
+    put_str(b, "target_namespace", id->target_namespace);
+    put_str(b, "target_id", id->target_id);
+    put_str(b, "actor_name", id->actor_name);
+    put_str(b, "workflow_name", id->workflow_name);
+    put_str(b, "operation_class", id->operation_class[0] ? id->operation_class : "default");
 }
 
-static json_t *identity_json(const lease_identity_t *id)
+static void put_lock_identity(out_t *b, const lease_identity_t *id)
 {
-    json_t *o = json_object();
-    bool ok = o != NULL;
-    if (!ok)
-        return NULL;
-    put_identity(o, id, &ok);
-    return built(o, ok);
+    open_member(b, "lock_identity", "{");
+    put_identity(b, id);
+    close_with(b, "}");
 }
 
 /* The lease a holder or an administrator names. */
-static void put_lease_ref(json_t *o, const lease_identity_t *id, const char *lease_id,
-                          int64_t fencing_token, bool *ok)
+static void put_lease_ref(out_t *b, const lease_identity_t *id, const char *lease_id,
+                          int64_t fencing_token)
 {
-    put(o, "lock_identity", identity_json(id), ok);
-    put_str(o, "lease_id", lease_id, ok);
-    put(o, "fencing_token", json_integer(fencing_token), ok);
+    put_lock_identity(b, id);
+    put_str(b, "lease_id", lease_id);
+    put_int(b, "fencing_token", fencing_token);
 }
 
-static json_t *scope_json(const lease_scope_t *scope)
+static void put_scope(out_t *b, const lease_scope_t *scope)
 {
-    json_t *o = json_object();
-    json_t *actors = json_array();
-    bool ok = o && actors;
-    if (ok) {
-        if (scope->all_actors || scope->n_actors == 0) {
-            /* n_actors 0 with all_actors false would match nothing; the
-             * service never builds that, but "*" must be asked for */
-            if (scope->all_actors)
-                ok = json_array_append_new(actors, json_string("*")) == 0;
-        } else {
-            size_t n =
-                scope->n_actors < LEASE_SCOPE_ACTORS_MAX ? scope->n_actors : LEASE_SCOPE_ACTORS_MAX;
-            for (size_t i = 0; ok && i < n; i++)
-                ok = json_array_append_new(actors, json_string(scope->actor_names[i])) == 0;
+    open_member(b, "scope", "{");
+    put_str(b, "tenant_id", scope->tenant_id);
+    put_str(b, "program_id", scope->program_id);
+    open_member(b, "actor_names", "[");
+    if (scope->all_actors || scope->n_actors == 0) {
+        /* n_actors 0 with all_actors false would match nothing; the
+         * service never builds that, but "*" must be asked for */
+        if (scope->all_actors)
+            text(b, "*");
+    } else {
+        size_t n =
+            scope->n_actors < LEASE_SCOPE_ACTORS_MAX ? scope->n_actors : LEASE_SCOPE_ACTORS_MAX;
+        for (size_t i = 0; i < n; i++) {
+            separate(b);
+            text(b, scope->actor_names[i]);
         }
     }
-    if (ok) {
-        put_str(o, "tenant_id", scope->tenant_id, &ok);
-        put_str(o, "program_id", scope->program_id, &ok);
-        put(o, "actor_names", actors, &ok);
-        actors = NULL;
-    }
-    json_decref(actors);
-    return built(o, ok);
+    close_with(b, "]");
+    close_with(b, "}");
 }
 
-/* The fields every request carries. */
-static json_t *common_json(const lease_call_t *call, int64_t now_mono_ns)
+/* Opens the request with the fields every request carries. trace_id is the
+ * call's unless the operation has its own (acquire and commit store theirs). */
+static void open_common(out_t *b, const lease_call_t *call, int64_t now_mono_ns,
+                        const char *trace_id)
 {
-    json_t *o = json_object();
-    bool ok = o != NULL;
-    if (!ok)
-        return NULL;
+    lease_json_raw(b, "{", 1);
     char deadline[LEASE_TIME_LEN + 1];
     lease_time_format(call->deadline.wall_ms, deadline);
-    put_str(o, "deadline_at", deadline, &ok);
-    put_str_opt(o, "request_id", call->request_id, &ok);
-    put_str_opt(o, "request_digest", call->request_digest, &ok);
-    put_str_opt(o, "correlation_id", call->correlation_id, &ok);
-    put_str_opt(o, "trace_id", call->trace_id, &ok);
-    put_str_opt(o, "deadline_class", call->deadline_class, &ok);
+    put_str(b, "deadline_at", deadline);
+    put_str_opt(b, "request_id", call->request_id);
+    put_str_opt(b, "request_digest", call->request_digest);
+    put_str_opt(b, "correlation_id", call->correlation_id);
+    put_str_opt(b, "trace_id", trace_id ? trace_id : call->trace_id);
+    put_str_opt(b, "deadline_class", call->deadline_class);
     int64_t latency_ms = 0;
     if (call->received_mono_ns > 0 && now_mono_ns > call->received_mono_ns)
         latency_ms = (now_mono_ns - call->received_mono_ns) / 1000000;
-    put(o, "latency_ms", json_integer(latency_ms), &ok);
+    put_int(b, "latency_ms", latency_ms);
     if (call->principal.principal_id[0]) {
-        json_t *p = json_object();
-        bool pok = p != NULL;
-        if (pok) {
-            put_str(p, "principal_id", call->principal.principal_id, &pok);
-            put_str_opt(p, "client_id", call->principal.client_id, &pok);
-            put_str_opt(p, "credential_id", call->principal.credential_id, &pok);
-            put_str_opt(p, "principal_class", call->principal.principal_class, &pok);
-        }
-        if (!pok) {
-            json_decref(p);
-            ok = false;
-        } else {
-            put(o, "principal", p, &ok);
-        }
+        open_member(b, "principal", "{");
+        put_str(b, "principal_id", call->principal.principal_id);
+        put_str_opt(b, "client_id", call->principal.client_id);
+        put_str_opt(b, "credential_id", call->principal.credential_id);
+        put_str_opt(b, "principal_class", call->principal.principal_class);
+        close_with(b, "}");
     }
-    return built(o, ok);
 }
 
-/* Serializes and frees `o`; NULL when o is NULL or out of memory. Reals
- * (metadata, write bodies) go out in their shortest form: jsonb keeps the
- * decimal text, and 0.1 must not be stored as 0.10000000000000001. */
-static char *finish(json_t *o, bool ok)
+/* Closes the request and hands its text over; NULL when a write failed
+ * (out of memory, or a string that is not UTF-8). */
+static char *finish(out_t *b)
 {
-    char *text = NULL;
-    if (o && ok)
-        text = lease_json_dumps(o, 0);
-    json_decref(o);
-    return text;
+    close_with(b, "}");
+    return lease_json_take(b);
+}
+
+/* Abandons a request whose caller input was refused. */
+static char *refuse(out_t *b)
+{
+    b->failed = true;
+    return lease_json_take(b);
+}
+
+/* An embedded JSON document (metadata, a write's body) under k: parsed so
+ * that a malformed one is the request's field, not a backend failure, and
+ * written with shortest reals (lease_json_value: jsonb keeps the decimal
+ * text, and 0.1 must not be stored as 0.10000000000000001). */
+static bool put_document(out_t *b, const char *k, const char *json)
+{
+    json_t *doc = store_pg_parse_object(json);
+    if (!doc)
+        return false;
+    key(b, k);
+    lease_json_value(b, doc, 0);
+    json_decref(doc);
+    return true;
 }
 
 char *store_pg_encode_acquire(const lease_acquire_req_t *req, int64_t now_mono_ns,
                               const char **bad_field)
 {
     *bad_field = NULL;
-    json_t *o = common_json(&req->call, now_mono_ns);
-    bool ok = o != NULL;
-    if (!ok)
-        return NULL;
-    put(o, "lock_identity", identity_json(&req->identity), &ok);
-    put_str(o, "service_instance_id", req->service_instance_id, &ok);
-    put_str(o, "execution_id", req->execution_id, &ok);
-    put_str(o, "job_id", req->job_id, &ok);
+    out_t b = {0};
     /* the lease stores the acquire's own trace id, else the call's */
-    put_str_opt(o, "trace_id", req->trace_id[0] ? req->trace_id : req->call.trace_id, &ok);
+    open_common(&b, &req->call, now_mono_ns, req->trace_id[0] ? req->trace_id : NULL);
+    put_lock_identity(&b, &req->identity);
+    put_str(&b, "service_instance_id", req->service_instance_id);
+    put_str(&b, "execution_id", req->execution_id);
+    put_str(&b, "job_id", req->job_id);
     if (req->ttl_ms > 0)
-        put(o, "ttl_ms", json_integer(req->ttl_ms), &ok);
+        put_int(&b, "ttl_ms", req->ttl_ms);
     if (req->maximum_lifetime_ms > 0)
-        put(o, "maximum_lifetime_ms", json_integer(req->maximum_lifetime_ms), &ok);
+        put_int(&b, "maximum_lifetime_ms", req->maximum_lifetime_ms);
     /* absent means {} in SQL too (lease._metadata): the empty object every
      * request without metadata carries is not sent to be validated again */
-    if (ok && req->metadata_json[0] && strcmp(req->metadata_json, "{}") != 0) {
-        json_t *meta = store_pg_parse_object(req->metadata_json);
-        if (!meta) {
-            *bad_field = "metadata";
-            ok = false;
-        } else {
-            put(o, "metadata", meta, &ok);
-        }
+    if (req->metadata_json[0] && strcmp(req->metadata_json, "{}") != 0 &&
+        !put_document(&b, "metadata", req->metadata_json)) {
+        *bad_field = "metadata";
+        return refuse(&b);
     }
-    return finish(o, ok);
+    return finish(&b);
 }
 
-/* The opening of a renewal, release, revoke or forced release: a call on a
- * lease the caller names. NULL when out of memory; else *ok is true. */
-static json_t *held_lease_json(const lease_call_t *call, int64_t now_mono_ns,
-                               const lease_identity_t *id, const char *lease_id,
-                               int64_t fencing_token, bool *ok)
+/* A renewal or release as a whole request, or as one item of a batch. */
+static void write_owner(out_t *b, store_pg_op_t op, const lease_owner_req_t *req,
+                        int64_t now_mono_ns)
 {
-    json_t *o = common_json(call, now_mono_ns);
-    *ok = o != NULL;
-    if (!o)
-        return NULL;
-    put_lease_ref(o, id, lease_id, fencing_token, ok);
-    return o;
+    open_common(b, &req->call, now_mono_ns, NULL);
+    put_lease_ref(b, &req->identity, req->lease_id, req->fencing_token);
+    put_str(b, "service_instance_id", req->service_instance_id);
+    if (op == STORE_PG_OP_RENEW && req->ttl_ms > 0)
+        put_int(b, "ttl_ms", req->ttl_ms);
+    close_with(b, "}");
 }
 
 char *store_pg_encode_owner(store_pg_op_t op, const lease_owner_req_t *req, int64_t now_mono_ns,
                             const char **bad_field)
 {
     *bad_field = NULL;
-    bool ok;
-    json_t *o = held_lease_json(&req->call, now_mono_ns, &req->identity, req->lease_id,
-                                req->fencing_token, &ok);
-    if (!o)
-        return NULL;
-    put_str(o, "service_instance_id", req->service_instance_id, &ok);
-    if (op == STORE_PG_OP_RENEW && req->ttl_ms > 0)
-        put(o, "ttl_ms", json_integer(req->ttl_ms), &ok);
-    return finish(o, ok);
+    out_t b = {0};
+    write_owner(&b, op, req, now_mono_ns);
+    return lease_json_take(&b);
 }
 
-/* op: STORE_PG_OP_RENEW or STORE_PG_OP_RELEASE, the items' operation. */
+/* op: STORE_PG_OP_RENEW or STORE_PG_OP_RELEASE, the items' operation. Each
+ * item's text is exactly a renewal's (release's): the batch only wraps them. */
 static char *encode_many(store_pg_op_t op, const lease_owner_req_t *reqs, size_t n,
                          int64_t now_mono_ns, const char **bad_field)
 {
-    /* each item's text is exactly a renewal's (release's): the batch only
-     * wraps them */
     *bad_field = NULL;
-    const char *list = op == STORE_PG_OP_RENEW ? "renewals" : "releases";
-    size_t len, cap = 4096;
-    char *out = malloc(cap);
-    if (!out)
-        return NULL;
-    len = (size_t)snprintf(out, cap, "{\"%s\":[", list);
+    out_t b = {0};
+    lease_json_raw(&b, "{", 1);
+    open_member(&b, op == STORE_PG_OP_RENEW ? "renewals" : "releases", "[");
     for (size_t i = 0; i < n; i++) {
-        const char *item_bad = NULL;
-        char *item = store_pg_encode_owner(op, &reqs[i], now_mono_ns, &item_bad);
-        if (!item) {
-            if (item_bad)
-                *bad_field = indexed_field(list, i, item_bad);
-            free(out);
-            return NULL;
-        }
-        size_t ilen = strlen(item);
-        if (len + ilen + 4 > cap) {
-            while (len + ilen + 4 > cap)
-                cap *= 2;
-            char *grown = realloc(out, cap);
-            if (!grown) {
-                free(item);
-                free(out);
-                return NULL;
-            }
-            out = grown;
-        }
-        if (i > 0)
-            out[len++] = ',';
-        memcpy(out + len, item, ilen);
-        len += ilen;
-        free(item);
+        separate(&b);
+        write_owner(&b, op, &reqs[i], now_mono_ns);
     }
-    memcpy(out + len, "]}", 3);
-    return out;
+    close_with(&b, "]");
+    return finish(&b);
 }
 
 char *store_pg_encode_renew_many(const lease_owner_req_t *reqs, size_t n, int64_t now_mono_ns,
@@ -283,31 +278,27 @@ char *store_pg_encode_admin(store_pg_op_t op, const lease_admin_req_t *req, int6
                             const char **bad_field)
 {
     *bad_field = NULL;
-    bool ok;
-    json_t *o = held_lease_json(&req->call, now_mono_ns, &req->identity, req->lease_id,
-                                req->fencing_token, &ok);
-    if (!o)
-        return NULL;
-    put_str(o, "reason", req->reason, &ok);
+    out_t b = {0};
+    open_common(&b, &req->call, now_mono_ns, NULL);
+    put_lease_ref(&b, &req->identity, req->lease_id, req->fencing_token);
+    put_str(&b, "reason", req->reason);
     if (op == STORE_PG_OP_REVOKE)
-        put_str_opt(o, "incident_id", req->incident_id, &ok);
-    return finish(o, ok);
+        put_str_opt(&b, "incident_id", req->incident_id);
+    return finish(&b);
 }
 
 char *store_pg_encode_inspect(const lease_inspect_req_t *req, int64_t now_mono_ns,
                               const char **bad_field)
 {
     *bad_field = NULL;
-    json_t *o = common_json(&req->call, now_mono_ns);
-    bool ok = o != NULL;
-    if (!ok)
-        return NULL;
-    put(o, "scope", scope_json(&req->scope), &ok);
+    out_t b = {0};
+    open_common(&b, &req->call, now_mono_ns, NULL);
+    put_scope(&b, &req->scope);
     if (req->by_identity)
-        put(o, "lock_identity", identity_json(&req->identity), &ok);
+        put_lock_identity(&b, &req->identity);
     else
-        put_str(o, "lease_id", req->lease_id, &ok);
-    return finish(o, ok);
+        put_str(&b, "lease_id", req->lease_id);
+    return finish(&b);
 }
 
 store_pg_op_t store_pg_list_op(lease_list_by_t by)
@@ -334,23 +325,26 @@ char *store_pg_encode_list(const lease_list_req_t *req, int64_t now_mono_ns, con
         *bad_field = "page_size";
         return NULL;
     }
-    json_t *o = common_json(&req->call, now_mono_ns);
-    bool ok = o != NULL;
-    if (!ok)
-        return NULL;
-    put(o, "scope", scope_json(&req->scope), &ok);
-    put_str(o, "tenant_id", req->tenant_id, &ok);
-    put_str(o, "program_id", req->program_id, &ok);
+    out_t b = {0};
+    open_common(&b, &req->call, now_mono_ns, NULL);
+    put_scope(&b, &req->scope);
+    put_str(&b, "tenant_id", req->tenant_id);
+    put_str(&b, "program_id", req->program_id);
     if (req->by == LEASE_LIST_BY_TARGET) {
-        put_str(o, "target_namespace", req->target_namespace, &ok);
-        put_str(o, "target_id", req->target_id, &ok);
+        put_str(&b, "target_namespace", req->target_namespace);
+        put_str(&b, "target_id", req->target_id);
     }
     if (req->by == LEASE_LIST_BY_OWNER)
-        put_str(o, "owner_principal_id", req->owner_principal_id, &ok);
+        put_str(&b, "owner_principal_id", req->owner_principal_id);
     if (req->page_size > 0)
-        put(o, "page_size", json_integer(req->page_size), &ok);
-    put(o, "page_token", req->page_token[0] ? json_string(req->page_token) : json_null(), &ok);
-    return finish(o, ok);
+        put_int(&b, "page_size", req->page_size);
+    if (req->page_token[0]) {
+        put_str(&b, "page_token", req->page_token);
+    } else {
+        key(&b, "page_token");
+        lease_json_raw(&b, "null", 4);
+    }
+    return finish(&b);
 }
 
 char *store_pg_encode_commit(const lease_commit_req_t *req, int64_t now_mono_ns,
@@ -361,73 +355,56 @@ char *store_pg_encode_commit(const lease_commit_req_t *req, int64_t now_mono_ns,
         *bad_field = "writes";
         return NULL;
     }
-    json_t *o = common_json(&req->call, now_mono_ns);
-    json_t *writes = json_array();
-    bool ok = o && writes;
-    if (ok) {
-        put_lease_ref(o, &req->identity, req->lease_id, req->fencing_token, &ok);
-        put_str(o, "execution_id", req->execution_id, &ok);
-        put_str_opt(o, "trace_id", req->trace_id[0] ? req->trace_id : req->call.trace_id, &ok);
-    }
-    for (size_t i = 0; ok && i < req->n_writes; i++) {
+    out_t b = {0};
+    open_common(&b, &req->call, now_mono_ns, req->trace_id[0] ? req->trace_id : NULL);
+    put_lease_ref(&b, &req->identity, req->lease_id, req->fencing_token);
+    put_str(&b, "execution_id", req->execution_id);
+    open_member(&b, "writes", "[");
+    for (size_t i = 0; i < req->n_writes; i++) {
         const lease_write_t *w = &req->writes[i];
         bool doc = w->kind == LEASE_WRITE_DOCUMENT;
         if (!doc && w->kind != LEASE_WRITE_PUBLICATION) {
             *bad_field = indexed_field("writes", i, "kind");
-            ok = false;
-            break;
+            return refuse(&b);
         }
-        json_t *payload = store_pg_parse_object(w->json);
-        if (!payload) {
+        separate(&b);
+        lease_json_raw(&b, "{", 1);
+        put_str(&b, "kind", doc ? "document" : "publication");
+        put_str(&b, doc ? "key" : "topic", w->key);
+        if (doc)
+            put_int(&b, "expected_revision", w->expected_revision);
+        if (!put_document(&b, doc ? "body" : "payload", w->json)) {
             *bad_field = indexed_field("writes", i, doc ? "body" : "payload");
-            ok = false;
-            break;
+            return refuse(&b);
         }
-        json_t *item = json_object();
-        bool iok = item != NULL;
-        if (iok) {
-            put_str(item, "kind", doc ? "document" : "publication", &iok);
-            put_str(item, doc ? "key" : "topic", w->key, &iok);
-            if (doc)
-                put(item, "expected_revision", json_integer(w->expected_revision), &iok);
-            put(item, doc ? "body" : "payload", payload, &iok);
-            payload = NULL;
-        }
-        json_decref(payload);
-        if (!iok || json_array_append_new(writes, item) != 0) {
-            if (!iok)
-                json_decref(item);
-            ok = false;
-        }
+        close_with(&b, "}");
     }
-    if (ok) {
-        put(o, "writes", writes, &ok);
-        writes = NULL;
-    }
-    json_decref(writes);
-    return finish(o, ok);
+    close_with(&b, "]");
+    return finish(&b);
 }
 
-static json_t *time_or_null(int64_t ms)
+static void put_time_or_null(out_t *b, const char *k, int64_t ms)
 {
-    if (ms <= 0)
-        return json_null();
+    if (ms <= 0) {
+        key(b, k);
+        lease_json_raw(b, "null", 4);
+        return;
+    }
     char ts[LEASE_TIME_LEN + 1];
     lease_time_format(ms, ts);
-    return json_string(ts);
+    put_str(b, k, ts);
 }
 
-static json_t *audit_event_json(const lease_audit_event_t *e)
+static void write_audit_event(out_t *b, const lease_audit_event_t *e)
 {
-    json_t *o = json_object();
-    bool ok = o != NULL;
-    if (!ok)
-        return NULL;
-    put_str(o, "event_type", e->event_type, &ok);
-    put(o, "occurred_at", time_or_null(e->occurred_at_ms), &ok);
-    put(o, "latency_ms", json_integer(e->latency_ms), &ok);
-    put_str(o, "result_code", lease_code_name(e->code), &ok);
-    put(o, "retryable", json_boolean(lease_code_retryable(e->code)), &ok);
+    lease_json_raw(b, "{", 1);
+    put_str(b, "event_type", e->event_type);
+    put_time_or_null(b, "occurred_at", e->occurred_at_ms);
+    put_int(b, "latency_ms", e->latency_ms);
+    put_str(b, "result_code", lease_code_name(e->code));
+    key(b, "retryable");
+    lease_json_raw(b, lease_code_retryable(e->code) ? "true" : "false",
+                   lease_code_retryable(e->code) ? 4 : 5);
     /* lease.audit_events.decision is NOT NULL: derive it when unset */
     const char *decision = e->decision;
     if (!decision || !*decision)
@@ -436,51 +413,50 @@ static json_t *audit_event_json(const lease_audit_event_t *e)
                            e->code == LEASE_DEADLINE_EXCEEDED
                        ? "error"
                        : "deny";
-    put_str(o, "decision", decision, &ok);
-    put_str_opt(o, "backend_health", e->backend_health, &ok);
-    put_str_opt(o, "request_id", e->call.request_id, &ok);
-    put_str_opt(o, "correlation_id", e->call.correlation_id, &ok);
-    put_str_opt(o, "trace_id", e->call.trace_id, &ok);
-    put_str_opt(o, "deadline_class", e->call.deadline_class, &ok);
-    put_str_opt(o, "principal_id", e->call.principal.principal_id, &ok);
-    put_str_opt(o, "principal_class", e->call.principal.principal_class, &ok);
-    put_str_opt(o, "client_id", e->call.principal.client_id, &ok);
-    put_str_opt(o, "credential_id", e->call.principal.credential_id, &ok);
+    put_str(b, "decision", decision);
+    put_str_opt(b, "backend_health", e->backend_health);
+    put_str_opt(b, "request_id", e->call.request_id);
+    put_str_opt(b, "correlation_id", e->call.correlation_id);
+    put_str_opt(b, "trace_id", e->call.trace_id);
+    put_str_opt(b, "deadline_class", e->call.deadline_class);
+    put_str_opt(b, "principal_id", e->call.principal.principal_id);
+    put_str_opt(b, "principal_class", e->call.principal.principal_class);
+    put_str_opt(b, "client_id", e->call.principal.client_id);
+    put_str_opt(b, "credential_id", e->call.principal.credential_id);
     if (e->has_identity)
-        put_identity(o, &e->identity, &ok);
-    put_str_opt(o, "lease_id", e->lease_id, &ok);
+        put_identity(b, &e->identity);
+    put_str_opt(b, "lease_id", e->lease_id);
     if (e->fencing_token > 0)
-        put(o, "fencing_token", json_integer(e->fencing_token), &ok);
-    put_str_opt(o, "service_instance_id", e->service_instance_id, &ok);
-    put_str_opt(o, "execution_id", e->execution_id, &ok);
-    put_str_opt(o, "job_id", e->job_id, &ok);
+        put_int(b, "fencing_token", e->fencing_token);
+    put_str_opt(b, "service_instance_id", e->service_instance_id);
+    put_str_opt(b, "execution_id", e->execution_id);
+    put_str_opt(b, "job_id", e->job_id);
     if (e->requested_ttl_ms > 0)
-        put(o, "requested_ttl_ms", json_integer(e->requested_ttl_ms), &ok);
-    put_str_opt(o, "previous_state", lease_state_name(e->previous_state), &ok);
-    put_str_opt(o, "resulting_state", lease_state_name(e->resulting_state), &ok);
-    put_str_opt(o, "reason", e->reason, &ok);
-    put_str_opt(o, "incident_id", e->incident_id, &ok);
+        put_int(b, "requested_ttl_ms", e->requested_ttl_ms);
+    put_str_opt(b, "previous_state", lease_state_name(e->previous_state));
+    put_str_opt(b, "resulting_state", lease_state_name(e->resulting_state));
+    put_str_opt(b, "reason", e->reason);
+    put_str_opt(b, "incident_id", e->incident_id);
     /* aggregated refusals (schema 14): one event standing for many */
     if (e->event_count > 1)
-        put(o, "event_count", json_integer(e->event_count), &ok);
-    put_str_opt(o, "source_address", e->source_address, &ok);
-    return built(o, ok);
+        put_int(b, "event_count", e->event_count);
+    put_str_opt(b, "source_address", e->source_address);
+    close_with(b, "}");
 }
 
 char *store_pg_encode_audit(const lease_audit_event_t *events, size_t n, const char **bad_field)
 {
     *bad_field = NULL;
-    json_t *arr = json_array();
-    bool ok = arr != NULL;
-    for (size_t i = 0; ok && i < n; i++) {
+    out_t b = {0};
+    lease_json_raw(&b, "[", 1);
+    for (size_t i = 0; i < n; i++) {
         if (!events[i].event_type || !*events[i].event_type) {
             *bad_field = indexed_field("events", i, "event_type");
-            ok = false;
-            break;
+            return refuse(&b);
         }
-        json_t *e = audit_event_json(&events[i]);
-        if (!e || json_array_append_new(arr, e) != 0)
-            ok = false;
+        separate(&b);
+        write_audit_event(&b, &events[i]);
     }
-    return finish(arr, ok);
+    close_with(&b, "]");
+    return lease_json_take(&b);
 }

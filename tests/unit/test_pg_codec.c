@@ -264,6 +264,57 @@ static void test_encode_owner_and_admin(void **state)
     free(text);
 }
 
+/* The encoders write their text directly (pg_codec_request.c): strings
+ * with quotes, backslashes and control characters come back as they were,
+ * a batch's items are separated, and a string that is not UTF-8 fails the
+ * request (NULL, no field named) as jansson's json_string made it fail. */
+static void test_encode_text_escapes(void **state)
+{
+    (void)state;
+    int64_t now = 5000000000LL;
+    const char *tricky = "a\"b\\c\n\t\x01\x1f/\xc3\xa9\xe2\x82\xac";
+    lease_admin_req_t a;
+    memset(&a, 0, sizeof a);
+    fill_call(&a.call, now);
+    fill_identity(&a.identity);
+    strcpy(a.lease_id, "lease_1");
+    a.fencing_token = 9;
+    strcpy(a.reason, tricky);
+    const char *bad = "x";
+    char *text = store_pg_encode_admin(STORE_PG_OP_REVOKE, &a, now, &bad);
+    assert_null(bad);
+    json_t *o = parse(text);
+    assert_string_equal(str(o, "reason"), tricky);
+    json_decref(o);
+    free(text);
+
+    strcpy(a.reason, "not \xff UTF-8");
+    assert_null(store_pg_encode_admin(STORE_PG_OP_REVOKE, &a, now, &bad));
+    assert_null(bad);
+
+    lease_owner_req_t r[3];
+    memset(r, 0, sizeof r);
+    for (int i = 0; i < 3; i++) {
+        fill_call(&r[i].call, now);
+        fill_identity(&r[i].identity);
+        snprintf(r[i].lease_id, sizeof r[i].lease_id, "lease_%d", i);
+        r[i].fencing_token = i + 1;
+        strcpy(r[i].service_instance_id, "inst-1");
+    }
+    text = store_pg_encode_release_many(r, 3, now, &bad);
+    o = parse(text);
+    json_t *items = json_object_get(o, "releases");
+    assert_int_equal(json_array_size(items), 3);
+    for (size_t i = 0; i < 3; i++)
+        assert_int_equal(
+            json_integer_value(json_object_get(json_array_get(items, i), "fencing_token")),
+            (json_int_t)i + 1);
+    json_decref(o);
+    free(text);
+    strcpy(r[1].service_instance_id, "\xc0\xaf");
+    assert_null(store_pg_encode_release_many(r, 3, now, &bad));
+}
+
 static void test_encode_reads(void **state)
 {
     (void)state;
@@ -950,6 +1001,7 @@ int main(void)
         cmocka_unit_test(test_encode_no_request_flags),
         cmocka_unit_test(test_encode_owner_and_admin),
         cmocka_unit_test(test_encode_reads),
+        cmocka_unit_test(test_encode_text_escapes),
         cmocka_unit_test(test_encode_commit),
         cmocka_unit_test(test_encode_audit),
         cmocka_unit_test(test_decode_success),
