@@ -48,6 +48,19 @@ void lease_json_string(lease_json_buf_t *b, const char *s, size_t n);
 void lease_json_int(lease_json_buf_t *b, long long v);
 /* Any JSON value, as lease_json_dumps writes it (flags likewise). */
 void lease_json_value(lease_json_buf_t *b, json_t *v, size_t flags);
+/* Members and elements: lease_json_separate writes the comma a member or
+ * element needs (none right after "{" or "["), lease_json_key the
+ * separator, key and colon. lease_json_text writes a string that must be
+ * UTF-8 (else the buffer fails, as jansson's json_string refused it). The
+ * put_ forms write a whole member: put_str writes "" for NULL, put_str_opt
+ * nothing for NULL or "", put_raw JSON text as it is. */
+void lease_json_separate(lease_json_buf_t *b);
+void lease_json_key(lease_json_buf_t *b, const char *k);
+void lease_json_text(lease_json_buf_t *b, const char *v);
+void lease_json_put_str(lease_json_buf_t *b, const char *k, const char *v);
+void lease_json_put_str_opt(lease_json_buf_t *b, const char *k, const char *v);
+void lease_json_put_int(lease_json_buf_t *b, const char *k, long long v);
+void lease_json_put_raw(lease_json_buf_t *b, const char *k, const char *json);
 /* The text written (heap, free()), and b emptied; NULL when a write failed
  * or nothing was written. */
 char *lease_json_take(lease_json_buf_t *b);

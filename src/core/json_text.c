@@ -218,6 +218,53 @@ void lease_json_int(text_buf_t *b, long long v)
     put(b, num, (size_t)n);
 }
 
+void lease_json_separate(text_buf_t *b)
+{
+    if (b->len > 0 && b->data[b->len - 1] != '{' && b->data[b->len - 1] != '[')
+        put(b, ",", 1);
+}
+
+void lease_json_text(text_buf_t *b, const char *v)
+{
+    size_t n = strlen(v);
+    if (!lease_json_utf8_valid(v, n)) {
+        b->failed = true;
+        return;
+    }
+    lease_json_string(b, v, n);
+}
+
+void lease_json_key(text_buf_t *b, const char *k)
+{
+    lease_json_separate(b);
+    lease_json_string(b, k, strlen(k));
+    put(b, ":", 1);
+}
+
+void lease_json_put_str(text_buf_t *b, const char *k, const char *v)
+{
+    lease_json_key(b, k);
+    lease_json_text(b, v ? v : "");
+}
+
+void lease_json_put_str_opt(text_buf_t *b, const char *k, const char *v)
+{
+    if (v && *v)
+        lease_json_put_str(b, k, v);
+}
+
+void lease_json_put_int(text_buf_t *b, const char *k, long long v)
+{
+    lease_json_key(b, k);
+    lease_json_int(b, v);
+}
+
+void lease_json_put_raw(text_buf_t *b, const char *k, const char *json)
+{
+    lease_json_key(b, k);
+    put_str(b, json);
+}
+
 char *lease_json_take(text_buf_t *b)
 {
     if (b->failed || !b->data) {

@@ -36,52 +36,9 @@ static const char *indexed_field(const char *list, size_t i, const char *leaf)
  */
 typedef lease_json_buf_t out_t;
 
-/* The separator a member or an element needs: none right after an opening
- * bracket, a comma otherwise. */
-static void separate(out_t *b)
-{
-    if (b->len > 0 && b->data[b->len - 1] != '{' && b->data[b->len - 1] != '[')
-        lease_json_raw(b, ",", 1);
-}
-
-static void text(out_t *b, const char *v)
-{
-    size_t n = strlen(v);
-    if (!lease_json_utf8_valid(v, n)) {
-        b->failed = true;
-        return;
-    }
-    lease_json_string(b, v, n);
-}
-
-static void key(out_t *b, const char *k)
-{
-    separate(b);
-    lease_json_string(b, k, strlen(k));
-    lease_json_raw(b, ":", 1);
-}
-
-static void put_str(out_t *b, const char *k, const char *v)
-{
-    key(b, k);
-    text(b, v ? v : "");
-}
-
-static void put_str_opt(out_t *b, const char *k, const char *v)
-{
-    if (v && *v)
-        put_str(b, k, v);
-}
-
-static void put_int(out_t *b, const char *k, long long v)
-{
-    key(b, k);
-    lease_json_int(b, v);
-}
-
 static void open_member(out_t *b, const char *k, const char *bracket)
 {
-    key(b, k);
+    lease_json_key(b, k);
     lease_json_raw(b, bracket, 1);
 }
 
@@ -93,13 +50,14 @@ static void close_with(out_t *b, const char *bracket)
 /* The identity fields, into a lock_identity object or an audit event. */
 static void put_identity(out_t *b, const lease_identity_t *id)
 {
-    put_str(b, "tenant_id", id->tenant_id);
-    put_str(b, "program_id", id->program_id);
-    put_str(b, "target_namespace", id->target_namespace);
-    put_str(b, "target_id", id->target_id);
-    put_str(b, "actor_name", id->actor_name);
-    put_str(b, "workflow_name", id->workflow_name);
-    put_str(b, "operation_class", id->operation_class[0] ? id->operation_class : "default");
+    lease_json_put_str(b, "tenant_id", id->tenant_id);
+    lease_json_put_str(b, "program_id", id->program_id);
+    lease_json_put_str(b, "target_namespace", id->target_namespace);
+    lease_json_put_str(b, "target_id", id->target_id);
+    lease_json_put_str(b, "actor_name", id->actor_name);
+    lease_json_put_str(b, "workflow_name", id->workflow_name);
+    lease_json_put_str(b, "operation_class",
+                       id->operation_class[0] ? id->operation_class : "default");
 }
 
 static void put_lock_identity(out_t *b, const lease_identity_t *id)
@@ -114,27 +72,27 @@ static void put_lease_ref(out_t *b, const lease_identity_t *id, const char *leas
                           int64_t fencing_token)
 {
     put_lock_identity(b, id);
-    put_str(b, "lease_id", lease_id);
-    put_int(b, "fencing_token", fencing_token);
+    lease_json_put_str(b, "lease_id", lease_id);
+    lease_json_put_int(b, "fencing_token", fencing_token);
 }
 
 static void put_scope(out_t *b, const lease_scope_t *scope)
 {
     open_member(b, "scope", "{");
-    put_str(b, "tenant_id", scope->tenant_id);
-    put_str(b, "program_id", scope->program_id);
+    lease_json_put_str(b, "tenant_id", scope->tenant_id);
+    lease_json_put_str(b, "program_id", scope->program_id);
     open_member(b, "actor_names", "[");
     if (scope->all_actors || scope->n_actors == 0) {
         /* n_actors 0 with all_actors false would match nothing; the
          * service never builds that, but "*" must be asked for */
         if (scope->all_actors)
-            text(b, "*");
+            lease_json_text(b, "*");
     } else {
         size_t n =
             scope->n_actors < LEASE_SCOPE_ACTORS_MAX ? scope->n_actors : LEASE_SCOPE_ACTORS_MAX;
         for (size_t i = 0; i < n; i++) {
-            separate(b);
-            text(b, scope->actor_names[i]);
+            lease_json_separate(b);
+            lease_json_text(b, scope->actor_names[i]);
         }
     }
     close_with(b, "]");
@@ -149,22 +107,22 @@ static void open_common(out_t *b, const lease_call_t *call, int64_t now_mono_ns,
     lease_json_raw(b, "{", 1);
     char deadline[LEASE_TIME_LEN + 1];
     lease_time_format(call->deadline.wall_ms, deadline);
-    put_str(b, "deadline_at", deadline);
-    put_str_opt(b, "request_id", call->request_id);
-    put_str_opt(b, "request_digest", call->request_digest);
-    put_str_opt(b, "correlation_id", call->correlation_id);
-    put_str_opt(b, "trace_id", trace_id ? trace_id : call->trace_id);
-    put_str_opt(b, "deadline_class", call->deadline_class);
+    lease_json_put_str(b, "deadline_at", deadline);
+    lease_json_put_str_opt(b, "request_id", call->request_id);
+    lease_json_put_str_opt(b, "request_digest", call->request_digest);
+    lease_json_put_str_opt(b, "correlation_id", call->correlation_id);
+    lease_json_put_str_opt(b, "trace_id", trace_id ? trace_id : call->trace_id);
+    lease_json_put_str_opt(b, "deadline_class", call->deadline_class);
     int64_t latency_ms = 0;
     if (call->received_mono_ns > 0 && now_mono_ns > call->received_mono_ns)
         latency_ms = (now_mono_ns - call->received_mono_ns) / 1000000;
-    put_int(b, "latency_ms", latency_ms);
+    lease_json_put_int(b, "latency_ms", latency_ms);
     if (call->principal.principal_id[0]) {
         open_member(b, "principal", "{");
-        put_str(b, "principal_id", call->principal.principal_id);
-        put_str_opt(b, "client_id", call->principal.client_id);
-        put_str_opt(b, "credential_id", call->principal.credential_id);
-        put_str_opt(b, "principal_class", call->principal.principal_class);
+        lease_json_put_str(b, "principal_id", call->principal.principal_id);
+        lease_json_put_str_opt(b, "client_id", call->principal.client_id);
+        lease_json_put_str_opt(b, "credential_id", call->principal.credential_id);
+        lease_json_put_str_opt(b, "principal_class", call->principal.principal_class);
         close_with(b, "}");
     }
 }
@@ -193,7 +151,7 @@ static bool put_document(out_t *b, const char *k, const char *json)
     json_t *doc = store_pg_parse_object(json);
     if (!doc)
         return false;
-    key(b, k);
+    lease_json_key(b, k);
     lease_json_value(b, doc, 0);
     json_decref(doc);
     return true;
@@ -207,13 +165,13 @@ char *store_pg_encode_acquire(const lease_acquire_req_t *req, int64_t now_mono_n
     /* the lease stores the acquire's own trace id, else the call's */
     open_common(&b, &req->call, now_mono_ns, req->trace_id[0] ? req->trace_id : NULL);
     put_lock_identity(&b, &req->identity);
-    put_str(&b, "service_instance_id", req->service_instance_id);
-    put_str(&b, "execution_id", req->execution_id);
-    put_str(&b, "job_id", req->job_id);
+    lease_json_put_str(&b, "service_instance_id", req->service_instance_id);
+    lease_json_put_str(&b, "execution_id", req->execution_id);
+    lease_json_put_str(&b, "job_id", req->job_id);
     if (req->ttl_ms > 0)
-        put_int(&b, "ttl_ms", req->ttl_ms);
+        lease_json_put_int(&b, "ttl_ms", req->ttl_ms);
     if (req->maximum_lifetime_ms > 0)
-        put_int(&b, "maximum_lifetime_ms", req->maximum_lifetime_ms);
+        lease_json_put_int(&b, "maximum_lifetime_ms", req->maximum_lifetime_ms);
     /* absent means {} in SQL too (lease._metadata): the empty object every
      * request without metadata carries is not sent to be validated again */
     if (req->metadata_json[0] && strcmp(req->metadata_json, "{}") != 0 &&
@@ -230,9 +188,9 @@ static void write_owner(out_t *b, store_pg_op_t op, const lease_owner_req_t *req
 {
     open_common(b, &req->call, now_mono_ns, NULL);
     put_lease_ref(b, &req->identity, req->lease_id, req->fencing_token);
-    put_str(b, "service_instance_id", req->service_instance_id);
+    lease_json_put_str(b, "service_instance_id", req->service_instance_id);
     if (op == STORE_PG_OP_RENEW && req->ttl_ms > 0)
-        put_int(b, "ttl_ms", req->ttl_ms);
+        lease_json_put_int(b, "ttl_ms", req->ttl_ms);
     close_with(b, "}");
 }
 
@@ -255,7 +213,7 @@ static char *encode_many(store_pg_op_t op, const lease_owner_req_t *reqs, size_t
     lease_json_raw(&b, "{", 1);
     open_member(&b, op == STORE_PG_OP_RENEW ? "renewals" : "releases", "[");
     for (size_t i = 0; i < n; i++) {
-        separate(&b);
+        lease_json_separate(&b);
         write_owner(&b, op, &reqs[i], now_mono_ns);
     }
     close_with(&b, "]");
@@ -281,9 +239,9 @@ char *store_pg_encode_admin(store_pg_op_t op, const lease_admin_req_t *req, int6
     out_t b = {0};
     open_common(&b, &req->call, now_mono_ns, NULL);
     put_lease_ref(&b, &req->identity, req->lease_id, req->fencing_token);
-    put_str(&b, "reason", req->reason);
+    lease_json_put_str(&b, "reason", req->reason);
     if (op == STORE_PG_OP_REVOKE)
-        put_str_opt(&b, "incident_id", req->incident_id);
+        lease_json_put_str_opt(&b, "incident_id", req->incident_id);
     return finish(&b);
 }
 
@@ -297,7 +255,7 @@ char *store_pg_encode_inspect(const lease_inspect_req_t *req, int64_t now_mono_n
     if (req->by_identity)
         put_lock_identity(&b, &req->identity);
     else
-        put_str(&b, "lease_id", req->lease_id);
+        lease_json_put_str(&b, "lease_id", req->lease_id);
     return finish(&b);
 }
 
@@ -328,20 +286,20 @@ char *store_pg_encode_list(const lease_list_req_t *req, int64_t now_mono_ns, con
     out_t b = {0};
     open_common(&b, &req->call, now_mono_ns, NULL);
     put_scope(&b, &req->scope);
-    put_str(&b, "tenant_id", req->tenant_id);
-    put_str(&b, "program_id", req->program_id);
+    lease_json_put_str(&b, "tenant_id", req->tenant_id);
+    lease_json_put_str(&b, "program_id", req->program_id);
     if (req->by == LEASE_LIST_BY_TARGET) {
-        put_str(&b, "target_namespace", req->target_namespace);
-        put_str(&b, "target_id", req->target_id);
+        lease_json_put_str(&b, "target_namespace", req->target_namespace);
+        lease_json_put_str(&b, "target_id", req->target_id);
     }
     if (req->by == LEASE_LIST_BY_OWNER)
-        put_str(&b, "owner_principal_id", req->owner_principal_id);
+        lease_json_put_str(&b, "owner_principal_id", req->owner_principal_id);
     if (req->page_size > 0)
-        put_int(&b, "page_size", req->page_size);
+        lease_json_put_int(&b, "page_size", req->page_size);
     if (req->page_token[0]) {
-        put_str(&b, "page_token", req->page_token);
+        lease_json_put_str(&b, "page_token", req->page_token);
     } else {
-        key(&b, "page_token");
+        lease_json_key(&b, "page_token");
         lease_json_raw(&b, "null", 4);
     }
     return finish(&b);
@@ -358,7 +316,7 @@ char *store_pg_encode_commit(const lease_commit_req_t *req, int64_t now_mono_ns,
     out_t b = {0};
     open_common(&b, &req->call, now_mono_ns, req->trace_id[0] ? req->trace_id : NULL);
     put_lease_ref(&b, &req->identity, req->lease_id, req->fencing_token);
-    put_str(&b, "execution_id", req->execution_id);
+    lease_json_put_str(&b, "execution_id", req->execution_id);
     open_member(&b, "writes", "[");
     for (size_t i = 0; i < req->n_writes; i++) {
         const lease_write_t *w = &req->writes[i];
@@ -367,12 +325,12 @@ char *store_pg_encode_commit(const lease_commit_req_t *req, int64_t now_mono_ns,
             *bad_field = indexed_field("writes", i, "kind");
             return refuse(&b);
         }
-        separate(&b);
+        lease_json_separate(&b);
         lease_json_raw(&b, "{", 1);
-        put_str(&b, "kind", doc ? "document" : "publication");
-        put_str(&b, doc ? "key" : "topic", w->key);
+        lease_json_put_str(&b, "kind", doc ? "document" : "publication");
+        lease_json_put_str(&b, doc ? "key" : "topic", w->key);
         if (doc)
-            put_int(&b, "expected_revision", w->expected_revision);
+            lease_json_put_int(&b, "expected_revision", w->expected_revision);
         if (!put_document(&b, doc ? "body" : "payload", w->json)) {
             *bad_field = indexed_field("writes", i, doc ? "body" : "payload");
             return refuse(&b);
@@ -386,23 +344,23 @@ char *store_pg_encode_commit(const lease_commit_req_t *req, int64_t now_mono_ns,
 static void put_time_or_null(out_t *b, const char *k, int64_t ms)
 {
     if (ms <= 0) {
-        key(b, k);
+        lease_json_key(b, k);
         lease_json_raw(b, "null", 4);
         return;
     }
     char ts[LEASE_TIME_LEN + 1];
     lease_time_format(ms, ts);
-    put_str(b, k, ts);
+    lease_json_put_str(b, k, ts);
 }
 
 static void write_audit_event(out_t *b, const lease_audit_event_t *e)
 {
     lease_json_raw(b, "{", 1);
-    put_str(b, "event_type", e->event_type);
+    lease_json_put_str(b, "event_type", e->event_type);
     put_time_or_null(b, "occurred_at", e->occurred_at_ms);
-    put_int(b, "latency_ms", e->latency_ms);
-    put_str(b, "result_code", lease_code_name(e->code));
-    key(b, "retryable");
+    lease_json_put_int(b, "latency_ms", e->latency_ms);
+    lease_json_put_str(b, "result_code", lease_code_name(e->code));
+    lease_json_key(b, "retryable");
     lease_json_raw(b, lease_code_retryable(e->code) ? "true" : "false",
                    lease_code_retryable(e->code) ? 4 : 5);
     /* lease.audit_events.decision is NOT NULL: derive it when unset */
@@ -413,34 +371,34 @@ static void write_audit_event(out_t *b, const lease_audit_event_t *e)
                            e->code == LEASE_DEADLINE_EXCEEDED
                        ? "error"
                        : "deny";
-    put_str(b, "decision", decision);
-    put_str_opt(b, "backend_health", e->backend_health);
-    put_str_opt(b, "request_id", e->call.request_id);
-    put_str_opt(b, "correlation_id", e->call.correlation_id);
-    put_str_opt(b, "trace_id", e->call.trace_id);
-    put_str_opt(b, "deadline_class", e->call.deadline_class);
-    put_str_opt(b, "principal_id", e->call.principal.principal_id);
-    put_str_opt(b, "principal_class", e->call.principal.principal_class);
-    put_str_opt(b, "client_id", e->call.principal.client_id);
-    put_str_opt(b, "credential_id", e->call.principal.credential_id);
+    lease_json_put_str(b, "decision", decision);
+    lease_json_put_str_opt(b, "backend_health", e->backend_health);
+    lease_json_put_str_opt(b, "request_id", e->call.request_id);
+    lease_json_put_str_opt(b, "correlation_id", e->call.correlation_id);
+    lease_json_put_str_opt(b, "trace_id", e->call.trace_id);
+    lease_json_put_str_opt(b, "deadline_class", e->call.deadline_class);
+    lease_json_put_str_opt(b, "principal_id", e->call.principal.principal_id);
+    lease_json_put_str_opt(b, "principal_class", e->call.principal.principal_class);
+    lease_json_put_str_opt(b, "client_id", e->call.principal.client_id);
+    lease_json_put_str_opt(b, "credential_id", e->call.principal.credential_id);
     if (e->has_identity)
         put_identity(b, &e->identity);
-    put_str_opt(b, "lease_id", e->lease_id);
+    lease_json_put_str_opt(b, "lease_id", e->lease_id);
     if (e->fencing_token > 0)
-        put_int(b, "fencing_token", e->fencing_token);
-    put_str_opt(b, "service_instance_id", e->service_instance_id);
-    put_str_opt(b, "execution_id", e->execution_id);
-    put_str_opt(b, "job_id", e->job_id);
+        lease_json_put_int(b, "fencing_token", e->fencing_token);
+    lease_json_put_str_opt(b, "service_instance_id", e->service_instance_id);
+    lease_json_put_str_opt(b, "execution_id", e->execution_id);
+    lease_json_put_str_opt(b, "job_id", e->job_id);
     if (e->requested_ttl_ms > 0)
-        put_int(b, "requested_ttl_ms", e->requested_ttl_ms);
-    put_str_opt(b, "previous_state", lease_state_name(e->previous_state));
-    put_str_opt(b, "resulting_state", lease_state_name(e->resulting_state));
-    put_str_opt(b, "reason", e->reason);
-    put_str_opt(b, "incident_id", e->incident_id);
+        lease_json_put_int(b, "requested_ttl_ms", e->requested_ttl_ms);
+    lease_json_put_str_opt(b, "previous_state", lease_state_name(e->previous_state));
+    lease_json_put_str_opt(b, "resulting_state", lease_state_name(e->resulting_state));
+    lease_json_put_str_opt(b, "reason", e->reason);
+    lease_json_put_str_opt(b, "incident_id", e->incident_id);
     /* aggregated refusals (schema 14): one event standing for many */
     if (e->event_count > 1)
-        put_int(b, "event_count", e->event_count);
-    put_str_opt(b, "source_address", e->source_address);
+        lease_json_put_int(b, "event_count", e->event_count);
+    lease_json_put_str_opt(b, "source_address", e->source_address);
     close_with(b, "}");
 }
 
@@ -454,7 +412,7 @@ char *store_pg_encode_audit(const lease_audit_event_t *events, size_t n, const c
             *bad_field = indexed_field("events", i, "event_type");
             return refuse(&b);
         }
-        separate(&b);
+        lease_json_separate(&b);
         write_audit_event(&b, &events[i]);
     }
     close_with(&b, "]");

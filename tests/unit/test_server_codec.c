@@ -375,12 +375,85 @@ static void test_envelopes(void **state)
     json_decref(e);
 }
 
+/* The envelopes are written as text (json_encode.c): a batch's items are
+ * separated, each answers as its own call would but without a correlation
+ * id, a commit lists its results, and metadata keeps its shortest reals. */
+static void test_batch_and_commit_envelopes(void **state)
+{
+    (void)state;
+    lease_result_t items[3];
+    memset(items, 0, sizeof items);
+    items[0].code = LEASE_RENEWED;
+    items[0].has_lease = true;
+    items[0].lease = sample_record();
+    snprintf(items[0].lease.metadata_json, sizeof items[0].lease.metadata_json,
+             "{\"r\":0.1,\"n\":[1,{\"x\":null}]}");
+    items[1].code = LEASE_LOST;
+    items[2].code = LEASE_INVALID_LEASE_REQUEST;
+    snprintf(items[2].field, sizeof items[2].field, "renewals[2].ttl_ms");
+    snprintf(items[2].detail, sizeof items[2].detail, "ttl_ms must be at most 60000");
+    leased_view_t view = {"prn_owner", false};
+    char *text = leased_codec_batch_envelope(LEASE_RENEWED, items, 3, "corr_e", &view);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "\"r\":0.1,"));
+    json_error_t err;
+    json_t *e = json_loads(text, JSON_REJECT_DUPLICATES, &err);
+    if (!e)
+        fail_msg("not JSON (%s): %s", err.text, text);
+    free(text);
+    assert_string_equal(json_string_value(json_object_get(e, "correlation_id")), "corr_e");
+    json_t *results = json_object_get(e, "results");
+    assert_int_equal(json_array_size(results), 3);
+    json_t *ok = json_array_get(results, 0);
+    assert_string_equal(json_string_value(json_object_get(ok, "code")), "lease_renewed");
+    assert_null(json_object_get(ok, "correlation_id"));
+    assert_int_equal(
+        json_integer_value(json_object_get(json_object_get(ok, "lease"), "fencing_token")), 42);
+    json_t *lost = json_array_get(results, 1);
+    assert_string_equal(json_string_value(json_object_get(lost, "status")), "error");
+    assert_null(json_object_get(lost, "correlation_id"));
+    assert_non_null(json_object_get(lost, "retryable"));
+    json_t *bad = json_array_get(results, 2);
+    assert_string_equal(json_string_value(json_object_get(bad, "field")), "renewals[2].ttl_ms");
+    assert_string_equal(json_string_value(json_object_get(bad, "msg")),
+                        "ttl_ms must be at most 60000");
+    json_decref(e);
+
+    lease_commit_req_t req;
+    memset(&req, 0, sizeof req);
+    snprintf(req.lease_id, sizeof req.lease_id, "lease_9");
+    req.fencing_token = 7;
+    req.n_writes = 2;
+    req.writes[0].kind = LEASE_WRITE_DOCUMENT;
+    snprintf(req.writes[0].key, sizeof req.writes[0].key, "doc\"1");
+    req.writes[1].kind = LEASE_WRITE_PUBLICATION;
+    snprintf(req.writes[1].key, sizeof req.writes[1].key, "topic.a");
+    lease_commit_result_t res = {.n_writes = 2, .replayed = true};
+    res.revisions[0] = 3;
+    res.revisions[1] = 11;
+    text = leased_codec_commit_envelope(&req, &res, "corr_f");
+    e = json_loads(text, JSON_REJECT_DUPLICATES, &err);
+    if (!e)
+        fail_msg("not JSON (%s): %s", err.text, text);
+    free(text);
+    json_t *commit = json_object_get(e, "commit");
+    assert_int_equal(json_integer_value(json_object_get(commit, "fencing_token")), 7);
+    json_t *w0 = json_array_get(json_object_get(commit, "results"), 0);
+    json_t *w1 = json_array_get(json_object_get(commit, "results"), 1);
+    assert_string_equal(json_string_value(json_object_get(w0, "key")), "doc\"1");
+    assert_int_equal(json_integer_value(json_object_get(w0, "revision")), 3);
+    assert_string_equal(json_string_value(json_object_get(w1, "topic")), "topic.a");
+    assert_int_equal(json_integer_value(json_object_get(w1, "outbox_id")), 11);
+    assert_true(json_is_true(json_object_get(e, "replayed")));
+    json_decref(e);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_acquire_accepted), cmocka_unit_test(test_refusals_name_fields),
         cmocka_unit_test(test_get_and_commit),   cmocka_unit_test(test_views),
-        cmocka_unit_test(test_envelopes),
+        cmocka_unit_test(test_envelopes),        cmocka_unit_test(test_batch_and_commit_envelopes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
