@@ -16,8 +16,6 @@ DECLARE
     incident text;
     l lease.locks;
     h lease.history;
-    replay jsonb;
-    cn text;
     result jsonb;
 BEGIN
     IF now() >= deadline THEN
@@ -44,8 +42,8 @@ BEGIN
     k := lease._key_of(c);
     -- The same decision for every caller: no read before the write; a
     -- repeated request id is looked up only after a conflict says it may be
-    -- one (lease._unmatched, or idempotency's primary key below).
-    BEGIN
+    -- one (lease._unmatched, or idempotency's primary key in lease._evidence,
+    -- whose unique_violation the caller's block answers: lease._end_or_replay).
     IF NOT lease._lock_wait_until(deadline) THEN
         RETURN lease._result('deadline_exceeded');
     END IF;
@@ -74,20 +72,10 @@ BEGIN
                                      'active', terminal_state, NULL, reason, incident)
                 THEN result || jsonb_build_object('replayed', false,
                                                   'current_state', terminal_state) END;
-    EXCEPTION WHEN unique_violation THEN
-        -- this request id committed before and the lease still matched
-        -- (see lease.acquire): the stored answer, nothing of this attempt
-        GET STACKED DIAGNOSTICS cn = CONSTRAINT_NAME;
-        replay := CASE WHEN cn = 'idempotency_pkey' THEN lease._replay(k, op, p) END;
-        IF replay IS NULL THEN
-            RAISE;
-        END IF;
-        RETURN replay;
-    END;
 END
 $function$;
 
 COMMENT ON FUNCTION lease._end(jsonb,text,text,text,boolean) IS
-    'Ends a lease: the exact lease (for its owner: also the owner principal and service instance) active and unexpired, freed in one statement, then its terminal evidence (history, idempotency, audit) in the same transaction. Shared by release, release_brief, force_release and revoke (brief: the short answer, lease._ended_json, instead of the history record; the decision is the same); the privileged two compare against the observed lease (id and token), never an unseen successor, and their high-priority audit commits with the change.';
+    'Ends a lease: the exact lease (for its owner: also the owner principal and service instance) active and unexpired, freed in one statement, then its terminal evidence (history, idempotency, audit) in the same transaction. Shared by release, release_brief, force_release and revoke (brief: the short answer, lease._ended_json, instead of the history record; the decision is the same); the privileged two compare against the observed lease (id and token), never an unseen successor, and their high-priority audit commits with the change. No exception block of its own: a repeated request id whose lease still matched raises unique_violation at idempotency''s primary key, answered by the caller''s block (lease._end_or_replay, or lease._release_many''s for a whole batch).';
 
 REVOKE ALL ON FUNCTION lease._end(jsonb,text,text,text,boolean) FROM PUBLIC;

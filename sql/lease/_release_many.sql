@@ -19,13 +19,22 @@ BEGIN
     -- terminal evidence and typed answer. One aggregate, not an array
     -- grown item by item (quadratic copying); the items are decided in
     -- request order, as in lease.renew_many.
-    RETURN jsonb_build_object('results',
-        (SELECT jsonb_agg(lease._end(e.value, 'release', 'released', 'lease_released', brief) ORDER BY e.n)
-           FROM jsonb_array_elements(items) WITH ORDINALITY AS e(value, n)));
+    -- One subtransaction for the whole batch, as in lease._renew_many.
+    BEGIN
+        RETURN jsonb_build_object('results',
+            (SELECT jsonb_agg(lease._end(e.value, 'release', 'released', 'lease_released', brief)
+                              ORDER BY e.n)
+               FROM jsonb_array_elements(items) WITH ORDINALITY AS e(value, n)));
+    EXCEPTION WHEN unique_violation THEN
+        RETURN jsonb_build_object('results',
+            (SELECT jsonb_agg(lease._end_or_replay(e.value, 'release', 'released',
+                                                   'lease_released', brief) ORDER BY e.n)
+               FROM jsonb_array_elements(items) WITH ORDINALITY AS e(value, n)));
+    END;
 END
 $function$;
 
 COMMENT ON FUNCTION lease._release_many(jsonb,boolean) IS
-    'Many releases in one transaction, each decided by lease._end as a single release is (the exact ownership tuple, its own request id, idempotency row, terminal evidence), answered in request order, whole or brief as the single functions answer. Called by lease.release_many (whole answers) and lease.release_many_brief (what the service calls).';
+    'Many releases in one transaction, each decided by lease._end as a single release is (the exact ownership tuple, its own request id, idempotency row, terminal evidence), answered in request order, whole or brief as the single functions answer. Called by lease.release_many (whole answers) and lease.release_many_brief (what the service calls). One subtransaction for the batch; item by item (lease._end_or_replay) only when an item repeats a request id whose lease still matched.';
 
 REVOKE ALL ON FUNCTION lease._release_many(jsonb,boolean) FROM PUBLIC;

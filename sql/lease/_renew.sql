@@ -15,8 +15,6 @@ DECLARE
     why text;
     ttl bigint;
     l lease.locks;
-    replay jsonb;
-    cn text;
     result jsonb;
 BEGIN
     IF now() >= deadline THEN
@@ -41,9 +39,8 @@ BEGIN
     k := lease._key_of(c);
     -- The same decision for every caller: no read before the write; a
     -- repeated request id is looked up only after a conflict says it may be
-    -- one (lease._unmatched, or idempotency's primary key below).
-    BEGIN
-
+    -- one (lease._unmatched, or idempotency's primary key in lease._evidence,
+    -- whose unique_violation the caller's block answers: lease._renew_or_replay).
     IF NOT lease._lock_wait_until(deadline) THEN
         RETURN lease._result('deadline_exceeded');
     END IF;
@@ -77,20 +74,10 @@ BEGIN
     RETURN CASE WHEN lease._evidence(p, 'renew', l, result, s.idempotency_retention_ms, 'active',
                                      'active', ttl, NULL, NULL)
                 THEN result || '{"replayed": false, "current_state": "active"}'::jsonb END;
-    EXCEPTION WHEN unique_violation THEN
-        -- this request id committed before and the lease still matched
-        -- (see lease.acquire): the stored answer, nothing of this attempt
-        GET STACKED DIAGNOSTICS cn = CONSTRAINT_NAME;
-        replay := CASE WHEN cn = 'idempotency_pkey' THEN lease._replay(k, 'renew', p) END;
-        IF replay IS NULL THEN
-            RAISE;
-        END IF;
-        RETURN replay;
-    END;
 END
 $function$;
 
 COMMENT ON FUNCTION lease._renew(jsonb,boolean,lease._settings) IS
-    'The one renew-if-owner decision behind lease.renew (whole answer) and lease.renew_brief (brief: only the JSON of the answer differs): the exact identity, lease id, owner principal, service instance and token of the active, unexpired lease. renewed_at becomes backend time, expires_at min(now + ttl, acquired_at + lifetime); the token never changes. `s` is lease._settings as the caller read it in this transaction (the policy and whether the namespace guard must look closer): read once per call by lease.renew and renew_brief, once per batch by lease._renew_many, whose items would otherwise each read it again (about 0.09 M instructions an item).';
+    'The one renew-if-owner decision behind lease.renew (whole answer) and lease.renew_brief (brief: only the JSON of the answer differs): the exact identity, lease id, owner principal, service instance and token of the active, unexpired lease. renewed_at becomes backend time, expires_at min(now + ttl, acquired_at + lifetime); the token never changes. `s` is lease._settings as the caller read it in this transaction (the policy and whether the namespace guard must look closer): read once per call by lease.renew and renew_brief, once per batch by lease._renew_many, whose items would otherwise each read it again (about 0.09 M instructions an item). It has no exception block of its own: a repeated request id whose lease still matched raises unique_violation at idempotency''s primary key, answered by the caller''s block (lease._renew_or_replay for one renewal or a batch''s item, lease._renew_many''s for a whole batch).';
 
 REVOKE ALL ON FUNCTION lease._renew(jsonb,boolean,lease._settings) FROM PUBLIC;

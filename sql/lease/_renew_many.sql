@@ -28,13 +28,27 @@ BEGIN
     -- the policy, and an item that seals the namespace leaves guard_needed
     -- true for the items after it, which then see the seal in lease._guard.
     SELECT * INTO s FROM lease._settings;
-    RETURN jsonb_build_object('results',
-        (SELECT jsonb_agg(lease._renew(e.value, brief, s) ORDER BY e.n)
-           FROM jsonb_array_elements(items) WITH ORDINALITY AS e(value, n)));
+    -- One subtransaction for the whole batch, not one per item: a
+    -- subtransaction that writes takes a transaction id of its own, and past
+    -- 64 in one transaction every other session's snapshot overflows into
+    -- pg_subtrans (docs/operators.md, "Batches and subtransactions"). Only
+    -- an item that repeats a request id whose lease still matched raises
+    -- here; then the batch's writes are undone and the batch decided again
+    -- item by item, each in its own subtransaction, where that item gets its
+    -- stored answer. Same snapshot, same decisions.
+    BEGIN
+        RETURN jsonb_build_object('results',
+            (SELECT jsonb_agg(lease._renew(e.value, brief, s) ORDER BY e.n)
+               FROM jsonb_array_elements(items) WITH ORDINALITY AS e(value, n)));
+    EXCEPTION WHEN unique_violation THEN
+        RETURN jsonb_build_object('results',
+            (SELECT jsonb_agg(lease._renew_or_replay(e.value, brief, s) ORDER BY e.n)
+               FROM jsonb_array_elements(items) WITH ORDINALITY AS e(value, n)));
+    END;
 END
 $function$;
 
 COMMENT ON FUNCTION lease._renew_many(jsonb,boolean) IS
-    'Many renewals in one transaction, each decided by lease._renew as a single renewal is (its exact ownership check, its own request id, idempotency and audit), answered in request order, whole or brief as the single functions answer. Called by lease.renew_many (whole answers) and lease.renew_many_brief (what the service calls).';
+    'Many renewals in one transaction, each decided by lease._renew as a single renewal is (its exact ownership check, its own request id, idempotency and audit), answered in request order, whole or brief as the single functions answer. Called by lease.renew_many (whole answers) and lease.renew_many_brief (what the service calls). One subtransaction for the batch (one transaction id, whatever its size); item by item (lease._renew_or_replay) only when an item repeats a request id whose lease still matched.';
 
 REVOKE ALL ON FUNCTION lease._renew_many(jsonb,boolean) FROM PUBLIC;

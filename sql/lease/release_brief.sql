@@ -5,7 +5,7 @@ CREATE OR REPLACE FUNCTION lease.release_brief(p jsonb)
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 BEGIN
-    RETURN lease._end(p, 'release', 'released', 'lease_released', true);
+    RETURN lease._end_or_replay(p, 'release', 'released', 'lease_released', true);
 END
 $function$;
 

@@ -8,7 +8,7 @@ DECLARE
     s lease._settings;
 BEGIN
     SELECT * INTO s FROM lease._settings;
-    RETURN lease._renew(p, false, s);
+    RETURN lease._renew_or_replay(p, false, s);
 END
 $function$;
 

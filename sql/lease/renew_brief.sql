@@ -8,7 +8,7 @@ DECLARE
     s lease._settings;
 BEGIN
     SELECT * INTO s FROM lease._settings;
-    RETURN lease._renew(p, true, s);
+    RETURN lease._renew_or_replay(p, true, s);
 END
 $function$;
 
