@@ -17,22 +17,35 @@
 
 typedef lease_json_buf_t text_buf_t; /* json_text.h: `failed` sticks */
 
-void lease_json_raw(text_buf_t *b, const char *s, size_t n)
+/* Room for extra more bytes and the terminating NUL; false (and `failed`)
+ * when memory runs out. */
+static bool reserve(text_buf_t *b, size_t extra)
 {
     if (b->failed)
-        return;
-    if (b->len + n + 1 > b->cap) {
+        return false;
+    if (extra > SIZE_MAX / 2 - b->len) {
+        b->failed = true;
+        return false;
+    }
+    if (b->len + extra + 1 > b->cap) {
         size_t cap = b->cap ? b->cap : 256;
-        while (cap < b->len + n + 1)
+        while (cap < b->len + extra + 1)
             cap *= 2;
         char *nd = realloc(b->data, cap);
         if (!nd) {
             b->failed = true;
-            return;
+            return false;
         }
         b->data = nd;
         b->cap = cap;
     }
+    return true;
+}
+
+void lease_json_raw(text_buf_t *b, const char *s, size_t n)
+{
+    if (!reserve(b, n))
+        return;
     memcpy(b->data + b->len, s, n);
     b->len += n;
     b->data[b->len] = '\0';
@@ -50,51 +63,52 @@ static void put_str(text_buf_t *b, const char *s)
 
 void lease_json_string(text_buf_t *b, const char *s, size_t n)
 {
-    put(b, "\"", 1);
-    size_t run = 0; /* bytes copied verbatim, flushed before each escape */
+    /* The worst case (every byte \u00XX) reserved once, then written in
+     * place: strings are most of what the encoders write. */
+    if (n > SIZE_MAX / 8 || !reserve(b, n * 6 + 2))
+        return;
+    static const char hex[] = "0123456789ABCDEF"; /* jansson's \u%04X */
+    char *o = b->data + b->len;
+    *o++ = '"';
     for (size_t i = 0; i < n; i++) {
         unsigned char c = (unsigned char)s[i];
-        const char *esc = NULL;
-        char hex[8];
-        switch (c) {
-        case '"':
-            esc = "\\\"";
-            break;
-        case '\\':
-            esc = "\\\\";
-            break;
-        case '\b':
-            esc = "\\b";
-            break;
-        case '\f':
-            esc = "\\f";
-            break;
-        case '\n':
-            esc = "\\n";
-            break;
-        case '\r':
-            esc = "\\r";
-            break;
-        case '\t':
-            esc = "\\t";
-            break;
-        default:
-            if (c < 0x20) {
-                snprintf(hex, sizeof hex, "\\u%04X", c);
-                esc = hex;
-            }
-            break;
-        }
-        if (!esc) {
-            run++;
+        if (c >= 0x20 && c != '"' && c != '\\') {
+            *o++ = (char)c;
             continue;
         }
-        put(b, s + i - run, run);
-        run = 0;
-        put_str(b, esc);
+        *o++ = '\\';
+        switch (c) {
+        case '"':
+        case '\\':
+            *o++ = (char)c;
+            break;
+        case '\b':
+            *o++ = 'b';
+            break;
+        case '\f':
+            *o++ = 'f';
+            break;
+        case '\n':
+            *o++ = 'n';
+            break;
+        case '\r':
+            *o++ = 'r';
+            break;
+        case '\t':
+            *o++ = 't';
+            break;
+        default:
+            *o++ = 'u';
+            *o++ = '0';
+            *o++ = '0';
+            *o++ = hex[c >> 4];
+            *o++ = hex[c & 15];
+            break;
+        }
     }
-    put(b, s + n - run, run);
-    put(b, "\"", 1);
+    *o++ = '"';
+    b->len = (size_t)(o - b->data);
+    b->data[b->len] = '\0';
 }
 
 bool lease_json_real_text(double x, char out[LEASE_JSON_REAL_TEXT_MAX])
