@@ -114,7 +114,8 @@ cleanup:
  * text directly: the members are collected, sorted by key as JSON_SORT_KEYS
  * sorts them (byte order), and written with json_text's escaping, which is
  * jansson's. The text is byte for byte what dumping the jansson object
- * would give (tests/unit/test_digest.c keeps that form as its oracle);
+ * would give (tests/unit/test_digest_canonical.c keeps that form as its
+ * oracle);
  * building the tree cost a malloc and a hash insert per member, and was
  * most of a digest's instructions.
  */
@@ -133,6 +134,7 @@ typedef struct member {
 typedef struct canonical {
     member_t m[MEMBERS_MAX];
     size_t n;
+    bool overflow; /* a member did not fit: the digest fails closed */
 } canonical_t;
 
 #define ADD_TEXT(c, k, field) add((c), (member_t){(k), MEMBER_TEXT, (field), sizeof(field), 0})
@@ -140,8 +142,12 @@ typedef struct canonical {
 
 static void add(canonical_t *c, member_t m)
 {
-    if (c->n < MEMBERS_MAX) /* the largest digest has 16 members */
+    /* the largest digest has 16 members; a dropped one would let two
+     * different requests share a digest, so finish_canonical refuses */
+    if (c->n < MEMBERS_MAX)
         c->m[c->n++] = m;
+    else
+        c->overflow = true;
 }
 
 static void add_base(canonical_t *c, const char *op, const lease_call_t *call,
@@ -189,6 +195,8 @@ static void finish_canonical(canonical_t *c, char out[65])
 {
     lease_json_buf_t b = {0};
     out[0] = '\0';
+    if (c->overflow)
+        return;
     qsort(c->m, c->n, sizeof c->m[0], by_key);
     lease_json_raw(&b, "{", 1);
     for (size_t i = 0; i < c->n; i++) {
