@@ -231,7 +231,8 @@ char *leased_metrics_render(const leased_metrics_t *m, const leased_metrics_gaug
                        "Calls repeated after a serialization failure or deadlock.",
                        g->store.serialization_retries);
     lease_prom_counter(&t, "leased_db_outcome_unknown_total",
-                       "Calls whose outcome is unknown (sent, then the connection failed).",
+                       "Lease mutations whose outcome is unknown (sent, then the session failed); "
+                       "the caller resolves each by repeating its request id.",
                        g->store.outcome_unknown);
     lease_prom_counter(&t, "leased_db_backend_errors_total", "Calls that failed in the backend.",
                        g->store.backend_errors);

@@ -36,15 +36,18 @@ typedef enum store_pg_op {
     STORE_PG_OP_RECORD_AUDIT,
     STORE_PG_OP_CREDENTIAL_LOOKUP,
     STORE_PG_OP_HEALTH,
-    STORE_PG_OP_RENEW_MANY, /* lease.renew_many: many renewals, one transaction */
+    STORE_PG_OP_RENEW_MANY,   /* lease.renew_many: many renewals, one transaction */
     STORE_PG_OP_RELEASE_MANY, /* lease.release_many: many releases, one transaction */
     STORE_PG_OP_COUNT
 } store_pg_op_t;
 
 /* "acquire", "list_by_owner", ... (the SQL function's name). */
 const char *store_pg_op_name(store_pg_op_t op);
-/* Reads cannot have committed anything: a lost reply is not outcome-unknown. */
-bool store_pg_op_read_only(store_pg_op_t op);
+/* The lease mutations: a lost reply is outcome-unknown, resolved by the
+ * caller repeating its request id. Reads cannot have committed anything, and
+ * nobody resolves an internal write (sweep, audit batch): for those a lost
+ * reply is backend_unavailable. */
+bool store_pg_op_resolvable(store_pg_op_t op);
 /* Whether `code` is an answer the operation's SQL function may give. */
 bool store_pg_op_allows(store_pg_op_t op, lease_code_t code);
 

@@ -36,46 +36,40 @@
 
 typedef struct op_info {
     const char *name;
-    bool read_only;
     unsigned allowed; /* bit per lease_code_t */
 } op_info_t;
 
 static const op_info_t ops[STORE_PG_OP_COUNT] = {
-    [STORE_PG_OP_ACQUIRE] = {"acquire", false,
-                             BIT(LEASE_ACQUIRED) | BIT(LEASE_CONFLICT) |
-                                 BIT(LEASE_IDEMPOTENCY_CONFLICT) |
-                                 BIT(LEASE_INVALID_LEASE_REQUEST) | BIT(LEASE_DEADLINE_EXCEEDED) |
-                                 BIT(LEASE_BACKEND_UNAVAILABLE)},
-    [STORE_PG_OP_RENEW] = {"renew", false, BIT(LEASE_RENEWED) | MUTATION_FAILURES},
-    [STORE_PG_OP_RELEASE] = {"release", false, BIT(LEASE_RELEASED) | MUTATION_FAILURES},
-    [STORE_PG_OP_FORCE_RELEASE] = {"force_release", false, BIT(LEASE_RELEASED) | MUTATION_FAILURES},
-    [STORE_PG_OP_REVOKE] = {"revoke", false, BIT(LEASE_REVOKED) | MUTATION_FAILURES},
-    [STORE_PG_OP_INSPECT] = {"inspect", true,
+    [STORE_PG_OP_ACQUIRE] = {"acquire", BIT(LEASE_ACQUIRED) | BIT(LEASE_CONFLICT) |
+                                            BIT(LEASE_IDEMPOTENCY_CONFLICT) |
+                                            BIT(LEASE_INVALID_LEASE_REQUEST) |
+                                            BIT(LEASE_DEADLINE_EXCEEDED) |
+                                            BIT(LEASE_BACKEND_UNAVAILABLE)},
+    [STORE_PG_OP_RENEW] = {"renew", BIT(LEASE_RENEWED) | MUTATION_FAILURES},
+    [STORE_PG_OP_RELEASE] = {"release", BIT(LEASE_RELEASED) | MUTATION_FAILURES},
+    [STORE_PG_OP_FORCE_RELEASE] = {"force_release", BIT(LEASE_RELEASED) | MUTATION_FAILURES},
+    [STORE_PG_OP_REVOKE] = {"revoke", BIT(LEASE_REVOKED) | MUTATION_FAILURES},
+    [STORE_PG_OP_INSPECT] = {"inspect",
                              BIT(LEASE_INSPECTED) | BIT(LEASE_NOT_FOUND) | READ_FAILURES},
-    [STORE_PG_OP_LIST_BY_OWNER] = {"list_by_owner", true, BIT(LEASE_LISTED) | READ_FAILURES},
-    [STORE_PG_OP_LIST_BY_TARGET] = {"list_by_target", true, BIT(LEASE_LISTED) | READ_FAILURES},
-    [STORE_PG_OP_LIST_BY_PROGRAM] = {"list_by_program", true, BIT(LEASE_LISTED) | READ_FAILURES},
-    [STORE_PG_OP_FENCED_COMMIT] = {"fenced_commit", false,
-                                   BIT(LEASE_COMMIT_ACCEPTED) | BIT(LEASE_WRITE_CONFLICT) |
-                                       MUTATION_FAILURES},
+    [STORE_PG_OP_LIST_BY_OWNER] = {"list_by_owner", BIT(LEASE_LISTED) | READ_FAILURES},
+    [STORE_PG_OP_LIST_BY_TARGET] = {"list_by_target", BIT(LEASE_LISTED) | READ_FAILURES},
+    [STORE_PG_OP_LIST_BY_PROGRAM] = {"list_by_program", BIT(LEASE_LISTED) | READ_FAILURES},
+    [STORE_PG_OP_FENCED_COMMIT] = {"fenced_commit", BIT(LEASE_COMMIT_ACCEPTED) |
+                                                        BIT(LEASE_WRITE_CONFLICT) |
+                                                        MUTATION_FAILURES},
     /* internal operations: no typed answer of their own beyond success */
-    [STORE_PG_OP_SWEEP] = {"sweep_expired", false, 0},
-    [STORE_PG_OP_RECORD_AUDIT] = {"record_audit", false, 0},
-    [STORE_PG_OP_CREDENTIAL_LOOKUP] = {"credential_lookup", true, 0},
-    [STORE_PG_OP_HEALTH] = {"health", true, 0},
+    [STORE_PG_OP_SWEEP] = {"sweep_expired", 0},
+    [STORE_PG_OP_RECORD_AUDIT] = {"record_audit", 0},
+    [STORE_PG_OP_CREDENTIAL_LOOKUP] = {"credential_lookup", 0},
+    [STORE_PG_OP_HEALTH] = {"health", 0},
     /* each item's answer is a renew's, decoded as one */
-    [STORE_PG_OP_RENEW_MANY] = {"renew_many", false, 0},
-    [STORE_PG_OP_RELEASE_MANY] = {"release_many", false, 0},
+    [STORE_PG_OP_RENEW_MANY] = {"renew_many", 0},
+    [STORE_PG_OP_RELEASE_MANY] = {"release_many", 0},
 };
 
 const char *store_pg_op_name(store_pg_op_t op)
 {
     return (unsigned)op < STORE_PG_OP_COUNT ? ops[op].name : "unknown";
-}
-
-bool store_pg_op_read_only(store_pg_op_t op)
-{
-    return (unsigned)op < STORE_PG_OP_COUNT && ops[op].read_only;
 }
 
 bool store_pg_op_allows(store_pg_op_t op, lease_code_t code)
@@ -85,8 +79,8 @@ bool store_pg_op_allows(store_pg_op_t op, lease_code_t code)
 }
 
 /* The lease operations whose function may have committed before its answer
- * was read. */
-static bool may_have_committed(store_pg_op_t op)
+ * was read, and whose caller resolves that by repeating its request id. */
+bool store_pg_op_resolvable(store_pg_op_t op)
 {
     switch (op) {
     case STORE_PG_OP_ACQUIRE:
@@ -112,7 +106,7 @@ static lease_code_t malformed(store_pg_op_t op, const char *why)
     store_pg_log_rec_t rec = {
         .event = "malformed_result", .op = store_pg_op_name(op), .message = why};
     store_pg_log(STORE_PG_LOG_ERROR, &rec);
-    return may_have_committed(op) ? LEASE_OUTCOME_UNKNOWN : LEASE_BACKEND_UNAVAILABLE;
+    return store_pg_op_resolvable(op) ? LEASE_OUTCOME_UNKNOWN : LEASE_BACKEND_UNAVAILABLE;
 }
 
 /* Length of the JSON number token at p (0 when p does not start one). */

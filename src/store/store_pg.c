@@ -22,7 +22,9 @@
  * - cannot connect (after one reconnect): backend_unavailable;
  * - sent, and a cancel the server confirmed (57014): deadline_exceeded;
  * - sent, then the session ended or stayed silent: outcome_unknown for
- *   mutations, backend_unavailable for reads (nothing can have committed);
+ *   lease mutations, backend_unavailable for reads (nothing can have
+ *   committed) and internal writes (sweep, audit batch: nobody resolves
+ *   them by request id, so they are not counted as outcome unknown);
  * - 40001/40P01/55P03: the whole call again after a jittered backoff while
  *   the deadline allows, then backend_unavailable.
  *
@@ -303,7 +305,7 @@ typedef enum attempt_verdict {
 /* The answer to a backend ERROR (out->reply), by the SQLSTATE table. Runs
  * before the slot goes back: a quarantine uses its session. */
 static attempt_verdict_t judge_error(store_pg_t *pg, store_pg_slot_t *slot, const call_spec_t *spec,
-                                     int attempt, bool read_only, call_outcome_t *out,
+                                     int attempt, bool resolvable, call_outcome_t *out,
                                      bool *discard)
 {
     store_pg_reply_t *r = &out->reply;
@@ -338,7 +340,7 @@ static attempt_verdict_t judge_error(store_pg_t *pg, store_pg_slot_t *slot, cons
                      attempt);
     }
     if (code == LEASE_OUTCOME_UNKNOWN) {
-        if (read_only)
+        if (!resolvable)
             code = LEASE_BACKEND_UNAVAILABLE;
         else
             count(&pg->outcome_unknown);
@@ -357,7 +359,7 @@ static attempt_verdict_t attempt_on_slot(store_pg_t *pg, store_pg_slot_t *slot,
                                          const call_spec_t *spec, int attempt, bool *touched,
                                          call_outcome_t *out, bool *discard)
 {
-    bool read_only = store_pg_op_read_only(spec->op);
+    bool resolvable = store_pg_op_resolvable(spec->op);
     int connects_left = CONNECT_ATTEMPTS;
     store_pg_reply_t *r = &out->reply;
     for (;;) {
@@ -393,18 +395,18 @@ static attempt_verdict_t attempt_on_slot(store_pg_t *pg, store_pg_slot_t *slot,
     case STORE_PG_EXEC_SEND_FAILED:
         *discard = true;
         count(&pg->backend_errors);
-        if (!read_only)
+        if (resolvable)
             count(&pg->outcome_unknown);
-        log_call(STORE_PG_LOG_WARN, read_only ? "reply_lost" : "outcome_unknown", spec, r->sqlstate,
-                 NULL, r->message, attempt);
-        fail(out, read_only ? LEASE_BACKEND_UNAVAILABLE : LEASE_OUTCOME_UNKNOWN, true);
+        log_call(STORE_PG_LOG_WARN, resolvable ? "outcome_unknown" : "reply_lost", spec,
+                 r->sqlstate, NULL, r->message, attempt);
+        fail(out, resolvable ? LEASE_OUTCOME_UNKNOWN : LEASE_BACKEND_UNAVAILABLE, true);
         return ATTEMPT_DONE;
     case STORE_PG_EXEC_ERROR:
         break;
     }
     out->reached_backend = true;
     *touched = true;
-    return judge_error(pg, slot, spec, attempt, read_only, out, discard);
+    return judge_error(pg, slot, spec, attempt, resolvable, out, discard);
 }
 
 /*

@@ -8,6 +8,9 @@
  * commits).
  * Idle pooled sessions killed between calls are never reused: the next
  * calls reconnect and answer definitely.
+ * An internal write (the audit queue's batch) killed in flight is a backend
+ * error, not an outcome unknown: nobody resolves it by request id, and
+ * leased_db_outcome_unknown_total counts only answers a caller must resolve.
  */
 #include "race_blocker.h"
 
@@ -63,6 +66,27 @@ static void *warm_pool(void *arg)
         lease_code_t c = race_inspect(arg, &id, &res);
         CHECK(c == LEASE_NOT_FOUND, "warm-up inspect: %s", CODE(c));
     }
+    return NULL;
+}
+
+typedef struct audit_call {
+    lease_store_t *store;
+    lease_code_t code;
+} audit_call_t;
+
+static void *record_one(void *arg)
+{
+    audit_call_t *a = arg;
+    lease_audit_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.event_type = "target_lease_renew";
+    ev.occurred_at_ms = lease_wall_now_ms();
+    ev.code = LEASE_OUTCOME_UNKNOWN;
+    ev.decision = "error";
+    ev.backend_health = "degraded";
+    race_call(&ev.call, "t-audit", "prn-t", 15000);
+    lease_deadline_t d = lease_deadline_in(15000);
+    a->code = lease_store_record_audit(a->store, &ev, 1, &d);
     return NULL;
 }
 
@@ -171,6 +195,35 @@ int main(void)
           "dead idle sessions were detected before sending, not after");
     printf("3: %d idle sessions killed; the next calls reconnected and answered definitely\n",
            killed);
+
+    /* 4. an internal write killed while blocked (LOCK TABLE holds the audit
+     * insert): a failure the audit queue logs, never an outcome unknown */
+    lease_store_stats(env.store, &st);
+    unknown_before = st.outcome_unknown;
+    uint64_t errors_before = st.backend_errors;
+    PGconn *locker = PQconnectdb(env.db_url);
+    CHECK(PQstatus(locker) == CONNECTION_OK, "locker connect");
+    PQclear(PQexec(locker, "BEGIN"));
+    PGresult *lr = PQexec(locker, "LOCK TABLE lease.audit_events IN EXCLUSIVE MODE");
+    CHECK(PQresultStatus(lr) == PGRES_COMMAND_OK, "lock audit_events: %s",
+          PQresultErrorMessage(lr));
+    PQclear(lr);
+    audit_call_t ac = {.store = env.store};
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, record_one, &ac) == 0, "thread");
+    race_wait_for_lock_waiters(env.db_url, APP, 1);
+    CHECK(testpg_terminate_backends(env.db_url, APP) >= 1, "terminate the audit write");
+    pthread_join(t, NULL);
+    PQclear(PQexec(locker, "ROLLBACK"));
+    PQfinish(locker);
+    CHECK(!lease_code_is_success(ac.code), "the killed audit write failed: %s", CODE(ac.code));
+    lease_store_stats(env.store, &st);
+    CHECK(st.outcome_unknown == unknown_before,
+          "an internal write is not counted as an outcome unknown (%llu -> %llu)",
+          (unsigned long long)unknown_before, (unsigned long long)st.outcome_unknown);
+    CHECK(st.backend_errors == errors_before + 1, "it is counted as a backend error");
+    printf("4: an audit write killed in flight answered %s, counted as a backend error\n",
+           CODE(ac.code));
 
     free(f);
     race_teardown(&env);

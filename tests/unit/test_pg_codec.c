@@ -668,7 +668,7 @@ static void test_decode_malformed(void **state)
         lease_result_t r;
         memset(&r, 0x5a, sizeof r);
         lease_code_t want =
-            store_pg_op_read_only(cases[i].op) ? LEASE_BACKEND_UNAVAILABLE : LEASE_OUTCOME_UNKNOWN;
+            store_pg_op_resolvable(cases[i].op) ? LEASE_OUTCOME_UNKNOWN : LEASE_BACKEND_UNAVAILABLE;
         lease_code_t c = store_pg_decode_result(cases[i].op, cases[i].text, &r);
         if (c != want || r.code != want || r.has_lease || r.replayed || r.lease.fencing_token != 0)
             fail_msg("case %zu decoded to %s", i, lease_code_name(c));
@@ -977,12 +977,15 @@ static void test_op_table(void **state)
 {
     (void)state;
     assert_string_equal(store_pg_op_name(STORE_PG_OP_FORCE_RELEASE), "force_release");
-    assert_true(store_pg_op_read_only(STORE_PG_OP_INSPECT));
-    assert_true(store_pg_op_read_only(STORE_PG_OP_LIST_BY_OWNER));
-    assert_true(store_pg_op_read_only(STORE_PG_OP_HEALTH));
-    assert_false(store_pg_op_read_only(STORE_PG_OP_ACQUIRE));
-    assert_false(store_pg_op_read_only(STORE_PG_OP_FENCED_COMMIT));
-    assert_false(store_pg_op_read_only(STORE_PG_OP_SWEEP));
+    /* reads and internal writes are not resolved by a caller's request id */
+    assert_false(store_pg_op_resolvable(STORE_PG_OP_INSPECT));
+    assert_false(store_pg_op_resolvable(STORE_PG_OP_LIST_BY_OWNER));
+    assert_false(store_pg_op_resolvable(STORE_PG_OP_HEALTH));
+    assert_false(store_pg_op_resolvable(STORE_PG_OP_SWEEP));
+    assert_false(store_pg_op_resolvable(STORE_PG_OP_RECORD_AUDIT));
+    assert_true(store_pg_op_resolvable(STORE_PG_OP_ACQUIRE));
+    assert_true(store_pg_op_resolvable(STORE_PG_OP_FENCED_COMMIT));
+    assert_true(store_pg_op_resolvable(STORE_PG_OP_RENEW_MANY));
     assert_true(store_pg_op_allows(STORE_PG_OP_ACQUIRE, LEASE_CONFLICT));
     assert_false(store_pg_op_allows(STORE_PG_OP_RENEW, LEASE_CONFLICT));
     assert_true(store_pg_op_allows(STORE_PG_OP_REVOKE, LEASE_REVOKED));
