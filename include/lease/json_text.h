@@ -18,6 +18,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "lease/identity.h"
+
 /* The largest magnitude a metadata number may have: 2^53 - 1, the range in
  * which every integer is exact in an IEEE double (JavaScript's
  * Number.MAX_SAFE_INTEGER). */
@@ -61,6 +63,11 @@ void lease_json_put_str(lease_json_buf_t *b, const char *k, const char *v);
 void lease_json_put_str_opt(lease_json_buf_t *b, const char *k, const char *v);
 void lease_json_put_int(lease_json_buf_t *b, const char *k, long long v);
 void lease_json_put_raw(lease_json_buf_t *b, const char *k, const char *json);
+/* The seven members of a lock identity (without the braces around them), in
+ * the order of its canonical form; an empty operation class is written as
+ * "default", which is what identity.c reads an absent one as. Shared by the
+ * answers leased writes and the requests the store sends. */
+void lease_json_put_identity(lease_json_buf_t *b, const lease_identity_t *id);
 /* The text written (heap, free()), and b emptied; NULL when a write failed
  * or nothing was written. */
 char *lease_json_take(lease_json_buf_t *b);

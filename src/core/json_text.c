@@ -273,6 +273,18 @@ void lease_json_put_int(text_buf_t *b, const char *k, long long v)
     lease_json_int(b, v);
 }
 
+void lease_json_put_identity(text_buf_t *b, const lease_identity_t *id)
+{
+    lease_json_put_str(b, "tenant_id", id->tenant_id);
+    lease_json_put_str(b, "program_id", id->program_id);
+    lease_json_put_str(b, "target_namespace", id->target_namespace);
+    lease_json_put_str(b, "target_id", id->target_id);
+    lease_json_put_str(b, "actor_name", id->actor_name);
+    lease_json_put_str(b, "workflow_name", id->workflow_name);
+    lease_json_put_str(b, "operation_class",
+                       id->operation_class[0] ? id->operation_class : "default");
+}
+
 void lease_json_put_raw(text_buf_t *b, const char *k, const char *json)
 {
     lease_json_key(b, k);

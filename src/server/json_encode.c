@@ -68,17 +68,10 @@ static void put_metadata(out_t *b, const char *metadata_json)
 
 static void put_lease(out_t *b, const lease_record_t *rec, const leased_view_t *view)
 {
-    const lease_identity_t *id = &rec->identity;
     lease_json_raw(b, "{", 1);
     lease_json_key(b, "lock_identity");
     lease_json_raw(b, "{", 1);
-    lease_json_put_str(b, "tenant_id", id->tenant_id);
-    lease_json_put_str(b, "program_id", id->program_id);
-    lease_json_put_str(b, "target_namespace", id->target_namespace);
-    lease_json_put_str(b, "target_id", id->target_id);
-    lease_json_put_str(b, "actor_name", id->actor_name);
-    lease_json_put_str(b, "workflow_name", id->workflow_name);
-    lease_json_put_str(b, "operation_class", id->operation_class);
+    lease_json_put_identity(b, &rec->identity);
     lease_json_raw(b, "}", 1);
     lease_json_put_str(b, "lease_id", rec->lease_id);
     lease_json_put_int(b, "fencing_token", rec->fencing_token);

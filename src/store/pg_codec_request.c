@@ -47,23 +47,10 @@ static void close_with(out_t *b, const char *bracket)
     lease_json_raw(b, bracket, 1);
 }
 
-/* The identity fields, into a lock_identity object or an audit event. */
-static void put_identity(out_t *b, const lease_identity_t *id)
-{
-    lease_json_put_str(b, "tenant_id", id->tenant_id);
-    lease_json_put_str(b, "program_id", id->program_id);
-    lease_json_put_str(b, "target_namespace", id->target_namespace);
-    lease_json_put_str(b, "target_id", id->target_id);
-    lease_json_put_str(b, "actor_name", id->actor_name);
-    lease_json_put_str(b, "workflow_name", id->workflow_name);
-    lease_json_put_str(b, "operation_class",
-                       id->operation_class[0] ? id->operation_class : "default");
-}
-
 static void put_lock_identity(out_t *b, const lease_identity_t *id)
 {
     open_member(b, "lock_identity", "{");
-    put_identity(b, id);
+    lease_json_put_identity(b, id);
     close_with(b, "}");
 }
 
@@ -382,7 +369,7 @@ static void write_audit_event(out_t *b, const lease_audit_event_t *e)
     lease_json_put_str_opt(b, "client_id", e->call.principal.client_id);
     lease_json_put_str_opt(b, "credential_id", e->call.principal.credential_id);
     if (e->has_identity)
-        put_identity(b, &e->identity);
+        lease_json_put_identity(b, &e->identity);
     lease_json_put_str_opt(b, "lease_id", e->lease_id);
     if (e->fencing_token > 0)
         lease_json_put_int(b, "fencing_token", e->fencing_token);

@@ -50,9 +50,11 @@ static void test_outcome_unknown(void **state)
     http_resp_free(r);
     free(p.body);
     json_decref(lease);
-    /* the metric counts it */
+    /* the metric counts it, once: the audit queue's write of the 503 may
+     * meet a session killed with the renew's, but an internal write is
+     * not an outcome a caller resolves (race_backend_terminated.c, case 4) */
     r = call(fx.base, "GET", "/metrics", NULL, NULL);
-    assert_non_null(strstr(r->body, "leased_db_outcome_unknown_total 1"));
+    assert_non_null(strstr(r->body, "\nleased_db_outcome_unknown_total 1\n"));
     assert_non_null(strstr(
         r->body, "leased_http_requests_total{route=\"renew\",code=\"lease_outcome_unknown\"} 1"));
     http_resp_free(r);
