@@ -32,8 +32,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             FUZZ_CHECK(!r.has_lease && r.lease.fencing_token == 0);
         }
         if (!store_pg_op_allows(op, c))
-            FUZZ_CHECK(c == (store_pg_op_read_only(op) ? LEASE_BACKEND_UNAVAILABLE
-                                                       : LEASE_OUTCOME_UNKNOWN));
+            FUZZ_CHECK(c == (store_pg_op_resolvable(op) ? LEASE_OUTCOME_UNKNOWN
+                                                        : LEASE_BACKEND_UNAVAILABLE));
         /* a success carries its lease; a renewal's or an ending's brief
          * answer may leave the lease id and token to the request (the
          * adapter completes them), an acquisition's or an inspection's not */
