@@ -29,6 +29,46 @@ static void check_dump(const char *in, size_t flags, const char *want)
     json_decref(v);
 }
 
+/* lease_json_int writes what printf's %lld writes, at the edges and
+ * between them. */
+static void test_integers_as_printf(void **state)
+{
+    (void)state;
+    long long edges[] = {0,
+                         1,
+                         -1,
+                         9,
+                         10,
+                         -10,
+                         99,
+                         100,
+                         -100,
+                         123456789,
+                         INT32_MAX,
+                         INT32_MIN,
+                         INT64_MAX,
+                         INT64_MIN,
+                         INT64_MIN + 1,
+                         9007199254740991LL,
+                         -9007199254740991LL};
+    unsigned long long x = 88172645463325252ULL; /* xorshift: many magnitudes */
+    for (size_t i = 0; i < sizeof edges / sizeof edges[0] + 2000; i++) {
+        long long v = (long long)x >> (x % 64);
+        if (i < sizeof edges / sizeof edges[0])
+            v = edges[i];
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        lease_json_buf_t b = {0};
+        lease_json_int(&b, v);
+        char *got = lease_json_take(&b);
+        char want[24];
+        snprintf(want, sizeof want, "%lld", v);
+        assert_non_null(got);
+        if (strcmp(got, want) != 0)
+            fail_msg("%s written for %s", got, want);
+        free(got);
+    }
+}
+
 static void test_reals_shortest(void **state)
 {
     (void)state;
@@ -116,6 +156,7 @@ static void test_number_bound(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_integers_as_printf),
         cmocka_unit_test(test_reals_shortest),
         cmocka_unit_test(test_same_as_jansson),
         cmocka_unit_test(test_number_bound),
