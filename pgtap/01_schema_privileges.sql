@@ -12,6 +12,7 @@ SELECT 'lease_service', f::regprocedure FROM unnest(ARRAY[
     'lease.acquire(jsonb)', 'lease.renew(jsonb)', 'lease.renew_many(jsonb)', 'lease.release(jsonb)', 'lease.release_many(jsonb)',
     'lease.acquire_brief(jsonb)', 'lease.renew_brief(jsonb)', 'lease.release_brief(jsonb)',
     'lease.renew_many_brief(jsonb)', 'lease.release_many_brief(jsonb)',
+    'lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer)',
     'lease.force_release(jsonb)', 'lease.revoke(jsonb)', 'lease.inspect(jsonb)',
     'lease.list_by_owner(jsonb)', 'lease.list_by_target(jsonb)', 'lease.list_by_program(jsonb)',
     'lease.fenced_commit(jsonb)', 'lease.fence_check(jsonb,text,bigint,text)',

@@ -24,15 +24,7 @@ BEGIN
     r.actor_name := lease._component(p, 'actor_name');
     r.workflow_name := lease._component(p, 'workflow_name');
     r.operation_class := lease._component(p, 'operation_class');
-    r.bad_field := CASE
-        WHEN r.tenant_id IS NULL THEN 'lock_identity.tenant_id'
-        WHEN r.program_id IS NULL THEN 'lock_identity.program_id'
-        WHEN r.target_namespace IS NULL THEN 'lock_identity.target_namespace'
-        WHEN r.target_id IS NULL THEN 'lock_identity.target_id'
-        WHEN r.actor_name IS NULL THEN 'lock_identity.actor_name'
-        WHEN r.workflow_name IS NULL THEN 'lock_identity.workflow_name'
-        WHEN r.operation_class IS NULL THEN 'lock_identity.operation_class'
-        END;
+    r.bad_field := lease._identity_fault(r);
     RETURN r;
 END
 $function$;

@@ -3,81 +3,45 @@ CREATE OR REPLACE FUNCTION lease._renew(p jsonb, brief boolean, s lease._setting
  LANGUAGE plpgsql
 AS $function$
 DECLARE
+    -- the checks every jsonb call shares first (LS002/LS003)
     deadline timestamptz := lease._call_deadline(p, true);
-    -- the identity once: lease._canonical inlines, and an argument that is
-    -- an expression would be evaluated again at each of its ~40 uses
     li jsonb := p -> 'lock_identity';
-    c text := lease._canonical(li);
-    -- a TTL member once, for the same reason: lease._ttl_in and lease._int
-    -- inline and use their argument several times
     ttl_v jsonb := p -> 'ttl_ms';
-    k text;
-    why text;
-    ttl bigint;
-    l lease.locks;
-    result jsonb;
 BEGIN
-    IF now() >= deadline THEN
-        RETURN lease._result('deadline_exceeded');
-    END IF;
-    -- one expression on the path that succeeds (each PL/pgSQL expression
-    -- is set up again in every transaction); a refusal computes it twice
-    IF lease._bad_reference(p, c, true) IS NOT NULL THEN
-        RETURN lease._invalid(lease._bad_reference(p, c, true));
-    END IF;
-    ttl := lease._ttl_in(ttl_v, NULL, s.minimum_ttl_ms, s.maximum_ttl_ms);
-    IF ttl IS NULL AND coalesce(jsonb_typeof(ttl_v), 'null') <> 'null' THEN
-        RETURN lease._invalid('ttl_ms', 'ttl_ms must be greater than ' || s.minimum_ttl_ms
-                                        || ' and at most ' || s.maximum_ttl_ms);
-    END IF;
-    IF s.guard_needed THEN
-        why := lease._guard();
-        IF why IS NOT NULL THEN
-            RETURN lease._sealed_result(why);
-        END IF;
-    END IF;
-    k := lease._key_of(c);
-    -- The same decision for every caller: no read before the write; a
-    -- repeated request id is looked up only after a conflict says it may be
-    -- one (lease._unmatched, or idempotency's primary key in lease._evidence,
-    -- whose unique_violation the caller's block answers: lease._renew_or_replay).
-    IF NOT lease._lock_wait_until(deadline) THEN
-        RETURN lease._result('deadline_exceeded');
-    END IF;
-    -- lease._now() in the statement, not a variable: the same backend time
-    -- (now() is the transaction's), one PL/pgSQL expression fewer
-    UPDATE lease.locks
-       SET renewed_at = lease._now(),
-           expires_at = least(lease._now() + lease._ms(coalesce(ttl, ttl_ms)),
-                              acquired_at + lease._ms(maximum_lifetime_ms)),
-           ttl_ms = coalesce(ttl, ttl_ms)
-     WHERE lock_key = k AND state = 'active' AND expires_at > now() AND record_version = 1
-       -- the token passed lease._bad_reference (a positive JSON integer in
-       -- bigint range): its text casts as lease._int would, without its checks
-       AND lease_id = p ->> 'lease_id' AND fencing_token = (p ->> 'fencing_token')::bigint
-       AND owner_principal_id = p #>> '{principal,principal_id}'
-       AND service_instance_id = p ->> 'service_instance_id'
-       AND lease._canonical_of(tenant_id, program_id, target_namespace, target_id, actor_name,
-                               workflow_name, operation_class) = c
-    RETURNING * INTO l;
-    IF NOT FOUND THEN
-        RETURN lease._unmatched(k, 'renew', p, c, lease._result('lease_lost'));
-    END IF;
-
-    IF brief THEN
-        result := jsonb_build_object('code', 'lease_renewed', 'lease', lease._renewed_json(l));
-    ELSE
-        result := jsonb_build_object('code', 'lease_renewed', 'lease', lease._lease_json(l));
-    END IF;
-    -- the requested TTL is ttl here: an absent or null ttl_ms left it NULL,
-    -- any other value is either a valid integer or refused above
-    RETURN CASE WHEN lease._evidence(p, 'renew', l, result, s.idempotency_retention_ms, 'active',
-                                     'active', ttl, NULL, NULL)
-                THEN result || '{"replayed": false, "current_state": "active"}'::jsonb END;
+    -- lease._renew_t decides. A JSON value of the wrong type becomes a value
+    -- that fails the same check there (NULL, or -1 for a TTL that is not an
+    -- integer), so the field named is the one it always was; the identity's
+    -- shape (an object of the seven members) is named here.
+    RETURN lease._renew_t(
+        CASE WHEN jsonb_typeof(li -> 'tenant_id') = 'string' THEN li ->> 'tenant_id' END,
+        CASE WHEN jsonb_typeof(li -> 'program_id') = 'string' THEN li ->> 'program_id' END,
+        CASE WHEN jsonb_typeof(li -> 'target_namespace') = 'string'
+             THEN li ->> 'target_namespace' END,
+        CASE WHEN jsonb_typeof(li -> 'target_id') = 'string' THEN li ->> 'target_id' END,
+        CASE WHEN jsonb_typeof(li -> 'actor_name') = 'string' THEN li ->> 'actor_name' END,
+        CASE WHEN jsonb_typeof(li -> 'workflow_name') = 'string' THEN li ->> 'workflow_name' END,
+        CASE WHEN coalesce(jsonb_typeof(li -> 'operation_class'), 'null') = 'null' THEN NULL
+             WHEN jsonb_typeof(li -> 'operation_class') = 'string'
+                 THEN li ->> 'operation_class'
+             ELSE chr(1) END,
+        CASE WHEN jsonb_typeof(p -> 'lease_id') = 'string' THEN p ->> 'lease_id' END,
+        lease._int(p -> 'fencing_token'),
+        CASE WHEN coalesce(jsonb_typeof(ttl_v), 'null') = 'null' THEN NULL
+             ELSE coalesce(lease._int(ttl_v), -1) END,
+        CASE WHEN jsonb_typeof(p -> 'service_instance_id') = 'string'
+             THEN p ->> 'service_instance_id' END,
+        p #>> '{principal,principal_id}', p #>> '{principal,principal_class}',
+        p #>> '{principal,credential_id}', p ->> 'request_id', p ->> 'request_digest', deadline,
+        p ->> 'correlation_id', p ->> 'trace_id', p ->> 'deadline_class',
+        lease._int(p -> 'latency_ms')::integer, brief, s,
+        CASE WHEN jsonb_typeof(li) IS DISTINCT FROM 'object'
+                  OR li - ARRAY['tenant_id', 'program_id', 'target_namespace', 'target_id',
+                                'actor_name', 'workflow_name', 'operation_class'] <> '{}'
+             THEN (lease._identity(li)).bad_field END);
 END
 $function$;
 
 COMMENT ON FUNCTION lease._renew(jsonb,boolean,lease._settings) IS
-    'The one renew-if-owner decision behind lease.renew (whole answer) and lease.renew_brief (brief: only the JSON of the answer differs): the exact identity, lease id, owner principal, service instance and token of the active, unexpired lease. renewed_at becomes backend time, expires_at min(now + ttl, acquired_at + lifetime); the token never changes. `s` is lease._settings as the caller read it in this transaction (the policy and whether the namespace guard must look closer): read once per call by lease.renew and renew_brief, once per batch by lease._renew_many, whose items would otherwise each read it again (about 0.09 M instructions an item). It has no exception block of its own: a repeated request id whose lease still matched raises unique_violation at idempotency''s primary key, answered by the caller''s block (lease._renew_or_replay for one renewal or a batch''s item, lease._renew_many''s for a whole batch).';
+    'A jsonb renewal (lease.renew, renew_brief, and each item of lease._renew_many) decided by lease._renew_t, the one renew-if-owner decision: the request''s members as typed values, after the checks every jsonb call shares (lease._call_deadline). A member of the wrong JSON type reaches lease._renew_t as a value that fails the same check, so each refusal names the field it always named; an identity that is not an object of the seven members is named here (lease._identity). `s` is lease._settings as the caller read it. No exception block: see lease._renew_t.';
 
 REVOKE ALL ON FUNCTION lease._renew(jsonb,boolean,lease._settings) FROM PUBLIC;

@@ -190,6 +190,58 @@ char *store_pg_encode_owner(store_pg_op_t op, const lease_owner_req_t *req, int6
     return lease_json_take(&b);
 }
 
+/* An optional text argument: NULL (SQL NULL) when empty, as the jsonb
+ * request leaves the member out. */
+static const char *opt_arg(const char *s)
+{
+    return s[0] ? s : NULL;
+}
+
+bool store_pg_encode_renew_typed(const lease_owner_req_t *req, int64_t now_mono_ns,
+                                 store_pg_typed_args_t *out)
+{
+    const lease_call_t *call = &req->call;
+    const lease_identity_t *id = &req->identity;
+    memset(out, 0, sizeof *out);
+    lease_time_format(call->deadline.wall_ms, out->deadline_at);
+    int64_t latency_ms = 0;
+    if (call->received_mono_ns > 0 && now_mono_ns > call->received_mono_ns)
+        latency_ms = (now_mono_ns - call->received_mono_ns) / 1000000;
+    snprintf(out->fencing_token, sizeof out->fencing_token, "%lld", (long long)req->fencing_token);
+    snprintf(out->latency_ms, sizeof out->latency_ms, "%lld", (long long)latency_ms);
+    if (req->ttl_ms > 0)
+        snprintf(out->ttl_ms, sizeof out->ttl_ms, "%lld", (long long)req->ttl_ms);
+    const char *v[STORE_PG_RENEW_TYPED_NARGS] = {
+        id->tenant_id,
+        id->program_id,
+        id->target_namespace,
+        id->target_id,
+        id->actor_name,
+        id->workflow_name,
+        opt_arg(id->operation_class),
+        req->lease_id,
+        out->fencing_token,
+        opt_arg(out->ttl_ms),
+        req->service_instance_id,
+        opt_arg(call->principal.principal_id),
+        opt_arg(call->principal.principal_class),
+        opt_arg(call->principal.credential_id),
+        opt_arg(call->request_id),
+        opt_arg(call->request_digest),
+        out->deadline_at,
+        opt_arg(call->correlation_id),
+        opt_arg(call->trace_id),
+        opt_arg(call->deadline_class),
+        out->latency_ms,
+    };
+    for (size_t i = 0; i < STORE_PG_RENEW_TYPED_NARGS; i++) {
+        if (v[i] && !lease_json_utf8_valid(v[i], strlen(v[i])))
+            return false;
+        out->values[i] = v[i];
+    }
+    return true;
+}
+
 /* op: STORE_PG_OP_RENEW or STORE_PG_OP_RELEASE, the items' operation. Each
  * item's text is exactly a renewal's (release's): the batch only wraps them. */
 static char *encode_many(store_pg_op_t op, const lease_owner_req_t *reqs, size_t n,

@@ -230,7 +230,7 @@ static void absorb(PGresult *res, collect_t *c, store_pg_reply_t *out)
 }
 
 #define SERIALIZABLE_PREFIX "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE; "
-#define STMT_MAX_PARAMS 16
+#define STMT_MAX_PARAMS 24
 
 /* The parameter a "$N" at sql names (1-based), its length in *len; 0 when
  * sql does not start a placeholder. */

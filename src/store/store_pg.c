@@ -518,6 +518,22 @@ static void json_call(store_pg_t *pg, store_pg_op_t op, char *json,
     free(json);
 }
 
+/* A single-lease operation's answer into res; clears out's reply. */
+static lease_code_t lease_answer(store_pg_t *pg, store_pg_op_t op, call_outcome_t *out,
+                                 lease_result_t *res)
+{
+    if (out->ok) {
+        store_pg_decode_result(op, out->reply.values[0], res);
+        if (strcmp(res->reason, "namespace_sealed") == 0)
+            count(&pg->sealed_refusals);
+    } else {
+        res->code = out->code;
+        res->retry_after_ms = out->retry_after_ms;
+    }
+    store_pg_reply_clear(&out->reply);
+    return res->code;
+}
+
 /* A single-lease operation: encode, call, decode. Takes `json`. */
 static lease_code_t lease_call(store_pg_t *pg, store_pg_op_t op, char *json, const char *bad_field,
                                const lease_call_t *call, const lease_identity_t *identity,
@@ -528,16 +544,7 @@ static lease_code_t lease_call(store_pg_t *pg, store_pg_op_t op, char *json, con
         return encode_failed(bad_field, &res->code, res->field, sizeof res->field);
     call_outcome_t out;
     json_call(pg, op, json, &call->deadline, call, identity, &out);
-    if (out.ok) {
-        store_pg_decode_result(op, out.reply.values[0], res);
-        if (strcmp(res->reason, "namespace_sealed") == 0)
-            count(&pg->sealed_refusals);
-    } else {
-        res->code = out.code;
-        res->retry_after_ms = out.retry_after_ms;
-    }
-    store_pg_reply_clear(&out.reply);
-    return res->code;
+    return lease_answer(pg, op, &out, res);
 }
 
 /* The answer of a state-changing operation carries what the database
@@ -604,9 +611,31 @@ static lease_code_t owner_call(lease_store_t *s, store_pg_op_t op, const lease_o
     return res->code;
 }
 
+/* One renewal: lease.renew_brief_typed, the jsonb request's values as
+ * typed arguments (docs/sql-api.md, "Typed calls"): the same decision
+ * without a request document for the database to parse and pick apart. */
 static lease_code_t pg_renew(lease_store_t *s, const lease_owner_req_t *req, lease_result_t *res)
 {
-    return owner_call(s, STORE_PG_OP_RENEW, req, res);
+    store_pg_t *pg = impl(s);
+    memset(res, 0, sizeof *res);
+    store_pg_typed_args_t args;
+    if (!store_pg_encode_renew_typed(req, lease_mono_now_ns(), &args))
+        return encode_failed(NULL, &res->code, res->field, sizeof res->field);
+    call_spec_t spec = {
+        .op = STORE_PG_OP_RENEW,
+        .stmt = {.sql = STORE_PG_RENEW_TYPED_SQL,
+                 .nparams = STORE_PG_RENEW_TYPED_NARGS,
+                 .params = args.values,
+                 .serializable = true},
+        .deadline = &req->call.deadline,
+        .call = &req->call,
+        .identity = &req->identity,
+    };
+    call_outcome_t out;
+    run_call(pg, &spec, &out);
+    lease_answer(pg, STORE_PG_OP_RENEW, &out, res);
+    complete_reference(res, &req->identity, req->lease_id, req->fencing_token);
+    return res->code;
 }
 
 /* Many renewals (lease.renew_many_brief) or releases (lease.release_many_brief), one

@@ -54,7 +54,7 @@ static inline char *proc_file(const proc_t *p, const char *name)
  * are replaced.
  */
 static inline proc_t ctl_start(const char *const *args, const char *url, const char *token,
-                        const char *const *extra_env)
+                               const char *const *extra_env)
 {
     proc_t p;
     snprintf(p.dir, sizeof p.dir, "/tmp/http_executor.XXXXXX");
@@ -138,7 +138,7 @@ static inline void proc_cleanup(proc_t *p)
 
 /* Runs leasectl to completion; returns its status, stdout parsed as JSON. */
 static inline int ctl(const char *const *args, const char *url, const char *token,
-               const char *const *extra_env, json_t **out)
+                      const char *const *extra_env, json_t **out)
 {
     proc_t p = ctl_start(args, url, token, extra_env);
     int status = proc_wait(&p, 30000);
@@ -186,12 +186,15 @@ static inline char *env_value(const proc_t *p, const char *key)
     return out;
 }
 
-/* The command `run` supervises: records its LEASE_* environment, then
- * loops; on SIGTERM records the wall time in ms and exits 143. */
+/* The command `run` supervises: sets its SIGTERM handler (record the wall
+ * time in ms, exit 143), then records its LEASE_* environment, then loops.
+ * The environment file is the tests' sign that the command is running, so
+ * it comes after the handler: a SIGTERM between the two (a loaded machine
+ * can leave that window open for a while) would end sh unrecorded. */
 #define child_script                                                                               \
+    "trap 'date +%s%3N > \"$TEST_DIR/term.tmp\"; mv \"$TEST_DIR/term.tmp\" \"$TEST_DIR/term\";"    \
+    " exit 143' TERM\n"                                                                            \
     "env | grep '^LEASE_' > \"$TEST_DIR/env.tmp\" && mv \"$TEST_DIR/env.tmp\" \"$TEST_DIR/env\"\n" \
-    "trap 'date +%s%3N > \"$TEST_DIR/term.tmp\"; mv \"$TEST_DIR/term.tmp\" \"$TEST_DIR/term\";" \
-    " exit 143' TERM\n"                                                                          \
     "while :; do sleep 0.05; done\n"
 
 #endif

@@ -1,0 +1,44 @@
+CREATE OR REPLACE FUNCTION lease.renew_brief_typed(
+    tenant_id text, program_id text, target_namespace text, target_id text, actor_name text,
+    workflow_name text, operation_class text, lease_id text, fencing_token bigint, ttl_ms bigint,
+    service_instance_id text, principal_id text, principal_class text, credential_id text,
+    request_id text, request_digest text, deadline_at timestamptz, correlation_id text,
+    trace_id text, deadline_class text, latency_ms integer)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+ SECURITY DEFINER
+ SET search_path TO 'pg_catalog', 'pg_temp'
+AS $function$
+DECLARE
+    s lease._settings;
+    cn text;
+    replay jsonb;
+BEGIN
+    SELECT * INTO s FROM lease._settings;
+    RETURN lease._renew_t(tenant_id, program_id, target_namespace, target_id, actor_name,
+                          workflow_name, operation_class, lease_id, fencing_token, ttl_ms,
+                          service_instance_id, principal_id, principal_class, credential_id,
+                          request_id, request_digest, deadline_at, correlation_id, trace_id,
+                          deadline_class, latency_ms, true, s, NULL);
+EXCEPTION WHEN unique_violation THEN
+    -- this request id committed before and the lease still matched (see
+    -- lease._renew_or_replay): the stored answer, nothing of this attempt
+    GET STACKED DIAGNOSTICS cn = CONSTRAINT_NAME;
+    IF cn = 'idempotency_pkey' THEN
+        replay := lease._replay_t(lease.lock_key(tenant_id, program_id, target_namespace,
+                                                 target_id, actor_name, workflow_name,
+                                                 coalesce(operation_class, 'default')),
+                                  'renew', principal_id, request_id, request_digest);
+    END IF;
+    IF replay IS NULL THEN
+        RAISE;
+    END IF;
+    RETURN replay;
+END
+$function$;
+
+COMMENT ON FUNCTION lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer) IS
+    'lease.renew_brief with typed arguments instead of a jsonb request (what the service calls for one renewal): the same decision (lease._renew_t), evidence and answer, {"code": ...} with the brief lease record. operation_class NULL is the default; ttl_ms NULL keeps the lease''s TTL; request_digest is the 64 hex digits of the request''s SHA-256. A repeated request id is answered from its stored result, as lease.renew_brief answers it.';
+
+REVOKE ALL ON FUNCTION lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer) TO lease_service;
