@@ -13,6 +13,7 @@ SELECT 'lease_service', f::regprocedure FROM unnest(ARRAY[
     'lease.acquire_brief(jsonb)', 'lease.renew_brief(jsonb)', 'lease.release_brief(jsonb)',
     'lease.renew_many_brief(jsonb)', 'lease.release_many_brief(jsonb)',
     'lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer)',
+    'lease.release_brief_typed(text,text,text,text,text,text,text,text,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer)',
     'lease.force_release(jsonb)', 'lease.revoke(jsonb)', 'lease.inspect(jsonb)',
     'lease.list_by_owner(jsonb)', 'lease.list_by_target(jsonb)', 'lease.list_by_program(jsonb)',
     'lease.fenced_commit(jsonb)', 'lease.fence_check(jsonb,text,bigint,text)',

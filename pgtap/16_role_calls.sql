@@ -58,6 +58,8 @@ INSERT INTO t.calls VALUES
 ('lease.renew_brief(jsonb)', $q$SELECT lease.renew_brief(t.ref(t.held())) ->> 'code' = 'lease_renewed'$q$),
 ('lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer)',
  $q$SELECT t.renew_typed(t.ref(t.held())) ->> 'code' = 'lease_renewed'$q$),
+('lease.release_brief_typed(text,text,text,text,text,text,text,text,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer)',
+ $q$SELECT t.release_typed(t.ref(t.held())) ->> 'code' = 'lease_released'$q$),
 ('lease.release_brief(jsonb)',
  $q$SELECT lease.release_brief(t.ref(t.held())) ->> 'code' = 'lease_released'$q$),
 ('lease.release_many(jsonb)',

@@ -18,20 +18,7 @@ DECLARE
 BEGIN
     -- the checks every call shares (lease._call_deadline's, on typed values):
     -- a call the service never sends raises LS002 or LS003
-    IF current_setting('transaction_isolation') <> 'serializable' THEN
-        PERFORM lease._isolation_error();
-    END IF;
-    IF NOT coalesce(isfinite(deadline_at), false) THEN
-        PERFORM lease._malformed('deadline_at missing or not RFC 3339');
-    END IF;
-    IF NOT lease._id_text_ok(principal_id) THEN
-        PERFORM lease._malformed('principal missing');
-    END IF;
-    IF NOT (lease._id_text_ok(request_id)
-                AND coalesce(length(request_digest) = 64 AND request_digest ~ '^[0-9a-f]+$', false)) THEN
-        PERFORM lease._malformed('request_id or request_digest missing');
-    END IF;
-    IF now() >= deadline_at THEN
+    IF now() >= lease._call_deadline_t(deadline_at, principal_id, request_id, request_digest) THEN
         RETURN lease._result('deadline_exceeded');
     END IF;
     -- the identity by the rule lease._identity applies to a jsonb one

@@ -1,31 +1,11 @@
 CREATE OR REPLACE FUNCTION lease._to_history(l lease.locks, terminal_state text, ended_at timestamp with time zone, p jsonb, reason text, incident text)
  RETURNS lease.history
- LANGUAGE plpgsql
-AS $function$
-DECLARE
-    h lease.history;
-BEGIN
-    INSERT INTO lease.history (
-        lease_id, lock_key, tenant_id, program_id, target_namespace, target_id, actor_name,
-        workflow_name, operation_class, record_version, fencing_token, owner_principal_id,
-        owner_client_id, owner_credential_id, service_instance_id, acquired_at, renewed_at,
-        expires_at, ttl_ms, maximum_lifetime_ms, execution_id, job_id, trace_id, request_id,
-        metadata, state, ended_at, ended_by_principal_id, ended_by_credential_id, end_reason,
-        incident_id)
-    VALUES (
-        l.lease_id, l.lock_key, l.tenant_id, l.program_id, l.target_namespace, l.target_id,
-        l.actor_name, l.workflow_name, l.operation_class, l.record_version, l.fencing_token,
-        l.owner_principal_id, l.owner_client_id, l.owner_credential_id, l.service_instance_id,
-        l.acquired_at, l.renewed_at, l.expires_at, l.ttl_ms, l.maximum_lifetime_ms,
-        l.execution_id, l.job_id, l.trace_id, l.request_id, l.metadata, terminal_state,
-        ended_at, p #>> '{principal,principal_id}', p #>> '{principal,credential_id}',
-        reason, incident)
-    RETURNING * INTO h;
-    RETURN h;
-END
-$function$;
+ LANGUAGE sql
+ VOLATILE
+RETURN lease._to_history_t(l, terminal_state, ended_at, p #>> '{principal,principal_id}',
+                           p #>> '{principal,credential_id}', reason, incident);
 
 COMMENT ON FUNCTION lease._to_history(lease.locks,text,timestamp with time zone,jsonb,text,text) IS
-    'Moves an active-shaped row''s lease into history (terminal evidence).';
+    'lease._to_history_t with a jsonb request''s principal as who ended the lease (p NULL: nobody, an expiry). A SQL function, inlined where it is called.';
 
 REVOKE ALL ON FUNCTION lease._to_history(lease.locks,text,timestamp with time zone,jsonb,text,text) FROM PUBLIC;

@@ -82,27 +82,28 @@ LEASE_MUST_USE char *store_pg_encode_list(const lease_list_req_t *req, int64_t n
 LEASE_MUST_USE char *store_pg_encode_commit(const lease_commit_req_t *req, int64_t now_mono_ns,
                                             const char **bad_field);
 /*
- * The arguments of lease.renew_brief_typed (docs/sql-api.md, "Typed
- * calls"), in its order: what the service sends for one renewal instead of
- * renew_brief's jsonb request, the same values the jsonb request names.
- * values[i] is argument i + 1 as text, NULL for SQL NULL (an optional
- * field left empty, the default operation class, no TTL); it points into
- * the request or into this struct, so both must outlive the call.
+ * The arguments of lease.renew_brief_typed and lease.release_brief_typed
+ * (docs/sql-api.md, "Typed calls"), in their order: what the service sends
+ * for one renewal or release instead of a jsonb request, the same values
+ * that request names. values[i] is argument i + 1 as text, NULL for SQL
+ * NULL (an optional field left empty, the default operation class, no TTL);
+ * it points into the request or into this struct, so both must outlive the
+ * call. A release has no ttl_ms: its arguments are a renewal's without the
+ * tenth.
  */
-#define STORE_PG_RENEW_TYPED_NARGS 21
-#define STORE_PG_RENEW_TYPED_SQL                                                                   \
-    "SELECT lease.renew_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, "      \
-    "$14, $15, $16, $17, $18, $19, $20, $21)::text"
+#define STORE_PG_TYPED_MAX_ARGS 21
 typedef struct store_pg_typed_args {
-    const char *values[STORE_PG_RENEW_TYPED_NARGS];
+    const char *sql; /* the call, $1..$nargs */
+    int nargs;
+    const char *values[STORE_PG_TYPED_MAX_ARGS];
     char fencing_token[24], ttl_ms[24], latency_ms[24];
     char deadline_at[LEASE_TIME_LEN + 1];
 } store_pg_typed_args_t;
-/* Fills out from a renewal; false when a string is not UTF-8 (what
- * store_pg_encode_owner refuses too: the caller answers as for a failed
- * encoding). */
-LEASE_MUST_USE bool store_pg_encode_renew_typed(const lease_owner_req_t *req, int64_t now_mono_ns,
-                                                store_pg_typed_args_t *out);
+/* op: STORE_PG_OP_RENEW or STORE_PG_OP_RELEASE. Fills out from the
+ * request; false when a string is not UTF-8 (what store_pg_encode_owner
+ * refuses too: the caller answers as for a failed encoding). */
+LEASE_MUST_USE bool store_pg_encode_owner_typed(store_pg_op_t op, const lease_owner_req_t *req,
+                                                int64_t now_mono_ns, store_pg_typed_args_t *out);
 /* A JSON array of lease.audit_events rows. */
 LEASE_MUST_USE char *store_pg_encode_audit(const lease_audit_event_t *events, size_t n,
                                            const char **bad_field);

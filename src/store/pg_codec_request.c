@@ -197,31 +197,31 @@ static const char *opt_arg(const char *s)
     return s[0] ? s : NULL;
 }
 
-bool store_pg_encode_renew_typed(const lease_owner_req_t *req, int64_t now_mono_ns,
-                                 store_pg_typed_args_t *out)
+bool store_pg_encode_owner_typed(store_pg_op_t op, const lease_owner_req_t *req,
+                                 int64_t now_mono_ns, store_pg_typed_args_t *out)
 {
     const lease_call_t *call = &req->call;
     const lease_identity_t *id = &req->identity;
+    bool renew = op == STORE_PG_OP_RENEW;
     memset(out, 0, sizeof *out);
+    out->sql = renew ? "SELECT lease.renew_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
+                       "$11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)::text"
+                     : "SELECT lease.release_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, "
+                       "$10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)::text";
     lease_time_format(call->deadline.wall_ms, out->deadline_at);
     int64_t latency_ms = 0;
     if (call->received_mono_ns > 0 && now_mono_ns > call->received_mono_ns)
         latency_ms = (now_mono_ns - call->received_mono_ns) / 1000000;
     snprintf(out->fencing_token, sizeof out->fencing_token, "%lld", (long long)req->fencing_token);
     snprintf(out->latency_ms, sizeof out->latency_ms, "%lld", (long long)latency_ms);
-    if (req->ttl_ms > 0)
+    if (renew && req->ttl_ms > 0)
         snprintf(out->ttl_ms, sizeof out->ttl_ms, "%lld", (long long)req->ttl_ms);
-    const char *v[STORE_PG_RENEW_TYPED_NARGS] = {
-        id->tenant_id,
-        id->program_id,
-        id->target_namespace,
-        id->target_id,
-        id->actor_name,
-        id->workflow_name,
-        opt_arg(id->operation_class),
-        req->lease_id,
+    const char *const head[] = {
+        id->tenant_id,      id->program_id,    id->target_namespace,         id->target_id,
+        id->actor_name,     id->workflow_name, opt_arg(id->operation_class), req->lease_id,
         out->fencing_token,
-        opt_arg(out->ttl_ms),
+    };
+    const char *const tail[] = {
         req->service_instance_id,
         opt_arg(call->principal.principal_id),
         opt_arg(call->principal.principal_class),
@@ -234,11 +234,17 @@ bool store_pg_encode_renew_typed(const lease_owner_req_t *req, int64_t now_mono_
         opt_arg(call->deadline_class),
         out->latency_ms,
     };
-    for (size_t i = 0; i < STORE_PG_RENEW_TYPED_NARGS; i++) {
-        if (v[i] && !lease_json_utf8_valid(v[i], strlen(v[i])))
+    int n = 0;
+    for (size_t i = 0; i < sizeof head / sizeof head[0]; i++)
+        out->values[n++] = head[i];
+    if (renew)
+        out->values[n++] = opt_arg(out->ttl_ms);
+    for (size_t i = 0; i < sizeof tail / sizeof tail[0]; i++)
+        out->values[n++] = tail[i];
+    out->nargs = n;
+    for (int i = 0; i < n; i++)
+        if (out->values[i] && !lease_json_utf8_valid(out->values[i], strlen(out->values[i])))
             return false;
-        out->values[i] = v[i];
-    }
     return true;
 }
 

@@ -473,15 +473,13 @@ static lease_code_t encode_failed(const char *bad_field, lease_code_t *code, cha
     return *code;
 }
 
-/* The SQL of each operation that takes one jsonb request. Acquire, renew
- * and release call the functions that answer briefly (docs/sql-api.md,
- * "Result shape": the same decision, an answer without what the request
- * named, which complete_acquired and complete_reference fill in); the rare
- * administrative endings answer the whole record. */
+/* The SQL of each operation that takes one jsonb request (renew and
+ * release make typed calls: owner_call_typed). Acquire calls the function
+ * that answers briefly (docs/sql-api.md, "Result shape": the same decision,
+ * an answer without what the request named, which complete_acquired fills
+ * in); the rare administrative endings answer the whole record. */
 static const char *const json_op_sql[STORE_PG_OP_COUNT] = {
     [STORE_PG_OP_ACQUIRE] = "SELECT lease.acquire_brief($1::jsonb)::text",
-    [STORE_PG_OP_RENEW] = "SELECT lease.renew_brief($1::jsonb)::text",
-    [STORE_PG_OP_RELEASE] = "SELECT lease.release_brief($1::jsonb)::text",
     [STORE_PG_OP_FORCE_RELEASE] = "SELECT lease.force_release($1::jsonb)::text",
     [STORE_PG_OP_REVOKE] = "SELECT lease.revoke($1::jsonb)::text",
     [STORE_PG_OP_INSPECT] = "SELECT lease.inspect($1::jsonb)::text",
@@ -600,31 +598,22 @@ static lease_code_t pg_acquire(lease_store_t *s, const lease_acquire_req_t *req,
     return res->code;
 }
 
-/* renew and release */
-static lease_code_t owner_call(lease_store_t *s, store_pg_op_t op, const lease_owner_req_t *req,
-                               lease_result_t *res)
-{
-    const char *bad = NULL;
-    char *json = store_pg_encode_owner(op, req, lease_mono_now_ns(), &bad);
-    lease_call(impl(s), op, json, bad, &req->call, &req->identity, res);
-    complete_reference(res, &req->identity, req->lease_id, req->fencing_token);
-    return res->code;
-}
-
-/* One renewal: lease.renew_brief_typed, the jsonb request's values as
- * typed arguments (docs/sql-api.md, "Typed calls"): the same decision
- * without a request document for the database to parse and pick apart. */
-static lease_code_t pg_renew(lease_store_t *s, const lease_owner_req_t *req, lease_result_t *res)
+/* One renewal or release: lease.renew_brief_typed or release_brief_typed,
+ * the jsonb request's values as typed arguments (docs/sql-api.md, "Typed
+ * calls"): the same decision without a request document for the database
+ * to parse and pick apart. */
+static lease_code_t owner_call_typed(lease_store_t *s, store_pg_op_t op,
+                                     const lease_owner_req_t *req, lease_result_t *res)
 {
     store_pg_t *pg = impl(s);
     memset(res, 0, sizeof *res);
     store_pg_typed_args_t args;
-    if (!store_pg_encode_renew_typed(req, lease_mono_now_ns(), &args))
+    if (!store_pg_encode_owner_typed(op, req, lease_mono_now_ns(), &args))
         return encode_failed(NULL, &res->code, res->field, sizeof res->field);
     call_spec_t spec = {
-        .op = STORE_PG_OP_RENEW,
-        .stmt = {.sql = STORE_PG_RENEW_TYPED_SQL,
-                 .nparams = STORE_PG_RENEW_TYPED_NARGS,
+        .op = op,
+        .stmt = {.sql = args.sql,
+                 .nparams = args.nargs,
                  .params = args.values,
                  .serializable = true},
         .deadline = &req->call.deadline,
@@ -633,9 +622,14 @@ static lease_code_t pg_renew(lease_store_t *s, const lease_owner_req_t *req, lea
     };
     call_outcome_t out;
     run_call(pg, &spec, &out);
-    lease_answer(pg, STORE_PG_OP_RENEW, &out, res);
+    lease_answer(pg, op, &out, res);
     complete_reference(res, &req->identity, req->lease_id, req->fencing_token);
     return res->code;
+}
+
+static lease_code_t pg_renew(lease_store_t *s, const lease_owner_req_t *req, lease_result_t *res)
+{
+    return owner_call_typed(s, STORE_PG_OP_RENEW, req, res);
 }
 
 /* Many renewals (lease.renew_many_brief) or releases (lease.release_many_brief), one
@@ -688,7 +682,7 @@ static lease_code_t pg_renew_many(lease_store_t *s, const lease_owner_req_t *req
 
 static lease_code_t pg_release(lease_store_t *s, const lease_owner_req_t *req, lease_result_t *res)
 {
-    return owner_call(s, STORE_PG_OP_RELEASE, req, res);
+    return owner_call_typed(s, STORE_PG_OP_RELEASE, req, res);
 }
 
 static lease_code_t pg_release_many(lease_store_t *s, const lease_owner_req_t *reqs, size_t n,

@@ -283,61 +283,66 @@ static const char *member_text(json_t *o, const char *path, char *buf, size_t si
     return json_string_value(v);
 }
 
-/* lease.renew_brief_typed's arguments are, one by one, the values of the
- * jsonb renewal store_pg_encode_owner writes for the same request (the SQL
- * side's test, pgtap/34_renew_typed.sql, holds the two calls to the same
- * decision): nothing named differently, dropped or added. */
-static void check_typed_matches_json(const lease_owner_req_t *req, int64_t now)
+/* lease.renew_brief_typed's (release_brief_typed's) arguments are, one by
+ * one, the values of the jsonb renewal (release) store_pg_encode_owner
+ * writes for the same request (the SQL side's tests, pgtap/34_renew_typed.sql
+ * and 35_release_typed.sql, hold the two calls to the same decision):
+ * nothing named differently, dropped or added. */
+static void check_typed_matches_json(store_pg_op_t op, const lease_owner_req_t *req, int64_t now)
 {
-    static const char *const members[STORE_PG_RENEW_TYPED_NARGS] = {
-        "lock_identity.tenant_id",
-        "lock_identity.program_id",
-        "lock_identity.target_namespace",
-        "lock_identity.target_id",
-        "lock_identity.actor_name",
-        "lock_identity.workflow_name",
-        "lock_identity.operation_class",
-        "lease_id",
-        "fencing_token",
-        "ttl_ms",
-        "service_instance_id",
-        "principal.principal_id",
-        "principal.principal_class",
-        "principal.credential_id",
-        "request_id",
-        "request_digest",
-        "deadline_at",
-        "correlation_id",
-        "trace_id",
-        "deadline_class",
-        "latency_ms"};
+    static const char *const members[STORE_PG_TYPED_MAX_ARGS] = {"lock_identity.tenant_id",
+                                                                 "lock_identity.program_id",
+                                                                 "lock_identity.target_namespace",
+                                                                 "lock_identity.target_id",
+                                                                 "lock_identity.actor_name",
+                                                                 "lock_identity.workflow_name",
+                                                                 "lock_identity.operation_class",
+                                                                 "lease_id",
+                                                                 "fencing_token",
+                                                                 "ttl_ms",
+                                                                 "service_instance_id",
+                                                                 "principal.principal_id",
+                                                                 "principal.principal_class",
+                                                                 "principal.credential_id",
+                                                                 "request_id",
+                                                                 "request_digest",
+                                                                 "deadline_at",
+                                                                 "correlation_id",
+                                                                 "trace_id",
+                                                                 "deadline_class",
+                                                                 "latency_ms"};
     const char *bad;
-    char *text = store_pg_encode_owner(STORE_PG_OP_RENEW, req, now, &bad);
+    char *text = store_pg_encode_owner(op, req, now, &bad);
     json_t *o = parse(text);
     store_pg_typed_args_t args;
-    assert_true(store_pg_encode_renew_typed(req, now, &args));
-    for (size_t i = 0; i < STORE_PG_RENEW_TYPED_NARGS; i++) {
+    assert_true(store_pg_encode_owner_typed(op, req, now, &args));
+    /* a release's arguments are a renewal's without ttl_ms (the tenth) */
+    bool renew = op == STORE_PG_OP_RENEW;
+    assert_int_equal(args.nargs, renew ? STORE_PG_TYPED_MAX_ARGS : STORE_PG_TYPED_MAX_ARGS - 1);
+    assert_non_null(
+        strstr(args.sql, renew ? "lease.renew_brief_typed(" : "lease.release_brief_typed("));
+    for (int i = 0; i < args.nargs; i++) {
         char buf[32];
-        const char *want = member_text(o, members[i], buf, sizeof buf);
+        const char *member = members[!renew && i >= 9 ? i + 1 : i];
+        const char *want = member_text(o, member, buf, sizeof buf);
         /* the jsonb request names the default class; NULL is the default */
         if (i == 6 && want && strcmp(want, "default") == 0 && !args.values[i])
             continue;
         if (!want || !args.values[i]) {
             if (want != args.values[i])
-                fail_msg("argument %zu (%s): \"%s\" typed, \"%s\" in the jsonb request", i + 1,
-                         members[i], args.values[i] ? args.values[i] : "NULL",
-                         want ? want : "absent");
+                fail_msg("argument %d (%s): \"%s\" typed, \"%s\" in the jsonb request", i + 1,
+                         member, args.values[i] ? args.values[i] : "NULL", want ? want : "absent");
             continue;
         }
         if (strcmp(want, args.values[i]) != 0)
-            fail_msg("argument %zu (%s): \"%s\" typed, \"%s\" in the jsonb request", i + 1,
-                     members[i], args.values[i], want);
+            fail_msg("argument %d (%s): \"%s\" typed, \"%s\" in the jsonb request", i + 1, member,
+                     args.values[i], want);
     }
     json_decref(o);
     free(text);
 }
 
-static void test_encode_renew_typed(void **state)
+static void test_encode_owner_typed(void **state)
 {
     (void)state;
     int64_t now = 5000000000LL;
@@ -349,10 +354,11 @@ static void test_encode_renew_typed(void **state)
     req.fencing_token = 42;
     strcpy(req.service_instance_id, "inst-1");
     req.ttl_ms = 5000;
-    check_typed_matches_json(&req, now);
+    check_typed_matches_json(STORE_PG_OP_RENEW, &req, now);
+    check_typed_matches_json(STORE_PG_OP_RELEASE, &req, now);
 
     store_pg_typed_args_t args;
-    assert_true(store_pg_encode_renew_typed(&req, now, &args));
+    assert_true(store_pg_encode_owner_typed(STORE_PG_OP_RENEW, &req, now, &args));
     assert_string_equal(args.values[8], "42");
     assert_string_equal(args.values[9], "5000");
     assert_string_equal(args.values[16], "2026-08-05T12:00:01.234Z");
@@ -363,15 +369,17 @@ static void test_encode_renew_typed(void **state)
     req.identity.operation_class[0] = '\0';
     req.call.correlation_id[0] = req.call.trace_id[0] = req.call.deadline_class[0] = '\0';
     req.call.principal.principal_class[0] = '\0';
-    check_typed_matches_json(&req, now);
-    assert_true(store_pg_encode_renew_typed(&req, now, &args));
+    check_typed_matches_json(STORE_PG_OP_RENEW, &req, now);
+    check_typed_matches_json(STORE_PG_OP_RELEASE, &req, now);
+    assert_true(store_pg_encode_owner_typed(STORE_PG_OP_RENEW, &req, now, &args));
     assert_null(args.values[6]);
     assert_null(args.values[9]);
     assert_null(args.values[17]);
 
     /* a string that is not UTF-8 fails, as it fails the jsonb request */
     strcpy(req.call.correlation_id, "corr\xff");
-    assert_false(store_pg_encode_renew_typed(&req, now, &args));
+    assert_false(store_pg_encode_owner_typed(STORE_PG_OP_RENEW, &req, now, &args));
+    assert_false(store_pg_encode_owner_typed(STORE_PG_OP_RELEASE, &req, now, &args));
     const char *bad;
     char *text = store_pg_encode_owner(STORE_PG_OP_RENEW, &req, now, &bad);
     assert_null(text);
@@ -1116,7 +1124,7 @@ int main(void)
         cmocka_unit_test(test_encode_acquire),
         cmocka_unit_test(test_encode_no_request_flags),
         cmocka_unit_test(test_encode_owner_and_admin),
-        cmocka_unit_test(test_encode_renew_typed),
+        cmocka_unit_test(test_encode_owner_typed),
         cmocka_unit_test(test_encode_reads),
         cmocka_unit_test(test_encode_text_escapes),
         cmocka_unit_test(test_encode_commit),

@@ -1,0 +1,100 @@
+CREATE OR REPLACE FUNCTION lease._end_t(
+    tenant_id text, program_id text, target_namespace text, target_id text, actor_name text,
+    workflow_name text, operation_class text, lease_id text, fencing_token bigint,
+    service_instance_id text, principal_id text, principal_class text, credential_id text,
+    request_id text, request_digest text, deadline_at timestamptz, correlation_id text,
+    trace_id text, deadline_class text, latency_ms integer, reason text, incident_id text,
+    op text, terminal_state text, success_code text, brief boolean, identity_error text)
+ RETURNS jsonb
+ LANGUAGE plpgsql
+AS $function$
+DECLARE
+    as_owner boolean := op = 'release';
+    i lease.identity;
+    k text;
+    field text;
+    l lease.locks;
+    h lease.history;
+    result jsonb;
+BEGIN
+    -- the checks every call shares (LS002, LS003), then the deadline
+    IF now() >= lease._call_deadline_t(deadline_at, principal_id, request_id, request_digest) THEN
+        RETURN lease._result('deadline_exceeded');
+    END IF;
+    -- the identity by lease.normalize_component (the rule a jsonb identity
+    -- is held to), then the references, then an administrator's reason and
+    -- incident: the order lease._bad_reference and the jsonb request follow
+    i := ROW(lease.normalize_component('tenant_id', tenant_id),
+             lease.normalize_component('program_id', program_id),
+             lease.normalize_component('target_namespace', target_namespace),
+             lease.normalize_component('target_id', target_id),
+             lease.normalize_component('actor_name', actor_name),
+             lease.normalize_component('workflow_name', workflow_name),
+             lease.normalize_component('operation_class', operation_class), NULL);
+    field := coalesce(identity_error, lease._identity_fault(i), CASE
+        WHEN NOT lease._id_text_ok(lease_id) THEN 'lease_id'
+        WHEN coalesce(fencing_token, 0) <= 0 THEN 'fencing_token'
+        WHEN as_owner AND NOT lease._id_text_ok(service_instance_id) THEN 'service_instance_id'
+        END);
+    IF as_owner THEN
+        -- an owner's release names neither: what it sent is not recorded
+        reason := NULL;
+        incident_id := NULL;
+    ELSIF field IS NULL THEN
+        IF reason IS NULL OR char_length(reason) NOT BETWEEN 1 AND 512
+           OR reason ~ '[[:cntrl:]]' OR btrim(reason) = '' THEN
+            field := 'reason';
+        ELSIF incident_id IS NOT NULL AND (op <> 'revoke' OR NOT lease._id_text_ok(incident_id)) THEN
+            field := 'incident_id';
+        END IF;
+    END IF;
+    IF field IS NOT NULL THEN
+        RETURN lease._invalid(field);
+    END IF;
+    k := lease._key(i);
+    -- The same decision for every caller: no read before the write; a
+    -- repeated request id is looked up only after a conflict says it may be
+    -- one (lease._unmatched_t, or idempotency's primary key in
+    -- lease._evidence_t, whose unique_violation the caller's block answers).
+    IF NOT lease._lock_wait_until(deadline_at) THEN
+        RETURN lease._result('deadline_exceeded');
+    END IF;
+    UPDATE lease.locks AS x SET state = 'free'
+     WHERE x.lock_key = k AND x.state = 'active' AND x.expires_at > now()
+       AND x.record_version = 1 AND x.lease_id = _end_t.lease_id
+       AND x.fencing_token = _end_t.fencing_token
+       AND (NOT as_owner OR x.owner_principal_id = _end_t.principal_id
+                            AND x.service_instance_id = _end_t.service_instance_id)
+       AND lease._same_identity(x, i)
+    RETURNING * INTO l;
+    IF NOT FOUND THEN
+        RETURN lease._unmatched_t(k, op, principal_id, request_id, request_digest,
+                                  lease._canonical_of(i.tenant_id, i.program_id,
+                                                      i.target_namespace, i.target_id,
+                                                      i.actor_name, i.workflow_name,
+                                                      i.operation_class),
+                                  lease._result('lease_lost'));
+    END IF;
+    h := lease._to_history_t(l, terminal_state, lease._now(), principal_id, credential_id, reason,
+                             incident_id);
+    IF brief THEN
+        result := jsonb_build_object('code', success_code,
+                                     'lease', lease._ended_json(l, terminal_state, h.ended_at));
+    ELSE
+        result := jsonb_build_object('code', success_code, 'lease', lease._history_json(h));
+    END IF;
+    RETURN CASE WHEN lease._evidence_t(op, l, result,
+                                       (SELECT x.idempotency_retention_ms FROM lease.policy x),
+                                       'active', terminal_state, NULL, reason, incident_id,
+                                       principal_id, principal_class, credential_id, request_id,
+                                       request_digest, correlation_id, trace_id, deadline_class,
+                                       latency_ms)
+                THEN result || jsonb_build_object('replayed', false,
+                                                  'current_state', terminal_state) END;
+END
+$function$;
+
+COMMENT ON FUNCTION lease._end_t(text,text,text,text,text,text,text,text,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,text,text,text,text,text,boolean,text) IS
+    'The one end-if-matching decision, on typed values: release by the owner (op release: the exact identity, lease id, token, owner principal and service instance of the active, unexpired lease), force_release and revoke by an administrator (identity, lease id and token; a reason of 1 to 512 characters without control characters; an incident id for revoke only). The row becomes free, its lease moves to history, the idempotency record and audit event are written. Behind lease.release_brief_typed (what the service calls for a release) and lease._end (a jsonb request: release, release_brief, force_release, revoke and the batches). Checks, in order: the shared call checks (LS002/LS003), the deadline, identity_error (a jsonb identity''s structural fault, NULL for typed callers), each identity component, lease_id, fencing_token, service_instance_id (release), reason and incident_id (the administrator''s). No exception block: a repeated request id whose lease still matched raises unique_violation at idempotency''s primary key, answered by the caller''s block.';
+
+REVOKE ALL ON FUNCTION lease._end_t(text,text,text,text,text,text,text,text,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,text,text,text,text,text,boolean,text) FROM PUBLIC;
