@@ -7,23 +7,16 @@ DECLARE
     -- the checks every jsonb call shares first (LS002/LS003)
     deadline timestamptz := lease._call_deadline(p, true);
     li jsonb := p -> 'lock_identity';
+    m lease.identity := lease._identity_members(li);
 BEGIN
     -- lease._end_t decides. A JSON value of the wrong type becomes a value
     -- that fails the same check there (NULL, or chr(1) where NULL is
     -- allowed), so the field named is the one it always was; the identity's
-    -- shape (an object of the seven members) is named here.
+    -- shape (an object of the seven members) is lease._identity_members's
+    -- bad_field.
     RETURN lease._end_t(
-        CASE WHEN jsonb_typeof(li -> 'tenant_id') = 'string' THEN li ->> 'tenant_id' END,
-        CASE WHEN jsonb_typeof(li -> 'program_id') = 'string' THEN li ->> 'program_id' END,
-        CASE WHEN jsonb_typeof(li -> 'target_namespace') = 'string'
-             THEN li ->> 'target_namespace' END,
-        CASE WHEN jsonb_typeof(li -> 'target_id') = 'string' THEN li ->> 'target_id' END,
-        CASE WHEN jsonb_typeof(li -> 'actor_name') = 'string' THEN li ->> 'actor_name' END,
-        CASE WHEN jsonb_typeof(li -> 'workflow_name') = 'string' THEN li ->> 'workflow_name' END,
-        CASE WHEN coalesce(jsonb_typeof(li -> 'operation_class'), 'null') = 'null' THEN NULL
-             WHEN jsonb_typeof(li -> 'operation_class') = 'string'
-                 THEN li ->> 'operation_class'
-             ELSE chr(1) END,
+        m.tenant_id, m.program_id, m.target_namespace, m.target_id, m.actor_name,
+        m.workflow_name, m.operation_class,
         CASE WHEN jsonb_typeof(p -> 'lease_id') = 'string' THEN p ->> 'lease_id' END,
         lease._int(p -> 'fencing_token'),
         CASE WHEN jsonb_typeof(p -> 'service_instance_id') = 'string'
@@ -36,11 +29,7 @@ BEGIN
         CASE WHEN coalesce(jsonb_typeof(p -> 'incident_id'), 'null') = 'null' THEN NULL
              WHEN jsonb_typeof(p -> 'incident_id') = 'string' THEN p ->> 'incident_id'
              ELSE chr(1) END,
-        op, terminal_state, success_code, brief,
-        CASE WHEN jsonb_typeof(li) IS DISTINCT FROM 'object'
-                  OR li - ARRAY['tenant_id', 'program_id', 'target_namespace', 'target_id',
-                                'actor_name', 'workflow_name', 'operation_class'] <> '{}'
-             THEN (lease._identity(li)).bad_field END);
+        op, terminal_state, success_code, brief, m.bad_field);
 END
 $function$;
 

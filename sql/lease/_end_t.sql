@@ -24,13 +24,8 @@ BEGIN
     -- the identity by lease.normalize_component (the rule a jsonb identity
     -- is held to), then the references, then an administrator's reason and
     -- incident: the order lease._bad_reference and the jsonb request follow
-    i := ROW(lease.normalize_component('tenant_id', tenant_id),
-             lease.normalize_component('program_id', program_id),
-             lease.normalize_component('target_namespace', target_namespace),
-             lease.normalize_component('target_id', target_id),
-             lease.normalize_component('actor_name', actor_name),
-             lease.normalize_component('workflow_name', workflow_name),
-             lease.normalize_component('operation_class', operation_class), NULL);
+    i := lease._identity_text(tenant_id, program_id, target_namespace, target_id, actor_name,
+                              workflow_name, operation_class);
     field := coalesce(identity_error, lease._identity_fault(i), CASE
         WHEN NOT lease._id_text_ok(lease_id) THEN 'lease_id'
         WHEN coalesce(fencing_token, 0) <= 0 THEN 'fencing_token'

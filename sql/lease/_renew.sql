@@ -6,24 +6,17 @@ DECLARE
     -- the checks every jsonb call shares first (LS002/LS003)
     deadline timestamptz := lease._call_deadline(p, true);
     li jsonb := p -> 'lock_identity';
+    m lease.identity := lease._identity_members(li);
     ttl_v jsonb := p -> 'ttl_ms';
 BEGIN
     -- lease._renew_t decides. A JSON value of the wrong type becomes a value
     -- that fails the same check there (NULL, or -1 for a TTL that is not an
     -- integer), so the field named is the one it always was; the identity's
-    -- shape (an object of the seven members) is named here.
+    -- shape (an object of the seven members) is lease._identity_members's
+    -- bad_field.
     RETURN lease._renew_t(
-        CASE WHEN jsonb_typeof(li -> 'tenant_id') = 'string' THEN li ->> 'tenant_id' END,
-        CASE WHEN jsonb_typeof(li -> 'program_id') = 'string' THEN li ->> 'program_id' END,
-        CASE WHEN jsonb_typeof(li -> 'target_namespace') = 'string'
-             THEN li ->> 'target_namespace' END,
-        CASE WHEN jsonb_typeof(li -> 'target_id') = 'string' THEN li ->> 'target_id' END,
-        CASE WHEN jsonb_typeof(li -> 'actor_name') = 'string' THEN li ->> 'actor_name' END,
-        CASE WHEN jsonb_typeof(li -> 'workflow_name') = 'string' THEN li ->> 'workflow_name' END,
-        CASE WHEN coalesce(jsonb_typeof(li -> 'operation_class'), 'null') = 'null' THEN NULL
-             WHEN jsonb_typeof(li -> 'operation_class') = 'string'
-                 THEN li ->> 'operation_class'
-             ELSE chr(1) END,
+        m.tenant_id, m.program_id, m.target_namespace, m.target_id, m.actor_name,
+        m.workflow_name, m.operation_class,
         CASE WHEN jsonb_typeof(p -> 'lease_id') = 'string' THEN p ->> 'lease_id' END,
         lease._int(p -> 'fencing_token'),
         CASE WHEN coalesce(jsonb_typeof(ttl_v), 'null') = 'null' THEN NULL
@@ -33,11 +26,7 @@ BEGIN
         p #>> '{principal,principal_id}', p #>> '{principal,principal_class}',
         p #>> '{principal,credential_id}', p ->> 'request_id', p ->> 'request_digest', deadline,
         p ->> 'correlation_id', p ->> 'trace_id', p ->> 'deadline_class',
-        lease._int(p -> 'latency_ms')::integer, brief, s,
-        CASE WHEN jsonb_typeof(li) IS DISTINCT FROM 'object'
-                  OR li - ARRAY['tenant_id', 'program_id', 'target_namespace', 'target_id',
-                                'actor_name', 'workflow_name', 'operation_class'] <> '{}'
-             THEN (lease._identity(li)).bad_field END);
+        lease._int(p -> 'latency_ms')::integer, brief, s, m.bad_field);
 END
 $function$;
 

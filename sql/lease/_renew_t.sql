@@ -24,13 +24,8 @@ BEGIN
     -- the identity by the rule lease._identity applies to a jsonb one
     -- (lease.normalize_component), then the references lease._bad_reference
     -- checks, in the same order
-    i := ROW(lease.normalize_component('tenant_id', tenant_id),
-             lease.normalize_component('program_id', program_id),
-             lease.normalize_component('target_namespace', target_namespace),
-             lease.normalize_component('target_id', target_id),
-             lease.normalize_component('actor_name', actor_name),
-             lease.normalize_component('workflow_name', workflow_name),
-             lease.normalize_component('operation_class', operation_class), NULL);
+    i := lease._identity_text(tenant_id, program_id, target_namespace, target_id, actor_name,
+                              workflow_name, operation_class);
     field := coalesce(identity_error, lease._identity_fault(i), CASE
         WHEN NOT lease._id_text_ok(lease_id) THEN 'lease_id'
         WHEN coalesce(fencing_token, 0) <= 0 THEN 'fencing_token'

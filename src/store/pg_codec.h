@@ -82,28 +82,36 @@ LEASE_MUST_USE char *store_pg_encode_list(const lease_list_req_t *req, int64_t n
 LEASE_MUST_USE char *store_pg_encode_commit(const lease_commit_req_t *req, int64_t now_mono_ns,
                                             const char **bad_field);
 /*
- * The arguments of lease.renew_brief_typed and lease.release_brief_typed
- * (docs/sql-api.md, "Typed calls"), in their order: what the service sends
- * for one renewal or release instead of a jsonb request, the same values
- * that request names. values[i] is argument i + 1 as text, NULL for SQL
- * NULL (an optional field left empty, the default operation class, no TTL);
- * it points into the request or into this struct, so both must outlive the
- * call. A release has no ttl_ms: its arguments are a renewal's without the
- * tenth.
+ * The arguments of lease.acquire_brief_typed, renew_brief_typed and
+ * release_brief_typed (docs/sql-api.md, "Typed calls"), in their order:
+ * what the service sends for an acquisition, a renewal or a release instead
+ * of a jsonb request, the same values that request names. values[i] is
+ * argument i + 1 as text, NULL for SQL NULL (an optional field left empty,
+ * the default operation class, no TTL, no metadata); it points into the
+ * request or into this struct, so both must outlive the call.
  */
-#define STORE_PG_TYPED_MAX_ARGS 21
+#define STORE_PG_TYPED_MAX_ARGS 24
 typedef struct store_pg_typed_args {
     const char *sql; /* the call, $1..$nargs */
     int nargs;
     const char *values[STORE_PG_TYPED_MAX_ARGS];
-    char fencing_token[24], ttl_ms[24], latency_ms[24];
+    char fencing_token[24], ttl_ms[24], maximum_lifetime_ms[24], latency_ms[24];
     char deadline_at[LEASE_TIME_LEN + 1];
 } store_pg_typed_args_t;
-/* op: STORE_PG_OP_RENEW or STORE_PG_OP_RELEASE. Fills out from the
- * request; false when a string is not UTF-8 (what store_pg_encode_owner
- * refuses too: the caller answers as for a failed encoding). */
+/* op: STORE_PG_OP_RENEW or STORE_PG_OP_RELEASE (a release's arguments are
+ * a renewal's without ttl_ms, the tenth). Fills out from the request; false
+ * when a string is not UTF-8 (what store_pg_encode_owner refuses too: the
+ * caller answers as for a failed encoding). */
 LEASE_MUST_USE bool store_pg_encode_owner_typed(store_pg_op_t op, const lease_owner_req_t *req,
                                                 int64_t now_mono_ns, store_pg_typed_args_t *out);
+/* An acquisition's arguments, the same way. The metadata goes as the
+ * request holds it (an object the request decoder validated and wrote);
+ * none, or {}, is NULL. False with *bad_field "metadata" when it is not a
+ * JSON object (as store_pg_encode_acquire refuses it), with *bad_field
+ * NULL when a string is not UTF-8. */
+LEASE_MUST_USE bool store_pg_encode_acquire_typed(const lease_acquire_req_t *req,
+                                                  int64_t now_mono_ns, store_pg_typed_args_t *out,
+                                                  const char **bad_field);
 /* A JSON array of lease.audit_events rows. */
 LEASE_MUST_USE char *store_pg_encode_audit(const lease_audit_event_t *events, size_t n,
                                            const char **bad_field);

@@ -197,55 +197,123 @@ static const char *opt_arg(const char *s)
     return s[0] ? s : NULL;
 }
 
+/* What every typed call ends with: the principal (all NULL without one,
+ * as the jsonb request then has no principal member), the request id and
+ * digest, the deadline, the correlation, the trace id, the deadline class
+ * and the latency. The principal's members come in `order`. */
+typedef enum principal_order { CLIENT_FIRST, CLASS_FIRST } principal_order_t;
+
+static int put_call_args(store_pg_typed_args_t *out, int n, const lease_call_t *call,
+                         int64_t now_mono_ns, principal_order_t order, const char *trace_id,
+                         bool trace_last)
+{
+    const lease_principal_t *who = &call->principal;
+    bool has = who->principal_id[0] != '\0';
+    lease_time_format(call->deadline.wall_ms, out->deadline_at);
+    int64_t latency_ms = 0;
+    if (call->received_mono_ns > 0 && now_mono_ns > call->received_mono_ns)
+        latency_ms = (now_mono_ns - call->received_mono_ns) / 1000000;
+    snprintf(out->latency_ms, sizeof out->latency_ms, "%lld", (long long)latency_ms);
+    out->values[n++] = has ? who->principal_id : NULL;
+    if (order == CLIENT_FIRST) {
+        out->values[n++] = has ? opt_arg(who->client_id) : NULL;
+        out->values[n++] = has ? opt_arg(who->credential_id) : NULL;
+        out->values[n++] = has ? opt_arg(who->principal_class) : NULL;
+    } else {
+        out->values[n++] = has ? opt_arg(who->principal_class) : NULL;
+        out->values[n++] = has ? opt_arg(who->credential_id) : NULL;
+    }
+    out->values[n++] = opt_arg(call->request_id);
+    out->values[n++] = opt_arg(call->request_digest);
+    out->values[n++] = out->deadline_at;
+    out->values[n++] = opt_arg(call->correlation_id);
+    if (trace_last)
+        out->values[n++] = opt_arg(trace_id);
+    out->values[n++] = opt_arg(call->deadline_class);
+    out->values[n++] = out->latency_ms;
+    return n;
+}
+
+/* The first n values must be UTF-8, as every string of a jsonb request. */
+static bool finish_typed(store_pg_typed_args_t *out, int n)
+{
+    out->nargs = n;
+    for (int i = 0; i < n; i++)
+        if (out->values[i] && !lease_json_utf8_valid(out->values[i], strlen(out->values[i])))
+            return false;
+    return true;
+}
+
+static int put_identity_args(store_pg_typed_args_t *out, const lease_identity_t *id)
+{
+    int n = 0;
+    out->values[n++] = id->tenant_id;
+    out->values[n++] = id->program_id;
+    out->values[n++] = id->target_namespace;
+    out->values[n++] = id->target_id;
+    out->values[n++] = id->actor_name;
+    out->values[n++] = id->workflow_name;
+    out->values[n++] = opt_arg(id->operation_class);
+    return n;
+}
+
 bool store_pg_encode_owner_typed(store_pg_op_t op, const lease_owner_req_t *req,
                                  int64_t now_mono_ns, store_pg_typed_args_t *out)
 {
-    const lease_call_t *call = &req->call;
-    const lease_identity_t *id = &req->identity;
     bool renew = op == STORE_PG_OP_RENEW;
     memset(out, 0, sizeof *out);
     out->sql = renew ? "SELECT lease.renew_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
                        "$11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)::text"
                      : "SELECT lease.release_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, "
                        "$10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)::text";
-    lease_time_format(call->deadline.wall_ms, out->deadline_at);
-    int64_t latency_ms = 0;
-    if (call->received_mono_ns > 0 && now_mono_ns > call->received_mono_ns)
-        latency_ms = (now_mono_ns - call->received_mono_ns) / 1000000;
+    int n = put_identity_args(out, &req->identity);
+    out->values[n++] = req->lease_id;
     snprintf(out->fencing_token, sizeof out->fencing_token, "%lld", (long long)req->fencing_token);
-    snprintf(out->latency_ms, sizeof out->latency_ms, "%lld", (long long)latency_ms);
-    if (renew && req->ttl_ms > 0)
-        snprintf(out->ttl_ms, sizeof out->ttl_ms, "%lld", (long long)req->ttl_ms);
-    const char *const head[] = {
-        id->tenant_id,      id->program_id,    id->target_namespace,         id->target_id,
-        id->actor_name,     id->workflow_name, opt_arg(id->operation_class), req->lease_id,
-        out->fencing_token,
-    };
-    const char *const tail[] = {
-        req->service_instance_id,
-        opt_arg(call->principal.principal_id),
-        opt_arg(call->principal.principal_class),
-        opt_arg(call->principal.credential_id),
-        opt_arg(call->request_id),
-        opt_arg(call->request_digest),
-        out->deadline_at,
-        opt_arg(call->correlation_id),
-        opt_arg(call->trace_id),
-        opt_arg(call->deadline_class),
-        out->latency_ms,
-    };
-    int n = 0;
-    for (size_t i = 0; i < sizeof head / sizeof head[0]; i++)
-        out->values[n++] = head[i];
-    if (renew)
+    out->values[n++] = out->fencing_token;
+    if (renew) {
+        if (req->ttl_ms > 0)
+            snprintf(out->ttl_ms, sizeof out->ttl_ms, "%lld", (long long)req->ttl_ms);
         out->values[n++] = opt_arg(out->ttl_ms);
-    for (size_t i = 0; i < sizeof tail / sizeof tail[0]; i++)
-        out->values[n++] = tail[i];
-    out->nargs = n;
-    for (int i = 0; i < n; i++)
-        if (out->values[i] && !lease_json_utf8_valid(out->values[i], strlen(out->values[i])))
+    }
+    out->values[n++] = req->service_instance_id;
+    n = put_call_args(out, n, &req->call, now_mono_ns, CLASS_FIRST, req->call.trace_id, true);
+    return finish_typed(out, n);
+}
+
+bool store_pg_encode_acquire_typed(const lease_acquire_req_t *req, int64_t now_mono_ns,
+                                   store_pg_typed_args_t *out, const char **bad_field)
+{
+    memset(out, 0, sizeof *out);
+    *bad_field = NULL;
+    bool has_metadata = req->metadata_json[0] && strcmp(req->metadata_json, "{}") != 0;
+    if (has_metadata) {
+        /* refused here, before any connection, as the jsonb request refuses it */
+        json_t *doc = store_pg_parse_object(req->metadata_json);
+        if (!doc) {
+            *bad_field = "metadata";
             return false;
-    return true;
+        }
+        json_decref(doc);
+    }
+    out->sql = "SELECT lease.acquire_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
+               "$12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)::text";
+    int n = put_identity_args(out, &req->identity);
+    out->values[n++] = req->service_instance_id;
+    out->values[n++] = req->execution_id;
+    out->values[n++] = req->job_id;
+    /* the lease stores the acquire's own trace id, else the call's */
+    out->values[n++] = opt_arg(req->trace_id[0] ? req->trace_id : req->call.trace_id);
+    if (req->ttl_ms > 0)
+        snprintf(out->ttl_ms, sizeof out->ttl_ms, "%lld", (long long)req->ttl_ms);
+    out->values[n++] = opt_arg(out->ttl_ms);
+    if (req->maximum_lifetime_ms > 0)
+        snprintf(out->maximum_lifetime_ms, sizeof out->maximum_lifetime_ms, "%lld",
+                 (long long)req->maximum_lifetime_ms);
+    out->values[n++] = opt_arg(out->maximum_lifetime_ms);
+    /* absent means {} in SQL too: the empty object is not sent */
+    out->values[n++] = has_metadata ? req->metadata_json : NULL;
+    n = put_call_args(out, n, &req->call, now_mono_ns, CLIENT_FIRST, NULL, false);
+    return finish_typed(out, n);
 }
 
 /* op: STORE_PG_OP_RENEW or STORE_PG_OP_RELEASE, the items' operation. Each

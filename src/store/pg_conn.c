@@ -251,6 +251,7 @@ static long placeholder_at(const char *sql, size_t *len)
 static char *serializable_text(PGconn *conn, const store_pg_stmt_t *stmt)
 {
     char *lits[STMT_MAX_PARAMS] = {NULL};
+    size_t lens[STMT_MAX_PARAMS];
     char *text = NULL;
     if (stmt->nparams > STMT_MAX_PARAMS)
         return NULL;
@@ -259,8 +260,10 @@ static char *serializable_text(PGconn *conn, const store_pg_stmt_t *stmt)
         lits[i] = v ? PQescapeLiteral(conn, v, strlen(v)) : NULL;
         if (v && !lits[i])
             goto cleanup;
+        lens[i] = lits[i] ? strlen(lits[i]) : strlen("NULL");
     }
-    /* two passes over the SQL: the exact length, then the text */
+    /* two passes over the SQL: the exact length, then the text (copied,
+     * not printed: a typed call has two dozen parameters) */
     size_t total = strlen(SERIALIZABLE_PREFIX) + 1;
     for (const char *r = stmt->sql; *r;) {
         size_t len;
@@ -271,13 +274,14 @@ static char *serializable_text(PGconn *conn, const store_pg_stmt_t *stmt)
         }
         if (n > stmt->nparams)
             goto cleanup;
-        total += lits[n - 1] ? strlen(lits[n - 1]) : strlen("NULL");
+        total += lens[n - 1];
         r += len;
     }
     text = malloc(total);
     if (!text)
         goto cleanup;
-    char *w = text + sprintf(text, "%s", SERIALIZABLE_PREFIX);
+    memcpy(text, SERIALIZABLE_PREFIX, strlen(SERIALIZABLE_PREFIX));
+    char *w = text + strlen(SERIALIZABLE_PREFIX);
     for (const char *r = stmt->sql; *r;) {
         size_t len;
         long n = placeholder_at(r, &len);
@@ -285,7 +289,8 @@ static char *serializable_text(PGconn *conn, const store_pg_stmt_t *stmt)
             *w++ = *r++;
             continue;
         }
-        w += sprintf(w, "%s", lits[n - 1] ? lits[n - 1] : "NULL");
+        memcpy(w, lits[n - 1] ? lits[n - 1] : "NULL", lens[n - 1]);
+        w += lens[n - 1];
         r += len;
     }
     *w = '\0';

@@ -473,13 +473,13 @@ static lease_code_t encode_failed(const char *bad_field, lease_code_t *code, cha
     return *code;
 }
 
-/* The SQL of each operation that takes one jsonb request (renew and
- * release make typed calls: owner_call_typed). Acquire calls the function
- * that answers briefly (docs/sql-api.md, "Result shape": the same decision,
- * an answer without what the request named, which complete_acquired fills
- * in); the rare administrative endings answer the whole record. */
+/* The SQL of each operation that takes one jsonb request. Acquire, renew
+ * and release make typed calls instead (typed_call), to the functions that
+ * answer briefly (docs/sql-api.md, "Result shape": the same decision, an
+ * answer without what the request named, which complete_acquired and
+ * complete_reference fill in); the rare administrative endings answer the
+ * whole record. */
 static const char *const json_op_sql[STORE_PG_OP_COUNT] = {
-    [STORE_PG_OP_ACQUIRE] = "SELECT lease.acquire_brief($1::jsonb)::text",
     [STORE_PG_OP_FORCE_RELEASE] = "SELECT lease.force_release($1::jsonb)::text",
     [STORE_PG_OP_REVOKE] = "SELECT lease.revoke($1::jsonb)::text",
     [STORE_PG_OP_INSPECT] = "SELECT lease.inspect($1::jsonb)::text",
@@ -588,41 +588,51 @@ static void complete_acquired(lease_result_t *res, const lease_acquire_req_t *re
     SET_IF_EMPTY(r->metadata_json, req->metadata_json[0] ? req->metadata_json : "{}");
 }
 
-static lease_code_t pg_acquire(lease_store_t *s, const lease_acquire_req_t *req,
-                               lease_result_t *res)
+/* A typed call (docs/sql-api.md, "Typed calls": the jsonb request's
+ * values as typed arguments, the same decision without a request document
+ * for the database to parse and pick apart) and its answer into res. */
+static void typed_call(store_pg_t *pg, store_pg_op_t op, const store_pg_typed_args_t *args,
+                       const lease_call_t *call, const lease_identity_t *identity,
+                       lease_result_t *res)
 {
-    const char *bad = NULL;
-    char *json = store_pg_encode_acquire(req, lease_mono_now_ns(), &bad);
-    lease_call(impl(s), STORE_PG_OP_ACQUIRE, json, bad, &req->call, &req->identity, res);
-    complete_acquired(res, req);
-    return res->code;
-}
-
-/* One renewal or release: lease.renew_brief_typed or release_brief_typed,
- * the jsonb request's values as typed arguments (docs/sql-api.md, "Typed
- * calls"): the same decision without a request document for the database
- * to parse and pick apart. */
-static lease_code_t owner_call_typed(lease_store_t *s, store_pg_op_t op,
-                                     const lease_owner_req_t *req, lease_result_t *res)
-{
-    store_pg_t *pg = impl(s);
-    memset(res, 0, sizeof *res);
-    store_pg_typed_args_t args;
-    if (!store_pg_encode_owner_typed(op, req, lease_mono_now_ns(), &args))
-        return encode_failed(NULL, &res->code, res->field, sizeof res->field);
     call_spec_t spec = {
         .op = op,
-        .stmt = {.sql = args.sql,
-                 .nparams = args.nargs,
-                 .params = args.values,
+        .stmt = {.sql = args->sql,
+                 .nparams = args->nargs,
+                 .params = args->values,
                  .serializable = true},
-        .deadline = &req->call.deadline,
-        .call = &req->call,
-        .identity = &req->identity,
+        .deadline = &call->deadline,
+        .call = call,
+        .identity = identity,
     };
     call_outcome_t out;
     run_call(pg, &spec, &out);
     lease_answer(pg, op, &out, res);
+}
+
+/* An acquisition: lease.acquire_brief_typed (typed arguments: typed_call). */
+static lease_code_t pg_acquire(lease_store_t *s, const lease_acquire_req_t *req,
+                               lease_result_t *res)
+{
+    memset(res, 0, sizeof *res);
+    store_pg_typed_args_t args;
+    const char *bad;
+    if (!store_pg_encode_acquire_typed(req, lease_mono_now_ns(), &args, &bad))
+        return encode_failed(bad, &res->code, res->field, sizeof res->field);
+    typed_call(impl(s), STORE_PG_OP_ACQUIRE, &args, &req->call, &req->identity, res);
+    complete_acquired(res, req);
+    return res->code;
+}
+
+/* One renewal or release: lease.renew_brief_typed or release_brief_typed. */
+static lease_code_t owner_call_typed(lease_store_t *s, store_pg_op_t op,
+                                     const lease_owner_req_t *req, lease_result_t *res)
+{
+    memset(res, 0, sizeof *res);
+    store_pg_typed_args_t args;
+    if (!store_pg_encode_owner_typed(op, req, lease_mono_now_ns(), &args))
+        return encode_failed(NULL, &res->code, res->field, sizeof res->field);
+    typed_call(impl(s), op, &args, &req->call, &req->identity, res);
     complete_reference(res, &req->identity, req->lease_id, req->fencing_token);
     return res->code;
 }

@@ -290,27 +290,27 @@ static const char *member_text(json_t *o, const char *path, char *buf, size_t si
  * nothing named differently, dropped or added. */
 static void check_typed_matches_json(store_pg_op_t op, const lease_owner_req_t *req, int64_t now)
 {
-    static const char *const members[STORE_PG_TYPED_MAX_ARGS] = {"lock_identity.tenant_id",
-                                                                 "lock_identity.program_id",
-                                                                 "lock_identity.target_namespace",
-                                                                 "lock_identity.target_id",
-                                                                 "lock_identity.actor_name",
-                                                                 "lock_identity.workflow_name",
-                                                                 "lock_identity.operation_class",
-                                                                 "lease_id",
-                                                                 "fencing_token",
-                                                                 "ttl_ms",
-                                                                 "service_instance_id",
-                                                                 "principal.principal_id",
-                                                                 "principal.principal_class",
-                                                                 "principal.credential_id",
-                                                                 "request_id",
-                                                                 "request_digest",
-                                                                 "deadline_at",
-                                                                 "correlation_id",
-                                                                 "trace_id",
-                                                                 "deadline_class",
-                                                                 "latency_ms"};
+    static const char *const members[] = {"lock_identity.tenant_id",
+                                          "lock_identity.program_id",
+                                          "lock_identity.target_namespace",
+                                          "lock_identity.target_id",
+                                          "lock_identity.actor_name",
+                                          "lock_identity.workflow_name",
+                                          "lock_identity.operation_class",
+                                          "lease_id",
+                                          "fencing_token",
+                                          "ttl_ms",
+                                          "service_instance_id",
+                                          "principal.principal_id",
+                                          "principal.principal_class",
+                                          "principal.credential_id",
+                                          "request_id",
+                                          "request_digest",
+                                          "deadline_at",
+                                          "correlation_id",
+                                          "trace_id",
+                                          "deadline_class",
+                                          "latency_ms"};
     const char *bad;
     char *text = store_pg_encode_owner(op, req, now, &bad);
     json_t *o = parse(text);
@@ -318,7 +318,8 @@ static void check_typed_matches_json(store_pg_op_t op, const lease_owner_req_t *
     assert_true(store_pg_encode_owner_typed(op, req, now, &args));
     /* a release's arguments are a renewal's without ttl_ms (the tenth) */
     bool renew = op == STORE_PG_OP_RENEW;
-    assert_int_equal(args.nargs, renew ? STORE_PG_TYPED_MAX_ARGS : STORE_PG_TYPED_MAX_ARGS - 1);
+    int all = (int)(sizeof members / sizeof members[0]);
+    assert_int_equal(args.nargs, renew ? all : all - 1);
     assert_non_null(
         strstr(args.sql, renew ? "lease.renew_brief_typed(" : "lease.release_brief_typed("));
     for (int i = 0; i < args.nargs; i++) {
@@ -340,6 +341,101 @@ static void check_typed_matches_json(store_pg_op_t op, const lease_owner_req_t *
     }
     json_decref(o);
     free(text);
+}
+
+/* lease.acquire_brief_typed's arguments, one by one, are the values of the
+ * jsonb acquisition store_pg_encode_acquire writes (metadata: the same
+ * object). */
+static void check_acquire_typed_matches_json(const lease_acquire_req_t *req, int64_t now)
+{
+    static const char *const members[] = {"lock_identity.tenant_id",
+                                          "lock_identity.program_id",
+                                          "lock_identity.target_namespace",
+                                          "lock_identity.target_id",
+                                          "lock_identity.actor_name",
+                                          "lock_identity.workflow_name",
+                                          "lock_identity.operation_class",
+                                          "service_instance_id",
+                                          "execution_id",
+                                          "job_id",
+                                          "trace_id",
+                                          "ttl_ms",
+                                          "maximum_lifetime_ms",
+                                          "metadata",
+                                          "principal.principal_id",
+                                          "principal.client_id",
+                                          "principal.credential_id",
+                                          "principal.principal_class",
+                                          "request_id",
+                                          "request_digest",
+                                          "deadline_at",
+                                          "correlation_id",
+                                          "deadline_class",
+                                          "latency_ms"};
+    const char *bad;
+    char *text = store_pg_encode_acquire(req, now, &bad);
+    json_t *o = parse(text);
+    store_pg_typed_args_t args;
+    const char *why;
+    assert_true(store_pg_encode_acquire_typed(req, now, &args, &why));
+    assert_int_equal(args.nargs, (int)(sizeof members / sizeof members[0]));
+    assert_non_null(strstr(args.sql, "lease.acquire_brief_typed("));
+    for (int i = 0; i < args.nargs; i++) {
+        char buf[32];
+        if (strcmp(members[i], "metadata") == 0) {
+            json_t *want = json_object_get(o, "metadata");
+            json_t *got = args.values[i] ? parse(args.values[i]) : NULL;
+            if (!(want ? got && json_equal(want, got) : !got))
+                fail_msg("argument %d (metadata) is not the jsonb request's", i + 1);
+            json_decref(got);
+            continue;
+        }
+        const char *want = member_text(o, members[i], buf, sizeof buf);
+        if (i == 6 && want && strcmp(want, "default") == 0 && !args.values[i])
+            continue;
+        if (!want || !args.values[i] ? want != args.values[i] : strcmp(want, args.values[i]) != 0)
+            fail_msg("argument %d (%s): \"%s\" typed, \"%s\" in the jsonb request", i + 1,
+                     members[i], args.values[i] ? args.values[i] : "NULL", want ? want : "absent");
+    }
+    json_decref(o);
+    free(text);
+}
+
+static void test_encode_acquire_typed(void **state)
+{
+    (void)state;
+    int64_t now = 5000000000LL;
+    lease_acquire_req_t req;
+    memset(&req, 0, sizeof req);
+    fill_call(&req.call, now);
+    fill_identity(&req.identity);
+    strcpy(req.service_instance_id, "inst-1");
+    strcpy(req.execution_id, "exec-1");
+    strcpy(req.job_id, "job-1");
+    req.ttl_ms = 30000;
+    strcpy(req.metadata_json, "{\"attempt\":2,\"k\":\"v\",\"r\":0.1}");
+    check_acquire_typed_matches_json(&req, now);
+    /* the acquire's own trace id; no metadata ({}); a lifetime, no TTL; no
+     * optional call members; no principal at all */
+    strcpy(req.trace_id, "trace-own");
+    strcpy(req.metadata_json, "{}");
+    req.ttl_ms = 0;
+    req.maximum_lifetime_ms = 60000;
+    req.identity.operation_class[0] = '\0';
+    req.call.correlation_id[0] = req.call.deadline_class[0] = '\0';
+    check_acquire_typed_matches_json(&req, now);
+    memset(&req.call.principal, 0, sizeof req.call.principal);
+    strcpy(req.call.principal.client_id, "orphan");
+    check_acquire_typed_matches_json(&req, now);
+    store_pg_typed_args_t args;
+    const char *why;
+    strcpy(req.metadata_json, "{not json");
+    assert_false(store_pg_encode_acquire_typed(&req, now, &args, &why));
+    assert_string_equal(why, "metadata");
+    strcpy(req.metadata_json, "{}");
+    strcpy(req.job_id, "job\xff");
+    assert_false(store_pg_encode_acquire_typed(&req, now, &args, &why));
+    assert_null(why);
 }
 
 static void test_encode_owner_typed(void **state)
@@ -1125,6 +1221,7 @@ int main(void)
         cmocka_unit_test(test_encode_no_request_flags),
         cmocka_unit_test(test_encode_owner_and_admin),
         cmocka_unit_test(test_encode_owner_typed),
+        cmocka_unit_test(test_encode_acquire_typed),
         cmocka_unit_test(test_encode_reads),
         cmocka_unit_test(test_encode_text_escapes),
         cmocka_unit_test(test_encode_commit),
