@@ -16,6 +16,7 @@ DECLARE
     i lease.identity;
     meta jsonb := CASE WHEN jsonb_typeof(metadata) = 'object' THEN metadata ELSE '{}' END;
     k text;
+    c text;
     s lease._settings;
     why text;
     field text;
@@ -66,6 +67,8 @@ BEGIN
         END IF;
     END IF;
     k := lease._key(i);
+    c := lease._canonical_of(i.tenant_id, i.program_id, i.target_namespace, i.target_id,
+                             i.actor_name, i.workflow_name, i.operation_class);
     lid := lease._new_lease_id(t);
 
     -- One decision for every caller, whatever flags the request carries
@@ -113,7 +116,12 @@ BEGIN
                request_id = _acquire_t.request_id, metadata = meta
          WHERE lock_key = k AND state = 'free' AND fencing_counter < s.token_limit
            AND record_version = 1
-           AND lease._same_identity(x, i)
+           -- the tuple compared as one text, as the canonical form: seven equalities
+           -- would match the unique index on the tuple, and a plan through it
+           -- would take its predicate locks where neighbouring identities sit
+           -- (lock_key is a hash: the primary key spreads them)
+           AND lease._canonical_of(x.tenant_id, x.program_id, x.target_namespace, x.target_id,
+                                   x.actor_name, x.workflow_name, x.operation_class) = c
         RETURNING * INTO l;
         EXIT WHEN FOUND;
 

@@ -12,6 +12,7 @@ DECLARE
     as_owner boolean := op = 'release';
     i lease.identity;
     k text;
+    c text;
     field text;
     l lease.locks;
     h lease.history;
@@ -47,6 +48,8 @@ BEGIN
         RETURN lease._invalid(field);
     END IF;
     k := lease._key(i);
+    c := lease._canonical_of(i.tenant_id, i.program_id, i.target_namespace, i.target_id,
+                             i.actor_name, i.workflow_name, i.operation_class);
     -- The same decision for every caller: no read before the write; a
     -- repeated request id is looked up only after a conflict says it may be
     -- one (lease._unmatched_t, or idempotency's primary key in
@@ -60,14 +63,16 @@ BEGIN
        AND x.fencing_token = _end_t.fencing_token
        AND (NOT as_owner OR x.owner_principal_id = _end_t.principal_id
                             AND x.service_instance_id = _end_t.service_instance_id)
-       AND lease._same_identity(x, i)
+       -- the tuple compared as one text, as the canonical form: seven equalities
+       -- would match the unique index on the tuple, and a plan through it
+       -- would take its predicate locks where neighbouring identities sit
+       -- (lock_key is a hash: the primary key spreads them)
+       AND lease._canonical_of(x.tenant_id, x.program_id, x.target_namespace, x.target_id,
+                               x.actor_name, x.workflow_name, x.operation_class) = c
     RETURNING * INTO l;
     IF NOT FOUND THEN
         RETURN lease._unmatched_t(k, op, principal_id, request_id, request_digest,
-                                  lease._canonical_of(i.tenant_id, i.program_id,
-                                                      i.target_namespace, i.target_id,
-                                                      i.actor_name, i.workflow_name,
-                                                      i.operation_class),
+                                  c,
                                   lease._result('lease_lost'));
     END IF;
     h := lease._to_history_t(l, terminal_state, lease._now(), principal_id, credential_id, reason,

@@ -12,6 +12,7 @@ DECLARE
     i lease.identity;
     field text;
     k text;
+    c text;
     why text;
     l lease.locks;
     result jsonb;
@@ -45,6 +46,8 @@ BEGIN
         END IF;
     END IF;
     k := lease._key(i);
+    c := lease._canonical_of(i.tenant_id, i.program_id, i.target_namespace, i.target_id,
+                             i.actor_name, i.workflow_name, i.operation_class);
     -- The same decision for every caller: no read before the write; a
     -- repeated request id is looked up only after a conflict says it may be
     -- one (lease._unmatched_t, or idempotency's primary key in
@@ -64,14 +67,16 @@ BEGIN
        AND x.fencing_token = _renew_t.fencing_token
        AND x.owner_principal_id = _renew_t.principal_id
        AND x.service_instance_id = _renew_t.service_instance_id
-       AND lease._same_identity(x, i)
+       -- the tuple compared as one text, as the canonical form: seven equalities
+       -- would match the unique index on the tuple, and a plan through it
+       -- would take its predicate locks where neighbouring identities sit
+       -- (lock_key is a hash: the primary key spreads them)
+       AND lease._canonical_of(x.tenant_id, x.program_id, x.target_namespace, x.target_id,
+                               x.actor_name, x.workflow_name, x.operation_class) = c
     RETURNING * INTO l;
     IF NOT FOUND THEN
         RETURN lease._unmatched_t(k, 'renew', principal_id, request_id, request_digest,
-                                  lease._canonical_of(i.tenant_id, i.program_id,
-                                                      i.target_namespace, i.target_id,
-                                                      i.actor_name, i.workflow_name,
-                                                      i.operation_class),
+                                  c,
                                   lease._result('lease_lost'));
     END IF;
 
