@@ -24,12 +24,10 @@ EXCEPTION WHEN unique_violation THEN
     -- this request id committed before and the lease still matched (see
     -- lease._renew_or_replay): the stored answer, nothing of this attempt
     GET STACKED DIAGNOSTICS cn = CONSTRAINT_NAME;
-    IF cn = 'idempotency_pkey' THEN
-        replay := lease._replay_t(lease.lock_key(tenant_id, program_id, target_namespace,
-                                                 target_id, actor_name, workflow_name,
-                                                 coalesce(operation_class, 'default')),
-                                  'renew', principal_id, request_id, request_digest);
-    END IF;
+    replay := lease._replay_of_typed_conflict(cn, 'renew', tenant_id, program_id,
+                                              target_namespace, target_id, actor_name,
+                                              workflow_name, operation_class, principal_id,
+                                              request_id, request_digest);
     IF replay IS NULL THEN
         RAISE;
     END IF;

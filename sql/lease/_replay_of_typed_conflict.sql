@@ -1,0 +1,17 @@
+CREATE OR REPLACE FUNCTION lease._replay_of_typed_conflict(
+    constraint_name text, op text, tenant_id text, program_id text, target_namespace text,
+    target_id text, actor_name text, workflow_name text, operation_class text,
+    principal_id text, request_id text, request_digest text)
+ RETURNS jsonb
+ LANGUAGE sql
+ STABLE
+RETURN CASE WHEN constraint_name = 'idempotency_pkey'
+            THEN lease._replay_t(lease.lock_key(tenant_id, program_id, target_namespace,
+                                                target_id, actor_name, workflow_name,
+                                                coalesce(operation_class, 'default')),
+                                 op, principal_id, request_id, request_digest) END;
+
+COMMENT ON FUNCTION lease._replay_of_typed_conflict(text,text,text,text,text,text,text,text,text,text,text,text) IS
+    'lease._replay_of_conflict for a typed call: the stored answer when the unique violation was idempotency''s primary key (a repeated request id whose lease still matched), NULL otherwise (the caller re-raises). For lease.renew_brief_typed and release_brief_typed.';
+
+REVOKE ALL ON FUNCTION lease._replay_of_typed_conflict(text,text,text,text,text,text,text,text,text,text,text,text) FROM PUBLIC;
