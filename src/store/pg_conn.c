@@ -141,8 +141,7 @@ void store_pg_reply_clear(store_pg_reply_t *r)
 {
     if (!r)
         return;
-    for (int i = 0; i < STORE_PG_MAX_VALUES; i++)
-        free(r->values[i]);
+    free(r->row);
     memset(r, 0, sizeof *r);
 }
 
@@ -195,13 +194,25 @@ static void absorb(PGresult *res, collect_t *c, store_pg_reply_t *out)
             return;
         }
         c->have_row = true;
-        out->nvalues = PQnfields(res);
-        for (int i = 0; i < out->nvalues; i++) {
+        int n = PQnfields(res);
+        size_t total = 0;
+        for (int i = 0; i < n; i++)
+            total += (size_t)PQgetlength(res, 0, i) + 1;
+        out->row = malloc(total);
+        if (!out->row) {
+            c->shape_error = true;
+            return;
+        }
+        out->nvalues = n;
+        char *at = out->row;
+        for (int i = 0; i < n; i++) {
             if (PQgetisnull(res, 0, i))
                 continue;
-            out->values[i] = strdup(PQgetvalue(res, 0, i));
-            if (!out->values[i])
-                c->shape_error = true;
+            size_t len = (size_t)PQgetlength(res, 0, i);
+            memcpy(at, PQgetvalue(res, 0, i), len);
+            at[len] = '\0';
+            out->values[i] = at;
+            at += len + 1;
         }
         return;
     }
@@ -377,10 +388,9 @@ void store_pg_conn_exec(struct pg_conn *c, const store_pg_stmt_t *stmt,
         if (col.shape_error || !col.have_row) {
             /* committed, but not the one row we asked for: the caller's
              * decoder sees no value and fails closed */
-            for (int i = 0; i < STORE_PG_MAX_VALUES; i++) {
-                free(out->values[i]);
-                out->values[i] = NULL;
-            }
+            free(out->row);
+            out->row = NULL;
+            memset(out->values, 0, sizeof out->values);
             out->nvalues = 0;
         }
     } else {

@@ -25,7 +25,9 @@
 
 struct pg_conn;
 
-#define STORE_PG_MAX_VALUES 3
+/* Columns of the single row a statement may answer: a typed call's answer
+ * (lease.answer, LEASE_ANSWER_COLUMNS in pg_codec.h) is the widest. */
+#define STORE_PG_MAX_VALUES 32
 /* How long a cancelled statement may take to confirm before the session is
  * given up as lost. A call may therefore overrun its deadline by this much,
  * and only after it sent a statement. */
@@ -78,7 +80,8 @@ typedef struct store_pg_reply {
     char detail[192];                  /* the error DETAIL (LS001 names the lock key) */
     char constraint[64];               /* the constraint an ERROR names (23505), or "" */
     int nvalues;                       /* columns of the single row read (OK) */
-    char *values[STORE_PG_MAX_VALUES]; /* heap, NULL for SQL null */
+    char *values[STORE_PG_MAX_VALUES]; /* into row; NULL for SQL null */
+    char *row;                         /* heap: every value, one allocation */
 } store_pg_reply_t;
 
 /* Frees the values; the struct may be reused. */
