@@ -28,19 +28,20 @@ SELECT t.acquire_typed(t.acq('atyped_1')) AS held \gset
 -- a free identity (released): the update path, the next token
 SELECT lease.release(t.req() || jsonb_build_object(
            'lock_identity', t.ident('atyped_1'), 'service_instance_id', 'inst-1',
-           'lease_id', :'typed'::jsonb -> 'lease_id',
-           'fencing_token', :'typed'::jsonb -> 'fencing_token')) ->> 'code' AS released \gset
+           'lease_id', :'typed'::jsonb #> '{lease,lease_id}',
+           'fencing_token', :'typed'::jsonb #> '{lease,fencing_token}')) ->> 'code' AS released \gset
 SELECT t.acquire_typed(t.acq('atyped_1')) AS again \gset
 RESET ROLE;
 
 SELECT is(:'typed'::jsonb ->> 'code', 'lease_acquired', 'typed: acquired');
-SELECT is(t.filled(:'typed'::jsonb), t.filled(t.flat(:'brief'::jsonb)),
-          'the same brief record as acquire_brief, as columns');
+SELECT is(ARRAY(SELECT jsonb_object_keys(:'typed'::jsonb -> 'lease') ORDER BY 1),
+          ARRAY(SELECT jsonb_object_keys(:'brief'::jsonb -> 'lease') ORDER BY 1),
+          'the same brief record as acquire_brief');
 -- (the typed lease was released since: its row is in history)
 SELECT is((SELECT ROW(fencing_token, owner_principal_id, owner_client_id, owner_credential_id,
                       service_instance_id, execution_id, job_id, trace_id, ttl_ms,
                       maximum_lifetime_ms, metadata, expires_at - acquired_at)::text
-             FROM lease.history WHERE lease_id = :'typed'::jsonb ->> 'lease_id'),
+             FROM lease.history WHERE lease_id = :'typed'::jsonb #>> '{lease,lease_id}'),
           (SELECT ROW(fencing_token, owner_principal_id, owner_client_id, owner_credential_id,
                       service_instance_id, execution_id, job_id, trace_id, ttl_ms,
                       maximum_lifetime_ms, metadata, expires_at - acquired_at)::text
@@ -48,7 +49,7 @@ SELECT is((SELECT ROW(fencing_token, owner_principal_id, owner_client_id, owner_
           'the lease is the jsonb path''s');
 SELECT is((SELECT ARRAY[tenant_id, program_id, target_namespace, target_id, actor_name,
                         workflow_name, operation_class, lock_key]
-             FROM lease.history WHERE lease_id = :'typed'::jsonb ->> 'lease_id'),
+             FROM lease.history WHERE lease_id = :'typed'::jsonb #>> '{lease,lease_id}'),
           ARRAY['tenant-main', 'program-a', 'starintel-target', 'atyped_1', 'usernamegen',
                 'default', 'default', t.key(t.ident('atyped_1'))], 'the identity and its key');
 SELECT is((SELECT ARRAY[operation::text, owner_principal_id, encode(request_digest, 'hex'),
@@ -70,12 +71,12 @@ SELECT is((SELECT ROW(event_type, priority, decision, result_code, trace_id, exe
 SELECT is(:'typed_then_json'::jsonb ->> 'replayed', 'true', 'a typed request id is replayed as jsonb');
 SELECT is(:'json_then_typed'::jsonb ->> 'replayed', 'true', 'a jsonb request id is replayed typed');
 SELECT is(:'json_then_typed'::jsonb - '{replayed,current_state}'::text[],
-          t.flat(:'brief'::jsonb) - '{replayed,current_state}'::text[], 'with the stored answer');
+          :'brief'::jsonb - '{replayed,current_state}'::text[], 'with the stored answer');
 SELECT is(:'conflict_digest'::jsonb ->> 'code', 'idempotency_conflict', 'another digest: idempotency_conflict');
 SELECT is(:'held'::jsonb ->> 'code', 'lease_conflict', 'a held identity: lease_conflict');
 SELECT ok((:'held'::jsonb ->> 'retry_after_ms')::int > 0, 'with retry_after_ms');
 SELECT is(:'released'::text, 'lease_released', '(released)');
-SELECT is(:'again'::jsonb ->> 'fencing_token', '2', 'a free identity: the next token');
+SELECT is(:'again'::jsonb #>> '{lease,fencing_token}', '2', 'a free identity: the next token');
 
 CREATE FUNCTION t.both(r jsonb) RETURNS text[] LANGUAGE sql VOLATILE
 RETURN ARRAY[t.acquire_typed(r) ->> 'field', lease.acquire_brief(r) ->> 'field'];

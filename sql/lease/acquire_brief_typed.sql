@@ -5,28 +5,22 @@ CREATE OR REPLACE FUNCTION lease.acquire_brief_typed(
     principal_id text, client_id text, credential_id text, principal_class text, request_id text,
     request_digest text, deadline_at timestamptz, correlation_id text, deadline_class text,
     latency_ms integer)
- RETURNS lease.answer
+ RETURNS jsonb
  LANGUAGE plpgsql
  SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
-DECLARE
-    answer jsonb;
 BEGIN
-    -- decided first, then made a row: lease._answer_of inlines only on a
-    -- variable (an argument used 27 times must be cheap to repeat)
-    answer := lease._acquire_t(
-        tenant_id, program_id, target_namespace, target_id, actor_name, workflow_name,
-        operation_class, service_instance_id, execution_id, job_id, trace_id, ttl_ms,
-        maximum_lifetime_ms, metadata, principal_id, client_id, credential_id, principal_class,
-        request_id, request_digest, deadline_at, correlation_id, deadline_class, latency_ms, true,
-        NULL);
-    RETURN lease._answer_of(answer);
+    RETURN lease._acquire_t(tenant_id, program_id, target_namespace, target_id, actor_name,
+                            workflow_name, operation_class, service_instance_id, execution_id,
+                            job_id, trace_id, ttl_ms, maximum_lifetime_ms, metadata, principal_id,
+                            client_id, credential_id, principal_class, request_id, request_digest,
+                            deadline_at, correlation_id, deadline_class, latency_ms, true, NULL);
 END
 $function$;
 
 COMMENT ON FUNCTION lease.acquire_brief_typed(text,text,text,text,text,text,text,text,text,text,text,bigint,bigint,jsonb,text,text,text,text,text,text,timestamp with time zone,text,text,integer) IS
-    'lease.acquire_brief with typed arguments instead of a jsonb request (what the service calls for an acquisition): the same decision (lease._acquire_t), evidence and answer, as one lease.answer row (lease._answer_of of the jsonb answer: the code and the brief lease record as columns). operation_class NULL is the default; trace_id NULL: none; ttl_ms and maximum_lifetime_ms NULL: the policy''s; metadata NULL: none (an object, by the rules of docs/api.md "Metadata"); request_digest is the 64 hex digits of the request''s SHA-256. A repeated request id is answered from its stored result.';
+    'lease.acquire_brief with typed arguments instead of a jsonb request (what the service calls for an acquisition): the same decision (lease._acquire_t), evidence and answer, {"code": ...} with the brief lease record. operation_class NULL is the default; trace_id NULL: none; ttl_ms and maximum_lifetime_ms NULL: the policy''s; metadata NULL: none (an object, by the rules of docs/api.md "Metadata"); request_digest is the 64 hex digits of the request''s SHA-256. A repeated request id is answered from its stored result.';
 
 REVOKE ALL ON FUNCTION lease.acquire_brief_typed(text,text,text,text,text,text,text,text,text,text,text,bigint,bigint,jsonb,text,text,text,text,text,text,timestamp with time zone,text,text,integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION lease.acquire_brief_typed(text,text,text,text,text,text,text,text,text,text,text,bigint,bigint,jsonb,text,text,text,text,text,text,timestamp with time zone,text,text,integer) TO lease_service;

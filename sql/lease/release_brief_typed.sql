@@ -4,7 +4,7 @@ CREATE OR REPLACE FUNCTION lease.release_brief_typed(
     service_instance_id text, principal_id text, principal_class text, credential_id text,
     request_id text, request_digest text, deadline_at timestamptz, correlation_id text,
     trace_id text, deadline_class text, latency_ms integer)
- RETURNS lease.answer
+ RETURNS jsonb
  LANGUAGE plpgsql
  SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -12,17 +12,13 @@ AS $function$
 DECLARE
     cn text;
     replay jsonb;
-    answer jsonb;
 BEGIN
-    -- decided first, then made a row: lease._answer_of inlines only on a
-    -- variable (an argument used 27 times must be cheap to repeat)
-    answer := lease._end_t(
-        tenant_id, program_id, target_namespace, target_id, actor_name, workflow_name,
-        operation_class, lease_id, fencing_token, service_instance_id, principal_id,
-        principal_class, credential_id, request_id, request_digest, deadline_at, correlation_id,
-        trace_id, deadline_class, latency_ms, NULL, NULL, 'release', 'released', 'lease_released',
-        true, NULL);
-    RETURN lease._answer_of(answer);
+    RETURN lease._end_t(tenant_id, program_id, target_namespace, target_id, actor_name,
+                        workflow_name, operation_class, lease_id, fencing_token,
+                        service_instance_id, principal_id, principal_class, credential_id,
+                        request_id, request_digest, deadline_at, correlation_id, trace_id,
+                        deadline_class, latency_ms, NULL, NULL, 'release', 'released',
+                        'lease_released', true, NULL);
 EXCEPTION WHEN unique_violation THEN
     -- this request id committed before and the lease still matched (see
     -- lease._end_or_replay): the stored answer, nothing of this attempt
@@ -34,12 +30,12 @@ EXCEPTION WHEN unique_violation THEN
     IF replay IS NULL THEN
         RAISE;
     END IF;
-    RETURN lease._answer_of(replay);
+    RETURN replay;
 END
 $function$;
 
 COMMENT ON FUNCTION lease.release_brief_typed(text,text,text,text,text,text,text,text,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer) IS
-    'lease.release_brief with typed arguments instead of a jsonb request (what the service calls for one release): the same decision (lease._end_t), evidence and answer, as one lease.answer row (lease._answer_of of the jsonb answer: the code and the brief ended record as columns). The arguments are lease.renew_brief_typed''s without ttl_ms. A repeated request id is answered from its stored result, as lease.release_brief answers it.';
+    'lease.release_brief with typed arguments instead of a jsonb request (what the service calls for one release): the same decision (lease._end_t), evidence and answer, {"code": ...} with the brief ended record. The arguments are lease.renew_brief_typed''s without ttl_ms. A repeated request id is answered from its stored result, as lease.release_brief answers it.';
 
 REVOKE ALL ON FUNCTION lease.release_brief_typed(text,text,text,text,text,text,text,text,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION lease.release_brief_typed(text,text,text,text,text,text,text,text,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer) TO lease_service;

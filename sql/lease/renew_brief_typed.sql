@@ -4,7 +4,7 @@ CREATE OR REPLACE FUNCTION lease.renew_brief_typed(
     service_instance_id text, principal_id text, principal_class text, credential_id text,
     request_id text, request_digest text, deadline_at timestamptz, correlation_id text,
     trace_id text, deadline_class text, latency_ms integer)
- RETURNS lease.answer
+ RETURNS jsonb
  LANGUAGE plpgsql
  SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pg_temp'
@@ -13,17 +13,13 @@ DECLARE
     s lease._settings;
     cn text;
     replay jsonb;
-    answer jsonb;
 BEGIN
     SELECT * INTO s FROM lease._settings;
-    -- decided first, then made a row: lease._answer_of inlines only on a
-    -- variable (an argument used 27 times must be cheap to repeat)
-    answer := lease._renew_t(
-        tenant_id, program_id, target_namespace, target_id, actor_name, workflow_name,
-        operation_class, lease_id, fencing_token, ttl_ms, service_instance_id, principal_id,
-        principal_class, credential_id, request_id, request_digest, deadline_at, correlation_id,
-        trace_id, deadline_class, latency_ms, true, s, NULL);
-    RETURN lease._answer_of(answer);
+    RETURN lease._renew_t(tenant_id, program_id, target_namespace, target_id, actor_name,
+                          workflow_name, operation_class, lease_id, fencing_token, ttl_ms,
+                          service_instance_id, principal_id, principal_class, credential_id,
+                          request_id, request_digest, deadline_at, correlation_id, trace_id,
+                          deadline_class, latency_ms, true, s, NULL);
 EXCEPTION WHEN unique_violation THEN
     -- this request id committed before and the lease still matched (see
     -- lease._renew_or_replay): the stored answer, nothing of this attempt
@@ -35,12 +31,12 @@ EXCEPTION WHEN unique_violation THEN
     IF replay IS NULL THEN
         RAISE;
     END IF;
-    RETURN lease._answer_of(replay);
+    RETURN replay;
 END
 $function$;
 
 COMMENT ON FUNCTION lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer) IS
-    'lease.renew_brief with typed arguments instead of a jsonb request (what the service calls for one renewal): the same decision (lease._renew_t), evidence and answer, as one lease.answer row (lease._answer_of of the jsonb answer: the code and the brief lease record as columns). operation_class NULL is the default; ttl_ms NULL keeps the lease''s TTL; request_digest is the 64 hex digits of the request''s SHA-256. A repeated request id is answered from its stored result, as lease.renew_brief answers it.';
+    'lease.renew_brief with typed arguments instead of a jsonb request (what the service calls for one renewal): the same decision (lease._renew_t), evidence and answer, {"code": ...} with the brief lease record. operation_class NULL is the default; ttl_ms NULL keeps the lease''s TTL; request_digest is the 64 hex digits of the request''s SHA-256. A repeated request id is answered from its stored result, as lease.renew_brief answers it.';
 
 REVOKE ALL ON FUNCTION lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer) TO lease_service;

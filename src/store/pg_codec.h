@@ -133,47 +133,6 @@ LEASE_MUST_USE json_t *store_pg_parse_object(const char *text);
  * makes a record unreadable: values it cannot hold exactly read as null.
  */
 lease_code_t store_pg_decode_result(store_pg_op_t op, const char *text, lease_result_t *out);
-
-/* The columns of lease.answer (migrations/0021_typed_answers.sql), in order:
- * what a typed call answers instead of a jsonb document. */
-typedef enum store_pg_answer_col {
-    ANSWER_CODE,
-    ANSWER_REPLAYED,
-    ANSWER_CURRENT_STATE,
-    ANSWER_RETRY_AFTER_MS,
-    ANSWER_FIELD,
-    ANSWER_REASON,
-    ANSWER_DETAIL,
-    ANSWER_LEASE_ID,
-    ANSWER_FENCING_TOKEN,
-    ANSWER_STATE,
-    ANSWER_ACQUIRED_AT,
-    ANSWER_RENEWED_AT,
-    ANSWER_EXPIRES_AT,
-    ANSWER_ENDED_AT,
-    ANSWER_TTL_MS,
-    ANSWER_MAXIMUM_LIFETIME_MS,
-    ANSWER_OWNER_PRINCIPAL_ID,
-    ANSWER_OWNER_CLIENT_ID,
-    ANSWER_OWNER_CREDENTIAL_ID,
-    ANSWER_SERVICE_INSTANCE_ID,
-    ANSWER_EXECUTION_ID,
-    ANSWER_JOB_ID,
-    ANSWER_TRACE_ID,
-    ANSWER_REQUEST_ID,
-    ANSWER_END_REASON,
-    ANSWER_INCIDENT_ID,
-    ANSWER_METADATA,
-    LEASE_ANSWER_COLUMNS
-} store_pg_answer_col_t;
-
-/* A typed call's answer row (values[i]: the text of column i, NULL for SQL
- * null; n columns), decoded as store_pg_decode_result decodes the same
- * answer as a document: the same checks, the same codes when it cannot be
- * read. A state-changing operation's brief record (no identity; a renewal
- * or an ending without its lease id and token): the caller completes it. */
-lease_code_t store_pg_decode_answer(store_pg_op_t op, const char *const *values, int n,
-                                    lease_result_t *out);
 /* lease.renew_many's {"results": [...]}: exactly n answers, each decoded
  * as store_pg_decode_result decodes a renewal's into results[i]. Returns
  * LEASE_RENEWED, or LEASE_OUTCOME_UNKNOWN (logged) when the whole answer

@@ -262,11 +262,10 @@ bool store_pg_encode_owner_typed(store_pg_op_t op, const lease_owner_req_t *req,
 {
     bool renew = op == STORE_PG_OP_RENEW;
     memset(out, 0, sizeof *out);
-    /* FROM: the row's columns (lease.answer), the function called once */
-    out->sql = renew ? "SELECT * FROM lease.renew_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, "
-                       "$10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)"
-                     : "SELECT * FROM lease.release_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, "
-                       "$9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)";
+    out->sql = renew ? "SELECT lease.renew_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
+                       "$11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)::text"
+                     : "SELECT lease.release_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, "
+                       "$10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)::text";
     int n = put_identity_args(out, &req->identity);
     out->values[n++] = req->lease_id;
     snprintf(out->fencing_token, sizeof out->fencing_token, "%lld", (long long)req->fencing_token);
@@ -296,8 +295,8 @@ bool store_pg_encode_acquire_typed(const lease_acquire_req_t *req, int64_t now_m
         }
         json_decref(doc);
     }
-    out->sql = "SELECT * FROM lease.acquire_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
-               "$11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)";
+    out->sql = "SELECT lease.acquire_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
+               "$12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)::text";
     int n = put_identity_args(out, &req->identity);
     out->values[n++] = req->service_instance_id;
     out->values[n++] = req->execution_id;

@@ -20,7 +20,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "lease/clock.h"
 #include "lease/hex.h"
 #include "lease/json_fields.h"
 #include "lease/json_text.h"
@@ -207,32 +206,25 @@ json_t *store_pg_parse_object(const char *text)
     return v;
 }
 
-/* A result's human "detail" (s: len bytes, may be NULL) into buf:
- * shortened to fit (it only informs), cut at a character boundary so it
- * stays UTF-8. False when it holds a NUL. */
-static bool copy_detail(const char *s, size_t len, char *buf, size_t size)
-{
-    buf[0] = '\0';
-    if (!s)
-        return true;
-    if (len >= size) {
-        len = size - 1;
-        while (len > 0 && ((unsigned char)s[len] & 0xC0) == 0x80)
-            len--;
-    }
-    memcpy(buf, s, len);
-    buf[len] = '\0';
-    return strlen(buf) == len;
-}
-
+/* A result's human "detail": optional, shortened to fit (it only informs);
+ * cut at a character boundary so it stays UTF-8. */
 static bool get_detail(json_t *o, char *buf, size_t size)
 {
     json_t *v = json_object_get(o, "detail");
     buf[0] = '\0';
     if (!v || json_is_null(v))
         return true;
-    return json_is_string(v) &&
-           copy_detail(json_string_value(v), json_string_length(v), buf, size);
+    if (!json_is_string(v))
+        return false;
+    size_t len = json_string_length(v);
+    if (len >= size) {
+        len = size - 1;
+        while (len > 0 && ((unsigned char)json_string_value(v)[len] & 0xC0) == 0x80)
+            len--;
+    }
+    memcpy(buf, json_string_value(v), len);
+    buf[len] = '\0';
+    return strlen(buf) == len;
 }
 
 /*
@@ -429,148 +421,6 @@ malformed:
 lease_code_t store_pg_decode_result(store_pg_op_t op, const char *text, lease_result_t *out)
 {
     return decode_result_object(op, store_pg_parse_object(text), out);
-}
-
-/* ---- typed answers (lease.answer rows) ---------------------------------- */
-
-/* A text column into buf: NULL is "" (and fails when required), a value
- * that does not fit fails. */
-static bool col_str(const char *v, char *buf, size_t size, bool required)
-{
-    buf[0] = '\0';
-    if (!v)
-        return !required;
-    size_t len = strlen(v);
-    if (len >= size || (required && len == 0))
-        return false;
-    memcpy(buf, v, len + 1);
-    return true;
-}
-
-/* A bigint column: NULL is 0 (and fails when required); at least min. */
-static bool col_int(const char *v, int64_t *out, bool required, int64_t min)
-{
-    *out = 0;
-    if (!v)
-        return !required;
-    char *end;
-    errno = 0;
-    long long x = strtoll(v, &end, 10);
-    if (errno || end == v || *end || x < min)
-        return false;
-    *out = x;
-    return true;
-}
-
-/* An RFC 3339 text column into milliseconds since the epoch. */
-static bool col_time(const char *v, int64_t *out_ms, bool required)
-{
-    *out_ms = 0;
-    if (!v)
-        return !required;
-    return lease_time_parse(v, out_ms);
-}
-
-/* A boolean column: NULL is false. */
-static bool col_bool(const char *v, bool *out)
-{
-    *out = v && strcmp(v, "t") == 0;
-    return !v || strcmp(v, "t") == 0 || strcmp(v, "f") == 0;
-}
-
-/* The lease record of an answer row, in the brief shape of op's answer
- * (answer_shape: the identity always comes from the request). */
-static bool decode_answer_record(const char *const *v, lease_record_t *r, record_shape_t shape)
-{
-    memset(r, 0, sizeof *r);
-    bool named = shape == RECORD_ACQUIRED;
-    char state[16];
-    if (!col_str(v[ANSWER_LEASE_ID], r->lease_id, sizeof r->lease_id, named) ||
-        !col_int(v[ANSWER_FENCING_TOKEN], &r->fencing_token, named, 1) ||
-        !col_str(v[ANSWER_STATE], state, sizeof state, true) ||
-        !lease_state_parse(state, &r->state) ||
-        !col_time(v[ANSWER_ACQUIRED_AT], &r->acquired_at_ms, true) ||
-        !col_time(v[ANSWER_RENEWED_AT], &r->renewed_at_ms, true) ||
-        !col_time(v[ANSWER_EXPIRES_AT], &r->expires_at_ms, true) ||
-        !col_time(v[ANSWER_ENDED_AT], &r->ended_at_ms, false) ||
-        !col_int(v[ANSWER_TTL_MS], &r->ttl_ms, true, 1) ||
-        !col_int(v[ANSWER_MAXIMUM_LIFETIME_MS], &r->maximum_lifetime_ms, true, 1) ||
-        !col_str(v[ANSWER_OWNER_PRINCIPAL_ID], r->owner_principal_id,
-                 sizeof r->owner_principal_id, false) ||
-        !col_str(v[ANSWER_OWNER_CLIENT_ID], r->owner_client_id, sizeof r->owner_client_id,
-                 false) ||
-        !col_str(v[ANSWER_OWNER_CREDENTIAL_ID], r->owner_credential_id,
-                 sizeof r->owner_credential_id, false) ||
-        !col_str(v[ANSWER_SERVICE_INSTANCE_ID], r->service_instance_id,
-                 sizeof r->service_instance_id, false) ||
-        !col_str(v[ANSWER_EXECUTION_ID], r->execution_id, sizeof r->execution_id, false) ||
-        !col_str(v[ANSWER_JOB_ID], r->job_id, sizeof r->job_id, false) ||
-        !col_str(v[ANSWER_TRACE_ID], r->trace_id, sizeof r->trace_id, false) ||
-        !col_str(v[ANSWER_REQUEST_ID], r->request_id, sizeof r->request_id, false) ||
-        !col_str(v[ANSWER_END_REASON], r->end_reason, sizeof r->end_reason, false) ||
-        !col_str(v[ANSWER_INCIDENT_ID], r->incident_id, sizeof r->incident_id, false))
-        return false;
-    const char *meta = v[ANSWER_METADATA];
-    if (!meta) {
-        r->metadata_json[0] = '\0'; /* the request's (store_pg.c completes it) */
-    } else if (strcmp(meta, "{}") == 0 || strcmp(meta, "null") == 0) {
-        snprintf(r->metadata_json, sizeof r->metadata_json, "{}"); /* the common case, unparsed */
-    } else {
-        json_t *m = store_pg_parse_object(meta);
-        if (m) /* an object: read as decode_record reads a document's */
-            decode_metadata(m, r->metadata_json, sizeof r->metadata_json);
-        else /* not an object: null, as decode_metadata reads one */
-            snprintf(r->metadata_json, sizeof r->metadata_json, "null");
-        json_decref(m);
-    }
-    return r->expires_at_ms >= r->acquired_at_ms && r->renewed_at_ms >= r->acquired_at_ms;
-}
-
-lease_code_t store_pg_decode_answer(store_pg_op_t op, const char *const *v, int n,
-                                    lease_result_t *out)
-{
-    memset(out, 0, sizeof *out);
-    const char *why = "not a lease.answer row";
-    lease_code_t code;
-    char current[16], reason[32];
-    if (!v || n != LEASE_ANSWER_COLUMNS)
-        goto malformed;
-    why = "missing or unknown code";
-    if (!v[ANSWER_CODE] || !lease_code_parse(v[ANSWER_CODE], &code))
-        goto malformed;
-    why = "code not allowed for this operation";
-    if (!store_pg_op_allows(op, code))
-        goto malformed;
-    why = "malformed result field";
-    if (!col_bool(v[ANSWER_REPLAYED], &out->replayed) ||
-        !col_int(v[ANSWER_RETRY_AFTER_MS], &out->retry_after_ms, false, 0) ||
-        !col_str(v[ANSWER_FIELD], out->field, sizeof out->field, false) ||
-        !col_str(v[ANSWER_REASON], reason, sizeof reason, false) ||
-        !col_str(v[ANSWER_CURRENT_STATE], current, sizeof current, false) ||
-        (current[0] && !lease_state_parse(current, &out->current_state)))
-        goto malformed;
-    const char *detail = v[ANSWER_DETAIL];
-    (void)copy_detail(detail, detail ? strlen(detail) : 0, out->detail, sizeof out->detail);
-    if (v[ANSWER_STATE]) {
-        why = "malformed lease record";
-        if (!decode_answer_record(v, &out->lease, answer_shape(op)))
-            goto malformed;
-        out->has_lease = true;
-    }
-    why = "success without a lease";
-    if (lease_code_is_success(code) && !out->has_lease)
-        goto malformed;
-    if (out->replayed && !out->current_state)
-        out->current_state = out->lease.state;
-    /* the function's own words ("sealed") become the wire's stable reason */
-    snprintf(out->reason, sizeof out->reason, "%s",
-             strcmp(reason, "sealed") == 0 ? "namespace_sealed" : reason);
-    out->code = code;
-    return code;
-malformed:
-    memset(out, 0, sizeof *out);
-    out->code = malformed(op, why);
-    return out->code;
 }
 
 /* many: STORE_PG_OP_RENEW_MANY or STORE_PG_OP_RELEASE_MANY */

@@ -141,7 +141,8 @@ void store_pg_reply_clear(store_pg_reply_t *r)
 {
     if (!r)
         return;
-    free(r->row);
+    for (int i = 0; i < STORE_PG_MAX_VALUES; i++)
+        free(r->values[i]);
     memset(r, 0, sizeof *r);
 }
 
@@ -194,25 +195,13 @@ static void absorb(PGresult *res, collect_t *c, store_pg_reply_t *out)
             return;
         }
         c->have_row = true;
-        int n = PQnfields(res);
-        size_t total = 0;
-        for (int i = 0; i < n; i++)
-            total += (size_t)PQgetlength(res, 0, i) + 1;
-        out->row = malloc(total);
-        if (!out->row) {
-            c->shape_error = true;
-            return;
-        }
-        out->nvalues = n;
-        char *at = out->row;
-        for (int i = 0; i < n; i++) {
+        out->nvalues = PQnfields(res);
+        for (int i = 0; i < out->nvalues; i++) {
             if (PQgetisnull(res, 0, i))
                 continue;
-            size_t len = (size_t)PQgetlength(res, 0, i);
-            memcpy(at, PQgetvalue(res, 0, i), len);
-            at[len] = '\0';
-            out->values[i] = at;
-            at += len + 1;
+            out->values[i] = strdup(PQgetvalue(res, 0, i));
+            if (!out->values[i])
+                c->shape_error = true;
         }
         return;
     }
@@ -388,9 +377,10 @@ void store_pg_conn_exec(struct pg_conn *c, const store_pg_stmt_t *stmt,
         if (col.shape_error || !col.have_row) {
             /* committed, but not the one row we asked for: the caller's
              * decoder sees no value and fails closed */
-            free(out->row);
-            out->row = NULL;
-            memset(out->values, 0, sizeof out->values);
+            for (int i = 0; i < STORE_PG_MAX_VALUES; i++) {
+                free(out->values[i]);
+                out->values[i] = NULL;
+            }
             out->nvalues = 0;
         }
     } else {

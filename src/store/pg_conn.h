@@ -25,9 +25,7 @@
 
 struct pg_conn;
 
-/* Columns of the single row a statement may answer: a typed call's answer
- * (lease.answer, LEASE_ANSWER_COLUMNS in pg_codec.h) is the widest. */
-#define STORE_PG_MAX_VALUES 32
+#define STORE_PG_MAX_VALUES 3
 /* How long a cancelled statement may take to confirm before the session is
  * given up as lost. A call may therefore overrun its deadline by this much,
  * and only after it sent a statement. */
@@ -80,8 +78,7 @@ typedef struct store_pg_reply {
     char detail[192];                  /* the error DETAIL (LS001 names the lock key) */
     char constraint[64];               /* the constraint an ERROR names (23505), or "" */
     int nvalues;                       /* columns of the single row read (OK) */
-    char *values[STORE_PG_MAX_VALUES]; /* into row; NULL for SQL null */
-    char *row;                         /* heap: every value, one allocation */
+    char *values[STORE_PG_MAX_VALUES]; /* heap, NULL for SQL null */
 } store_pg_reply_t;
 
 /* Frees the values; the struct may be reused. */

@@ -516,17 +516,12 @@ static void json_call(store_pg_t *pg, store_pg_op_t op, char *json,
     free(json);
 }
 
-/* A single-lease operation's answer into res: a typed call's lease.answer
- * row, or a jsonb function's document; clears out's reply. */
-static lease_code_t lease_answer(store_pg_t *pg, store_pg_op_t op, call_outcome_t *out, bool typed,
+/* A single-lease operation's answer into res; clears out's reply. */
+static lease_code_t lease_answer(store_pg_t *pg, store_pg_op_t op, call_outcome_t *out,
                                  lease_result_t *res)
 {
     if (out->ok) {
-        if (typed)
-            store_pg_decode_answer(op, (const char *const *)out->reply.values, out->reply.nvalues,
-                                   res);
-        else
-            store_pg_decode_result(op, out->reply.values[0], res);
+        store_pg_decode_result(op, out->reply.values[0], res);
         if (strcmp(res->reason, "namespace_sealed") == 0)
             count(&pg->sealed_refusals);
     } else {
@@ -547,7 +542,7 @@ static lease_code_t lease_call(store_pg_t *pg, store_pg_op_t op, char *json, con
         return encode_failed(bad_field, &res->code, res->field, sizeof res->field);
     call_outcome_t out;
     json_call(pg, op, json, &call->deadline, call, identity, &out);
-    return lease_answer(pg, op, &out, false, res);
+    return lease_answer(pg, op, &out, res);
 }
 
 /* The answer of a state-changing operation carries what the database
@@ -612,7 +607,7 @@ static void typed_call(store_pg_t *pg, store_pg_op_t op, const store_pg_typed_ar
     };
     call_outcome_t out;
     run_call(pg, &spec, &out);
-    lease_answer(pg, op, &out, true, res);
+    lease_answer(pg, op, &out, res);
 }
 
 /* An acquisition: lease.acquire_brief_typed (typed arguments: typed_call). */
