@@ -52,6 +52,10 @@ INSERT INTO t.calls VALUES
 ('lease.renew_many_brief(jsonb)',
  $q$SELECT lease.renew_many_brief(jsonb_build_object('renewals', jsonb_build_array(t.ref(t.held()))))
            #>> '{results,0,code}' = 'lease_renewed'$q$),
+('lease.renew_many_brief_typed(text[],text[],text[],text[],text[],text[],text[],text[],bigint[],bigint[],text[],text[],text[],text[],text[],text[],timestamp with time zone[],text[],text[],text[],integer[])',
+ $q$SELECT t.renew_many_typed(jsonb_build_array(t.ref(t.held()))) #>> '{results,0,code}' = 'lease_renewed'$q$),
+('lease.release_many_brief_typed(text[],text[],text[],text[],text[],text[],text[],text[],bigint[],text[],text[],text[],text[],text[],text[],timestamp with time zone[],text[],text[],text[],integer[])',
+ $q$SELECT t.release_many_typed(jsonb_build_array(t.ref(t.held()))) #>> '{results,0,code}' = 'lease_released'$q$),
 ('lease.release(jsonb)', $q$SELECT lease.release(t.ref(t.held())) ->> 'code' = 'lease_released'$q$),
 ('lease.acquire_brief(jsonb)',
  $q$SELECT lease.acquire_brief(t.acq('target_calls_3')) ->> 'code' = 'lease_acquired'$q$),

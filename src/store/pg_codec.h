@@ -64,13 +64,6 @@ LEASE_MUST_USE char *store_pg_encode_acquire(const lease_acquire_req_t *req, int
 /* op: STORE_PG_OP_RENEW or STORE_PG_OP_RELEASE (release sends no ttl). */
 LEASE_MUST_USE char *store_pg_encode_owner(store_pg_op_t op, const lease_owner_req_t *req,
                                            int64_t now_mono_ns, const char **bad_field);
-/* {"renewals": [...]}: each request encoded as store_pg_encode_owner
- * encodes a renewal (*bad_field names "renewals[i].<field>"). */
-LEASE_MUST_USE char *store_pg_encode_renew_many(const lease_owner_req_t *reqs, size_t n,
-                                                int64_t now_mono_ns, const char **bad_field);
-/* {"releases": [...]}: the same for releases ("releases[i].<field>"). */
-LEASE_MUST_USE char *store_pg_encode_release_many(const lease_owner_req_t *reqs, size_t n,
-                                                  int64_t now_mono_ns, const char **bad_field);
 /* op: STORE_PG_OP_FORCE_RELEASE or STORE_PG_OP_REVOKE (only revoke sends
  * incident_id). */
 LEASE_MUST_USE char *store_pg_encode_admin(store_pg_op_t op, const lease_admin_req_t *req,
@@ -112,6 +105,26 @@ LEASE_MUST_USE bool store_pg_encode_owner_typed(store_pg_op_t op, const lease_ow
 LEASE_MUST_USE bool store_pg_encode_acquire_typed(const lease_acquire_req_t *req,
                                                   int64_t now_mono_ns, store_pg_typed_args_t *out,
                                                   const char **bad_field);
+/*
+ * The arguments of lease.renew_many_brief_typed or release_many_brief_typed
+ * (docs/sql-api.md, "Typed calls"): each argument of the single typed call
+ * (store_pg_encode_owner_typed, one place for what each argument is) as a
+ * PostgreSQL array literal with one element per request, in order. values
+ * point into `arrays` (store_pg_typed_many_free frees it).
+ */
+typedef struct store_pg_typed_many {
+    const char *sql;
+    int nargs;
+    const char *values[STORE_PG_TYPED_MAX_ARGS];
+    char *arrays;
+} store_pg_typed_many_t;
+/* op: STORE_PG_OP_RENEW_MANY or STORE_PG_OP_RELEASE_MANY; n: 1 to 100.
+ * False (nothing to free) when a string is not UTF-8 or out of memory. */
+LEASE_MUST_USE bool store_pg_encode_owner_many_typed(store_pg_op_t op,
+                                                     const lease_owner_req_t *reqs, size_t n,
+                                                     int64_t now_mono_ns,
+                                                     store_pg_typed_many_t *out);
+void store_pg_typed_many_free(store_pg_typed_many_t *m);
 /* A JSON array of lease.audit_events rows. */
 LEASE_MUST_USE char *store_pg_encode_audit(const lease_audit_event_t *events, size_t n,
                                            const char **bad_field);

@@ -280,6 +280,81 @@ bool store_pg_encode_owner_typed(store_pg_op_t op, const lease_owner_req_t *req,
     return finish_typed(out, n);
 }
 
+/* One element of an array literal: NULL, or the text double-quoted with
+ * '"' and '\\' escaped (array_in's rules: a quoted element is taken
+ * verbatim, so "NULL", "", braces and commas stay text). Returns the end. */
+static char *put_element(char *w, const char *v)
+{
+    if (!v) {
+        memcpy(w, "NULL", 4);
+        return w + 4;
+    }
+    *w++ = '"';
+    for (; *v; v++) {
+        if (*v == '"' || *v == '\\')
+            *w++ = '\\';
+        *w++ = *v;
+    }
+    *w++ = '"';
+    return w;
+}
+
+bool store_pg_encode_owner_many_typed(store_pg_op_t op, const lease_owner_req_t *reqs, size_t n,
+                                      int64_t now_mono_ns, store_pg_typed_many_t *out)
+{
+    bool renew = op == STORE_PG_OP_RENEW_MANY;
+    memset(out, 0, sizeof *out);
+    if (n == 0)
+        return false;
+    store_pg_typed_args_t *items = calloc(n, sizeof *items);
+    if (!items)
+        return false;
+    size_t total = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (!store_pg_encode_owner_typed(renew ? STORE_PG_OP_RENEW : STORE_PG_OP_RELEASE, &reqs[i],
+                                         now_mono_ns, &items[i]))
+            goto fail;
+        for (int j = 0; j < items[i].nargs; j++) /* worst case: every byte escaped */
+            total += (items[i].values[j] ? 2 * strlen(items[i].values[j]) + 2 : 4) + 1;
+    }
+    int nargs = items[0].nargs;
+    out->arrays = malloc(total + (size_t)nargs * 3);
+    if (!out->arrays)
+        goto fail;
+    char *w = out->arrays;
+    for (int j = 0; j < nargs; j++) {
+        out->values[j] = w;
+        *w++ = '{';
+        for (size_t i = 0; i < n; i++) {
+            if (i > 0)
+                *w++ = ',';
+            w = put_element(w, items[i].values[j]);
+        }
+        *w++ = '}';
+        *w++ = '\0';
+    }
+    out->nargs = nargs;
+    out->sql = renew ? "SELECT lease.renew_many_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, "
+                       "$10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)::text"
+                     : "SELECT lease.release_many_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, "
+                       "$9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)::text";
+    free(items);
+    return true;
+fail:
+    free(items);
+    free(out->arrays);
+    memset(out, 0, sizeof *out);
+    return false;
+}
+
+void store_pg_typed_many_free(store_pg_typed_many_t *m)
+{
+    if (!m)
+        return;
+    free(m->arrays);
+    memset(m, 0, sizeof *m);
+}
+
 bool store_pg_encode_acquire_typed(const lease_acquire_req_t *req, int64_t now_mono_ns,
                                    store_pg_typed_args_t *out, const char **bad_field)
 {
@@ -318,33 +393,6 @@ bool store_pg_encode_acquire_typed(const lease_acquire_req_t *req, int64_t now_m
 
 /* op: STORE_PG_OP_RENEW or STORE_PG_OP_RELEASE, the items' operation. Each
  * item's text is exactly a renewal's (release's): the batch only wraps them. */
-static char *encode_many(store_pg_op_t op, const lease_owner_req_t *reqs, size_t n,
-                         int64_t now_mono_ns, const char **bad_field)
-{
-    *bad_field = NULL;
-    out_t b = {0};
-    lease_json_raw(&b, "{", 1);
-    open_member(&b, op == STORE_PG_OP_RENEW ? "renewals" : "releases", "[");
-    for (size_t i = 0; i < n; i++) {
-        lease_json_separate(&b);
-        write_owner(&b, op, &reqs[i], now_mono_ns);
-    }
-    close_with(&b, "]");
-    return finish(&b);
-}
-
-char *store_pg_encode_renew_many(const lease_owner_req_t *reqs, size_t n, int64_t now_mono_ns,
-                                 const char **bad_field)
-{
-    return encode_many(STORE_PG_OP_RENEW, reqs, n, now_mono_ns, bad_field);
-}
-
-char *store_pg_encode_release_many(const lease_owner_req_t *reqs, size_t n, int64_t now_mono_ns,
-                                   const char **bad_field)
-{
-    return encode_many(STORE_PG_OP_RELEASE, reqs, n, now_mono_ns, bad_field);
-}
-
 char *store_pg_encode_admin(store_pg_op_t op, const lease_admin_req_t *req, int64_t now_mono_ns,
                             const char **bad_field)
 {

@@ -642,9 +642,9 @@ static lease_code_t pg_renew(lease_store_t *s, const lease_owner_req_t *req, lea
     return owner_call_typed(s, STORE_PG_OP_RENEW, req, res);
 }
 
-/* Many renewals (lease.renew_many_brief) or releases (lease.release_many_brief), one
- * call, one transaction; each item is decided (and a repeated request id
- * answered) as a single one is. */
+/* Many renewals (lease.renew_many_brief_typed) or releases
+ * (lease.release_many_brief_typed), one call, one transaction; each item is
+ * decided (and a repeated request id answered) as a single one is. */
 static lease_code_t owner_many(lease_store_t *s, store_pg_op_t many, const lease_owner_req_t *reqs,
                                size_t n, const lease_deadline_t *deadline, lease_result_t *results)
 {
@@ -653,25 +653,20 @@ static lease_code_t owner_many(lease_store_t *s, store_pg_op_t many, const lease
     memset(results, 0, n * sizeof *results);
     lease_result_t whole;
     memset(&whole, 0, sizeof whole);
-    const char *bad = NULL;
-    int64_t now = lease_mono_now_ns();
-    char *json = renew ? store_pg_encode_renew_many(reqs, n, now, &bad)
-                       : store_pg_encode_release_many(reqs, n, now, &bad);
-    if (!json)
-        return encode_failed(bad, &whole.code, whole.field, sizeof whole.field);
-    const char *params[1] = {json};
+    store_pg_typed_many_t args;
+    if (!store_pg_encode_owner_many_typed(many, reqs, n, lease_mono_now_ns(), &args))
+        return encode_failed(NULL, &whole.code, whole.field, sizeof whole.field);
     call_spec_t spec = {
         .op = many,
-        .stmt = {.sql = renew ? "SELECT lease.renew_many_brief($1::jsonb)::text"
-                              : "SELECT lease.release_many_brief($1::jsonb)::text",
-                 .nparams = 1,
-                 .params = params,
+        .stmt = {.sql = args.sql,
+                 .nparams = args.nargs,
+                 .params = args.values,
                  .serializable = true},
         .deadline = deadline,
     };
     call_outcome_t out;
     run_call(pg, &spec, &out);
-    free(json);
+    store_pg_typed_many_free(&args);
     lease_code_t decided = renew ? LEASE_RENEWED : LEASE_RELEASED;
     lease_code_t code = !out.ok ? out.code
                         : renew ? store_pg_decode_renew_many(out.reply.values[0], n, results)

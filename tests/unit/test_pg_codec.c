@@ -197,18 +197,6 @@ static void test_encode_no_request_flags(void **state)
     text = store_pg_encode_owner(STORE_PG_OP_RELEASE, &r[0], now, &bad);
     assert_no_request_flags(text);
     free(text);
-    text = store_pg_encode_renew_many(r, 2, now, &bad);
-    assert_no_request_flags(text);
-    json_t *o = parse(text);
-    for (size_t i = 0; i < 2; i++) {
-        json_t *item = json_array_get(json_object_get(o, "renewals"), i);
-        assert_non_null(item);
-        assert_null(json_object_get(item, "optimistic"));
-        assert_null(json_object_get(item, "existing"));
-        assert_null(json_object_get(item, "brief"));
-    }
-    json_decref(o);
-    free(text);
 }
 
 static void test_encode_owner_and_admin(void **state)
@@ -481,6 +469,96 @@ static void test_encode_owner_typed(void **state)
     assert_null(text);
 }
 
+/* The elements of an array literal store_pg_encode_owner_many_typed wrote,
+ * read back by array_in's rules for what it writes (NULL, or a quoted
+ * element with \" and \\ escapes) into out[i] (NULL for NULL). */
+static size_t read_array(const char *lit, char out[][256], const char **v, size_t max)
+{
+    size_t n = 0;
+    assert_int_equal(*lit++, '{');
+    while (*lit != '}') {
+        assert_true(n < max);
+        if (strncmp(lit, "NULL", 4) == 0) {
+            v[n++] = NULL;
+            lit += 4;
+        } else {
+            assert_int_equal(*lit++, '"');
+            size_t k = 0;
+            while (*lit != '"') {
+                if (*lit == '\\')
+                    lit++;
+                out[n][k++] = *lit++;
+            }
+            out[n][k] = '\0';
+            v[n] = out[n];
+            n++;
+            lit++;
+        }
+        if (*lit == ',')
+            lit++;
+    }
+    assert_string_equal(lit, "}");
+    return n;
+}
+
+/* A typed batch: argument j is an array whose element i is what the single
+ * typed call of request i sends as argument j, however the text is made. */
+static void test_encode_owner_many_typed(void **state)
+{
+    (void)state;
+    int64_t now = 5000000000LL;
+    lease_owner_req_t r[3];
+    memset(r, 0, sizeof r);
+    for (int i = 0; i < 3; i++) {
+        fill_call(&r[i].call, now);
+        fill_identity(&r[i].identity);
+        snprintf(r[i].lease_id, sizeof r[i].lease_id, "lease_%d", i);
+        r[i].fencing_token = i + 1;
+        strcpy(r[i].service_instance_id, "inst-1");
+        snprintf(r[i].call.request_id, sizeof r[i].call.request_id, "req-%d", i);
+    }
+    r[0].ttl_ms = 5000; /* the others keep their TTL: NULL elements */
+    strcpy(r[1].call.correlation_id, "a\"b\\c,{NULL} d");
+    strcpy(r[2].call.correlation_id, "NULL");
+    r[2].call.trace_id[0] = '\0';
+    strcpy(r[2].identity.target_id, "t\xc3\xa9");
+    for (int op = 0; op < 2; op++) {
+        store_pg_op_t many = op ? STORE_PG_OP_RELEASE_MANY : STORE_PG_OP_RENEW_MANY;
+        store_pg_op_t one = op ? STORE_PG_OP_RELEASE : STORE_PG_OP_RENEW;
+        store_pg_typed_many_t m;
+        assert_true(store_pg_encode_owner_many_typed(many, r, 3, now, &m));
+        assert_int_equal(m.nargs, op ? 20 : 21);
+        assert_non_null(
+            strstr(m.sql, op ? "release_many_brief_typed(" : "renew_many_brief_typed("));
+        for (size_t i = 0; i < 3; i++) {
+            store_pg_typed_args_t single;
+            assert_true(store_pg_encode_owner_typed(one, &r[i], now, &single));
+            assert_int_equal(single.nargs, m.nargs);
+            for (int j = 0; j < m.nargs; j++) {
+                char buf[3][256];
+                const char *v[3];
+                assert_int_equal(read_array(m.values[j], buf, v, 3), 3);
+                if ((v[i] == NULL) != (single.values[j] == NULL) ||
+                    (v[i] && strcmp(v[i], single.values[j]) != 0))
+                    fail_msg("argument %d, item %zu: %s in the batch, %s alone", j + 1, i,
+                             v[i] ? v[i] : "NULL", single.values[j] ? single.values[j] : "NULL");
+            }
+        }
+        assert_string_equal(m.values[7], "{\"lease_0\",\"lease_1\",\"lease_2\"}");
+        assert_string_equal(m.values[17 - op], "{\"corr_abc\",\"a\\\"b\\\\c,{NULL} d\",\"NULL\"}");
+        if (!op)
+            assert_string_equal(m.values[9], "{\"5000\",NULL,NULL}");
+        store_pg_typed_many_free(&m);
+        store_pg_typed_many_free(&m); /* freed once, then empty */
+    }
+    /* one string that is not UTF-8 fails the batch, as it fails the call */
+    strcpy(r[1].service_instance_id, "\xc0\xaf");
+    store_pg_typed_many_t m;
+    assert_false(store_pg_encode_owner_many_typed(STORE_PG_OP_RELEASE_MANY, r, 3, now, &m));
+    assert_null(m.arrays);
+    assert_false(store_pg_encode_owner_many_typed(STORE_PG_OP_RENEW_MANY, r, 0, now, &m));
+}
+
 /* The encoders write their text directly (pg_codec_request.c): strings
  * with quotes, backslashes and control characters come back as they were,
  * a batch's items are separated, and a string that is not UTF-8 fails the
@@ -508,28 +586,6 @@ static void test_encode_text_escapes(void **state)
     strcpy(a.reason, "not \xff UTF-8");
     assert_null(store_pg_encode_admin(STORE_PG_OP_REVOKE, &a, now, &bad));
     assert_null(bad);
-
-    lease_owner_req_t r[3];
-    memset(r, 0, sizeof r);
-    for (int i = 0; i < 3; i++) {
-        fill_call(&r[i].call, now);
-        fill_identity(&r[i].identity);
-        snprintf(r[i].lease_id, sizeof r[i].lease_id, "lease_%d", i);
-        r[i].fencing_token = i + 1;
-        strcpy(r[i].service_instance_id, "inst-1");
-    }
-    text = store_pg_encode_release_many(r, 3, now, &bad);
-    o = parse(text);
-    json_t *items = json_object_get(o, "releases");
-    assert_int_equal(json_array_size(items), 3);
-    for (size_t i = 0; i < 3; i++)
-        assert_int_equal(
-            json_integer_value(json_object_get(json_array_get(items, i), "fencing_token")),
-            (json_int_t)i + 1);
-    json_decref(o);
-    free(text);
-    strcpy(r[1].service_instance_id, "\xc0\xaf");
-    assert_null(store_pg_encode_release_many(r, 3, now, &bad));
 }
 
 static void test_encode_reads(void **state)
@@ -1222,6 +1278,7 @@ int main(void)
         cmocka_unit_test(test_encode_owner_and_admin),
         cmocka_unit_test(test_encode_owner_typed),
         cmocka_unit_test(test_encode_acquire_typed),
+        cmocka_unit_test(test_encode_owner_many_typed),
         cmocka_unit_test(test_encode_reads),
         cmocka_unit_test(test_encode_text_escapes),
         cmocka_unit_test(test_encode_commit),
