@@ -7,6 +7,6 @@
 #ifndef LEASE_SCHEMA_H
 #define LEASE_SCHEMA_H
 
-#define LEASE_SCHEMA_VERSION 20
+#define LEASE_SCHEMA_VERSION 21
 
 #endif
