@@ -107,7 +107,7 @@ LEASE_MUST_USE bool store_pg_encode_acquire_typed(const lease_acquire_req_t *req
                                                   const char **bad_field);
 /*
  * The arguments of lease.renew_many_brief_typed or release_many_brief_typed
- * (docs/sql-api.md, "Typed calls"): each argument of the single typed call
+ * (docs/sql-api.md, "Typed batches"): each argument of the single typed call
  * (store_pg_encode_owner_typed, one place for what each argument is) as a
  * PostgreSQL array literal with one element per request, in order. values
  * point into `arrays` (store_pg_typed_many_free frees it).

@@ -169,7 +169,7 @@ char *store_pg_encode_acquire(const lease_acquire_req_t *req, int64_t now_mono_n
     return finish(&b);
 }
 
-/* A renewal or release as a whole request, or as one item of a batch. */
+/* A renewal or release as a jsonb request. */
 static void write_owner(out_t *b, store_pg_op_t op, const lease_owner_req_t *req,
                         int64_t now_mono_ns)
 {
@@ -391,8 +391,6 @@ bool store_pg_encode_acquire_typed(const lease_acquire_req_t *req, int64_t now_m
     return finish_typed(out, n);
 }
 
-/* op: STORE_PG_OP_RENEW or STORE_PG_OP_RELEASE, the items' operation. Each
- * item's text is exactly a renewal's (release's): the batch only wraps them. */
 char *store_pg_encode_admin(store_pg_op_t op, const lease_admin_req_t *req, int64_t now_mono_ns,
                             const char **bad_field)
 {
