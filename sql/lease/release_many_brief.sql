@@ -10,7 +10,7 @@ END
 $function$;
 
 COMMENT ON FUNCTION lease.release_many_brief(jsonb) IS
-    'lease.release_many''s decisions (lease._release_many: the same items, the same evidence), each answered briefly as lease.release_brief answers. What the service calls for POST /v1/leases/release-batch.';
+    'lease.release_many''s decisions (lease._release_many: the same items, the same evidence), each answered briefly as lease.release_brief answers. The service calls its typed form, lease.release_many_brief_typed.';
 
 REVOKE ALL ON FUNCTION lease.release_many_brief(jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION lease.release_many_brief(jsonb) TO lease_service;

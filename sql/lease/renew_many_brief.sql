@@ -10,7 +10,7 @@ END
 $function$;
 
 COMMENT ON FUNCTION lease.renew_many_brief(jsonb) IS
-    'lease.renew_many''s decisions (lease._renew_many: the same items, the same evidence), each answered briefly as lease.renew_brief answers. What the service calls for POST /v1/leases/renew-batch.';
+    'lease.renew_many''s decisions (lease._renew_many: the same items, the same evidence), each answered briefly as lease.renew_brief answers. The service calls its typed form, lease.renew_many_brief_typed.';
 
 REVOKE ALL ON FUNCTION lease.renew_many_brief(jsonb) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION lease.renew_many_brief(jsonb) TO lease_service;
