@@ -50,6 +50,17 @@ static void fill_call(lease_call_t *c, int64_t now_mono)
     memset(c->request_digest, 'a', 64);
 }
 
+/* A renewal or release of lease_id with token, by fill_call's caller. */
+static void fill_owner(lease_owner_req_t *r, int64_t now_mono, const char *lease_id, int64_t token)
+{
+    memset(r, 0, sizeof *r);
+    fill_call(&r->call, now_mono);
+    fill_identity(&r->identity);
+    snprintf(r->lease_id, sizeof r->lease_id, "%s", lease_id);
+    r->fencing_token = token;
+    strcpy(r->service_instance_id, "inst-1");
+}
+
 static json_t *parse(const char *text)
 {
     assert_non_null(text);
@@ -182,19 +193,12 @@ static void test_encode_no_request_flags(void **state)
     assert_no_request_flags(text);
     free(text);
 
-    lease_owner_req_t r[2];
-    memset(r, 0, sizeof r);
-    for (int i = 0; i < 2; i++) {
-        fill_call(&r[i].call, now);
-        fill_identity(&r[i].identity);
-        snprintf(r[i].lease_id, sizeof r[i].lease_id, "lease_%d", i);
-        r[i].fencing_token = 7;
-        strcpy(r[i].service_instance_id, "inst-1");
-    }
-    text = store_pg_encode_owner(STORE_PG_OP_RENEW, &r[0], now, &bad);
+    lease_owner_req_t r;
+    fill_owner(&r, now, "lease_0", 7);
+    text = store_pg_encode_owner(STORE_PG_OP_RENEW, &r, now, &bad);
     assert_no_request_flags(text);
     free(text);
-    text = store_pg_encode_owner(STORE_PG_OP_RELEASE, &r[0], now, &bad);
+    text = store_pg_encode_owner(STORE_PG_OP_RELEASE, &r, now, &bad);
     assert_no_request_flags(text);
     free(text);
 }
@@ -204,12 +208,7 @@ static void test_encode_owner_and_admin(void **state)
     (void)state;
     int64_t now = 5000000000LL;
     lease_owner_req_t o_req;
-    memset(&o_req, 0, sizeof o_req);
-    fill_call(&o_req.call, now);
-    fill_identity(&o_req.identity);
-    strcpy(o_req.lease_id, "lease_1");
-    o_req.fencing_token = 42;
-    strcpy(o_req.service_instance_id, "inst-1");
+    fill_owner(&o_req, now, "lease_1", 42);
     o_req.ttl_ms = 5000;
     const char *bad;
     char *text = store_pg_encode_owner(STORE_PG_OP_RENEW, &o_req, now, &bad);
@@ -431,12 +430,7 @@ static void test_encode_owner_typed(void **state)
     (void)state;
     int64_t now = 5000000000LL;
     lease_owner_req_t req;
-    memset(&req, 0, sizeof req);
-    fill_call(&req.call, now);
-    fill_identity(&req.identity);
-    strcpy(req.lease_id, "lease_1");
-    req.fencing_token = 42;
-    strcpy(req.service_instance_id, "inst-1");
+    fill_owner(&req, now, "lease_1", 42);
     req.ttl_ms = 5000;
     check_typed_matches_json(STORE_PG_OP_RENEW, &req, now);
     check_typed_matches_json(STORE_PG_OP_RELEASE, &req, now);
@@ -508,13 +502,10 @@ static void test_encode_owner_many_typed(void **state)
     (void)state;
     int64_t now = 5000000000LL;
     lease_owner_req_t r[3];
-    memset(r, 0, sizeof r);
     for (int i = 0; i < 3; i++) {
-        fill_call(&r[i].call, now);
-        fill_identity(&r[i].identity);
-        snprintf(r[i].lease_id, sizeof r[i].lease_id, "lease_%d", i);
-        r[i].fencing_token = i + 1;
-        strcpy(r[i].service_instance_id, "inst-1");
+        char id[16];
+        snprintf(id, sizeof id, "lease_%d", i);
+        fill_owner(&r[i], now, id, i + 1);
         snprintf(r[i].call.request_id, sizeof r[i].call.request_id, "req-%d", i);
     }
     r[0].ttl_ms = 5000; /* the others keep their TTL: NULL elements */
