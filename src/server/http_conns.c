@@ -100,14 +100,15 @@ void leased_conns_peer(struct MHD_Connection *conn, char out[64])
     address_text(ai ? ai->client_addr : NULL, out);
 }
 
-/* Connections of c's source counted already (under mu). The list is
- * walked: this runs once per connection, over at most LEASE_MAX_CONNECTIONS
- * records, and needs no second table to keep in step with the list. */
+/* Connections of c's source counted and not cut already (under mu). The
+ * list is walked: this runs once per connection, over at most
+ * LEASE_MAX_CONNECTIONS records, and needs no second table to keep in step
+ * with the list. */
 static int64_t source_open(const leased_conns_t *cs, const leased_conn_t *c)
 {
     int64_t n = 0;
     for (const leased_conn_t *o = cs->list; o; o = o->next)
-        n += o->counted && strcmp(o->source, c->source) == 0;
+        n += o->counted && o->phase != PH_GONE && strcmp(o->source, c->source) == 0;
     return n;
 }
 
@@ -190,23 +191,34 @@ static void read_proxy_header(int fd, char out[64])
 
 /* Connections between requests whose client has closed already (the
  * library accepts before it reads the hang-ups of the same round): cut
- * now, they give their slots back. True when there was one. */
-static bool reap_hung_up(leased_conns_t *cs, const leased_conn_t *newcomer)
+ * now, they give their slots back. Only source's when it is not NULL.
+ * True when there was one. */
+static bool reap_hung_up(leased_conns_t *cs, const leased_conn_t *newcomer, const char *source)
 {
     bool any = false;
     for (leased_conn_t *c = cs->list; c; c = c->next)
-        if (c->phase == PH_HEADLESS && c != newcomer && hung_up(c->fd)) {
+        if (c->phase == PH_HEADLESS && c != newcomer &&
+            (!source || (c->counted && strcmp(c->source, source) == 0)) && hung_up(c->fd)) {
             cut(c, 0, LEASE_BACKEND_UNAVAILABLE);
             any = true;
         }
     return any;
 }
 
+/* Whether c's source holds all the connections it may; its connections
+ * whose client has closed are cut first (a client that closes and
+ * reconnects at once keeps its slots). */
+static bool source_full(leased_conns_t *cs, const leased_conn_t *c)
+{
+    return source_open(cs, c) >= cs->cfg.max_per_source &&
+           (!reap_hung_up(cs, c, c->source) || source_open(cs, c) >= cs->cfg.max_per_source);
+}
+
 /* Makes room: a connection whose client left, else the oldest one that
  * has sent no request head gives its slot up. */
 static bool evict_headless(leased_conns_t *cs, const leased_conn_t *newcomer)
 {
-    if (reap_hung_up(cs, newcomer))
+    if (reap_hung_up(cs, newcomer, NULL))
         return true;
     leased_conn_t *victim = NULL;
     for (leased_conn_t *c = cs->list; c; c = c->next)
@@ -252,7 +264,7 @@ static void admit(leased_conns_t *cs, struct MHD_Connection *conn, void **socket
     if (cs->open > cs->cfg.max_connections && !evict_headless(cs, c)) {
         count(&cs->refused_capacity);
         cut(c, 503, LEASE_BACKEND_UNAVAILABLE);
-    } else if (counted && source_open(cs, c) >= cs->cfg.max_per_source) {
+    } else if (counted && source_full(cs, c)) {
         count(&cs->refused_source);
         cut(c, 429, LEASE_RATE_LIMITED);
     } else {

@@ -8,7 +8,8 @@
  * cap 503 and closed at once (never left in the listen backlog); a trickled
  * request gets 408 once LEASE_RECEIVE_TIMEOUT_MS has passed since its first
  * byte, however slowly it kept sending. The tricklers change nothing in the
- * database. LEASE_TEST_TRICKLERS sets how many connections trickle
+ * database. A client that closes its connections and reconnects at once is
+ * not refused for connections it no longer has. LEASE_TEST_TRICKLERS sets how many connections trickle
  * (default 300; the issue's measurement used 1500).
  */
 #include <poll.h>
@@ -20,6 +21,7 @@
 
 #define PER_SOURCE 64
 #define RECEIVE_TIMEOUT_MS 4000
+#define ROUNDS 30 /* closes then a new connection at once */
 
 static http_fx_t fx;
 static const char *worker; /* owned by fx */
@@ -274,11 +276,74 @@ static void test_global_cap_answers_at_once(void **state)
     fx.srv = NULL;
 }
 
+/* leased_http_connections_open, read over a connection of its own from
+ * 127.0.0.2 (which that gauge counts); -1 when unreadable. */
+static long long open_connections(int port)
+{
+    raw_conn_t *c = raw_connect(port, "127.0.0.2");
+    long long v = -1;
+    if (c && raw_send(c, "GET /metrics HTTP/1.1\r\nHost: leased\r\n\r\n")) {
+        raw_resp_t *r = raw_read(c, 10000);
+        const char *at = r && r->body ? strstr(r->body, "\nleased_http_connections_open ") : NULL;
+        if (at)
+            v = atoll(at + strlen("\nleased_http_connections_open "));
+        raw_resp_free(r);
+    }
+    raw_close(c);
+    return v;
+}
+
+/* A client that closes its connections and opens a new one at once keeps
+ * its per-source slots: the closes and the new connection often reach the
+ * library's thread in one round, which admits the newcomer before it reads
+ * the closes. Connections already shut down must not count against their
+ * source, nor hung-up ones whose close is still unread. */
+static void test_closed_connections_give_their_slots_back(void **state)
+{
+    (void)state;
+    const char *env[] = {"LEASE_MAX_CONNECTIONS_PER_SOURCE=4", NULL};
+    http_fx_serve(&fx, env);
+    int port = leased_proc_port(fx.srv);
+    int refused = 0;
+    for (int round = 0; round < ROUNDS; round++) {
+        raw_conn_t *held[4];
+        for (int i = 0; i < 4; i++) {
+            held[i] = raw_connect(port, "127.0.0.1");
+            assert_non_null(held[i]);
+            assert_true(raw_send(held[i], "GET /healthz HTTP/1.1\r\nHost: leased\r\n\r\n"));
+            raw_resp_t *r = raw_read(held[i], 10000);
+            assert_non_null(r);
+            assert_int_equal(r->status, 200);
+            raw_resp_free(r);
+        }
+        for (int i = 0; i < 4; i++)
+            raw_close(held[i]);
+        raw_conn_t *c = raw_connect(port, "127.0.0.1");
+        assert_non_null(c);
+        assert_true(raw_send(c, "GET /healthz HTTP/1.1\r\nHost: leased\r\n\r\n"));
+        raw_resp_t *r = raw_read(c, 10000);
+        assert_non_null(r);
+        if (r->status != 200)
+            refused++;
+        raw_resp_free(r);
+        raw_close(c);
+        /* the next round starts with the four slots free: wait for them */
+        long long until = mono_ms() + 10000;
+        while (mono_ms() < until && open_connections(port) != 1)
+            usleep(2000);
+    }
+    fprintf(stderr, "closed then reconnected at once: %d of %d rounds refused\n", refused, ROUNDS);
+    assert_int_equal(refused, 0);
+    assert_int_equal(leased_proc_stop(fx.srv), 0);
+    fx.srv = NULL;
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_trickling_source_cannot_starve_others),
         cmocka_unit_test(test_global_cap_answers_at_once),
+        cmocka_unit_test(test_closed_connections_give_their_slots_back),
     };
     return cmocka_run_group_tests(tests, setup, http_fx_teardown);
 }
