@@ -9,8 +9,9 @@
  * request gets 408 once LEASE_RECEIVE_TIMEOUT_MS has passed since its first
  * byte, however slowly it kept sending. The tricklers change nothing in the
  * database. A client that closes its connections and reconnects at once is
- * not refused for connections it no longer has. LEASE_TEST_TRICKLERS sets how many connections trickle
- * (default 300; the issue's measurement used 1500).
+ * not refused for connections it no longer has. LEASE_TEST_TRICKLERS sets
+ * how many connections trickle (default 300; the issue's measurement used
+ * 1500).
  */
 #include <poll.h>
 #include <sys/resource.h>
@@ -221,6 +222,20 @@ static void test_trickling_source_cannot_starve_others(void **state)
     fx.srv = NULL;
 }
 
+/* A connection from addr that leased has admitted: an answered request
+ * proves it. */
+static raw_conn_t *admitted(int port, const char *addr)
+{
+    raw_conn_t *c = raw_connect(port, addr);
+    assert_non_null(c);
+    assert_true(raw_send(c, "GET /healthz HTTP/1.1\r\nHost: leased\r\n\r\n"));
+    raw_resp_t *r = raw_read(c, 10000);
+    assert_non_null(r);
+    assert_int_equal(r->status, 200);
+    raw_resp_free(r);
+    return c;
+}
+
 /* Past LEASE_MAX_CONNECTIONS a connection is answered 503 and closed at
  * once, from any address. */
 static void test_global_cap_answers_at_once(void **state)
@@ -230,16 +245,8 @@ static void test_global_cap_answers_at_once(void **state)
     http_fx_serve(&fx, env);
     int port = leased_proc_port(fx.srv);
     raw_conn_t *held[16];
-    for (int i = 0; i < 16; i++) {
-        held[i] = raw_connect(port, "127.0.0.1");
-        assert_non_null(held[i]);
-        /* an answered request proves the connection is admitted */
-        assert_true(raw_send(held[i], "GET /healthz HTTP/1.1\r\nHost: leased\r\n\r\n"));
-        raw_resp_t *r = raw_read(held[i], 10000);
-        assert_non_null(r);
-        assert_int_equal(r->status, 200);
-        raw_resp_free(r);
-    }
+    for (int i = 0; i < 16; i++)
+        held[i] = admitted(port, "127.0.0.1");
     for (int k = 0; k < 3; k++) {
         /* nothing sent: the answer comes unasked */
         raw_conn_t *c = raw_connect(port, "127.0.0.2");
@@ -307,15 +314,8 @@ static void test_closed_connections_give_their_slots_back(void **state)
     int refused = 0;
     for (int round = 0; round < ROUNDS; round++) {
         raw_conn_t *held[4];
-        for (int i = 0; i < 4; i++) {
-            held[i] = raw_connect(port, "127.0.0.1");
-            assert_non_null(held[i]);
-            assert_true(raw_send(held[i], "GET /healthz HTTP/1.1\r\nHost: leased\r\n\r\n"));
-            raw_resp_t *r = raw_read(held[i], 10000);
-            assert_non_null(r);
-            assert_int_equal(r->status, 200);
-            raw_resp_free(r);
-        }
+        for (int i = 0; i < 4; i++)
+            held[i] = admitted(port, "127.0.0.1");
         for (int i = 0; i < 4; i++)
             raw_close(held[i]);
         raw_conn_t *c = raw_connect(port, "127.0.0.1");
