@@ -40,6 +40,7 @@
 #define SCAN_EVERY_MS 100
 #define PROXY_WAIT_MS 250   /* a trusted proxy's header comes with its connection */
 #define PROXY_HEAD_MAX 1024 /* PROXY v2 header with the TLVs proxies add */
+#define REAP_CHUNK 128      /* descriptors asked per poll() when reaping */
 
 typedef enum phase {
     PH_HEADLESS = 0, /* no request head yet (since the connection or the last reply) */
@@ -192,16 +193,30 @@ static void read_proxy_header(int fd, char out[64])
 /* Connections between requests whose client has closed already (the
  * library accepts before it reads the hang-ups of the same round): cut
  * now, they give their slots back. Only source's when it is not NULL.
- * True when there was one. */
+ * True when there was one. This runs on every refusal at a limit, which a
+ * client can provoke at will: the candidates are asked in one poll() per
+ * REAP_CHUNK of them, not one system call each. */
 static bool reap_hung_up(leased_conns_t *cs, const leased_conn_t *newcomer, const char *source)
 {
+    struct pollfd p[REAP_CHUNK];
+    leased_conn_t *who[REAP_CHUNK];
     bool any = false;
-    for (leased_conn_t *c = cs->list; c; c = c->next)
-        if (c->phase == PH_HEADLESS && c != newcomer &&
-            (!source || (c->counted && strcmp(c->source, source) == 0)) && hung_up(c->fd)) {
-            cut(c, 0, LEASE_BACKEND_UNAVAILABLE);
-            any = true;
-        }
+    for (leased_conn_t *c = cs->list; c;) {
+        nfds_t n = 0;
+        for (; c && n < REAP_CHUNK; c = c->next)
+            if (c->phase == PH_HEADLESS && c != newcomer &&
+                (!source || (c->counted && strcmp(c->source, source) == 0))) {
+                p[n] = (struct pollfd){c->fd, POLLRDHUP, 0};
+                who[n++] = c;
+            }
+        if (n == 0 || poll(p, n, 0) <= 0)
+            continue;
+        for (nfds_t i = 0; i < n; i++)
+            if (p[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
+                cut(who[i], 0, LEASE_BACKEND_UNAVAILABLE);
+                any = true;
+            }
+    }
     return any;
 }
 
