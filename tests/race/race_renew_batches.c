@@ -21,11 +21,13 @@
  * than batches: 247 and 262 of 240).
  *
  * "schema layout": lease.locks as the schema makes it, one batch per holder
- * every PERIOD_MS, as a fleet renews. A batch renewing most rows of a page
+ * per period (PERIOD_MS, and at least PERIOD_SPAN times the holder's last
+ * batch), as a fleet renews. A batch renewing most rows of a page
  * needs room there for all their new versions at once; without it the rest
  * are not HOT and their index entries conflict with every other batch's
- * look-ups. At the fillfactor 80 of schemas before 22 this sitting saw 49
- * and 80 retries in 360 batches; at schema 22's 40, 1 to 3.
+ * look-ups. At the fillfactor 80 of schemas before 22 this sitting saw 23
+ * and 30 retries in 360 batches; at schema 22's 40, none in eight runs (four
+ * of them beside busy loops), so it allows RETRIES_ALLOWED_PERIODIC.
  *
  * Every batch must be decided and every item renewed with its own lease and
  * token. ctest runs it alone (RUN_SERIAL): beside two other tests and a
@@ -40,14 +42,18 @@
 #define LEASES 100
 #define ROUNDS 60
 #define TTL_MS 120000
-#define PERIOD_MS 40 /* between a holder's rounds in the schema-layout sitting */
+#define PERIOD_MS 40  /* between a holder's rounds in the schema-layout sitting, at least */
+#define PERIOD_SPAN 3 /* ... and at least this many times its last batch */
 #define RETRIES_ALLOWED (THREADS * ROUNDS / 20) /* one batch in 20 */
+/* with a period, at the schema's layout: 0 in every run measured, busy machine
+ * included; 23 and 30 at fillfactor 80 */
+#define RETRIES_ALLOWED_PERIODIC (THREADS * ROUNDS / 60)
 
 typedef struct holder {
     race_env_t *env;
     int index;
     race_barrier_t *start;
-    int pause_ms; /* between rounds: 0 back to back, else a renewal period */
+    int pause_ms; /* between rounds: 0 back to back, else at least this long */
     lease_record_t held[LEASES];
     int failed_calls; /* batches not decided at all */
     int items_not_renewed;
@@ -68,6 +74,7 @@ static void *renew_rounds(void *arg)
                            20000);
         }
         lease_deadline_t deadline = lease_deadline_in(20000);
+        int64_t sent_ns = lease_mono_now_ns();
         lease_code_t c = lease_store_renew_many(h->env->store, reqs, LEASES, &deadline, results);
         if (c != LEASE_RENEWED) {
             if (h->failed_calls++ == 0)
@@ -80,8 +87,15 @@ static void *renew_rounds(void *arg)
                       strcmp(results[i].lease.lease_id, h->held[i].lease_id) == 0;
             h->items_not_renewed += !ok;
         }
+        /* A fleet renews every ttl/3, seconds apart, with batches that take
+         * milliseconds: the period is at least PERIOD_SPAN batches long, so
+         * that a slow machine (a sanitizer build, a busy CI) keeps that
+         * proportion instead of renewing back to back. */
+        int64_t took_ms = (lease_mono_now_ns() - sent_ns) / 1000000;
+        int64_t pause_ms =
+            PERIOD_SPAN * took_ms > h->pause_ms ? PERIOD_SPAN * took_ms : h->pause_ms;
         if (h->pause_ms > 0)
-            usleep((useconds_t)h->pause_ms * 1000);
+            usleep((useconds_t)pause_ms * 1000);
     }
     return NULL;
 }
@@ -133,9 +147,9 @@ static char *setting(const char *url, const char *name)
  * leases each at once, then renew them all in ROUNDS batches each, all at
  * once; fillfactor, when not NULL, is set on lease.locks before the rows
  * exist. Checks that every batch was decided, every item renewed with its
- * own lease and token, and at most RETRIES_ALLOWED serialization retries. */
-static void sitting(const char *what, const char *fillfactor, int pause_ms, const char *per_page,
-                    const char *per_relation)
+ * own lease and token, and at most `allowed` serialization retries. */
+static void sitting(const char *what, const char *fillfactor, int pause_ms,
+                    unsigned long long allowed, const char *per_page, const char *per_relation)
 {
     race_env_t env;
     race_setup(&env, "race_renew_batches", THREADS, "race_renew_batches");
@@ -184,7 +198,7 @@ static void sitting(const char *what, const char *fillfactor, int pause_ms, cons
           THREADS * ROUNDS, CODE(first));
     CHECK(not_renewed == 0, "%s: %d items were not renewed with their own lease and token", what,
           not_renewed);
-    CHECK(retries <= RETRIES_ALLOWED,
+    CHECK(retries <= allowed,
           "%s: %llu serialization retries among batches of disjoint leases (lease.locks %s; "
           "cluster: max_pred_locks_per_page=%s max_pred_locks_per_relation=%s; "
           "docs/operators.md, \"Predicate locks for batch renewals\")",
@@ -217,14 +231,14 @@ int main(void)
      * their own page, so that each renewal is a HOT update whatever the
      * cadence, and batches back to back. What is left to conflict is the
      * predicate locks' granularity (the cluster's settings). */
-    sitting("settings", "10", 0, per_page, per_relation);
+    sitting("settings", "10", 0, RETRIES_ALLOWED, per_page, per_relation);
     /* The schema's own layout, renewed as a fleet renews: a batch per
      * holder per period. A batch renewing most rows of a page needs room
      * there for all their new versions at once; where there is none, the
      * rest are not HOT, and their index entries land on btree leaf pages
      * that every other batch's lookups have read (read-write conflicts no
      * setting removes; docs/schema.md, lease.locks' fillfactor). */
-    sitting("schema layout", NULL, PERIOD_MS, per_page, per_relation);
+    sitting("schema layout", NULL, PERIOD_MS, RETRIES_ALLOWED_PERIODIC, per_page, per_relation);
 
     free(per_page);
     free(per_relation);
