@@ -46,11 +46,10 @@ static void script(char *out, size_t n, const char *seconds, int status)
 static proc_t run_start(const char *url, const char *target, const char *ttl_ms,
                         const char *wait_ms, const char *cmd)
 {
-    const char *args[] = {"run",        "--tenant",  TENANT,    "--program", PROGRAM,
-                          "--namespace", NAMESPACE,  "--target", target,      "--actor",
-                          ACTOR,         "--workflow", "default", "--ttl-ms",  ttl_ms,
-                          "--wait-ms",   wait_ms,    "--",       "sh",        "-c",
-                          cmd,           NULL};
+    const char *args[] = {"run",     "--tenant", TENANT, "--program", PROGRAM, "--namespace",
+                          NAMESPACE, "--target", target, "--actor",   ACTOR,   "--workflow",
+                          "default", "--ttl-ms", ttl_ms, "--wait-ms", wait_ms, "--",
+                          "sh",      "-c",       cmd,    NULL};
     return ctl_start(args, url, worker_token, NULL);
 }
 
@@ -78,8 +77,8 @@ static void print_stderr(const proc_t *p, const char *who)
  * for `work_s` seconds (past its TTL) and must exit `status`.
  */
 static void late_grant_runs(const char *url, const char *target, const char *hold_s,
-                            const char *ttl_ms, const char *wait_ms, const char *work_s,
-                            int status, int64_t min_late_ms)
+                            const char *ttl_ms, const char *wait_ms, const char *work_s, int status,
+                            int64_t min_late_ms)
 {
     char hold_cmd[512], work_cmd[512];
     script(hold_cmd, sizeof hold_cmd, hold_s, 0);
@@ -166,13 +165,20 @@ static void replayed_request_id_of_an_earlier_process_is_renewed_first(void **st
     char first_cmd[512], work_cmd[512];
     script(first_cmd, sizeof first_cmd, "5", 0);
     script(work_cmd, sizeof work_cmd, "3", 0);
-    const char *first_args[] = {"run",         "--tenant",   TENANT,    "--program",    PROGRAM,
-                                "--namespace", NAMESPACE,    "--target", "replay-a",    "--actor",
-                                ACTOR,         "--workflow", "default", "--ttl-ms",     "4000",
-                                "--request-id", "run-replay-1", "--service-instance", "replay-host",
-                                "--execution-id", "replay-exec", "--job-id", "replay-job",
-                                "--",   "sh",           "-c",
-                                first_cmd,     NULL};
+    const char *first_args[] = {"run",          "--tenant",
+                                TENANT,         "--program",
+                                PROGRAM,        "--namespace",
+                                NAMESPACE,      "--target",
+                                "replay-a",     "--actor",
+                                ACTOR,          "--workflow",
+                                "default",      "--ttl-ms",
+                                "6000",         "--request-id",
+                                "run-replay-1", "--service-instance",
+                                "replay-host",  "--execution-id",
+                                "replay-exec",  "--job-id",
+                                "replay-job",   "--",
+                                "sh",           "-c",
+                                first_cmd,      NULL};
     /* the earlier process acquires, starts its command and dies (kill -9)
      * before its first renewal: the lease stays active until its TTL ends */
     proc_t first = ctl_start(first_args, fx.base, worker_token, NULL);
@@ -180,18 +186,26 @@ static void replayed_request_id_of_an_earlier_process_is_renewed_first(void **st
     int64_t granted = lease_mono_now_ns();
     kill(first.pid, SIGKILL);
     proc_wait(&first, PATIENCE_MS);
-    lease_sleep_ms(3000 - (lease_mono_now_ns() - granted) / 1000000); /* 1 s of it left */
+    lease_sleep_ms(3000 - (lease_mono_now_ns() - granted) /
+                              1000000); /* 3 s of it left: a busy CI took more than 1 s to replay */
 
-    const char *args[] = {"run",         "--tenant",   TENANT,    "--program",    PROGRAM,
-                          "--namespace", NAMESPACE,    "--target", "replay-a",    "--actor",
-                          ACTOR,         "--workflow", "default", "--ttl-ms",     "4000",
-                          "--request-id", "run-replay-1", "--service-instance", "replay-host",
-                                "--execution-id", "replay-exec", "--job-id", "replay-job",
-                                "--",   "sh",           "-c",
-                          work_cmd,      NULL};
+    const char *args[] = {"run",          "--tenant",
+                          TENANT,         "--program",
+                          PROGRAM,        "--namespace",
+                          NAMESPACE,      "--target",
+                          "replay-a",     "--actor",
+                          ACTOR,          "--workflow",
+                          "default",      "--ttl-ms",
+                          "6000",         "--request-id",
+                          "run-replay-1", "--service-instance",
+                          "replay-host",  "--execution-id",
+                          "replay-exec",  "--job-id",
+                          "replay-job",   "--",
+                          "sh",           "-c",
+                          work_cmd,       NULL};
     proc_t p = ctl_start(args, fx.base, worker_token, NULL);
     int status = proc_wait(&p, PATIENCE_MS);
-    printf("replayed --request-id of a process killed 3 s into a 4 s lease: run exited %d\n",
+    printf("replayed --request-id of a process killed 3 s into a 6 s lease: run exited %d\n",
            status);
     if (status != 0)
         print_stderr(&p, "run");
