@@ -151,15 +151,16 @@ static void sitting(const char *what, const char *fillfactor, int pause_ms,
     race_env_t env;
     race_setup(&env, "race_renew_batches", THREADS, "race_renew_batches");
     /* Autovacuum off for this database's tables: an autovacuum ANALYZE
-     * holds a snapshot while it samples (0.1-0.5 s on lease.idempotency
-     * and lease.locks here), during which no renewal's old version can be
+     * holds a snapshot while it samples (runs of 0.1-0.5 s on
+     * lease.idempotency and lease.locks here at schema 22, shorter since
+     * migration 0023), during which no renewal's old version can be
      * pruned, so renewals stop being HOT and their index entries conflict
      * with other batches' look-ups. That is a real cost of any long
      * transaction in the lease database (docs/operators.md, "Long
      * transactions and batch renewals"), but not what these sittings
      * measure: with autovacuum visiting a sitting's database at random
-     * (once a minute), CI saw 24 retries in one run of the settings sitting
-     * and 0 in every other; a snapshot held 600 ms of every second gave 44. */
+     * (once a minute), one CI run saw 24 retries in the settings sitting where
+     * local runs saw 0; a snapshot held 600 ms of every second gave 44. */
     CHECK(testpg_exec(env.db_url,
                       "DO $$DECLARE t regclass; BEGIN FOR t IN SELECT c.oid FROM pg_class c "
                       "JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = 'lease' "
