@@ -20,6 +20,9 @@ typedef struct lease_store_pg_config {
     int pool_size;                /* connections kept; >= 1 */
     int64_t connect_timeout_ms;   /* per connection attempt */
     const char *application_name; /* shown in pg_stat_activity; default "leased" */
+    /* true: every call is sent as text, never as a prepared statement
+     * (false, the default, prepares the typed calls on direct sessions) */
+    bool no_prepared_statements;
 } lease_store_pg_config_t;
 
 /*

@@ -82,6 +82,11 @@ static const lease_setting_t settings[] = {
      .flag = "--db-connect-timeout-ms", .type = LEASE_SETTING_INT, .default_value = "2000",
      .min = 100, .max = 60000, .offset = AT(db_connect_timeout_ms),
      .help = "bound on one connection attempt, ms"},
+    {.name = "database prepared statements", .env = "LEASE_DB_PREPARED_STATEMENTS",
+     .flag = "--db-prepared-statements", .type = LEASE_SETTING_BOOL, .default_value = "true",
+     .offset = AT(db_prepared_statements),
+     .help = "true: a direct session (not through a pooler) prepares the lease calls once; "
+             "false: every call is sent as text"},
     {.name = "HTTP worker threads", .env = "LEASE_HTTP_THREADS", .flag = "--http-threads",
      .type = LEASE_SETTING_INT, .compute_default = waiters_default, .min = 1, .max = 1024,
      .offset = AT(http_threads),

@@ -31,6 +31,7 @@ typedef struct leased_config {
     int metrics_port;
     int64_t db_pool_size;
     int64_t db_connect_timeout_ms;
+    bool db_prepared_statements; /* prepare the typed calls on direct sessions */
     int64_t http_threads;
     int64_t max_connections;
     int64_t max_connections_per_source; /* per client address, per instance */

@@ -62,7 +62,8 @@ static bool build(parts_t *p, char *err, size_t errsz)
 {
     const leased_config_t *cfg = &p->cfg;
     lease_store_pg_config_t pg = {cfg->database_url, (int)cfg->db_pool_size,
-                                  cfg->db_connect_timeout_ms, "leased"};
+                                  cfg->db_connect_timeout_ms, "leased",
+                                  !cfg->db_prepared_statements};
     if (lease_store_pg_open(&pg, &p->store, err, errsz) != 0)
         return false;
     lease_auth_config_t ac = {cfg->credential_cache_ms, cfg->token_pepper};

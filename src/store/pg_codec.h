@@ -84,8 +84,29 @@ LEASE_MUST_USE char *store_pg_encode_commit(const lease_commit_req_t *req, int64
  * request or into this struct, so both must outlive the call.
  */
 #define STORE_PG_TYPED_MAX_ARGS 24
+/*
+ * The typed calls the service makes on every lease operation: each one's
+ * SQL and the name a direct session prepares it under (store_pg.c,
+ * "prepared statements"), so that the database parses, analyses and plans
+ * it once per session instead of once per call.
+ */
+typedef enum store_pg_typed {
+    STORE_PG_TYPED_ACQUIRE,
+    STORE_PG_TYPED_RENEW,
+    STORE_PG_TYPED_RELEASE,
+    STORE_PG_TYPED_RENEW_MANY,
+    STORE_PG_TYPED_RELEASE_MANY,
+    STORE_PG_TYPED_COUNT
+} store_pg_typed_t;
+typedef struct store_pg_typed_call {
+    const char *name; /* the prepared statement's name */
+    const char *sql;  /* the call, $1..$N */
+} store_pg_typed_call_t;
+extern const store_pg_typed_call_t store_pg_typed_calls[STORE_PG_TYPED_COUNT];
+
 typedef struct store_pg_typed_args {
-    const char *sql; /* the call, $1..$nargs */
+    const char *sql;      /* the call, $1..$nargs */
+    const char *prepared; /* its name in store_pg_typed_calls */
     int nargs;
     const char *values[STORE_PG_TYPED_MAX_ARGS];
     char fencing_token[24], ttl_ms[24], maximum_lifetime_ms[24], latency_ms[24];
@@ -114,6 +135,7 @@ LEASE_MUST_USE bool store_pg_encode_acquire_typed(const lease_acquire_req_t *req
  */
 typedef struct store_pg_typed_many {
     const char *sql;
+    const char *prepared; /* its name in store_pg_typed_calls */
     int nargs;
     const char *values[STORE_PG_TYPED_MAX_ARGS];
     char *arrays;

@@ -19,6 +19,29 @@
 /* Offending field names with an index ("writes[3].body") live here. */
 static __thread char field_buf[LEASE_FIELD_MAX + 1];
 
+const store_pg_typed_call_t store_pg_typed_calls[STORE_PG_TYPED_COUNT] = {
+    [STORE_PG_TYPED_ACQUIRE] = {"lease_acquire_brief_typed",
+                                "SELECT lease.acquire_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, "
+                                "$9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, "
+                                "$22, $23, $24)::text"},
+    [STORE_PG_TYPED_RENEW] = {"lease_renew_brief_typed",
+                              "SELECT lease.renew_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, "
+                              "$10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)::text"},
+    [STORE_PG_TYPED_RELEASE] = {"lease_release_brief_typed",
+                                "SELECT lease.release_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, "
+                                "$9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)::text"},
+    [STORE_PG_TYPED_RENEW_MANY] =
+        {"lease_renew_many_brief_typed",
+         "SELECT lease.renew_many_brief_typed($1, $2, $3, $4, $5, $6, $7, "
+         "$8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, "
+         "$21)::text"},
+    [STORE_PG_TYPED_RELEASE_MANY] =
+        {"lease_release_many_brief_typed",
+         "SELECT lease.release_many_brief_typed($1, $2, $3, $4, $5, $6, "
+         "$7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, "
+         "$20)::text"},
+};
+
 static const char *indexed_field(const char *list, size_t i, const char *leaf)
 {
     snprintf(field_buf, sizeof field_buf, "%s[%zu].%s", list, i, leaf);
@@ -262,10 +285,10 @@ bool store_pg_encode_owner_typed(store_pg_op_t op, const lease_owner_req_t *req,
 {
     bool renew = op == STORE_PG_OP_RENEW;
     memset(out, 0, sizeof *out);
-    out->sql = renew ? "SELECT lease.renew_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
-                       "$11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)::text"
-                     : "SELECT lease.release_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, "
-                       "$10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)::text";
+    const store_pg_typed_call_t *callee =
+        &store_pg_typed_calls[renew ? STORE_PG_TYPED_RENEW : STORE_PG_TYPED_RELEASE];
+    out->sql = callee->sql;
+    out->prepared = callee->name;
     int n = put_identity_args(out, &req->identity);
     out->values[n++] = req->lease_id;
     snprintf(out->fencing_token, sizeof out->fencing_token, "%lld", (long long)req->fencing_token);
@@ -334,10 +357,10 @@ bool store_pg_encode_owner_many_typed(store_pg_op_t op, const lease_owner_req_t 
         *w++ = '\0';
     }
     out->nargs = nargs;
-    out->sql = renew ? "SELECT lease.renew_many_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, "
-                       "$10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)::text"
-                     : "SELECT lease.release_many_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, "
-                       "$9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)::text";
+    const store_pg_typed_call_t *callee =
+        &store_pg_typed_calls[renew ? STORE_PG_TYPED_RENEW_MANY : STORE_PG_TYPED_RELEASE_MANY];
+    out->sql = callee->sql;
+    out->prepared = callee->name;
     free(items);
     return true;
 fail:
@@ -370,8 +393,8 @@ bool store_pg_encode_acquire_typed(const lease_acquire_req_t *req, int64_t now_m
         }
         json_decref(doc);
     }
-    out->sql = "SELECT lease.acquire_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
-               "$12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, $24)::text";
+    out->sql = store_pg_typed_calls[STORE_PG_TYPED_ACQUIRE].sql;
+    out->prepared = store_pg_typed_calls[STORE_PG_TYPED_ACQUIRE].name;
     int n = put_identity_args(out, &req->identity);
     out->values[n++] = req->service_instance_id;
     out->values[n++] = req->execution_id;

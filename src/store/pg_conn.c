@@ -310,7 +310,12 @@ void store_pg_conn_exec(struct pg_conn *c, const store_pg_stmt_t *stmt,
         return;
     }
     int sent;
-    if (stmt->serializable) {
+    if (stmt->prepare_as) {
+        sent = PQsendPrepare(conn, stmt->prepare_as, stmt->sql, 0, NULL);
+    } else if (stmt->prepared) {
+        sent =
+            PQsendQueryPrepared(conn, stmt->prepared, stmt->nparams, stmt->params, NULL, NULL, 0);
+    } else if (stmt->serializable) {
         char *text = serializable_text(conn, stmt);
         sent = text ? PQsendQuery(conn, text) : 0;
         if (text) /* it may hold a request: never leave it in freed memory */

@@ -96,6 +96,14 @@ typedef struct store_pg_stmt {
      * transaction (an error rolls it back), and no session state: behind
      * PgBouncer in transaction mode nothing leaks to other clients. */
     bool serializable;
+    /* The name of a statement this session prepared (prepare_as below):
+     * sent as Bind and Execute of it with the parameters, one implicit
+     * transaction at the session's own isolation, which the session that
+     * prepared it set to SERIALIZABLE (store_pg.c). sql is not sent. */
+    const char *prepared;
+    /* Parse sql (nparams parameters, their types the server's inference)
+     * as a statement of this name: nothing runs. */
+    const char *prepare_as;
 } store_pg_stmt_t;
 
 /* Runs one statement (see the header comment for the outcomes). */

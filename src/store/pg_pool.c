@@ -131,6 +131,7 @@ void store_pg_pool_checkin(store_pg_pool_t *pool, store_pg_slot_t *slot, bool di
     if (discard) {
         dead = (PGconn *)slot->conn;
         slot->conn = NULL;
+        slot->prepared = false;
     }
     slot->busy = false;
     pool->in_use--;

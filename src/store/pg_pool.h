@@ -23,6 +23,7 @@ struct pg_conn; /* libpq's PGconn; only src/store includes libpq-fe.h */
 typedef struct store_pg_slot {
     struct pg_conn *conn; /* NULL until connected; owned by the pool */
     bool busy;
+    bool prepared; /* conn prepared the typed calls (store_pg.c); false without conn */
 } store_pg_slot_t;
 
 typedef struct store_pg_pool store_pg_pool_t;

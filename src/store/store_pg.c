@@ -4,13 +4,15 @@
  * deadlines, serialization retries, quarantine of corrupt records, and the
  * mapping of every outcome to a lease_code_t.
  *
- * Transaction model: every operation is one simple-protocol string,
- * `SET TRANSACTION ISOLATION LEVEL SERIALIZABLE; SELECT lease.<fn>('<request>'::jsonb)::text`
- * (pg_conn.c, store_pg_stmt_t.serializable): one round trip, one implicit
- * SERIALIZABLE transaction whatever the login role's default, and no session
- * state, so the adapter works behind PgBouncer in transaction mode and leaks
- * nothing to other clients of its pool. health() alone runs an explicit
- * READ COMMITTED READ ONLY transaction.
+ * Transaction model: every operation is one round trip and one implicit
+ * SERIALIZABLE transaction whatever the login role's default. On a session
+ * through a pooler it is one simple-protocol string,
+ * `SET TRANSACTION ISOLATION LEVEL SERIALIZABLE; SELECT lease.<fn>(...)::text`
+ * (pg_conn.c, store_pg_stmt_t.serializable), and the session keeps no state,
+ * so the adapter works behind PgBouncer in transaction mode and leaks
+ * nothing to other clients of its pool. On a direct session the typed calls
+ * are prepared statements instead ("Prepared statements" below). health()
+ * alone runs an explicit READ COMMITTED READ ONLY transaction.
  *
  * A repeated request id is the functions' to answer (docs/sql-api.md, "One
  * behaviour for every caller"): they find it after the conflict and give
@@ -75,6 +77,7 @@ typedef struct store_pg {
     int seen_timeline;
     uint64_t seen_wal_lsn;
     bool pred_locks_checked; /* __atomic: the settings check ran (pg_pred_locks.h) */
+    bool no_prepared;        /* lease_store_pg_config_t.no_prepared_statements */
 } store_pg_t;
 
 /* One backend call as the retry loop sees it. */
@@ -232,13 +235,14 @@ static void remember_position(store_pg_t *pg, const char *check_answer)
  * refused by every deciding call itself). Returns 0, or -1 with msg: the
  * session is not used (fail closed). */
 static int check_new_session(store_pg_t *pg, struct pg_conn *conn, const lease_deadline_t *deadline,
-                             char *msg, size_t msgsz)
+                             bool *direct, char *msg, size_t msgsz)
 {
     char epoch[16], timeline[16], lsn[32];
     const char *params[3];
     seen_params(pg, epoch, timeline, lsn, params);
     store_pg_stmt_t stmt = {
-        .sql = "SELECT lease.check_namespace($1::integer, $2::integer, $3::pg_lsn)::text",
+        .sql = "SELECT lease.check_namespace($1::integer, $2::integer, $3::pg_lsn)::text, "
+               "pg_backend_pid()",
         .nparams = 3,
         .params = params,
         .serializable = true,
@@ -246,6 +250,11 @@ static int check_new_session(store_pg_t *pg, struct pg_conn *conn, const lease_d
     store_pg_reply_t r;
     store_pg_conn_exec(conn, &stmt, deadline, &r);
     int rc = r.status == STORE_PG_EXEC_OK && r.values[0] && !r.discard ? 0 : -1;
+    /* The backend that answered is the one libpq's start-up named: no
+     * pooler sits between (PgBouncer and its kind give the client a key of
+     * their own), so the session, and what it prepares, stays ours. */
+    *direct = rc == 0 && r.nvalues == 2 && r.values[1] &&
+              strtol(r.values[1], NULL, 10) == PQbackendPID((PGconn *)conn);
     if (rc == 0)
         remember_position(pg, r.values[0]);
     else
@@ -253,6 +262,80 @@ static int check_new_session(store_pg_t *pg, struct pg_conn *conn, const lease_d
                  r.message[0] ? r.message : "no answer");
     store_pg_reply_clear(&r);
     return rc;
+}
+
+/*
+ * Prepared statements. A direct session (check_new_session) makes the typed
+ * calls prepared statements once (store_pg_typed_calls), so that each call
+ * is a Bind and Execute the database neither parses, analyses nor plans
+ * again: 3 to 5% of the database's CPU per operation (docs/benchmarks.md,
+ * "Issue 20: prepared typed calls"), and pg_stat_activity shows the call
+ * with $1..$N instead of the request's values. Each call still
+ * runs as one implicit transaction, at SERIALIZABLE because the session's
+ * default says so (set here, before anything is prepared; the functions
+ * refuse any other level, LS002, so a session that lost it fails closed).
+ * Through a pooler nothing is prepared and nothing is SET: the session may
+ * be another client's next, and PgBouncer's support for protocol-level
+ * prepared statements cannot be seen from here. Returns true when every
+ * statement is prepared; false leaves the session to the text path, and
+ * *broken says it cannot be used at all.
+ */
+static bool prepare_session(struct pg_conn *conn, const lease_deadline_t *deadline, bool *broken)
+{
+    store_pg_stmt_t set = {
+        .sql = "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL SERIALIZABLE",
+        .simple = true,
+    };
+    store_pg_reply_t r;
+    store_pg_conn_exec(conn, &set, deadline, &r);
+    bool ok = r.status == STORE_PG_EXEC_OK;
+    *broken = r.discard;
+    store_pg_reply_clear(&r);
+    for (int i = 0; ok && i < STORE_PG_TYPED_COUNT; i++) {
+        store_pg_stmt_t parse = {.sql = store_pg_typed_calls[i].sql,
+                                 .prepare_as = store_pg_typed_calls[i].name};
+        store_pg_conn_exec(conn, &parse, deadline, &r);
+        ok = r.status == STORE_PG_EXEC_OK;
+        *broken = r.discard;
+        store_pg_reply_clear(&r);
+    }
+    return ok;
+}
+
+/* A new session, checked (check_new_session) and, when direct, its typed
+ * calls prepared (*prepared). On failure *out is NULL and msg says why. */
+static store_pg_connect_status_t open_session(store_pg_t *pg, const call_spec_t *spec,
+                                              struct pg_conn **out, bool *prepared, char *msg,
+                                              size_t msgsz)
+{
+    *prepared = false;
+    struct pg_conn *conn = NULL;
+    store_pg_connect_status_t st =
+        store_pg_conn_connect(&pg->params, spec->deadline, &conn, msg, msgsz);
+    if (st != STORE_PG_CONNECT_OK)
+        return st;
+    bool direct = false, broken = false;
+    if (check_new_session(pg, conn, spec->deadline, &direct, msg, msgsz) == 0) {
+        if (!__atomic_exchange_n(&pg->pred_locks_checked, true, __ATOMIC_RELAXED)) {
+            store_pg_pool_stats_t ps;
+            store_pg_pool_stats(pg->pool, &ps);
+            store_pg_check_pred_locks(conn, ps.size, spec->deadline);
+        }
+        *prepared = direct && !pg->no_prepared && prepare_session(conn, spec->deadline, &broken);
+        if (direct && !pg->no_prepared && !*prepared && !broken)
+            log_call(STORE_PG_LOG_WARN, "prepare_failed", spec, NULL, NULL,
+                     "a direct session could not prepare the typed calls: it sends them as text",
+                     0);
+        if (!broken) {
+            *out = conn;
+            return STORE_PG_CONNECT_OK;
+        }
+        *prepared = false;
+        snprintf(msg, msgsz, "preparing the typed calls on a new session");
+    }
+    PQfinish((PGconn *)conn);
+    return lease_deadline_passed(spec->deadline) ? STORE_PG_CONNECT_DEADLINE
+                                                 : STORE_PG_CONNECT_FAILED;
 }
 
 /* A slot with a usable session, connecting (at most CONNECT_ATTEMPTS
@@ -263,29 +346,17 @@ static int ensure_session(store_pg_t *pg, store_pg_slot_t *slot, const call_spec
     while (!store_pg_conn_usable(slot->conn)) {
         PQfinish((PGconn *)slot->conn);
         slot->conn = NULL;
+        slot->prepared = false;
         if (*attempts_left <= 0) {
             *code = LEASE_BACKEND_UNAVAILABLE;
             return -1;
         }
         (*attempts_left)--;
         char msg[256];
-        struct pg_conn *conn = NULL;
         store_pg_connect_status_t st =
-            store_pg_conn_connect(&pg->params, spec->deadline, &conn, msg, sizeof msg);
-        if (st == STORE_PG_CONNECT_OK) {
-            if (check_new_session(pg, conn, spec->deadline, msg, sizeof msg) == 0) {
-                if (!__atomic_exchange_n(&pg->pred_locks_checked, true, __ATOMIC_RELAXED)) {
-                    store_pg_pool_stats_t ps;
-                    store_pg_pool_stats(pg->pool, &ps);
-                    store_pg_check_pred_locks(conn, ps.size, spec->deadline);
-                }
-                slot->conn = conn;
-                continue;
-            }
-            PQfinish((PGconn *)conn);
-            st = lease_deadline_passed(spec->deadline) ? STORE_PG_CONNECT_DEADLINE
-                                                       : STORE_PG_CONNECT_FAILED;
-        }
+            open_session(pg, spec, &slot->conn, &slot->prepared, msg, sizeof msg);
+        if (st == STORE_PG_CONNECT_OK)
+            continue;
         if (st == STORE_PG_CONNECT_DEADLINE) {
             *code = LEASE_DEADLINE_EXCEEDED;
             return -1;
@@ -371,13 +442,17 @@ static attempt_verdict_t attempt_on_slot(store_pg_t *pg, store_pg_slot_t *slot,
                  true);
             return ATTEMPT_DONE;
         }
-        store_pg_conn_exec(slot->conn, &spec->stmt, spec->deadline, r);
+        store_pg_stmt_t stmt = spec->stmt;
+        if (!slot->prepared)
+            stmt.prepared = NULL; /* a pooled or unprepared session: the text */
+        store_pg_conn_exec(slot->conn, &stmt, spec->deadline, r);
         if (r->status != STORE_PG_EXEC_SEND_FAILED)
             break;
         /* nothing was dispatched: the session died under us; reconnect */
         log_call(STORE_PG_LOG_WARN, "send_failed", spec, NULL, NULL, r->message, attempt);
         PQfinish((PGconn *)slot->conn);
         slot->conn = NULL;
+        slot->prepared = false;
         store_pg_reply_clear(r);
     }
 
@@ -600,7 +675,8 @@ static void typed_call(store_pg_t *pg, store_pg_op_t op, const store_pg_typed_ar
         .stmt = {.sql = args->sql,
                  .nparams = args->nargs,
                  .params = args->values,
-                 .serializable = true},
+                 .serializable = true,
+                 .prepared = args->prepared},
         .deadline = &call->deadline,
         .call = call,
         .identity = identity,
@@ -661,7 +737,8 @@ static lease_code_t owner_many(lease_store_t *s, store_pg_op_t many, const lease
         .stmt = {.sql = args.sql,
                  .nparams = args.nargs,
                  .params = args.values,
-                 .serializable = true},
+                 .serializable = true,
+                 .prepared = args.prepared},
         .deadline = deadline,
     };
     call_outcome_t out;
@@ -941,6 +1018,7 @@ int lease_store_pg_open(const lease_store_pg_config_t *cfg, lease_store_t **out,
         return -1;
     }
     pthread_mutex_init(&pg->seen_lock, NULL);
+    pg->no_prepared = cfg->no_prepared_statements;
     pg->base.ops = &pg_ops;
     pg->base.impl = pg;
     *out = &pg->base;
