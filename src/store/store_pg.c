@@ -322,7 +322,10 @@ static store_pg_connect_status_t open_session(store_pg_t *pg, const call_spec_t 
             store_pg_check_pred_locks(conn, ps.size, spec->deadline);
         }
         *prepared = direct && !pg->no_prepared && prepare_session(conn, spec->deadline, &broken);
-        if (direct && !pg->no_prepared && !*prepared && !broken)
+        /* (a call whose deadline passed while preparing leaves its session
+         * to the text form too, but that is the deadline's, not a fault) */
+        if (direct && !pg->no_prepared && !*prepared && !broken &&
+            !lease_deadline_passed(spec->deadline))
             log_call(STORE_PG_LOG_WARN, "prepare_failed", spec, NULL, NULL,
                      "a direct session could not prepare the typed calls: it sends them as text",
                      0);
