@@ -403,3 +403,68 @@ void store_pg_conn_exec(struct pg_conn *c, const store_pg_stmt_t *stmt,
     if (out->cancel_sent)
         out->discard = true;
 }
+
+void store_pg_conn_exec_pipeline(struct pg_conn *c, const store_pg_stmt_t *stmts, int n,
+                                 const lease_deadline_t *deadline, store_pg_reply_t *out)
+{
+    PGconn *conn = (PGconn *)c;
+    memset(out, 0, sizeof *out);
+    if (lease_deadline_passed(deadline)) {
+        out->status = STORE_PG_EXEC_NOT_SENT;
+        return;
+    }
+    /* queued in libpq's buffer, sent by the flushes below */
+    bool queued = PQenterPipelineMode(conn) == 1;
+    for (int i = 0; queued && i < n; i++)
+        queued = (stmts[i].prepare_as
+                      ? PQsendPrepare(conn, stmts[i].prepare_as, stmts[i].sql, 0, NULL)
+                      : PQsendQueryParams(conn, stmts[i].sql, 0, NULL, NULL, NULL, NULL, 0)) == 1;
+    queued = queued && PQpipelineSync(conn) == 1;
+
+    collect_t col = {0};
+    bool flushed = false, synced = false, lost = !queued;
+    while (!synced && !lost) {
+        if (!flushed) {
+            int f = PQflush(conn);
+            lost = f < 0;
+            flushed = f == 0;
+        }
+        if (!lost && !PQconsumeInput(conn))
+            lost = true;
+        /* each statement's results end with a NULL; the Sync's own result
+         * ends the pipeline */
+        while (!lost && !synced && !PQisBusy(conn)) {
+            PGresult *res = PQgetResult(conn);
+            if (!res)
+                continue;
+            ExecStatusType st = PQresultStatus(res);
+            if (st == PGRES_PIPELINE_SYNC)
+                synced = true;
+            else if (st != PGRES_PIPELINE_ABORTED) /* skipped after an error */
+                absorb(res, &col, out);
+            PQclear(res);
+        }
+        if (synced || lost || PQstatus(conn) == CONNECTION_BAD)
+            break;
+        /* no cancel: what runs here changes no data, and the caller gives
+         * the session up */
+        if (lease_mono_now_ns() >= deadline->mono_ns ||
+            wait_socket(PQsocket(conn), (short)(POLLIN | (flushed ? 0 : POLLOUT)),
+                        wait_ms_until(deadline->mono_ns)) < 0)
+            lost = true;
+    }
+    if (synced && PQexitPipelineMode(conn) != 1)
+        lost = true;
+    if (lost || !synced || col.fatal || PQstatus(conn) != CONNECTION_OK) {
+        out->status = STORE_PG_EXEC_LOST;
+        out->discard = true;
+        if (!out->message[0])
+            lease_pg_copy_msg(out->message, sizeof out->message, PQerrorMessage(conn));
+    } else if (col.server_error) {
+        out->status = STORE_PG_EXEC_ERROR;
+        out->discard = PQtransactionStatus(conn) != PQTRANS_IDLE;
+    } else {
+        out->status = STORE_PG_EXEC_OK;
+        out->discard = PQtransactionStatus(conn) != PQTRANS_IDLE;
+    }
+}

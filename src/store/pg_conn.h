@@ -110,4 +110,14 @@ typedef struct store_pg_stmt {
 void store_pg_conn_exec(struct pg_conn *conn, const store_pg_stmt_t *stmt,
                         const lease_deadline_t *deadline, store_pg_reply_t *out);
 
+/* Runs n statements without parameters, each a prepare_as or an SQL text,
+ * in one pipeline (libpq's pipeline mode: one round trip). They are one
+ * implicit transaction that ends at the pipeline's Sync: an error rolls back
+ * what ran before it and skips the rest (a statement Parse made stays made,
+ * as the server keeps those). OK: all succeeded; ERROR: the first error;
+ * NOT_SENT: the deadline had passed; LOST (discard): the deadline passed on
+ * the way, without a cancel, or the session broke. */
+void store_pg_conn_exec_pipeline(struct pg_conn *conn, const store_pg_stmt_t *stmts, int n,
+                                 const lease_deadline_t *deadline, store_pg_reply_t *out);
+
 #endif

@@ -282,23 +282,19 @@ static int check_new_session(store_pg_t *pg, struct pg_conn *conn, const lease_d
  */
 static bool prepare_session(struct pg_conn *conn, const lease_deadline_t *deadline, bool *broken)
 {
-    store_pg_stmt_t set = {
-        .sql = "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL SERIALIZABLE",
-        .simple = true,
+    /* one round trip: the setting and every Parse in one pipeline, one
+     * transaction (a failed Parse rolls the setting back with it) */
+    store_pg_stmt_t stmts[1 + STORE_PG_TYPED_COUNT] = {
+        {.sql = "SET SESSION CHARACTERISTICS AS TRANSACTION ISOLATION LEVEL SERIALIZABLE"},
     };
+    for (int i = 0; i < STORE_PG_TYPED_COUNT; i++)
+        stmts[1 + i] = (store_pg_stmt_t){.sql = store_pg_typed_calls[i].sql,
+                                         .prepare_as = store_pg_typed_calls[i].name};
     store_pg_reply_t r;
-    store_pg_conn_exec(conn, &set, deadline, &r);
+    store_pg_conn_exec_pipeline(conn, stmts, 1 + STORE_PG_TYPED_COUNT, deadline, &r);
     bool ok = r.status == STORE_PG_EXEC_OK;
     *broken = r.discard;
     store_pg_reply_clear(&r);
-    for (int i = 0; ok && i < STORE_PG_TYPED_COUNT; i++) {
-        store_pg_stmt_t parse = {.sql = store_pg_typed_calls[i].sql,
-                                 .prepare_as = store_pg_typed_calls[i].name};
-        store_pg_conn_exec(conn, &parse, deadline, &r);
-        ok = r.status == STORE_PG_EXEC_OK;
-        *broken = r.discard;
-        store_pg_reply_clear(&r);
-    }
     return ok;
 }
 

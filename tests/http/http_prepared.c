@@ -6,7 +6,9 @@
  * own) shows how leased sent it.
  *
  * - connected straight to PostgreSQL (the default), the acquire is the
- *   prepared statement: its text with $1..$24, no literal of the request;
+ *   prepared statement: its text with $1..$24, no literal of the request,
+ *   and SERIALIZABLE by the session's setting (a login role without a
+ *   default of its own);
  * - with LEASE_DB_PREPARED_STATEMENTS=false, the text form as before:
  *   "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE; SELECT ...('literal', ...";
  * - the prepared acquire outlives the function's redefinition (dropped and
@@ -71,11 +73,24 @@ static void test_direct_session_prepares(void **state)
     http_fx_t fx;
     http_fx_open(&fx, NULL, "http_prep_direct");
     const char *worker = http_fx_worker(&fx, "prn_prep");
-    http_fx_serve(&fx, NULL);
+    /* a login role without a default isolation of its own: the prepared
+     * calls are SERIALIZABLE only by the session's setting (the functions
+     * refuse anything weaker, and the acquires below must succeed) */
+    assert_true(testpg_exec(fx.db, "DO $$ BEGIN "
+                                   "IF NOT EXISTS (SELECT 1 FROM pg_roles WHERE rolname = "
+                                   "'leased_prep') THEN CREATE ROLE leased_prep LOGIN IN ROLE "
+                                   "lease_service; END IF; END $$; "
+                                   "ALTER ROLE leased_prep RESET ALL"));
+    char *url = testpg_url_as(fx.db, "leased_prep");
+    char setting[600];
+    snprintf(setting, sizeof setting, "LEASE_DATABASE_URL=%s", url);
+    const char *env[] = {setting, NULL};
+    http_fx_serve(&fx, env);
     char *text = held_acquire_text(&fx, worker, "prep-direct");
     assert_prefix(text, ACQUIRE_PREPARED);
     assert_null(strstr(text, "prep-direct")); /* no value of the request in the text */
     free(text);
+    free(url);
     http_fx_close(&fx);
 }
 
