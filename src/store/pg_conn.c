@@ -300,15 +300,22 @@ cleanup:
     return text;
 }
 
+/* Clears out; true (out NOT_SENT) when the deadline has already passed. */
+static bool not_sent_when_late(const lease_deadline_t *deadline, store_pg_reply_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!lease_deadline_passed(deadline))
+        return false;
+    out->status = STORE_PG_EXEC_NOT_SENT;
+    return true;
+}
+
 void store_pg_conn_exec(struct pg_conn *c, const store_pg_stmt_t *stmt,
                         const lease_deadline_t *deadline, store_pg_reply_t *out)
 {
     PGconn *conn = (PGconn *)c;
-    memset(out, 0, sizeof *out);
-    if (lease_deadline_passed(deadline)) {
-        out->status = STORE_PG_EXEC_NOT_SENT;
+    if (not_sent_when_late(deadline, out))
         return;
-    }
     int sent;
     if (stmt->prepare_as) {
         sent = PQsendPrepare(conn, stmt->prepare_as, stmt->sql, 0, NULL);
@@ -408,11 +415,8 @@ void store_pg_conn_exec_pipeline(struct pg_conn *c, const store_pg_stmt_t *stmts
                                  const lease_deadline_t *deadline, store_pg_reply_t *out)
 {
     PGconn *conn = (PGconn *)c;
-    memset(out, 0, sizeof *out);
-    if (lease_deadline_passed(deadline)) {
-        out->status = STORE_PG_EXEC_NOT_SENT;
+    if (not_sent_when_late(deadline, out))
         return;
-    }
     /* queued in libpq's buffer, sent by the flushes below */
     bool queued = PQenterPipelineMode(conn) == 1;
     for (int i = 0; queued && i < n; i++)
