@@ -317,9 +317,7 @@ void store_pg_conn_exec(struct pg_conn *c, const store_pg_stmt_t *stmt,
     if (not_sent_when_late(deadline, out))
         return;
     int sent;
-    if (stmt->prepare_as) {
-        sent = PQsendPrepare(conn, stmt->prepare_as, stmt->sql, 0, NULL);
-    } else if (stmt->prepared) {
+    if (stmt->prepared) {
         sent =
             PQsendQueryPrepared(conn, stmt->prepared, stmt->nparams, stmt->params, NULL, NULL, 0);
     } else if (stmt->serializable) {

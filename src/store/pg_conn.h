@@ -101,8 +101,8 @@ typedef struct store_pg_stmt {
      * transaction at the session's own isolation, which the session that
      * prepared it set to SERIALIZABLE (store_pg.c). sql is not sent. */
     const char *prepared;
-    /* Parse sql (nparams parameters, their types the server's inference)
-     * as a statement of this name: nothing runs. */
+    /* Only in store_pg_conn_exec_pipeline: Parse sql (its parameters' types
+     * the server's inference) as a statement of this name; nothing runs. */
     const char *prepare_as;
 } store_pg_stmt_t;
 
