@@ -72,6 +72,9 @@
 #define OVER_CAPACITY_ROOM 64
 /* Longest wait_ms query value taken (more digits than any valid one). */
 #define WAIT_MS_MAX 23
+/* The bit of leased_http_t.suspended that says stop has begun: no request
+ * is suspended any more. */
+#define STOPPING ((int64_t)1 << 62)
 
 /* What a daemon's access handler is given: which listener it serves. */
 typedef struct listener {
@@ -90,9 +93,14 @@ struct leased_http {
     bool quiesced;         /* the library no longer accepts (main thread only) */
     int port;
     leased_work_queue_t *workers;
-    int64_t active;    /* atomic: requests between headers and reply sent */
-    int64_t suspended; /* requests on workers (changed under idle_mutex) */
-    bool stopping;     /* under idle_mutex: no request is suspended any more */
+    /* Counted with atomics alone: a request changes them three times, and
+     * a mutex the event thread and every worker took for each would be
+     * contended under load (a system call and a context switch each time
+     * it is). The mutex and condition are for the rare waiter (drain,
+     * stop), which the counters wake only when one is waiting. */
+    int64_t active;     /* requests between headers and reply sent */
+    int64_t suspended;  /* requests on workers, | STOPPING once stop began */
+    int64_t idle_waits; /* threads in wait_for_zero */
     pthread_mutex_t idle_mutex;
     pthread_cond_t idle_cond;
 };
@@ -355,20 +363,31 @@ static leased_watch_park_result_t park(leased_http_t *h, request_t *rq)
     return pr;
 }
 
-/* The reply is ready: the event thread sends it. Resumed and counted down
- * under the mutex leased_http_stop takes: once resumed, the reply may be
- * sent and the request completed before this thread runs again, and stop
- * must never see "idle" with a connection still counted as suspended (or
- * the reverse). rq may be freed as soon as the resume is done. */
+/* *count went down: a thread in wait_for_zero hears it. Its count goes up
+ * before it reads ours, and we read it after ours went down (both
+ * sequentially consistent): either it sees the new count or we see it
+ * waiting, and it waits holding the mutex we take to wake it. */
+static void count_down(leased_http_t *h, int64_t *count)
+{
+    __atomic_sub_fetch(count, 1, __ATOMIC_SEQ_CST);
+    if (__atomic_load_n(&h->idle_waits, __ATOMIC_SEQ_CST) > 0) {
+        pthread_mutex_lock(&h->idle_mutex);
+        pthread_cond_broadcast(&h->idle_cond);
+        pthread_mutex_unlock(&h->idle_mutex);
+    }
+}
+
+/* The reply is ready: the event thread sends it. Counted down only once
+ * resumed: stop must never see "idle" with a connection still suspended
+ * (libmicrohttpd must not be stopped so). h outlives this call: the
+ * workers are joined before it is freed. rq may be freed as soon as the
+ * resume is done. */
 static void resume(request_t *rq)
 {
     leased_http_t *h = rq->http;
     __atomic_store_n(&rq->state, RQ_DONE, __ATOMIC_RELEASE);
-    pthread_mutex_lock(&h->idle_mutex);
     MHD_resume_connection(rq->conn);
-    __atomic_sub_fetch(&h->suspended, 1, __ATOMIC_ACQ_REL);
-    pthread_cond_broadcast(&h->idle_cond);
-    pthread_mutex_unlock(&h->idle_mutex);
+    count_down(h, &h->suspended);
 }
 
 static void after_route(request_t *rq)
@@ -449,14 +468,13 @@ static enum MHD_Result complete(request_t *rq)
     /* Admission (rates, shares, the global in-flight bound) happens on the
      * worker once the caller is known (routes.c): the requests waiting for
      * a worker are bounded by the connections, one request each. */
-    /* Counting the suspension and checking for stop happen together, so
-     * that leased_http_stop either sees this request or it never starts. */
-    pthread_mutex_lock(&h->idle_mutex);
-    bool stopping = h->stopping;
-    if (!stopping)
-        __atomic_add_fetch(&h->suspended, 1, __ATOMIC_ACQ_REL);
-    pthread_mutex_unlock(&h->idle_mutex);
-    if (stopping) {
+    /* Counting the suspension and checking for stop are one atomic step,
+     * so that leased_http_stop either sees this request or it never starts. */
+    int64_t was = __atomic_load_n(&h->suspended, __ATOMIC_SEQ_CST);
+    while (!(was & STOPPING) && !__atomic_compare_exchange_n(&h->suspended, &was, was + 1, false,
+                                                             __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
+        ;
+    if (was & STOPPING) {
         h->routes->reply_error(ex, LEASE_BACKEND_UNAVAILABLE, NULL, 1000);
         return send_reply(rq);
     }
@@ -538,12 +556,8 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
     if (!rq->on_probes)
         leased_conns_idle(h->conns, leased_conns_of(conn));
     request_free(rq);
-    if (started) {
-        pthread_mutex_lock(&h->idle_mutex); /* leased_http_wait_idle sees it */
-        __atomic_sub_fetch(&h->active, 1, __ATOMIC_ACQ_REL);
-        pthread_cond_broadcast(&h->idle_cond);
-        pthread_mutex_unlock(&h->idle_mutex);
-    }
+    if (started)
+        count_down(h, &h->active); /* leased_http_wait_idle hears it */
 }
 
 /* fmt is the library's own format string */
@@ -778,34 +792,35 @@ int64_t leased_http_active(const leased_http_t *h)
     return __atomic_load_n(&h->active, __ATOMIC_ACQUIRE);
 }
 
-/* Waits (idle_mutex held) until *count is 0 or the monotonic end_ns. */
+/* Waits until *count (without the STOPPING bit) is 0, or until the
+ * monotonic end_ns; count_down wakes it. */
 static bool wait_for_zero(leased_http_t *h, const int64_t *count, int64_t end_ns)
 {
-    while (__atomic_load_n(count, __ATOMIC_ACQUIRE) > 0 && lease_mono_now_ns() < end_ns) {
+    pthread_mutex_lock(&h->idle_mutex);
+    __atomic_add_fetch(&h->idle_waits, 1, __ATOMIC_SEQ_CST);
+    while ((__atomic_load_n(count, __ATOMIC_SEQ_CST) & ~STOPPING) > 0 &&
+           lease_mono_now_ns() < end_ns) {
         struct timespec ts = {(time_t)(end_ns / 1000000000), (long)(end_ns % 1000000000)};
         pthread_cond_timedwait(&h->idle_cond, &h->idle_mutex, &ts);
     }
-    return __atomic_load_n(count, __ATOMIC_ACQUIRE) == 0;
+    __atomic_sub_fetch(&h->idle_waits, 1, __ATOMIC_SEQ_CST);
+    pthread_mutex_unlock(&h->idle_mutex);
+    return (__atomic_load_n(count, __ATOMIC_SEQ_CST) & ~STOPPING) == 0;
 }
 
 bool leased_http_wait_idle(leased_http_t *h, int64_t timeout_ms)
 {
-    pthread_mutex_lock(&h->idle_mutex);
-    bool idle = wait_for_zero(h, &h->active, lease_mono_now_ns() + timeout_ms * 1000000);
-    pthread_mutex_unlock(&h->idle_mutex);
-    return idle;
+    return wait_for_zero(h, &h->active, lease_mono_now_ns() + timeout_ms * 1000000);
 }
 
 bool leased_http_stop(leased_http_t *h, int64_t wait_ms)
 {
     if (!h)
         return true;
-    pthread_mutex_lock(&h->idle_mutex);
-    h->stopping = true;
+    __atomic_or_fetch(&h->suspended, STOPPING, __ATOMIC_SEQ_CST);
     /* requests that slipped in after the caller saw "idle" finish first */
     bool idle = wait_for_zero(h, &h->suspended,
                               lease_mono_now_ns() + (wait_ms > 0 ? wait_ms : 0) * 1000000);
-    pthread_mutex_unlock(&h->idle_mutex);
     if (idle)
         teardown(h);
     return idle;

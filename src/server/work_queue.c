@@ -121,11 +121,15 @@ bool leased_work_queue_push(leased_work_queue_t *q, job_t *j, leased_job_fn fn, 
     *j = (job_t){fn, arg, 0, NULL};
     pthread_mutex_lock(&q->mutex);
     bool open = !q->stopping;
-    if (open) {
+    if (open)
         append_ready(q, j);
-        pthread_cond_signal(&q->ready);
-    }
     pthread_mutex_unlock(&q->mutex);
+    /* Signalled after the unlock: a worker woken while the mutex is still
+     * held would only sleep again on the mutex (two more system calls and
+     * a context switch per request). Whichever worker takes the job, it is
+     * taken: an idle worker re-checks the FIFO under the mutex. */
+    if (open)
+        pthread_cond_signal(&q->ready);
     return open;
 }
 

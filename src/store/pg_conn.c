@@ -341,6 +341,10 @@ void store_pg_conn_exec(struct pg_conn *c, const store_pg_stmt_t *stmt,
     /* From here on the server may have the statement. */
     collect_t col = {0};
     bool flushed = false, done = false, lost = false;
+    /* Nothing is read before the socket was waited for once: the answer
+     * cannot be there the moment the query is sent, and reading would be
+     * one more system call per statement that finds nothing. */
+    bool waited = false;
     int64_t wait_until = deadline->mono_ns;
     while (!done && !lost) {
         if (!flushed) {
@@ -351,7 +355,7 @@ void store_pg_conn_exec(struct pg_conn *c, const store_pg_stmt_t *stmt,
             }
             flushed = f == 0;
         }
-        if (!PQconsumeInput(conn))
+        if (waited && !PQconsumeInput(conn))
             lost = true; /* still drain what was parsed: it may say why */
         while (!PQisBusy(conn)) {
             PGresult *res = PQgetResult(conn);
@@ -374,6 +378,7 @@ void store_pg_conn_exec(struct pg_conn *c, const store_pg_stmt_t *stmt,
         if (wait_socket(PQsocket(conn), (short)(POLLIN | (flushed ? 0 : POLLOUT)),
                         wait_ms_until(wait_until)) < 0)
             lost = true;
+        waited = true;
     }
 
     bool session_ok = PQstatus(conn) == CONNECTION_OK;
