@@ -10,6 +10,7 @@
 #include "work_queue.h"
 
 #include <pthread.h>
+#include <sched.h>
 #include <stdlib.h>
 #include <time.h>
 
@@ -23,6 +24,7 @@ struct leased_work_queue {
     job_t *head, *tail; /* ready, FIFO */
     job_t *delayed;     /* sorted by due_ns */
     bool stopping;
+    int pushing; /* atomic: pushes between their first step and their signal */
     size_t n;
     pthread_t *threads;
 };
@@ -119,17 +121,20 @@ leased_work_queue_t *leased_work_queue_new(size_t n)
 bool leased_work_queue_push(leased_work_queue_t *q, job_t *j, leased_job_fn fn, void *arg)
 {
     *j = (job_t){fn, arg, 0, NULL};
+    __atomic_add_fetch(&q->pushing, 1, __ATOMIC_SEQ_CST);
     pthread_mutex_lock(&q->mutex);
     bool open = !q->stopping;
     if (open)
         append_ready(q, j);
     pthread_mutex_unlock(&q->mutex);
     /* Signalled after the unlock: a worker woken while the mutex is still
-     * held would only sleep again on the mutex (two more system calls and
-     * a context switch per request). Whichever worker takes the job, it is
-     * taken: an idle worker re-checks the FIFO under the mutex. */
+     * held would only go back to sleep on the mutex (a context switch and
+     * two system calls more per request). An idle worker re-checks the
+     * FIFO under the mutex, so the job is taken whoever takes it. The
+     * queue is not freed while a push is still signalling (pushing). */
     if (open)
         pthread_cond_signal(&q->ready);
+    __atomic_sub_fetch(&q->pushing, 1, __ATOMIC_SEQ_CST);
     return open;
 }
 
@@ -158,6 +163,8 @@ void leased_work_queue_free(leased_work_queue_t *q)
     pthread_mutex_unlock(&q->mutex);
     for (size_t i = 0; i < q->n; i++)
         pthread_join(q->threads[i], NULL);
+    while (__atomic_load_n(&q->pushing, __ATOMIC_SEQ_CST) > 0)
+        sched_yield(); /* a push that queued before stopping is still signalling */
     pthread_cond_destroy(&q->ready);
     pthread_mutex_destroy(&q->mutex);
     free(q->threads);
