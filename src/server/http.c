@@ -67,6 +67,9 @@
 #define PROBE_CONNECTIONS 64
 #define PROBE_CONNECTIONS_PER_SOURCE 8
 #define PROBE_IDLE_S 10
+/* A probe or a scrape sends its whole request at once: a connection that
+ * has not in this time (or LEASE_RECEIVE_TIMEOUT_MS, if shorter) is cut. */
+#define PROBE_RECEIVE_MS 2000
 /* Connections past LEASE_MAX_CONNECTIONS the library still accepts, so
  * that they are answered 503 (http_conns.h) rather than closed unanswered. */
 #define OVER_CAPACITY_ROOM 64
@@ -79,7 +82,8 @@
 /* What a daemon's access handler is given: which listener it serves. */
 typedef struct listener {
     leased_http_t *http;
-    bool probes; /* LEASE_METRICS_LISTEN: /metrics, /healthz, /readyz only */
+    bool probes;           /* LEASE_METRICS_LISTEN: /metrics, /healthz, /readyz only */
+    leased_conns_t *conns; /* its connections: caps, eviction, deadlines (http_conns.h) */
 } listener_t;
 
 struct leased_http {
@@ -88,7 +92,8 @@ struct leased_http {
     struct MHD_Daemon *daemon;
     struct MHD_Daemon *probes; /* LEASE_METRICS_LISTEN's own daemon, or NULL */
     listener_t main_listener, probe_listener;
-    leased_conns_t *conns; /* admission, deadlines, hang-ups (http_conns.h) */
+    leased_conns_t *conns;       /* admission, deadlines, hang-ups (http_conns.h) */
+    leased_conns_t *probe_conns; /* the probe listener's, or NULL */
     int listen_fd;         /* closed after the library stops */
     bool quiesced;         /* the library no longer accepts (main thread only) */
     int port;
@@ -121,7 +126,8 @@ typedef struct request {
     size_t body_len;
     size_t discarded;
     bool too_large;
-    leased_conn_t *link;      /* the connection's record (NULL on the probe listener) */
+    leased_conns_t *conns;    /* its listener's connections */
+    leased_conn_t *link;      /* the connection's record there */
     const char *target_field; /* the raw target broke a rule (http_rules.h) */
     bool started;             /* the head arrived: counted in h->active */
     bool close;               /* refused by the framing rules: the connection ends */
@@ -197,8 +203,10 @@ static void *on_request_line(void *cls, const char *uri, struct MHD_Connection *
     rq->http = l->http;
     rq->conn = conn;
     rq->on_probes = l->probes;
+    rq->conns = l->conns;
     rq->ex.received_mono_ns = lease_mono_now_ns();
     rq->target_field = leased_http_rules_target(uri);
+    leased_conns_begin(l->conns, leased_conns_of(conn));
     return rq;
 }
 
@@ -209,8 +217,8 @@ static bool request_start(request_t *rq, const char *url, const char *method)
 {
     leased_http_t *h = rq->http;
     struct MHD_Connection *conn = rq->conn;
-    rq->link = rq->on_probes ? NULL : leased_conns_of(conn);
-    if (!leased_conns_head(h->conns, rq->link))
+    rq->link = leased_conns_of(conn);
+    if (!leased_conns_head(rq->conns, rq->link))
         return false;
     rq->started = true;
     __atomic_add_fetch(&h->active, 1, __ATOMIC_ACQ_REL);
@@ -516,14 +524,14 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         if (!field)
             field = leased_http_rules_head(conn, method, version, url);
         if (field) {
-            leased_conns_count_framing(l->http->conns);
+            leased_conns_count_framing(rq->conns);
             rq->close = true;
-            (void)leased_conns_answering(l->http->conns, rq->link);
+            (void)leased_conns_answering(rq->conns, rq->link);
             return reply_error_now(rq, LEASE_INVALID_LEASE_REQUEST, field);
         }
         if (refuse_before_body(conn)) {
             rq->too_large = true;
-            (void)leased_conns_answering(l->http->conns, rq->link);
+            (void)leased_conns_answering(rq->conns, rq->link);
             return reply_error_now(rq, LEASE_INVALID_LEASE_REQUEST, "body");
         }
         return MHD_YES;
@@ -538,7 +546,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         return send_reply(rq);
     if (state == RQ_RUNNING)
         return MHD_YES;
-    if (!leased_conns_answering(l->http->conns, rq->link))
+    if (!leased_conns_answering(rq->conns, rq->link))
         return MHD_NO; /* answered 408 meanwhile: it must not run */
     return complete(rq);
 }
@@ -547,14 +555,14 @@ static void on_completed(void *cls, struct MHD_Connection *conn, void **con_cls,
                          enum MHD_RequestTerminationCode toe)
 {
     (void)toe;
-    leased_http_t *h = cls;
+    const listener_t *l = cls;
+    leased_http_t *h = l->http;
     request_t *rq = *con_cls;
     if (!rq)
         return;
     *con_cls = NULL;
     bool started = rq->started;
-    if (!rq->on_probes)
-        leased_conns_idle(h->conns, leased_conns_of(conn));
+    leased_conns_idle(l->conns, leased_conns_of(conn));
     request_free(rq);
     if (started)
         count_down(h, &h->active); /* leased_http_wait_idle hears it */
@@ -604,15 +612,34 @@ static bool start_probes(leased_http_t *h, char *err, size_t errsz)
         snprintf(err, errsz, "metrics listen address %s is not numeric", cfg->metrics_host);
         return false;
     }
+    /* the same rules as the lease listener's connections (http_conns.h),
+     * with budgets of their own: an idle or trickling connection makes
+     * room for a probe, fairly per source, and a head must come whole
+     * within PROBE_RECEIVE_MS */
+    static const leased_trusted_proxies_t no_proxies = {0};
+    leased_conns_config_t pc = {
+        .max_connections = PROBE_CONNECTIONS,
+        .max_per_source = PROBE_CONNECTIONS_PER_SOURCE,
+        .receive_timeout_ms =
+            cfg->receive_timeout_ms < PROBE_RECEIVE_MS ? cfg->receive_timeout_ms : PROBE_RECEIVE_MS,
+        .idle_timeout_ms = PROBE_IDLE_S * 1000,
+        .trusted = &no_proxies,
+    };
+    h->probe_conns = leased_conns_start(&pc);
+    h->probe_listener.conns = h->probe_conns;
+    if (!h->probe_conns) {
+        snprintf(err, errsz, "cannot start the probe listener's connection thread");
+        return false;
+    }
     unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_ERROR_LOG |
                      (ss.ss_family == AF_INET6 ? MHD_USE_IPv6 : 0);
     h->probes = MHD_start_daemon(
         flags, (uint16_t)cfg->metrics_port, NULL, NULL, on_request, &h->probe_listener,
         MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_SOCK_ADDR, (struct sockaddr *)&ss,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)PROBE_CONNECTIONS,
-        MHD_OPTION_PER_IP_CONNECTION_LIMIT, (unsigned)PROBE_CONNECTIONS_PER_SOURCE,
-        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)PROBE_IDLE_S, MHD_OPTION_NOTIFY_COMPLETED,
-        on_completed, h, MHD_OPTION_URI_LOG_CALLBACK, on_request_line, &h->probe_listener,
+        MHD_OPTION_CONNECTION_LIMIT, (unsigned)(PROBE_CONNECTIONS + OVER_CAPACITY_ROOM),
+        MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)PROBE_IDLE_S, MHD_OPTION_NOTIFY_CONNECTION,
+        leased_conns_notify, h->probe_conns, MHD_OPTION_NOTIFY_COMPLETED, on_completed,
+        &h->probe_listener, MHD_OPTION_URI_LOG_CALLBACK, on_request_line, &h->probe_listener,
         MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1, MHD_OPTION_END);
     if (!h->probes) {
         snprintf(err, errsz,
@@ -687,6 +714,7 @@ static void teardown(leased_http_t *h)
     if (h->listen_fd >= 0)
         close(h->listen_fd);
     leased_conns_stop(h->conns);
+    leased_conns_stop(h->probe_conns);
     leased_work_queue_free(h->workers);
     pthread_cond_destroy(&h->idle_cond);
     pthread_mutex_destroy(&h->idle_mutex);
@@ -705,8 +733,8 @@ leased_http_t *leased_http_start(leased_app_t *app, const leased_http_routes_t *
     h->app = app;
     h->routes = routes;
     h->listen_fd = -1;
-    h->main_listener = (listener_t){h, false};
-    h->probe_listener = (listener_t){h, true};
+    h->main_listener = (listener_t){h, false, NULL};
+    h->probe_listener = (listener_t){h, true, NULL};
     pthread_mutex_init(&h->idle_mutex, NULL);
     pthread_condattr_t attr; /* deadlines on the monotonic clock */
     pthread_condattr_init(&attr);
@@ -728,6 +756,7 @@ leased_http_t *leased_http_start(leased_app_t *app, const leased_http_routes_t *
         .cls = h,
     };
     h->conns = leased_conns_start(&cc);
+    h->main_listener.conns = h->conns;
     if (!h->workers || !h->conns) {
         snprintf(err, errsz, "cannot start %lld worker threads", (long long)cfg->http_threads);
         goto fail;
@@ -751,7 +780,8 @@ leased_http_t *leased_http_start(leased_app_t *app, const leased_http_routes_t *
         MHD_OPTION_CONNECTION_LIMIT, (unsigned)(cfg->max_connections + OVER_CAPACITY_ROOM),
         MHD_OPTION_CONNECTION_TIMEOUT, idle_s > 0 ? idle_s : 1U, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
         (size_t)CONNECTION_MEMORY, MHD_OPTION_NOTIFY_CONNECTION, leased_conns_notify, h->conns,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, h, MHD_OPTION_URI_LOG_CALLBACK, on_request_line,
+        MHD_OPTION_NOTIFY_COMPLETED, on_completed, &h->main_listener, MHD_OPTION_URI_LOG_CALLBACK,
+        on_request_line,
         &h->main_listener, MHD_OPTION_STRICT_FOR_CLIENT, 0, MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1,
         MHD_OPTION_END);
     if (!h->daemon) {

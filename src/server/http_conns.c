@@ -29,6 +29,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "lease/clock.h"
@@ -41,6 +42,10 @@
 #define PROXY_WAIT_MS 250   /* a trusted proxy's header comes with its connection */
 #define PROXY_HEAD_MAX 1024 /* PROXY v2 header with the TLVs proxies add */
 #define REAP_CHUNK 128      /* descriptors asked per poll() when reaping */
+/* A request head still arriving after this long is a trickle, not a client
+ * writing its head (one write, a few packets): when the table is full it may
+ * give its slot to a client of a source that holds fewer connections. */
+#define TRICKLE_GRACE_MS 250
 
 typedef enum phase {
     PH_HEADLESS = 0, /* no request head yet (since the connection or the last reply) */
@@ -49,14 +54,22 @@ typedef enum phase {
     PH_GONE,         /* refused, timed out or evicted: shut down, the library closes it */
 } phase_t;
 
+/* The open connections of one client address (those counted per source). */
+typedef struct source_count {
+    struct source_count *next; /* in its bucket */
+    int64_t n;
+    char source[64];
+} source_count_t;
+
 struct leased_conn {
     struct leased_conn *prev, *next;
     int fd;
     phase_t phase;
-    bool first;       /* no request answered on it yet */
-    int64_t since_ns; /* start of the phase (HEADLESS, RECEIVING) */
-    bool counted;     /* counted per source (not a trusted proxy itself) */
-    void *waiting;    /* its request waits: the arg of cfg.gone (leased_conns_wait) */
+    bool first;           /* no request answered on it yet */
+    int64_t since_ns;     /* start of the phase (HEADLESS, RECEIVING) */
+    int64_t begun_ns;     /* HEADLESS: when its request line came (0: nothing sent) */
+    source_count_t *src;  /* counted per source (not a trusted proxy itself), until cut */
+    void *waiting;        /* its request waits: the arg of cfg.gone (leased_conns_wait) */
     char source[64];
 };
 
@@ -68,8 +81,10 @@ struct leased_conns {
     bool stop;
     leased_conn_t *list; /* newest first */
     int64_t open;
+    source_count_t **sources; /* hash of source_count_t, nsources buckets */
+    size_t nsources;
     uint64_t refused_capacity, refused_source, receive_timeouts, framing_refused,
-        evicted_unproven; /* atomic */
+        evicted; /* atomic */
 };
 
 static void count(uint64_t *c)
@@ -101,17 +116,55 @@ void leased_conns_peer(struct MHD_Connection *conn, char out[64])
     address_text(ai ? ai->client_addr : NULL, out);
 }
 
-/* Connections of c's source counted and not cut already (under mu). The
- * list is walked: this runs once per connection, over at most
- * LEASE_MAX_CONNECTIONS records, and needs no second table to keep in step
- * with the list. */
-static int64_t source_open(const leased_conns_t *cs, const leased_conn_t *c)
+/* ---- connections per source (under mu) -------------------------------------
+ *
+ * A small chained hash of the sources that hold connections: admission asks
+ * a source's count once per connection, and eviction once per candidate,
+ * so neither walks the list per source. An entry lives while its count is
+ * above zero. */
+
+static size_t source_bucket(const leased_conns_t *cs, const char *source)
 {
-    int64_t n = 0;
-    for (const leased_conn_t *o = cs->list; o; o = o->next)
-        n += o->counted && o->phase != PH_GONE && strcmp(o->source, c->source) == 0;
-    return n;
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)source; *p; p++)
+        h = (h ^ *p) * 1099511628211ULL;
+    return (size_t)h & (cs->nsources - 1);
 }
+
+/* c's source entry, made when absent; NULL when out of memory. */
+static source_count_t *source_of(leased_conns_t *cs, const char *source, bool make)
+{
+    source_count_t **b = &cs->sources[source_bucket(cs, source)];
+    for (source_count_t *e = *b; e; e = e->next)
+        if (strcmp(e->source, source) == 0)
+            return e;
+    if (!make)
+        return NULL;
+    source_count_t *e = calloc(1, sizeof *e);
+    if (!e)
+        return NULL;
+    snprintf(e->source, sizeof e->source, "%s", source);
+    e->next = *b;
+    *b = e;
+    return e;
+}
+
+/* c no longer counts for its source (cut, or closed). */
+static void uncount(leased_conns_t *cs, leased_conn_t *c)
+{
+    source_count_t *e = c->src;
+    if (!e)
+        return;
+    c->src = NULL;
+    if (--e->n > 0)
+        return;
+    source_count_t **p = &cs->sources[source_bucket(cs, e->source)];
+    while (*p != e)
+        p = &(*p)->next;
+    *p = e->next;
+    free(e);
+}
+
 
 /* ---- refusals on the socket ------------------------------------------------ */
 
@@ -145,9 +198,10 @@ static void refuse(int fd, int status, lease_code_t code)
 
 /* Marks c gone (under mu) and shuts its socket down, answering status
  * first when it is not 0. */
-static void cut(leased_conn_t *c, int status, lease_code_t code)
+static void cut(leased_conns_t *cs, leased_conn_t *c, int status, lease_code_t code)
 {
     c->phase = PH_GONE;
+    uncount(cs, c);
     if (status)
         refuse(c->fd, status, code);
     else
@@ -196,7 +250,8 @@ static void read_proxy_header(int fd, char out[64])
  * True when there was one. This runs on every refusal at a limit, which a
  * client can provoke at will: the candidates are asked in one poll() per
  * REAP_CHUNK of them, not one system call each. */
-static bool reap_hung_up(leased_conns_t *cs, const leased_conn_t *newcomer, const char *source)
+static bool reap_hung_up(leased_conns_t *cs, const leased_conn_t *newcomer,
+                         const source_count_t *source)
 {
     struct pollfd p[REAP_CHUNK];
     leased_conn_t *who[REAP_CHUNK];
@@ -205,7 +260,7 @@ static bool reap_hung_up(leased_conns_t *cs, const leased_conn_t *newcomer, cons
         nfds_t n = 0;
         for (; c && n < REAP_CHUNK; c = c->next)
             if (c->phase == PH_HEADLESS && c != newcomer &&
-                (!source || (c->counted && strcmp(c->source, source) == 0))) {
+                (!source || c->src == source)) {
                 p[n] = (struct pollfd){c->fd, POLLRDHUP, 0};
                 who[n++] = c;
             }
@@ -213,36 +268,79 @@ static bool reap_hung_up(leased_conns_t *cs, const leased_conn_t *newcomer, cons
             continue;
         for (nfds_t i = 0; i < n; i++)
             if (p[i].revents & (POLLRDHUP | POLLHUP | POLLERR)) {
-                cut(who[i], 0, LEASE_BACKEND_UNAVAILABLE);
+                cut(cs, who[i], 0, LEASE_BACKEND_UNAVAILABLE);
                 any = true;
             }
     }
     return any;
 }
 
-/* Whether c's source holds all the connections it may; its connections
- * whose client has closed are cut first (a client that closes and
- * reconnects at once keeps its slots). */
-static bool source_full(leased_conns_t *cs, const leased_conn_t *c)
+/*
+ * The connection to close to make room, or NULL. Fair per source: the
+ * candidate of the source holding the most connections goes first, so a
+ * client that floods the table only ever evicts its own connections.
+ *
+ * Candidates, in this order:
+ * 1. a connection between requests: idle after an answer (the longest idle
+ *    first), else, when the table is full (not a source's share: a source
+ *    at its cap is refused rather than lose a connection it just opened),
+ *    one that has sent nothing yet (the oldest first);
+ * 2. with trickles (the table is full, not a source's share), a request
+ *    head still arriving TRICKLE_GRACE_MS after its request line, of a
+ *    source that holds more connections than the newcomer's.
+ * Never a request whose head arrived (its body arriving, or being
+ * answered). With only_source, candidates of that source alone.
+ */
+static leased_conn_t *pick_victim(const leased_conns_t *cs, const leased_conn_t *newcomer,
+                                  const source_count_t *only_source, bool trickles)
 {
-    return source_open(cs, c) >= cs->cfg.max_per_source &&
-           (!reap_hung_up(cs, c, c->source) || source_open(cs, c) >= cs->cfg.max_per_source);
+    leased_conn_t *best = NULL;
+    int64_t best_n = -1;
+    int64_t mine = newcomer->src ? newcomer->src->n : 0;
+    int64_t trickle_before = lease_mono_now_ns() - (int64_t)TRICKLE_GRACE_MS * 1000000;
+    for (int pass = 0; pass < (trickles ? 2 : 1) && !best; pass++) {
+        for (leased_conn_t *c = cs->list; c; c = c->next) {
+            if (c->phase != PH_HEADLESS || c == newcomer || (only_source && c->src != only_source))
+                continue;
+            int64_t n = c->src ? c->src->n : 0;
+            if (pass == 0 ? c->begun_ns != 0 || (only_source && c->first)
+                          : c->begun_ns == 0 || c->begun_ns > trickle_before || n <= mine)
+                continue;
+            int64_t at = pass == 0 ? c->since_ns : c->begun_ns;
+            int64_t best_at = !best ? 0 : pass == 0 ? best->since_ns : best->begun_ns;
+            bool better = !best || n > best_n ||
+                          (n == best_n && ((!c->first && best->first) ||
+                                           (c->first == best->first && at <= best_at)));
+            if (better) {
+                best = c;
+                best_n = n;
+            }
+        }
+    }
+    return best;
 }
 
-/* Makes room: a connection whose client left, else the oldest one that
- * has sent no request head gives its slot up. */
-static bool evict_headless(leased_conns_t *cs, const leased_conn_t *newcomer)
+/* Makes room for newcomer (a client that left, else pick_victim's); false
+ * when there is none to close. */
+static bool make_room(leased_conns_t *cs, const leased_conn_t *newcomer,
+                      const source_count_t *only_source)
 {
-    if (reap_hung_up(cs, newcomer, NULL))
+    if (reap_hung_up(cs, newcomer, only_source))
         return true;
-    leased_conn_t *victim = NULL;
-    for (leased_conn_t *c = cs->list; c; c = c->next)
-        if (c->phase == PH_HEADLESS && c->first && c != newcomer)
-            victim = c; /* the list is newest first: the last match is the oldest */
+    leased_conn_t *victim = pick_victim(cs, newcomer, only_source, !only_source);
+    /* "sent nothing" as the library saw it: bytes it has not read yet make
+     * a request that began (a few tries; the candidates are walked each) */
+    int unread = 0;
+    for (int tries = 0; victim && victim->phase == PH_HEADLESS && !victim->begun_ns &&
+                        ioctl(victim->fd, FIONREAD, &unread) == 0 && unread > 0;
+         tries++) {
+        victim->begun_ns = lease_mono_now_ns();
+        victim = tries < 4 ? pick_victim(cs, newcomer, only_source, !only_source) : NULL;
+    }
     if (!victim)
         return false;
-    count(&cs->evicted_unproven);
-    cut(victim, 0, LEASE_BACKEND_UNAVAILABLE);
+    count(&cs->evicted);
+    cut(cs, victim, 0, LEASE_BACKEND_UNAVAILABLE);
     return true;
 }
 
@@ -276,14 +374,21 @@ static void admit(leased_conns_t *cs, struct MHD_Connection *conn, void **socket
         cs->list->prev = c;
     cs->list = c;
     __atomic_add_fetch(&cs->open, 1, __ATOMIC_RELAXED);
-    if (cs->open > cs->cfg.max_connections && !evict_headless(cs, c)) {
-        count(&cs->refused_capacity);
-        cut(c, 503, LEASE_BACKEND_UNAVAILABLE);
-    } else if (counted && source_full(cs, c)) {
+    source_count_t *src = counted ? source_of(cs, c->source, true) : NULL;
+    if (src) {
+        c->src = src;
+        src->n++;
+    }
+    if (counted && !src) {
+        count(&cs->refused_capacity); /* out of memory */
+        cut(cs, c, 503, LEASE_BACKEND_UNAVAILABLE);
+    } else if (src && src->n > cs->cfg.max_per_source && !make_room(cs, c, src)) {
+        /* its own share is full of requests being received or answered */
         count(&cs->refused_source);
-        cut(c, 429, LEASE_RATE_LIMITED);
-    } else {
-        c->counted = counted;
+        cut(cs, c, 429, LEASE_RATE_LIMITED);
+    } else if (cs->open > cs->cfg.max_connections && !make_room(cs, c, NULL)) {
+        count(&cs->refused_capacity);
+        cut(cs, c, 503, LEASE_BACKEND_UNAVAILABLE);
     }
     pthread_mutex_unlock(&cs->mu);
 }
@@ -297,6 +402,7 @@ static void forget(leased_conns_t *cs, leased_conn_t *c)
         cs->list = c->next;
     if (c->next)
         c->next->prev = c->prev;
+    uncount(cs, c);
     __atomic_sub_fetch(&cs->open, 1, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&cs->mu);
     free(c);
@@ -334,9 +440,20 @@ static bool set_phase(leased_conns_t *cs, leased_conn_t *c, phase_t to)
             c->since_ns = lease_mono_now_ns();
         c->first = c->first && to != PH_HEADLESS;
         c->phase = to;
+        c->begun_ns = 0;
     }
     pthread_mutex_unlock(&cs->mu);
     return live;
+}
+
+void leased_conns_begin(leased_conns_t *cs, leased_conn_t *c)
+{
+    if (!c)
+        return;
+    pthread_mutex_lock(&cs->mu);
+    if (c->phase == PH_HEADLESS && !c->begun_ns)
+        c->begun_ns = lease_mono_now_ns();
+    pthread_mutex_unlock(&cs->mu);
 }
 
 bool leased_conns_head(leased_conns_t *cs, leased_conn_t *c)
@@ -412,12 +529,16 @@ static void scan(leased_conns_t *cs, int64_t now)
     int64_t receive_ns = lease_ms_to_ns_sat(cs->cfg.receive_timeout_ms);
     int64_t idle_ns = lease_ms_to_ns_sat(cs->cfg.idle_timeout_ms);
     for (leased_conn_t *c = cs->list; c; c = c->next) {
+        /* the first request counts from the connection, a later one's
+         * head from its request line, a body from its head */
+        bool later_head = c->phase == PH_HEADLESS && !c->first && c->begun_ns;
         bool receiving = c->phase == PH_RECEIVING || (c->phase == PH_HEADLESS && c->first);
-        if (receiving && now - c->since_ns >= receive_ns) {
+        int64_t from = later_head ? c->begun_ns : c->since_ns;
+        if ((receiving || later_head) && now - from >= receive_ns) {
             count(&cs->receive_timeouts);
-            cut(c, 408, LEASE_DEADLINE_EXCEEDED);
+            cut(cs, c, 408, LEASE_DEADLINE_EXCEEDED);
         } else if (c->phase == PH_HEADLESS && !c->first && now - c->since_ns >= idle_ns) {
-            cut(c, 0, LEASE_BACKEND_UNAVAILABLE); /* idle between requests: closed without a word */
+            cut(cs, c, 0, LEASE_BACKEND_UNAVAILABLE); /* idle between requests: closed without a word */
         }
     }
 }
@@ -472,6 +593,15 @@ leased_conns_t *leased_conns_start(const leased_conns_config_t *cfg)
     if (!cs)
         return NULL;
     cs->cfg = *cfg;
+    /* a bucket per connection, rounded up to a power of two */
+    cs->nsources = 64;
+    while (cs->nsources < (size_t)cfg->max_connections && cs->nsources < ((size_t)1 << 20))
+        cs->nsources <<= 1;
+    cs->sources = calloc(cs->nsources, sizeof *cs->sources);
+    if (!cs->sources) {
+        free(cs);
+        return NULL;
+    }
     pthread_mutex_init(&cs->mu, NULL);
     cs->epfd = epoll_create1(EPOLL_CLOEXEC);
     cs->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -484,6 +614,7 @@ leased_conns_t *leased_conns_start(const leased_conns_config_t *cfg)
         if (cs->stop_fd >= 0)
             close(cs->stop_fd);
         pthread_mutex_destroy(&cs->mu);
+        free(cs->sources);
         free(cs);
         return NULL;
     }
@@ -504,6 +635,9 @@ void leased_conns_stop(leased_conns_t *cs)
     close(cs->epfd);
     close(cs->stop_fd);
     pthread_mutex_destroy(&cs->mu);
+    /* the library stopped first: every connection was forgotten, and with
+     * it every source entry */
+    free(cs->sources);
     free(cs);
 }
 
@@ -517,5 +651,5 @@ void leased_conns_stats(const leased_conns_t *cs, leased_conn_stats_t *out)
     out->refused_source = __atomic_load_n(&cs->refused_source, __ATOMIC_RELAXED);
     out->receive_timeouts = __atomic_load_n(&cs->receive_timeouts, __ATOMIC_RELAXED);
     out->framing_refused = __atomic_load_n(&cs->framing_refused, __ATOMIC_RELAXED);
-    out->evicted_unproven = __atomic_load_n(&cs->evicted_unproven, __ATOMIC_RELAXED);
+    out->evicted = __atomic_load_n(&cs->evicted, __ATOMIC_RELAXED);
 }

@@ -68,7 +68,7 @@ typedef struct leased_conn_stats {
     uint64_t refused_source;   /* past LEASE_MAX_CONNECTIONS_PER_SOURCE */
     uint64_t receive_timeouts; /* 408: a request did not arrive in time */
     uint64_t framing_refused;  /* requests refused by the framing rules (http.c) */
-    uint64_t evicted_unproven; /* closed to make room: no request head yet */
+    uint64_t evicted;          /* closed to make room: idle, or no request head yet */
 } leased_conn_stats_t;
 
 /* Starts the thread. NULL when out of memory or threads. */
@@ -83,6 +83,10 @@ void leased_conns_notify(void *cls, struct MHD_Connection *conn, void **socket_c
 /* The connection's record, or NULL (a connection of another daemon). */
 leased_conn_t *leased_conns_of(struct MHD_Connection *conn);
 
+/* A request line arrived (the head may still be arriving): from now on the
+ * connection is receiving a request, which eviction spares (a trickle
+ * past a short grace excepted, http_conns.c). */
+void leased_conns_begin(leased_conns_t *cs, leased_conn_t *c);
 /* A request head arrived (first call of the access handler): its receive
  * deadline now bounds the body. False when the connection was refused,
  * timed out or evicted meanwhile: the request must not run. */

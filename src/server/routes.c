@@ -571,7 +571,7 @@ static void handle_metrics(leased_app_t *app, leased_exchange_t *ex, leased_op_c
     g.connections_refused_source = gs.refused_source;
     g.receive_timeouts = gs.receive_timeouts;
     g.framing_refused = gs.framing_refused;
-    g.connections_evicted = gs.evicted_unproven;
+    g.connections_evicted = gs.evicted;
     leased_audit_stats_t as;
     leased_audit_queue_stats(app->audit, &as);
     g.audit_depth = as.depth;

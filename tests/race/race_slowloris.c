@@ -236,7 +236,20 @@ static raw_conn_t *admitted(int port, const char *addr)
     return c;
 }
 
-/* Past LEASE_MAX_CONNECTIONS a connection is answered 503 and closed at
+/* A connection whose request head arrived and whose body is still coming
+ * (within its receive deadline): eviction never takes it. */
+static raw_conn_t *receiving(int port, const char *addr)
+{
+    raw_conn_t *c = raw_connect(port, addr);
+    assert_non_null(c);
+    assert_true(raw_send(c, "POST /v1/leases/inspect HTTP/1.1\r\nHost: leased\r\n"
+                            "Content-Length: 10\r\n\r\n{"));
+    return c;
+}
+
+/* Past LEASE_MAX_CONNECTIONS, when every connection is receiving a request
+ * (none idle, none that sent nothing, none trickling its head: those make
+ * room, race_idle_eviction), a connection is answered 503 and closed at
  * once, from any address. */
 static void test_global_cap_answers_at_once(void **state)
 {
@@ -246,7 +259,8 @@ static void test_global_cap_answers_at_once(void **state)
     int port = leased_proc_port(fx.srv);
     raw_conn_t *held[16];
     for (int i = 0; i < 16; i++)
-        held[i] = admitted(port, "127.0.0.1");
+        held[i] = receiving(port, "127.0.0.1");
+    usleep(200000); /* every head has reached leased */
     for (int k = 0; k < 3; k++) {
         /* nothing sent: the answer comes unasked */
         raw_conn_t *c = raw_connect(port, "127.0.0.2");
