@@ -550,6 +550,31 @@ cleanup:
     return ok;
 }
 
+bool lease_auth_cached_tenant(lease_auth_t *auth, const char *authorization, char *tenant)
+{
+    char id[LEASE_CREDENTIAL_ID_LEN + 1];
+    unsigned char secret[LEASE_SECRET_BYTES];
+    unsigned char presented[32];
+    lease_credential_t cred;
+    lease_caller_t caller;
+    int64_t fetched_ns = 0;
+    bool ok = false;
+    memset(presented, 0, sizeof presented);
+    memset(&cred, 0, sizeof cred);
+    if (lease_auth_parse_bearer(authorization, id, secret)) {
+        lease_token_digest(secret, auth->pepper, presented);
+        ok = !digest_is_zero(presented) &&
+             cache_probe(auth, id, &cred, &fetched_ns) == CACHED_KNOWN &&
+             secret_matches(presented, &cred) && caller_from(&cred, fetched_ns, id, &caller);
+    }
+    if (ok)
+        snprintf(tenant, LEASE_NAME_MAX + 1, "%s", caller.scope.tenant_id);
+    OPENSSL_cleanse(secret, sizeof secret);
+    OPENSSL_cleanse(presented, sizeof presented);
+    OPENSSL_cleanse(&cred, sizeof cred);
+    return ok;
+}
+
 bool lease_auth_recheck(lease_auth_t *auth, const lease_caller_t *caller,
                         const lease_deadline_t *deadline, lease_code_t *code)
 {

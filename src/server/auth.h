@@ -65,6 +65,16 @@ typedef struct lease_auth_gate {
     int64_t retry_after_ms; /* set when a request was refused */
 } lease_auth_gate_t;
 
+/*
+ * The tenant of the credential in authorization when the cache alone
+ * vouches for it (a fresh row, the right secret, valid now): for
+ * classifying a request before it runs. Never asks the store, never
+ * blocks; false when the cache cannot vouch (the request is then
+ * classified by its client address). tenant: LEASE_NAME_MAX + 1 bytes.
+ */
+LEASE_MUST_USE bool lease_auth_cached_tenant(lease_auth_t *auth, const char *authorization,
+                                             char *tenant);
+
 /* lease_auth_authenticate with a source's budgets (gate may be NULL). */
 LEASE_MUST_USE bool lease_auth_authenticate_gated(lease_auth_t *auth, const char *authorization,
                                                   const lease_deadline_t *deadline,

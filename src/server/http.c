@@ -78,6 +78,9 @@
 /* The bit of leased_http_t.suspended that says stop has begun: no request
  * is suspended any more. */
 #define STOPPING ((int64_t)1 << 62)
+/* Retry hint of a request its flow's queue refused: about one turn of
+ * the workers over the flows. */
+#define QUEUE_RETRY_MS 100
 
 /* What a daemon's access handler is given: which listener it serves. */
 typedef struct listener {
@@ -133,6 +136,7 @@ typedef struct request {
     bool close;               /* refused by the framing rules: the connection ends */
     int state;                /* request_state_t, atomic between worker and event thread */
     leased_job_t job;         /* its turn on a worker (one at a time) */
+    int64_t queued_ns;        /* when it was queued for a worker first */
     bool waited;              /* its socket is watched for a hang-up (http_conns.h) */
     bool on_probes;           /* arrived on the LEASE_METRICS_LISTEN listener */
 } request_t;
@@ -328,7 +332,14 @@ static void continue_job(void *arg)
 static void run_job(void *arg)
 {
     request_t *rq = arg;
-    rq->http->routes->dispatch(rq->http->app, &rq->ex);
+    leased_http_t *h = rq->http;
+    /* waited past its bound for a worker: refused, not run (its client
+     * retries after the hint; the deadline may not have passed yet) */
+    int64_t waited_ms = (lease_mono_now_ns() - rq->queued_ns) / 1000000;
+    if (waited_ms >= h->app->config->max_queue_wait_ms)
+        h->routes->refuse(h->app, &rq->ex, LEASE_RATE_LIMITED, QUEUE_RETRY_MS);
+    else
+        h->routes->dispatch(h->app, &rq->ex);
     after_route(rq);
 }
 
@@ -473,9 +484,12 @@ static enum MHD_Result complete(request_t *rq)
         h->routes->dispatch(h->app, ex);
         return send_reply(rq);
     }
-    /* Admission (rates, shares, the global in-flight bound) happens on the
-     * worker once the caller is known (routes.c): the requests waiting for
-     * a worker are bounded by the connections, one request each. */
+    /* Classified now, admitted into its flow's queue (bounded per flow,
+     * served in turn: work_queue.h); the rest of admission (rates, shares,
+     * the global in-flight bound) happens on the worker once the caller is
+     * authenticated (routes.c). */
+    char flow[LEASED_FLOW_KEY_MAX];
+    h->routes->classify(h->app, ex, flow, sizeof flow);
     /* Counting the suspension and checking for stop are one atomic step,
      * so that leased_http_stop either sees this request or it never starts. */
     int64_t was = __atomic_load_n(&h->suspended, __ATOMIC_SEQ_CST);
@@ -488,7 +502,12 @@ static enum MHD_Result complete(request_t *rq)
     }
     __atomic_store_n(&rq->state, RQ_RUNNING, __ATOMIC_RELEASE);
     MHD_suspend_connection(rq->conn);
-    if (!leased_work_queue_push(h->workers, &rq->job, run_job, rq)) {
+    rq->queued_ns = lease_mono_now_ns();
+    leased_push_result_t pushed = leased_work_queue_push(h->workers, &rq->job, run_job, rq, flow);
+    if (pushed == LEASED_PUSH_FLOW_FULL) {
+        h->routes->refuse(h->app, ex, LEASE_RATE_LIMITED, QUEUE_RETRY_MS);
+        resume(rq);
+    } else if (pushed != LEASED_PUSH_OK) {
         h->routes->reply_error(ex, LEASE_BACKEND_UNAVAILABLE, NULL, 1000);
         resume(rq);
     }
@@ -741,7 +760,8 @@ leased_http_t *leased_http_start(leased_app_t *app, const leased_http_routes_t *
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&h->idle_cond, &attr);
     pthread_condattr_destroy(&attr);
-    h->workers = leased_work_queue_new((size_t)cfg->http_threads);
+    h->workers =
+        leased_work_queue_new((size_t)cfg->http_threads, (size_t)cfg->max_queued_per_flow);
     leased_conns_config_t cc = {
         .max_connections = cfg->max_connections,
         /* a per-source cap above the global one is the global one */

@@ -706,6 +706,34 @@ static bool match_for_http(const char *method, const char *path, leased_exchange
     return r != NULL;
 }
 
+/* The flow of a complete request (http.h): its tenant when the
+ * credential cache vouches for its bearer token, else its client address,
+ * so a caller cannot queue in a tenant's flow without that tenant's
+ * secret, and requests without a credential share their address's. */
+static void classify_for_http(leased_app_t *app, const leased_exchange_t *ex, char *key,
+                              size_t keysz)
+{
+    char tenant[LEASE_NAME_MAX + 1];
+    if (ex->route && ex->route->caps_any &&
+        leased_service_cached_tenant(app->service, ex->authorization, tenant))
+        snprintf(key, keysz, "t:%s", tenant);
+    else
+        snprintf(key, keysz, "s:%s", ex->source);
+}
+
+/* A request refused before it ran (its flow's queue is full, or it waited
+ * too long for a worker): audited like the other refusals before
+ * authentication, aggregated per source and window. */
+static void refuse_for_http(leased_app_t *app, leased_exchange_t *ex, lease_code_t code,
+                            int64_t retry_after_ms)
+{
+    leased_op_ctx_t ctx;
+    leased_service_begin(&ctx, ex->route->op, ex->correlation_id, ex->trace_id, ex->source,
+                         ex->received_mono_ns);
+    leased_service_audit_refusal(app->service, &ctx, code, NULL);
+    leased_routes_reply_error(ex, code, NULL, retry_after_ms);
+}
+
 const leased_http_routes_t *leased_routes_for_http(void)
 {
     static const leased_http_routes_t routes = {
@@ -714,6 +742,8 @@ const leased_http_routes_t *leased_routes_for_http(void)
         .next = leased_routes_continue,
         .park_refused = leased_routes_park_refused,
         .reply_error = leased_routes_reply_error,
+        .classify = classify_for_http,
+        .refuse = refuse_for_http,
     };
     return &routes;
 }

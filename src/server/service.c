@@ -748,3 +748,8 @@ lease_code_t leased_service_run_again(leased_service_t *svc, leased_op_ctx_t *ct
         return out->code;
     return finish(svc, ctx, req, out);
 }
+
+bool leased_service_cached_tenant(leased_service_t *svc, const char *authorization, char *tenant)
+{
+    return svc->auth && lease_auth_cached_tenant(svc->auth, authorization, tenant);
+}

@@ -96,6 +96,11 @@ LEASE_MUST_USE bool leased_service_authorize(leased_service_t *svc, leased_op_ct
  * rate limit). req may be NULL or partially decoded. Refusals of
  * unauthenticated requests and rate limits are aggregated per source,
  * credential and window (one event with a count). */
+/* The tenant whose cached credential authorization carries (auth.h,
+ * lease_auth_cached_tenant): false when the cache cannot vouch for it. */
+LEASE_MUST_USE bool leased_service_cached_tenant(leased_service_t *svc, const char *authorization,
+                                                 char *tenant);
+
 void leased_service_audit_refusal(leased_service_t *svc, const leased_op_ctx_t *ctx,
                                   lease_code_t code, const leased_request_t *req);
 

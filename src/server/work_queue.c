@@ -1,42 +1,134 @@
 /*
- * work_queue.c - worker threads over one mutex-guarded FIFO of ready jobs
- * and a list of delayed jobs sorted by due time.
+ * work_queue.c - worker threads over per-flow FIFOs served in turn, and a
+ * list of delayed jobs sorted by due time (work_queue.h says why).
  *
- * Idle workers sleep on a condition variable (monotonic clock) until a job
- * is pushed or the earliest delayed job falls due; due jobs move to the
- * ready FIFO. While the pool is being freed, delayed jobs run at once so
- * every job started is finished.
+ * Flows live in a small chained hash while they have work (queued, delayed
+ * or running); the flows with queued jobs form a ring that a cursor walks,
+ * one job per flow per turn (deficit round robin with equal quanta: a job
+ * is one request, whatever it costs). Idle workers sleep on a condition
+ * variable (monotonic clock) until a job is pushed or the earliest delayed
+ * job falls due; due jobs move to their flow's FIFO. While the pool is
+ * being freed, delayed jobs run at once so every job started is finished.
+ * All of it is under one mutex, held for a few pointer moves per job.
  */
 #include "work_queue.h"
 
 #include <pthread.h>
 #include <sched.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "lease/clock.h"
 
 typedef leased_job_t job_t;
 
+#define FLOW_BUCKETS 256
+
+struct leased_flow {
+    struct leased_flow *hnext;        /* in its hash bucket */
+    struct leased_flow *prev, *next;  /* in the ring of flows with queued jobs */
+    job_t *head, *tail;               /* queued, FIFO */
+    size_t queued;
+    size_t running;
+    size_t refs; /* queued + delayed + running: freed at 0 */
+    char key[LEASED_FLOW_KEY_MAX];
+};
+
 struct leased_work_queue {
     pthread_mutex_t mutex;
     pthread_cond_t ready;
-    job_t *head, *tail; /* ready, FIFO */
-    job_t *delayed;     /* sorted by due_ns */
+    leased_flow_t *buckets[FLOW_BUCKETS];
+    leased_flow_t *cursor; /* the ring's next flow to serve, NULL when empty */
+    job_t *delayed;        /* sorted by due_ns */
+    size_t queued, flows;  /* jobs queued, flows with queued jobs */
+    size_t max_queued;     /* per flow, 0: no bound */
+    size_t seats;          /* workers one flow may hold at once */
     bool stopping;
     int pushing; /* atomic: pushes between their first step and their signal */
     size_t n;
     pthread_t *threads;
 };
 
+static size_t bucket_of(const char *key)
+{
+    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+        h = (h ^ *p) * 1099511628211ULL;
+    return (size_t)(h % FLOW_BUCKETS);
+}
+
+/* The flow named key, made when absent; NULL when out of memory. */
+static leased_flow_t *flow_of(leased_work_queue_t *q, const char *key)
+{
+    leased_flow_t **b = &q->buckets[bucket_of(key)];
+    for (leased_flow_t *f = *b; f; f = f->hnext)
+        if (strcmp(f->key, key) == 0)
+            return f;
+    leased_flow_t *f = calloc(1, sizeof *f);
+    if (!f)
+        return NULL;
+    snprintf(f->key, sizeof f->key, "%s", key);
+    f->hnext = *b;
+    *b = f;
+    return f;
+}
+
+/* One reference of f gone; f is freed with its last. */
+static void flow_unref(leased_work_queue_t *q, leased_flow_t *f)
+{
+    if (--f->refs > 0)
+        return;
+    leased_flow_t **p = &q->buckets[bucket_of(f->key)];
+    while (*p != f)
+        p = &(*p)->hnext;
+    *p = f->hnext;
+    free(f);
+}
+
+static void ring_insert(leased_work_queue_t *q, leased_flow_t *f)
+{
+    q->flows++;
+    if (!q->cursor) {
+        f->prev = f->next = f;
+        q->cursor = f;
+        return;
+    }
+    /* behind the cursor: a new flow waits one turn of the others at most */
+    f->next = q->cursor;
+    f->prev = q->cursor->prev;
+    f->prev->next = f;
+    q->cursor->prev = f;
+}
+
+static void ring_remove(leased_work_queue_t *q, leased_flow_t *f)
+{
+    q->flows--;
+    if (f->next == f) {
+        q->cursor = NULL;
+    } else {
+        f->prev->next = f->next;
+        f->next->prev = f->prev;
+        if (q->cursor == f)
+            q->cursor = f->next;
+    }
+    f->prev = f->next = NULL;
+}
+
+/* Appends j to its flow's FIFO (the flow holds a reference for it). */
 static void append_ready(leased_work_queue_t *q, job_t *j)
 {
+    leased_flow_t *f = j->flow;
     j->next = NULL;
-    if (q->tail)
-        q->tail->next = j;
+    if (f->tail)
+        f->tail->next = j;
     else
-        q->head = j;
-    q->tail = j;
+        f->head = j;
+    f->tail = j;
+    if (f->queued++ == 0)
+        ring_insert(q, f);
+    q->queued++;
 }
 
 /* Moves delayed jobs that are due (all of them when stopping). */
@@ -46,8 +138,34 @@ static void promote(leased_work_queue_t *q)
     while (q->delayed && (q->stopping || q->delayed->due_ns <= now)) {
         job_t *j = q->delayed;
         q->delayed = j->next;
-        append_ready(q, j);
+        append_ready(q, j); /* its delayed reference becomes the queued one */
     }
+}
+
+/* The next job to run, in turn: the first flow from the cursor that may
+ * take another worker gives its oldest job, and the cursor moves past it.
+ * NULL when no flow may. */
+static job_t *take_next(leased_work_queue_t *q)
+{
+    leased_flow_t *start = q->cursor, *f = start;
+    if (!f)
+        return NULL;
+    do {
+        if (f->running < q->seats) {
+            job_t *j = f->head;
+            f->head = j->next;
+            if (!f->head)
+                f->tail = NULL;
+            q->queued--;
+            f->running++;
+            q->cursor = f->next;
+            if (--f->queued == 0)
+                ring_remove(q, f);
+            return j;
+        }
+        f = f->next;
+    } while (f != start);
+    return NULL;
 }
 
 static void wait_for_work(leased_work_queue_t *q)
@@ -67,31 +185,45 @@ static void *worker_main(void *arg)
     pthread_mutex_lock(&q->mutex);
     for (;;) {
         promote(q);
-        job_t *j = q->head;
+        job_t *j = take_next(q);
         if (!j) {
-            if (q->stopping && !q->delayed)
+            if (q->stopping && !q->delayed && q->queued == 0)
                 break;
             wait_for_work(q);
             continue;
         }
-        q->head = j->next;
-        if (!q->head)
-            q->tail = NULL;
+        leased_flow_t *f = j->flow;
         pthread_mutex_unlock(&q->mutex);
         j->fn(j->arg); /* j is its caller's again: not touched after */
         pthread_mutex_lock(&q->mutex);
+        f->running--; /* this worker serves the flows again itself */
+        flow_unref(q, f);
     }
     pthread_mutex_unlock(&q->mutex);
     return NULL;
 }
 
-leased_work_queue_t *leased_work_queue_new(size_t n)
+leased_work_queue_t *leased_work_queue_new(size_t n, size_t max_queued)
 {
     leased_work_queue_t *q = calloc(1, sizeof *q);
     if (!q)
         return NULL;
+    q->max_queued = max_queued;
+    /* the flow "" is never freed: a delayed job whose own flow cannot be
+     * made again (out of memory) runs in it */
+    leased_flow_t *fallback = calloc(1, sizeof *fallback);
+    if (!fallback) {
+        free(q);
+        return NULL;
+    }
+    fallback->refs = 1;
+    q->buckets[bucket_of("")] = fallback;
+    /* one worker stays free for another flow: its request never waits
+     * behind this one's backlog (one worker: no choice) */
+    q->seats = n > 1 ? n - 1 : 1;
     q->threads = calloc(n, sizeof *q->threads);
     if (!q->threads) {
+        free(fallback);
         free(q);
         return NULL;
     }
@@ -118,31 +250,50 @@ leased_work_queue_t *leased_work_queue_new(size_t n)
     return q;
 }
 
-bool leased_work_queue_push(leased_work_queue_t *q, job_t *j, leased_job_fn fn, void *arg)
+leased_push_result_t leased_work_queue_push(leased_work_queue_t *q, job_t *j, leased_job_fn fn,
+                                            void *arg, const char *key)
 {
-    *j = (job_t){fn, arg, 0, NULL};
+    *j = (job_t){.fn = fn, .arg = arg};
+    snprintf(j->key, sizeof j->key, "%s", key ? key : "");
     __atomic_add_fetch(&q->pushing, 1, __ATOMIC_SEQ_CST);
     pthread_mutex_lock(&q->mutex);
-    bool open = !q->stopping;
-    if (open)
+    leased_push_result_t r = LEASED_PUSH_STOPPING;
+    /* out of memory for a new flow answers as stopping does (503) */
+    leased_flow_t *f = q->stopping ? NULL : flow_of(q, j->key);
+    if (f && q->max_queued > 0 && f->queued >= q->max_queued) {
+        r = LEASED_PUSH_FLOW_FULL;
+    } else if (f) {
+        r = LEASED_PUSH_OK;
+        f->refs++;
+        j->flow = f;
         append_ready(q, j);
+    }
     pthread_mutex_unlock(&q->mutex);
     /* Signalled after the unlock: a worker woken while the mutex is still
      * held would only go back to sleep on the mutex (a context switch and
      * two system calls more per request). An idle worker re-checks the
-     * FIFO under the mutex, so the job is taken whoever takes it. The
+     * flows under the mutex, so the job is taken whoever takes it. The
      * queue is not freed while a push is still signalling (pushing). */
-    if (open)
+    if (r == LEASED_PUSH_OK)
         pthread_cond_signal(&q->ready);
     __atomic_sub_fetch(&q->pushing, 1, __ATOMIC_SEQ_CST);
-    return open;
+    return r;
 }
 
 void leased_work_queue_push_after(leased_work_queue_t *q, job_t *j, leased_job_fn fn, void *arg,
                                   int64_t delay_ms)
 {
-    *j = (job_t){fn, arg, lease_mono_now_ns() + (delay_ms > 0 ? delay_ms : 0) * 1000000, NULL};
+    j->fn = fn;
+    j->arg = arg;
+    j->due_ns = lease_mono_now_ns() + (delay_ms > 0 ? delay_ms : 0) * 1000000;
     pthread_mutex_lock(&q->mutex);
+    /* its flow by name: a parked job held no reference, the flow may have
+     * gone (and out of memory, the flow "" takes it: it must run) */
+    leased_flow_t *f = flow_of(q, j->key);
+    if (!f)
+        f = flow_of(q, "");
+    j->flow = f;
+    f->refs++;
     job_t **at = &q->delayed;
     while (*at && (*at)->due_ns <= j->due_ns)
         at = &(*at)->next;
@@ -150,6 +301,14 @@ void leased_work_queue_push_after(leased_work_queue_t *q, job_t *j, leased_job_f
     *at = j;
     /* a sleeping worker may be waiting for a later due time */
     pthread_cond_broadcast(&q->ready);
+    pthread_mutex_unlock(&q->mutex);
+}
+
+void leased_work_queue_depth(leased_work_queue_t *q, size_t *queued, size_t *flows)
+{
+    pthread_mutex_lock(&q->mutex);
+    *queued = q->queued;
+    *flows = q->flows;
     pthread_mutex_unlock(&q->mutex);
 }
 
@@ -167,6 +326,13 @@ void leased_work_queue_free(leased_work_queue_t *q)
         sched_yield(); /* a push that queued before stopping is still signalling */
     pthread_cond_destroy(&q->ready);
     pthread_mutex_destroy(&q->mutex);
+    /* only the flow "" is left: every other went with its last job */
+    for (size_t b = 0; b < FLOW_BUCKETS; b++)
+        while (q->buckets[b]) {
+            leased_flow_t *f = q->buckets[b];
+            q->buckets[b] = f->hnext;
+            free(f);
+        }
     free(q->threads);
     free(q);
 }

@@ -185,18 +185,18 @@ static void test_client_address_from_a_trusted_proxy_only(void **state)
     raw_close(c);
 
     /* the per-source connection limit counts the client, not the proxy:
-     * two held from 127.0.0.7, a third refused, 127.0.0.8 still served */
+     * two held from 127.0.0.11 (each receiving a request: an idle one
+     * would make room, race_idle_eviction), a third refused, 127.0.0.8
+     * still served */
     raw_conn_t *held[2];
     for (int i = 0; i < 2; i++) {
-        held[i] = raw_connect(pp_port, "127.0.0.7");
+        held[i] = raw_connect(pp_port, "127.0.0.11");
         assert_non_null(held[i]);
-        assert_true(raw_send(held[i], "GET /healthz HTTP/1.1\r\nHost: leased\r\n\r\n"));
-        r = raw_read(held[i], 10000);
-        assert_non_null(r);
-        assert_int_equal(r->status, 200);
-        raw_resp_free(r);
+        assert_true(raw_send(held[i], "POST /v1/leases/inspect HTTP/1.1\r\nHost: leased\r\n"
+                                      "Content-Length: 10\r\n\r\n{"));
     }
-    r = raw_call(pp_port, "127.0.0.7", "GET /healthz HTTP/1.1\r\nHost: leased\r\n\r\n");
+    usleep(200000); /* both heads reached leased */
+    r = raw_call(pp_port, "127.0.0.11", "GET /healthz HTTP/1.1\r\nHost: leased\r\n\r\n");
     assert_non_null(r);
     assert_int_equal(r->status, 429);
     raw_resp_free(r);

@@ -235,15 +235,15 @@ static void test_work_queue_delays(void **state)
     gate_t gate = {.entered = false};
     pthread_mutex_init(&gate.mutex, NULL);
     pthread_cond_init(&gate.cond, NULL);
-    leased_work_queue_t *q = leased_work_queue_new(1);
+    leased_work_queue_t *q = leased_work_queue_new(1, 0);
     assert_non_null(q);
-    leased_job_t jobs[4];
-    assert_true(leased_work_queue_push(q, &jobs[3], gate_job, &gate));
+    leased_job_t jobs[4] = {{0}}; /* zeroed: delayed in the flow "" */
+    assert_int_equal(leased_work_queue_push(q, &jobs[3], gate_job, &gate, NULL), LEASED_PUSH_OK);
     assert_true(test_wait_until(10000, gate_entered(&gate)));
     int64_t t0 = lease_mono_now_ns();
     leased_work_queue_push_after(q, &jobs[0], record, &items[0], 300);
     leased_work_queue_push_after(q, &jobs[1], record, &items[1], 100);
-    assert_true(leased_work_queue_push(q, &jobs[2], record, &items[2]));
+    assert_int_equal(leased_work_queue_push(q, &jobs[2], record, &items[2], NULL), LEASED_PUSH_OK);
     gate_open(&gate);
     assert_true(test_wait_until(10000, recorded(&order) == 3));
     pthread_mutex_lock(&order.mutex);

@@ -1,0 +1,165 @@
+/*
+ * race_fair_queue.c - admission and fair queuing before the workers
+ * (issue 34, finding 3).
+ *
+ * Tenant A keeps more requests outstanding than there are workers, each
+ * stuck in the database (its target's lock row held by a session of the
+ * test, so each runs until the lock is released). Tenant B's request must
+ * still be answered at once, while every one of A's is still stuck: a
+ * worker is never taken by one flow's backlog from another flow (with one
+ * FIFO in front of the workers, B's request waited behind all of A's).
+ * A's requests past its flow's queue bound are answered 429
+ * lease_rate_limited at once, with a retry hint, instead of queueing.
+ *
+ * Nothing here measures time: B's answer either comes while A's requests
+ * are stuck (read with a 5 s bound, A's deadline is 20 s) or not at all.
+ */
+#include <poll.h>
+
+#include "../http/http_common.h"
+#include "raw_http.h"
+
+#define THREADS 2
+#define QUEUED_PER_FLOW 4
+#define A_REQUESTS 12
+
+static http_fx_t fx;
+static const char *token_a, *token_b;
+
+static int setup(void **state)
+{
+    http_fx_open(&fx, state, "race_fair_queue");
+    token_a = http_fx_worker(&fx, "prn_flood");
+    token_b = http_fx_credential_spec(&fx,
+                                      &(leased_cred_spec_t){.principal = "prn_other",
+                                                            .tenant = "tenant-b",
+                                                            .program = PROGRAM,
+                                                            .capabilities = WORKER_CAPS},
+                                      NULL);
+    return 0;
+}
+
+static char *http_post(const char *path, const char *token, const char *body)
+{
+    char *req = NULL;
+    assert_true(asprintf(&req,
+                         "POST %s HTTP/1.1\r\nHost: leased\r\nAuthorization: Bearer %s\r\n"
+                         "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                         path, token, strlen(body), body) > 0);
+    return req;
+}
+
+/* An inspect in tenant B's own scope. */
+static char *inspect_b(void)
+{
+    return dump(json_pack("{s:{s:s, s:s, s:s, s:s, s:s, s:s}}", "lock_identity", "tenant_id",
+                          "tenant-b", "program_id", PROGRAM, "target_namespace", NAMESPACE,
+                          "target_id", "t-b", "actor_name", ACTOR, "workflow_name", "default"));
+}
+
+/* One request on a connection of its own; its answer's status. */
+static int one_call(int port, const char *addr, const char *req, raw_resp_t **out)
+{
+    raw_conn_t *c = raw_connect(port, addr);
+    assert_non_null(c);
+    assert_true(raw_send(c, req));
+    raw_resp_t *r = raw_read(c, 5000);
+    int status = r ? r->status : 0;
+    if (out)
+        *out = r;
+    else
+        raw_resp_free(r);
+    raw_close(c);
+    return status;
+}
+
+static void test_one_tenants_backlog_does_not_hold_another(void **state)
+{
+    (void)state;
+    char threads[64], queued[64];
+    snprintf(threads, sizeof threads, "LEASE_HTTP_THREADS=%d", THREADS);
+    snprintf(queued, sizeof queued, "LEASE_MAX_QUEUED_PER_FLOW=%d", QUEUED_PER_FLOW);
+    const char *env[] = {threads, queued, "LEASE_DB_POOL_SIZE=8", NULL};
+    http_fx_serve(&fx, env);
+    int port = leased_proc_port(fx.srv);
+
+    /* the target's lock row exists (one cycle), both credentials cached */
+    json_t *lease = acquire_lease(fx.base, token_a, "warm-1", "t-stuck");
+    http_resp_t *rel = call_owned(fx.base, "POST", "/v1/leases/release", token_a,
+                                  owner_body("warm-2", "t-stuck", lease));
+    assert_int_equal(rel->status, 200);
+    http_resp_free(rel);
+    json_decref(lease);
+    char *req_b = http_post("/v1/leases/inspect", token_b, inspect_b());
+    assert_int_equal(one_call(port, "127.0.0.3", req_b, NULL), 404); /* nothing held there */
+
+    /* A's backlog: every acquire stuck on the held row */
+    PGconn *blocker = http_block_target(fx.db, "t-stuck");
+    raw_conn_t *a[A_REQUESTS];
+    for (int i = 0; i < A_REQUESTS; i++) {
+        char rid[32];
+        snprintf(rid, sizeof rid, "stuck-%d", i);
+        json_t *body = parse_owned(acquire_body(rid, "t-stuck"));
+        json_object_set_new(body, "deadline_ms", json_integer(20000));
+        char *req = http_post("/v1/leases/acquire", token_a, dump(body));
+        a[i] = raw_connect(port, "127.0.0.2");
+        assert_non_null(a[i]);
+        assert_true(raw_send(a[i], req));
+        free(req);
+    }
+    assert_true(http_wait_lock_waiter(fx.db) >= 1);
+
+    /* B is answered while every one of A's is still stuck */
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(one_call(port, "127.0.0.3", req_b, NULL), 404); /* nothing held there */
+    long long waiting = testpg_query_int(
+        fx.db, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+               "AND application_name = 'leased' AND wait_event_type = 'Lock'");
+    assert_true(waiting >= 1);
+
+    /* A's requests past its queue's bound: 429 at once, with a hint */
+    int refused = 0;
+    for (int i = 0; i < A_REQUESTS; i++) {
+        struct pollfd p = {raw_fd(a[i]), POLLIN, 0};
+        if (poll(&p, 1, 1000) <= 0)
+            continue;
+        raw_resp_t *r = raw_read(a[i], 1000);
+        assert_non_null(r);
+        assert_int_equal(r->status, 429);
+        assert_string_equal(raw_str(r, "code"), "lease_rate_limited");
+        assert_true(json_integer_value(json_object_get(r->json, "retry_after_ms")) > 0);
+        assert_non_null(raw_header(r, "Retry-After"));
+        raw_resp_free(r);
+        raw_close(a[i]);
+        a[i] = NULL;
+        refused++;
+    }
+    /* at most one of A's runs (the other worker is B's to take) and
+     * QUEUED_PER_FLOW wait: the rest were refused */
+    assert_int_equal(refused, A_REQUESTS - (THREADS - 1) - QUEUED_PER_FLOW);
+
+    /* released: A's admitted requests run, each answered */
+    http_unblock(blocker);
+    int answered = 0;
+    for (int i = 0; i < A_REQUESTS; i++) {
+        if (!a[i])
+            continue;
+        raw_resp_t *r = raw_read(a[i], 30000);
+        assert_non_null(r);
+        answered++;
+        raw_resp_free(r);
+        raw_close(a[i]);
+    }
+    assert_int_equal(answered, (THREADS - 1) + QUEUED_PER_FLOW);
+    free(req_b);
+    assert_int_equal(leased_proc_stop(fx.srv), 0);
+    fx.srv = NULL;
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_one_tenants_backlog_does_not_hold_another),
+    };
+    return cmocka_run_group_tests(tests, setup, http_fx_teardown);
+}
