@@ -103,10 +103,10 @@ static char *value_of(const char *env_text, const char *name)
  * what env printed (heap). */
 static char *env_under_run(const char *target, const char *const *extra_env)
 {
-    const char *args[] = {"run",     "--tenant", TENANT,    "--program", PROGRAM,   "--namespace",
-                          NAMESPACE, "--target", target,    "--actor",   ACTOR,     "--workflow",
-                          "default", "--ttl-ms", "30000",   "--",        "sh",      "-c",
-                          "env",     NULL};
+    const char *args[] = {"run",         "--tenant",   TENANT,     "--program", PROGRAM,
+                          "--namespace", NAMESPACE,    "--target", target,      "--actor",
+                          ACTOR,         "--workflow", "default",  "--ttl-ms",  "30000",
+                          "--",          "sh",         "-c",       "env",       NULL};
     proc_t p = ctl_start(args, fx.base, worker_token, extra_env);
     int status = proc_wait(&p, 30000);
     char *out = proc_file(&p, "out");
@@ -155,11 +155,16 @@ static void check_environment(const char *out, const char *target, const char *c
     const struct {
         const char *name, *value;
     } expected[] = {
-        {"LEASE_URL", fx.base},          {"LEASE_TOKEN", worker_token},
-        {"LEASE_TENANT_ID", TENANT},     {"LEASE_PROGRAM_ID", PROGRAM},
-        {"LEASE_TARGET_NAMESPACE", NAMESPACE}, {"LEASE_TARGET_ID", target},
-        {"LEASE_ACTOR_NAME", ACTOR},     {"LEASE_WORKFLOW_NAME", "default"},
-        {"LEASE_FENCING_TOKEN", "1"},    {"LEASE_CA_FILE", CA_FILE},
+        {"LEASE_URL", fx.base},
+        {"LEASE_TOKEN", worker_token},
+        {"LEASE_TENANT_ID", TENANT},
+        {"LEASE_PROGRAM_ID", PROGRAM},
+        {"LEASE_TARGET_NAMESPACE", NAMESPACE},
+        {"LEASE_TARGET_ID", target},
+        {"LEASE_ACTOR_NAME", ACTOR},
+        {"LEASE_WORKFLOW_NAME", "default"},
+        {"LEASE_FENCING_TOKEN", "1"},
+        {"LEASE_CA_FILE", CA_FILE},
         {"RUN_ENV_APP_SETTING", "kept"},
     };
     for (size_t i = 0; i < sizeof expected / sizeof expected[0]; i++) {
@@ -182,8 +187,8 @@ static void test_secret_files_do_not_reach_the_command(void **state)
 {
     (void)state;
     char db_url[160], pepper[64];
-    snprintf(db_url, sizeof db_url,
-             "postgresql://runenv_user:db-secret-%d@127.0.0.1:1/runenv_db", (int)getpid());
+    snprintf(db_url, sizeof db_url, "postgresql://runenv_user:db-secret-%d@127.0.0.1:1/runenv_db",
+             (int)getpid());
     snprintf(pepper, sizeof pepper, "pepper-secret-%d", (int)getpid());
     char *db_path = secret_file("dburl", db_url);
     char *pepper_path = secret_file("pepper", pepper);
@@ -194,9 +199,9 @@ static void test_secret_files_do_not_reach_the_command(void **state)
                          NULL};
 
     char *out = env_under_run(TARGET_A, env);
-    check_environment(out, TARGET_A, (const char *[]){db_url, pepper, db_path, pepper_path, NULL},
-                      (const char *[]){"LEASE_DATABASE_URL", "LEASE_TOKEN_PEPPER", "_FILE=/tmp",
-                                       NULL});
+    check_environment(
+        out, TARGET_A, (const char *[]){db_url, pepper, db_path, pepper_path, NULL},
+        (const char *[]){"LEASE_DATABASE_URL", "LEASE_TOKEN_PEPPER", "_FILE=/tmp", NULL});
     free(out);
     unlink(db_path);
     unlink(pepper_path);

@@ -37,7 +37,8 @@ static void test_database_url_from_a_file(void **state)
     snprintf(setting, sizeof setting, "LEASE_DATABASE_URL_FILE=%s", path);
 
     /* "LEASE_DATABASE_URL" alone: leave out the harness's default */
-    leased_proc_t *srv = leased_proc_start(db, (const char *[]){"LEASE_DATABASE_URL", setting, NULL});
+    leased_proc_t *srv =
+        leased_proc_start(db, (const char *[]){"LEASE_DATABASE_URL", setting, NULL});
     char reason[64];
     assert_int_equal(http_wait_ready(leased_proc_url(srv), 200, reason, sizeof reason, 1, 0), 200);
     /* the file is read once: leased keeps working after it is gone */
@@ -72,10 +73,9 @@ static void test_database_url_from_a_file(void **state)
 /* `leasectl acquire` of a fresh target against url with token; its exit status. */
 static int acquire_with(const char *url, const char *token, const char *target)
 {
-    const char *args[] = {"acquire",   "--tenant", TENANT,    "--program",  PROGRAM,
-                          "--namespace", NAMESPACE, "--target", target,     "--actor",
-                          ACTOR,       "--workflow", "default", "--ttl-ms", "30000",
-                          NULL};
+    const char *args[] = {"acquire", "--tenant", TENANT,  "--program", PROGRAM, "--namespace",
+                          NAMESPACE, "--target", target,  "--actor",   ACTOR,   "--workflow",
+                          "default", "--ttl-ms", "30000", NULL};
     return ctl(args, url, token, NULL, NULL);
 }
 
@@ -97,14 +97,13 @@ static void test_leasectl_secrets_from_files(void **state)
     snprintf(db_var, sizeof db_var, "LEASE_DATABASE_URL_FILE=%s", db_path);
     snprintf(pepper_var, sizeof pepper_var, "LEASE_TOKEN_PEPPER_FILE=%s", pepper_path);
 
-    const char *args[] = {"credential", "create",    "--principal", "prn_file_secrets",
-                          "--client",   "cl_files",  "--tenant",    TENANT,
-                          "--program",  PROGRAM,     "--actor",     "*",
-                          "--capability", "targets:lease", NULL};
+    const char *args[] = {"credential", "create",   "--principal",  "prn_file_secrets", "--client",
+                          "cl_files",   "--tenant", TENANT,         "--program",        PROGRAM,
+                          "--actor",    "*",        "--capability", "targets:lease",    NULL};
     json_t *made = NULL;
-    assert_int_equal(ctl(args, "http://127.0.0.1:1", NULL, (const char *[]){db_var, pepper_var, NULL},
-                         &made),
-                     0);
+    assert_int_equal(
+        ctl(args, "http://127.0.0.1:1", NULL, (const char *[]){db_var, pepper_var, NULL}, &made),
+        0);
     assert_non_null(made);
     const char *token = json_string_value(json_object_get(made, "token"));
     assert_non_null(token);
