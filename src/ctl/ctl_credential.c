@@ -448,7 +448,7 @@ static int credential_create(int argc, char **argv)
         rc = LEASE_EXIT_INVALID;
         goto cleanup;
     }
-    const char *pepper = getenv("LEASE_TOKEN_PEPPER");
+    const char *pepper = ctl_secret("LEASE_TOKEN_PEPPER"); /* or its _FILE's */
     lease_token_digest(secret, pepper, digest);
     OPENSSL_cleanse(secret, sizeof secret);
     static const unsigned char zero[32];

@@ -21,9 +21,9 @@ const char *ctl_database_url(const char *flag_value)
 {
     if (flag_value && *flag_value)
         return flag_value;
-    const char *env = getenv("LEASE_DATABASE_URL");
-    if (env && *env)
-        return env;
+    const char *url = ctl_secret("LEASE_DATABASE_URL"); /* or LEASE_DATABASE_URL_FILE's */
+    if (url)
+        return url;
     fprintf(stderr, "leasectl: set LEASE_DATABASE_URL or pass --database-url\n");
     return NULL;
 }

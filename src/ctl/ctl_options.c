@@ -286,7 +286,7 @@ static bool complete(ctl_options_t *o, unsigned flags, const char *cmd)
     }
     if (!o->url)
         o->url = env(CTL_ENV_URL) ? env(CTL_ENV_URL) : LEASE_CLIENT_DEFAULT_URL;
-    const char *token = env(CTL_ENV_TOKEN);
+    const char *token = ctl_secret(CTL_ENV_TOKEN); /* or LEASE_TOKEN_FILE's */
     if (!o->token && token && !(o->token = strdup(token)))
         return usage_error(cmd, "%s", "out of memory");
 
@@ -425,26 +425,56 @@ lease_client_t *ctl_client_new(const ctl_options_t *o)
 const char *const ctl_secret_names[] = {"LEASE_TOKEN", "LEASE_DATABASE_URL", "LEASE_TOKEN_PEPPER",
                                         NULL};
 
+/* The values read from NAME_FILE, by the index of NAME in ctl_secret_names:
+ * held here, never put in the environment, so a command `run` starts
+ * cannot inherit them (issue 35). */
+static char *secret_from_file[sizeof ctl_secret_names / sizeof ctl_secret_names[0]];
+
+static int secret_index(const char *name)
+{
+    for (int i = 0; ctl_secret_names[i]; i++)
+        if (strcmp(ctl_secret_names[i], name) == 0)
+            return i;
+    return -1;
+}
+
+void ctl_secrets_free(void)
+{
+    for (size_t i = 0; i < sizeof secret_from_file / sizeof secret_from_file[0]; i++) {
+        if (secret_from_file[i]) {
+            OPENSSL_cleanse(secret_from_file[i], strlen(secret_from_file[i]));
+            free(secret_from_file[i]);
+            secret_from_file[i] = NULL;
+        }
+    }
+}
+
+const char *ctl_secret(const char *name)
+{
+    int i = secret_index(name);
+    if (i >= 0 && secret_from_file[i])
+        return secret_from_file[i];
+    return env(name);
+}
+
 bool ctl_resolve_secret_files(char *err, size_t errsz)
 {
-    for (const char *const *name = ctl_secret_names; *name; name++) {
+    ctl_secrets_free();
+    for (int i = 0; ctl_secret_names[i]; i++) {
+        const char *name = ctl_secret_names[i];
         char var[64];
-        snprintf(var, sizeof var, "%s_FILE", *name);
+        snprintf(var, sizeof var, "%s_FILE", name);
         const char *path = getenv(var);
         if (!path)
             continue;
-        if (getenv(*name)) {
-            snprintf(err, errsz, "set %s or %s, not both", *name, var);
+        if (getenv(name)) {
+            snprintf(err, errsz, "set %s or %s, not both", name, var);
+            ctl_secrets_free();
             return false;
         }
-        char *value = lease_settings_read_secret_file(var, path, err, errsz);
-        if (!value)
-            return false;
-        int rc = setenv(*name, value, 1);
-        OPENSSL_cleanse(value, strlen(value));
-        free(value);
-        if (rc != 0 || unsetenv(var) != 0) {
-            snprintf(err, errsz, "%s: %s", var, strerror(errno));
+        secret_from_file[i] = lease_settings_read_secret_file(var, path, err, errsz);
+        if (!secret_from_file[i]) {
+            ctl_secrets_free();
             return false;
         }
     }

@@ -125,11 +125,19 @@ lease_client_t *ctl_client_new(const ctl_options_t *o);
 extern const char *const ctl_secret_names[];
 /*
  * Once, at start: for every NAME of ctl_secret_names whose NAME_FILE is set,
- * reads the file (lease_settings_read_secret_file: owner-only, not empty),
- * sets NAME to its contents and unsets NAME_FILE, so every command (and a
- * command `run` starts) sees NAME alone. NAME and NAME_FILE both set is an
- * error. false: err says which variable and why (never the value).
+ * reads the file (lease_settings_read_secret_file: owner-only, not empty)
+ * into memory for ctl_secret. The environment is left as it is: no secret
+ * is ever setenv()ed, so none can reach a command `run` starts (run leaves
+ * NAME and NAME_FILE out of the command's environment, ctl_run_passes).
+ * NAME and NAME_FILE both set is an error. false: err says which variable
+ * and why (never the value).
  */
 LEASE_MUST_USE bool ctl_resolve_secret_files(char *err, size_t errsz);
+/* The secret NAME (one of ctl_secret_names): the contents of NAME_FILE as
+ * read by ctl_resolve_secret_files, else the NAME variable when set and not
+ * empty, else NULL. Borrowed until ctl_secrets_free. */
+const char *ctl_secret(const char *name);
+/* Wipes and frees what ctl_resolve_secret_files read. */
+void ctl_secrets_free(void);
 
 #endif

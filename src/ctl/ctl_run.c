@@ -99,14 +99,31 @@ const char *const ctl_run_exported_names[] = {
     NULL,
 };
 
-static bool exported(const char *entry)
+/*
+ * Of run's own LEASE_* variables, the ones the command inherits as they are
+ * (docs/executor.md, "Environment of the command"). Every other LEASE_*
+ * variable stays with run: that namespace is leased's and leasectl's own
+ * configuration, which holds LEASE_DATABASE_URL, LEASE_TOKEN_PEPPER and the
+ * *_FILE variables naming secrets, and a command has no use for any of it.
+ * An allow-list, so that a secret setting added later is kept from the
+ * command without anyone remembering to list it here.
+ */
+static const char *const passed_through_names[] = {"LEASE_CA_FILE", NULL};
+
+static bool named(const char *entry, const char *const *names)
 {
-    for (const char *const *name = ctl_run_exported_names; *name; name++) {
+    for (const char *const *name = names; *name; name++) {
         size_t n = strlen(*name);
         if (strncmp(entry, *name, n) == 0 && entry[n] == '=')
             return true;
     }
     return false;
+}
+
+/* Whether the command inherits this NAME=value entry of run's environment. */
+static bool inherited_by_command(const char *entry)
+{
+    return strncmp(entry, "LEASE_", 6) != 0 || named(entry, passed_through_names);
 }
 
 static bool env_add(run_env_t *e, const char *name, const char *value)
@@ -138,12 +155,14 @@ static void env_free(run_env_t *e)
     free(e->vars);
 }
 
-/* The command's environment: ours, minus stale LEASE_* values, plus the lease. */
+/* The command's environment: ours without our LEASE_* settings (but
+ * LEASE_CA_FILE), plus the lease. The token is the credential run used, as
+ * documented; no other secret of run's reaches the command. */
 static bool env_build(run_env_t *e, const ctl_options_t *o, const lease_record_t *l)
 {
     memset(e, 0, sizeof *e);
     for (char **p = environ; *p; p++) {
-        if (exported(*p))
+        if (!inherited_by_command(*p))
             continue;
         char *eq = strchr(*p, '=');
         if (!eq)

@@ -57,9 +57,14 @@ int main(int argc, char **argv)
         fprintf(stderr, "leasectl: %s\n", err);
         return LEASE_EXIT_USAGE;
     }
-    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-        if (strcmp(argv[1], commands[i].name) == 0)
-            return commands[i].run(argc - 1, argv + 1);
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        if (strcmp(argv[1], commands[i].name) == 0) {
+            int status = commands[i].run(argc - 1, argv + 1);
+            ctl_secrets_free();
+            return status;
+        }
+    }
+    ctl_secrets_free();
     fprintf(stderr, "leasectl: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return LEASE_EXIT_USAGE;

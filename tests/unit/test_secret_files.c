@@ -191,12 +191,25 @@ static void test_leasectl_resolves_its_secret_files(void **state)
     setenv("LEASE_DATABASE_URL_FILE", secret_file("ctl-db", SECRET, 0400), 1);
     setenv("LEASE_TOKEN_PEPPER_FILE", secret_file("ctl-pepper", "pepper", 0600), 1);
     assert_true(ctl_resolve_secret_files(err, sizeof err));
-    assert_string_equal(getenv("LEASE_TOKEN"), "lsk_key_abc_secret");
-    assert_string_equal(getenv("LEASE_DATABASE_URL"), SECRET);
-    assert_string_equal(getenv("LEASE_TOKEN_PEPPER"), "pepper");
-    /* gone, so a command `run` starts sees LEASE_TOKEN alone */
-    assert_null(getenv("LEASE_TOKEN_FILE"));
-    assert_null(getenv("LEASE_DATABASE_URL_FILE"));
+    assert_string_equal(ctl_secret("LEASE_TOKEN"), "lsk_key_abc_secret");
+    assert_string_equal(ctl_secret("LEASE_DATABASE_URL"), SECRET);
+    assert_string_equal(ctl_secret("LEASE_TOKEN_PEPPER"), "pepper");
+    /* held in memory, never put in the environment: a command `run` starts
+     * inherits the environment (tests/http/http_run_env.c) */
+    assert_null(getenv("LEASE_TOKEN"));
+    assert_null(getenv("LEASE_DATABASE_URL"));
+    assert_null(getenv("LEASE_TOKEN_PEPPER"));
+    ctl_secrets_free();
+    assert_null(ctl_secret("LEASE_DATABASE_URL"));
+    unsetenv("LEASE_DATABASE_URL_FILE");
+    unsetenv("LEASE_TOKEN_PEPPER_FILE");
+    /* without a file, the variable itself */
+    setenv("LEASE_TOKEN_PEPPER", "pepper-var", 1);
+    assert_true(ctl_resolve_secret_files(err, sizeof err));
+    assert_string_equal(ctl_secret("LEASE_TOKEN_PEPPER"), "pepper-var");
+    unsetenv("LEASE_TOKEN_PEPPER");
+    unsetenv("LEASE_TOKEN_FILE");
+    setenv("LEASE_TOKEN", "lsk_key_abc_secret", 1);
 
     setenv("LEASE_TOKEN_FILE", secret_file("token2", "lsk_key_abc_other", 0600), 1);
     assert_false(ctl_resolve_secret_files(err, sizeof err));
@@ -208,6 +221,8 @@ static void test_leasectl_resolves_its_secret_files(void **state)
     assert_non_null(strstr(err, "(mode 0660)"));
     assert_null(strstr(err, "lsk_"));
     assert_null(getenv("LEASE_TOKEN"));
+    assert_null(ctl_secret("LEASE_TOKEN"));
+    unsetenv("LEASE_TOKEN_FILE");
 }
 
 int main(void)
