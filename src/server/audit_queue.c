@@ -9,12 +9,14 @@
  * per tenant, and admission asks it first (leased_audit_queue_admit). A
  * tenant may start new work while it has fewer events waiting than its
  * share, `capacity` divided by the tenants that have events waiting (the
- * asking one included), and while everything waiting is under twice the
- * capacity; beyond, its requests are refused (429) until the writer has
- * caught up, and the other tenants' requests go on. Events of requests
- * already admitted when the queue fills are still kept: the ring grows (up
- * to RING_MAX_FACTOR times the capacity plus RING_GROWTH_ROOM, room for
- * the events of every request in flight); only past that, or without
+ * asking one included); beyond, its requests are refused (429) until the
+ * writer has caught up, and the other tenants' requests go on. Events of
+ * requests already admitted are always kept: the ring grows past the
+ * capacity for them. Its bound, RING_MAX_FACTOR times the capacity plus
+ * RING_GROWTH_ROOM, is above what the shares allow (each tenant stops at
+ * its share when it is admitted; tenants joining one by one while none
+ * drains add up to capacity x (1 + 1/2 + ... + 1/257) < 6.2 x capacity)
+ * plus the events of the requests in flight; only past it, or without
  * memory, is an event dropped and counted. Events pushed while the queue
  * stops are written to the log instead (counted as fallback).
  *
@@ -52,11 +54,13 @@
 /* The flow of events that belong to no authenticated tenant (aggregated
  * refusals before authentication). */
 #define NO_TENANT ""
-/* How far the ring may grow past the capacity for events of requests
- * admitted before it filled (events per request x requests in flight is
- * far below this at every setting's maximum). */
-#define RING_MAX_FACTOR 4
-#define RING_GROWTH_ROOM 8192
+/* How far the ring may grow past the capacity for events of admitted
+ * requests: the shares' sum (< 6.2 x capacity, see above) and the events
+ * of the requests in flight (LEASE_MAX_INFLIGHT, 256 by default, of at
+ * most 128 events each: a batch of 100 replayed items and its aggregates).
+ * Growth is on demand (an event is 2.6 KB); it does not shrink. */
+#define RING_MAX_FACTOR 8
+#define RING_GROWTH_ROOM 32768
 /* The retry hint of a refused admission: the time the writer needs for
  * the tenant's excess at its measured rate, within these bounds. */
 #define RETRY_MIN_MS 50
@@ -380,11 +384,10 @@ bool leased_audit_queue_admit(leased_audit_queue_t *q, const char *tenant_id,
     size_t queued = slot >= 0 ? q->tenants[slot].queued : 0;
     size_t flows = q->tenants_waiting + (queued == 0 ? 1 : 0);
     size_t share = q->capacity / flows > 0 ? q->capacity / flows : 1;
-    size_t bound = q->capacity * 2;
-    bool ok = q->stopping || (queued < share && q->count < bound);
+    bool ok = q->stopping || queued < share;
     uint64_t lines_for = 0;
     if (!ok) {
-        size_t excess = queued >= share ? queued - share + 1 : q->count - bound + 1;
+        size_t excess = queued - share + 1;
         int64_t ms = RETRY_UNKNOWN_MS;
         if (q->rate_per_s > 0)
             ms = (int64_t)((double)excess * 1000.0 / q->rate_per_s);

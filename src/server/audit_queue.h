@@ -43,7 +43,7 @@ LEASE_MUST_USE bool leased_audit_queue_start(leased_audit_queue_t *q);
  * Whether a request of tenant_id (the caller's tenant; "" or NULL: none)
  * may start: true while the tenant has fewer events waiting than its fair
  * share (the capacity divided by the tenants with events waiting, itself
- * included) and everything waiting is under twice the capacity. When false,
+ * included). When false,
  * *retry_after_ms is the time the writer needs to catch up on the excess
  * (50..5000 ms) and the caller refuses the request (429). Never blocks on
  * the database.
