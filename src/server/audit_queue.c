@@ -95,7 +95,7 @@ struct leased_audit_queue {
     lease_audit_event_t *ring;
     unsigned short *owner; /* ring[i]'s tenant slot */
     size_t ring_size, ring_max;
-    size_t head, count; /* oldest at head */
+    size_t head, count;                      /* oldest at head */
     tenant_share_t tenants[TENANTS_MAX + 1]; /* + OVERFLOW_SLOT */
     size_t tenants_waiting;                  /* slots with events queued */
     uint64_t refused;                        /* admissions refused */
@@ -506,10 +506,12 @@ void leased_audit_queue_stop(leased_audit_queue_t *q, int64_t flush_ms)
     pthread_join(q->thread, NULL);
     q->started = false;
     /* what the rate limit kept back since the last lines */
-    log_limited(q->drop_log.pending, "audit events dropped (queue full)");
-    log_limited(q->refuse_log.pending,
-                "requests refused: their tenant's audit events wait beyond its share");
+    pthread_mutex_lock(&q->mutex);
+    uint64_t dropped = q->drop_log.pending, refused = q->refuse_log.pending;
     q->drop_log.pending = q->refuse_log.pending = 0;
+    pthread_mutex_unlock(&q->mutex);
+    log_limited(dropped, "audit events dropped (queue full)");
+    log_limited(refused, "requests refused: their tenant's audit events wait beyond its share");
 }
 
 void leased_audit_queue_stats(leased_audit_queue_t *q, leased_audit_stats_t *out)

@@ -122,11 +122,11 @@ static void test_full_queue_holds_back_the_flooding_tenant_only(void **state)
     (void)state;
     /* A's lease, renewed 100 times by one batch: repeating the batch then
      * answers 100 stored results */
-    http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/acquire", token_a,
-                                dump(json_pack("{s:s, s:o, s:s, s:s, s:s}", "request_id",
-                                               "share-acquire", "lock_identity", flood_identity(),
-                                               "service_instance_id", "inst_1", "execution_id",
-                                               "exec_1", "job_id", "job_1")));
+    http_resp_t *r =
+        call_owned(fx.base, "POST", "/v1/leases/acquire", token_a,
+                   dump(json_pack("{s:s, s:o, s:s, s:s, s:s}", "request_id", "share-acquire",
+                                  "lock_identity", flood_identity(), "service_instance_id",
+                                  "inst_1", "execution_id", "exec_1", "job_id", "job_1")));
     check_reply(r, 200, "lease_acquired", NULL);
     json_t *lease = json_deep_copy(lease_of(r));
     http_resp_free(r);
@@ -163,7 +163,8 @@ static void test_full_queue_holds_back_the_flooding_tenant_only(void **state)
     while (lease_mono_now_ns() < end && n_b < B_MAX) {
         r = http_client_call(b, "POST", "/v1/leases/inspect", token_b,
                              "{\"lock_identity\": {\"tenant_id\": \"" TENANT
-                             "\", \"program_id\": \"" PROGRAM "\", \"target_namespace\": \"" NAMESPACE
+                             "\", \"program_id\": \"" PROGRAM
+                             "\", \"target_namespace\": \"" NAMESPACE
                              "\", \"target_id\": \"t-quiet\", \"actor_name\": \"" ACTOR
                              "\", \"workflow_name\": \"default\"}}",
                              NULL, NULL);

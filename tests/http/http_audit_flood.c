@@ -60,10 +60,10 @@ static char *unknown_batch(int who, long round)
         json_t *id = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "tenant_id", FLOOD_TENANT,
                                "program_id", PROGRAM, "target_namespace", NAMESPACE, "target_id",
                                "t-flood", "actor_name", ACTOR, "workflow_name", "default");
-        json_array_append_new(items, json_pack("{s:s, s:o, s:s, s:i, s:s}", "request_id", rid,
-                                               "lock_identity", id, "lease_id", lid,
-                                               "fencing_token", 1, "service_instance_id",
-                                               "inst_flood"));
+        json_array_append_new(items,
+                              json_pack("{s:s, s:o, s:s, s:i, s:s}", "request_id", rid,
+                                        "lock_identity", id, "lease_id", lid, "fencing_token", 1,
+                                        "service_instance_id", "inst_flood"));
     }
     return dump(json_pack("{s:o}", "renewals", items));
 }
