@@ -75,6 +75,7 @@ static void *flood_main(void *arg)
             usleep((useconds_t)(ms > 0 && ms < 1000 ? ms : 50) * 1000);
         } else {
             f->other++;
+            fprintf(stderr, "A answered %ld: %.200s\n", r ? r->status : 0L, r ? r->body : "");
         }
         http_resp_free(r);
     }
