@@ -5,8 +5,11 @@
  *
  * A background thread writes them in batches through
  * lease_store_record_audit. When the store refuses a batch, its events are
- * written to the JSON log instead (level warn, msg "audit_fallback"); when
- * the queue is full, new events are dropped and counted. Events carry ids,
+ * written to the JSON log instead (level warn, msg "audit_fallback"). The
+ * queue is shared fairly per tenant: admission asks it whether a tenant may
+ * start new work (leased_audit_queue_admit), so that an event of an
+ * admitted request is not dropped however another tenant floods. Events
+ * carry ids,
  * identities and codes only: the event struct has no field for tokens,
  * bodies, lock keys or metadata.
  */
@@ -24,18 +27,34 @@ typedef struct leased_audit_queue leased_audit_queue_t;
 typedef struct leased_audit_stats {
     size_t depth;
     uint64_t written;    /* accepted by the store */
-    uint64_t dropped;    /* queue full */
+    uint64_t dropped;    /* the ring full beyond its growth room (or no memory) */
     uint64_t fallback;   /* logged because the store failed */
     uint64_t aggregated; /* refusals counted into aggregated events */
+    uint64_t refused;    /* admissions refused: the tenant over its share */
 } leased_audit_stats_t;
 
-/* store is borrowed. capacity >= 1, batch >= 1. NULL when out of memory. */
+/* store is borrowed. capacity >= 1 (the events admission lets wait; the
+ * ring grows past it for requests already admitted), batch >= 1. NULL when
+ * out of memory. */
 leased_audit_queue_t *leased_audit_queue_new(lease_store_t *store, size_t capacity, size_t batch);
 /* Starts the writer thread; false when it cannot be created. */
 LEASE_MUST_USE bool leased_audit_queue_start(leased_audit_queue_t *q);
-/* Copies ev into the queue (never blocks on the database). event_type,
- * decision and backend_health must be static strings. */
-void leased_audit_queue_push(leased_audit_queue_t *q, const lease_audit_event_t *ev);
+/*
+ * Whether a request of tenant_id (the caller's tenant; "" or NULL: none)
+ * may start: true while the tenant has fewer events waiting than its fair
+ * share (the capacity divided by the tenants with events waiting, itself
+ * included). When false,
+ * *retry_after_ms is the time the writer needs to catch up on the excess
+ * (50..5000 ms) and the caller refuses the request (429). Never blocks on
+ * the database.
+ */
+LEASE_MUST_USE bool leased_audit_queue_admit(leased_audit_queue_t *q, const char *tenant_id,
+                                             int64_t *retry_after_ms);
+/* Copies ev into the queue as tenant_id's event (never blocks on the
+ * database; never drops it unless the ring is full past its growth room).
+ * event_type, decision and backend_health must be static strings. */
+void leased_audit_queue_push(leased_audit_queue_t *q, const char *tenant_id,
+                             const lease_audit_event_t *ev);
 /* The aggregation window of leased_audit_queue_count (LEASE_AUTH_AUDIT_WINDOW_MS);
  * call before start. */
 void leased_audit_queue_set_window(leased_audit_queue_t *q, int64_t window_ms);

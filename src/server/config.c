@@ -194,7 +194,8 @@ static const lease_setting_t settings[] = {
     {.name = "audit queue size", .env = "LEASE_AUDIT_QUEUE_SIZE", .flag = "--audit-queue-size",
      .type = LEASE_SETTING_INT, .default_value = "4096", .min = 16, .max = 1000000,
      .offset = AT(audit_queue_size),
-     .help = "audit events waiting to be written; more are dropped and counted"},
+     .help = "audit events that may wait to be written, shared fairly per tenant; a tenant over "
+             "its share is refused (429)"},
     {.name = "audit batch", .env = "LEASE_AUDIT_BATCH", .flag = "--audit-batch",
      .type = LEASE_SETTING_INT, .default_value = "100", .min = 1, .max = 1000,
      .offset = AT(audit_batch),

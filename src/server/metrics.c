@@ -248,6 +248,10 @@ char *leased_metrics_render(const leased_metrics_t *m, const leased_metrics_gaug
                        "Audit events dropped: the queue was full.", g->audit_dropped);
     lease_prom_counter(&t, "leased_audit_events_fallback_total",
                        "Audit events logged because the database refused them.", g->audit_fallback);
+    lease_prom_counter(&t, "leased_audit_admission_refused_total",
+                       "Requests refused (429): their tenant's audit events waiting were over its "
+                       "fair share of the audit queue.",
+                       g->audit_refused);
     lease_prom_counter(&t, "leased_sweep_runs_total", "Sweeps that ran (held the sweep lock).",
                        g->sweep_runs);
     lease_prom_counter(&t, "leased_sweep_expired_total",

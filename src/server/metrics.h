@@ -49,6 +49,7 @@ typedef struct leased_metrics_gauges {
     uint64_t connections_refused_capacity, connections_refused_source;
     uint64_t receive_timeouts, framing_refused, connections_evicted;
     uint64_t audit_aggregated;
+    uint64_t audit_refused; /* admissions refused: the tenant over its audit share */
     size_t audit_depth;
     uint64_t audit_written, audit_dropped, audit_fallback;
     uint64_t sweep_runs, sweep_expired, sweep_failures;

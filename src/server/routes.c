@@ -579,6 +579,7 @@ static void handle_metrics(leased_app_t *app, leased_exchange_t *ex, leased_op_c
     g.audit_dropped = as.dropped;
     g.audit_fallback = as.fallback;
     g.audit_aggregated = as.aggregated;
+    g.audit_refused = as.refused;
     leased_sweeper_stats_t ss;
     leased_sweeper_stats(app->sweeper, &ss);
     g.sweep_runs = ss.runs;
@@ -644,6 +645,14 @@ static bool admit(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx
     }
     if (!leased_admission_take(app->admission, ctx->caller.principal.credential_id,
                                lease_mono_now_ns(), &retry_ms)) {
+        leased_service_audit_refusal(app->service, ctx, LEASE_RATE_LIMITED, NULL);
+        leased_routes_reply_error(ex, LEASE_RATE_LIMITED, NULL, retry_ms);
+        return false;
+    }
+    /* the audit queue's fair share (issue 34): a tenant whose events wait
+     * beyond its share starts nothing new, so no other tenant's event is
+     * ever dropped; the refusal itself is counted (aggregated) */
+    if (!leased_audit_queue_admit(app->audit, ctx->caller.scope.tenant_id, &retry_ms)) {
         leased_service_audit_refusal(app->service, ctx, LEASE_RATE_LIMITED, NULL);
         leased_routes_reply_error(ex, LEASE_RATE_LIMITED, NULL, retry_ms);
         return false;

@@ -223,11 +223,13 @@ static void event_from_request(lease_audit_event_t *ev, const leased_request_t *
     }
 }
 
-/* Queues the audit event of one request outcome. Results of a lease that
- * belongs to someone else are recorded without its lease id and token
- * unless the caller may see them. */
-static void audit(leased_service_t *svc, const leased_op_ctx_t *ctx, const leased_request_t *req,
-                  const lease_call_t *call, lease_code_t code, const lease_result_t *res)
+/* Queues the audit event of one request outcome, or with count > 1 the
+ * aggregated event of that many refused items of one batch (ids of the
+ * first). Results of a lease that belongs to someone else are recorded
+ * without its lease id and token unless the caller may see them. */
+static void audit_n(leased_service_t *svc, const leased_op_ctx_t *ctx, const leased_request_t *req,
+                    const lease_call_t *call, lease_code_t code, const lease_result_t *res,
+                    int64_t count)
 {
     if (!svc->audit || ctx->op >= LEASED_OP_HEALTHZ)
         return;
@@ -264,13 +266,21 @@ static void audit(leased_service_t *svc, const leased_op_ctx_t *ctx, const lease
             ev.fencing_token = res->lease.fencing_token;
         }
     }
+    if (count > 1)
+        ev.event_count = count;
     /* Refusals a caller can repeat at no cost to itself (no credential, or
      * over its rate) are counted per source and window, so a flood of them
      * costs the database one row per window, not one per request. */
     if (!ctx->authenticated || code == LEASE_RATE_LIMITED)
         leased_audit_queue_count(svc->audit, &ev);
     else
-        leased_audit_queue_push(svc->audit, &ev);
+        leased_audit_queue_push(svc->audit, ctx->caller.scope.tenant_id, &ev);
+}
+
+static void audit(leased_service_t *svc, const leased_op_ctx_t *ctx, const leased_request_t *req,
+                  const lease_call_t *call, lease_code_t code, const lease_result_t *res)
+{
+    audit_n(svc, ctx, req, call, code, res, 1);
 }
 
 void leased_service_audit_refusal(leased_service_t *svc, const leased_op_ctx_t *ctx,
@@ -588,10 +598,13 @@ static void complete_items(leased_request_t *req)
 
 /*
  * Many renewals or releases in one store call (complete_items has run):
- * each keeps its own request id and digest; each answer is audited as its
- * own renewal or release would be (the store audits those that changed
- * state; the rest here). Returns LEASE_RENEWED / LEASE_RELEASED when the
- * batch was decided.
+ * each keeps its own request id and digest. The store audits the items
+ * that changed state; here a replayed item is audited as its own renewal
+ * or release would be, and the refused items are one aggregated event per
+ * code (the first such item's ids, event_count = how many), as other
+ * refusals are: a batch of 100 refused items costs the audit one event,
+ * not 100 (docs/contract.md leased-2). Returns LEASE_RENEWED /
+ * LEASE_RELEASED when the batch was decided.
  */
 static lease_code_t owner_batch(leased_service_t *svc, const leased_op_ctx_t *ctx,
                                 leased_request_t *req, leased_outcome_t *out)
@@ -621,12 +634,26 @@ static lease_code_t owner_batch(leased_service_t *svc, const leased_op_ctx_t *ct
     out->n_items = n;
     leased_op_ctx_t item_ctx = *ctx;
     item_ctx.op = item_op;
+    /* refused items per code: the first one's index and how many */
+    size_t first[LEASE_CODE_COUNT];
+    int64_t refused[LEASE_CODE_COUNT] = {0};
     for (size_t i = 0; i < n; i++) {
         const lease_result_t *r = &out->items[i];
-        if (lease_code_is_success(r->code) && !r->replayed)
+        if (lease_code_is_success(r->code)) {
+            if (!r->replayed)
+                continue; /* audited by the store */
+            one->u.owner = req->items[i];
+            audit(svc, &item_ctx, one, &one->u.owner.call, r->code, r);
+        } else if ((size_t)r->code < LEASE_CODE_COUNT && refused[r->code]++ == 0) {
+            first[r->code] = i;
+        }
+    }
+    for (size_t c = 0; c < LEASE_CODE_COUNT; c++) {
+        if (refused[c] == 0)
             continue;
-        one->u.owner = req->items[i];
-        audit(svc, &item_ctx, one, &one->u.owner.call, r->code, r);
+        one->u.owner = req->items[first[c]];
+        audit_n(svc, &item_ctx, one, &one->u.owner.call, (lease_code_t)c, &out->items[first[c]],
+                refused[c]);
     }
     leased_request_free(one);
     return out->code;

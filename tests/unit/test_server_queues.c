@@ -1,7 +1,8 @@
 /*
- * test_server_queues.c - the audit queue (bounded: drops and counts when
- * full, writes in batches of at most `batch`, falls back to the log when the
- * store refuses, flushes on stop) and the work queue (FIFO, delayed jobs in
+ * test_server_queues.c - the audit queue (shared fairly per tenant: a full
+ * queue refuses admission to the tenant that fills it and never drops an
+ * admitted event; writes in batches of at most `batch`, falls back to the
+ * log when the store refuses, flushes on stop) and the work queue (FIFO, delayed jobs in
  * due order, delayed jobs run at once when the pool is freed). Nothing here
  * sleeps to synchronise: threads are waited for on conditions.
  *
@@ -32,6 +33,7 @@ typedef struct audit_sink {
     pthread_cond_t cond;
     bool fail;
     bool blocked; /* record_audit waits until unblocked */
+    bool held;    /* record_audit is waiting (blocked) */
     size_t batches, events, largest_batch, foreign;
 } audit_sink_t;
 
@@ -41,8 +43,11 @@ static lease_code_t sink_record(lease_store_t *s, const lease_audit_event_t *eve
     (void)deadline;
     audit_sink_t *k = (audit_sink_t *)(void *)s;
     pthread_mutex_lock(&k->mutex);
-    while (k->blocked)
+    while (k->blocked) {
+        k->held = true;
         pthread_cond_wait(&k->cond, &k->mutex);
+    }
+    k->held = false;
     for (size_t i = 0; i < n; i++)
         if (strcmp(events[i].event_type, "target_lease_inspect") != 0)
             k->foreign++; /* checked by the test thread: no cmocka here */
@@ -75,6 +80,14 @@ static void sink_block(audit_sink_t *k, bool blocked)
     pthread_mutex_unlock(&k->mutex);
 }
 
+static bool sink_held(audit_sink_t *k)
+{
+    pthread_mutex_lock(&k->mutex);
+    bool held = k->held;
+    pthread_mutex_unlock(&k->mutex);
+    return held;
+}
+
 static lease_audit_event_t event(void)
 {
     lease_audit_event_t ev;
@@ -97,7 +110,7 @@ static void test_batches_and_flush(void **state)
     sink_block(&sink, true);
     lease_audit_event_t ev = event();
     for (int i = 0; i < 100; i++)
-        leased_audit_queue_push(q, &ev);
+        leased_audit_queue_push(q, "tenant-a", &ev);
     sink_block(&sink, false);
     leased_audit_queue_stop(q, 5000);
     leased_audit_stats_t st;
@@ -113,7 +126,27 @@ static void test_batches_and_flush(void **state)
     leased_audit_queue_free(q);
 }
 
-static void test_full_queue_drops(void **state)
+/* Pushes tenant's events while admission lets it; returns how many. */
+static int push_while_admitted(leased_audit_queue_t *q, const char *tenant, int at_most)
+{
+    lease_audit_event_t ev = event();
+    int64_t retry_ms = 0;
+    int n = 0;
+    while (n < at_most && leased_audit_queue_admit(q, tenant, &retry_ms)) {
+        leased_audit_queue_push(q, tenant, &ev);
+        n++;
+    }
+    return n;
+}
+
+/*
+ * A full queue refuses new work of the tenant that fills it, not another
+ * tenant's, and drops nothing: with the writer blocked, tenant A is
+ * admitted until its events fill the capacity (16), then refused with a
+ * retry hint; tenant B is still admitted, up to its half; events of A's
+ * requests admitted before (pushed without asking) are kept too.
+ */
+static void test_full_queue_refuses_the_flooding_tenant(void **state)
 {
     (void)state;
     audit_sink_t sink;
@@ -121,19 +154,56 @@ static void test_full_queue_drops(void **state)
     leased_audit_queue_t *q = leased_audit_queue_new(&sink.base, 16, 4);
     assert_true(leased_audit_queue_start(q));
     sink_block(&sink, true);
+    /* the writer holds one event of another tenant in the blocked store:
+     * from here on, everything pushed stays in the ring */
     lease_audit_event_t ev = event();
-    /* the writer may hold one batch (4) while blocked; the ring holds 16 */
+    leased_audit_queue_push(q, "tenant-z", &ev);
+    assert_true(test_wait_until(10000, sink_held(&sink)));
+    int a = push_while_admitted(q, "tenant-a", 100);
+    assert_int_equal(a, 16);
+    int64_t retry_ms = 0;
+    assert_false(leased_audit_queue_admit(q, "tenant-a", &retry_ms));
+    assert_true(retry_ms >= 50 && retry_ms <= 5000);
+    /* B: a share of its own, half the capacity now that two tenants wait */
+    int b = push_while_admitted(q, "tenant-b", 100);
+    assert_int_equal(b, 8);
+    assert_false(leased_audit_queue_admit(q, "tenant-b", &retry_ms));
+    assert_false(leased_audit_queue_admit(q, "tenant-a", &retry_ms));
+    /* A third tenant still gets in: 16 / 3 = 5 */
+    assert_int_equal(push_while_admitted(q, "tenant-c", 100), 5);
+    /* requests admitted before the queue filled still finish: their events
+     * are kept (the ring grows), none dropped */
     for (int i = 0; i < 100; i++)
-        leased_audit_queue_push(q, &ev);
+        leased_audit_queue_push(q, "tenant-a", &ev);
     leased_audit_stats_t st;
     leased_audit_queue_stats(q, &st);
-    /* the writer may or may not have taken its first batch yet */
-    assert_true(st.depth >= 12 && st.depth <= 16);
-    assert_true(st.dropped >= 100 - 16 - 4 && st.dropped <= 100 - 16);
+    assert_int_equal(st.dropped, 0);
+    assert_int_equal(st.refused, 6); /* each admit that answered false */
+    assert_int_equal(st.depth, (size_t)(a + b + 5 + 100));
     sink_block(&sink, false);
     leased_audit_queue_stop(q, 5000);
     leased_audit_queue_stats(q, &st);
-    assert_int_equal(st.written + st.dropped, 100);
+    assert_int_equal(st.written, (uint64_t)(1 + a + b + 5 + 100));
+    assert_int_equal(st.dropped, 0);
+    assert_int_equal(st.depth, 0);
+    leased_audit_queue_free(q);
+}
+
+/* Events pushed while the queue stops are not dropped: the log keeps them. */
+static void test_push_while_stopping_falls_back(void **state)
+{
+    (void)state;
+    audit_sink_t sink;
+    sink_init(&sink);
+    leased_audit_queue_t *q = leased_audit_queue_new(&sink.base, 16, 4);
+    assert_true(leased_audit_queue_start(q));
+    leased_audit_queue_stop(q, 5000);
+    lease_audit_event_t ev = event();
+    leased_audit_queue_push(q, "tenant-a", &ev);
+    leased_audit_stats_t st;
+    leased_audit_queue_stats(q, &st);
+    assert_int_equal(st.dropped, 0);
+    assert_int_equal(st.fallback, 1);
     leased_audit_queue_free(q);
 }
 
@@ -147,7 +217,7 @@ static void test_store_failure_falls_back(void **state)
     assert_true(leased_audit_queue_start(q));
     lease_audit_event_t ev = event();
     for (int i = 0; i < 25; i++)
-        leased_audit_queue_push(q, &ev);
+        leased_audit_queue_push(q, "tenant-a", &ev);
     leased_audit_queue_stop(q, 5000);
     leased_audit_stats_t st;
     leased_audit_queue_stats(q, &st);
@@ -273,7 +343,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_batches_and_flush),
-        cmocka_unit_test(test_full_queue_drops),
+        cmocka_unit_test(test_full_queue_refuses_the_flooding_tenant),
+        cmocka_unit_test(test_push_while_stopping_falls_back),
         cmocka_unit_test(test_store_failure_falls_back),
         cmocka_unit_test(test_work_queue_delays),
     };
