@@ -49,6 +49,7 @@
 #include "lease/clock.h"
 #include "lease/log.h"
 #include "app.h"
+#include "http_accept.h"
 #include "http_conns.h"
 #include "http_rules.h"
 #include "request_ids.h"
@@ -97,6 +98,7 @@ struct leased_http {
     listener_t main_listener, probe_listener;
     leased_conns_t *conns;       /* admission, deadlines, hang-ups (http_conns.h) */
     leased_conns_t *probe_conns; /* the probe listener's, or NULL */
+    leased_acceptor_t *acceptor; /* accepts for the library (http_accept.h) */
     int listen_fd;         /* closed after the library stops */
     bool quiesced;         /* the library no longer accepts (main thread only) */
     int port;
@@ -139,6 +141,7 @@ typedef struct request {
     int64_t queued_ns;        /* when it was queued for a worker first */
     bool waited;              /* its socket is watched for a hang-up (http_conns.h) */
     bool on_probes;           /* arrived on the LEASE_METRICS_LISTEN listener */
+    bool forwarded_invalid;   /* a trusted proxy's X-Forwarded-For did not parse */
 } request_t;
 
 /* Query arguments: only a watch reads one (wait_ms); any other argument,
@@ -157,10 +160,14 @@ static enum MHD_Result collect_query(void *cls, enum MHD_ValueKind kind, const c
     return MHD_YES;
 }
 
-/* Every X-Forwarded-For line of a request, joined in order with ",". */
+/* Every X-Forwarded-For line of a request, joined in order with ",". The
+ * whole of it, however long (the head is bounded, http_rules.h): the
+ * client address is read from its right end, so padding a client adds on
+ * the left never hides what the trusted proxies appended. */
 typedef struct forwarded {
-    char text[1024];
-    bool any, overflow;
+    char *text;
+    size_t len;
+    bool failed; /* out of memory */
 } forwarded_t;
 
 static enum MHD_Result collect_forwarded(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -168,13 +175,17 @@ static enum MHD_Result collect_forwarded(void *cls, enum MHD_ValueKind kind, con
 {
     (void)kind;
     forwarded_t *f = cls;
-    if (strcasecmp(key, "X-Forwarded-For") != 0 || !value)
+    if (strcasecmp(key, "X-Forwarded-For") != 0 || !value || f->failed)
         return MHD_YES;
-    size_t used = strlen(f->text);
-    int n = snprintf(f->text + used, sizeof f->text - used, "%s%s", f->any ? "," : "", value);
-    if (n < 0 || (size_t)n >= sizeof f->text - used)
-        f->overflow = true;
-    f->any = true;
+    size_t add = strlen(value) + (f->text ? 1 : 0);
+    char *grown = realloc(f->text, f->len + add + 1);
+    if (!grown) {
+        f->failed = true;
+        return MHD_YES;
+    }
+    snprintf(grown + f->len, add + 1, "%s%s", f->text ? "," : "", value);
+    f->text = grown;
+    f->len += add;
     return MHD_YES;
 }
 
@@ -189,10 +200,11 @@ static void client_source(leased_http_t *h, request_t *rq, char *out)
     else
         leased_conns_peer(rq->conn, peer);
     const leased_trusted_proxies_t *tp = &h->app->config->trusted;
-    forwarded_t f = {.text = ""};
+    forwarded_t f = {NULL, 0, false};
     if (tp->n > 0 && leased_trusted_proxies_has(tp, peer))
         MHD_get_connection_values(rq->conn, MHD_HEADER_KIND, collect_forwarded, &f);
-    leased_trusted_proxies_client(tp, peer, f.any && !f.overflow ? f.text : NULL, out);
+    rq->forwarded_invalid = !leased_trusted_proxies_client(tp, peer, !f.failed ? f.text : NULL, out);
+    free(f.text);
 }
 
 /* MHD_OPTION_URI_LOG_CALLBACK: a request line arrived; what it returns is
@@ -542,6 +554,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
         const char *field = rq->target_field;
         if (!field)
             field = leased_http_rules_head(conn, method, version, url);
+        if (!field && rq->forwarded_invalid)
+            field = "X-Forwarded-For"; /* never charged to the proxy in silence */
         if (field) {
             leased_conns_count_framing(rq->conns);
             rq->close = true;
@@ -721,11 +735,26 @@ static int bind_listener(const char *host, int port, int *bound, char *err, size
     return fd;
 }
 
+/* The acceptor's hand-over (http_accept.h): the PROXY header's address
+ * waits for the connection's admission (http_conns.h). */
+static bool hand_to_library(void *cls, int fd, const struct sockaddr *addr, socklen_t addrlen,
+                            const char *source)
+{
+    leased_http_t *h = cls;
+    bool expected = source[0] && leased_conns_expect(h->conns, fd, source);
+    if (MHD_add_connection(h->daemon, fd, addr, addrlen) == MHD_YES)
+        return true;
+    if (expected)
+        leased_conns_unexpect(h->conns, fd);
+    return false;
+}
+
 /* Stops what leased_http_start started, in the reverse order. */
 static void teardown(leased_http_t *h)
 {
     if (h->daemon)
         leased_http_quiesce(h);
+    leased_acceptor_stop(h->acceptor); /* hands nothing over any more */
     if (h->probes)
         MHD_stop_daemon(h->probes);
     if (h->daemon)
@@ -791,13 +820,12 @@ leased_http_t *leased_http_start(leased_app_t *app, const leased_http_routes_t *
      * missing Host or a space in the target in HTML, which http_rules.c
      * refuses in the envelope. */
     unsigned idle_s = (unsigned)((cfg->idle_timeout_ms + 999) / 1000);
-    unsigned flags =
-        MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG | MHD_USE_ITC;
+    unsigned flags = MHD_USE_EPOLL_INTERNAL_THREAD | MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
+                     MHD_USE_ITC | MHD_USE_NO_LISTEN_SOCKET;
     /* the logger option comes first so that even option errors reach it */
     h->daemon = MHD_start_daemon(
         flags, (uint16_t)h->port, NULL, NULL, on_request, &h->main_listener,
-        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_LISTEN_SOCKET, h->listen_fd,
-        MHD_OPTION_CONNECTION_LIMIT, (unsigned)(cfg->max_connections + OVER_CAPACITY_ROOM),
+        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_CONNECTION_LIMIT, (unsigned)(cfg->max_connections + OVER_CAPACITY_ROOM),
         MHD_OPTION_CONNECTION_TIMEOUT, idle_s > 0 ? idle_s : 1U, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
         (size_t)CONNECTION_MEMORY, MHD_OPTION_NOTIFY_CONNECTION, leased_conns_notify, h->conns,
         MHD_OPTION_NOTIFY_COMPLETED, on_completed, &h->main_listener, MHD_OPTION_URI_LOG_CALLBACK,
@@ -806,6 +834,22 @@ leased_http_t *leased_http_start(leased_app_t *app, const leased_http_routes_t *
         MHD_OPTION_END);
     if (!h->daemon) {
         snprintf(err, errsz, "cannot start the HTTP library");
+        goto fail;
+    }
+    /* the acceptor hands sockets to the library (MHD_add_connection, which
+     * MHD_USE_ITC makes safe from its thread), reading a trusted proxy's
+     * header first without stalling the library's thread */
+    leased_acceptor_config_t ac = {
+        .listen_fd = h->listen_fd,
+        .trusted = &cfg->trusted,
+        .header_timeout_ms = cfg->receive_timeout_ms,
+        .max_pending = (size_t)cfg->max_connections,
+        .handover = hand_to_library,
+        .cls = h,
+    };
+    h->acceptor = leased_acceptor_start(&ac);
+    if (!h->acceptor) {
+        snprintf(err, errsz, "cannot start the accepting thread");
         goto fail;
     }
     if (cfg->metrics_listen && cfg->metrics_listen[0] && !start_probes(h, err, errsz))
@@ -823,12 +867,13 @@ int leased_http_port(const leased_http_t *h)
 
 void leased_http_quiesce(leased_http_t *h)
 {
-    /* The library stops accepting and hands the listening socket back.
-     * Its thread may still be in accept() on it: the socket stops
-     * listening now (shutdown: new connections are refused by the system)
-     * and is closed once the library's thread has ended. */
-    if (!h->quiesced && MHD_quiesce_daemon(h->daemon) != MHD_INVALID_SOCKET)
+    /* The acceptor stops accepting. Its thread may still be in accept()
+     * on the socket: it stops listening now (shutdown: new connections are
+     * refused by the system) and is closed once that thread has ended. */
+    if (!h->quiesced) {
+        leased_acceptor_quiesce(h->acceptor);
         shutdown(h->listen_fd, SHUT_RDWR);
+    }
     h->quiesced = true;
 }
 

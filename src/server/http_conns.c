@@ -39,8 +39,6 @@
 #include "trusted_proxies.h"
 
 #define SCAN_EVERY_MS 100
-#define PROXY_WAIT_MS 250   /* a trusted proxy's header comes with its connection */
-#define PROXY_HEAD_MAX 1024 /* PROXY v2 header with the TLVs proxies add */
 #define REAP_CHUNK 128      /* descriptors asked per poll() when reaping */
 /* A request head still arriving after this long is a trickle, not a client
  * writing its head (one write, a few packets): when the table is full it may
@@ -53,6 +51,14 @@ typedef enum phase {
     PH_ANSWERING,    /* whole: on a worker, waiting, or its reply going out */
     PH_GONE,         /* refused, timed out or evicted: shut down, the library closes it */
 } phase_t;
+
+/* The client address a trusted proxy's header named for a connection the
+ * acceptor handed to the library (http_accept.h), until its admission. */
+typedef struct expected {
+    struct expected *next;
+    int fd;
+    char source[64];
+} expected_t;
 
 /* The open connections of one client address (those counted per source). */
 typedef struct source_count {
@@ -82,6 +88,7 @@ struct leased_conns {
     leased_conn_t *list; /* newest first */
     int64_t open;
     source_count_t **sources; /* hash of source_count_t, nsources buckets */
+    expected_t *expected;     /* PROXY headers' addresses of connections handed over */
     size_t nsources;
     uint64_t refused_capacity, refused_source, receive_timeouts, framing_refused,
         evicted; /* atomic */
@@ -217,31 +224,41 @@ static bool hung_up(int fd)
 
 /* ---- admission (the library's thread) --------------------------------------- */
 
-/* A trusted peer's connection may start with a PROXY v2 header: consumed
- * (exactly its bytes) and its client address written to out. */
-static void read_proxy_header(int fd, char out[64])
+/* The client address a trusted peer's PROXY header named for fd
+ * (leased_conns_expect), taken off the list; false when there is none. */
+static bool take_expected(leased_conns_t *cs, int fd, char out[64])
 {
-    uint8_t buf[PROXY_HEAD_MAX];
-    int64_t end = lease_mono_now_ns() + (int64_t)PROXY_WAIT_MS * 1000000;
-    for (;;) {
-        ssize_t n = recv(fd, buf, sizeof buf, MSG_PEEK | MSG_DONTWAIT);
-        struct sockaddr_storage ss;
-        socklen_t len = 0;
-        long hl = n > 0 ? leased_proxy_v2_parse(buf, (size_t)n, &ss, &len) : 0;
-        if (hl < 0 || n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) ||
-            (hl == 0 && n == (ssize_t)sizeof buf))
-            return; /* not a PROXY header (a request, or nothing): the peer's address */
-        if (hl > 0) {
-            ssize_t got = recv(fd, buf, (size_t)hl, MSG_DONTWAIT);
-            if (got == hl && len > 0)
-                address_text((struct sockaddr *)&ss, out);
-            return;
+    for (expected_t **p = &cs->expected; *p; p = &(*p)->next)
+        if ((*p)->fd == fd) {
+            expected_t *e = *p;
+            *p = e->next;
+            snprintf(out, 64, "%s", e->source);
+            free(e);
+            return true;
         }
-        int left_ms = (int)((end - lease_mono_now_ns()) / 1000000);
-        struct pollfd p = {fd, POLLIN, 0};
-        if (left_ms <= 0 || poll(&p, 1, left_ms) <= 0)
-            return;
-    }
+    return false;
+}
+
+bool leased_conns_expect(leased_conns_t *cs, int fd, const char *source)
+{
+    expected_t *e = calloc(1, sizeof *e);
+    if (!e)
+        return false;
+    e->fd = fd;
+    snprintf(e->source, sizeof e->source, "%s", source);
+    pthread_mutex_lock(&cs->mu);
+    e->next = cs->expected;
+    cs->expected = e;
+    pthread_mutex_unlock(&cs->mu);
+    return true;
+}
+
+void leased_conns_unexpect(leased_conns_t *cs, int fd)
+{
+    char unused[64];
+    pthread_mutex_lock(&cs->mu);
+    (void)take_expected(cs, fd, unused);
+    pthread_mutex_unlock(&cs->mu);
 }
 
 /* Connections between requests whose client has closed already (the
@@ -364,11 +381,14 @@ static void admit(leased_conns_t *cs, struct MHD_Connection *conn, void **socket
     /* a trusted proxy brings many clients: each is counted under the
      * address its header names; the proxy itself only in the global bound */
     bool proxy = leased_trusted_proxies_has(cs->cfg.trusted, c->source);
-    if (proxy)
-        read_proxy_header(c->fd, c->source);
-    bool counted = !proxy || !leased_trusted_proxies_has(cs->cfg.trusted, c->source);
     *socket_context = c;
     pthread_mutex_lock(&cs->mu);
+    if (proxy) {
+        char named[64];
+        if (take_expected(cs, c->fd, named) && named[0])
+            snprintf(c->source, sizeof c->source, "%s", named);
+    }
+    bool counted = !proxy || !leased_trusted_proxies_has(cs->cfg.trusted, c->source);
     c->next = cs->list;
     if (cs->list)
         cs->list->prev = c;
@@ -488,7 +508,8 @@ bool leased_conns_wait(leased_conns_t *cs, leased_conn_t *c, void *arg)
     if (!c)
         return false;
     pthread_mutex_lock(&cs->mu);
-    struct epoll_event e = {.events = EPOLLRDHUP | EPOLLONESHOT, .data.fd = c->fd};
+    struct epoll_event e = {.events = EPOLLRDHUP | EPOLLONESHOT,
+                            .data.u64 = (uint64_t)(unsigned)c->fd};
     bool ok = c->waiting || epoll_ctl(cs->epfd, EPOLL_CTL_ADD, c->fd, &e) == 0;
     if (ok)
         c->waiting = arg;
@@ -572,7 +593,7 @@ static void *conns_main(void *arg)
         pthread_mutex_lock(&cs->mu);
         bool stop = cs->stop;
         for (int i = 0; i < n && !stop; i++)
-            if (ev[i].data.fd != cs->stop_fd && (gone[k] = take_hung_up(cs, ev[i].data.fd)))
+            if ((int)ev[i].data.u64 != cs->stop_fd && (gone[k] = take_hung_up(cs, (int)ev[i].data.u64)))
                 k++;
         int64_t now = lease_mono_now_ns();
         if (!stop && now >= next_scan) {
@@ -605,7 +626,7 @@ leased_conns_t *leased_conns_start(const leased_conns_config_t *cfg)
     pthread_mutex_init(&cs->mu, NULL);
     cs->epfd = epoll_create1(EPOLL_CLOEXEC);
     cs->stop_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    struct epoll_event e = {.events = EPOLLIN, .data.fd = cs->stop_fd};
+    struct epoll_event e = {.events = EPOLLIN, .data.u64 = (uint64_t)(unsigned)cs->stop_fd};
     if (cs->epfd < 0 || cs->stop_fd < 0 ||
         epoll_ctl(cs->epfd, EPOLL_CTL_ADD, cs->stop_fd, &e) != 0 ||
         pthread_create(&cs->thread, NULL, conns_main, cs) != 0) {
@@ -638,6 +659,11 @@ void leased_conns_stop(leased_conns_t *cs)
     /* the library stopped first: every connection was forgotten, and with
      * it every source entry */
     free(cs->sources);
+    while (cs->expected) {
+        expected_t *e = cs->expected;
+        cs->expected = e->next;
+        free(e);
+    }
     free(cs);
 }
 

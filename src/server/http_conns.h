@@ -13,10 +13,10 @@
  *   new one is answered 503; past LEASE_MAX_CONNECTIONS_PER_SOURCE 429 (the
  *   library's per-IP limit closes without a word and cannot key on the
  *   PROXY header's address);
- * - the PROXY protocol v2 header of a trusted peer, consumed from the
- *   socket there and then (a trusted proxy writes it as it connects; the
- *   wait for it is bounded by PROXY_WAIT_MS), naming the client address
- *   that keys the per-source limit, logs and the audit;
+ * - the client address a trusted peer's PROXY protocol v2 header named
+ *   (read by the acceptor before it handed the socket over, http_accept.h:
+ *   leased_conns_expect), which keys the per-source limit, logs and the
+ *   audit;
  * - a total receive deadline (slowloris: the library's own timeout restarts
  *   with every byte): a connection's first request must arrive whole within
  *   LEASE_RECEIVE_TIMEOUT_MS of the connection, a later one's body within
@@ -75,6 +75,13 @@ typedef struct leased_conn_stats {
 leased_conns_t *leased_conns_start(const leased_conns_config_t *cfg);
 /* Stops the thread and frees; call after the library stopped. NULL is fine. */
 void leased_conns_stop(leased_conns_t *cs);
+
+/* fd, about to be handed to the library, comes from a trusted proxy whose
+ * PROXY header named source: its admission counts it under that address.
+ * False when out of memory (it counts under the proxy's). unexpect takes
+ * it back when the library refused the socket. */
+bool leased_conns_expect(leased_conns_t *cs, int fd, const char *source);
+void leased_conns_unexpect(leased_conns_t *cs, int fd);
 
 /* The MHD_OPTION_NOTIFY_CONNECTION callback (cls: the leased_conns_t). */
 void leased_conns_notify(void *cls, struct MHD_Connection *conn, void **socket_context,

@@ -112,16 +112,16 @@ bool leased_trusted_proxies_has(const leased_trusted_proxies_t *tp, const char *
     return false;
 }
 
-void leased_trusted_proxies_client(const leased_trusted_proxies_t *tp, const char *peer,
+bool leased_trusted_proxies_client(const leased_trusted_proxies_t *tp, const char *peer,
                                    const char *xff, char out[64])
 {
     snprintf(out, 64, "%s", peer);
-    if (!xff || !leased_trusted_proxies_has(tp, peer))
-        return;
+    if (!xff || !xff[0] || !leased_trusted_proxies_has(tp, peer))
+        return true;
     /* from the right: entries the trusted proxies appended, up to the
      * first address that is not a proxy's; what lies left of it is the
      * client's own word and is not read. A malformed entry on the way:
-     * the header is not believed. All trusted: the leftmost. */
+     * the header is not believed (false). All trusted: the leftmost. */
     char chosen[64] = "";
     const char *end = xff + strlen(xff);
     for (;;) {
@@ -132,13 +132,14 @@ void leased_trusted_proxies_client(const leased_trusted_proxies_t *tp, const cha
         int family;
         uint8_t a[16];
         if (!trimmed(start, end, item, sizeof item) || !parse_addr(item, &family, a))
-            return;
+            return false;
         inet_ntop(family, a, chosen, sizeof chosen); /* IPv4-mapped as IPv4 */
         if (!leased_trusted_proxies_has(tp, chosen) || start == xff)
             break;
         end = start - 1;
     }
     snprintf(out, 64, "%s", chosen);
+    return true;
 }
 
 long leased_proxy_v2_parse(const uint8_t *buf, size_t len, struct sockaddr_storage *addr,

@@ -17,6 +17,8 @@
 #include <stdint.h>
 #include <sys/socket.h>
 
+#include "lease/result.h"
+
 #define LEASED_TRUSTED_PROXIES_MAX 32
 
 typedef struct leased_cidr {
@@ -39,11 +41,16 @@ bool leased_trusted_proxies_parse(const char *spec, leased_trusted_proxies_t *ou
 bool leased_trusted_proxies_has(const leased_trusted_proxies_t *tp, const char *addr);
 
 /* The client address of a request that came from peer (text) with the
- * X-Forwarded-For values xff (comma-separated, in order; NULL: none):
- * the rightmost address that is not trusted, when peer is trusted and
- * every entry is a numeric address; else peer. out: 64 bytes. */
-void leased_trusted_proxies_client(const leased_trusted_proxies_t *tp, const char *peer,
-                                   const char *xff, char out[64]);
+ * X-Forwarded-For values xff (comma-separated, in order, any length;
+ * NULL: none): the rightmost address that is not trusted, when peer is
+ * trusted; else peer. Only the entries from the right up to that address
+ * are read (what lies left of it is the client's own word, padding
+ * included). False (out: peer) when one of those is not a numeric address:
+ * the request is refused, never charged to the proxy in silence. out: 64
+ * bytes. */
+LEASE_MUST_USE bool leased_trusted_proxies_client(const leased_trusted_proxies_t *tp,
+                                                  const char *peer, const char *xff,
+                                                  char out[64]);
 
 /* Length of a PROXY protocol v2 header at the start of buf: > 0 when a
  * whole one is there (*addr and *addrlen: the source it carries, addrlen 0 for

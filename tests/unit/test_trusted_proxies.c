@@ -10,6 +10,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <stdbool.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "server/trusted_proxies.h"
@@ -39,12 +40,14 @@ static void test_parse(void **state)
         assert_false(leased_trusted_proxies_parse(bad[i], &tp));
 }
 
+/* want NULL: the header is refused (a malformed entry where it is read) */
 static void client(const leased_trusted_proxies_t *tp, const char *peer, const char *xff,
                    const char *want)
 {
     char out[64];
-    leased_trusted_proxies_client(tp, peer, xff, out);
-    assert_string_equal(out, want);
+    bool ok = leased_trusted_proxies_client(tp, peer, xff, out);
+    assert_int_equal(ok, want != NULL);
+    assert_string_equal(out, want ? want : peer);
 }
 
 static void test_forwarded_for(void **state)
@@ -60,7 +63,12 @@ static void test_forwarded_for(void **state)
     client(&tp, "10.0.0.1", "198.51.100.7, 10.1.1.1", "198.51.100.7"); /* two proxies */
     client(&tp, "10.0.0.1", "garbage, 198.51.100.7", "198.51.100.7");  /* left is not read */
     client(&tp, "10.0.0.1", "10.2.2.2, 10.1.1.1", "10.2.2.2");         /* all trusted: leftmost */
-    client(&tp, "10.0.0.1", "198.51.100.7, nonsense", "10.0.0.1");     /* malformed on the way */
+    client(&tp, "10.0.0.1", "198.51.100.7, nonsense", NULL);           /* malformed on the way */
+    /* a client's padding on the left, however long, hides nothing */
+    char padded[4096];
+    memset(padded, 'x', 3000);
+    snprintf(padded + 3000, sizeof padded - 3000, ", 198.51.100.8, 10.1.1.1");
+    client(&tp, "10.0.0.1", padded, "198.51.100.8");
     client(&tp, "10.0.0.1", "", "10.0.0.1");
     client(&tp, "10.0.0.1", NULL, "10.0.0.1");
     client(&tp, "10.0.0.1", "2001:db8::1", "2001:db8::1");
