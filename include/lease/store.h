@@ -37,6 +37,20 @@ typedef struct lease_principal {
 } lease_principal_t;
 
 /* What every call carries. */
+/* A call's serialization retries (40001, 40P01, 55P03), handed back to
+ * its caller instead of slept through, so that no thread is held during
+ * the pause: the store answers with again_after_ms > 0 (the answer's code
+ * is then only a placeholder), and the caller makes the same call again
+ * after that pause, with the same state. Set by the caller (yield), kept
+ * by the store between the calls. */
+typedef struct lease_retry {
+    bool yield;             /* in: return between attempts instead of sleeping */
+    int attempts;           /* the store's: attempts made so far */
+    int64_t backoff_ms;     /* the store's: the next pause's bound */
+    bool touched;           /* the store's: a statement reached the server */
+    int64_t again_after_ms; /* out: > 0: not answered yet; call again after this pause */
+} lease_retry_t;
+
 typedef struct lease_call {
     char request_id[LEASE_ID_MAX + 1];         /* idempotency key (mutations) */
     char correlation_id[LEASE_CORRELATION_MAX + 1];
@@ -48,6 +62,7 @@ typedef struct lease_call {
     /* Hex SHA-256 over every behaviour-affecting input (lease_request_digest).
      * Filled by the service layer for mutations. */
     char request_digest[65];
+    lease_retry_t *retry; /* NULL: the store pauses between attempts itself */
 } lease_call_t;
 
 typedef struct lease_acquire_req {

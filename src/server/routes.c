@@ -487,7 +487,7 @@ void leased_routes_continue(leased_app_t *app, leased_exchange_t *ex)
         return;
     }
     pending_op_t *p = ex->pending;
-    if (client_gone(ex))
+    if (client_gone(ex) && !leased_service_retrying(p->out))
         p->out->again_after_ms =
             0; /* acquire nothing for nobody: the conflict seen is the answer */
     else

@@ -684,6 +684,34 @@ static lease_code_t finish(leased_service_t *svc, const leased_op_ctx_t *ctx, le
     return out->code;
 }
 
+/* Whether the store handed a serialization retry back (store.h): then the
+ * request is not answered yet, and comes back after the store's pause. */
+static bool store_yielded(leased_outcome_t *out)
+{
+    if (out->store_retry.again_after_ms <= 0)
+        return false;
+    out->again_after_ms = out->store_retry.again_after_ms;
+    return true;
+}
+
+/* The store call of a request that passed the checks (again after a
+ * pause, the same call): its answer made final, or handed back. */
+static lease_code_t store_step(leased_service_t *svc, leased_op_ctx_t *ctx, leased_request_t *req,
+                               leased_outcome_t *out)
+{
+    if (req->op == LEASED_OP_RENEW_BATCH || req->op == LEASED_OP_RELEASE_BATCH) {
+        lease_code_t decided = req->op == LEASED_OP_RENEW_BATCH ? LEASE_RENEWED : LEASE_RELEASED;
+        if (owner_batch(svc, ctx, req, out) == decided || store_yielded(out))
+            return out->code;
+        take_details(req, out);
+        return finish_refused(svc, ctx, req, out);
+    }
+    out->code = call_store(svc, ctx, req, out);
+    if (out->again_after_ms > 0 || store_yielded(out))
+        return out->code; /* not final: the caller comes back */
+    return finish(svc, ctx, req, out);
+}
+
 lease_code_t leased_service_run(leased_service_t *svc, leased_op_ctx_t *ctx, leased_request_t *req,
                                 leased_outcome_t *out)
 {
@@ -722,17 +750,17 @@ lease_code_t leased_service_run(leased_service_t *svc, leased_op_ctx_t *ctx, lea
         out->code = refusal;
         return finish_refused(svc, ctx, req, out);
     }
-    if (batch) {
-        lease_code_t decided = req->op == LEASED_OP_RENEW_BATCH ? LEASE_RENEWED : LEASE_RELEASED;
-        if (owner_batch(svc, ctx, req, out) == decided)
-            return out->code;
-        take_details(req, out);
-        return finish_refused(svc, ctx, req, out);
+    /* serialization retries pause with no thread held: the store hands
+     * them back (store.h, lease_retry_t) and the caller re-queues the
+     * request (a watch's inspect keeps its own pace: it sleeps) */
+    if (req->op != LEASED_OP_WATCH) {
+        out->store_retry.yield = true;
+        if (batch && req->n_items > 0)
+            req->items[0].call.retry = &out->store_retry; /* the batch's one call */
+        else
+            call->retry = &out->store_retry;
     }
-    out->code = call_store(svc, ctx, req, out);
-    if (out->again_after_ms > 0)
-        return out->code; /* not final: the caller comes back */
-    return finish(svc, ctx, req, out);
+    return store_step(svc, ctx, req, out);
 }
 
 bool leased_service_recheck(leased_service_t *svc, const leased_op_ctx_t *ctx,
@@ -748,9 +776,19 @@ bool leased_service_recheck(leased_service_t *svc, const leased_op_ctx_t *ctx,
     return lease_auth_recheck(svc->auth, &ctx->caller, deadline, code);
 }
 
+bool leased_service_retrying(const leased_outcome_t *out)
+{
+    return out->store_retry.again_after_ms > 0;
+}
+
 lease_code_t leased_service_run_again(leased_service_t *svc, leased_op_ctx_t *ctx,
                                       leased_request_t *req, leased_outcome_t *out)
 {
+    /* the store's own retry after its pause: the same call again */
+    if (leased_service_retrying(out)) {
+        out->again_after_ms = 0;
+        return store_step(svc, ctx, req, out);
+    }
     /* The pause was planned to end before the deadline; a busy machine may
      * run it late. Then the answer is the conflict this request already
      * saw (true when it was seen), not deadline_exceeded for an attempt
@@ -771,7 +809,7 @@ lease_code_t leased_service_run_again(leased_service_t *svc, leased_op_ctx_t *ct
         return finish_refused(svc, ctx, req, out);
     }
     out->code = acquire_attempt(svc, ctx, req, out);
-    if (out->again_after_ms > 0)
+    if (out->again_after_ms > 0 || store_yielded(out))
         return out->code;
     return finish(svc, ctx, req, out);
 }

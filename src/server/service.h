@@ -61,6 +61,9 @@ typedef struct leased_outcome {
     int64_t again_after_ms;
     int64_t backoff_ms; /* waiting state between attempts */
     int attempts;
+    /* The store's serialization retries, paused with no thread held: when
+     * again_after_ms is set from here, the same call is made again. */
+    lease_retry_t store_retry;
 } leased_outcome_t;
 
 void leased_outcome_clear(leased_outcome_t *out);
@@ -111,6 +114,11 @@ void leased_service_audit_refusal(leased_service_t *svc, const leased_op_ctx_t *
  * conflicted and may try again): keep ctx, req and out, and call
  * leased_service_run_again after that pause, without holding a thread.
  */
+/* Whether out waits for the store's own retry (not an acquire's wait):
+ * it must be run again even when its client has gone, to be answered and
+ * audited. */
+bool leased_service_retrying(const leased_outcome_t *out);
+
 lease_code_t leased_service_run(leased_service_t *svc, leased_op_ctx_t *ctx, leased_request_t *req,
                                 leased_outcome_t *out);
 /* The next attempt of a waiting acquire (same request id and digest). */

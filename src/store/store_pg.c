@@ -86,6 +86,7 @@ typedef struct call_spec {
     store_pg_stmt_t stmt;
     const lease_deadline_t *deadline;
     const lease_call_t *call;         /* for logs; may be NULL */
+    lease_retry_t *retry;             /* the caller takes the pauses (store.h); may be NULL */
     const lease_identity_t *identity; /* for quarantine; may be NULL */
 } call_spec_t;
 
@@ -491,9 +492,13 @@ static attempt_verdict_t attempt_on_slot(store_pg_t *pg, store_pg_slot_t *slot,
 static void run_call(store_pg_t *pg, const call_spec_t *spec, call_outcome_t *out)
 {
     memset(out, 0, sizeof *out);
-    bool touched = false; /* a statement reached the server on an earlier attempt */
-    int64_t backoff_ms = BACKOFF_FIRST_MS;
-    for (int attempt = 1;; attempt++) {
+    lease_retry_t *rs = spec->retry ? spec->retry : spec->call ? spec->call->retry : NULL;
+    /* a call made again after a pause its caller took goes on where it was */
+    bool touched = rs && rs->touched; /* a statement reached the server before */
+    int64_t backoff_ms = rs && rs->backoff_ms > 0 ? rs->backoff_ms : BACKOFF_FIRST_MS;
+    if (rs)
+        rs->again_after_ms = 0;
+    for (int attempt = rs ? rs->attempts + 1 : 1;; attempt++) {
         /* after retries the database was touched: not "before submission" */
         store_pg_slot_t *slot = lease_deadline_passed(spec->deadline)
                                     ? NULL
@@ -520,8 +525,19 @@ static void run_call(store_pg_t *pg, const call_spec_t *spec, call_outcome_t *ou
                 fail(out, lock_wait ? LEASE_DEADLINE_EXCEEDED : LEASE_BACKEND_UNAVAILABLE, true);
                 return;
             }
-            lease_sleep_ms(sleep_ms);
             backoff_ms = backoff_ms * 2 > BACKOFF_CAP_MS ? BACKOFF_CAP_MS : backoff_ms * 2;
+            if (rs && rs->yield) {
+                /* the caller pauses (no thread held) and calls again */
+                *rs = (lease_retry_t){.yield = true,
+                                      .attempts = attempt,
+                                      .backoff_ms = backoff_ms,
+                                      .touched = touched,
+                                      .again_after_ms = sleep_ms > 0 ? sleep_ms : 1};
+                store_pg_reply_clear(&out->reply);
+                fail(out, LEASE_BACKEND_UNAVAILABLE, true); /* a placeholder */
+                return;
+            }
+            lease_sleep_ms(sleep_ms);
         }
         store_pg_reply_clear(&out->reply);
     }
@@ -739,6 +755,7 @@ static lease_code_t owner_many(lease_store_t *s, store_pg_op_t many, const lease
                  .serializable = true,
                  .prepared = args.prepared},
         .deadline = deadline,
+        .retry = n > 0 ? reqs[0].call.retry : NULL, /* the batch's (service) */
     };
     call_outcome_t out;
     run_call(pg, &spec, &out);
