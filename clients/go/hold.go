@@ -86,7 +86,9 @@ func (c *Client) Hold(ctx context.Context, identity Identity, opts HoldOptions) 
 	}
 	opts.ServiceInstanceID, opts.ExecutionID, opts.TraceID = req.ServiceInstanceID, req.ExecutionID, ans.Lease.TraceID
 	l := &Lease{client: c, opts: opts, info: ans.Lease, stopped: make(chan struct{})}
-	l.ctx, l.cancel = context.WithCancel(context.Background())
+	// the context carries the lease, so that a call cut short by its
+	// cancellation can say the lease ended (ended.go)
+	l.ctx, l.cancel = context.WithCancel(context.WithValue(context.Background(), heldLeaseKey{}, l))
 	l.window = l.plan(Anchor(ans.FirstSent, ans.WaitedMS, ans.Answered), &ans.Lease)
 	if !time.Now().Before(l.window.Cancel) {
 		// granted with no authority left (an anchor at the send time of a
@@ -167,11 +169,41 @@ func (l *Lease) lose(err error) {
 
 // Commit writes through the fenced commit route with this lease's id and
 // token. The service is the judge: after a loss it answers lease_lost.
+// Under any context, a commit cut short because the lease ended (ctx is
+// lease.Context(), one derived from it, or any context that ended once the
+// lease had) answers an *Error matching ErrLeaseLost whose cause unwraps to
+// the context's error (context.Canceled). One that may already have been
+// sent is repeated once, under DefaultTimeout, to learn what happened: the
+// service answers the original result (committed before the loss) or
+// lease_lost.
 func (l *Lease) Commit(ctx context.Context, writes ...Write) (*CommitAnswer, error) {
 	info := l.Info()
-	return l.client.Commit(ctx, &CommitRequest{Identity: info.Identity, LeaseID: info.LeaseID,
+	req := &CommitRequest{Identity: info.Identity, LeaseID: info.LeaseID,
 		FencingToken: info.FencingToken, ExecutionID: l.opts.ExecutionID, TraceID: l.opts.TraceID,
-		Writes: writes})
+		Writes: writes}
+	ans, err := l.client.Commit(ctx, req)
+	if err == nil || ctx.Err() == nil {
+		return ans, err
+	}
+	err = l.endedError(ctx, err)
+	if !errors.Is(err, ErrLeaseOutcomeUnknown) || !errors.Is(err, ErrLeaseLost) {
+		return ans, err
+	}
+	// sent, then cut short by the loss: the same request id resolves it
+	rctx, cancel := context.WithTimeout(context.Background(), DefaultTimeout)
+	defer cancel()
+	again, rerr := l.client.Commit(rctx, req)
+	var typed *Error
+	if rerr == nil {
+		return again, nil
+	}
+	if errors.As(rerr, &typed) && !typed.ClientMade {
+		if typed.Err == nil {
+			typed.Err = &leaseEnded{end: l.Err(), cause: ctx.Err(), detail: ctx.Err()}
+		}
+		return nil, typed
+	}
+	return nil, err
 }
 
 // Release stops renewing and watching and releases the lease (bounded by
