@@ -323,7 +323,10 @@ class Client:
         answer = self._call("POST", "/v1/commits", body, mutation=True, request_id=request_id,
                             deadline_ms=deadline_ms, deadline_at=deadline_at)
         c = answer.envelope.get("commit")
-        if not isinstance(c, dict) or not isinstance(c.get("results"), list):
+        if (not isinstance(c, dict) or not isinstance(c.get("results"), list)
+                or not isinstance(c.get("lease_id", ""), str)
+                or not isinstance(c.get("fencing_token", 0), int)
+                or isinstance(c.get("fencing_token"), bool)):
             from .errors import OutcomeUnknown
             raise OutcomeUnknown("unreadable commit in a success answer",
                                  request_id=answer.request_id)
@@ -331,7 +334,8 @@ class Client:
                             fencing_token=int(c.get("fencing_token", lease.fencing_token)),
                             results=c["results"], replayed=bool(answer.envelope.get("replayed")),
                             request_id=answer.request_id,
-                            correlation_id=answer.envelope.get("correlation_id"))
+                            correlation_id=answer.envelope.get("correlation_id")
+                            if isinstance(answer.envelope.get("correlation_id"), str) else None)
 
     # ------------------------------------------------------------------
     # administrators
