@@ -36,7 +36,8 @@ WATCH_RETRY_FIRST_S = 0.2
 WATCH_RETRY_MAX_S = 5.0
 DEFAULT_COMMIT_DEADLINE_MS = 5000
 # How long the service may take to say what became of a lease whose holder
-# found itself past its local expiry (stopped, frozen, starved).
+# found itself past its local expiry (stopped, frozen, starved): the lease's
+# authority is already gone then, so this delays nothing that matters.
 NAMING_INSPECT_MS = 1000
 
 
@@ -249,21 +250,27 @@ class HeldLease:
         was). Without one, or when this holder only got to look after its
         local expiry (nothing in the client sleeps past the cancel point),
         the renewals did not run in time: the process itself was stopped,
-        frozen or starved, which says nothing about leased. Then the service
-        is asked what became of the lease, and that is the answer: ``lost``
-        when it ended it (expired, or another's), else ``unconfirmed`` with
-        what the inspection met."""
+        frozen or starved, which says nothing about leased. Before the local
+        expiry that is ``unconfirmed``/``deadline_exceeded`` (no renewal was
+        sent in time). After it the service is asked what became of the
+        lease, and that is the answer: ``lost`` when it ended it (expired,
+        or another's), else ``unconfirmed`` with what the inspection met."""
         now = time.monotonic()
         if observed is not None and now < window.expiry:
             return ("unconfirmed",) + observed
         stalled = (f"this holder did not run its renewal in time: it looked "
                    f"{now - window.cancel:.2f} s after its cancel point (the process was "
-                   "stopped, frozen or starved)")
+                   "stopped, frozen or starved, or its renewal thread held up)")
+        if now < window.expiry:
+            # the service cannot have expired it yet: nothing to ask, and
+            # no reason to keep the work going past the cancel point
+            return ("unconfirmed", "deadline_exceeded",
+                    stalled + "; no renewal was sent before the cancel point")
         if observed is not None:
             stalled += f"; the last attempt met {observed[0]}"
-        budget_ms = int((window.expiry - now) * 1000)
-        if budget_ms < 50:
-            budget_ms = NAMING_INSPECT_MS
+        # past the local expiry authority is long gone: the service's word
+        # costs nothing more and names what happened
+        budget_ms = NAMING_INSPECT_MS
         lease_id, token = self._lease.lease_id, self._lease.fencing_token
         try:
             seen = self.client.inspect(lease_id, deadline_ms=budget_ms)

@@ -63,3 +63,20 @@ def test_a_holder_frozen_past_its_ttl_is_told_the_lease_was_lost(leased, tokens,
         print(f"\n{watch}: frozen 6 s under a 2 s TTL: {s['reason']} ({s['code']}): {s['detail']}")
     assert all(s["lost"] for s in seen)
     assert [(s["reason"], s["code"]) for s in seen] == [("lost", "lease_lost")] * ROUNDS
+
+
+def test_a_stall_seen_before_the_local_expiry_is_not_an_outage(identity):
+    """The renewer reaching the cancel point with no renewal tried (the
+    process did not run in time) while the local expiry is still ahead:
+    ``unconfirmed``/``deadline_exceeded`` at once, nothing asked (the client
+    points at a port nothing listens on)."""
+    from leaseclient import Client, HeldLease, Lease
+    from leaseclient import schedule
+    lease = Lease(identity=identity(), lease_id="lease_stall", fencing_token=1, ttl_ms=3000)
+    window = schedule.plan(time.monotonic() - 2.8, 3000)  # C 2.7 s, E 3.0 s after S
+    held = HeldLease(Client("http://127.0.0.1:9", "lsk_x"), lease, window,
+                     service_instance_id="h-1", ttl_ms=3000, watch=False,
+                     watch_wait_ms=30000, margin_ms=0)
+    held._cancel_point()
+    print(f"\nstalled before the local expiry: {held.reason} ({held.code}): {getattr(held, 'detail', None)}")
+    assert held.lost.is_set() and (held.reason, held.code) == ("unconfirmed", "deadline_exceeded")
