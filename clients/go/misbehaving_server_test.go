@@ -11,6 +11,7 @@ package leaseclient
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -138,6 +139,9 @@ func (s *misbehavingServer) serve(c net.Conn) {
 	case "wrong_error_types":
 		send(409, map[string]any{"status": "error", "code": "lease_conflict", "msg": []string{"held"},
 			"retry_after_ms": "soon", "field": 7})
+	case "lease_lost":
+		send(409, map[string]any{"status": "error", "code": "lease_lost", "msg": "lease lost",
+			"correlation_id": "corr_fake"})
 	case "reset":
 		c.(*net.TCPConn).SetLinger(0) // close sends RST, the request read whole
 	default: // as leased
@@ -272,5 +276,52 @@ func TestResetAfterTheRequestWasSentIsAnUnknownOutcome(t *testing.T) {
 	}
 	if _, err := c.Inspect(ctxFor(t, fakeCallLimit), "lease_fake0001"); !errors.Is(err, ErrLeaseBackendUnavailable) {
 		t.Fatalf("inspect reset: %v", err)
+	}
+}
+
+// A commit under lease.Context() that was sent and is still unanswered when
+// the lease is lost: the call is cut short, repeated once with the same
+// request id under a fresh context, and answers what the service says
+// (here lease_lost), still unwrapping to context.Canceled.
+func TestCommitInFlightWhenTheLeaseIsLostIsResolved(t *testing.T) {
+	var mu sync.Mutex
+	commits := 0
+	srv := newMisbehavingServer(t, func(_, path string) string {
+		switch path {
+		case "/v1/leases/renew":
+			return "slow_head"
+		case "/v1/commits":
+			mu.Lock()
+			defer mu.Unlock()
+			if commits++; commits == 1 {
+				return "slow_head"
+			}
+			return "lease_lost"
+		}
+		return ""
+	})
+	lease, err := New(srv.url, "lsk_fake", nil).Hold(ctxFor(t, 5*time.Second), fakeIdentity(),
+		HoldOptions{TTL: fakeTTL, NoWatch: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lease.Release()
+	start := time.Now()
+	_, err = lease.Commit(lease.Context(), Document("k", 0, map[string]any{"ok": true}))
+	took := time.Since(start)
+	srv.mu.Lock()
+	var commitIDs []string
+	for i, seen := range srv.seen {
+		if seen == "POST /v1/commits" {
+			commitIDs = append(commitIDs, srv.ids[i])
+		}
+	}
+	srv.mu.Unlock()
+	t.Logf("commit in flight at the loss: %v after %v, sends %v", err, took.Round(10*time.Millisecond), commitIDs)
+	var e *Error
+	if !errors.Is(err, ErrLeaseLost) || !errors.Is(err, context.Canceled) || !errors.As(err, &e) ||
+		e.ClientMade || e.HTTPStatus != 409 || len(commitIDs) != 2 || commitIDs[0] != commitIDs[1] ||
+		took > fakeHoldBound {
+		t.Fatalf("commit: %v after %v, sends %v", err, took, commitIDs)
 	}
 }
