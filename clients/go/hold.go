@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -300,13 +301,55 @@ func (l *Lease) standing(now time.Time) (standing, time.Time) {
 // cancelPoint: the cancel point passed without a confirmed renewal.
 func (l *Lease) cancelPoint() {
 	l.mu.Lock()
-	capped, cause := GrantCapped(&l.info), l.lastErr
+	capped, cause, w := GrantCapped(&l.info), l.lastErr, l.window
 	l.mu.Unlock()
 	if capped {
 		l.lose(&LostError{Reason: "expired"})
 		return
 	}
-	l.lose(&LostError{Reason: "unconfirmed", Cause: cause})
+	l.lose(l.unconfirmed(w, cause))
+}
+
+// namingInspect bounds the inspection that names what became of a lease
+// whose holder looked only after its local expiry: its authority is gone
+// by then, so this delays nothing that matters.
+const namingInspect = time.Second
+
+// unconfirmed is why a hold's authority ran out unconfirmed. observed is
+// the failure its renewals met (nil: none was tried). Without one, or when
+// the holder only looks after its local expiry (nothing in the client
+// sleeps past the cancel point), the renewals did not run in time: the
+// process itself was stopped, frozen or starved, which says nothing about
+// leased. Before the local expiry that is "unconfirmed" at once; after it
+// leased is asked what became of the lease: "lost" (State its state) when
+// it ended it, else "unconfirmed" with what the inspection met.
+func (l *Lease) unconfirmed(w Window, observed error) *LostError {
+	now := time.Now()
+	if observed != nil && now.Before(w.Expiry) {
+		return &LostError{Reason: "unconfirmed", Cause: observed}
+	}
+	stalled := fmt.Sprintf("this holder did not run its renewal in time: it looked %.2f s after "+
+		"its cancel point (the process was stopped, frozen or starved, or its renewals held up)",
+		now.Sub(w.Cancel).Seconds())
+	if now.Before(w.Expiry) {
+		return &LostError{Reason: "unconfirmed",
+			Cause: errors.New(stalled + "; no renewal was sent before the cancel point")}
+	}
+	info := l.Info()
+	ctx, cancel := context.WithTimeout(l.ctx, namingInspect)
+	got, err := l.client.Inspect(ctx, info.LeaseID)
+	cancel()
+	switch {
+	case errors.Is(err, ErrLeaseNotFound):
+		return &LostError{Reason: "lost", Cause: errors.New(stalled + "; leased no longer knows the lease")}
+	case err != nil:
+		return &LostError{Reason: "unconfirmed", Cause: fmt.Errorf("%s; leased could not say more: %w", stalled, err)}
+	case got.Lease.State != "active" || got.Lease.FencingToken != info.FencingToken:
+		return &LostError{Reason: "lost", State: got.Lease.State,
+			Cause: errors.New(stalled + "; leased says the lease is " + got.Lease.State)}
+	}
+	return &LostError{Reason: "unconfirmed",
+		Cause: errors.New(stalled + "; leased still shows it active, but no renewal was confirmed in time")}
 }
 
 // renewal is one attempt: what was held, its window, and the request.
@@ -353,8 +396,7 @@ func (l *Lease) judge(r renewal, ans *LeaseAnswer, err error, answered time.Time
 			proven := l.lateAnswerProven(ctx, ans)
 			cancel()
 			if !proven {
-				l.lose(&LostError{Reason: "unconfirmed",
-					Cause: errors.New("a late renewal answer could not be proven")})
+				l.lose(l.unconfirmed(r.w, errors.New("a late renewal answer could not be proven")))
 				return
 			}
 		}
