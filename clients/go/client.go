@@ -129,6 +129,17 @@ func decodeAnswer(status int, body []byte) (env envelope, typedErr *Error, ok bo
 // lease_outcome_unknown carrying the request id (docs/executor.md,
 // "Unknown outcomes and request ids").
 func (c *Client) do(ctx context.Context, k call) (envelope, Answer, error) {
+	env, ans, err := c.exchange(ctx, k)
+	if err != nil && ctx.Err() != nil {
+		// run under a held lease's Context, cut short by its end
+		if l, ok := ctx.Value(heldLeaseKey{}).(*Lease); ok {
+			err = l.endedError(ctx, err)
+		}
+	}
+	return env, ans, err
+}
+
+func (c *Client) exchange(ctx context.Context, k call) (envelope, Answer, error) {
 	ans := Answer{RequestID: k.requestID}
 	if _, has := ctx.Deadline(); !has {
 		t := k.timeout
@@ -187,9 +198,14 @@ func (c *Client) do(ctx context.Context, k call) (envelope, Answer, error) {
 		sentAt := time.Now()
 		resp, err := c.http.Do(req)
 		var raw []byte
+		tooLarge := false
 		if err == nil {
-			raw, err = io.ReadAll(io.LimitReader(resp.Body, 8<<20))
+			// never more than MaxAnswerBytes in memory, whatever is offered
+			raw, err = io.ReadAll(io.LimitReader(resp.Body, MaxAnswerBytes+1))
 			resp.Body.Close()
+			if tooLarge = len(raw) > MaxAnswerBytes; tooLarge {
+				raw = nil
+			}
 		}
 		if connected.Load() && k.firstSent != nil && k.firstSent.IsZero() {
 			*k.firstSent = sentAt
@@ -218,12 +234,15 @@ func (c *Client) do(ctx context.Context, k call) (envelope, Answer, error) {
 				return env, ans, typed
 			case ok:
 				lastErr = typed
-			case !mutation || resp.StatusCode < 500:
+			// a mutation answered 2xx or 5xx without a readable envelope (a
+			// proxy's page, a cut, oversized or garbled body) may have
+			// happened: resend it; anything else is refused here
+			case !mutation || resp.StatusCode < 200 || (resp.StatusCode >= 300 && resp.StatusCode < 500):
 				return envelope{}, ans, &Error{Code: CodeLeaseBackendUnavailable, ClientMade: true,
 					HTTPStatus: resp.StatusCode, RequestID: k.requestID,
-					Message: fmt.Sprintf("answer without a typed envelope (HTTP %d)", resp.StatusCode)}
+					Message: unreadable(resp.StatusCode, tooLarge)}
 			default:
-				lastErr = fmt.Errorf("HTTP %d without a typed envelope", resp.StatusCode)
+				lastErr = errors.New(unreadable(resp.StatusCode, tooLarge))
 			}
 		}
 		// a mutation that may have happened: resend the same request
@@ -239,6 +258,17 @@ func (c *Client) do(ctx context.Context, k call) (envelope, Answer, error) {
 			backoff = time.Second
 		}
 	}
+}
+
+// MaxAnswerBytes is the most of an answer's body the client reads: a
+// larger one is refused as unreadable, never held in memory whole.
+const MaxAnswerBytes = 8 << 20
+
+func unreadable(status int, tooLarge bool) string {
+	if tooLarge {
+		return fmt.Sprintf("answer larger than %d bytes (HTTP %d)", MaxAnswerBytes, status)
+	}
+	return fmt.Sprintf("answer without a typed envelope (HTTP %d)", status)
 }
 
 // giveUp is the error of a call that ended without a typed answer.

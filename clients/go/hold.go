@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -86,7 +87,9 @@ func (c *Client) Hold(ctx context.Context, identity Identity, opts HoldOptions) 
 	}
 	opts.ServiceInstanceID, opts.ExecutionID, opts.TraceID = req.ServiceInstanceID, req.ExecutionID, ans.Lease.TraceID
 	l := &Lease{client: c, opts: opts, info: ans.Lease, stopped: make(chan struct{})}
-	l.ctx, l.cancel = context.WithCancel(context.Background())
+	// the context carries the lease, so that a call cut short by its
+	// cancellation can say the lease ended (ended.go)
+	l.ctx, l.cancel = context.WithCancel(context.WithValue(context.Background(), heldLeaseKey{}, l))
 	l.window = l.plan(Anchor(ans.FirstSent, ans.WaitedMS, ans.Answered), &ans.Lease)
 	if !time.Now().Before(l.window.Cancel) {
 		// granted with no authority left (an anchor at the send time of a
@@ -167,11 +170,41 @@ func (l *Lease) lose(err error) {
 
 // Commit writes through the fenced commit route with this lease's id and
 // token. The service is the judge: after a loss it answers lease_lost.
+// Under any context, a commit cut short because the lease ended (ctx is
+// lease.Context(), one derived from it, or any context that ended once the
+// lease had) answers an *Error matching ErrLeaseLost whose cause unwraps to
+// the context's error (context.Canceled). One that may already have been
+// sent is repeated once, under DefaultTimeout, to learn what happened: the
+// service answers the original result (committed before the loss) or
+// lease_lost.
 func (l *Lease) Commit(ctx context.Context, writes ...Write) (*CommitAnswer, error) {
 	info := l.Info()
-	return l.client.Commit(ctx, &CommitRequest{Identity: info.Identity, LeaseID: info.LeaseID,
+	req := &CommitRequest{Identity: info.Identity, LeaseID: info.LeaseID,
 		FencingToken: info.FencingToken, ExecutionID: l.opts.ExecutionID, TraceID: l.opts.TraceID,
-		Writes: writes})
+		Writes: writes}
+	ans, err := l.client.Commit(ctx, req)
+	if err == nil || ctx.Err() == nil {
+		return ans, err
+	}
+	err = l.endedError(ctx, err)
+	if !errors.Is(err, ErrLeaseOutcomeUnknown) || !errors.Is(err, ErrLeaseLost) {
+		return ans, err
+	}
+	// sent, then cut short by the loss: the same request id resolves it
+	rctx, cancel := context.WithTimeout(context.Background(), DefaultTimeout)
+	defer cancel()
+	again, rerr := l.client.Commit(rctx, req)
+	var typed *Error
+	if rerr == nil {
+		return again, nil
+	}
+	if errors.As(rerr, &typed) && !typed.ClientMade {
+		if typed.Err == nil {
+			typed.Err = &leaseEnded{end: l.Err(), cause: ctx.Err(), detail: ctx.Err()}
+		}
+		return nil, typed
+	}
+	return nil, err
 }
 
 // Release stops renewing and watching and releases the lease (bounded by
@@ -268,13 +301,55 @@ func (l *Lease) standing(now time.Time) (standing, time.Time) {
 // cancelPoint: the cancel point passed without a confirmed renewal.
 func (l *Lease) cancelPoint() {
 	l.mu.Lock()
-	capped, cause := GrantCapped(&l.info), l.lastErr
+	capped, cause, w := GrantCapped(&l.info), l.lastErr, l.window
 	l.mu.Unlock()
 	if capped {
 		l.lose(&LostError{Reason: "expired"})
 		return
 	}
-	l.lose(&LostError{Reason: "unconfirmed", Cause: cause})
+	l.lose(l.unconfirmed(w, cause))
+}
+
+// namingInspect bounds the inspection that names what became of a lease
+// whose holder looked only after its local expiry: its authority is gone
+// by then, so this delays nothing that matters.
+const namingInspect = time.Second
+
+// unconfirmed is why a hold's authority ran out unconfirmed. observed is
+// the failure its renewals met (nil: none was tried). Without one, or when
+// the holder only looks after its local expiry (nothing in the client
+// sleeps past the cancel point), the renewals did not run in time: the
+// process itself was stopped, frozen or starved, which says nothing about
+// leased. Before the local expiry that is "unconfirmed" at once; after it
+// leased is asked what became of the lease: "lost" (State its state) when
+// it ended it, else "unconfirmed" with what the inspection met.
+func (l *Lease) unconfirmed(w Window, observed error) *LostError {
+	now := time.Now()
+	if observed != nil && now.Before(w.Expiry) {
+		return &LostError{Reason: "unconfirmed", Cause: observed}
+	}
+	stalled := fmt.Sprintf("this holder did not run its renewal in time: it looked %.2f s after "+
+		"its cancel point (the process was stopped, frozen or starved, or its renewals held up)",
+		now.Sub(w.Cancel).Seconds())
+	if now.Before(w.Expiry) {
+		return &LostError{Reason: "unconfirmed",
+			Cause: errors.New(stalled + "; no renewal was sent before the cancel point")}
+	}
+	info := l.Info()
+	ctx, cancel := context.WithTimeout(l.ctx, namingInspect)
+	got, err := l.client.Inspect(ctx, info.LeaseID)
+	cancel()
+	switch {
+	case errors.Is(err, ErrLeaseNotFound):
+		return &LostError{Reason: "lost", Cause: errors.New(stalled + "; leased no longer knows the lease")}
+	case err != nil:
+		return &LostError{Reason: "unconfirmed", Cause: fmt.Errorf("%s; leased could not say more: %w", stalled, err)}
+	case got.Lease.State != "active" || got.Lease.FencingToken != info.FencingToken:
+		return &LostError{Reason: "lost", State: got.Lease.State,
+			Cause: errors.New(stalled + "; leased says the lease is " + got.Lease.State)}
+	}
+	return &LostError{Reason: "unconfirmed",
+		Cause: errors.New(stalled + "; leased still shows it active, but no renewal was confirmed in time")}
 }
 
 // renewal is one attempt: what was held, its window, and the request.
@@ -321,8 +396,7 @@ func (l *Lease) judge(r renewal, ans *LeaseAnswer, err error, answered time.Time
 			proven := l.lateAnswerProven(ctx, ans)
 			cancel()
 			if !proven {
-				l.lose(&LostError{Reason: "unconfirmed",
-					Cause: errors.New("a late renewal answer could not be proven")})
+				l.lose(l.unconfirmed(r.w, errors.New("a late renewal answer could not be proven")))
 				return
 			}
 		}

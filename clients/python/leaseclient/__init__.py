@@ -30,6 +30,7 @@ from .errors import (
     WriteConflict,
 )
 from .hold import HeldLease, Hold
+from .transport import MAX_ANSWER_BYTES
 from .types import CommitResult, Identity, Lease, Page, document, publication
 
 __version__ = "0.1.0"
@@ -41,7 +42,8 @@ __all__ = [
     "AccessDenied", "AsyncHold", "BackendUnavailable", "Client", "CommitResult", "Consumer",
     "DeadlineExceeded", "Delivery", "ERRORS_BY_CODE", "HeldLease", "Hold", "IdempotencyConflict",
     "Identity", "InvalidCredential", "InvalidDelivery", "InvalidLeaseRequest", "Lease",
-    "LeaseConflict", "LeaseError", "LeaseLost", "LeaseNotFound", "OutcomeUnknown", "Page",
+    "LeaseConflict", "LeaseError", "LeaseLost", "LeaseNotFound", "MAX_ANSWER_BYTES", "OutcomeUnknown",
+    "Page",
     "RateLimited", "Verdict", "WriteConflict", "document", "new_id", "new_trace_id",
     "parse_delivery", "publication",
 ]

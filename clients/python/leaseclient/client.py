@@ -19,7 +19,7 @@ from .types import CommitResult, Identity, IdentityLike, Lease, Page
 
 if TYPE_CHECKING:  # pragma: no cover
     from .aio import AsyncHold
-    from .hold import Hold
+    from .hold import HeldLease, Hold
     from .renewals import RenewalGroup
 
 BATCH_MAX = 100  # renew-batch and release-batch take 1 to 100 items
@@ -41,6 +41,20 @@ def new_trace_id() -> str:
 
 def default_service_instance_id() -> str:
     return f"{socket.gethostname()}-{os.getpid()}"[:128]
+
+
+# What calls on a held lease take: a Lease (from acquire, inspect, list) or
+# the HeldLease of a hold (its latest confirmed Lease is used).
+LeaseLike = Union[Lease, "HeldLease"]
+
+
+def _lease_of(lease: LeaseLike) -> Lease:
+    if isinstance(lease, Lease):
+        return lease
+    held = getattr(lease, "lease", None)
+    if isinstance(held, Lease):
+        return held
+    raise TypeError("a Lease or a HeldLease is needed")
 
 
 def _rfc3339(dt: datetime.datetime) -> str:
@@ -184,7 +198,7 @@ class Client:
                             deadline_at=deadline_at, default_deadline_ms=default)
         return self._lease(answer, True), answer
 
-    def renew(self, lease: Lease, *, ttl_ms: Optional[int] = None,
+    def renew(self, lease: LeaseLike, *, ttl_ms: Optional[int] = None,
               service_instance_id: Optional[str] = None, request_id: Optional[str] = None,
               deadline_ms: Optional[int] = None,
               deadline_at: Optional[datetime.datetime] = None) -> Lease:
@@ -193,11 +207,12 @@ class Client:
                            request_id=request_id, deadline_ms=deadline_ms,
                            deadline_at=deadline_at)[0]
 
-    def _renew(self, lease: Lease, *, ttl_ms: Optional[int] = None,
+    def _renew(self, lease: LeaseLike, *, ttl_ms: Optional[int] = None,
                service_instance_id: Optional[str] = None, request_id: Optional[str] = None,
                deadline_ms: Optional[int] = None,
                deadline_at: Optional[datetime.datetime] = None,
                abort: Optional[Abort] = None) -> "tuple[Lease, Answer]":
+        lease = _lease_of(lease)
         body = self._held_body(lease)
         body["service_instance_id"] = (service_instance_id or lease.service_instance_id
                                        or self.service_instance_id)
@@ -208,10 +223,11 @@ class Client:
                             deadline_at=deadline_at, abort=abort)
         return self._lease(answer, True), answer
 
-    def release(self, lease: Lease, *, service_instance_id: Optional[str] = None,
+    def release(self, lease: LeaseLike, *, service_instance_id: Optional[str] = None,
                 request_id: Optional[str] = None, deadline_ms: Optional[int] = None,
                 deadline_at: Optional[datetime.datetime] = None) -> Lease:
         """Ends a held lease (state ``released``)."""
+        lease = _lease_of(lease)
         body = self._held_body(lease)
         body["service_instance_id"] = (service_instance_id or lease.service_instance_id
                                        or self.service_instance_id)
@@ -220,7 +236,7 @@ class Client:
                             deadline_at=deadline_at)
         return self._lease(answer, True)
 
-    def renew_many(self, leases: Sequence[Lease], *, ttl_ms: Optional[int] = None,
+    def renew_many(self, leases: Sequence[LeaseLike], *, ttl_ms: Optional[int] = None,
                    service_instance_id: Optional[str] = None,
                    request_ids: Optional[Sequence[str]] = None,
                    deadline_ms: Optional[int] = None,
@@ -236,7 +252,8 @@ class Client:
         items = [self._owner_item(lease, service_instance_id, ttl_ms) for lease in leases]
         return self._owner_batch(True, items, request_ids, deadline_ms, deadline_at)[0]
 
-    def release_many(self, leases: Sequence[Lease], *, service_instance_id: Optional[str] = None,
+    def release_many(self, leases: Sequence[LeaseLike], *,
+                     service_instance_id: Optional[str] = None,
                      request_ids: Optional[Sequence[str]] = None,
                      deadline_ms: Optional[int] = None,
                      deadline_at: Optional[datetime.datetime] = None
@@ -247,8 +264,9 @@ class Client:
         items = [self._owner_item(lease, service_instance_id, None) for lease in leases]
         return self._owner_batch(False, items, request_ids, deadline_ms, deadline_at)[0]
 
-    def _owner_item(self, lease: Lease, service_instance_id: Optional[str],
+    def _owner_item(self, lease: LeaseLike, service_instance_id: Optional[str],
                     ttl_ms: Optional[int]) -> Dict[str, Any]:
+        lease = _lease_of(lease)
         body = self._held_body(lease)
         body["service_instance_id"] = (service_instance_id or lease.service_instance_id
                                        or self.service_instance_id)
@@ -306,12 +324,13 @@ class Client:
                 self._group = RenewalGroup(self)
             return self._group
 
-    def commit(self, lease: Lease, writes: Sequence[Mapping[str, Any]], *,
+    def commit(self, lease: LeaseLike, writes: Sequence[Mapping[str, Any]], *,
                execution_id: Optional[str] = None, trace_id: Optional[str] = None,
                request_id: Optional[str] = None, deadline_ms: Optional[int] = None,
                deadline_at: Optional[datetime.datetime] = None) -> CommitResult:
         """A fenced commit: accepted only while exactly this lease (id and
         fencing token) is active. ``writes`` from document() and publication()."""
+        lease = _lease_of(lease)
         body = self._held_body(lease)
         request_id = request_id or new_id("req_")
         # defaults derived from the request id, so that repeating it (to
@@ -323,7 +342,10 @@ class Client:
         answer = self._call("POST", "/v1/commits", body, mutation=True, request_id=request_id,
                             deadline_ms=deadline_ms, deadline_at=deadline_at)
         c = answer.envelope.get("commit")
-        if not isinstance(c, dict) or not isinstance(c.get("results"), list):
+        if (not isinstance(c, dict) or not isinstance(c.get("results"), list)
+                or not isinstance(c.get("lease_id", ""), str)
+                or not isinstance(c.get("fencing_token", 0), int)
+                or isinstance(c.get("fencing_token"), bool)):
             from .errors import OutcomeUnknown
             raise OutcomeUnknown("unreadable commit in a success answer",
                                  request_id=answer.request_id)
@@ -331,15 +353,17 @@ class Client:
                             fencing_token=int(c.get("fencing_token", lease.fencing_token)),
                             results=c["results"], replayed=bool(answer.envelope.get("replayed")),
                             request_id=answer.request_id,
-                            correlation_id=answer.envelope.get("correlation_id"))
+                            correlation_id=answer.envelope.get("correlation_id")
+                            if isinstance(answer.envelope.get("correlation_id"), str) else None)
 
     # ------------------------------------------------------------------
     # administrators
 
-    def force_release(self, lease: Lease, *, reason: str, request_id: Optional[str] = None,
+    def force_release(self, lease: LeaseLike, *, reason: str, request_id: Optional[str] = None,
                       deadline_ms: Optional[int] = None,
                       deadline_at: Optional[datetime.datetime] = None) -> Lease:
         """Ends someone's lease (administrator credential, targets:force-release)."""
+        lease = _lease_of(lease)
         body = self._held_body(lease)
         body["reason"] = reason
         answer = self._call("POST", "/v1/leases/force-release", body, mutation=True,
@@ -347,10 +371,11 @@ class Client:
                             deadline_at=deadline_at)
         return self._lease(answer, True)
 
-    def revoke(self, lease: Lease, *, reason: str, incident_id: Optional[str] = None,
+    def revoke(self, lease: LeaseLike, *, reason: str, incident_id: Optional[str] = None,
                request_id: Optional[str] = None, deadline_ms: Optional[int] = None,
                deadline_at: Optional[datetime.datetime] = None) -> Lease:
         """Revokes a lease (administrator credential, targets:revoke)."""
+        lease = _lease_of(lease)
         body = self._held_body(lease)
         body["reason"] = reason
         if incident_id is not None:

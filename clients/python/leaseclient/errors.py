@@ -172,15 +172,23 @@ def error_from_envelope(env: Dict[str, Any], status: int,
                         request_id: Optional[str]) -> LeaseError:
     """The exception for a typed error envelope (its code is in ERRORS_BY_CODE)."""
     cls = ERRORS_BY_CODE[env["code"]]
+    # a value of the wrong JSON type is dropped, never passed on as another type
     kw: Dict[str, Any] = dict(
-        correlation_id=env.get("correlation_id"),
-        retryable=bool(env.get("retryable", False)),
-        retry_after_ms=env.get("retry_after_ms"),
-        field=env.get("field"),
+        correlation_id=_typed(env.get("correlation_id"), str),
+        retryable=env.get("retryable") is True,
+        retry_after_ms=_typed(env.get("retry_after_ms"), int),
+        field=_typed(env.get("field"), str),
         request_id=request_id,
         http_status=status,
         body=env,
     )
     if cls is WriteConflict:
-        kw["current_revision"] = env.get("current_revision")
-    return cls(str(env.get("msg") or ""), **kw)
+        kw["current_revision"] = _typed(env.get("current_revision"), int)
+    return cls(_typed(env.get("msg"), str) or "", **kw)
+
+
+def _typed(value: Any, kind: type) -> Any:
+    """value when it is of kind (an int is not a bool), else None."""
+    if isinstance(value, kind) and not (kind is int and isinstance(value, bool)):
+        return value
+    return None

@@ -34,6 +34,11 @@ _TRANSIENT = (BackendUnavailable, OutcomeUnknown, RateLimited, DeadlineExceeded)
 _WATCH_REFUSED_FOR_GOOD = (InvalidLeaseRequest, AccessDenied, InvalidCredential, LeaseNotFound)
 WATCH_RETRY_FIRST_S = 0.2
 WATCH_RETRY_MAX_S = 5.0
+DEFAULT_COMMIT_DEADLINE_MS = 5000
+# How long the service may take to say what became of a lease whose holder
+# found itself past its local expiry (stopped, frozen, starved): the lease's
+# authority is already gone then, so this delays nothing that matters.
+NAMING_INSPECT_MS = 1000
 
 
 class HeldLease:
@@ -43,8 +48,8 @@ class HeldLease:
     prove it holds the lease: a renewal answered ``lease_lost`` or was refused
     for good, the watch saw the lease end (force-release, revoke, expiry), no
     renewal was confirmed before the cancel point, or the maximum lifetime
-    ended. ``reason`` then says which (``lost``, ``unconfirmed``, ``expired``)
-    and ``code`` the typed code behind it. Stop the work when it is set;
+    ended. ``reason`` then says which (``lost``, ``unconfirmed``, ``expired``),
+    ``code`` the typed code behind it and ``detail`` what was observed. Stop the work when it is set;
     ``check()`` raises :class:`LeaseLost` then. The fencing token travels with
     ``commit()``; the service refuses a stale holder's commit either way.
     """
@@ -57,6 +62,7 @@ class HeldLease:
         self.lost = threading.Event()
         self.reason: Optional[str] = None
         self.code: Optional[str] = None
+        self.detail: Optional[str] = None  # what was observed, in words
         self.release_error: Optional[LeaseError] = None
         self.renewals = 0
         self.late_answers = 0  # renewals answered after their answer deadline, then inspected
@@ -112,7 +118,7 @@ class HeldLease:
     def check(self) -> None:
         """Raises LeaseLost when the lease is lost; returns otherwise."""
         if self.lost.is_set():
-            raise LeaseLost(f"lease {self.lease_id} is {self.reason} ({self.code})")
+            raise LeaseLost(f"lease {self.lease_id} is {self.reason} ({self.code}): {self.detail}")
 
     def add_lost_callback(self, fn: Callable[["HeldLease"], None]) -> None:
         """Calls fn(self) once when the lease is lost (at once if it already is).
@@ -125,8 +131,18 @@ class HeldLease:
 
     def commit(self, writes: Sequence[Mapping[str, Any]], **kw: Any) -> CommitResult:
         """A fenced commit with this lease's id and token (Client.commit's options).
-        Raises LeaseLost without sending when the lease is already known lost."""
+        Raises LeaseLost without sending when the lease is already known lost.
+        Its deadline is the call's (``deadline_ms``, default 5 s) but never
+        past the lease's cancel point: a commit does not outlive the
+        holder's authority (LeaseLost when none is left)."""
         self.check()
+        if kw.get("deadline_at") is None:
+            authority_ms = int((self.window.cancel - time.monotonic()) * 1000)
+            if authority_ms < 1:
+                raise LeaseLost(f"lease {self.lease_id}: no authority left (its cancel point "
+                                "passed without a confirmed renewal)")
+            asked = kw.get("deadline_ms") or DEFAULT_COMMIT_DEADLINE_MS
+            kw["deadline_ms"] = min(asked, authority_ms)
         return self.client.commit(self.lease, writes, **kw)
 
     def release(self, *, deadline_ms: int = 5000) -> None:
@@ -151,15 +167,15 @@ class HeldLease:
     # ------------------------------------------------------------------
     # the state change, once
 
-    def _signal(self, reason: str, code: str) -> None:
+    def _signal(self, reason: str, code: str, detail: str) -> None:
         with self._cond:
             if self.lost.is_set() or self._stop:
                 return
-            self.reason, self.code = reason, code
+            self.reason, self.code, self.detail = reason, code, detail
             self.lost.set()
             callbacks = list(self._callbacks)
             self._cond.notify_all()
-        log.warning("lease %s: %s (%s)", self._lease.lease_id, reason, code)
+        log.warning("lease %s: %s (%s): %s", self._lease.lease_id, reason, code, detail)
         self.client._renewal_group().leave(self)  # nothing left to renew
         self._watch_abort.fire()
         for fn in callbacks:
@@ -215,11 +231,58 @@ class HeldLease:
     def _cancel_point(self) -> None:
         """The cancel point passed without a confirmed renewal."""
         with self._cond:
-            reason = "expired" if self._capped else "unconfirmed"
-            code = ("lease_lost" if self._capped else
-                    "lease_backend_unavailable" if self._last_code == "lease_renewed"
-                    else self._last_code)
-        self._signal(reason, code)
+            capped, window = self._capped, self._window
+            failures, last_code = self._failures, self._last_code
+        if capped:
+            self._signal("expired", "lease_lost", "the maximum lifetime ended")
+            return
+        observed = None
+        if failures:
+            observed = (last_code, f"no renewal confirmed before the cancel point: {failures} "
+                                   f"attempt(s) failed, the last with {last_code}")
+        self._signal(*self._unconfirmed(window, observed))
+
+    def _unconfirmed(self, window: schedule.Window,
+                     observed: "Optional[tuple[str, str]]") -> "tuple[str, str, str]":
+        """(reason, code, detail) of a hold whose authority ran out unconfirmed.
+
+        ``observed`` is the failure the renewals met (a code and what it
+        was). Without one, or when this holder only got to look after its
+        local expiry (nothing in the client sleeps past the cancel point),
+        the renewals did not run in time: the process itself was stopped,
+        frozen or starved, which says nothing about leased. Before the local
+        expiry that is ``unconfirmed``/``deadline_exceeded`` (no renewal was
+        sent in time). After it the service is asked what became of the
+        lease, and that is the answer: ``lost`` when it ended it (expired,
+        or another's), else ``unconfirmed`` with what the inspection met."""
+        now = time.monotonic()
+        if observed is not None and now < window.expiry:
+            return ("unconfirmed",) + observed
+        stalled = (f"this holder did not run its renewal in time: it looked "
+                   f"{now - window.cancel:.2f} s after its cancel point (the process was "
+                   "stopped, frozen or starved, or its renewal thread held up)")
+        if now < window.expiry:
+            # the service cannot have expired it yet: nothing to ask, and
+            # no reason to keep the work going past the cancel point
+            return ("unconfirmed", "deadline_exceeded",
+                    stalled + "; no renewal was sent before the cancel point")
+        if observed is not None:
+            stalled += f"; the last attempt met {observed[0]}"
+        # past the local expiry authority is long gone: the service's word
+        # costs nothing more and names what happened
+        budget_ms = NAMING_INSPECT_MS
+        lease_id, token = self._lease.lease_id, self._lease.fencing_token
+        try:
+            seen = self.client.inspect(lease_id, deadline_ms=budget_ms)
+        except LeaseNotFound:
+            return "lost", "lease_lost", stalled + "; leased no longer knows the lease"
+        except LeaseError as e:
+            return "unconfirmed", e.code, stalled + f"; leased could not say more ({e.code})"
+        if seen.state != "active" or seen.fencing_token != token:
+            return "lost", "lease_lost", stalled + f"; leased says the lease is {seen.state}"
+        return ("unconfirmed", "deadline_exceeded",
+                stalled + "; leased still shows it active, but no renewal was sent before the "
+                          "cancel point")
 
     def _prepare(self) -> "tuple[Lease, schedule.Window, float]":
         """What is held, its window and when this attempt began."""
@@ -269,12 +332,13 @@ class HeldLease:
             return
         if isinstance(outcome, LeaseError):
             # lease_lost, or refused for good (credential, scope, invalid)
-            self._signal("lost", outcome.code)
+            self._signal("lost", outcome.code, f"a renewal was answered {outcome.code}")
             return
         renewed = outcome
         if (renewed.lease_id != held.lease_id or renewed.fencing_token != held.fencing_token
                 or renewed.state != "active"):
-            self._signal("lost", "lease_lost")
+            self._signal("lost", "lease_lost",
+                         "a renewal answered another lease, or one no longer active")
             return
         answer_by = schedule.answer_deadline(started, window.cancel)
         if answered > answer_by:
@@ -283,7 +347,9 @@ class HeldLease:
             log.info("lease %s: renewal answered %.0f ms after its deadline; inspecting",
                      held.lease_id, (answered - answer_by) * 1000)
             if not self._confirm_by_inspect(renewed, window.cancel):
-                self._signal("unconfirmed", "lease_outcome_unknown")
+                self._signal(*self._unconfirmed(window, (
+                    "lease_outcome_unknown", "a renewal answered after its answer deadline "
+                    "was not confirmed by an inspection before the cancel point")))
                 return
         w = schedule.plan(first_sent, renewed.grant_ms, margin_config_ms=self._margin_ms)
         with self._cond:
@@ -342,7 +408,7 @@ class HeldLease:
                     if self._stop:
                         return
                 log.warning("lease %s: watch: the lease is %s", lease_id, seen.state)
-                self._signal("lost", "lease_lost")
+                self._signal("lost", "lease_lost", f"the watch saw the lease {seen.state}")
                 return
             retry = WATCH_RETRY_FIRST_S
 

@@ -98,42 +98,54 @@ class Transport:
         self._prefix = parts.path.rstrip("/")
         self._token = token
         self._ssl = ssl_context
+        self._default_port = 443 if self._scheme == "https" else 80
         if self._scheme == "https" and self._ssl is None:
             self._ssl = ssl.create_default_context(cafile=ca_file)
 
-    def _connection(self, timeout: float) -> http.client.HTTPConnection:
-        if self._scheme == "https":
-            return http.client.HTTPSConnection(self._host, self._port, timeout=timeout,
-                                               context=self._ssl)
-        return http.client.HTTPConnection(self._host, self._port, timeout=timeout)
-
-    def _attempt(self, method: str, path: str, body: Optional[bytes], timeout: float,
+    def _attempt(self, method: str, path: str, body: Optional[bytes], deadline: float,
                  abort: Optional[Abort]) -> "tuple[int, Dict[str, str], bytes]":
-        conn = self._connection(timeout)
+        """One exchange (connect, send, head and body), all of it bounded by
+        ``deadline`` (time.monotonic()): every step's socket timeout is the
+        time left, so a server that trickles its answer cannot stretch it."""
         try:
-            try:
-                conn.connect()
-            except (OSError, ssl.SSLError) as e:
-                raise _NotSent(str(e)) from e
+            sock = socket.create_connection((self._host, self._port or self._default_port),
+                                            timeout=_left(deadline))
+        except (OSError, ssl.SSLError) as e:
+            raise _NotSent(str(e)) from e
+        try:
+            if self._scheme == "https":
+                assert self._ssl is not None
+                try:
+                    sock.settimeout(_left(deadline))
+                    sock = self._ssl.wrap_socket(sock, server_hostname=self._host)
+                except (OSError, ssl.SSLError) as e:
+                    raise _NotSent(str(e)) from e
             if abort is not None:
-                abort.attach(conn.sock)
-            headers = {"Accept": "application/json", "Connection": "close"}
-            if self._token:
-                headers["Authorization"] = "Bearer " + self._token
-            if body is not None:
-                headers["Content-Type"] = "application/json"
-            conn.request(method, self._prefix + path, body=body, headers=headers)
-            resp = conn.getresponse()
-            data = resp.read()
-            return resp.status, {k.lower(): v for k, v in resp.getheaders()}, data
+                abort.attach(sock)
+            sock.settimeout(_left(deadline))
+            sock.sendall(self._request(method, path, body))
+            return _read_answer(sock, deadline)
         finally:
             if abort is not None:
                 try:
                     abort.attach(None)
                 finally:
-                    conn.close()
+                    sock.close()
             else:
-                conn.close()
+                sock.close()
+
+    def _request(self, method: str, path: str, body: Optional[bytes]) -> bytes:
+        host = f"[{self._host}]" if ":" in self._host else self._host
+        if self._port is not None and self._port != self._default_port:
+            host += f":{self._port}"
+        lines = [f"{method} {self._prefix + path} HTTP/1.1", f"Host: {host}",
+                 "Accept: application/json", "Connection: close"]
+        if self._token:
+            lines.append("Authorization: Bearer " + self._token)
+        if body is not None:
+            lines.append("Content-Type: application/json")
+            lines.append(f"Content-Length: {len(body)}")
+        return ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8") + (body or b"")
 
     def exchange(self, method: str, path: str, body: Optional[bytes], *, mutation: bool,
                  deadline: float, request_id: Optional[str] = None,
@@ -152,13 +164,27 @@ class Transport:
             if attempts == 0:
                 first_sent = now
             attempts += 1
-            left = deadline - now
-            timeout = left if left > 0 else PAST_DEADLINE_ATTEMPT_S
+            # a deadline already past still gets one attempt: the service judges it
+            attempt_deadline = deadline if deadline > now else now + PAST_DEADLINE_ATTEMPT_S
             retry_after_ms = None
             try:
-                status, headers, data = self._attempt(method, path, body, timeout, abort)
+                status, headers, data = self._attempt(method, path, body, attempt_deadline,
+                                                      abort)
             except Aborted:
                 raise
+            except AnswerTooLarge as e:
+                if abort is not None and abort.event.is_set():
+                    raise Aborted() from e
+                if not mutation:
+                    raise BackendUnavailable(f"leased at {self.url}: {e}",
+                                             http_status=e.status) from e
+                # a mutation answered, unreadably: it may have happened
+                maybe_done = True
+                transient_msg = f"leased at {self.url}: {e}"
+                if not self._pause(deadline, pause, None, abort):
+                    break
+                pause = min(pause * 2, PAUSE_MAX_S)
+                continue
             except _NotSent as e:
                 if abort is not None and abort.event.is_set():
                     raise Aborted() from e
@@ -240,6 +266,121 @@ class Transport:
         return True
 
 
+# The most of an answer's body read: a larger one is refused, never held in
+# memory whole (the Go client's MaxAnswerBytes).
+MAX_ANSWER_BYTES = 8 * 1024 * 1024
+MAX_HEAD_BYTES = 64 * 1024
+_RECV_BYTES = 65536
+
+
+class AnswerTooLarge(OSError):
+    """An answer whose body (or head) is larger than MAX_ANSWER_BYTES."""
+
+    def __init__(self, message: str, status: int) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def _left(deadline: float) -> float:
+    """The time left before ``deadline``; socket.timeout once it passed."""
+    left = deadline - time.monotonic()
+    if left <= 0:
+        raise socket.timeout("the exchange's deadline passed")
+    return left
+
+
+class _Answer:
+    """Reads one HTTP/1.1 answer from a socket under one deadline."""
+
+    def __init__(self, sock: socket.socket, deadline: float) -> None:
+        self._sock = sock
+        self._deadline = deadline
+        self.buf = bytearray()
+        self.eof = False
+
+    def more(self) -> None:
+        self._sock.settimeout(_left(self._deadline))
+        chunk = self._sock.recv(_RECV_BYTES)
+        if not chunk:
+            self.eof = True
+        self.buf += chunk
+
+    def line(self, limit: int) -> bytes:
+        while True:
+            i = self.buf.find(b"\r\n")
+            if i >= 0:
+                out = bytes(self.buf[:i])
+                del self.buf[:i + 2]
+                return out
+            if len(self.buf) > limit:
+                raise http.client.HTTPException("an answer line longer than allowed")
+            if self.eof:
+                raise http.client.IncompleteRead(bytes(self.buf))
+            self.more()
+
+    def exactly(self, n: int) -> bytes:
+        while len(self.buf) < n:
+            if self.eof:
+                raise http.client.IncompleteRead(bytes(self.buf), n - len(self.buf))
+            self.more()
+        out = bytes(self.buf[:n])
+        del self.buf[:n]
+        return out
+
+
+def _read_answer(sock: socket.socket, deadline: float) -> "tuple[int, Dict[str, str], bytes]":
+    r = _Answer(sock, deadline)
+    while True:  # 1xx interim answers precede the final one
+        status_line = r.line(MAX_HEAD_BYTES).decode("iso-8859-1")
+        parts = status_line.split(" ", 2)
+        if len(parts) < 2 or not parts[0].startswith("HTTP/") or not parts[1].isdigit():
+            raise http.client.BadStatusLine(status_line[:80])
+        status = int(parts[1])
+        headers: Dict[str, str] = {}
+        size = len(status_line)
+        while True:
+            line = r.line(MAX_HEAD_BYTES).decode("iso-8859-1")
+            size += len(line) + 2
+            if size > MAX_HEAD_BYTES:
+                raise AnswerTooLarge(f"an answer head larger than {MAX_HEAD_BYTES} bytes", status)
+            if not line:
+                break
+            name, _, value = line.partition(":")
+            headers[name.strip().lower()] = value.strip()
+        if status >= 200 or status < 100:
+            break
+    if "chunked" in headers.get("transfer-encoding", "").lower():
+        body = bytearray()
+        while True:
+            size_line = r.line(1024).split(b";", 1)[0].strip()
+            try:
+                n = int(size_line, 16)
+            except ValueError:
+                raise http.client.HTTPException("a bad chunk size") from None
+            if n == 0:
+                break
+            if len(body) + n > MAX_ANSWER_BYTES:
+                raise AnswerTooLarge(f"an answer larger than {MAX_ANSWER_BYTES} bytes", status)
+            body += r.exactly(n)
+            r.exactly(2)
+        return status, headers, bytes(body)
+    length = headers.get("content-length")
+    if length is not None:
+        if not length.isdigit():
+            raise http.client.HTTPException("a bad Content-Length")
+        n = int(length)
+        if n > MAX_ANSWER_BYTES:  # refused before a byte of it is read
+            raise AnswerTooLarge(f"an answer of {n} bytes, more than {MAX_ANSWER_BYTES}", status)
+        return status, headers, r.exactly(n)
+    while not r.eof:  # the body ends with the connection (we sent Connection: close)
+        if len(r.buf) > MAX_ANSWER_BYTES:
+            raise AnswerTooLarge(f"an answer larger than {MAX_ANSWER_BYTES} bytes", status)
+        r.more()
+    if len(r.buf) > MAX_ANSWER_BYTES:
+        raise AnswerTooLarge(f"an answer larger than {MAX_ANSWER_BYTES} bytes", status)
+    return status, headers, bytes(r.buf)
+
+
 def _envelope(data: bytes) -> Optional[Dict[str, Any]]:
     """The typed envelope in a body, or None when it is not one."""
     try:
@@ -261,4 +402,5 @@ def _retry_after_header(headers: Dict[str, str]) -> Optional[int]:
     return None
 
 
-__all__ = ["Abort", "Aborted", "Answer", "Transport", "RateLimited"]
+__all__ = ["Abort", "Aborted", "Answer", "AnswerTooLarge", "MAX_ANSWER_BYTES", "Transport",
+           "RateLimited"]

@@ -102,12 +102,28 @@ class Lease:
                   request_id: Optional[str] = None) -> "Lease":
         env = envelope or {}
         waited = env.get("waited_ms", 0)
+        if not isinstance(obj, dict) or not isinstance(obj.get("lock_identity"), dict):
+            raise TypeError("a lease must be an object with a lock_identity object")
+        # the service's types (docs/api.md, "Lease object"): anything else is
+        # refused here, so that no caller meets a lease_id that is a number
+        for name, kinds in _LEASE_FIELD_TYPES.items():
+            value = obj.get(name)
+            if (value is not None or name in _LEASE_REQUIRED) and (
+                    not isinstance(value, kinds) or isinstance(value, bool)):
+                raise TypeError(f"lease field {name} is {type(value).__name__}")
+        for name in ("replayed",):
+            if name in env and not isinstance(env[name], bool):
+                raise TypeError(f"answer field {name} is {type(env[name]).__name__}")
+        timestamps = ("acquired_at", "renewed_at", "expires_at", "ended_at")
+        for name in timestamps:
+            if obj.get(name) is not None and parse_time_ms(obj[name]) is None:
+                raise ValueError(f"lease field {name} is not an RFC 3339 time")
         return cls(
             identity=Identity.of(obj["lock_identity"]),
             lease_id=obj["lease_id"],
-            fencing_token=int(obj["fencing_token"]),
-            state=obj.get("state", "active"),
-            ttl_ms=int(obj.get("ttl_ms") or 0),
+            fencing_token=obj["fencing_token"],
+            state=obj.get("state") or "active",
+            ttl_ms=obj.get("ttl_ms") or 0,
             acquired_at=obj.get("acquired_at"),
             renewed_at=obj.get("renewed_at"),
             expires_at=obj.get("expires_at"),
@@ -117,15 +133,25 @@ class Lease:
             execution_id=obj.get("execution_id"),
             job_id=obj.get("job_id"),
             trace_id=obj.get("trace_id"),
-            metadata=obj.get("metadata"),
+            metadata=obj.get("metadata") if isinstance(obj.get("metadata"), dict) else None,
             code=env.get("code"),
-            replayed=bool(env.get("replayed", False)),
-            current_state=env.get("current_state"),
+            replayed=env.get("replayed") is True,
+            current_state=env.get("current_state") if isinstance(env.get("current_state"),
+                                                                 str) else None,
             waited_ms=waited if isinstance(waited, int) and waited > 0 else 0,
             request_id=request_id,
             correlation_id=env.get("correlation_id"),
             raw=obj,
         )
+
+
+_LEASE_FIELD_TYPES: Dict[str, Any] = {
+    "lease_id": str, "fencing_token": int, "state": str, "ttl_ms": int,
+    "acquired_at": str, "renewed_at": str, "expires_at": str, "ended_at": str,
+    "maximum_lifetime_ms": int, "service_instance_id": str, "execution_id": str,
+    "job_id": str, "trace_id": str,
+}
+_LEASE_REQUIRED = ("lease_id", "fencing_token")
 
 
 @dataclass

@@ -1,0 +1,161 @@
+"""The client against a server that misbehaves (misbehaving_server.py, on
+loopback in this process): each exchange is bounded as a whole, an answer's
+size is capped, wrong JSON types are refused as typed errors, and a reset
+after the request was sent is an unknown outcome resolved by the request id.
+
+Bounds are asserted generously (a loaded 2-core machine): a hold with a 3 s
+TTL whose renewals meet the misbehaviour must be lost before 3 s + 1.5 s
+(the client's cancel point is 2.7 s); a call with a 1 s deadline must end
+before 2.5 s."""
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from misbehaving_server import HUGE_BYTES, MisbehavingServer
+
+from leaseclient import (MAX_ANSWER_BYTES, BackendUnavailable, Client, Identity, LeaseConflict,
+                         LeaseError, OutcomeUnknown, document)
+from leaseclient.types import Lease
+
+TTL_MS = 3000
+HOLD_BOUND_S = TTL_MS / 1000 + 1.5
+CALL_DEADLINE_MS = 1000
+CALL_BOUND_S = 2.5
+TOKEN = "lsk_fake_token"
+
+
+def _held_lease(identity: Identity) -> Lease:
+    return Lease(identity=identity, lease_id="lease_fake0001", fencing_token=7)
+
+
+@pytest.mark.parametrize("how", ["slow_head", "slow_body", "huge", "huge_unframed",
+                                 "wrong_types", "reset"])
+def test_a_hold_whose_renewals_misbehave_is_lost_within_its_ttl(identity, how):
+    server = MisbehavingServer(lambda r: how if r.path == "/v1/leases/renew" else None,
+                               ttl_ms=TTL_MS)
+    try:
+        client = Client(server.url, TOKEN)
+        start = time.monotonic()
+        with client.hold(identity(), ttl_ms=TTL_MS, watch=False) as lease:
+            lost = lease.lost.wait(HOLD_BOUND_S + 3)
+            at = time.monotonic() - start
+            print(f"\nrenewals answered {how}: lost {lost} after {at:.2f} s "
+                  f"({lease.reason}, {lease.code}: {getattr(lease, 'detail', None)})")
+            assert lost, f"{how}: still held {at:.1f} s into a {TTL_MS} ms TTL"
+            assert at < HOLD_BOUND_S, f"{how}: lost only {at:.2f} s into a {TTL_MS} ms TTL"
+            assert lease.reason == "unconfirmed" and lease.code == "lease_outcome_unknown"
+            assert server.seen.count("POST /v1/leases/renew") >= 1
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("how", ["slow_head", "slow_body"])
+def test_a_call_is_bounded_by_its_deadline_as_a_whole(identity, how):
+    server = MisbehavingServer(lambda r: how)
+    try:
+        client = Client(server.url, TOKEN)
+        start = time.monotonic()
+        with pytest.raises(BackendUnavailable):
+            client.inspect("lease_fake0001", deadline_ms=CALL_DEADLINE_MS)
+        took = time.monotonic() - start
+        print(f"\ninspect against {how}: refused after {took:.2f} s "
+              f"(deadline {CALL_DEADLINE_MS} ms)")
+        assert took < CALL_BOUND_S
+    finally:
+        server.close()
+
+
+_MEASURE = r"""
+import resource, sys, time
+sys.path.insert(0, sys.argv[1])
+from leaseclient import Client, LeaseError
+before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+start = time.monotonic()
+try:
+    Client(sys.argv[2], "lsk_fake").inspect("lease_fake0001", deadline_ms=20000)
+    outcome = "answered"
+except LeaseError as e:
+    outcome = type(e).__name__ + ": " + str(e)
+after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+print(after - before, round(time.monotonic() - start, 2), outcome)
+"""
+
+
+@pytest.mark.parametrize("how", ["huge", "huge_unframed"])
+def test_an_answer_larger_than_the_cap_is_refused_without_reading_it(how):
+    """256 MiB offered (with a Content-Length, or until the connection
+    closes): refused at MAX_ANSWER_BYTES (8 MiB, the Go client's cap). Peak
+    memory of a process that makes the call, measured in a child."""
+    server = MisbehavingServer(lambda r: how)
+    try:
+        project = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+        out = subprocess.run([sys.executable, "-c", _MEASURE, project, server.url],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, out.stderr
+        grew_kib, took, outcome = out.stdout.split(" ", 2)
+        time.sleep(0.5)  # the server's writes end at the reset
+        sent = server.body_bytes_sent
+        print(f"\n{how}: {HUGE_BYTES >> 20} MiB offered, {sent / 2**20:.1f} MiB written before "
+              f"the client closed, peak memory +{int(grew_kib) / 1024:.1f} MiB, "
+              f"{took} s: {outcome.strip()}")
+        assert outcome.startswith("BackendUnavailable"), outcome
+        assert int(grew_kib) * 1024 < MAX_ANSWER_BYTES * 3
+        # what the client read, plus what loopback's socket buffers hold
+        assert sent < MAX_ANSWER_BYTES + 48 * 2**20
+    finally:
+        server.close()
+
+
+def test_wrong_types_in_a_success_are_a_typed_error(identity):
+    server = MisbehavingServer(lambda r: "wrong_types" if r.path == "/v1/leases/acquire" else None)
+    try:
+        client = Client(server.url, TOKEN)
+        start = time.monotonic()
+        with pytest.raises(LeaseError) as caught:
+            with client.hold(identity(), ttl_ms=TTL_MS, deadline_ms=CALL_DEADLINE_MS):
+                pass
+        print(f"\nacquire answered with wrong types: {type(caught.value).__name__}: "
+              f"{caught.value}")
+        # an unreadable success to a mutation: it may have happened
+        assert isinstance(caught.value, OutcomeUnknown) and caught.value.request_id
+        assert time.monotonic() - start < CALL_BOUND_S
+    finally:
+        server.close()
+
+
+def test_wrong_types_in_an_error_are_not_passed_on(identity):
+    server = MisbehavingServer(lambda r: "wrong_error_types")
+    try:
+        with pytest.raises(LeaseConflict) as caught:
+            Client(server.url, TOKEN).acquire(identity(), deadline_ms=CALL_DEADLINE_MS)
+        e = caught.value
+        print(f"\nlease_conflict with wrong types: retry_after_ms {e.retry_after_ms!r}, "
+              f"field {e.field!r}, retryable {e.retryable!r}, "
+              f"correlation_id {e.correlation_id!r}, message {str(e)!r}")
+        assert e.retry_after_ms is None and e.field is None and e.correlation_id is None
+        assert isinstance(e.retryable, bool) and isinstance(str(e), str)
+    finally:
+        server.close()
+
+
+def test_a_reset_after_the_request_was_sent_is_an_unknown_outcome(identity):
+    server = MisbehavingServer(lambda r: "reset")
+    try:
+        client = Client(server.url, TOKEN)
+        start = time.monotonic()
+        with pytest.raises(OutcomeUnknown) as caught:
+            client.commit(_held_lease(identity()), [document("k", {"ok": True})],
+                          deadline_ms=CALL_DEADLINE_MS)
+        took = time.monotonic() - start
+        rid = caught.value.request_id
+        print(f"\ncommit reset after sending: OutcomeUnknown after {took:.2f} s, "
+              f"{len(server.request_ids)} sends of {rid}")
+        assert took < CALL_BOUND_S
+        assert len(server.request_ids) >= 2 and set(server.request_ids) == {rid}
+        with pytest.raises(BackendUnavailable):  # a read: nothing to resolve
+            client.inspect("lease_fake0001", deadline_ms=CALL_DEADLINE_MS)
+    finally:
+        server.close()
