@@ -111,6 +111,7 @@ struct leased_http {
     int64_t active;     /* requests between headers and reply sent */
     int64_t suspended;  /* requests on workers, | STOPPING once stop began */
     int64_t idle_waits; /* threads in wait_for_zero */
+    uint64_t queue_refused_full, queue_refused_waited; /* atomic */
     pthread_mutex_t idle_mutex;
     pthread_cond_t idle_cond;
 };
@@ -348,9 +349,10 @@ static void run_job(void *arg)
     /* waited past its bound for a worker: refused, not run (its client
      * retries after the hint; the deadline may not have passed yet) */
     int64_t waited_ms = (lease_mono_now_ns() - rq->queued_ns) / 1000000;
-    if (waited_ms >= h->app->config->max_queue_wait_ms)
+    if (waited_ms >= h->app->config->max_queue_wait_ms) {
+        __atomic_add_fetch(&h->queue_refused_waited, 1, __ATOMIC_RELAXED);
         h->routes->refuse(h->app, &rq->ex, LEASE_RATE_LIMITED, QUEUE_RETRY_MS);
-    else
+    } else
         h->routes->dispatch(h->app, &rq->ex);
     after_route(rq);
 }
@@ -517,6 +519,7 @@ static enum MHD_Result complete(request_t *rq)
     rq->queued_ns = lease_mono_now_ns();
     leased_push_result_t pushed = leased_work_queue_push(h->workers, &rq->job, run_job, rq, flow);
     if (pushed == LEASED_PUSH_FLOW_FULL) {
+        __atomic_add_fetch(&h->queue_refused_full, 1, __ATOMIC_RELAXED);
         h->routes->refuse(h->app, ex, LEASE_RATE_LIMITED, QUEUE_RETRY_MS);
         resume(rq);
     } else if (pushed != LEASED_PUSH_OK) {
@@ -875,6 +878,16 @@ void leased_http_quiesce(leased_http_t *h)
         shutdown(h->listen_fd, SHUT_RDWR);
     }
     h->quiesced = true;
+}
+
+void leased_http_queue_stats(leased_http_t *h, leased_queue_stats_t *out)
+{
+    memset(out, 0, sizeof *out);
+    if (!h)
+        return;
+    leased_work_queue_depth(h->workers, &out->queued, &out->flows);
+    out->refused_full = __atomic_load_n(&h->queue_refused_full, __ATOMIC_RELAXED);
+    out->refused_waited = __atomic_load_n(&h->queue_refused_waited, __ATOMIC_RELAXED);
 }
 
 void leased_http_conn_stats(const leased_http_t *h, leased_conn_stats_t *out)

@@ -62,6 +62,14 @@ int leased_http_port(const leased_http_t *h);
  * requests; their replies say Connection: close). */
 void leased_http_quiesce(leased_http_t *h);
 
+/* The queue in front of the workers (work_queue.h) and its refusals. */
+typedef struct leased_queue_stats {
+    size_t queued, flows;
+    uint64_t refused_full;   /* the flow held LEASE_MAX_QUEUED_PER_FLOW */
+    uint64_t refused_waited; /* waited LEASE_MAX_QUEUE_WAIT_MS */
+} leased_queue_stats_t;
+void leased_http_queue_stats(leased_http_t *h, leased_queue_stats_t *out);
+
 /* Counters of the front door (connections refused, timed out, ...). */
 void leased_http_conn_stats(const leased_http_t *h, leased_conn_stats_t *out);
 

@@ -215,9 +215,23 @@ char *leased_metrics_render(const leased_metrics_t *m, const leased_metrics_gaug
                        "Requests refused by the HTTP framing rules (answered 400 and closed).",
                        g->framing_refused);
     lease_prom_counter(&t, "leased_http_connections_evicted_total",
-                       "Connections closed to make room at LEASE_MAX_CONNECTIONS: no whole "
-                       "request head received yet.",
+                       "Connections closed to make room (idle, or nothing sent yet, of the source "
+                       "holding the most; a trickled head past its grace).",
                        g->connections_evicted);
+    lease_prom_gauge(&t, "leased_http_queued", "Requests waiting for a worker, in all flows.",
+                     (double)g->queued);
+    lease_prom_gauge(&t, "leased_http_queue_flows",
+                     "Flows (tenants, or client addresses without a cached credential) with "
+                     "requests waiting for a worker.",
+                     (double)g->queue_flows);
+    lease_prom_counter(&t, "leased_http_queue_refused_total",
+                       "Requests answered 429 before running: their flow held "
+                       "LEASE_MAX_QUEUED_PER_FLOW waiting requests.",
+                       g->queue_refused_full);
+    lease_prom_counter(&t, "leased_http_queue_expired_total",
+                       "Requests answered 429 before running: they waited "
+                       "LEASE_MAX_QUEUE_WAIT_MS for a worker.",
+                       g->queue_refused_waited);
     lease_prom_counter(&t, "leased_audit_refusals_aggregated_total",
                        "Refusals counted into aggregated audit events (one per source and window).",
                        g->audit_aggregated);

@@ -572,6 +572,12 @@ static void handle_metrics(leased_app_t *app, leased_exchange_t *ex, leased_op_c
     g.receive_timeouts = gs.receive_timeouts;
     g.framing_refused = gs.framing_refused;
     g.connections_evicted = gs.evicted;
+    leased_queue_stats_t qs;
+    leased_http_queue_stats(app->http, &qs);
+    g.queued = qs.queued;
+    g.queue_flows = qs.flows;
+    g.queue_refused_full = qs.refused_full;
+    g.queue_refused_waited = qs.refused_waited;
     leased_audit_stats_t as;
     leased_audit_queue_stats(app->audit, &as);
     g.audit_depth = as.depth;
