@@ -46,8 +46,8 @@ typedef struct leased_config {
     int64_t max_inflight;
     int64_t max_inflight_per_credential;
     int64_t max_inflight_per_tenant;
-    int64_t max_queued_per_flow; /* requests of one flow waiting for a worker */
-    int64_t max_queue_wait_ms;   /* longest wait for a worker before 429 */
+    int64_t max_queued_per_flow;        /* requests of one flow waiting for a worker */
+    int64_t max_queue_wait_ms;          /* longest wait for a worker before 429 */
     int64_t max_waiting_per_credential; /* acquires with wait_ms in flight */
     int64_t max_waiting_per_tenant;
     int64_t source_rate_limit_per_s;  /* per client address, before authentication */

@@ -204,7 +204,8 @@ static void client_source(leased_http_t *h, request_t *rq, char *out)
     forwarded_t f = {NULL, 0, false};
     if (tp->n > 0 && leased_trusted_proxies_has(tp, peer))
         MHD_get_connection_values(rq->conn, MHD_HEADER_KIND, collect_forwarded, &f);
-    rq->forwarded_invalid = !leased_trusted_proxies_client(tp, peer, !f.failed ? f.text : NULL, out);
+    rq->forwarded_invalid =
+        !leased_trusted_proxies_client(tp, peer, !f.failed ? f.text : NULL, out);
     free(f.text);
 }
 
@@ -792,8 +793,7 @@ leased_http_t *leased_http_start(leased_app_t *app, const leased_http_routes_t *
     pthread_condattr_setclock(&attr, CLOCK_MONOTONIC);
     pthread_cond_init(&h->idle_cond, &attr);
     pthread_condattr_destroy(&attr);
-    h->workers =
-        leased_work_queue_new((size_t)cfg->http_threads, (size_t)cfg->max_queued_per_flow);
+    h->workers = leased_work_queue_new((size_t)cfg->http_threads, (size_t)cfg->max_queued_per_flow);
     leased_conns_config_t cc = {
         .max_connections = cfg->max_connections,
         /* a per-source cap above the global one is the global one */
@@ -828,11 +828,11 @@ leased_http_t *leased_http_start(leased_app_t *app, const leased_http_routes_t *
     /* the logger option comes first so that even option errors reach it */
     h->daemon = MHD_start_daemon(
         flags, (uint16_t)h->port, NULL, NULL, on_request, &h->main_listener,
-        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_CONNECTION_LIMIT, (unsigned)(cfg->max_connections + OVER_CAPACITY_ROOM),
-        MHD_OPTION_CONNECTION_TIMEOUT, idle_s > 0 ? idle_s : 1U, MHD_OPTION_CONNECTION_MEMORY_LIMIT,
-        (size_t)CONNECTION_MEMORY, MHD_OPTION_NOTIFY_CONNECTION, leased_conns_notify, h->conns,
-        MHD_OPTION_NOTIFY_COMPLETED, on_completed, &h->main_listener, MHD_OPTION_URI_LOG_CALLBACK,
-        on_request_line,
+        MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, NULL, MHD_OPTION_CONNECTION_LIMIT,
+        (unsigned)(cfg->max_connections + OVER_CAPACITY_ROOM), MHD_OPTION_CONNECTION_TIMEOUT,
+        idle_s > 0 ? idle_s : 1U, MHD_OPTION_CONNECTION_MEMORY_LIMIT, (size_t)CONNECTION_MEMORY,
+        MHD_OPTION_NOTIFY_CONNECTION, leased_conns_notify, h->conns, MHD_OPTION_NOTIFY_COMPLETED,
+        on_completed, &h->main_listener, MHD_OPTION_URI_LOG_CALLBACK, on_request_line,
         &h->main_listener, MHD_OPTION_STRICT_FOR_CLIENT, 0, MHD_OPTION_SIGPIPE_HANDLED_BY_APP, 1,
         MHD_OPTION_END);
     if (!h->daemon) {

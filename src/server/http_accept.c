@@ -30,8 +30,8 @@
 #include "lease/log.h"
 #include "trusted_proxies.h"
 
-#define PROXY_V2_FIXED 16                         /* signature, version, family, length */
-#define SWEEP_EVERY_MS 100                        /* deadlines of awaited headers */
+#define PROXY_V2_FIXED 16  /* signature, version, family, length */
+#define SWEEP_EVERY_MS 100 /* deadlines of awaited headers */
 #define TAG_LISTEN ((uint64_t)1 << 40)
 #define TAG_WAKE ((uint64_t)2 << 40)
 

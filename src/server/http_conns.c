@@ -71,11 +71,11 @@ struct leased_conn {
     struct leased_conn *prev, *next;
     int fd;
     phase_t phase;
-    bool first;           /* no request answered on it yet */
-    int64_t since_ns;     /* start of the phase (HEADLESS, RECEIVING) */
-    int64_t begun_ns;     /* HEADLESS: when its request line came (0: nothing sent) */
-    source_count_t *src;  /* counted per source (not a trusted proxy itself), until cut */
-    void *waiting;        /* its request waits: the arg of cfg.gone (leased_conns_wait) */
+    bool first;          /* no request answered on it yet */
+    int64_t since_ns;    /* start of the phase (HEADLESS, RECEIVING) */
+    int64_t begun_ns;    /* HEADLESS: when its request line came (0: nothing sent) */
+    source_count_t *src; /* counted per source (not a trusted proxy itself), until cut */
+    void *waiting;       /* its request waits: the arg of cfg.gone (leased_conns_wait) */
     char source[64];
 };
 
@@ -171,7 +171,6 @@ static void uncount(leased_conns_t *cs, leased_conn_t *c)
     *p = e->next;
     free(e);
 }
-
 
 /* ---- refusals on the socket ------------------------------------------------ */
 
@@ -276,8 +275,7 @@ static bool reap_hung_up(leased_conns_t *cs, const leased_conn_t *newcomer,
     for (leased_conn_t *c = cs->list; c;) {
         nfds_t n = 0;
         for (; c && n < REAP_CHUNK; c = c->next)
-            if (c->phase == PH_HEADLESS && c != newcomer &&
-                (!source || c->src == source)) {
+            if (c->phase == PH_HEADLESS && c != newcomer && (!source || c->src == source)) {
                 p[n] = (struct pollfd){c->fd, POLLRDHUP, 0};
                 who[n++] = c;
             }
@@ -559,7 +557,8 @@ static void scan(leased_conns_t *cs, int64_t now)
             count(&cs->receive_timeouts);
             cut(cs, c, 408, LEASE_DEADLINE_EXCEEDED);
         } else if (c->phase == PH_HEADLESS && !c->first && now - c->since_ns >= idle_ns) {
-            cut(cs, c, 0, LEASE_BACKEND_UNAVAILABLE); /* idle between requests: closed without a word */
+            cut(cs, c, 0,
+                LEASE_BACKEND_UNAVAILABLE); /* idle between requests: closed without a word */
         }
     }
 }
@@ -593,7 +592,8 @@ static void *conns_main(void *arg)
         pthread_mutex_lock(&cs->mu);
         bool stop = cs->stop;
         for (int i = 0; i < n && !stop; i++)
-            if ((int)ev[i].data.u64 != cs->stop_fd && (gone[k] = take_hung_up(cs, (int)ev[i].data.u64)))
+            if ((int)ev[i].data.u64 != cs->stop_fd &&
+                (gone[k] = take_hung_up(cs, (int)ev[i].data.u64)))
                 k++;
         int64_t now = lease_mono_now_ns();
         if (!stop && now >= next_scan) {

@@ -48,7 +48,7 @@ typedef struct leased_metrics_gauges {
     int64_t connections_open;
     uint64_t connections_refused_capacity, connections_refused_source;
     uint64_t receive_timeouts, framing_refused, connections_evicted;
-    size_t queued, queue_flows;                 /* requests waiting for a worker, their flows */
+    size_t queued, queue_flows; /* requests waiting for a worker, their flows */
     uint64_t queue_refused_full, queue_refused_waited; /* 429: flow queue full, waited too long */
     uint64_t audit_aggregated;
     uint64_t audit_refused; /* admissions refused: the tenant over its audit share */

@@ -49,8 +49,7 @@ bool leased_trusted_proxies_has(const leased_trusted_proxies_t *tp, const char *
  * the request is refused, never charged to the proxy in silence. out: 64
  * bytes. */
 LEASE_MUST_USE bool leased_trusted_proxies_client(const leased_trusted_proxies_t *tp,
-                                                  const char *peer, const char *xff,
-                                                  char out[64]);
+                                                  const char *peer, const char *xff, char out[64]);
 
 /* Length of a PROXY protocol v2 header at the start of buf: > 0 when a
  * whole one is there (*addr and *addrlen: the source it carries, addrlen 0 for

@@ -27,9 +27,9 @@ typedef leased_job_t job_t;
 #define FLOW_BUCKETS 256
 
 struct leased_flow {
-    struct leased_flow *hnext;        /* in its hash bucket */
-    struct leased_flow *prev, *next;  /* in the ring of flows with queued jobs */
-    job_t *head, *tail;               /* queued, FIFO */
+    struct leased_flow *hnext;       /* in its hash bucket */
+    struct leased_flow *prev, *next; /* in the ring of flows with queued jobs */
+    job_t *head, *tail;              /* queued, FIFO */
     size_t queued;
     size_t running;
     size_t refs; /* queued + delayed + running: freed at 0 */

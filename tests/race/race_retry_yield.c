@@ -93,10 +93,10 @@ static void test_retry_pauses_hold_no_worker(void **state)
     assert_int_equal(rel->status, 200);
     http_resp_free(rel);
     json_decref(lease);
-    char *inspect = dump(json_pack(
-        "{s:{s:s, s:s, s:s, s:s, s:s, s:s}}", "lock_identity", "tenant_id", "tenant-b",
-        "program_id", PROGRAM, "target_namespace", NAMESPACE, "target_id", "t-b", "actor_name",
-        ACTOR, "workflow_name", "default"));
+    char *inspect =
+        dump(json_pack("{s:{s:s, s:s, s:s, s:s, s:s, s:s}}", "lock_identity", "tenant_id",
+                       "tenant-b", "program_id", PROGRAM, "target_namespace", NAMESPACE,
+                       "target_id", "t-b", "actor_name", ACTOR, "workflow_name", "default"));
     char *req_b = http_post("/v1/leases/inspect", token_b, inspect);
     free(inspect);
     raw_resp_t *r = raw_call(port, "127.0.0.3", req_b);
