@@ -112,6 +112,8 @@ struct leased_http {
     int64_t suspended;  /* requests on workers, | STOPPING once stop began */
     int64_t idle_waits; /* threads in wait_for_zero */
     uint64_t queue_refused_full, queue_refused_waited; /* atomic */
+    uint64_t refusals_unlogged; /* atomic: since the last line about them */
+    int64_t refusals_logged_ns; /* atomic: when that line was written */
     pthread_mutex_t idle_mutex;
     pthread_cond_t idle_cond;
 };
@@ -343,6 +345,26 @@ static void continue_job(void *arg)
     after_route(rq);
 }
 
+/* A request refused before it ran: its own access line is left out (a
+ * flood would write one per request) and one warning a second at most
+ * says how many there were. */
+static void refused_before_running(leased_http_t *h, request_t *rq, uint64_t *counter)
+{
+    __atomic_add_fetch(counter, 1, __ATOMIC_RELAXED);
+    __atomic_add_fetch(&h->refusals_unlogged, 1, __ATOMIC_RELAXED);
+    rq->ex.quiet_log = true;
+    int64_t now = lease_mono_now_ns();
+    int64_t last = __atomic_load_n(&h->refusals_logged_ns, __ATOMIC_RELAXED);
+    if (now - last < 1000000000LL ||
+        !__atomic_compare_exchange_n(&h->refusals_logged_ns, &last, now, false, __ATOMIC_RELAXED,
+                                     __ATOMIC_RELAXED))
+        return;
+    uint64_t n = __atomic_exchange_n(&h->refusals_unlogged, 0, __ATOMIC_RELAXED);
+    LOG_WARN("%llu requests answered 429 before running since the last such line: their flow's "
+             "queue was full or they waited too long for a worker (leased_http_queue_*_total)",
+             (unsigned long long)n);
+}
+
 static void run_job(void *arg)
 {
     request_t *rq = arg;
@@ -351,7 +373,7 @@ static void run_job(void *arg)
      * retries after the hint; the deadline may not have passed yet) */
     int64_t waited_ms = (lease_mono_now_ns() - rq->queued_ns) / 1000000;
     if (waited_ms >= h->app->config->max_queue_wait_ms) {
-        __atomic_add_fetch(&h->queue_refused_waited, 1, __ATOMIC_RELAXED);
+        refused_before_running(h, rq, &h->queue_refused_waited);
         h->routes->refuse(h->app, &rq->ex, LEASE_RATE_LIMITED, QUEUE_RETRY_MS);
     } else
         h->routes->dispatch(h->app, &rq->ex);
@@ -520,7 +542,7 @@ static enum MHD_Result complete(request_t *rq)
     rq->queued_ns = lease_mono_now_ns();
     leased_push_result_t pushed = leased_work_queue_push(h->workers, &rq->job, run_job, rq, flow);
     if (pushed == LEASED_PUSH_FLOW_FULL) {
-        __atomic_add_fetch(&h->queue_refused_full, 1, __ATOMIC_RELAXED);
+        refused_before_running(h, rq, &h->queue_refused_full);
         h->routes->refuse(h->app, ex, LEASE_RATE_LIMITED, QUEUE_RETRY_MS);
         resume(rq);
     } else if (pushed != LEASED_PUSH_OK) {
