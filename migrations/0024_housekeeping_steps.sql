@@ -1,0 +1,22 @@
+-- 0024: housekeeping in separate, bounded steps at READ COMMITTED.
+--
+-- leased used to call lease.check_namespace, lease.sweep_expired and
+-- lease.purge_retention in one SERIALIZABLE statement. sweep_expired's
+-- search for expired leases reads lease.locks by sequential scan, which
+-- takes a predicate lock on the whole table, so every acquisition, renewal
+-- and release that wrote a lease row concurrently was a read-write conflict
+-- with it; PostgreSQL's log named the sweep "conflict out to pivot", and
+-- under steady load it starved (issue 40). Since this version leased calls:
+--   lease.check_namespace  SERIALIZABLE, on its own (a decision like any other)
+--   lease.expire_due       READ COMMITTED, batches of expired leases
+--   lease.purge_due        READ COMMITTED, batches of rows past retention
+-- repeated while a batch comes back full (src/server/sweeper.c). Why READ
+-- COMMITTED is safe: docs/architecture.md, "Readiness and background work".
+--
+-- Nothing here but the version: the functions are definitions of sql/
+-- (applied with this file), and the version is what leased's readiness
+-- gate checks, so a database at 24 has the functions a build expecting 24
+-- calls (docs/schema.md, "When leased starts calling a function").
+-- lease.sweep_expired and lease.purge_retention stay for operators and
+-- older builds.
+SELECT 1;
