@@ -75,7 +75,7 @@ SELECT lease_id, lock_key, now() - interval '40 days' FROM lease.history;
 INSERT INTO lease.audit_events (occurred_at, event_type, decision, result_code, request_id)
 SELECT now() - interval '90 days' - g * interval '1 hour', 'target_lease_acquire', 'allow',
        'lease_acquired', 'aud-' || g
-  FROM generate_series(0, 5) g;
+  FROM generate_series(0, 5) g ORDER BY g DESC; -- event ids in time order, as leased writes them
 
 SET LOCAL ROLE lease_service;
 SELECT lease.purge_due(2) AS p1 \gset

@@ -19,15 +19,16 @@ BEGIN
         RETURN jsonb_build_object('ran', false, 'more', false);
     END IF;
     SELECT * INTO pol FROM lease.policy;
-    idem := lease._purge_batch('lease.idempotency', 'expires_at', now(), batch);
-    hist := lease._purge_batch('lease.history', 'ended_at',
+    idem := lease._purge_batch('lease.idempotency', 'expires_at', 'expires_at', now(), batch);
+    hist := lease._purge_batch('lease.history', 'ended_at', 'ended_at',
                                now() - lease._ms(pol.history_retention_ms), batch);
     -- a lease id outlives its history row only while the lease could live
-    idx := lease._purge_batch('lease.lease_index', 'created_at',
+    idx := lease._purge_batch('lease.lease_index', 'created_at', 'created_at',
                               now() - lease._ms(pol.history_retention_ms + pol.maximum_lifetime_ms),
                               batch);
     PERFORM set_config('lease.audit_purge', 'on', true);
-    aud := lease._purge_batch('lease.audit_events', 'occurred_at',
+    -- in event id order (its primary key; ids follow time)
+    aud := lease._purge_batch('lease.audit_events', 'occurred_at', 'event_id',
                               now() - lease._ms(pol.audit_retention_ms), batch);
     PERFORM set_config('lease.audit_purge', 'off', true);
     RETURN jsonb_build_object(
