@@ -204,6 +204,8 @@ def main():
     ap.add_argument("--tolerance", type=float, default=0.2)
     ap.add_argument("--slack-intervals", type=float, default=5,
                     help="rows this many sweep intervals past retention count as not purged")
+    ap.add_argument("--segments", type=int, default=3,
+                    help="run the load as this many consecutive http_load runs (p99 of each)")
     ap.add_argument("--pg-log")
     ap.add_argument("--out", default=None)
     ap.add_argument("--no-assert", action="store_true",
@@ -235,18 +237,34 @@ def main():
     leased, base = start_leased(args, token)
     stop = threading.Event()
     samples = []
+    load = None
     try:
         env = dict(os.environ, LEASE_TOKEN=token)
-        load = subprocess.Popen([args.http_load, "--mode", "leased", "--url", base,
-                                 "--clients", str(args.clients), "--seconds", str(args.seconds),
-                                 "--identities", str(args.identities), "--ttl-ms", "5000",
-                                 "--tag", "soak"],
-                                env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        # the load in --segments consecutive runs of http_load, so that the
+        # latency of the first and the last can be compared
+        seg_seconds = max(1, args.seconds // args.segments)
+        segment_reports = []
+
+        def start_segment(i):
+            return subprocess.Popen([args.http_load, "--mode", "leased", "--url", base,
+                                     "--clients", str(args.clients), "--seconds", str(seg_seconds),
+                                     "--identities", str(args.identities), "--ttl-ms", "5000",
+                                     "--tag", f"soak{i}"],
+                                    env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    text=True)
+        load = start_segment(0)
+        segment = 0
         abandoners = [Abandoner(base, token, i, 1500, stop) for i in range(args.abandoners)]
         for a in abandoners:
             a.start()
         t0 = time.monotonic()
-        while load.poll() is None:
+        while True:
+            if load.poll() is not None:
+                segment_reports.append(load.stdout.read().strip())
+                segment += 1
+                if segment >= args.segments:
+                    break
+                load = start_segment(segment)
             time.sleep(args.sample_seconds)
             s = sample(args, base, t0, interval_s)
             samples.append(s)
@@ -255,16 +273,25 @@ def main():
                   " ".join(f"{k}={v[0]}/{v[1] >> 10}kB" for k, v in s["tables"].items()),
                   flush=True)
         stop.set()
-        load_out = load.stdout.read()
         # Two more intervals with the abandoned leases still to sweep.
         time.sleep(3 * interval_s + 1)
         final = sample(args, base, t0, interval_s)
     finally:
         stop.set()
+        if load is not None and load.poll() is None:
+            load.kill()
         leased.terminate()
         leased.wait(30)
 
-    print("http_load:", load_out.strip().splitlines()[-1] if load_out.strip() else "(no output)")
+    p99 = []
+    for i, out in enumerate(segment_reports):
+        line = out.splitlines()[-1] if out else "(no output)"
+        print(f"http_load segment {i}:", line)
+        m = re.search(r"p99_ms=([0-9.]+)", line)
+        if m:
+            p99.append(float(m.group(1)))
+    if len(p99) >= 2:
+        print(f"p99: first segment {p99[0]:.1f} ms, last {p99[-1]:.1f} ms, ratio {p99[-1] / p99[0]:.2f}")
     failures = []
     fm = final["metrics"]
     # 1. failures retried successfully within two intervals
