@@ -88,8 +88,6 @@ const char *leased_table_name(lease_retention_table_t table)
  * silent either (it used to be logged at debug only). */
 #define STEP_WARN_EVERY_NS (60LL * 1000000000)
 
-/* One call of one step; updates the stats. Returns whether another batch
- * is due at once (the step answered "more"). */
 typedef struct sweep_pass {
     bool failed;     /* some step failed */
     bool expire_ran; /* the expiry step held the lock at least once */
@@ -103,6 +101,8 @@ static bool is_stopping(leased_sweeper_t *s)
     return stopping;
 }
 
+/* One call of one step; updates the stats. Returns whether another batch
+ * is due at once (the step answered "more"). */
 static bool run_step(leased_sweeper_t *s, lease_housekeeping_step_t step, sweep_pass_t *pass)
 {
     lease_housekeeping_result_t r;

@@ -600,11 +600,11 @@ lease_code_t store_pg_decode_housekeeping(lease_housekeeping_step_t step, const 
     bool ok = o && lease_json_get_bool(o, "ran", &out->ran) &&
               lease_json_get_bool(o, "more", &out->more);
     if (ok && out->ran && step == LEASE_STEP_EXPIRE)
-        ok = lease_json_get_int(o, "expired", &out->expired, false, 0) &&
-             lease_json_get_int(o, "lag_ms", &out->lag_ms, false, 0);
+        ok = lease_json_get_int(o, "expired", &out->expired, true, 0) &&
+             lease_json_get_int(o, "lag_ms", &out->lag_ms, true, 0);
     for (int t = 0; ok && out->ran && step == LEASE_STEP_PURGE && t < LEASE_TABLE_COUNT; t++)
-        ok = lease_json_get_int(o, purged[t], &out->purged[t], false, 0) &&
-             lease_json_get_int(o, lag[t], &out->purge_lag_ms[t], false, 0);
+        ok = lease_json_get_int(o, purged[t], &out->purged[t], true, 0) &&
+             lease_json_get_int(o, lag[t], &out->purge_lag_ms[t], true, 0);
     json_decref(o);
     if (!ok) {
         memset(out, 0, sizeof *out);
