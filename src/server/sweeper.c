@@ -201,8 +201,12 @@ static void *sweeper_main(void *arg)
             bool do_probe = now >= next_probe, do_sweep = now >= next_sweep;
             pthread_mutex_unlock(&s->mutex);
             if (do_sweep) {
+                /* at a fixed rate, from the start of each sweep: a lease
+                 * that expired reaches history within the grace plus one
+                 * interval however long the steps took (a sweep that ran
+                 * over is followed at once) */
+                next_sweep = now + s->cfg.sweep_interval_ms * 1000000;
                 sweep(s);
-                next_sweep = lease_mono_now_ns() + s->cfg.sweep_interval_ms * 1000000;
             }
             if (do_probe) {
                 probe(s);
