@@ -110,6 +110,7 @@ def start_leased(args, token_env):
         "LEASE_SOURCE_RATE_LIMIT": "1000000/s", "LEASE_MAX_INFLIGHT": "4096",
         "LEASE_MAX_INFLIGHT_PER_CREDENTIAL": "4096", "LEASE_MAX_INFLIGHT_PER_TENANT": "4096",
         "LEASE_SWEEP_INTERVAL_MS": str(args.sweep_interval_ms),
+        "LEASE_SWEEP_BATCH": str(args.sweep_batch),
     })
     log = open(args.out + "/leased.log", "w")
     proc = subprocess.Popen([args.leased], env=env, stdout=log, stderr=subprocess.STDOUT)
@@ -202,6 +203,8 @@ def main():
     ap.add_argument("--abandoners", type=int, default=2)
     ap.add_argument("--sweep-interval-ms", type=int, default=1000)
     ap.add_argument("--retention-ms", type=int, default=30000)
+    ap.add_argument("--sweep-batch", type=int, default=500,
+                    help="LEASE_SWEEP_BATCH: small, the purge must repeat its steps to keep up")
     ap.add_argument("--sample-seconds", type=float, default=5)
     ap.add_argument("--tolerance", type=float, default=0.2)
     ap.add_argument("--overdue-intervals", type=float, default=2,
