@@ -21,6 +21,7 @@ SELECT 'lease_service', f::regprocedure FROM unnest(ARRAY[
     'lease.list_by_owner(jsonb)', 'lease.list_by_target(jsonb)', 'lease.list_by_program(jsonb)',
     'lease.fenced_commit(jsonb)', 'lease.fence_check(jsonb,text,bigint,text)',
     'lease.sweep_expired(integer)', 'lease.purge_retention(integer)',
+    'lease.expire_due(integer,bigint)', 'lease.purge_due(integer)',
     'lease.record_audit(jsonb)', 'lease.credential_lookup(text)',
     'lease.quarantine(text,text,text)', 'lease.health()', 'lease.check_namespace()',
     'lease.check_namespace(integer,integer,pg_lsn)',
@@ -41,6 +42,7 @@ SELECT 'lease_admin', f::regprocedure FROM unnest(ARRAY[
     'lease.credential_revoke(text)', 'lease.credential_list()', 'lease.check_namespace()',
     'lease.check_namespace(integer,integer,pg_lsn)',
     'lease.sweep_expired(integer)', 'lease.purge_retention(integer)',
+    'lease.expire_due(integer,bigint)', 'lease.purge_due(integer)',
     'lease.outbox_discard(bigint,text)', 'lease.outbox_purge(bigint,integer)',
     'lease.outbox_requeue(bigint,text)']) f
 UNION ALL

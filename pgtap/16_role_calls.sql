@@ -27,6 +27,18 @@ CREATE FUNCTION t.held() RETURNS jsonb LANGUAGE sql STABLE RETURN (SELECT held F
 CREATE FUNCTION t.held_id() RETURNS text LANGUAGE sql STABLE
 RETURN (SELECT held #>> '{lease,lease_id}' FROM t.fx);
 
+-- The SQLSTATE a statement raises (NULL: none). The housekeeping steps run
+-- at READ COMMITTED only (pgtap/40, 41): in this SERIALIZABLE transaction
+-- their typed answer is the refusal LS020, which they give after the role's
+-- EXECUTE privilege let them start (a missing privilege is 42501).
+CREATE FUNCTION t.sqlstate_of(q text) RETURNS text LANGUAGE plpgsql AS $$
+BEGIN
+    EXECUTE q;
+    RETURN NULL;
+EXCEPTION WHEN OTHERS THEN
+    RETURN SQLSTATE;
+END $$;
+
 -- One call per granted function: a query returning true when the answer
 -- is the one expected.
 CREATE TABLE t.calls (fn regprocedure PRIMARY KEY, q text NOT NULL);
@@ -101,6 +113,8 @@ INSERT INTO t.calls VALUES
  $q$SELECT lease.fence_check(t.ident('target_calls'), t.held_id(), 1, 'p1') > now()$q$),
 ('lease.sweep_expired(integer)', $q$SELECT lease.sweep_expired(10) ? 'expired'$q$),
 ('lease.purge_retention(integer)', $q$SELECT jsonb_typeof(lease.purge_retention(10)) = 'object'$q$),
+('lease.expire_due(integer,bigint)', $q$SELECT t.sqlstate_of('SELECT lease.expire_due(10, 0)') = 'LS020'$q$),
+('lease.purge_due(integer)', $q$SELECT t.sqlstate_of('SELECT lease.purge_due(10)') = 'LS020'$q$),
 ('lease.record_audit(jsonb)',
  $q$SELECT lease.record_audit('[{"event_type":"target_lease_inspect","decision":"allow",
                                  "result_code":"lease_inspected"}]') = 1$q$),

@@ -217,6 +217,32 @@ typedef struct lease_sweep_result {
     int64_t audit_purged;
 } lease_sweep_result_t;
 
+/* The background housekeeping, in separate bounded steps (sweeper.c). */
+typedef enum lease_housekeeping_step {
+    LEASE_STEP_NAMESPACE = 0, /* lease.check_namespace: seal after a restore or failover */
+    LEASE_STEP_EXPIRE,        /* lease.expire_due: expired leases into history */
+    LEASE_STEP_PURGE,         /* lease.purge_due: rows past retention */
+    LEASE_STEP_COUNT
+} lease_housekeeping_step_t;
+
+/* The retention-bounded tables lease.purge_due trims. */
+typedef enum lease_retention_table {
+    LEASE_TABLE_IDEMPOTENCY = 0,
+    LEASE_TABLE_HISTORY,
+    LEASE_TABLE_LEASE_INDEX,
+    LEASE_TABLE_AUDIT,
+    LEASE_TABLE_COUNT
+} lease_retention_table_t;
+
+typedef struct lease_housekeeping_result {
+    bool ran;        /* false: another instance holds the sweep lock */
+    bool more;       /* a batch was full: rows are still due */
+    int64_t expired; /* LEASE_STEP_EXPIRE: leases moved to history */
+    int64_t lag_ms;  /* LEASE_STEP_EXPIRE: how long ago the oldest lease it found expired */
+    int64_t purged[LEASE_TABLE_COUNT];      /* LEASE_STEP_PURGE: rows deleted */
+    int64_t purge_lag_ms[LEASE_TABLE_COUNT]; /* how far past retention the oldest row left is */
+} lease_housekeeping_result_t;
+
 typedef struct lease_store lease_store_t;
 
 /* The operations an adapter implements. Every function returns the typed
@@ -239,6 +265,9 @@ typedef struct lease_store_ops {
                           lease_sweep_result_t *);
     lease_code_t (*record_audit)(lease_store_t *, const lease_audit_event_t *, size_t n,
                                  const lease_deadline_t *);
+    lease_code_t (*housekeep)(lease_store_t *, lease_housekeeping_step_t, int batch,
+                              int64_t grace_ms, const lease_deadline_t *,
+                              lease_housekeeping_result_t *);
     lease_code_t (*credential_lookup)(lease_store_t *, const char *credential_id,
                                       const lease_deadline_t *, lease_credential_t *out,
                                       bool *found);
@@ -291,6 +320,16 @@ LEASE_MUST_USE lease_code_t lease_store_fenced_commit(lease_store_t *s,
 LEASE_MUST_USE lease_code_t lease_store_sweep(lease_store_t *s, int batch,
                                               const lease_deadline_t *deadline,
                                               lease_sweep_result_t *res);
+/* One housekeeping step, a transaction of its own: LEASE_STEP_EXPIRE moves
+ * up to batch leases expired at least grace_ms ago to history, and
+ * LEASE_STEP_PURGE deletes up to batch rows past retention of each table,
+ * both at READ COMMITTED (they take part in no serialization failure);
+ * LEASE_STEP_NAMESPACE checks the namespace (SERIALIZABLE, as every
+ * decision). Returns LEASE_INSPECTED on success. */
+LEASE_MUST_USE lease_code_t lease_store_housekeep(lease_store_t *s, lease_housekeeping_step_t step,
+                                                  int batch, int64_t grace_ms,
+                                                  const lease_deadline_t *deadline,
+                                                  lease_housekeeping_result_t *res);
 LEASE_MUST_USE lease_code_t lease_store_record_audit(lease_store_t *s,
                                                      const lease_audit_event_t *events, size_t n,
                                                      const lease_deadline_t *deadline);

@@ -67,6 +67,13 @@ lease_code_t lease_store_sweep(lease_store_t *s, int batch, const lease_deadline
     return s->ops->sweep(s, batch, deadline, res);
 }
 
+lease_code_t lease_store_housekeep(lease_store_t *s, lease_housekeeping_step_t step, int batch,
+                                   int64_t grace_ms, const lease_deadline_t *deadline,
+                                   lease_housekeeping_result_t *res)
+{
+    return s->ops->housekeep(s, step, batch, grace_ms, deadline, res);
+}
+
 lease_code_t lease_store_record_audit(lease_store_t *s, const lease_audit_event_t *events,
                                       size_t n, const lease_deadline_t *deadline)
 {

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lease/clock.h"
 #include "lease/process_metrics.h"
 #include "lease/prom_text.h"
 
@@ -173,6 +174,62 @@ static void render_requests(lease_prom_text_t *t, const leased_metrics_t *m)
     }
 }
 
+/* Each housekeeping step's successes, failures and age of its last
+ * success, and each retention table's purged rows and lag: what the alert
+ * rules LeasedHousekeepingStalled and LeasedRetentionBehind watch
+ * (docs/operators.md, "Housekeeping"). */
+static void render_housekeeping(lease_prom_text_t *t, const leased_sweeper_stats_t *h)
+{
+    int64_t now = lease_mono_now_ns();
+    lease_prom_emit(t, "# HELP leased_housekeeping_successes_total Housekeeping steps that "
+                       "answered, by step.\n# TYPE leased_housekeeping_successes_total counter\n");
+    for (int s = 0; s < LEASE_STEP_COUNT; s++)
+        lease_prom_emit(t, "leased_housekeeping_successes_total{step=\"%s\"} %llu\n",
+                        leased_step_name((lease_housekeeping_step_t)s),
+                        (unsigned long long)h->step[s].successes);
+    lease_prom_emit(t, "# HELP leased_housekeeping_failures_total Housekeeping steps that "
+                       "failed (retried next interval), by step.\n"
+                       "# TYPE leased_housekeeping_failures_total counter\n");
+    for (int s = 0; s < LEASE_STEP_COUNT; s++)
+        lease_prom_emit(t, "leased_housekeeping_failures_total{step=\"%s\"} %llu\n",
+                        leased_step_name((lease_housekeeping_step_t)s),
+                        (unsigned long long)h->step[s].failures);
+    lease_prom_emit(t, "# HELP leased_housekeeping_failure_streak_max The most failures of a "
+                       "step in a row since start.\n"
+                       "# TYPE leased_housekeeping_failure_streak_max gauge\n");
+    for (int s = 0; s < LEASE_STEP_COUNT; s++)
+        lease_prom_emit(t, "leased_housekeeping_failure_streak_max{step=\"%s\"} %llu\n",
+                        leased_step_name((lease_housekeeping_step_t)s),
+                        (unsigned long long)h->step[s].failure_streak_max);
+    lease_prom_emit(t, "# HELP leased_housekeeping_last_success_age_seconds Seconds since the "
+                       "step last succeeded (since start when it never has).\n"
+                       "# TYPE leased_housekeeping_last_success_age_seconds gauge\n");
+    for (int s = 0; s < LEASE_STEP_COUNT; s++) {
+        int64_t since = h->step[s].last_success_ns ? h->step[s].last_success_ns : h->started_ns;
+        lease_prom_emit(t, "leased_housekeeping_last_success_age_seconds{step=\"%s\"} %.3f\n",
+                        leased_step_name((lease_housekeeping_step_t)s),
+                        since ? (double)(now - since) / 1e9 : 0.0);
+    }
+    lease_prom_gauge(t, "leased_housekeeping_interval_seconds",
+                     "The sweep interval (LEASE_SWEEP_INTERVAL_MS).", (double)h->interval_ms / 1e3);
+    lease_prom_gauge(t, "leased_housekeeping_expiry_lag_seconds",
+                     "At the last expiry step: how long ago the oldest lease it found expired.",
+                     (double)h->expire_lag_ms / 1e3);
+    lease_prom_emit(t, "# HELP leased_housekeeping_purged_rows_total Rows deleted past "
+                       "retention, by table.\n# TYPE leased_housekeeping_purged_rows_total counter\n");
+    for (int i = 0; i < LEASE_TABLE_COUNT; i++)
+        lease_prom_emit(t, "leased_housekeeping_purged_rows_total{table=\"%s\"} %llu\n",
+                        leased_table_name((lease_retention_table_t)i),
+                        (unsigned long long)h->purged[i]);
+    lease_prom_emit(t, "# HELP leased_housekeeping_retention_lag_seconds After the last purge: "
+                       "how far past retention the oldest row left is (0: none), by table.\n"
+                       "# TYPE leased_housekeeping_retention_lag_seconds gauge\n");
+    for (int i = 0; i < LEASE_TABLE_COUNT; i++)
+        lease_prom_emit(t, "leased_housekeeping_retention_lag_seconds{table=\"%s\"} %.3f\n",
+                        leased_table_name((lease_retention_table_t)i),
+                        (double)h->purge_lag_ms[i] / 1e3);
+}
+
 char *leased_metrics_render(const leased_metrics_t *m, const leased_metrics_gauges_t *g)
 {
     lease_prom_text_t t;
@@ -271,6 +328,7 @@ char *leased_metrics_render(const leased_metrics_t *m, const leased_metrics_gaug
     lease_prom_counter(&t, "leased_sweep_expired_total",
                        "Leases the sweeper moved to history as expired.", g->sweep_expired);
     lease_prom_counter(&t, "leased_sweep_failures_total", "Sweeps that failed.", g->sweep_failures);
+    render_housekeeping(&t, &g->housekeeping);
     lease_prom_gauge(&t, "leased_watches_waiting", "Watch requests parked until their lease ends.",
                      (double)g->watches_parked);
     lease_prom_gauge(&t, "leased_watch_listening",

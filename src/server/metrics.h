@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "lease/store.h"
+#include "sweeper.h"
 
 typedef struct leased_metrics leased_metrics_t;
 
@@ -55,6 +56,7 @@ typedef struct leased_metrics_gauges {
     size_t audit_depth;
     uint64_t audit_written, audit_dropped, audit_fallback;
     uint64_t sweep_runs, sweep_expired, sweep_failures;
+    leased_sweeper_stats_t housekeeping; /* per step and table (render_housekeeping) */
     size_t watches_parked;
     int watch_mode; /* lease_listener_mode_t: 0 down, 1 listening, 2 polling */
     uint64_t watch_heard, watch_polls, watch_poll_failures, watch_woken_by_end, watch_refused;

@@ -591,6 +591,7 @@ static void handle_metrics(leased_app_t *app, leased_exchange_t *ex, leased_op_c
     g.sweep_runs = ss.runs;
     g.sweep_expired = ss.expired;
     g.sweep_failures = ss.failures;
+    g.housekeeping = ss;
     leased_watch_stats_t ws;
     leased_watch_stats(app->watch, &ws);
     g.watches_parked = ws.parked;

@@ -1,5 +1,6 @@
 /*
- * sweeper.c - periodic lease_store_sweep and lease_store_health.
+ * sweeper.c - periodic housekeeping (lease_store_housekeep) and
+ * lease_store_health.
  *
  * One thread sleeps on a condition variable (so stop is immediate) until
  * the next sweep or probe is due. Probes and sweeps use a deadline of one
@@ -27,6 +28,8 @@ struct leased_sweeper {
     int64_t health_at_ns;
     leased_sweeper_stats_t stats;
     bool was_unreachable; /* log transitions, not every failed probe */
+    int64_t warned_ns[LEASE_STEP_COUNT]; /* last warn of a failed step */
+    uint64_t unwarned[LEASE_STEP_COUNT]; /* failures since, not logged */
 };
 
 leased_sweeper_t *leased_sweeper_new(lease_store_t *store, const leased_sweeper_config_t *cfg)
@@ -36,6 +39,8 @@ leased_sweeper_t *leased_sweeper_new(lease_store_t *store, const leased_sweeper_
         return NULL;
     s->store = store;
     s->cfg = *cfg;
+    s->stats.started_ns = lease_mono_now_ns();
+    s->stats.interval_ms = cfg->sweep_interval_ms;
     pthread_mutex_init(&s->mutex, NULL);
     pthread_condattr_t attr;
     pthread_condattr_init(&attr);
@@ -65,26 +70,120 @@ static void probe(leased_sweeper_t *s)
     pthread_mutex_unlock(&s->mutex);
 }
 
+const char *leased_step_name(lease_housekeeping_step_t step)
+{
+    static const char *const names[LEASE_STEP_COUNT] = {"namespace", "expire", "purge"};
+    return (unsigned)step < LEASE_STEP_COUNT ? names[step] : "unknown";
+}
+
+const char *leased_table_name(lease_retention_table_t table)
+{
+    static const char *const names[LEASE_TABLE_COUNT] = {"idempotency", "history", "lease_index",
+                                                         "audit_events"};
+    return (unsigned)table < LEASE_TABLE_COUNT ? names[table] : "unknown";
+}
+
+/* A failed step at warn, at most once a minute per step: a database that
+ * refuses housekeeping for hours must not flood the log, and must not be
+ * silent either (it used to be logged at debug only). */
+#define STEP_WARN_EVERY_NS (60LL * 1000000000)
+
+typedef struct sweep_pass {
+    bool failed;     /* some step failed */
+    bool expire_ran; /* the expiry step held the lock at least once */
+} sweep_pass_t;
+
+static bool is_stopping(leased_sweeper_t *s)
+{
+    pthread_mutex_lock(&s->mutex);
+    bool stopping = s->stopping;
+    pthread_mutex_unlock(&s->mutex);
+    return stopping;
+}
+
+/* One call of one step; updates the stats. Returns whether another batch
+ * is due at once (the step answered "more"). */
+static bool run_step(leased_sweeper_t *s, lease_housekeeping_step_t step, sweep_pass_t *pass)
+{
+    lease_housekeeping_result_t r;
+    /* each step has the interval as its deadline: a hung database cannot
+     * hold the thread longer than that */
+    lease_deadline_t dl = lease_deadline_in(s->cfg.sweep_interval_ms);
+    /* half an interval of grace: a lease that has only just expired is
+     * likely being taken over by the acquisition waiting for it; expired
+     * leases still reach history within two intervals */
+    int64_t grace_ms = s->cfg.sweep_interval_ms / 2;
+    if (grace_ms > 3600000)
+        grace_ms = 3600000;
+    lease_code_t code = lease_store_housekeep(s->store, step, s->cfg.sweep_batch, grace_ms, &dl, &r);
+    bool ok = lease_code_is_success(code);
+    int64_t now = lease_mono_now_ns();
+    uint64_t hidden = 0;
+    bool warn = false;
+    pthread_mutex_lock(&s->mutex);
+    leased_step_stats_t *st = &s->stats.step[step];
+    if (!ok) {
+        st->failures++;
+        st->failure_streak++;
+        if (st->failure_streak > st->failure_streak_max)
+            st->failure_streak_max = st->failure_streak;
+        if (now - s->warned_ns[step] >= STEP_WARN_EVERY_NS || s->warned_ns[step] == 0) {
+            warn = true;
+            hidden = s->unwarned[step];
+            s->unwarned[step] = 0;
+            s->warned_ns[step] = now;
+        } else {
+            s->unwarned[step]++;
+        }
+        pass->failed = true;
+    } else {
+        st->successes++;
+        st->failure_streak = 0;
+        st->last_success_ns = now;
+        if (step == LEASE_STEP_EXPIRE && r.ran) {
+            pass->expire_ran = true;
+            s->stats.expired += (uint64_t)(r.expired > 0 ? r.expired : 0);
+            s->stats.expire_lag_ms = r.lag_ms;
+        }
+        if (step == LEASE_STEP_PURGE && r.ran)
+            for (int t = 0; t < LEASE_TABLE_COUNT; t++) {
+                s->stats.purged[t] += (uint64_t)(r.purged[t] > 0 ? r.purged[t] : 0);
+                s->stats.purge_lag_ms[t] = r.purge_lag_ms[t];
+            }
+    }
+    uint64_t streak = st->failure_streak;
+    pthread_mutex_unlock(&s->mutex);
+    if (warn)
+        LOG_WARN("housekeeping step %s failed: %s (%llu in a row; %llu more failures not logged "
+                 "in the last minute); retried next interval",
+                 leased_step_name(step), lease_code_name(code), (unsigned long long)streak,
+                 (unsigned long long)hidden);
+    else if (ok && r.ran && (r.expired || r.purged[0] || r.purged[1] || r.purged[2] || r.purged[3]))
+        LOG_DEBUG("housekeeping %s: %lld expired; %lld idempotency, %lld history, %lld lease index, "
+                  "%lld audit purged",
+                  leased_step_name(step), (long long)r.expired, (long long)r.purged[0],
+                  (long long)r.purged[1], (long long)r.purged[2], (long long)r.purged[3]);
+    return ok && r.ran && r.more;
+}
+
+/* Every step in turn; expiry and purging repeat while their batch came
+ * back full, within half an interval, so that they keep up with traffic
+ * in bounded transactions and the next interval still starts on time. */
 static void sweep(leased_sweeper_t *s)
 {
-    lease_sweep_result_t r;
-    memset(&r, 0, sizeof r);
-    lease_deadline_t dl = lease_deadline_in(s->cfg.sweep_interval_ms);
-    lease_code_t code = lease_store_sweep(s->store, s->cfg.sweep_batch, &dl, &r);
-    pthread_mutex_lock(&s->mutex);
-    if (!lease_code_is_success(code)) {
-        s->stats.failures++;
-    } else if (r.ran) {
-        s->stats.runs++;
-        s->stats.expired += (uint64_t)(r.expired > 0 ? r.expired : 0);
+    sweep_pass_t pass = {false, false};
+    int64_t budget_end = lease_mono_now_ns() + s->cfg.sweep_interval_ms * 1000000 / 2;
+    for (int step = 0; step < LEASE_STEP_COUNT && !is_stopping(s); step++) {
+        while (run_step(s, (lease_housekeeping_step_t)step, &pass) && !is_stopping(s) &&
+               lease_mono_now_ns() < budget_end) {
+        }
     }
+    pthread_mutex_lock(&s->mutex);
+    if (pass.failed)
+        s->stats.failures++;
+    if (pass.expire_ran)
+        s->stats.runs++;
     pthread_mutex_unlock(&s->mutex);
-    if (!lease_code_is_success(code))
-        LOG_DEBUG("sweep failed: %s", lease_code_name(code));
-    else if (r.ran && (r.expired || r.idempotency_purged || r.history_purged || r.audit_purged))
-        LOG_DEBUG("sweep: %lld expired, %lld idempotency, %lld history, %lld audit purged",
-                  (long long)r.expired, (long long)r.idempotency_purged,
-                  (long long)r.history_purged, (long long)r.audit_purged);
 }
 
 static void *sweeper_main(void *arg)
@@ -102,8 +201,12 @@ static void *sweeper_main(void *arg)
             bool do_probe = now >= next_probe, do_sweep = now >= next_sweep;
             pthread_mutex_unlock(&s->mutex);
             if (do_sweep) {
+                /* at a fixed rate, from the start of each sweep: a lease
+                 * that expired reaches history within the grace plus one
+                 * interval however long the steps took (a sweep that ran
+                 * over is followed at once) */
+                next_sweep = now + s->cfg.sweep_interval_ms * 1000000;
                 sweep(s);
-                next_sweep = lease_mono_now_ns() + s->cfg.sweep_interval_ms * 1000000;
             }
             if (do_probe) {
                 probe(s);

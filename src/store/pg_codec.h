@@ -39,6 +39,7 @@ typedef enum store_pg_op {
     STORE_PG_OP_HEALTH,
     STORE_PG_OP_RENEW_MANY,   /* lease.renew_many: many renewals, one transaction */
     STORE_PG_OP_RELEASE_MANY, /* lease.release_many: many releases, one transaction */
+    STORE_PG_OP_HOUSEKEEPING, /* lease.check_namespace, lease.expire_due, lease.purge_due */
     STORE_PG_OP_COUNT
 } store_pg_op_t;
 
@@ -187,6 +188,10 @@ lease_code_t store_pg_decode_commit(const char *text, size_t n_writes, lease_com
 /* The two jsonb results of lease.sweep_expired and lease.purge_retention. */
 lease_code_t store_pg_decode_sweep(const char *sweep_text, const char *purge_text,
                                    lease_sweep_result_t *out);
+/* The jsonb result of lease.expire_due or lease.purge_due (step says
+ * which); LEASE_STEP_NAMESPACE has none to decode. */
+lease_code_t store_pg_decode_housekeeping(lease_housekeeping_step_t step, const char *text,
+                                          lease_housekeeping_result_t *out);
 /* text NULL (SQL null): not found. Found answers LEASE_INSPECTED, not found
  * LEASE_NOT_FOUND with *found false. */
 lease_code_t store_pg_decode_credential(const char *text, lease_credential_t *out, bool *found);

@@ -65,6 +65,7 @@ static const op_info_t ops[STORE_PG_OP_COUNT] = {
     /* each item's answer is a renew's, decoded as one */
     [STORE_PG_OP_RENEW_MANY] = {"renew_many", 0},
     [STORE_PG_OP_RELEASE_MANY] = {"release_many", 0},
+    [STORE_PG_OP_HOUSEKEEPING] = {"housekeeping", 0},
 };
 
 const char *store_pg_op_name(store_pg_op_t op)
@@ -584,6 +585,31 @@ lease_code_t store_pg_decode_sweep(const char *sweep_text, const char *purge_tex
         return malformed(STORE_PG_OP_SWEEP, "malformed sweep result");
     }
     out->ran = ran_sweep;
+    return LEASE_INSPECTED;
+}
+
+lease_code_t store_pg_decode_housekeeping(lease_housekeeping_step_t step, const char *text,
+                                          lease_housekeeping_result_t *out)
+{
+    static const char *const purged[LEASE_TABLE_COUNT] = {
+        "idempotency_purged", "history_purged", "lease_index_purged", "audit_purged"};
+    static const char *const lag[LEASE_TABLE_COUNT] = {
+        "idempotency_lag_ms", "history_lag_ms", "lease_index_lag_ms", "audit_lag_ms"};
+    memset(out, 0, sizeof *out);
+    json_t *o = store_pg_parse_object(text);
+    bool ok = o && lease_json_get_bool(o, "ran", &out->ran) &&
+              lease_json_get_bool(o, "more", &out->more);
+    if (ok && out->ran && step == LEASE_STEP_EXPIRE)
+        ok = lease_json_get_int(o, "expired", &out->expired, true, 0) &&
+             lease_json_get_int(o, "lag_ms", &out->lag_ms, true, 0);
+    for (int t = 0; ok && out->ran && step == LEASE_STEP_PURGE && t < LEASE_TABLE_COUNT; t++)
+        ok = lease_json_get_int(o, purged[t], &out->purged[t], true, 0) &&
+             lease_json_get_int(o, lag[t], &out->purge_lag_ms[t], true, 0);
+    json_decref(o);
+    if (!ok) {
+        memset(out, 0, sizeof *out);
+        return malformed(STORE_PG_OP_HOUSEKEEPING, "malformed housekeeping result");
+    }
     return LEASE_INSPECTED;
 }
 

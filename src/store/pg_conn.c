@@ -230,6 +230,7 @@ static void absorb(PGresult *res, collect_t *c, store_pg_reply_t *out)
 }
 
 #define SERIALIZABLE_PREFIX "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE; "
+#define READ_COMMITTED_PREFIX "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; "
 #define STMT_MAX_PARAMS 24
 
 /* The parameter a "$N" at sql names (1-based), its length in *len; 0 when
@@ -244,11 +245,11 @@ static long placeholder_at(const char *sql, size_t *len)
     return n;
 }
 
-/* stmt's SQL behind SERIALIZABLE_PREFIX, each $N replaced by parameter N as
+/* stmt's SQL behind prefix (SERIALIZABLE_PREFIX or READ_COMMITTED_PREFIX), each $N replaced by parameter N as
  * an escaped literal (store_pg_stmt_t.serializable). A parameter may appear
  * more than once. Returns a malloc'd string, or NULL (out of memory, or a
  * $N without its parameter). */
-static char *serializable_text(PGconn *conn, const store_pg_stmt_t *stmt)
+static char *isolated_text(PGconn *conn, const store_pg_stmt_t *stmt, const char *prefix)
 {
     char *lits[STMT_MAX_PARAMS] = {NULL};
     size_t lens[STMT_MAX_PARAMS];
@@ -264,7 +265,7 @@ static char *serializable_text(PGconn *conn, const store_pg_stmt_t *stmt)
     }
     /* two passes over the SQL: the exact length, then the text (copied,
      * not printed: a typed call has two dozen parameters) */
-    size_t total = strlen(SERIALIZABLE_PREFIX) + 1;
+    size_t total = strlen(prefix) + 1;
     for (const char *r = stmt->sql; *r;) {
         size_t len;
         long n = placeholder_at(r, &len);
@@ -280,8 +281,8 @@ static char *serializable_text(PGconn *conn, const store_pg_stmt_t *stmt)
     text = malloc(total);
     if (!text)
         goto cleanup;
-    memcpy(text, SERIALIZABLE_PREFIX, strlen(SERIALIZABLE_PREFIX));
-    char *w = text + strlen(SERIALIZABLE_PREFIX);
+    memcpy(text, prefix, strlen(prefix));
+    char *w = text + strlen(prefix);
     for (const char *r = stmt->sql; *r;) {
         size_t len;
         long n = placeholder_at(r, &len);
@@ -320,8 +321,9 @@ void store_pg_conn_exec(struct pg_conn *c, const store_pg_stmt_t *stmt,
     if (stmt->prepared) {
         sent =
             PQsendQueryPrepared(conn, stmt->prepared, stmt->nparams, stmt->params, NULL, NULL, 0);
-    } else if (stmt->serializable) {
-        char *text = serializable_text(conn, stmt);
+    } else if (stmt->serializable || stmt->read_committed) {
+        char *text = isolated_text(conn, stmt,
+                                   stmt->read_committed ? READ_COMMITTED_PREFIX : SERIALIZABLE_PREFIX);
         sent = text ? PQsendQuery(conn, text) : 0;
         if (text) /* it may hold a request: never leave it in freed memory */
             memset(text, 0, strlen(text));

@@ -96,6 +96,9 @@ typedef struct store_pg_stmt {
      * transaction (an error rolls it back), and no session state: behind
      * PgBouncer in transaction mode nothing leaks to other clients. */
     bool serializable;
+    /* As serializable, at READ COMMITTED: the housekeeping steps, which
+     * must take no predicate locks (lease.expire_due, lease.purge_due). */
+    bool read_committed;
     /* The name of a statement this session prepared (prepare_as below):
      * sent as Bind and Execute of it with the parameters, one implicit
      * transaction at the session's own isolation, which the session that

@@ -905,6 +905,67 @@ static lease_code_t pg_sweep(lease_store_t *s, int batch, const lease_deadline_t
     return code;
 }
 
+/* One housekeeping step (lease_store_housekeep). The namespace check is a
+ * decision like any other, SERIALIZABLE; expiry and retention run at READ
+ * COMMITTED, where they take no predicate locks: the sweep used to be one
+ * SERIALIZABLE statement whose scan of lease.locks predicate-locked the
+ * whole table, and under load it failed as a pivot (docs/architecture.md,
+ * "Readiness and background work"). */
+static lease_code_t pg_housekeep(lease_store_t *s, lease_housekeeping_step_t step, int batch,
+                                 int64_t grace_ms, const lease_deadline_t *deadline,
+                                 lease_housekeeping_result_t *res)
+{
+    memset(res, 0, sizeof *res);
+    /* the SQL functions' own bounds (expire_due accepts the smaller) */
+    if (batch < 1 || batch > 10000 || grace_ms < 0 || grace_ms > 3600000 ||
+        (unsigned)step >= LEASE_STEP_COUNT)
+        return LEASE_INVALID_LEASE_REQUEST;
+    store_pg_t *pg = impl(s);
+    char batch_text[16], grace_text[24], epoch_text[16], timeline_text[16], lsn_text[32];
+    const char *seen[3];
+    snprintf(batch_text, sizeof batch_text, "%d", batch);
+    snprintf(grace_text, sizeof grace_text, "%lld", (long long)grace_ms);
+    call_spec_t spec = {.op = STORE_PG_OP_HOUSEKEEPING, .deadline = deadline};
+    const char *params[3];
+    if (step == LEASE_STEP_NAMESPACE) {
+        /* lease.check_namespace seals after a restore or failover, or when
+         * the database is behind the position an earlier check saw; it
+         * writes only when it seals. */
+        seen_params(pg, epoch_text, timeline_text, lsn_text, seen);
+        params[0] = seen[0], params[1] = seen[1], params[2] = seen[2];
+        spec.stmt = (store_pg_stmt_t){
+            .sql = "SELECT lease.check_namespace($1::integer, $2::integer, $3::pg_lsn)::text",
+            .nparams = 3,
+            .params = params,
+            .serializable = true};
+    } else {
+        params[0] = batch_text, params[1] = grace_text;
+        spec.stmt = (store_pg_stmt_t){
+            .sql = step == LEASE_STEP_EXPIRE
+                       ? "SELECT lease.expire_due($1::integer, $2::bigint)::text"
+                       : "SELECT lease.purge_due($1::integer)::text",
+            .nparams = step == LEASE_STEP_EXPIRE ? 2 : 1,
+            .params = params,
+            .read_committed = true};
+    }
+    call_outcome_t out;
+    run_call(pg, &spec, &out);
+    lease_code_t code = out.code;
+    if (out.ok && step == LEASE_STEP_NAMESPACE) {
+        code = out.reply.nvalues == 1 ? LEASE_INSPECTED : LEASE_BACKEND_UNAVAILABLE;
+        if (out.reply.nvalues == 1) {
+            remember_position(pg, out.reply.values[0]);
+            res->ran = true;
+        }
+    } else if (out.ok) {
+        code = store_pg_decode_housekeeping(step,
+                                            out.reply.nvalues == 1 ? out.reply.values[0] : NULL,
+                                            res);
+    }
+    store_pg_reply_clear(&out.reply);
+    return code;
+}
+
 static lease_code_t pg_record_audit(lease_store_t *s, const lease_audit_event_t *events, size_t n,
                                     const lease_deadline_t *deadline)
 {
@@ -1001,6 +1062,7 @@ static const lease_store_ops_t pg_ops = {
     .list = pg_list,
     .fenced_commit = pg_fenced_commit,
     .sweep = pg_sweep,
+    .housekeep = pg_housekeep,
     .record_audit = pg_record_audit,
     .credential_lookup = pg_credential_lookup,
     .health = pg_health,

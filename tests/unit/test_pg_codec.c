@@ -1130,6 +1130,57 @@ static void test_decode_commit(void **state)
     }
 }
 
+/* lease.expire_due's and lease.purge_due's answers (pgtap/40 shows the SQL
+ * side): each field where the sweeper reads it, "did not run" carries no
+ * counts, and a missing field is malformed, never a zero. */
+static void test_decode_housekeeping(void **state)
+{
+    (void)state;
+    lease_housekeeping_result_t h;
+    assert_int_equal(store_pg_decode_housekeeping(
+                         LEASE_STEP_EXPIRE,
+                         "{\"ran\":true,\"expired\":7,\"more\":true,\"lag_ms\":1500}", &h),
+                     LEASE_INSPECTED);
+    assert_true(h.ran);
+    assert_true(h.more);
+    assert_int_equal(h.expired, 7);
+    assert_int_equal(h.lag_ms, 1500);
+    assert_int_equal(
+        store_pg_decode_housekeeping(
+            LEASE_STEP_PURGE,
+            "{\"ran\":true,\"more\":false,\"idempotency_purged\":1,\"history_purged\":2,"
+            "\"lease_index_purged\":3,\"audit_purged\":4,\"idempotency_lag_ms\":5,"
+            "\"history_lag_ms\":6,\"lease_index_lag_ms\":7,\"audit_lag_ms\":8}",
+            &h),
+        LEASE_INSPECTED);
+    assert_false(h.more);
+    assert_int_equal(h.purged[LEASE_TABLE_IDEMPOTENCY], 1);
+    assert_int_equal(h.purged[LEASE_TABLE_HISTORY], 2);
+    assert_int_equal(h.purged[LEASE_TABLE_LEASE_INDEX], 3);
+    assert_int_equal(h.purged[LEASE_TABLE_AUDIT], 4);
+    assert_int_equal(h.purge_lag_ms[LEASE_TABLE_IDEMPOTENCY], 5);
+    assert_int_equal(h.purge_lag_ms[LEASE_TABLE_AUDIT], 8);
+    assert_int_equal(store_pg_decode_housekeeping(LEASE_STEP_PURGE,
+                                                  "{\"ran\":false,\"more\":false}", &h),
+                     LEASE_INSPECTED);
+    assert_false(h.ran);
+    assert_int_equal(h.purged[LEASE_TABLE_AUDIT], 0);
+    /* a purge answer without its lag, an expiry without its count, no
+     * answer at all: malformed */
+    assert_int_equal(store_pg_decode_housekeeping(
+                         LEASE_STEP_PURGE,
+                         "{\"ran\":true,\"more\":false,\"idempotency_purged\":1,"
+                         "\"history_purged\":2,\"lease_index_purged\":3,\"audit_purged\":4}",
+                         &h),
+                     LEASE_BACKEND_UNAVAILABLE);
+    assert_int_equal(store_pg_decode_housekeeping(LEASE_STEP_EXPIRE,
+                                                  "{\"ran\":true,\"more\":false}", &h),
+                     LEASE_BACKEND_UNAVAILABLE);
+    assert_false(h.ran);
+    assert_int_equal(store_pg_decode_housekeeping(LEASE_STEP_EXPIRE, NULL, &h),
+                     LEASE_BACKEND_UNAVAILABLE);
+}
+
 static void test_decode_internal(void **state)
 {
     (void)state;
@@ -1282,6 +1333,7 @@ int main(void)
         cmocka_unit_test(test_decode_list),
         cmocka_unit_test(test_decode_commit),
         cmocka_unit_test(test_decode_internal),
+        cmocka_unit_test(test_decode_housekeeping),
         cmocka_unit_test(test_op_table),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
