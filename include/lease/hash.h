@@ -11,8 +11,14 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 /* The SHA-256 of data[0..n) into out; false only when libcrypto fails. */
 bool lease_sha256(const void *data, size_t n, unsigned char out[32]);
+
+/* FNV-1a of a string: for the buckets of small in-memory tables (never
+ * for anything a client could aim collisions at to any effect beyond a
+ * longer chain). */
+uint64_t lease_fnv1a(const char *s);
 
 #endif

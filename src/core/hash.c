@@ -23,3 +23,11 @@ bool lease_sha256(const void *data, size_t n, unsigned char out[32])
     const EVP_MD *md = fetched ? fetched : EVP_sha256();
     return EVP_Digest(data, n, out, &len, md, NULL) == 1 && len == 32;
 }
+
+uint64_t lease_fnv1a(const char *s)
+{
+    uint64_t h = 1469598103934665603ULL;
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++)
+        h = (h ^ *p) * 1099511628211ULL;
+    return h;
+}

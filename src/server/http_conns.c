@@ -33,6 +33,7 @@
 #include <unistd.h>
 
 #include "lease/clock.h"
+#include "lease/hash.h"
 #include "lease/log.h"
 #include "json_codec.h"
 #include "request_ids.h"
@@ -132,10 +133,7 @@ void leased_conns_peer(struct MHD_Connection *conn, char out[64])
 
 static size_t source_bucket(const leased_conns_t *cs, const char *source)
 {
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-    for (const unsigned char *p = (const unsigned char *)source; *p; p++)
-        h = (h ^ *p) * 1099511628211ULL;
-    return (size_t)h & (cs->nsources - 1);
+    return (size_t)lease_fnv1a(source) & (cs->nsources - 1);
 }
 
 /* c's source entry, made when absent; NULL when out of memory. */

@@ -21,6 +21,7 @@
 #include <time.h>
 
 #include "lease/clock.h"
+#include "lease/hash.h"
 
 typedef leased_job_t job_t;
 
@@ -53,10 +54,7 @@ struct leased_work_queue {
 
 static size_t bucket_of(const char *key)
 {
-    uint64_t h = 1469598103934665603ULL; /* FNV-1a */
-    for (const unsigned char *p = (const unsigned char *)key; *p; p++)
-        h = (h ^ *p) * 1099511628211ULL;
-    return (size_t)(h % FLOW_BUCKETS);
+    return (size_t)(lease_fnv1a(key) % FLOW_BUCKETS);
 }
 
 /* The flow named key, made when absent; NULL when out of memory. */

@@ -231,3 +231,24 @@ void raw_resp_free(raw_resp_t *r)
     json_decref(r->json);
     free(r);
 }
+
+raw_resp_t *raw_call(int port, const char *local_addr, const char *text)
+{
+    raw_conn_t *c = raw_connect(port, local_addr);
+    if (!c)
+        return NULL;
+    raw_resp_t *r = raw_send(c, text) ? raw_read(c, 10000) : NULL;
+    raw_close(c);
+    return r;
+}
+
+char *raw_post_text(const char *path, const char *token, const char *body)
+{
+    char *req = NULL;
+    if (asprintf(&req,
+                 "POST %s HTTP/1.1\r\nHost: leased\r\nAuthorization: Bearer %s\r\n"
+                 "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
+                 path, token, strlen(body), body) < 0)
+        return NULL;
+    return req;
+}

@@ -52,4 +52,10 @@ const char *raw_header(const raw_resp_t *r, const char *name);
 const char *raw_str(const raw_resp_t *r, const char *key);
 void raw_resp_free(raw_resp_t *r);
 
+/* One request (text) on a connection of its own from local_addr; its
+ * answer within 10 s (NULL: none). */
+raw_resp_t *raw_call(int port, const char *local_addr, const char *text);
+/* The text of a POST of body (JSON) to path with a bearer token (heap). */
+char *raw_post_text(const char *path, const char *token, const char *body);
+
 #endif

@@ -87,17 +87,6 @@ static pid_t start_haproxy(char *cfg_path, int pp_port, int http_port, int lease
     return pid;
 }
 
-/* One request on a fresh connection from src to port; its reply. */
-static raw_resp_t *raw_call(int port, const char *src, const char *text)
-{
-    raw_conn_t *c = raw_connect(port, src);
-    assert_non_null(c);
-    assert_true(raw_send(c, text));
-    raw_resp_t *r = raw_read(c, 10000);
-    raw_close(c);
-    return r;
-}
-
 /* An inspect of target (audited with its source_address), with extra
  * header lines (may be ""). */
 static char *inspect_text(const char *target, const char *extra)

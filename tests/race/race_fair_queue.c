@@ -39,16 +39,6 @@ static int setup(void **state)
     return 0;
 }
 
-static char *http_post(const char *path, const char *token, const char *body)
-{
-    char *req = NULL;
-    assert_true(asprintf(&req,
-                         "POST %s HTTP/1.1\r\nHost: leased\r\nAuthorization: Bearer %s\r\n"
-                         "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
-                         path, token, strlen(body), body) > 0);
-    return req;
-}
-
 /* An inspect in tenant B's own scope. */
 static char *inspect_b(void)
 {
@@ -90,7 +80,7 @@ static void test_one_tenants_backlog_does_not_hold_another(void **state)
     assert_int_equal(rel->status, 200);
     http_resp_free(rel);
     json_decref(lease);
-    char *req_b = http_post("/v1/leases/inspect", token_b, inspect_b());
+    char *req_b = raw_post_text("/v1/leases/inspect", token_b, inspect_b());
     assert_int_equal(one_call(port, "127.0.0.3", req_b, NULL), 404); /* nothing held there */
 
     /* A's backlog: every acquire stuck on the held row */
@@ -101,7 +91,7 @@ static void test_one_tenants_backlog_does_not_hold_another(void **state)
         snprintf(rid, sizeof rid, "stuck-%d", i);
         json_t *body = parse_owned(acquire_body(rid, "t-stuck"));
         json_object_set_new(body, "deadline_ms", json_integer(20000));
-        char *req = http_post("/v1/leases/acquire", token_a, dump(body));
+        char *req = raw_post_text("/v1/leases/acquire", token_a, dump(body));
         a[i] = raw_connect(port, "127.0.0.2");
         assert_non_null(a[i]);
         assert_true(raw_send(a[i], req));

@@ -48,27 +48,6 @@ static void sql(const char *text)
     PQfinish(c);
 }
 
-static char *http_post(const char *path, const char *token, const char *body)
-{
-    char *req = NULL;
-    assert_true(asprintf(&req,
-                         "POST %s HTTP/1.1\r\nHost: leased\r\nAuthorization: Bearer %s\r\n"
-                         "Content-Type: application/json\r\nContent-Length: %zu\r\n\r\n%s",
-                         path, token, strlen(body), body) > 0);
-    return req;
-}
-
-/* One request on a connection of its own; its answer within 10 s. */
-static raw_resp_t *raw_call(int port, const char *src, const char *text)
-{
-    raw_conn_t *c = raw_connect(port, src);
-    assert_non_null(c);
-    assert_true(raw_send(c, text));
-    raw_resp_t *r = raw_read(c, 10000);
-    raw_close(c);
-    return r;
-}
-
 static long long serialization_retries(void)
 {
     http_resp_t *m = call(fx.base, "GET", "/metrics", NULL, NULL);
@@ -97,7 +76,7 @@ static void test_retry_pauses_hold_no_worker(void **state)
         dump(json_pack("{s:{s:s, s:s, s:s, s:s, s:s, s:s}}", "lock_identity", "tenant_id",
                        "tenant-b", "program_id", PROGRAM, "target_namespace", NAMESPACE,
                        "target_id", "t-b", "actor_name", ACTOR, "workflow_name", "default"));
-    char *req_b = http_post("/v1/leases/inspect", token_b, inspect);
+    char *req_b = raw_post_text("/v1/leases/inspect", token_b, inspect);
     free(inspect);
     raw_resp_t *r = raw_call(port, "127.0.0.3", req_b);
     assert_non_null(r);
@@ -122,7 +101,7 @@ static void test_retry_pauses_hold_no_worker(void **state)
 
     json_t *body = parse_owned(acquire_body("retried-1", "t-retry"));
     json_object_set_new(body, "deadline_ms", json_integer(20000));
-    char *req_a = http_post("/v1/leases/acquire", token_a, dump(body));
+    char *req_a = raw_post_text("/v1/leases/acquire", token_a, dump(body));
     raw_conn_t *a = raw_connect(port, "127.0.0.2");
     assert_non_null(a);
     assert_true(raw_send(a, req_a));
