@@ -111,6 +111,10 @@ typedef struct drill_worker {
 
 struct drill {
     const char *base, *token;
+    /* This drill's number in the program: part of every request id, so
+     * that a second drill against the same leased and database is not
+     * answered from the first one's idempotency records. */
+    int run;
     pthread_mutex_t mu;
     _Atomic int phase;
     _Atomic bool stop;
@@ -237,7 +241,7 @@ static inline void drill_release(drill_t *d, drill_worker_t *wk, http_client_t *
         }
         atomic_store(&wk->releasing, attempt + 1);
         char rid[64];
-        snprintf(rid, sizeof rid, "w%d-r%ld-%d", w, i, attempt);
+        snprintf(rid, sizeof rid, "d%d-w%d-r%ld-%d", d->run, w, i, attempt);
         char *body = owner_body(rid, d->ids[id].target, lease);
         drill_phase_t start_phase = (drill_phase_t)atomic_load(&d->phase);
         int64_t start_ns = drill_now_ns();
@@ -272,7 +276,7 @@ static inline void *drill_worker_main(void *arg)
     for (long i = 0; !atomic_load(&d->stop); i++) {
         int id = (int)((wk->index + i) % DRILL_IDENTITIES);
         char rid[64];
-        snprintf(rid, sizeof rid, "w%d-a%ld", wk->index, i);
+        snprintf(rid, sizeof rid, "d%d-w%d-a%ld", d->run, wk->index, i);
         char *body = drill_acquire_body(rid, d->ids[id].target);
         drill_phase_t start_phase = (drill_phase_t)atomic_load(&d->phase);
         int64_t start_ns = drill_now_ns();
@@ -344,7 +348,9 @@ static inline void *drill_worker_main(void *arg)
 /* Starts the workers on leased at base with a worker credential's token. */
 static inline void drill_start(drill_t *d, const char *base, const char *token)
 {
+    static int runs;
     memset(d, 0, sizeof *d);
+    d->run = runs++;
     d->base = base;
     d->token = token;
     pthread_mutex_init(&d->mu, NULL);
