@@ -27,8 +27,10 @@
  * planned switchover from a lossy failover) until recover.
  *
  * Printed (docs/operators.md quotes them): Patroni's promotion time (kill,
- * or switchover issued, to the new leader accepting writes), the time from
- * the new leader accepting writes to leased's first answer decided by it
+ * or switchover issued, to a member out of recovery, and to the new leader
+ * committing: in strict synchronous mode only once a synchronous standby
+ * is attached again), the time from the new leader committing to leased's
+ * first answer decided by it
  * (an acknowledged acquisition; asynchronous: a sealed refusal) and, after
  * recover, to the first acknowledged acquisition; requests past their
  * deadline; regressed tokens.
@@ -39,62 +41,78 @@
 
 static const char *const members[] = {"m1", "m2", "m3"};
 
-/* Bound on Patroni's promotion: a leader key expires after ttl (10 s) and
- * the promotion was measured at 10-15 s after the kill, 7-8 s after a
- * switchover was issued. */
-#define PROMOTION_WAIT_MS 60000
+/* Bound on Patroni's promotion: a leader key expires after ttl (10 s), and
+ * in strict synchronous mode commits resume only once another member is
+ * attached as synchronous standby; measured 10-15 s after a kill, 5-13 s
+ * after a switchover was issued. */
+#define PROMOTION_WAIT_MS 90000
 
 /* What one event measured. */
 typedef struct event {
     const char *name;
-    double promotion_ms;    /* kill / switchover issued -> the new leader accepts writes */
+    double promoted_ms;     /* kill / switchover issued -> a member left recovery */
+    double promotion_ms;    /* kill / switchover issued -> the new leader commits */
     double first_answer_ms; /* new leader accepts writes -> leased's first answer decided by it */
     double recovered_ack_ms; /* asynchronous: recover returned -> first acknowledged (-1: n/a) */
     long lost, violations, late;
     char leader[8];
 } event_t;
 
-/* Whether url's server accepts writes now (connect_timeout 2 s in the URL). */
-static bool accepts_writes(const char *url)
+/* What a member is now: 0 a standby (or unreachable), 1 promoted but its
+ * commits would wait (synchronous_mode_strict without a synchronous
+ * standby: Patroni names '*'), 2 promoted and committing. connect_timeout
+ * 2 s is in the URL. */
+static int leader_state(const char *url)
 {
     PGconn *c = PQconnectdb(url);
-    bool yes = false;
+    int state = 0;
     if (PQstatus(c) == CONNECTION_OK) {
-        PGresult *r = PQexec(c, "SELECT NOT pg_is_in_recovery()");
-        yes = PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
-              strcmp(PQgetvalue(r, 0, 0), "t") == 0;
+        PGresult *r = PQexec(c, "SELECT NOT pg_is_in_recovery(), "
+                                "current_setting('synchronous_standby_names') = '' OR EXISTS "
+                                "(SELECT 1 FROM pg_stat_replication WHERE sync_state = 'sync')");
+        if (PQresultStatus(r) == PGRES_TUPLES_OK && PQntuples(r) == 1 &&
+            strcmp(PQgetvalue(r, 0, 0), "t") == 0)
+            state = strcmp(PQgetvalue(r, 0, 1), "t") == 0 ? 2 : 1;
         PQclear(r);
     }
     PQfinish(c);
-    return yes;
+    return state;
 }
 
-/* Polls the members other than old until one accepts writes; returns it
- * (its name in leader) and when it was first seen doing so. */
-static int64_t wait_new_leader(testpatroni_t *pc, const char *old, char *leader)
+/* Polls the members other than old until one is promoted (when: *promoted)
+ * and commits (returned); its name in leader. */
+static int64_t wait_new_leader(testpatroni_t *pc, const char *old, char *leader,
+                               int64_t *promoted)
 {
     char *urls[3];
     for (int i = 0; i < 3; i++)
         urls[i] = testpatroni_member_url(pc, members[i], "postgres");
-    int64_t end = drill_now_ns() + (int64_t)PROMOTION_WAIT_MS * 1000000, seen = 0;
-    while (!seen) {
-        for (int i = 0; i < 3 && !seen; i++)
-            if (strcmp(members[i], old) != 0 && accepts_writes(urls[i])) {
-                seen = drill_now_ns();
+    int64_t end = drill_now_ns() + (int64_t)PROMOTION_WAIT_MS * 1000000, commits = 0;
+    *promoted = 0;
+    while (!commits) {
+        for (int i = 0; i < 3 && !commits; i++) {
+            if (strcmp(members[i], old) == 0)
+                continue;
+            int state = leader_state(urls[i]);
+            if (state >= 1 && !*promoted)
+                *promoted = drill_now_ns();
+            if (state == 2) {
+                commits = drill_now_ns();
                 snprintf(leader, 8, "%s", members[i]);
             }
-        if (!seen && drill_now_ns() > end) {
-            fprintf(stderr, "drill: no member but %s accepted writes within %d ms\n", old,
+        }
+        if (!commits && drill_now_ns() > end) {
+            fprintf(stderr, "drill: no member but %s committed within %d ms\n", old,
                     PROMOTION_WAIT_MS);
             testpatroni_run(pc, "list", NULL);
             fail();
         }
-        if (!seen)
+        if (!commits)
             drill_pause_ms(10);
     }
     for (int i = 0; i < 3; i++)
         free(urls[i]);
-    return seen;
+    return commits;
 }
 
 /* The leased process and what the events share. */
@@ -152,7 +170,9 @@ static void run_event(run_t *r, drill_t *d, bool kill, event_t *ev)
         switchover = testpatroni_begin(r->pc, "switchover", cand);
         free(cand);
     }
-    int64_t writable = wait_new_leader(r->pc, old, ev->leader);
+    int64_t promoted;
+    int64_t writable = wait_new_leader(r->pc, old, ev->leader, &promoted);
+    ev->promoted_ms = drill_ms(issued, promoted);
     if (!kill) {
         /* Patroni shuts the old leader down before the candidate promotes:
          * until the candidate accepts writes the old leader may still have
@@ -173,12 +193,10 @@ static void run_event(run_t *r, drill_t *d, bool kill, event_t *ev)
         assert_int_equal(testpg_query_int(leader_url, "SELECT sealed::int FROM "
                                                       "lease.namespace_state"),
                          0);
-        for (int id = 0; id < DRILL_IDENTITIES; id++) {
-            json_int_t before = drill_token_between(d, id, DRILL_STREAMING, DRILL_STREAMING, false);
-            json_int_t after = drill_token_between(d, id, DRILL_PROMOTED, DRILL_PHASES - 1, true);
-            assert_true(before > 0);
-            assert_true(after > before);
-        }
+        /* (no "every token after above every token before" by phase here:
+         * a request sent before the switchover may be decided by the new
+         * leader after one sent later; drill_violations below checks the
+         * order that matters, an acknowledgement before a request is sent) */
     } else {
         drill_wait_sealed(d, 10);
         drill_wait_readyz(r->base, 503, "sealed");
@@ -222,11 +240,11 @@ static void run_event(run_t *r, drill_t *d, bool kill, event_t *ev)
 
 static void print_event(const run_t *r, const event_t *ev)
 {
-    printf("drill patroni %s, %s: Patroni's promotion (%s -> %s accepts writes) %.0f ms; %s "
-           "accepts writes -> leased's first %s %.0f ms",
-           r->sync ? "synchronous_mode" : "asynchronous", ev->name,
+    printf("drill patroni %s, %s: Patroni's promotion (%s -> %s out of recovery %.0f ms, "
+           "commits %.0f ms); %s commits -> leased's first %s %.0f ms",
+           r->sync ? "synchronous_mode_strict" : "asynchronous", ev->name,
            strcmp(ev->name, "switchover") == 0 ? "switchover issued" : "kill -9", ev->leader,
-           ev->promotion_ms, ev->leader,
+           ev->promoted_ms, ev->promotion_ms, ev->leader,
            r->sync ? "acknowledged acquisition" : "answer (namespace_sealed)", ev->first_answer_ms);
     if (ev->recovered_ack_ms >= 0)
         printf("; leasectl recover -> first acknowledged acquisition %.0f ms",
@@ -262,7 +280,7 @@ static void patroni_drill(bool sync)
     run_event(&r, &switched, false, &ev_switch);
     print_event(&r, &ev_switch);
     assert_above(&killed, &switched);
-    printf("drill patroni %s: total %.1f s\n", sync ? "synchronous_mode" : "asynchronous",
+    printf("drill patroni %s: total %.1f s\n", sync ? "synchronous_mode_strict" : "asynchronous",
            drill_ms(r.t0, drill_now_ns()) / 1000.0);
     fflush(stdout);
 
