@@ -19,6 +19,7 @@
 #include <libpq-fe.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,17 +27,113 @@
 #include "pg_log.h"
 #include "pg_sqlstate.h"
 
+#define MAX_HOSTS 64 /* more hosts than this: one attempt on the whole URL, as libpq reads it */
+
+/* Splits a comma-separated list into *out (heap strings); returns the count,
+ * or -1 when an entry is empty (libpq's default host or port: an override
+ * cannot name it, so the URL is left to libpq whole) or on out of memory. */
+static int split_list(const char *list, char ***out)
+{
+    *out = NULL;
+    int n = 1;
+    for (const char *c = list; *c; c++)
+        n += *c == ',';
+    if (n > MAX_HOSTS)
+        return -1;
+    char **v = calloc((size_t)n, sizeof *v);
+    if (!v)
+        return -1;
+    const char *start = list;
+    for (int i = 0; i < n; i++) {
+        const char *end = strchr(start, ',');
+        size_t len = end ? (size_t)(end - start) : strlen(start);
+        v[i] = len ? strndup(start, len) : NULL;
+        if (!v[i]) {
+            for (int j = 0; j <= i; j++)
+                free(v[j]);
+            free(v);
+            return -1;
+        }
+        start = end ? end + 1 : start + len;
+    }
+    *out = v;
+    return n;
+}
+
+static void free_list(char **v, int n)
+{
+    if (!v)
+        return;
+    for (int i = 0; i < n; i++)
+        free(v[i]);
+    free(v);
+}
+
+/* The URL's hosts one by one (store_pg_connparams_t): host, hostaddr and
+ * port lists as libpq reads them (one port for every host, or one each).
+ * Leaves nhosts 0 (one attempt on the whole URL) for a single host, lists
+ * libpq would refuse, or empty entries. */
+static void read_hosts(store_pg_connparams_t *p, const char *conninfo)
+{
+    PQconninfoOption *opts = PQconninfoParse(conninfo, NULL);
+    if (!opts)
+        return;
+    const char *host = NULL, *hostaddr = NULL, *port = NULL;
+    for (PQconninfoOption *o = opts; o->keyword; o++) {
+        if (!o->val || !*o->val)
+            continue;
+        if (strcmp(o->keyword, "host") == 0)
+            host = o->val;
+        else if (strcmp(o->keyword, "hostaddr") == 0)
+            hostaddr = o->val;
+        else if (strcmp(o->keyword, "port") == 0)
+            port = o->val;
+    }
+    int nh = host ? split_list(host, &p->host) : 0;
+    int na = hostaddr ? split_list(hostaddr, &p->hostaddr) : 0;
+    int np = port ? split_list(port, &p->port) : 0;
+    int n = nh > na ? nh : na;
+    bool ok = nh >= 0 && na >= 0 && np >= 0 && n > 1 && (!host || nh == n) &&
+              (!hostaddr || na == n) && (np <= 1 || np == n);
+    PQconninfoFree(opts);
+    if (!ok) {
+        free_list(p->host, nh > 0 ? nh : 0);
+        free_list(p->hostaddr, na > 0 ? na : 0);
+        free_list(p->port, np > 0 ? np : 0);
+        p->host = p->hostaddr = p->port = NULL;
+        return;
+    }
+    if (np == 1) { /* one port for every host: the URL's own says it */
+        free_list(p->port, 1);
+        p->port = NULL;
+    }
+    p->nhosts = n;
+}
+
 int store_pg_connparams_init(store_pg_connparams_t *p, const char *conninfo,
                              int64_t connect_timeout_ms, const char *application_name, char *err,
                              size_t errsz)
 {
-    return lease_pg_session_params_init(p, conninfo, connect_timeout_ms, "leased", application_name,
-                                        err, errsz);
+    memset(p, 0, sizeof *p);
+    if (lease_pg_session_params_init(&p->session, conninfo, connect_timeout_ms, "leased",
+                                     application_name, err, errsz) != 0)
+        return -1;
+    p->keywords = p->session.keywords;
+    p->values = p->session.values;
+    read_hosts(p, conninfo);
+    atomic_init(&p->first_host, 0);
+    return 0;
 }
 
 void store_pg_connparams_free(store_pg_connparams_t *p)
 {
-    lease_pg_session_params_free(p);
+    if (!p)
+        return;
+    free_list(p->host, p->nhosts);
+    free_list(p->hostaddr, p->nhosts);
+    free_list(p->port, p->nhosts);
+    lease_pg_session_params_free(&p->session);
+    memset(p, 0, sizeof *p);
 }
 
 /* Milliseconds until mono_ns, rounded up so a wait never spins at 0. */
@@ -69,22 +166,33 @@ static void notice_to_log(void *arg, const char *message)
     store_pg_log(STORE_PG_LOG_DEBUG, &rec);
 }
 
-store_pg_connect_status_t store_pg_conn_connect(const store_pg_connparams_t *p,
-                                                const lease_deadline_t *deadline,
-                                                struct pg_conn **out, char *msg, size_t msgsz)
+/* Appends "; " and what to msg (a reason per host tried). */
+static void add_reason(char *msg, size_t msgsz, const char *what)
+{
+    size_t used = strlen(msg);
+    if (used + 3 >= msgsz)
+        return;
+    char line[256];
+    lease_pg_copy_msg(line, sizeof line, what);
+    snprintf(msg + used, msgsz - used, "%s%s", used ? "; " : "", line);
+}
+
+typedef enum attempt_end {
+    ATTEMPT_CONNECTED,
+    ATTEMPT_REFUSED,   /* libpq gave up on the host(s): refused, read-only, auth... */
+    ATTEMPT_TIMED_OUT, /* no answer within the limit */
+} attempt_end_t;
+
+/* One non-blocking connection attempt with keywords/values, until limit.
+ * On CONNECTED *out is the session; otherwise the reason is added to msg. */
+static attempt_end_t attempt(const char *const *keywords, const char *const *values,
+                             int64_t limit, PGconn **out, char *msg, size_t msgsz)
 {
     *out = NULL;
-    lease_pg_copy_msg(msg, msgsz, "");
-    if (lease_deadline_passed(deadline))
-        return STORE_PG_CONNECT_DEADLINE;
-    int64_t limit = lease_mono_now_ns() + p->connect_timeout_ms * 1000000;
-    bool deadline_first = deadline->mono_ns <= limit;
-    if (deadline_first)
-        limit = deadline->mono_ns;
-    PGconn *conn = PQconnectStartParams(p->keywords, p->values, 1);
+    PGconn *conn = PQconnectStartParams(keywords, values, 1);
     if (!conn) {
-        lease_pg_copy_msg(msg, msgsz, "out of memory");
-        return STORE_PG_CONNECT_FAILED;
+        add_reason(msg, msgsz, "out of memory");
+        return ATTEMPT_REFUSED;
     }
     PostgresPollingStatusType st = PGRES_POLLING_WRITING;
     if (PQstatus(conn) == CONNECTION_BAD)
@@ -92,11 +200,11 @@ store_pg_connect_status_t store_pg_conn_connect(const store_pg_connparams_t *p,
     while (st != PGRES_POLLING_OK && st != PGRES_POLLING_FAILED) {
         int wait = wait_ms_until(limit);
         if (wait == 0) {
-            lease_pg_copy_msg(msg, msgsz, "connection attempt timed out");
+            add_reason(msg, msgsz, "connection attempt timed out");
             PQfinish(conn);
-            return deadline_first ? STORE_PG_CONNECT_DEADLINE : STORE_PG_CONNECT_FAILED;
+            return ATTEMPT_TIMED_OUT;
         }
-        /* the socket may change between attempts at several hosts */
+        /* the socket may change between attempts at several addresses */
         if (wait_socket(PQsocket(conn), st == PGRES_POLLING_READING ? POLLIN : POLLOUT, wait) < 0) {
             st = PGRES_POLLING_FAILED;
             break;
@@ -104,9 +212,75 @@ store_pg_connect_status_t store_pg_conn_connect(const store_pg_connparams_t *p,
         st = PQconnectPoll(conn);
     }
     if (st == PGRES_POLLING_FAILED || PQsetnonblocking(conn, 1) != 0) {
-        lease_pg_copy_msg(msg, msgsz, PQerrorMessage(conn));
+        add_reason(msg, msgsz, PQerrorMessage(conn));
         PQfinish(conn);
-        return STORE_PG_CONNECT_FAILED;
+        return ATTEMPT_REFUSED;
+    }
+    *out = conn;
+    return ATTEMPT_CONNECTED;
+}
+
+#define MAX_KEYWORDS 32
+
+store_pg_connect_status_t store_pg_conn_connect(store_pg_connparams_t *p,
+                                                const lease_deadline_t *deadline,
+                                                struct pg_conn **out, char *msg, size_t msgsz)
+{
+    *out = NULL;
+    lease_pg_copy_msg(msg, msgsz, "");
+    char reasons[512] = "";
+    if (lease_deadline_passed(deadline))
+        return STORE_PG_CONNECT_DEADLINE;
+    int64_t per_host_ns = p->session.connect_timeout_ms * 1000000;
+    PGconn *conn = NULL;
+    bool deadline_ended = false;
+    if (p->nhosts < 2) {
+        int64_t limit = lease_mono_now_ns() + per_host_ns;
+        deadline_ended = deadline->mono_ns <= limit;
+        if (deadline_ended)
+            limit = deadline->mono_ns;
+        if (attempt(p->session.keywords, p->session.values, limit, &conn, reasons,
+                    sizeof reasons) != ATTEMPT_TIMED_OUT)
+            deadline_ended = false;
+    } else {
+        /* the session's keywords, then this host's (a later keyword wins
+         * over what the URL in dbname says) */
+        const char *kw[MAX_KEYWORDS + 4], *val[MAX_KEYWORDS + 4];
+        size_t base = 0;
+        while (p->session.keywords[base] && base < MAX_KEYWORDS) {
+            kw[base] = p->session.keywords[base];
+            val[base] = p->session.values[base];
+            base++;
+        }
+        int first = atomic_load(&p->first_host);
+        for (int k = 0; k < p->nhosts && !conn; k++) {
+            int h = (first + k) % p->nhosts;
+            size_t n = base;
+            if (p->host)
+                kw[n] = "host", val[n++] = p->host[h];
+            if (p->hostaddr)
+                kw[n] = "hostaddr", val[n++] = p->hostaddr[h];
+            if (p->port)
+                kw[n] = "port", val[n++] = p->port[h];
+            kw[n] = val[n] = NULL;
+            if (lease_deadline_passed(deadline)) {
+                deadline_ended = true;
+                break;
+            }
+            int64_t limit = lease_mono_now_ns() + per_host_ns;
+            bool deadline_first = deadline->mono_ns <= limit;
+            if (deadline_first)
+                limit = deadline->mono_ns;
+            attempt_end_t end = attempt(kw, val, limit, &conn, reasons, sizeof reasons);
+            if (end == ATTEMPT_CONNECTED)
+                atomic_store(&p->first_host, h);
+            else if (end == ATTEMPT_TIMED_OUT && deadline_first)
+                deadline_ended = true;
+        }
+    }
+    if (!conn) {
+        lease_pg_copy_msg(msg, msgsz, reasons);
+        return deadline_ended ? STORE_PG_CONNECT_DEADLINE : STORE_PG_CONNECT_FAILED;
     }
     PQsetNoticeProcessor(conn, notice_to_log, NULL);
     *out = (struct pg_conn *)conn;

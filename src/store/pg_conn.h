@@ -31,9 +31,31 @@ struct pg_conn;
  * and only after it sent a statement. */
 #define STORE_PG_CANCEL_GRACE_MS 1000
 
-/* The parameters every session opens with (lease/pg_session.h), for
- * PQconnectStartParams. */
-typedef lease_pg_session_params_t store_pg_connparams_t;
+/*
+ * The parameters every session opens with (lease/pg_session.h), for
+ * PQconnectStartParams, and the hosts of a multi-host URL one by one.
+ *
+ * Why the hosts one by one: libpq tries the hosts of a multi-host URL in
+ * turn, moving on when one refuses or, in its blocking connect, when one
+ * does not answer within connect_timeout. A non-blocking connect
+ * (PQconnectPoll, what a deadline needs) ignores connect_timeout: a host
+ * that does not answer at all (a frozen or powered-off primary, a dropped
+ * route) holds the attempt until the caller gives up, and the hosts behind
+ * it are never tried. So each host gets an attempt of its own, bounded by
+ * the connect timeout and the deadline, and the next connection starts at
+ * the host that answered last: after a failover only the first connection
+ * pays for the lost primary's silence.
+ */
+typedef struct store_pg_connparams {
+    /* session.keywords / session.values: every host of the URL at once */
+    const char **keywords, **values;
+    lease_pg_session_params_t session;
+    /* hosts of a multi-host URL (0: one host, or a URL whose host list
+     * libpq alone should read: then one attempt on the whole URL) */
+    int nhosts;
+    char **host, **hostaddr, **port; /* per host; an array is NULL when the URL sets none */
+    _Atomic int first_host;          /* where the next connection starts */
+} store_pg_connparams_t;
 
 /* lease_pg_session_params_init with leased's fallback application name
  * ("leased"); application_name, when configured, wins over the URL's. */
@@ -48,10 +70,11 @@ typedef enum store_pg_connect_status {
     STORE_PG_CONNECT_FAILED,   /* refused, timed out, authentication, ... */
 } store_pg_connect_status_t;
 
-/* Connects within min(deadline, connect timeout). On OK *out is a
- * non-blocking session; otherwise *out is NULL and msg (if not NULL)
- * receives libpq's reason, for the log only. */
-LEASE_MUST_USE store_pg_connect_status_t store_pg_conn_connect(const store_pg_connparams_t *p,
+/* Connects within the deadline, giving each host of the URL at most the
+ * connect timeout (in turn, from the one that answered last). On OK *out is
+ * a non-blocking session; otherwise *out is NULL and msg (if not NULL)
+ * receives libpq's reasons, for the log only. */
+LEASE_MUST_USE store_pg_connect_status_t store_pg_conn_connect(store_pg_connparams_t *p,
                                                                const lease_deadline_t *deadline,
                                                                struct pg_conn **out, char *msg,
                                                                size_t msgsz);

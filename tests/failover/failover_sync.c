@@ -151,9 +151,14 @@ static void test_sync_standby_without_timeline_seal_goes_on(void **state)
                      0);
 
     drill_print_phases(&s.d, s.t0);
+    drill_print_answer_times(&s.d);
     printf("drill sync (seal_on_timeline_change = false): acknowledged before the kill %ld, "
-           "lost 0, acknowledged after promotion %ld, sealed 0, total %.1f s\n",
+           "lost 0, acknowledged after promotion %ld, sealed 0, kill -> replica accepts writes "
+           "%.0f ms, replica accepts writes -> first acknowledged acquisition %.0f ms, total "
+           "%.1f s\n",
            s.d.acked[DRILL_STREAMING], drill_sum(&s.d, s.d.acked, DRILL_KILLED, DRILL_PROMOTED),
+           drill_ms(s.d.phase_ns[DRILL_KILLED], s.d.phase_ns[DRILL_PROMOTED]),
+           drill_ms(s.d.phase_ns[DRILL_PROMOTED], s.d.first_ack_after_promotion_ns),
            drill_ms(s.t0, drill_now_ns()) / 1000.0);
     fflush(stdout);
     run_free(&s);
