@@ -196,8 +196,8 @@ static void *acceptor_main(void *arg)
     struct epoll_event ev[64];
     int64_t next_sweep = lease_mono_now_ns() + SWEEP_EVERY_MS * 1000000LL;
     for (;;) {
-        int left_ms = (int)((next_sweep - lease_mono_now_ns() + 999999) / 1000000);
-        int n = epoll_wait(a->epfd, ev, 64, a->pending ? (left_ms > 0 ? left_ms : 0) : -1);
+        /* the flags before the wait: a wake-up drained below after a flag
+         * was set is never lost (the flag is seen here on the next turn) */
         pthread_mutex_lock(&a->mu);
         bool quiescing = a->quiescing, stopping = a->stopping;
         pthread_mutex_unlock(&a->mu);
@@ -207,6 +207,8 @@ static void *acceptor_main(void *arg)
             epoll_ctl(a->epfd, EPOLL_CTL_DEL, a->cfg.listen_fd, NULL);
             a->listening = false;
         }
+        int left_ms = (int)((next_sweep - lease_mono_now_ns() + 999999) / 1000000);
+        int n = epoll_wait(a->epfd, ev, 64, a->pending ? (left_ms > 0 ? left_ms : 0) : -1);
         for (int i = 0; i < n; i++) {
             uint64_t tag = ev[i].data.u64;
             if (tag == TAG_WAKE) {
