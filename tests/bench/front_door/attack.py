@@ -4,7 +4,8 @@
   attack.py MODE PORT TOKEN_A TOKEN_B SECONDS [--probe-port P]
 
 MODE (the attacker is tenant A or anonymous; the victim is tenant B, one
-request at a time from its own address, 127.0.0.2):
+request at a time from its own address, 127.0.0.2, on a kept-alive
+connection as a fleet's client does; every answer a 200 or 409 counts):
   idle     4 addresses x 256 connections: one GET /healthz each, then idle
   batches  tenant A keeps 200 renew-batches of 100 renewals outstanding
   flood    tenant A sends renew-batches of 100 unknown leases from 4
@@ -95,18 +96,33 @@ def call(src, method, path, token=None, body=None, p=None):
 
 
 def victim():
+    # B as a fleet's client is: one kept-alive connection, made again when
+    # it is closed (the time to connect again counts); a probe connects
+    # anew each time, as kubelet does
     lat, answers = [], {}
+    conn = None
     i = 0
     while time.monotonic() < stop:
         t0 = time.monotonic()
         if mode == "probes":
             st, _ = call("127.0.0.2", "GET", "/healthz", p=probe_port)
         else:
-            st, _ = call("127.0.0.2", "POST", "/v1/leases/acquire", token_b,
-                         {"request_id": f"victim-{i}-{time.time_ns()}", "lock_identity": ident("tenant-b", f"v-{i % 50}"),
-                          "service_instance_id": "victim", "execution_id": "e", "job_id": "j"})
-            if st == 200:
-                pass  # a conflict (409) is an answer too
+            body = {"request_id": f"victim-{i}-{time.time_ns()}", "lock_identity": ident("tenant-b", f"v-{i % 50}"),
+                    "service_instance_id": "victim", "execution_id": "e", "job_id": "j"}
+            st = 0
+            for _ in range(2):  # a kept-alive connection the server closed: once more on a new one
+                try:
+                    if conn is None:
+                        conn = connect("127.0.0.2")
+                    request(conn, "POST", "/v1/leases/acquire", token_b, body)
+                    st, _ = read_answer(conn)
+                except OSError:
+                    st = 0
+                if st:
+                    break
+                if conn is not None:
+                    conn.close()
+                conn = None
         lat.append((time.monotonic() - t0) * 1000)
         answers[st] = answers.get(st, 0) + 1
         i += 1
