@@ -26,6 +26,10 @@
 typedef leased_job_t job_t;
 
 #define FLOW_BUCKETS 256
+/* A flow that had work this recently still counts as active: a client that
+ * sends one request at a time is a flow between its requests too. */
+#define FLOW_LINGER_NS 1000000000LL
+#define REAP_EVERY_NS 100000000LL
 
 struct leased_flow {
     struct leased_flow *hnext;       /* in its hash bucket */
@@ -33,7 +37,8 @@ struct leased_flow {
     job_t *head, *tail;              /* queued, FIFO */
     size_t queued;
     size_t running;
-    size_t refs; /* queued + delayed + running: freed at 0 */
+    size_t refs;           /* queued + delayed + running */
+    int64_t idle_since_ns; /* refs reached 0 then; freed FLOW_LINGER_NS later */
     char key[LEASED_FLOW_KEY_MAX];
 };
 
@@ -45,7 +50,9 @@ struct leased_work_queue {
     job_t *delayed;        /* sorted by due_ns */
     size_t queued, flows;  /* jobs queued, flows with queued jobs */
     size_t max_queued;     /* per flow, 0: no bound */
-    size_t seats;          /* workers one flow may hold at once */
+    size_t seats;          /* workers one flow may hold at once, alone */
+    size_t active;         /* flows with work now or within FLOW_LINGER_NS (not "") */
+    int64_t reaped_ns;     /* the last walk for flows idle past their linger */
     bool stopping;
     int pushing; /* atomic: pushes between their first step and their signal */
     size_t n;
@@ -70,19 +77,46 @@ static leased_flow_t *flow_of(leased_work_queue_t *q, const char *key)
     snprintf(f->key, sizeof f->key, "%s", key);
     f->hnext = *b;
     *b = f;
+    q->active += key[0] != '\0';
     return f;
 }
 
-/* One reference of f gone; f is freed with its last. */
+/* One reference of f gone; with its last it starts to linger (reap). */
 static void flow_unref(leased_work_queue_t *q, leased_flow_t *f)
 {
-    if (--f->refs > 0)
+    (void)q;
+    if (--f->refs == 0)
+        f->idle_since_ns = lease_mono_now_ns();
+}
+
+/* Frees the flows idle for FLOW_LINGER_NS (a walk every REAP_EVERY_NS at
+ * most: flows are few, one per tenant or address with recent work). */
+static void reap(leased_work_queue_t *q, int64_t now)
+{
+    if (now - q->reaped_ns < REAP_EVERY_NS)
         return;
-    leased_flow_t **p = &q->buckets[bucket_of(f->key)];
-    while (*p != f)
-        p = &(*p)->hnext;
-    *p = f->hnext;
-    free(f);
+    q->reaped_ns = now;
+    for (size_t b = 0; b < FLOW_BUCKETS; b++)
+        for (leased_flow_t **p = &q->buckets[b]; *p;) {
+            leased_flow_t *f = *p;
+            if (f->refs == 0 && f->key[0] && now - f->idle_since_ns >= FLOW_LINGER_NS) {
+                *p = f->hnext;
+                q->active--;
+                free(f);
+            } else {
+                p = &f->hnext;
+            }
+        }
+}
+
+/* Workers one flow may hold now: all but one while it is the only active
+ * flow (the spare one is the next flow's, at once); else an equal share of
+ * those, at least one (a tenant's share shrinks while another tenant has
+ * work, as API Priority and Fairness shares seats among flows). */
+static size_t seats_now(const leased_work_queue_t *q)
+{
+    size_t share = q->active > 1 ? q->seats / q->active : q->seats;
+    return share > 0 ? share : 1;
 }
 
 static void ring_insert(leased_work_queue_t *q, leased_flow_t *f)
@@ -148,8 +182,9 @@ static job_t *take_next(leased_work_queue_t *q)
     leased_flow_t *start = q->cursor, *f = start;
     if (!f)
         return NULL;
+    size_t seats = seats_now(q);
     do {
-        if (f->running < q->seats) {
+        if (f->running < seats) {
             job_t *j = f->head;
             f->head = j->next;
             if (!f->head)
@@ -256,6 +291,7 @@ leased_push_result_t leased_work_queue_push(leased_work_queue_t *q, job_t *j, le
     __atomic_add_fetch(&q->pushing, 1, __ATOMIC_SEQ_CST);
     pthread_mutex_lock(&q->mutex);
     leased_push_result_t r = LEASED_PUSH_STOPPING;
+    reap(q, lease_mono_now_ns());
     /* out of memory for a new flow answers as stopping does (503) */
     leased_flow_t *f = q->stopping ? NULL : flow_of(q, j->key);
     if (f && q->max_queued > 0 && f->queued >= q->max_queued) {
