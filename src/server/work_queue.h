@@ -8,8 +8,10 @@
  * classifies it as soon as its head is read). Every flow has a FIFO of its
  * own; idle workers serve the flows that have work in turn (round robin),
  * so one flow's backlog delays another flow's request by at most one turn.
- * A flow runs on at most all workers but one while others may come (so a
- * request of another flow never waits for a worker behind it), and queues
+ * A flow alone runs on at most all workers but one (so a request of another
+ * flow never waits for a worker behind it); while other flows are active
+ * (had work within the last second) each runs on an equal share of those
+ * (at least one). A flow queues
  * at most max_queued jobs: past that, a push is refused at once and the
  * caller answers 429. A job that waits (an acquire backing off, a watch
  * woken) re-queues itself with a delay instead of sleeping, so waiting
