@@ -96,8 +96,11 @@ static void test_one_tenants_backlog_does_not_hold_another(void **state)
         assert_non_null(a[i]);
         assert_true(raw_send(a[i], req));
         free(req);
+        /* the first one runs (stuck in the database) before the others
+         * queue behind it, however slowly a worker picks it up */
+        if (i == 0)
+            assert_true(http_wait_lock_waiter(fx.db) >= 1);
     }
-    assert_true(http_wait_lock_waiter(fx.db) >= 1);
 
     /* B is answered while every one of A's is still stuck */
     for (int i = 0; i < 3; i++)
