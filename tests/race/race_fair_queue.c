@@ -80,7 +80,9 @@ static void test_one_tenants_backlog_does_not_hold_another(void **state)
     assert_int_equal(rel->status, 200);
     http_resp_free(rel);
     json_decref(lease);
-    char *req_b = raw_post_text("/v1/leases/inspect", token_b, inspect_b());
+    char *inspect = inspect_b();
+    char *req_b = raw_post_text("/v1/leases/inspect", token_b, inspect);
+    free(inspect);
     assert_int_equal(one_call(port, "127.0.0.3", req_b, NULL), 404); /* nothing held there */
 
     /* A's backlog: every acquire stuck on the held row */
@@ -91,7 +93,9 @@ static void test_one_tenants_backlog_does_not_hold_another(void **state)
         snprintf(rid, sizeof rid, "stuck-%d", i);
         json_t *body = parse_owned(acquire_body(rid, "t-stuck"));
         json_object_set_new(body, "deadline_ms", json_integer(20000));
-        char *req = raw_post_text("/v1/leases/acquire", token_a, dump(body));
+        char *text = dump(body);
+        char *req = raw_post_text("/v1/leases/acquire", token_a, text);
+        free(text);
         a[i] = raw_connect(port, "127.0.0.2");
         assert_non_null(a[i]);
         assert_true(raw_send(a[i], req));

@@ -101,7 +101,9 @@ static void test_retry_pauses_hold_no_worker(void **state)
 
     json_t *body = parse_owned(acquire_body("retried-1", "t-retry"));
     json_object_set_new(body, "deadline_ms", json_integer(20000));
-    char *req_a = raw_post_text("/v1/leases/acquire", token_a, dump(body));
+    char *text = dump(body);
+    char *req_a = raw_post_text("/v1/leases/acquire", token_a, text);
+    free(text);
     raw_conn_t *a = raw_connect(port, "127.0.0.2");
     assert_non_null(a);
     assert_true(raw_send(a, req_a));
