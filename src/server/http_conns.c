@@ -45,11 +45,6 @@
  * writing its head (one write, a few packets): when the table is full it may
  * give its slot to a client of a source that holds fewer connections. */
 #define TRICKLE_GRACE_MS 250
-/* A connection that has sent nothing is a candidate only once it is this
- * old: the library may hold bytes of a just-added connection it has read
- * but not parsed yet (no request line seen, nothing left in the socket),
- * and a client writes its request as soon as it has connected. */
-#define SILENT_GRACE_MS 1000
 
 typedef enum phase {
     PH_HEADLESS = 0, /* no request head yet (since the connection or the last reply) */
@@ -303,7 +298,7 @@ static bool reap_hung_up(leased_conns_t *cs, const leased_conn_t *newcomer,
  * 1. a connection between requests: idle after an answer (the longest idle
  *    first), else, when the table is full (not a source's share: a source
  *    at its cap is refused rather than lose a connection it just opened),
- *    one that has sent nothing for SILENT_GRACE_MS (the oldest first);
+ *    one that has sent nothing yet (the oldest first);
  * 2. with trickles (the table is full, not a source's share), a request
  *    head still arriving TRICKLE_GRACE_MS after its request line, of a
  *    source that holds more connections than the newcomer's.
@@ -318,14 +313,12 @@ static leased_conn_t *pick_victim(const leased_conns_t *cs, const leased_conn_t 
     int64_t mine = newcomer->src ? newcomer->src->n : 0;
     int64_t now = lease_mono_now_ns();
     int64_t trickle_before = now - (int64_t)TRICKLE_GRACE_MS * 1000000;
-    int64_t silent_before = now - (int64_t)SILENT_GRACE_MS * 1000000;
     for (int pass = 0; pass < (trickles ? 2 : 1) && !best; pass++) {
         for (leased_conn_t *c = cs->list; c; c = c->next) {
             if (c->phase != PH_HEADLESS || c == newcomer || (only_source && c->src != only_source))
                 continue;
             int64_t n = c->src ? c->src->n : 0;
-            if (pass == 0 ? c->begun_ns != 0 || c->unread ||
-                                (c->first && (only_source || c->since_ns > silent_before))
+            if (pass == 0 ? c->begun_ns != 0 || c->unread || (only_source && c->first)
                           : c->begun_ns == 0 || c->begun_ns > trickle_before || n <= mine)
                 continue;
             int64_t at = pass == 0 ? c->since_ns : c->begun_ns;

@@ -237,13 +237,20 @@ static raw_conn_t *admitted(int port, const char *addr)
 }
 
 /* A connection whose request head arrived and whose body is still coming
- * (within its receive deadline): eviction never takes it. */
+ * (within its receive deadline): eviction never takes it. The head asks
+ * for 100 Continue, so its answer proves leased has read the head (a head
+ * still unread would look like a connection that sent nothing). */
 static raw_conn_t *receiving(int port, const char *addr)
 {
     raw_conn_t *c = raw_connect(port, addr);
     assert_non_null(c);
     assert_true(raw_send(c, "POST /v1/leases/inspect HTTP/1.1\r\nHost: leased\r\n"
-                            "Content-Length: 10\r\n\r\n{"));
+                            "Expect: 100-continue\r\nContent-Length: 10\r\n\r\n"));
+    raw_resp_t *r = raw_read(c, 10000);
+    assert_non_null(r);
+    assert_int_equal(r->status, 100);
+    raw_resp_free(r);
+    assert_true(raw_send(c, "{"));
     return c;
 }
 
@@ -260,7 +267,6 @@ static void test_global_cap_answers_at_once(void **state)
     raw_conn_t *held[16];
     for (int i = 0; i < 16; i++)
         held[i] = receiving(port, "127.0.0.1");
-    usleep(200000); /* every head has reached leased */
     for (int k = 0; k < 3; k++) {
         /* nothing sent: the answer comes unasked */
         raw_conn_t *c = raw_connect(port, "127.0.0.2");
