@@ -526,7 +526,7 @@ static enum MHD_Result complete(request_t *rq)
      * the global in-flight bound) happens on the worker once the caller is
      * authenticated (routes.c). */
     char flow[LEASED_FLOW_KEY_MAX];
-    h->routes->classify(h->app, ex, flow, sizeof flow);
+    size_t cost = h->routes->classify(h->app, ex, flow, sizeof flow);
     /* Counting the suspension and checking for stop are one atomic step,
      * so that leased_http_stop either sees this request or it never starts. */
     int64_t was = __atomic_load_n(&h->suspended, __ATOMIC_SEQ_CST);
@@ -540,7 +540,7 @@ static enum MHD_Result complete(request_t *rq)
     __atomic_store_n(&rq->state, RQ_RUNNING, __ATOMIC_RELEASE);
     MHD_suspend_connection(rq->conn);
     rq->queued_ns = lease_mono_now_ns();
-    leased_push_result_t pushed = leased_work_queue_push(h->workers, &rq->job, run_job, rq, flow);
+    leased_push_result_t pushed = leased_work_queue_push(h->workers, &rq->job, run_job, rq, flow, cost);
     if (pushed == LEASED_PUSH_FLOW_FULL) {
         refused_before_running(h, rq, &h->queue_refused_full);
         h->routes->refuse(h->app, ex, LEASE_RATE_LIMITED, QUEUE_RETRY_MS);

@@ -726,8 +726,13 @@ static bool match_for_http(const char *method, const char *path, leased_exchange
  * credential cache vouches for its bearer token, else its client address,
  * so a caller cannot queue in a tenant's flow without that tenant's
  * secret, and requests without a credential share their address's. */
-static void classify_for_http(leased_app_t *app, const leased_exchange_t *ex, char *key,
-                              size_t keysz)
+/* About one batch item per this many bytes of body (an item with its lock
+ * identity is 200 to 400 bytes): a batch's cost is known before it is
+ * parsed, and a padded body only makes its sender's share smaller. */
+#define BATCH_ITEM_BYTES 256
+
+static size_t classify_for_http(leased_app_t *app, const leased_exchange_t *ex, char *key,
+                                size_t keysz)
 {
     char tenant[LEASE_NAME_MAX + 1];
     if (ex->route && ex->route->caps_any &&
@@ -735,6 +740,11 @@ static void classify_for_http(leased_app_t *app, const leased_exchange_t *ex, ch
         snprintf(key, keysz, "t:%s", tenant);
     else
         snprintf(key, keysz, "s:%s", ex->source);
+    if (!ex->route || (ex->route->op != LEASED_OP_RENEW_BATCH &&
+                       ex->route->op != LEASED_OP_RELEASE_BATCH))
+        return 1;
+    size_t items = ex->body_len / BATCH_ITEM_BYTES + 1;
+    return items < LEASE_RENEW_BATCH_MAX ? items : LEASE_RENEW_BATCH_MAX;
 }
 
 /* A request refused before it ran (its flow's queue is full, or it waited

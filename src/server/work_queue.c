@@ -4,8 +4,11 @@
  *
  * Flows live in a small chained hash while they have work (queued, delayed
  * or running); the flows with queued jobs form a ring that a cursor walks,
- * one job per flow per turn (deficit round robin with equal quanta: a job
- * is one request, whatever it costs). Idle workers sleep on a condition
+ * one job per flow per turn. While flows share the workers, a flow's
+ * share counts the cost of what it runs (a batch of n items costs about
+ * n): one batch fills a share that n single requests would, so a tenant
+ * sending batches takes no more of the machine than one sending single
+ * requests (each flow still runs one job, however costly, at least). Idle workers sleep on a condition
  * variable (monotonic clock) until a job is pushed or the earliest delayed
  * job falls due; due jobs move to their flow's FIFO. While the pool is
  * being freed, delayed jobs run at once so every job started is finished.
@@ -37,6 +40,7 @@ struct leased_flow {
     job_t *head, *tail;              /* queued, FIFO */
     size_t queued;
     size_t running;
+    size_t running_cost; /* the costs of its running jobs */
     size_t refs;           /* queued + delayed + running */
     int64_t idle_since_ns; /* refs reached 0 then; freed FLOW_LINGER_NS later */
     char key[LEASED_FLOW_KEY_MAX];
@@ -109,14 +113,22 @@ static void reap(leased_work_queue_t *q, int64_t now)
         }
 }
 
-/* Workers one flow may hold now: all but one while it is the only active
- * flow (the spare one is the next flow's, at once); else an equal share of
- * those, at least one (a tenant's share shrinks while another tenant has
- * work, as API Priority and Fairness shares seats among flows). */
-static size_t seats_now(const leased_work_queue_t *q)
+/* Whether flow f may start job j now: alone, on all workers but one (the
+ * spare one is the next flow's, at once); while other flows are active, on
+ * an equal share of those (at least one), counted in cost, so that a flow
+ * of batches runs fewer at once than a flow of single requests (as API
+ * Priority and Fairness counts a LIST as many seats). A flow with nothing
+ * running may always start one job, whatever it costs. */
+static bool may_start(const leased_work_queue_t *q, const leased_flow_t *f, const job_t *j)
 {
-    size_t share = q->active > 1 ? q->seats / q->active : q->seats;
-    return share > 0 ? share : 1;
+    if (f->running == 0)
+        return true;
+    if (q->active <= 1)
+        return f->running < q->seats;
+    size_t share = q->seats / q->active;
+    if (share == 0)
+        share = 1;
+    return f->running < share && f->running_cost + j->cost <= share;
 }
 
 static void ring_insert(leased_work_queue_t *q, leased_flow_t *f)
@@ -182,15 +194,15 @@ static job_t *take_next(leased_work_queue_t *q)
     leased_flow_t *start = q->cursor, *f = start;
     if (!f)
         return NULL;
-    size_t seats = seats_now(q);
     do {
-        if (f->running < seats) {
+        if (may_start(q, f, f->head)) {
             job_t *j = f->head;
             f->head = j->next;
             if (!f->head)
                 f->tail = NULL;
             q->queued--;
             f->running++;
+            f->running_cost += j->cost;
             q->cursor = f->next;
             if (--f->queued == 0)
                 ring_remove(q, f);
@@ -226,10 +238,12 @@ static void *worker_main(void *arg)
             continue;
         }
         leased_flow_t *f = j->flow;
+        size_t cost = j->cost;
         pthread_mutex_unlock(&q->mutex);
         j->fn(j->arg); /* j is its caller's again: not touched after */
         pthread_mutex_lock(&q->mutex);
-        f->running--; /* this worker serves the flows again itself */
+        f->running--;
+        f->running_cost -= cost; /* this worker serves the flows again itself */
         flow_unref(q, f);
     }
     pthread_mutex_unlock(&q->mutex);
@@ -284,9 +298,9 @@ leased_work_queue_t *leased_work_queue_new(size_t n, size_t max_queued)
 }
 
 leased_push_result_t leased_work_queue_push(leased_work_queue_t *q, job_t *j, leased_job_fn fn,
-                                            void *arg, const char *key)
+                                            void *arg, const char *key, size_t cost)
 {
-    *j = (job_t){.fn = fn, .arg = arg};
+    *j = (job_t){.fn = fn, .arg = arg, .cost = cost > 0 ? cost : 1};
     snprintf(j->key, sizeof j->key, "%s", key ? key : "");
     __atomic_add_fetch(&q->pushing, 1, __ATOMIC_SEQ_CST);
     pthread_mutex_lock(&q->mutex);

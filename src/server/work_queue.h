@@ -42,6 +42,7 @@ typedef struct leased_job {
     leased_job_fn fn;
     void *arg;
     int64_t due_ns; /* delayed jobs */
+    size_t cost;    /* in single requests: what it takes of its flow's share */
     struct leased_job *next;
     leased_flow_t *flow;           /* while queued or running */
     char key[LEASED_FLOW_KEY_MAX]; /* its flow, named by the first push */
@@ -56,10 +57,12 @@ typedef enum leased_push_result {
 /* Starts n threads; a flow queues at most max_queued jobs (0: no bound).
  * NULL (with nothing left running) on failure. */
 leased_work_queue_t *leased_work_queue_new(size_t n, size_t max_queued);
-/* Queues fn(arg) as job of the flow named key (NULL: the flow ""). */
+/* Queues fn(arg) as job of the flow named key (NULL: the flow ""), costing
+ * cost single requests (0 counts as 1). */
 LEASE_MUST_USE leased_push_result_t leased_work_queue_push(leased_work_queue_t *q,
                                                            leased_job_t *job, leased_job_fn fn,
-                                                           void *arg, const char *key);
+                                                           void *arg, const char *key,
+                                                           size_t cost);
 /* Queues fn(arg) as job, of the flow its first push named, to run no
  * sooner than delay_ms from now (sooner only when the pool is being
  * freed). Accepted while stopping and past the flow's bound, because it

@@ -308,12 +308,12 @@ static void test_work_queue_delays(void **state)
     leased_work_queue_t *q = leased_work_queue_new(1, 0);
     assert_non_null(q);
     leased_job_t jobs[4] = {{0}}; /* zeroed: delayed in the flow "" */
-    assert_int_equal(leased_work_queue_push(q, &jobs[3], gate_job, &gate, NULL), LEASED_PUSH_OK);
+    assert_int_equal(leased_work_queue_push(q, &jobs[3], gate_job, &gate, NULL, 1), LEASED_PUSH_OK);
     assert_true(test_wait_until(10000, gate_entered(&gate)));
     int64_t t0 = lease_mono_now_ns();
     leased_work_queue_push_after(q, &jobs[0], record, &items[0], 300);
     leased_work_queue_push_after(q, &jobs[1], record, &items[1], 100);
-    assert_int_equal(leased_work_queue_push(q, &jobs[2], record, &items[2], NULL), LEASED_PUSH_OK);
+    assert_int_equal(leased_work_queue_push(q, &jobs[2], record, &items[2], NULL, 1), LEASED_PUSH_OK);
     gate_open(&gate);
     assert_true(test_wait_until(10000, recorded(&order) == 3));
     pthread_mutex_lock(&order.mutex);
@@ -339,6 +339,64 @@ static void test_work_queue_delays(void **state)
     pthread_mutex_destroy(&order.mutex);
 }
 
+static void gate_init(gate_t *g)
+{
+    *g = (gate_t){.entered = false};
+    pthread_mutex_init(&g->mutex, NULL);
+    pthread_cond_init(&g->cond, NULL);
+}
+
+static void gate_destroy(gate_t *g)
+{
+    pthread_cond_destroy(&g->cond);
+    pthread_mutex_destroy(&g->mutex);
+}
+
+/*
+ * While another tenant has work, a tenant's share of the workers counts
+ * what its requests cost: batches of 100 run one at a time (each would
+ * fill a share of single requests), where single requests run as many as
+ * the share. Eight workers, so the batches are not held back by a lack of
+ * them: a third flow's job runs at once, and still the second batch waits
+ * until the first is done.
+ */
+static void test_work_queue_shares_count_cost(void **state)
+{
+    (void)state;
+    order_t order = {.n = 0};
+    pthread_mutex_init(&order.mutex, NULL);
+    item_t item = {&order, 1};
+    gate_t b, a[3];
+    gate_init(&b);
+    for (int i = 0; i < 3; i++)
+        gate_init(&a[i]);
+    leased_work_queue_t *q = leased_work_queue_new(8, 0);
+    assert_non_null(q);
+    leased_job_t jb, ja[3], jc;
+    assert_int_equal(leased_work_queue_push(q, &jb, gate_job, &b, "t:b", 1), LEASED_PUSH_OK);
+    assert_true(test_wait_until(10000, gate_entered(&b)));
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(leased_work_queue_push(q, &ja[i], gate_job, &a[i], "t:a", 100),
+                         LEASED_PUSH_OK);
+    assert_true(test_wait_until(10000, gate_entered(&a[0])));
+    assert_int_equal(leased_work_queue_push(q, &jc, record, &item, "t:c", 1), LEASED_PUSH_OK);
+    assert_true(test_wait_until(10000, recorded(&order) == 1));
+    assert_false(gate_entered(&a[1]));
+    assert_false(gate_entered(&a[2]));
+    gate_open(&a[0]);
+    assert_true(test_wait_until(10000, gate_entered(&a[1])));
+    assert_false(gate_entered(&a[2]));
+    gate_open(&a[1]);
+    assert_true(test_wait_until(10000, gate_entered(&a[2])));
+    gate_open(&a[2]);
+    gate_open(&b);
+    leased_work_queue_free(q);
+    gate_destroy(&b);
+    for (int i = 0; i < 3; i++)
+        gate_destroy(&a[i]);
+    pthread_mutex_destroy(&order.mutex);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -347,6 +405,7 @@ int main(void)
         cmocka_unit_test(test_push_while_stopping_falls_back),
         cmocka_unit_test(test_store_failure_falls_back),
         cmocka_unit_test(test_work_queue_delays),
+        cmocka_unit_test(test_work_queue_shares_count_cost),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

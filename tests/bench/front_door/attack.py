@@ -5,7 +5,8 @@
 
 MODE (the attacker is tenant A or anonymous; the victim is tenant B, one
 request at a time from its own address, 127.0.0.2, on a kept-alive
-connection as a fleet's client does; every answer a 200 or 409 counts):
+connection as a fleet's client does, each acquire of a target of its own,
+so that every answer should be a 200):
   idle     4 addresses x 256 connections: one GET /healthz each, then idle
   batches  tenant A keeps 200 renew-batches of 100 renewals outstanding
   flood    tenant A sends renew-batches of 100 unknown leases from 4
@@ -107,7 +108,7 @@ def victim():
         if mode == "probes":
             st, _ = call("127.0.0.2", "GET", "/healthz", p=probe_port)
         else:
-            body = {"request_id": f"victim-{i}-{time.time_ns()}", "lock_identity": ident("tenant-b", f"v-{i % 50}"),
+            body = {"request_id": f"victim-{i}-{time.time_ns()}", "lock_identity": ident("tenant-b", f"v-{i}"),
                     "service_instance_id": "victim", "execution_id": "e", "job_id": "j"}
             st = 0
             for _ in range(2):  # a kept-alive connection the server closed: once more on a new one
