@@ -478,12 +478,42 @@ static bool secret_matches(const unsigned char presented[32], const lease_creden
     return cred && match;
 }
 
+/* The credential id of a bearer token and the peppered digest of its
+ * secret (the secret itself is wiped here); false for a malformed token.
+ * An all-zero digest only comes from a failed libcrypto call. */
+static bool presented_digest(lease_auth_t *auth, const char *authorization,
+                             char id[LEASE_CREDENTIAL_ID_LEN + 1], unsigned char presented[32])
+{
+    unsigned char secret[LEASE_SECRET_BYTES];
+    memset(presented, 0, 32);
+    bool parsed = lease_auth_parse_bearer(authorization, id, secret);
+    if (parsed) {
+        lease_token_digest(secret, auth->pepper, presented);
+        parsed = !digest_is_zero(presented);
+    }
+    OPENSSL_cleanse(secret, sizeof secret);
+    return parsed;
+}
+
+/* Whether the cache alone vouches for the caller: a fresh row of id, the
+ * right secret, still valid (then *out is the caller). *cached says what
+ * the cache held, for a caller that goes on to ask the store. Both the
+ * authentication of a request and the classification of its flow
+ * (lease_auth_cached_tenant) ask this one question. */
+static bool cache_vouches(lease_auth_t *auth, const char *id, const unsigned char presented[32],
+                          lease_credential_t *cred, int64_t *fetched_ns, cached_t *cached,
+                          lease_caller_t *out)
+{
+    *cached = cache_probe(auth, id, cred, fetched_ns);
+    return *cached == CACHED_KNOWN && secret_matches(presented, cred) &&
+           caller_from(cred, *fetched_ns, id, out);
+}
+
 bool lease_auth_authenticate_gated(lease_auth_t *auth, const char *authorization,
                                    const lease_deadline_t *deadline, lease_auth_gate_t *gate,
                                    lease_caller_t *out, lease_code_t *code)
 {
     char id[LEASE_CREDENTIAL_ID_LEN + 1];
-    unsigned char secret[LEASE_SECRET_BYTES];
     unsigned char presented[32];
     lease_credential_t cred;
     bool found = false, ok = false;
@@ -492,24 +522,13 @@ bool lease_auth_authenticate_gated(lease_auth_t *auth, const char *authorization
     cached_t cached = CACHED_NONE;
 
     memset(&cred, 0, sizeof cred);
-    memset(presented, 0, sizeof presented);
     memset(out, 0, sizeof *out);
-    bool parsed = lease_auth_parse_bearer(authorization, id, secret);
-    if (parsed) {
-        lease_token_digest(secret, auth->pepper, presented);
-        OPENSSL_cleanse(secret, sizeof secret);
-        /* An all-zero digest only comes from a failed libcrypto call. */
-        parsed = !digest_is_zero(presented);
-    }
+    bool parsed = presented_digest(auth, authorization, id, presented);
 
     /* 1. The cache alone: a fresh row, the right secret, still valid. */
-    if (parsed) {
-        cached = cache_probe(auth, id, &cred, &fetched_ns);
-        if (cached == CACHED_KNOWN && secret_matches(presented, &cred) &&
-            caller_from(&cred, fetched_ns, id, out)) {
-            ok = true;
-            goto cleanup;
-        }
+    if (parsed && cache_vouches(auth, id, presented, &cred, &fetched_ns, &cached, out)) {
+        ok = true;
+        goto cleanup;
     }
 
     /* 2. Everything else costs: its source pays, and while the source's
@@ -540,7 +559,6 @@ bool lease_auth_authenticate_gated(lease_auth_t *auth, const char *authorization
         ok = true;
 
 cleanup:
-    OPENSSL_cleanse(secret, sizeof secret);
     OPENSSL_cleanse(presented, sizeof presented);
     OPENSSL_cleanse(&cred, sizeof cred);
     if (!ok) {
@@ -553,23 +571,16 @@ cleanup:
 bool lease_auth_cached_tenant(lease_auth_t *auth, const char *authorization, char *tenant)
 {
     char id[LEASE_CREDENTIAL_ID_LEN + 1];
-    unsigned char secret[LEASE_SECRET_BYTES];
     unsigned char presented[32];
     lease_credential_t cred;
     lease_caller_t caller;
     int64_t fetched_ns = 0;
-    bool ok = false;
-    memset(presented, 0, sizeof presented);
+    cached_t cached = CACHED_NONE;
     memset(&cred, 0, sizeof cred);
-    if (lease_auth_parse_bearer(authorization, id, secret)) {
-        lease_token_digest(secret, auth->pepper, presented);
-        ok = !digest_is_zero(presented) &&
-             cache_probe(auth, id, &cred, &fetched_ns) == CACHED_KNOWN &&
-             secret_matches(presented, &cred) && caller_from(&cred, fetched_ns, id, &caller);
-    }
+    bool ok = presented_digest(auth, authorization, id, presented) &&
+              cache_vouches(auth, id, presented, &cred, &fetched_ns, &cached, &caller);
     if (ok)
         snprintf(tenant, LEASE_NAME_MAX + 1, "%s", caller.scope.tenant_id);
-    OPENSSL_cleanse(secret, sizeof secret);
     OPENSSL_cleanse(presented, sizeof presented);
     OPENSSL_cleanse(&cred, sizeof cred);
     return ok;
