@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Attacks on leased's front door (issue 34), each beside a victim tenant.
 
-  attack.py MODE PORT TOKEN_A TOKEN_B SECONDS [--probe-port P]
+  attack.py MODE PORT TOKEN_A TOKEN_B SECONDS [--probe-port P] [--attacker-nice N]
 
 MODE (the attacker is tenant A or anonymous; the victim is tenant B, one
 request at a time from its own address, 127.0.0.2, on a kept-alive
@@ -229,6 +229,11 @@ rd, wr = os.pipe()
 child = os.fork()
 if child == 0:
     os.close(rd)
+    # --attacker-nice N: the attacker's process yields the CPU to leased,
+    # Postgres and the victim, as an attacker on another host would not
+    # take their cores (on this 2-core machine it otherwise takes one)
+    if "--attacker-nice" in sys.argv:
+        os.nice(int(sys.argv[sys.argv.index("--attacker-nice") + 1]))
     attacks[mode]()
     os.write(wr, json.dumps({str(k): v for k, v in attacker.items()}, sort_keys=True).encode())
     os._exit(0)
