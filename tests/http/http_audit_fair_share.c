@@ -32,12 +32,7 @@ static char *replay_body;             /* the batch A repeats */
 static int setup(void **state)
 {
     http_fx_open(&fx, state, "http_ashare");
-    token_a = http_fx_credential_spec(&fx,
-                                      &(leased_cred_spec_t){.principal = "prn_flood",
-                                                            .tenant = FLOOD_TENANT,
-                                                            .program = PROGRAM,
-                                                            .capabilities = WORKER_CAPS},
-                                      NULL);
+    token_a = http_fx_worker_of(&fx, "prn_flood", FLOOD_TENANT);
     token_b = http_fx_worker(&fx, "prn_quiet");
     const char *env[] = {"LEASE_AUDIT_QUEUE_SIZE=16", "LEASE_AUDIT_BATCH=5", NULL};
     http_fx_serve(&fx, env);
@@ -46,9 +41,7 @@ static int setup(void **state)
 
 static json_t *flood_identity(void)
 {
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "tenant_id", FLOOD_TENANT, "program_id",
-                     PROGRAM, "target_namespace", NAMESPACE, "target_id", "t-share", "actor_name",
-                     ACTOR, "workflow_name", "default");
+    return identity_json_of(FLOOD_TENANT, "t-share");
 }
 
 typedef struct flooder {

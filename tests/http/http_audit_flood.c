@@ -31,12 +31,7 @@ static const char *token_a, *token_b; /* owned by fx */
 static int setup(void **state)
 {
     http_fx_open(&fx, state, "http_aflood");
-    token_a = http_fx_credential_spec(&fx,
-                                      &(leased_cred_spec_t){.principal = "prn_flood",
-                                                            .tenant = FLOOD_TENANT,
-                                                            .program = PROGRAM,
-                                                            .capabilities = WORKER_CAPS},
-                                      NULL);
+    token_a = http_fx_worker_of(&fx, "prn_flood", FLOOD_TENANT);
     token_b = http_fx_worker(&fx, "prn_quiet");
     http_fx_serve(&fx, NULL);
     return 0;
@@ -57,9 +52,7 @@ static char *unknown_batch(int who, long round)
         char rid[64], lid[64];
         snprintf(rid, sizeof rid, "fl-%d-%ld-%d", who, round, i);
         snprintf(lid, sizeof lid, "lease-none-%d-%ld-%d", who, round, i);
-        json_t *id = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "tenant_id", FLOOD_TENANT,
-                               "program_id", PROGRAM, "target_namespace", NAMESPACE, "target_id",
-                               "t-flood", "actor_name", ACTOR, "workflow_name", "default");
+        json_t *id = identity_json_of(FLOOD_TENANT, "t-flood");
         json_array_append_new(items,
                               json_pack("{s:s, s:o, s:s, s:i, s:s}", "request_id", rid,
                                         "lock_identity", id, "lease_id", lid, "fencing_token", 1,

@@ -43,12 +43,18 @@
 /* What a worker credential holds. */
 #define WORKER_CAPS "targets:lease,targets:read"
 
-/* A lock identity object (new reference). */
-static inline json_t *identity_json(const char *target)
+/* A lock identity object of tenant (new reference). */
+static inline json_t *identity_json_of(const char *tenant, const char *target)
 {
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "tenant_id", TENANT, "program_id", PROGRAM,
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "tenant_id", tenant, "program_id", PROGRAM,
                      "target_namespace", NAMESPACE, "target_id", target, "actor_name", ACTOR,
                      "workflow_name", "default");
+}
+
+/* A lock identity object of TENANT (new reference). */
+static inline json_t *identity_json(const char *target)
+{
+    return identity_json_of(TENANT, target);
 }
 
 /* Serialises and frees obj. */
@@ -95,10 +101,16 @@ static inline char *admin_body(const char *request_id, const char *target, json_
     return dump(o);
 }
 
+/* A lookup by identity (inspect) in tenant's scope. */
+static inline char *inspect_body_of(const char *tenant, const char *target)
+{
+    return dump(json_pack("{s:o}", "lock_identity", identity_json_of(tenant, target)));
+}
+
 /* A lookup by identity (inspect). */
 static inline char *inspect_body(const char *target)
 {
-    return dump(json_pack("{s:o}", "lock_identity", identity_json(target)));
+    return inspect_body_of(TENANT, target);
 }
 
 /* A list filter of TENANT and PROGRAM; by: "owner", "program". */
@@ -389,6 +401,41 @@ static inline const char *http_fx_credential(http_fx_t *fx, const char *principa
 static inline const char *http_fx_worker(http_fx_t *fx, const char *principal)
 {
     return http_fx_credential(fx, principal, PROGRAM, WORKER_CAPS, false);
+}
+
+/* A worker of another tenant, for PROGRAM: may lease and read. */
+static inline const char *http_fx_worker_of(http_fx_t *fx, const char *principal,
+                                            const char *tenant)
+{
+    return http_fx_credential_spec(fx,
+                                   &(leased_cred_spec_t){.principal = principal,
+                                                         .tenant = tenant,
+                                                         .program = PROGRAM,
+                                                         .capabilities = WORKER_CAPS},
+                                   NULL);
+}
+
+/* The raw text of an inspect of target by token, with extra header lines
+ * (may be ""): for tests that send it from an address of their choice. */
+static inline char *http_inspect_text(const char *token, const char *target, const char *extra)
+{
+    char *body = inspect_body(target);
+    char *text = NULL;
+    assert_true(asprintf(&text,
+                         "POST /v1/leases/inspect HTTP/1.1\r\nHost: leased\r\n"
+                         "Authorization: Bearer %s\r\n%sContent-Length: %zu\r\n\r\n%s",
+                         token, extra, strlen(body), body) > 0);
+    free(body);
+    return text;
+}
+
+/* Audit events of db recorded with source_address addr. */
+static inline long long http_audited_from(const char *db, const char *addr)
+{
+    char sql[256];
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM lease.audit_log WHERE source_address = '%s'",
+             addr);
+    return testpg_query_int(db, sql);
 }
 
 /* Starts leased on fx's database (extra_env as for leased_proc_start). */

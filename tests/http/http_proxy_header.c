@@ -41,22 +41,12 @@ static int setup(void **state)
 /* An inspect with extra header lines (audited with its source). */
 static char *inspect_text(const char *target, const char *extra)
 {
-    char *body = inspect_body(target);
-    char *text = NULL;
-    assert_true(asprintf(&text,
-                         "POST /v1/leases/inspect HTTP/1.1\r\nHost: leased\r\n"
-                         "Authorization: Bearer %s\r\n%sContent-Length: %zu\r\n\r\n%s",
-                         worker, extra, strlen(body), body) > 0);
-    free(body);
-    return text;
+    return http_inspect_text(worker, target, extra);
 }
 
 static long long audited_from(const char *addr)
 {
-    char sql[256];
-    snprintf(sql, sizeof sql, "SELECT count(*) FROM lease.audit_log WHERE source_address = '%s'",
-             addr);
-    return testpg_query_int(fx.db, sql);
+    return http_audited_from(fx.db, addr);
 }
 
 /* A PROXY v2 header (PROXY, TCP over IPv4) naming client, with tlv_bytes

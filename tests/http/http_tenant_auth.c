@@ -61,9 +61,7 @@ static void revoke_credential(const char *credential_id)
 static char *acquire_body_of(const char *tenant, const char *target, const char *request_id,
                              long wait_ms)
 {
-    json_t *id = json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "tenant_id", tenant, "program_id",
-                           PROGRAM, "target_namespace", NAMESPACE, "target_id", target,
-                           "actor_name", ACTOR, "workflow_name", "default");
+    json_t *id = identity_json_of(tenant, target);
     json_t *o =
         json_pack("{s:s, s:o, s:s, s:s, s:s}", "request_id", request_id, "lock_identity", id,
                   "service_instance_id", "inst_1", "execution_id", "exec_1", "job_id", "job_1");

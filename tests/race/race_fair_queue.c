@@ -30,21 +30,14 @@ static int setup(void **state)
 {
     http_fx_open(&fx, state, "race_fair_queue");
     token_a = http_fx_worker(&fx, "prn_flood");
-    token_b = http_fx_credential_spec(&fx,
-                                      &(leased_cred_spec_t){.principal = "prn_other",
-                                                            .tenant = "tenant-b",
-                                                            .program = PROGRAM,
-                                                            .capabilities = WORKER_CAPS},
-                                      NULL);
+    token_b = http_fx_worker_of(&fx, "prn_other", "tenant-b");
     return 0;
 }
 
 /* An inspect in tenant B's own scope. */
 static char *inspect_b(void)
 {
-    return dump(json_pack("{s:{s:s, s:s, s:s, s:s, s:s, s:s}}", "lock_identity", "tenant_id",
-                          "tenant-b", "program_id", PROGRAM, "target_namespace", NAMESPACE,
-                          "target_id", "t-b", "actor_name", ACTOR, "workflow_name", "default"));
+    return inspect_body_of("tenant-b", "t-b");
 }
 
 /* One request on a connection of its own; its answer's status. */

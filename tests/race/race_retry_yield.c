@@ -27,12 +27,7 @@ static int setup(void **state)
 {
     http_fx_open(&fx, state, "race_retry_yield");
     token_a = http_fx_worker(&fx, "prn_retried");
-    token_b = http_fx_credential_spec(&fx,
-                                      &(leased_cred_spec_t){.principal = "prn_other",
-                                                            .tenant = "tenant-b",
-                                                            .program = PROGRAM,
-                                                            .capabilities = WORKER_CAPS},
-                                      NULL);
+    token_b = http_fx_worker_of(&fx, "prn_other", "tenant-b");
     return 0;
 }
 
@@ -72,10 +67,7 @@ static void test_retry_pauses_hold_no_worker(void **state)
     assert_int_equal(rel->status, 200);
     http_resp_free(rel);
     json_decref(lease);
-    char *inspect =
-        dump(json_pack("{s:{s:s, s:s, s:s, s:s, s:s, s:s}}", "lock_identity", "tenant_id",
-                       "tenant-b", "program_id", PROGRAM, "target_namespace", NAMESPACE,
-                       "target_id", "t-b", "actor_name", ACTOR, "workflow_name", "default"));
+    char *inspect = inspect_body_of("tenant-b", "t-b");
     char *req_b = raw_post_text("/v1/leases/inspect", token_b, inspect);
     free(inspect);
     raw_resp_t *r = raw_call(port, "127.0.0.3", req_b);

@@ -26,12 +26,7 @@ static int setup(void **state)
     http_fx_open(&fx, state, "race_starvation");
     hog = http_fx_worker(&fx, "prn_hog");
     holder = http_fx_worker(&fx, "prn_holder");
-    other = http_fx_credential_spec(&fx,
-                                    &(leased_cred_spec_t){.principal = "prn_other",
-                                                          .tenant = "tenant-other",
-                                                          .program = PROGRAM,
-                                                          .capabilities = WORKER_CAPS},
-                                    NULL);
+    other = http_fx_worker_of(&fx, "prn_other", "tenant-other");
     /* every one of the 300 connections reaches leased (the per-source cap
      * is not what this test is about) */
     const char *env[] = {"LEASE_MAX_CONNECTIONS_PER_SOURCE=1024", NULL};

@@ -48,12 +48,7 @@ static int setup(void **state)
     http_fx_open(&fx, state, "race_waiting_abuse");
     attacker = http_fx_worker(&fx, "prn_abuser");
     contender = http_fx_worker(&fx, "prn_contender");
-    other = http_fx_credential_spec(&fx,
-                                    &(leased_cred_spec_t){.principal = "prn_bystander",
-                                                          .tenant = OTHER_TENANT,
-                                                          .program = PROGRAM,
-                                                          .capabilities = WORKER_CAPS},
-                                    NULL);
+    other = http_fx_worker_of(&fx, "prn_bystander", OTHER_TENANT);
     return 0;
 }
 
