@@ -23,12 +23,7 @@ static void test_async_failover_never_regresses_a_token(void **state)
     testpair_t *pair = testpair_new();
     char *primary = testpair_url(pair, "primary", "postgres");
     char *replica = testpair_url(pair, "replica", "postgres");
-    char *token = leased_proc_credential(primary,
-                                         &(leased_cred_spec_t){.principal = "prn_drill",
-                                                               .tenant = TENANT,
-                                                               .program = PROGRAM,
-                                                               .capabilities = WORKER_CAPS},
-                                         NULL);
+    char *token = drill_credential(primary);
     testpair_run(pair, "replica", "async");
     char *both = testpair_multi_url(pair, "primary,replica", "postgres");
     leased_proc_t *srv = leased_proc_start(both, drill_leased_env);

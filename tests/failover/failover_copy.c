@@ -35,12 +35,7 @@ static void test_older_copy_on_the_same_timeline_is_sealed(void **state)
     testpair_t *pair = testpair_new();
     char *primary = testpair_url(pair, "primary", "postgres");
     char *restored = testpair_url(pair, "restored", "postgres");
-    char *token = leased_proc_credential(primary,
-                                         &(leased_cred_spec_t){.principal = "prn_drill",
-                                                               .tenant = TENANT,
-                                                               .program = PROGRAM,
-                                                               .capabilities = WORKER_CAPS},
-                                         NULL);
+    char *token = drill_credential(primary);
     char *both = testpair_multi_url(pair, "primary,restored", "postgres");
     leased_proc_t *srv = leased_proc_start(both, copy_leased_env);
     const char *base = leased_proc_url(srv);

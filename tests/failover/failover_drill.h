@@ -162,6 +162,17 @@ struct drill {
     int64_t first_sealed_ns; /* first namespace_sealed answer (0: none yet) */
 };
 
+/* The drill's worker credential, made in db (the primary): its token. */
+static inline char *drill_credential(const char *db)
+{
+    return leased_proc_credential(db,
+                                  &(leased_cred_spec_t){.principal = "prn_drill",
+                                                        .tenant = TENANT,
+                                                        .program = PROGRAM,
+                                                        .capabilities = WORKER_CAPS},
+                                  NULL);
+}
+
 static inline int64_t drill_now_ns(void)
 {
     struct timespec ts;

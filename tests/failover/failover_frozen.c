@@ -29,12 +29,7 @@ static void test_frozen_primary_fails_over_to_the_standby(void **state)
     testpair_t *pair = testpair_new();
     char *primary = testpair_url(pair, "primary", "postgres");
     char *replica = testpair_url(pair, "replica", "postgres");
-    char *token = leased_proc_credential(primary,
-                                         &(leased_cred_spec_t){.principal = "prn_drill",
-                                                               .tenant = TENANT,
-                                                               .program = PROGRAM,
-                                                               .capabilities = WORKER_CAPS},
-                                         NULL);
+    char *token = drill_credential(primary);
     assert_true(testpg_exec(primary, "UPDATE lease.policy SET seal_on_timeline_change = false"));
     testpair_run(pair, "replica", "sync");
     char *both = testpair_multi_url(pair, "primary,replica", "postgres");

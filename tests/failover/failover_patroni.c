@@ -260,12 +260,7 @@ static void patroni_drill(bool sync)
     run_t r = {.sync = sync, .t0 = drill_now_ns()};
     r.pc = testpatroni_new(sync ? "sync" : "async");
     char *first = testpatroni_member_url(r.pc, "m1", "postgres");
-    r.token = leased_proc_credential(first,
-                                     &(leased_cred_spec_t){.principal = "prn_drill",
-                                                           .tenant = TENANT,
-                                                           .program = PROGRAM,
-                                                           .capabilities = WORKER_CAPS},
-                                     NULL);
+    r.token = drill_credential(first);
     if (sync)
         assert_true(testpg_exec(first, "UPDATE lease.policy SET seal_on_timeline_change = false"));
     char *url = testpatroni_url(r.pc, "leased_app");

@@ -19,12 +19,7 @@ static void test_point_in_time_restore_is_sealed_until_recovery(void **state)
     testpair_t *pair = testpair_new();
     char *primary = testpair_url(pair, "primary", "postgres");
     char *restored = testpair_url(pair, "restored", "postgres");
-    char *token = leased_proc_credential(primary,
-                                         &(leased_cred_spec_t){.principal = "prn_drill",
-                                                               .tenant = TENANT,
-                                                               .program = PROGRAM,
-                                                               .capabilities = WORKER_CAPS},
-                                         NULL);
+    char *token = drill_credential(primary);
     testpair_run(pair, "basebackup", NULL);
     char *both = testpair_multi_url(pair, "primary,restored", "postgres");
     leased_proc_t *srv = leased_proc_start(both, drill_leased_env);

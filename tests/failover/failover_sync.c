@@ -34,12 +34,7 @@ static void run_until_promoted(sync_run_t *s, bool seal_on_timeline_change)
     s->pair = testpair_new();
     s->primary = testpair_url(s->pair, "primary", "postgres");
     s->replica = testpair_url(s->pair, "replica", "postgres");
-    s->token = leased_proc_credential(s->primary,
-                                      &(leased_cred_spec_t){.principal = "prn_drill",
-                                                            .tenant = TENANT,
-                                                            .program = PROGRAM,
-                                                            .capabilities = WORKER_CAPS},
-                                      NULL);
+    s->token = drill_credential(s->primary);
     if (!seal_on_timeline_change)
         assert_true(testpg_exec(s->primary, "UPDATE lease.policy SET seal_on_timeline_change = "
                                             "false"));
