@@ -22,6 +22,22 @@
 #define DRILL_WAIT_MS 90000
 #include "failover_drill.h"
 
+
+/* The threads of process pid now (/proc), -1 when unreadable. */
+static long threads_of(pid_t pid)
+{
+    char path[64], line[128];
+    snprintf(path, sizeof path, "/proc/%d/status", (int)pid);
+    FILE *f = fopen(path, "r");
+    long n = -1;
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "Threads: %ld", &n) == 1)
+            break;
+    if (f)
+        fclose(f);
+    return n;
+}
+
 static void test_frozen_primary_fails_over_to_the_standby(void **state)
 {
     (void)state;
@@ -41,6 +57,7 @@ static void test_frozen_primary_fails_over_to_the_standby(void **state)
     drill_start(&d, base, token);
     drill_wait_acks(&d, 100);
 
+    long threads_before = threads_of(pid);
     testpair_run(pair, "freeze", "primary");
     drill_set_phase(&d, DRILL_KILLED);
     /* a failover manager promotes only after its own timeout; meanwhile
@@ -58,6 +75,17 @@ static void test_frozen_primary_fails_over_to_the_standby(void **state)
 
     assert_true(leased_proc_alive(srv));
     assert_int_equal(leased_proc_pid(srv), pid);
+    /* Every statement that met the silence asked for a cancel, on a
+     * thread that waits on the frozen server for as long as it stays
+     * frozen (it still is). Only statements already sent meet it: a
+     * session given up is connected again to the next host, so there are
+     * at most as many such threads as pooled sessions, never one per
+     * request that timed out. */
+    long threads_after = threads_of(pid);
+    printf("leased threads: %ld before the freeze, %ld with the primary frozen\n", threads_before,
+           threads_after);
+    assert_true(threads_before > 0);
+    assert_true(threads_after <= threads_before + DRILL_POOL_SIZE + 2);
     long violations = drill_violations(&d);
     assert_int_equal(violations, 0);
     for (int id = 0; id < DRILL_IDENTITIES; id++) {
