@@ -357,12 +357,12 @@ static bool credential_get(lease_auth_t *auth, const char *id, const lease_deadl
 }
 
 /* What the cache alone says about id, without waiting or asking the
- * store: CACHED_KNOWN (fresh row in *out), CACHED_UNKNOWN (fresh "no such
- * id") or CACHED_NONE. */
+ * store: CACHED_KNOWN (a row fetched within known_ns, in *out),
+ * CACHED_UNKNOWN (fresh "no such id") or CACHED_NONE. */
 typedef enum cached { CACHED_NONE, CACHED_KNOWN, CACHED_UNKNOWN } cached_t;
 
 static cached_t cache_probe(lease_auth_t *auth, const char *id, lease_credential_t *out,
-                            int64_t *fetched_ns)
+                            int64_t *fetched_ns, int64_t known_ns)
 {
     cached_t answer = CACHED_NONE;
     auth_slot_t *set = set_of(auth, id);
@@ -372,7 +372,7 @@ static cached_t cache_probe(lease_auth_t *auth, const char *id, lease_credential
         auth_slot_t *s = &set[w];
         if (s->state != SLOT_READY || strcmp(s->credential_id, id) != 0)
             continue;
-        if (now - s->fetched_ns < (s->found ? auth->ttl_ns : auth->negative_ttl_ns)) {
+        if (now - s->fetched_ns < (s->found ? known_ns : auth->negative_ttl_ns)) {
             answer = s->found ? CACHED_KNOWN : CACHED_UNKNOWN;
             if (s->found)
                 *out = s->cred;
@@ -495,16 +495,17 @@ static bool presented_digest(lease_auth_t *auth, const char *authorization,
     return parsed;
 }
 
-/* Whether the cache alone vouches for the caller: a fresh row of id, the
- * right secret, still valid (then *out is the caller). *cached says what
- * the cache held, for a caller that goes on to ask the store. Both the
- * authentication of a request and the classification of its flow
- * (lease_auth_cached_tenant) ask this one question. */
+/* Whether the cache alone vouches for the caller: a row of id fetched
+ * within known_ns, the right secret, still valid (then *out is the caller).
+ * *cached says what the cache held, for a caller that goes on to ask the
+ * store. Both the authentication of a request (rows of the cache window)
+ * and the classification of its flow (lease_auth_cached_tenant, older
+ * rows too) ask this one question. */
 static bool cache_vouches(lease_auth_t *auth, const char *id, const unsigned char presented[32],
                           lease_credential_t *cred, int64_t *fetched_ns, cached_t *cached,
-                          lease_caller_t *out)
+                          lease_caller_t *out, int64_t known_ns)
 {
-    *cached = cache_probe(auth, id, cred, fetched_ns);
+    *cached = cache_probe(auth, id, cred, fetched_ns, known_ns);
     return *cached == CACHED_KNOWN && secret_matches(presented, cred) &&
            caller_from(cred, *fetched_ns, id, out);
 }
@@ -526,7 +527,8 @@ bool lease_auth_authenticate_gated(lease_auth_t *auth, const char *authorization
     bool parsed = presented_digest(auth, authorization, id, presented);
 
     /* 1. The cache alone: a fresh row, the right secret, still valid. */
-    if (parsed && cache_vouches(auth, id, presented, &cred, &fetched_ns, &cached, out)) {
+    if (parsed &&
+        cache_vouches(auth, id, presented, &cred, &fetched_ns, &cached, out, auth->ttl_ns)) {
         ok = true;
         goto cleanup;
     }
@@ -568,6 +570,10 @@ cleanup:
     return ok;
 }
 
+/* How old a cached row may be to name a request's tenant for queueing
+ * (lease_auth_cached_tenant): not to authenticate it. */
+#define CLASSIFY_KNOWN_NS (60 * INT64_C(1000000000))
+
 bool lease_auth_cached_tenant(lease_auth_t *auth, const char *authorization, char *tenant)
 {
     char id[LEASE_CREDENTIAL_ID_LEN + 1];
@@ -578,7 +584,8 @@ bool lease_auth_cached_tenant(lease_auth_t *auth, const char *authorization, cha
     cached_t cached = CACHED_NONE;
     memset(&cred, 0, sizeof cred);
     bool ok = presented_digest(auth, authorization, id, presented) &&
-              cache_vouches(auth, id, presented, &cred, &fetched_ns, &cached, &caller);
+              cache_vouches(auth, id, presented, &cred, &fetched_ns, &cached, &caller,
+                            CLASSIFY_KNOWN_NS);
     if (ok)
         snprintf(tenant, LEASE_NAME_MAX + 1, "%s", caller.scope.tenant_id);
     OPENSSL_cleanse(presented, sizeof presented);

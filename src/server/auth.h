@@ -67,8 +67,11 @@ typedef struct lease_auth_gate {
 
 /*
  * The tenant of the credential in authorization when the cache alone
- * vouches for it (a fresh row, the right secret, valid now): for
- * classifying a request before it runs. Never asks the store, never
+ * vouches for it (a row fetched within the last minute, the right secret,
+ * valid now): for classifying a request before it runs. The row may be
+ * older than the cache window (a tenant whose requests all wait in its
+ * queue refreshes nothing, and must not slip into an address's flow
+ * meanwhile); the request is authenticated as always when it runs. Never asks the store, never
  * blocks; false when the cache cannot vouch (the request is then
  * classified by its client address). tenant: LEASE_NAME_MAX + 1 bytes.
  */

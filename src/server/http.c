@@ -145,6 +145,7 @@ typedef struct request {
     bool waited;              /* its socket is watched for a hang-up (http_conns.h) */
     bool on_probes;           /* arrived on the LEASE_METRICS_LISTEN listener */
     bool forwarded_invalid;   /* a trusted proxy's X-Forwarded-For did not parse */
+    char flow[LEASED_FLOW_KEY_MAX]; /* its flow for a worker, named from its head */
 } request_t;
 
 /* Query arguments: only a watch reads one (wait_ms); any other argument,
@@ -525,8 +526,7 @@ static enum MHD_Result complete(request_t *rq)
      * served in turn: work_queue.h); the rest of admission (rates, shares,
      * the global in-flight bound) happens on the worker once the caller is
      * authenticated (routes.c). */
-    char flow[LEASED_FLOW_KEY_MAX];
-    size_t cost = h->routes->classify(h->app, ex, flow, sizeof flow);
+    size_t cost = h->routes->cost(ex);
     /* Counting the suspension and checking for stop are one atomic step,
      * so that leased_http_stop either sees this request or it never starts. */
     int64_t was = __atomic_load_n(&h->suspended, __ATOMIC_SEQ_CST);
@@ -540,7 +540,7 @@ static enum MHD_Result complete(request_t *rq)
     __atomic_store_n(&rq->state, RQ_RUNNING, __ATOMIC_RELEASE);
     MHD_suspend_connection(rq->conn);
     rq->queued_ns = lease_mono_now_ns();
-    leased_push_result_t pushed = leased_work_queue_push(h->workers, &rq->job, run_job, rq, flow, cost);
+    leased_push_result_t pushed = leased_work_queue_push(h->workers, &rq->job, run_job, rq, rq->flow, cost);
     if (pushed == LEASED_PUSH_FLOW_FULL) {
         refused_before_running(h, rq, &h->queue_refused_full);
         h->routes->refuse(h->app, ex, LEASE_RATE_LIMITED, QUEUE_RETRY_MS);
@@ -550,6 +550,23 @@ static enum MHD_Result complete(request_t *rq)
         resume(rq);
     }
     return MHD_YES;
+}
+
+/* Classifies a request from its head and, when its flow's queue is full
+ * already, answers 429 before its body is read (the connection then
+ * closes): a flow past its bound costs leased no body, whatever it sends.
+ * The queue's own bound still decides for a request that gets further. */
+static enum MHD_Result refuse_when_flow_full(request_t *rq)
+{
+    leased_http_t *h = rq->http;
+    h->routes->classify(h->app, &rq->ex, rq->flow, sizeof rq->flow);
+    if (!leased_work_queue_full(h->workers, rq->flow))
+        return MHD_YES;
+    refused_before_running(h, rq, &h->queue_refused_full);
+    rq->close = true;
+    (void)leased_conns_answering(rq->conns, rq->link);
+    h->routes->refuse(h->app, &rq->ex, LEASE_RATE_LIMITED, QUEUE_RETRY_MS);
+    return send_reply(rq);
 }
 
 /* The probe listener's thread yields the CPU to everything else: a scrape
@@ -593,6 +610,8 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *conn, const 
             (void)leased_conns_answering(rq->conns, rq->link);
             return reply_error_now(rq, LEASE_INVALID_LEASE_REQUEST, "body");
         }
+        if (rq->ex.route && !rq->ex.on_event_thread)
+            return refuse_when_flow_full(rq);
         return MHD_YES;
     }
     if (*upload_data_size > 0) {

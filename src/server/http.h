@@ -34,8 +34,9 @@ typedef struct leased_http leased_http_t;
  * unless on_event_thread); next runs the next step of an exchange that set
  * again_after_ms or was woken from a park; park_refused answers one the
  * watch hub refused; reply_error fills an error envelope. classify names
- * the flow a complete request queues in for a worker (work_queue.h) and
- * returns its cost there, on the event thread: never blocking. refuse answers a request the queue
+ * the flow a request queues in for a worker (work_queue.h), from its head;
+ * cost says what a complete request costs there. Both run on the event
+ * thread: never blocking. refuse answers a request the queue
  * refused (code and retry hint), audited, without running it. */
 typedef struct leased_http_routes {
     bool (*match)(const char *method, const char *path, leased_exchange_t *ex, char *param,
@@ -45,7 +46,8 @@ typedef struct leased_http_routes {
     void (*park_refused)(leased_app_t *app, leased_exchange_t *ex, bool full);
     void (*reply_error)(leased_exchange_t *ex, lease_code_t code, const char *field,
                         int64_t retry_after_ms);
-    size_t (*classify)(leased_app_t *app, const leased_exchange_t *ex, char *key, size_t keysz);
+    void (*classify)(leased_app_t *app, const leased_exchange_t *ex, char *key, size_t keysz);
+    size_t (*cost)(const leased_exchange_t *ex);
     void (*refuse)(leased_app_t *app, leased_exchange_t *ex, lease_code_t code,
                    int64_t retry_after_ms);
 } leased_http_routes_t;

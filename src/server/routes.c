@@ -731,8 +731,8 @@ static bool match_for_http(const char *method, const char *path, leased_exchange
  * parsed, and a padded body only makes its sender's share smaller. */
 #define BATCH_ITEM_BYTES 256
 
-static size_t classify_for_http(leased_app_t *app, const leased_exchange_t *ex, char *key,
-                                size_t keysz)
+static void classify_for_http(leased_app_t *app, const leased_exchange_t *ex, char *key,
+                              size_t keysz)
 {
     char tenant[LEASE_NAME_MAX + 1];
     if (ex->route && ex->route->caps_any &&
@@ -740,6 +740,10 @@ static size_t classify_for_http(leased_app_t *app, const leased_exchange_t *ex, 
         snprintf(key, keysz, "t:%s", tenant);
     else
         snprintf(key, keysz, "s:%s", ex->source);
+}
+
+static size_t cost_for_http(const leased_exchange_t *ex)
+{
     if (!ex->route || (ex->route->op != LEASED_OP_RENEW_BATCH &&
                        ex->route->op != LEASED_OP_RELEASE_BATCH))
         return 1;
@@ -769,6 +773,7 @@ const leased_http_routes_t *leased_routes_for_http(void)
         .park_refused = leased_routes_park_refused,
         .reply_error = leased_routes_reply_error,
         .classify = classify_for_http,
+        .cost = cost_for_http,
         .refuse = refuse_for_http,
     };
     return &routes;

@@ -68,14 +68,23 @@ static size_t bucket_of(const char *key)
     return (size_t)(lease_fnv1a(key) % FLOW_BUCKETS);
 }
 
+/* The flow named key, NULL when it has none. */
+static leased_flow_t *flow_find(leased_work_queue_t *q, const char *key)
+{
+    for (leased_flow_t *f = q->buckets[bucket_of(key)]; f; f = f->hnext)
+        if (strcmp(f->key, key) == 0)
+            return f;
+    return NULL;
+}
+
 /* The flow named key, made when absent; NULL when out of memory. */
 static leased_flow_t *flow_of(leased_work_queue_t *q, const char *key)
 {
+    leased_flow_t *f = flow_find(q, key);
+    if (f)
+        return f;
     leased_flow_t **b = &q->buckets[bucket_of(key)];
-    for (leased_flow_t *f = *b; f; f = f->hnext)
-        if (strcmp(f->key, key) == 0)
-            return f;
-    leased_flow_t *f = calloc(1, sizeof *f);
+    f = calloc(1, sizeof *f);
     if (!f)
         return NULL;
     snprintf(f->key, sizeof f->key, "%s", key);
@@ -326,6 +335,17 @@ leased_push_result_t leased_work_queue_push(leased_work_queue_t *q, job_t *j, le
         pthread_cond_signal(&q->ready);
     __atomic_sub_fetch(&q->pushing, 1, __ATOMIC_SEQ_CST);
     return r;
+}
+
+bool leased_work_queue_full(leased_work_queue_t *q, const char *key)
+{
+    if (q->max_queued == 0)
+        return false;
+    pthread_mutex_lock(&q->mutex);
+    const leased_flow_t *f = flow_find(q, key);
+    bool full = f && f->queued >= q->max_queued;
+    pthread_mutex_unlock(&q->mutex);
+    return full;
 }
 
 void leased_work_queue_push_after(leased_work_queue_t *q, job_t *j, leased_job_fn fn, void *arg,

@@ -63,6 +63,9 @@ LEASE_MUST_USE leased_push_result_t leased_work_queue_push(leased_work_queue_t *
                                                            leased_job_t *job, leased_job_fn fn,
                                                            void *arg, const char *key,
                                                            size_t cost);
+/* Whether the flow named key holds max_queued jobs already (a push now
+ * would be refused): a hint, the push itself decides. */
+bool leased_work_queue_full(leased_work_queue_t *q, const char *key);
 /* Queues fn(arg) as job, of the flow its first push named, to run no
  * sooner than delay_ms from now (sooner only when the pool is being
  * freed). Accepted while stopping and past the flow's bound, because it

@@ -9,7 +9,8 @@
  * worker is never taken by one flow's backlog from another flow (with one
  * FIFO in front of the workers, B's request waited behind all of A's).
  * A's requests past its flow's queue bound are answered 429
- * lease_rate_limited at once, with a retry hint, instead of queueing.
+ * lease_rate_limited at once, with a retry hint, instead of queueing; once
+ * the queue is full, from their head, before their body is read.
  *
  * Nothing here measures time: B's answer either comes while A's requests
  * are stuck (read with a 5 s bound, A's deadline is 20 s) or not at all.
@@ -127,6 +128,23 @@ static void test_one_tenants_backlog_does_not_hold_another(void **state)
     /* at most one of A's runs (the other worker is B's to take) and
      * QUEUED_PER_FLOW wait: the rest were refused */
     assert_int_equal(refused, A_REQUESTS - (THREADS - 1) - QUEUED_PER_FLOW);
+
+    /* while A's queue is full, A's next request is refused from its head:
+     * its body (announced, never sent) is not waited for */
+    raw_conn_t *head_only = raw_connect(port, "127.0.0.2");
+    assert_non_null(head_only);
+    char head[512];
+    snprintf(head, sizeof head,
+             "POST /v1/leases/acquire HTTP/1.1\r\nHost: leased\r\nAuthorization: Bearer %s\r\n"
+             "Content-Type: application/json\r\nContent-Length: 100000\r\n\r\n",
+             token_a);
+    assert_true(raw_send(head_only, head));
+    raw_resp_t *early = raw_read(head_only, 5000);
+    assert_non_null(early);
+    assert_int_equal(early->status, 429);
+    assert_string_equal(raw_str(early, "code"), "lease_rate_limited");
+    raw_resp_free(early);
+    raw_close(head_only);
 
     /* released: A's admitted requests run, each answered */
     http_unblock(blocker);
