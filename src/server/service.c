@@ -394,10 +394,9 @@ static lease_code_t authorize_request(const leased_op_ctx_t *ctx, leased_request
     }
 }
 
-/* The request digest of a mutation; false when it cannot be computed
- * (the digest functions leave "" on allocation failure). */
-static bool digest(leased_request_t *req, lease_call_t *call)
+bool leased_service_digest(leased_request_t *req)
 {
+    lease_call_t *call = leased_request_call(req);
     call->request_digest[0] = '\0';
     switch (req->op) {
     case LEASED_OP_ACQUIRE:
@@ -742,7 +741,7 @@ lease_code_t leased_service_run(leased_service_t *svc, leased_op_ctx_t *ctx, lea
     lease_code_t refusal = authorize_request(ctx, req, out->field, sizeof out->field);
     if (refusal == LEASE_CODE_COUNT && lease_deadline_passed(&call->deadline))
         refusal = LEASE_DEADLINE_EXCEEDED;
-    if (refusal == LEASE_CODE_COUNT && !digest(req, call)) {
+    if (refusal == LEASE_CODE_COUNT && !leased_service_digest(req)) {
         LOG_ERROR("request digest could not be computed");
         refusal = LEASE_BACKEND_UNAVAILABLE;
     }
