@@ -41,10 +41,10 @@
  *   MUTATES  idempotent by request_id, digested, audited by the store itself
  *            when it changes state
  *   SHAPE    the store request its body decodes into, and the steps of that
- *            kind of request (service.c's shape table): acquire, owner,
- *            owner_batch (items of owner requests), admin (an administrator
- *            credential too), inspect, get (the path's lease id, no body),
- *            list, commit, none
+ *            kind of request (LEASE_SHAPE_<SHAPE>): ACQUIRE, OWNER,
+ *            OWNER_BATCH (items of owner requests), ADMIN (an administrator
+ *            credential too), INSPECT, GET (the path's lease id, no body),
+ *            LIST, COMMIT, NONE
  *   HANDLER  the route's handler in routes.c (handle_<HANDLER>)
  *   EVENT    the audit event type of its refusals and reads (a string), or
  *            NULL for routes that are not audited
@@ -53,38 +53,53 @@
  *   FIELDS   its body's fields: LEASE_FIELDS_<FIELDS> below (NONE: no body)
  */
 #define LEASE_OPERATIONS(X)                                                                        \
-    X(ACQUIRE, "POST", "/v1/leases/acquire", "acquire", LEASE_CAP_LEASE, true, acquire,           \
+    X(ACQUIRE, "POST", "/v1/leases/acquire", "acquire", LEASE_CAP_LEASE, true, ACQUIRE,           \
       operation, "target_lease_acquire", acquire, ACQUIRE)                                         \
-    X(RENEW, "POST", "/v1/leases/renew", "renew", LEASE_CAP_LEASE, true, owner, operation,         \
+    X(RENEW, "POST", "/v1/leases/renew", "renew", LEASE_CAP_LEASE, true, OWNER, operation,         \
       "target_lease_renew", renew, RENEW)                                                          \
-    X(RELEASE, "POST", "/v1/leases/release", "release", LEASE_CAP_LEASE, true, owner, operation,   \
+    X(RELEASE, "POST", "/v1/leases/release", "release", LEASE_CAP_LEASE, true, OWNER, operation,   \
       "target_lease_release", release, RELEASE)                                                    \
     X(FORCE_RELEASE, "POST", "/v1/leases/force-release", "force_release",                          \
-      LEASE_CAP_FORCE_RELEASE, true, admin, operation, "target_lease_force_release",               \
+      LEASE_CAP_FORCE_RELEASE, true, ADMIN, operation, "target_lease_force_release",               \
       force_release, FORCE_RELEASE)                                                                \
-    X(REVOKE, "POST", "/v1/leases/revoke", "revoke", LEASE_CAP_REVOKE, true, admin, operation,     \
+    X(REVOKE, "POST", "/v1/leases/revoke", "revoke", LEASE_CAP_REVOKE, true, ADMIN, operation,     \
       "target_lease_revoke", revoke, REVOKE)                                                       \
-    X(GET, "GET", "/v1/leases/{lease_id}", "get", LEASE_CAP_READ, false, get, operation,           \
+    X(GET, "GET", "/v1/leases/{lease_id}", "get", LEASE_CAP_READ, false, GET, operation,           \
       "target_lease_inspect", inspect, NONE)                                                       \
-    X(INSPECT, "POST", "/v1/leases/inspect", "inspect", LEASE_CAP_READ, false, inspect, operation, \
+    X(INSPECT, "POST", "/v1/leases/inspect", "inspect", LEASE_CAP_READ, false, INSPECT, operation, \
       "target_lease_inspect", inspect, INSPECT)                                                    \
     /* list by owner is open to targets:lease too; the service checks the rest */                 \
-    X(LIST, "POST", "/v1/leases/list", "list", LEASE_CAP_READ | LEASE_CAP_LEASE, false, list,      \
+    X(LIST, "POST", "/v1/leases/list", "list", LEASE_CAP_READ | LEASE_CAP_LEASE, false, LIST,      \
       operation, "target_lease_list", list, LIST)                                                  \
     /* a commit the store accepted audits itself; a refused one is "rejected" */                  \
-    X(COMMIT, "POST", "/v1/commits", "commit", LEASE_CAP_LEASE, true, commit, operation,           \
+    X(COMMIT, "POST", "/v1/commits", "commit", LEASE_CAP_LEASE, true, COMMIT, operation,           \
       "target_lease_commit_rejected", commit, COMMIT)                                              \
     /* targets:read watches what it may inspect; targets:lease its own leases */                  \
     X(WATCH, "GET", "/v1/leases/{lease_id}/watch", "watch", LEASE_CAP_READ | LEASE_CAP_LEASE,      \
-      false, get, watch, "target_lease_inspect", watch, NONE)                                      \
+      false, GET, watch, "target_lease_inspect", watch, NONE)                                      \
     /* a batch is not itself a mutation: each item is a renewal or release */                     \
     X(RENEW_BATCH, "POST", "/v1/leases/renew-batch", "renew_batch", LEASE_CAP_LEASE, false,        \
-      owner_batch, operation, "target_lease_renew", renew_many, RENEW_BATCH)                       \
+      OWNER_BATCH, operation, "target_lease_renew", renew_many, RENEW_BATCH)                       \
     X(RELEASE_BATCH, "POST", "/v1/leases/release-batch", "release_batch", LEASE_CAP_LEASE, false,  \
-      owner_batch, operation, "target_lease_release", release_many, RELEASE_BATCH)                \
-    X(HEALTHZ, "GET", "/healthz", "healthz", 0, false, none, healthz, NULL, none, NONE)           \
-    X(READYZ, "GET", "/readyz", "readyz", 0, false, none, readyz, NULL, none, NONE)               \
-    X(METRICS, "GET", "/metrics", "metrics", 0, false, none, metrics, NULL, none, NONE)
+      OWNER_BATCH, operation, "target_lease_release", release_many, RELEASE_BATCH)                \
+    X(HEALTHZ, "GET", "/healthz", "healthz", 0, false, NONE, healthz, NULL, none, NONE)           \
+    X(READYZ, "GET", "/readyz", "readyz", 0, false, NONE, readyz, NULL, none, NONE)               \
+    X(METRICS, "GET", "/metrics", "metrics", 0, false, NONE, metrics, NULL, none, NONE)
+
+/* The kinds of request (SHAPE): what an operation of that kind decodes
+ * into and the service's steps for it; a new operation of an existing
+ * shape needs no code. */
+typedef enum lease_shape {
+    LEASE_SHAPE_ACQUIRE,
+    LEASE_SHAPE_OWNER,
+    LEASE_SHAPE_OWNER_BATCH,
+    LEASE_SHAPE_ADMIN,
+    LEASE_SHAPE_INSPECT,
+    LEASE_SHAPE_GET,
+    LEASE_SHAPE_LIST,
+    LEASE_SHAPE_COMMIT,
+    LEASE_SHAPE_NONE,
+} lease_shape_t;
 
 /* The operations of the route table (docs/api.md, "Operations"). */
 typedef enum leased_op {
@@ -146,12 +161,13 @@ typedef enum leased_op {
     F("service_instance_id", ID, REQUIRED, service_instance_id, 0, 0, true)
 #define LEASE_FIELDS_RELEASE(F) LEASE_FIELDS_RELEASE_ITEM(F) LEASE_DEADLINE_FIELDS(F)
 
-#define LEASE_FIELDS_RENEW_BATCH(F)                                                             \
-    F("renewals", ITEMS, REQUIRED, call, 1, LEASE_RENEW_BATCH_MAX, false)                          \
-    LEASE_DEADLINE_FIELDS(F)
-#define LEASE_FIELDS_RELEASE_BATCH(F)                                                           \
-    F("releases", ITEMS, REQUIRED, call, 1, LEASE_RENEW_BATCH_MAX, false)                          \
-    LEASE_DEADLINE_FIELDS(F)
+/* A batch's deadline is read before its items. */
+#define LEASE_FIELDS_RENEW_BATCH(F)                                                                \
+    LEASE_DEADLINE_FIELDS(F)                                                                       \
+    F("renewals", ITEMS, REQUIRED, call, 1, LEASE_RENEW_BATCH_MAX, false)
+#define LEASE_FIELDS_RELEASE_BATCH(F)                                                              \
+    LEASE_DEADLINE_FIELDS(F)                                                                       \
+    F("releases", ITEMS, REQUIRED, call, 1, LEASE_RENEW_BATCH_MAX, false)
 
 #define LEASE_FIELDS_FORCE_RELEASE(F)                                                           \
     F("request_id", ID, REQUIRED, call.request_id, 0, 0, false)                                    \
@@ -251,6 +267,7 @@ typedef struct lease_field {
 typedef struct lease_operation {
     const char *name;
     bool mutates;
+    lease_shape_t shape;
     const char *event_type; /* NULL: not audited */
     const lease_field_t *fields;
     size_t n_fields;

@@ -6,15 +6,15 @@
 #include "lease/operations.h"
 
 /* The store request a shape's fields land in (lease/operations.h, SHAPE). */
-#define ROW_acquire(...) LEASE_FIELD_OF(lease_acquire_req_t, __VA_ARGS__)
-#define ROW_owner(...) LEASE_FIELD_OF(lease_owner_req_t, __VA_ARGS__)
-#define ROW_owner_batch(...) LEASE_FIELD_OF(lease_owner_req_t, __VA_ARGS__)
-#define ROW_admin(...) LEASE_FIELD_OF(lease_admin_req_t, __VA_ARGS__)
-#define ROW_inspect(...) LEASE_FIELD_OF(lease_inspect_req_t, __VA_ARGS__)
-#define ROW_get(...) LEASE_FIELD_OF(lease_inspect_req_t, __VA_ARGS__)
-#define ROW_list(...) LEASE_FIELD_OF(lease_list_req_t, __VA_ARGS__)
-#define ROW_commit(...) LEASE_FIELD_OF(lease_commit_req_t, __VA_ARGS__)
-#define ROW_none(...) LEASE_FIELD_OF(lease_acquire_req_t, __VA_ARGS__)
+#define ROW_ACQUIRE(...) LEASE_FIELD_OF(lease_acquire_req_t, __VA_ARGS__)
+#define ROW_OWNER(...) LEASE_FIELD_OF(lease_owner_req_t, __VA_ARGS__)
+#define ROW_OWNER_BATCH(...) LEASE_FIELD_OF(lease_owner_req_t, __VA_ARGS__)
+#define ROW_ADMIN(...) LEASE_FIELD_OF(lease_admin_req_t, __VA_ARGS__)
+#define ROW_INSPECT(...) LEASE_FIELD_OF(lease_inspect_req_t, __VA_ARGS__)
+#define ROW_GET(...) LEASE_FIELD_OF(lease_inspect_req_t, __VA_ARGS__)
+#define ROW_LIST(...) LEASE_FIELD_OF(lease_list_req_t, __VA_ARGS__)
+#define ROW_COMMIT(...) LEASE_FIELD_OF(lease_commit_req_t, __VA_ARGS__)
+#define ROW_NONE(...) LEASE_FIELD_OF(lease_acquire_req_t, __VA_ARGS__)
 
 /* Each list ends with a row without a name (the decoder's walks stop there). */
 #define END_ROW {.name = NULL}
@@ -28,7 +28,7 @@ LEASE_OPERATIONS(FIELD_TABLE)
 
 static const lease_operation_t operations[LEASED_OP_COUNT] = {
 #define OPERATION(ID, METHOD, PATH, NAME, CAPS, MUTATES, SHAPE, HANDLER, EVENT, STORE, FIELDS)     \
-    [LEASED_OP_##ID] = {NAME, MUTATES, EVENT, fields_##ID, N_ROWS(fields_##ID)},
+    [LEASED_OP_##ID] = {NAME, MUTATES, LEASE_SHAPE_##SHAPE, EVENT, fields_##ID, N_ROWS(fields_##ID)},
     LEASE_OPERATIONS(OPERATION)
 #undef OPERATION
 };
@@ -38,7 +38,7 @@ const lease_operation_t *lease_operation(leased_op_t op)
     return &operations[(unsigned)op < LEASED_OP_COUNT ? op : LEASED_OP_HEALTHZ];
 }
 
-const lease_field_t lease_renew_item_fields[] = {LEASE_FIELDS_RENEW_ITEM(ROW_owner) END_ROW};
+const lease_field_t lease_renew_item_fields[] = {LEASE_FIELDS_RENEW_ITEM(ROW_OWNER) END_ROW};
 const size_t lease_renew_item_fields_n = N_ROWS(lease_renew_item_fields);
-const lease_field_t lease_release_item_fields[] = {LEASE_FIELDS_RELEASE_ITEM(ROW_owner) END_ROW};
+const lease_field_t lease_release_item_fields[] = {LEASE_FIELDS_RELEASE_ITEM(ROW_OWNER) END_ROW};
 const size_t lease_release_item_fields_n = N_ROWS(lease_release_item_fields);

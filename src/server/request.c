@@ -27,15 +27,15 @@ void leased_request_free(leased_request_t *req)
 /* Where the call part of each shape's store request lies inside the
  * request (lease/operations.h, SHAPE); routes without a store call use the
  * acquire slot. */
-#define CALL_acquire offsetof(leased_request_t, u.acquire.call)
-#define CALL_owner offsetof(leased_request_t, u.owner.call)
-#define CALL_owner_batch offsetof(leased_request_t, u.owner.call)
-#define CALL_admin offsetof(leased_request_t, u.admin.call)
-#define CALL_inspect offsetof(leased_request_t, u.inspect.call)
-#define CALL_get offsetof(leased_request_t, u.inspect.call)
-#define CALL_list offsetof(leased_request_t, u.list.call)
-#define CALL_commit offsetof(leased_request_t, u.commit.call)
-#define CALL_none offsetof(leased_request_t, u.acquire.call)
+#define CALL_ACQUIRE offsetof(leased_request_t, u.acquire.call)
+#define CALL_OWNER offsetof(leased_request_t, u.owner.call)
+#define CALL_OWNER_BATCH offsetof(leased_request_t, u.owner.call)
+#define CALL_ADMIN offsetof(leased_request_t, u.admin.call)
+#define CALL_INSPECT offsetof(leased_request_t, u.inspect.call)
+#define CALL_GET offsetof(leased_request_t, u.inspect.call)
+#define CALL_LIST offsetof(leased_request_t, u.list.call)
+#define CALL_COMMIT offsetof(leased_request_t, u.commit.call)
+#define CALL_NONE offsetof(leased_request_t, u.acquire.call)
 
 static const size_t call_offsets[LEASED_OP_COUNT] = {
 #define CALL_OFFSET(ID, METHOD, PATH, NAME, CAPS, MUTATES, SHAPE, HANDLER, EVENT, STORE, FIELDS)   \
