@@ -789,7 +789,9 @@ lease_code_t leased_service_run(leased_service_t *svc, leased_op_ctx_t *ctx, lea
         snprintf(call->trace_id, sizeof call->trace_id, "%s", req->u.acquire.trace_id);
     } else if (shape_of(req) == LEASE_SHAPE_COMMIT) {
         snprintf(call->trace_id, sizeof call->trace_id, "%s", req->u.commit.trace_id);
-    } else {
+    } else if (!call->trace_id[0]) {
+        /* a body field may name the call's trace (lease/operations.h: a
+         * row whose member is call.trace_id); none does today */
         snprintf(call->trace_id, sizeof call->trace_id, "%s", ctx->trace_id);
     }
 
