@@ -276,6 +276,18 @@ typedef struct lease_operation {
 /* The description of op (< LEASED_OP_COUNT). */
 const lease_operation_t *lease_operation(leased_op_t op);
 
+/* The batches: B(BATCH, ITEM, DECIDED): each item of BATCH is an ITEM
+ * operation (decoded, digested and audited as one), and DECIDED is the
+ * batch's code when it was decided (each item then answers its own). */
+#define LEASE_BATCHES(B)                                                                           \
+    B(RENEW_BATCH, RENEW, LEASE_RENEWED)                                                           \
+    B(RELEASE_BATCH, RELEASE, LEASE_RELEASED)
+
+/* The item operation of a batch, and the code of a decided batch;
+ * LEASED_OP_COUNT and LEASE_CODE_COUNT for an operation that is not one. */
+leased_op_t lease_operation_item(leased_op_t batch);
+lease_code_t lease_operation_decided(leased_op_t batch);
+
 /* The field lists of a batch's items (the renewals or releases they are). */
 extern const lease_field_t lease_renew_item_fields[];
 extern const size_t lease_renew_item_fields_n;

@@ -42,3 +42,23 @@ const lease_field_t lease_renew_item_fields[] = {LEASE_FIELDS_RENEW_ITEM(ROW_OWN
 const size_t lease_renew_item_fields_n = N_ROWS(lease_renew_item_fields);
 const lease_field_t lease_release_item_fields[] = {LEASE_FIELDS_RELEASE_ITEM(ROW_OWNER) END_ROW};
 const size_t lease_release_item_fields_n = N_ROWS(lease_release_item_fields);
+
+leased_op_t lease_operation_item(leased_op_t batch)
+{
+#define ITEM_OF(BATCH, ITEM, DECIDED)                                                              \
+    if (batch == LEASED_OP_##BATCH)                                                                \
+        return LEASED_OP_##ITEM;
+    LEASE_BATCHES(ITEM_OF)
+#undef ITEM_OF
+    return LEASED_OP_COUNT;
+}
+
+lease_code_t lease_operation_decided(leased_op_t batch)
+{
+#define DECIDED_OF(BATCH, ITEM, DECIDED)                                                           \
+    if (batch == LEASED_OP_##BATCH)                                                                \
+        return DECIDED;
+    LEASE_BATCHES(DECIDED_OF)
+#undef DECIDED_OF
+    return LEASE_CODE_COUNT;
+}

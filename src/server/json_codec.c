@@ -415,7 +415,7 @@ static bool decode_fields(decoder_t *d, json_t *b, const lease_field_t *fields, 
             ok = decode_deadline(d, b, &req->deadline); /* deadline_at with it */
             break;
         case LEASE_FIELD_ITEMS:
-            ok = decode_batch(d, b, req, req->op == LEASED_OP_RENEW_BATCH);
+            ok = decode_batch(d, b, req, lease_operation_item(req->op) == LEASED_OP_RENEW);
             break;
         case LEASE_FIELD_WRITES:
             ok = decode_writes(d, b, req);

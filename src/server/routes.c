@@ -136,15 +136,21 @@ static void reply_outcome(leased_exchange_t *ex, const leased_op_ctx_t *ctx, lea
     leased_view_t view = {ctx->caller.principal.principal_id,
                           lease_auth_has(&ctx->caller, LEASE_CAP_AUDIT_READ)};
     char *body;
-    if (req->op == LEASED_OP_LIST)
+    switch (lease_operation(req->op)->shape) { /* the envelope of the answer's shape */
+    case LEASE_SHAPE_LIST:
         body = leased_codec_list_envelope(&out->list, ex->correlation_id, &view);
-    else if (req->op == LEASED_OP_COMMIT)
+        break;
+    case LEASE_SHAPE_COMMIT:
         body = leased_codec_commit_envelope(&req->u.commit, &out->commit, ex->correlation_id);
-    else if (req->op == LEASED_OP_RENEW_BATCH || req->op == LEASED_OP_RELEASE_BATCH)
+        break;
+    case LEASE_SHAPE_OWNER_BATCH:
         body =
             leased_codec_batch_envelope(code, out->items, out->n_items, ex->correlation_id, &view);
-    else
+        break;
+    default:
         body = leased_codec_lease_envelope(&out->lease, ex->correlation_id, &view);
+        break;
+    }
     if (!body) {
         /* out of memory after a success: the client must resolve by request id */
         leased_routes_reply_error(ex, LEASE_OUTCOME_UNKNOWN, NULL, 1000);
@@ -212,7 +218,7 @@ static void handle_operation(leased_app_t *app, leased_exchange_t *ex, leased_op
         goto cleanup;
     }
     /* an acquire that may wait holds a waiting share for all its attempts */
-    if (req->op == LEASED_OP_ACQUIRE && req->wait_ms > 0 && ex->claim.inflight) {
+    if (req->wait_ms > 0 && ex->claim.inflight) { /* only a body with wait_ms sets it */
         if (!leased_admission_claim(app->admission, ex->claim.credential_id, ex->claim.tenant_id,
                                     true, &retry_ms)) {
             leased_service_audit_refusal(app->service, ctx, LEASE_RATE_LIMITED, req);

@@ -419,8 +419,7 @@ static lease_code_t authorize_request(const leased_op_ctx_t *ctx, leased_request
 /* The digest of a batch's items: each that of the renewal or release it is. */
 static bool digest_items(leased_request_t *req)
 {
-    leased_op_t item = req->op == LEASED_OP_RENEW_BATCH ? LEASED_OP_RENEW : LEASED_OP_RELEASE;
-    const lease_operation_t *d = op_of(item);
+    const lease_operation_t *d = op_of(lease_operation_item(req->op));
     for (size_t i = 0; i < req->n_items; i++) {
         lease_owner_req_t *r = &req->items[i];
         if (!lease_digest_fields(d->name, &r->call, &r->identity, r, d->fields,
@@ -668,8 +667,8 @@ static void complete_items(leased_request_t *req)
 static lease_code_t owner_batch(leased_service_t *svc, const leased_op_ctx_t *ctx,
                                 leased_request_t *req, leased_outcome_t *out)
 {
-    bool renew = req->op == LEASED_OP_RENEW_BATCH;
-    leased_op_t item_op = renew ? LEASED_OP_RENEW : LEASED_OP_RELEASE;
+    leased_op_t item_op = lease_operation_item(req->op);
+    bool renew = item_op == LEASED_OP_RENEW;
     const lease_call_t *batch = &req->u.owner.call;
     size_t n = req->n_items;
     out->items = calloc(n, sizeof *out->items);
@@ -759,7 +758,7 @@ static lease_code_t store_step(leased_service_t *svc, leased_op_ctx_t *ctx, leas
                                leased_outcome_t *out)
 {
     if (shape_of(req) == LEASE_SHAPE_OWNER_BATCH) {
-        lease_code_t decided = req->op == LEASED_OP_RENEW_BATCH ? LEASE_RENEWED : LEASE_RELEASED;
+        lease_code_t decided = lease_operation_decided(req->op);
         if (owner_batch(svc, ctx, req, out) == decided || store_yielded(out))
             return out->code;
         take_details(req, out);
