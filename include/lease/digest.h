@@ -58,9 +58,8 @@
  * read from req (the operation's store request). False (out "") when a
  * field cannot be written (a kind with its own form, or out of memory).
  * The functions below are this one with their operation's list. */
-bool lease_digest_fields(const char *op, const lease_call_t *call,
-                         const lease_identity_t *id, const void *req,
-                         const lease_field_t *fields, char out[65]);
+bool lease_digest_fields(const char *op, const lease_call_t *call, const lease_identity_t *id,
+                         const void *req, const lease_field_t *fields, char out[65]);
 void lease_digest_acquire(const lease_acquire_req_t *r, char out[65]);
 void lease_digest_renew(const lease_owner_req_t *r, char out[65]);
 void lease_digest_release(const lease_owner_req_t *r, char out[65]);

@@ -14,7 +14,7 @@
  * pg_codec_result.c), and the check that docs/openapi.yaml names the same
  * routes and body fields (tests/unit/test_openapi_routes.c). A new
  * optional field or a new route starts here (docs/architecture.md,
- * "Adding a field or a route").
+ * "Add an optional field", "Add a route").
  *
  * Lists are X-macros: a reader passes a macro that takes one row's columns
  * and expands each row with it. Depends on lease/store.h only (for the
@@ -53,37 +53,36 @@
  *   FIELDS   its body's fields: LEASE_FIELDS_<FIELDS> below (NONE: no body)
  */
 #define LEASE_OPERATIONS(X)                                                                        \
-    X(ACQUIRE, "POST", "/v1/leases/acquire", "acquire", LEASE_CAP_LEASE, true, ACQUIRE,           \
-      operation, "target_lease_acquire", acquire, ACQUIRE)                                         \
+    X(ACQUIRE, "POST", "/v1/leases/acquire", "acquire", LEASE_CAP_LEASE, true, ACQUIRE, operation, \
+      "target_lease_acquire", acquire, ACQUIRE)                                                    \
     X(RENEW, "POST", "/v1/leases/renew", "renew", LEASE_CAP_LEASE, true, OWNER, operation,         \
       "target_lease_renew", renew, RENEW)                                                          \
     X(RELEASE, "POST", "/v1/leases/release", "release", LEASE_CAP_LEASE, true, OWNER, operation,   \
       "target_lease_release", release, RELEASE)                                                    \
-    X(FORCE_RELEASE, "POST", "/v1/leases/force-release", "force_release",                          \
-      LEASE_CAP_FORCE_RELEASE, true, ADMIN, operation, "target_lease_force_release",               \
-      force_release, FORCE_RELEASE)                                                                \
+    X(FORCE_RELEASE, "POST", "/v1/leases/force-release", "force_release", LEASE_CAP_FORCE_RELEASE, \
+      true, ADMIN, operation, "target_lease_force_release", force_release, FORCE_RELEASE)          \
     X(REVOKE, "POST", "/v1/leases/revoke", "revoke", LEASE_CAP_REVOKE, true, ADMIN, operation,     \
       "target_lease_revoke", revoke, REVOKE)                                                       \
     X(GET, "GET", "/v1/leases/{lease_id}", "get", LEASE_CAP_READ, false, GET, operation,           \
       "target_lease_inspect", inspect, NONE)                                                       \
     X(INSPECT, "POST", "/v1/leases/inspect", "inspect", LEASE_CAP_READ, false, INSPECT, operation, \
       "target_lease_inspect", inspect, INSPECT)                                                    \
-    /* list by owner is open to targets:lease too; the service checks the rest */                 \
+    /* list by owner is open to targets:lease too; the service checks the rest */                  \
     X(LIST, "POST", "/v1/leases/list", "list", LEASE_CAP_READ | LEASE_CAP_LEASE, false, LIST,      \
       operation, "target_lease_list", list, LIST)                                                  \
-    /* a commit the store accepted audits itself; a refused one is "rejected" */                  \
+    /* a commit the store accepted audits itself; a refused one is "rejected" */                   \
     X(COMMIT, "POST", "/v1/commits", "commit", LEASE_CAP_LEASE, true, COMMIT, operation,           \
       "target_lease_commit_rejected", commit, COMMIT)                                              \
-    /* targets:read watches what it may inspect; targets:lease its own leases */                  \
+    /* targets:read watches what it may inspect; targets:lease its own leases */                   \
     X(WATCH, "GET", "/v1/leases/{lease_id}/watch", "watch", LEASE_CAP_READ | LEASE_CAP_LEASE,      \
       false, GET, watch, "target_lease_inspect", watch, NONE)                                      \
-    /* a batch is not itself a mutation: each item is a renewal or release */                     \
+    /* a batch is not itself a mutation: each item is a renewal or release */                      \
     X(RENEW_BATCH, "POST", "/v1/leases/renew-batch", "renew_batch", LEASE_CAP_LEASE, false,        \
       OWNER_BATCH, operation, "target_lease_renew", renew_many, RENEW_BATCH)                       \
     X(RELEASE_BATCH, "POST", "/v1/leases/release-batch", "release_batch", LEASE_CAP_LEASE, false,  \
-      OWNER_BATCH, operation, "target_lease_release", release_many, RELEASE_BATCH)                \
-    X(HEALTHZ, "GET", "/healthz", "healthz", 0, false, NONE, healthz, NULL, none, NONE)           \
-    X(READYZ, "GET", "/readyz", "readyz", 0, false, NONE, readyz, NULL, none, NONE)               \
+      OWNER_BATCH, operation, "target_lease_release", release_many, RELEASE_BATCH)                 \
+    X(HEALTHZ, "GET", "/healthz", "healthz", 0, false, NONE, healthz, NULL, none, NONE)            \
+    X(READYZ, "GET", "/readyz", "readyz", 0, false, NONE, readyz, NULL, none, NONE)                \
     X(METRICS, "GET", "/metrics", "metrics", 0, false, NONE, metrics, NULL, none, NONE)
 
 /* The kinds of request (SHAPE): what an operation of that kind decodes
@@ -125,11 +124,11 @@ typedef enum leased_op {
  *            input that can change what the operation does, and nothing
  *            else; the identity and principal_id always do)
  */
-#define LEASE_DEADLINE_FIELDS(F)                                                                \
-    F("deadline_ms", DEADLINE_MS, OPTIONAL, call, 1, INT64_MAX / 1000000, false)                  \
+#define LEASE_DEADLINE_FIELDS(F)                                                                   \
+    F("deadline_ms", DEADLINE_MS, OPTIONAL, call, 1, INT64_MAX / 1000000, false)                   \
     F("deadline_at", DEADLINE_AT, OPTIONAL, call, 0, 0, false)
 
-#define LEASE_FIELDS_ACQUIRE(F)                                                                 \
+#define LEASE_FIELDS_ACQUIRE(F)                                                                    \
     F("request_id", ID, REQUIRED, call.request_id, 0, 0, false)                                    \
     F("lock_identity", IDENTITY, REQUIRED, identity, 0, 0, false)                                  \
     F("service_instance_id", ID, REQUIRED, service_instance_id, 0, 0, true)                        \
@@ -144,7 +143,7 @@ typedef enum leased_op {
 
 /* A renewal's fields, without the deadline (a batch item has none of its
  * own: the batch is one transaction with one deadline). */
-#define LEASE_FIELDS_RENEW_ITEM(F)                                                              \
+#define LEASE_FIELDS_RENEW_ITEM(F)                                                                 \
     F("request_id", ID, REQUIRED, call.request_id, 0, 0, false)                                    \
     F("lock_identity", IDENTITY, REQUIRED, identity, 0, 0, false)                                  \
     F("lease_id", ID, REQUIRED, lease_id, 0, 0, true)                                              \
@@ -153,7 +152,7 @@ typedef enum leased_op {
     F("ttl_ms", INT, OPTIONAL, ttl_ms, 1, INT32_MAX, true)
 #define LEASE_FIELDS_RENEW(F) LEASE_FIELDS_RENEW_ITEM(F) LEASE_DEADLINE_FIELDS(F)
 
-#define LEASE_FIELDS_RELEASE_ITEM(F)                                                            \
+#define LEASE_FIELDS_RELEASE_ITEM(F)                                                               \
     F("request_id", ID, REQUIRED, call.request_id, 0, 0, false)                                    \
     F("lock_identity", IDENTITY, REQUIRED, identity, 0, 0, false)                                  \
     F("lease_id", ID, REQUIRED, lease_id, 0, 0, true)                                              \
@@ -169,7 +168,7 @@ typedef enum leased_op {
     LEASE_DEADLINE_FIELDS(F)                                                                       \
     F("releases", ITEMS, REQUIRED, call, 1, LEASE_RENEW_BATCH_MAX, false)
 
-#define LEASE_FIELDS_FORCE_RELEASE(F)                                                           \
+#define LEASE_FIELDS_FORCE_RELEASE(F)                                                              \
     F("request_id", ID, REQUIRED, call.request_id, 0, 0, false)                                    \
     F("lock_identity", IDENTITY, REQUIRED, identity, 0, 0, false)                                  \
     F("lease_id", ID, REQUIRED, lease_id, 0, 0, true)                                              \
@@ -178,7 +177,7 @@ typedef enum leased_op {
     F("incident_id", ID, DIGEST_ONLY, incident_id, 0, 0, true)                                     \
     LEASE_DEADLINE_FIELDS(F)
 
-#define LEASE_FIELDS_REVOKE(F)                                                                  \
+#define LEASE_FIELDS_REVOKE(F)                                                                     \
     F("request_id", ID, REQUIRED, call.request_id, 0, 0, false)                                    \
     F("lock_identity", IDENTITY, REQUIRED, identity, 0, 0, false)                                  \
     F("lease_id", ID, REQUIRED, lease_id, 0, 0, true)                                              \
@@ -187,7 +186,7 @@ typedef enum leased_op {
     F("incident_id", ID, OPTIONAL, incident_id, 0, 0, true)                                        \
     LEASE_DEADLINE_FIELDS(F)
 
-#define LEASE_FIELDS_INSPECT(F)                                                                 \
+#define LEASE_FIELDS_INSPECT(F)                                                                    \
     F("lock_identity", IDENTITY, REQUIRED, identity, 0, 0, false)                                  \
     LEASE_DEADLINE_FIELDS(F)
 
@@ -196,7 +195,7 @@ typedef enum leased_op {
  * them; these rows say which keys are accepted and required. tenant_id and
  * program_id are required by target and program; by owner they default to
  * the credential's (service.c). */
-#define LEASE_FIELDS_LIST(F)                                                                    \
+#define LEASE_FIELDS_LIST(F)                                                                       \
     F("by", LIST_FILTER, REQUIRED, call, 0, 0, false)                                              \
     F("tenant_id", LIST_FILTER, OPTIONAL, tenant_id, 0, 0, false)                                  \
     F("program_id", LIST_FILTER, OPTIONAL, program_id, 0, 0, false)                                \
@@ -207,7 +206,7 @@ typedef enum leased_op {
     LEASE_DEADLINE_FIELDS(F)
 
 /* A commit's writes enter its digest in their own form (lease/digest.h). */
-#define LEASE_FIELDS_COMMIT(F)                                                                  \
+#define LEASE_FIELDS_COMMIT(F)                                                                     \
     F("request_id", ID, REQUIRED, call.request_id, 0, 0, false)                                    \
     F("lock_identity", IDENTITY, REQUIRED, identity, 0, 0, false)                                  \
     F("lease_id", ID, REQUIRED, lease_id, 0, 0, true)                                              \
@@ -318,8 +317,8 @@ extern const size_t lease_release_item_fields_n;
     C(ACQUIRE, "acquire", true,                                                                    \
       LEASE_CODE_BIT(LEASE_ACQUIRED) | LEASE_CODE_BIT(LEASE_CONFLICT) |                            \
           LEASE_CODE_BIT(LEASE_IDEMPOTENCY_CONFLICT) |                                             \
-          LEASE_CODE_BIT(LEASE_INVALID_LEASE_REQUEST) |                                            \
-          LEASE_CODE_BIT(LEASE_DEADLINE_EXCEEDED) | LEASE_CODE_BIT(LEASE_BACKEND_UNAVAILABLE))     \
+          LEASE_CODE_BIT(LEASE_INVALID_LEASE_REQUEST) | LEASE_CODE_BIT(LEASE_DEADLINE_EXCEEDED) |  \
+          LEASE_CODE_BIT(LEASE_BACKEND_UNAVAILABLE))                                               \
     C(RENEW, "renew", true, LEASE_CODE_BIT(LEASE_RENEWED) | LEASE_MUTATION_FAILURES)               \
     C(RELEASE, "release", true, LEASE_CODE_BIT(LEASE_RELEASED) | LEASE_MUTATION_FAILURES)          \
     C(FORCE_RELEASE, "force_release", true,                                                        \
@@ -328,8 +327,7 @@ extern const size_t lease_release_item_fields_n;
     C(INSPECT, "inspect", false,                                                                   \
       LEASE_CODE_BIT(LEASE_INSPECTED) | LEASE_CODE_BIT(LEASE_NOT_FOUND) | LEASE_READ_FAILURES)     \
     C(LIST_BY_OWNER, "list_by_owner", false, LEASE_CODE_BIT(LEASE_LISTED) | LEASE_READ_FAILURES)   \
-    C(LIST_BY_TARGET, "list_by_target", false,                                                     \
-      LEASE_CODE_BIT(LEASE_LISTED) | LEASE_READ_FAILURES)                                          \
+    C(LIST_BY_TARGET, "list_by_target", false, LEASE_CODE_BIT(LEASE_LISTED) | LEASE_READ_FAILURES) \
     C(LIST_BY_PROGRAM, "list_by_program", false,                                                   \
       LEASE_CODE_BIT(LEASE_LISTED) | LEASE_READ_FAILURES)                                          \
     C(FENCED_COMMIT, "fenced_commit", true,                                                        \

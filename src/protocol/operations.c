@@ -17,9 +17,12 @@
 #define ROW_NONE(...) LEASE_FIELD_OF(lease_acquire_req_t, __VA_ARGS__)
 
 /* Each list ends with a row without a name (the decoder's walks stop there). */
-#define END_ROW {.name = NULL}
+#define END_ROW                                                                                    \
+    {                                                                                              \
+        .name = NULL                                                                               \
+    }
 
-#define FIELD_TABLE(ID, METHOD, PATH, NAME, CAPS, MUTATES, SHAPE, HANDLER, EVENT, STORE, FIELDS)  \
+#define FIELD_TABLE(ID, METHOD, PATH, NAME, CAPS, MUTATES, SHAPE, HANDLER, EVENT, STORE, FIELDS)   \
     static const lease_field_t fields_##ID[] = {LEASE_FIELDS_##FIELDS(ROW_##SHAPE) END_ROW};
 LEASE_OPERATIONS(FIELD_TABLE)
 #undef FIELD_TABLE
@@ -28,7 +31,8 @@ LEASE_OPERATIONS(FIELD_TABLE)
 
 static const lease_operation_t operations[LEASED_OP_COUNT] = {
 #define OPERATION(ID, METHOD, PATH, NAME, CAPS, MUTATES, SHAPE, HANDLER, EVENT, STORE, FIELDS)     \
-    [LEASED_OP_##ID] = {NAME, MUTATES, LEASE_SHAPE_##SHAPE, EVENT, fields_##ID, N_ROWS(fields_##ID)},
+    [LEASED_OP_##                                                                                  \
+        ID] = {NAME, MUTATES, LEASE_SHAPE_##SHAPE, EVENT, fields_##ID, N_ROWS(fields_##ID)},
     LEASE_OPERATIONS(OPERATION)
 #undef OPERATION
 };

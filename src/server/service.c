@@ -205,8 +205,14 @@ typedef struct event_column {
 } event_column_t;
 
 #define EVENT_TEXT(name, member)                                                                   \
-    {name, offsetof(lease_audit_event_t, member), sizeof(((lease_audit_event_t *)0)->member), false}
-#define EVENT_INT(name, member) {name, offsetof(lease_audit_event_t, member), sizeof(int64_t), true}
+    {                                                                                              \
+        name, offsetof(lease_audit_event_t, member), sizeof(((lease_audit_event_t *)0)->member),   \
+            false                                                                                  \
+    }
+#define EVENT_INT(name, member)                                                                    \
+    {                                                                                              \
+        name, offsetof(lease_audit_event_t, member), sizeof(int64_t), true                         \
+    }
 
 static const event_column_t event_columns[] = {
     EVENT_TEXT("lease_id", lease_id),
@@ -437,12 +443,12 @@ bool leased_service_digest(leased_request_t *req)
     if (d->shape == LEASE_SHAPE_OWNER_BATCH)
         return digest_items(req);
     if (!d->mutates)
-        return true; /* reads carry no digest */
+        return true;                    /* reads carry no digest */
     if (d->shape == LEASE_SHAPE_COMMIT) /* its writes have a form of their own */
         return lease_digest_commit(&req->u.commit, call->request_digest);
     const lease_identity_t *id = identity_of(req);
-    return id && lease_digest_fields(d->name, call, id, store_req(req), d->fields,
-                                     call->request_digest);
+    return id &&
+           lease_digest_fields(d->name, call, id, store_req(req), d->fields, call->request_digest);
 }
 
 static int64_t min64(int64_t a, int64_t b)

@@ -27,18 +27,18 @@
 #include "pg_log.h"
 
 typedef struct op_info {
-    const char *name;     /* the SQL function's */
-    bool resolvable;      /* a lease mutation: a lost reply is outcome-unknown */
-    unsigned allowed;     /* bit per lease_code_t (LEASE_CODE_BIT) */
+    const char *name; /* the SQL function's */
+    bool resolvable;  /* a lease mutation: a lost reply is outcome-unknown */
+    unsigned allowed; /* bit per lease_code_t (LEASE_CODE_BIT) */
 } op_info_t;
 
 static const op_info_t ops[STORE_PG_OP_COUNT] = {
 #define OP_INFO(ID, FUNCTION, RESOLVABLE, CODES) [STORE_PG_OP_##ID] = {FUNCTION, RESOLVABLE, CODES},
     LEASE_STORE_CALLS(OP_INFO)
 #undef OP_INFO
-    /* internal operations: no typed answer of their own beyond success, and
-     * nobody resolves them (a lost reply is backend_unavailable) */
-    [STORE_PG_OP_SWEEP] = {"sweep_expired", false, 0},
+        /* internal operations: no typed answer of their own beyond success, and
+         * nobody resolves them (a lost reply is backend_unavailable) */
+        [STORE_PG_OP_SWEEP] = {"sweep_expired", false, 0},
     [STORE_PG_OP_RECORD_AUDIT] = {"record_audit", false, 0},
     [STORE_PG_OP_CREDENTIAL_LOOKUP] = {"credential_lookup", false, 0},
     [STORE_PG_OP_HEALTH] = {"health", false, 0},
@@ -556,14 +556,14 @@ lease_code_t store_pg_decode_sweep(const char *sweep_text, const char *purge_tex
 lease_code_t store_pg_decode_housekeeping(lease_housekeeping_step_t step, const char *text,
                                           lease_housekeeping_result_t *out)
 {
-    static const char *const purged[LEASE_TABLE_COUNT] = {
-        "idempotency_purged", "history_purged", "lease_index_purged", "audit_purged"};
-    static const char *const lag[LEASE_TABLE_COUNT] = {
-        "idempotency_lag_ms", "history_lag_ms", "lease_index_lag_ms", "audit_lag_ms"};
+    static const char *const purged[LEASE_TABLE_COUNT] = {"idempotency_purged", "history_purged",
+                                                          "lease_index_purged", "audit_purged"};
+    static const char *const lag[LEASE_TABLE_COUNT] = {"idempotency_lag_ms", "history_lag_ms",
+                                                       "lease_index_lag_ms", "audit_lag_ms"};
     memset(out, 0, sizeof *out);
     json_t *o = store_pg_parse_object(text);
-    bool ok = o && lease_json_get_bool(o, "ran", &out->ran) &&
-              lease_json_get_bool(o, "more", &out->more);
+    bool ok =
+        o && lease_json_get_bool(o, "ran", &out->ran) && lease_json_get_bool(o, "more", &out->more);
     if (ok && out->ran && step == LEASE_STEP_EXPIRE)
         ok = lease_json_get_int(o, "expired", &out->expired, true, 0) &&
              lease_json_get_int(o, "lag_ms", &out->lag_ms, true, 0);

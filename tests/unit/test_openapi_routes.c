@@ -116,7 +116,6 @@ static void test_same_routes(void **state)
     assert_int_equal(n_ops, n_routes);
 }
 
-
 /* ---- body fields ---------------------------------------------------- */
 
 #define MAX_LINES 4096
@@ -280,8 +279,8 @@ static void same_fields(const char *what, const lease_field_t *fields, const nam
         if (f->presence == LEASE_FIELD_REQUIRED) {
             required++;
             if (!has_name(req, f->name))
-                fail_msg("%s: %s is required by lease/operations.h, not by docs/openapi.yaml",
-                         what, f->name);
+                fail_msg("%s: %s is required by lease/operations.h, not by docs/openapi.yaml", what,
+                         f->name);
         }
     }
     if (props->n != accepted || req->n != required) {
@@ -290,8 +289,8 @@ static void same_fields(const char *what, const lease_field_t *fields, const nam
             for (const lease_field_t *f = fields; f->name; f++)
                 known |= f->presence != LEASE_FIELD_DIGEST_ONLY && !strcmp(f->name, props->v[i]);
             if (!known)
-                fprintf(stderr, "%s: docs/openapi.yaml has %s, lease/operations.h does not\n",
-                        what, props->v[i]);
+                fprintf(stderr, "%s: docs/openapi.yaml has %s, lease/operations.h does not\n", what,
+                        props->v[i]);
         }
         fail_msg("%s: %zu fields (%zu required) in docs/openapi.yaml, %zu (%zu) in "
                  "lease/operations.h",
@@ -327,7 +326,8 @@ static void test_same_body_fields(void **state)
     static const struct {
         const char *schema;
         const lease_field_t *fields;
-    } items[] = {{"RenewItem", lease_renew_item_fields}, {"ReleaseItem", lease_release_item_fields}};
+    } items[] = {{"RenewItem", lease_renew_item_fields},
+                 {"ReleaseItem", lease_release_item_fields}};
     for (size_t i = 0; i < sizeof items / sizeof items[0]; i++) {
         names_t props = {.n = 0}, req = {.n = 0};
         collect_schema(&d, items[i].schema, strlen(items[i].schema), &props, &req);

@@ -132,8 +132,7 @@ static void check_sample(const sample_t *s, bool print)
     leased_codec_error_t err;
     bool ok = leased_codec_decode(s->op, s->body, strlen(s->body), NULL, &limits, req, &err);
     if (!ok)
-        fail_msg("%s: decode failed at %s (%s)", s->name, err.field,
-                 err.reason ? err.reason : "?");
+        fail_msg("%s: decode failed at %s (%s)", s->name, err.field, err.reason ? err.reason : "?");
     size_t n = req->n_items ? req->n_items : 1;
     for (size_t i = 0; i < req->n_items; i++)
         set_caller(&req->items[i].call);
