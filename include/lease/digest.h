@@ -47,11 +47,19 @@
 
 #include <stdbool.h>
 
+#include "lease/operations.h"
 #include "lease/result.h"
 #include "lease/store.h"
 
 #define LEASE_DIGEST_HEX_LEN 64
 
+/* The digest of a fixed-shape mutation from its field list
+ * (lease/operations.h): the base members, then each field marked DIGEST
+ * read from req (the operation's store request). False (out "") when a
+ * field cannot be written (a kind with its own form, or out of memory).
+ * The functions below are this one with their operation's list. */
+bool lease_digest_fields(const char *op, const lease_call_t *call, const lease_identity_t *id,
+                         const void *req, const lease_field_t *fields, char out[65]);
 void lease_digest_acquire(const lease_acquire_req_t *r, char out[65]);
 void lease_digest_renew(const lease_owner_req_t *r, char out[65]);
 void lease_digest_release(const lease_owner_req_t *r, char out[65]);

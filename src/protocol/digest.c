@@ -241,56 +241,81 @@ static char *metadata_text(const char *s, size_t cap)
     return text;
 }
 
-void lease_digest_acquire(const lease_acquire_req_t *r, char out[65])
+/* The value of an integer field (lease/operations.h: INT members are
+ * int64_t; any other size fails the digest closed). */
+static bool int_member(const lease_field_t *f, const char *p, long long *out)
 {
-    canonical_t c = {.n = 0};
-    size_t md_len = strnlen(r->metadata_json, sizeof r->metadata_json);
-    /* no metadata is the empty object: the common case needs no parse */
-    char *metadata = md_len == 0 ? NULL : metadata_text(r->metadata_json, sizeof r->metadata_json);
-    add_base(&c, "acquire", &r->call, &r->identity);
-    ADD_TEXT(&c, "service_instance_id", r->service_instance_id);
-    ADD_TEXT(&c, "execution_id", r->execution_id);
-    ADD_TEXT(&c, "job_id", r->job_id);
-    ADD_TEXT(&c, "trace_id", r->trace_id);
-    ADD_INT(&c, "ttl_ms", r->ttl_ms);
-    ADD_INT(&c, "maximum_lifetime_ms", r->maximum_lifetime_ms);
-    add(&c, (member_t){"metadata", MEMBER_RAW, md_len == 0 ? "{}" : metadata, 0, 0});
-    finish_canonical(&c, out);
-    free(metadata);
+    int64_t v;
+    if (f->size != sizeof v)
+        return false;
+    memcpy(&v, p, sizeof v);
+    *out = (long long)v;
+    return true;
 }
 
-static void digest_owner(const char *op, const lease_owner_req_t *r, bool with_ttl, char out[65])
+bool lease_digest_fields(const char *op, const lease_call_t *call, const lease_identity_t *id,
+                         const void *req, const lease_field_t *fields, char out[65])
 {
     canonical_t c = {.n = 0};
-    add_base(&c, op, &r->call, &r->identity);
-    ADD_TEXT(&c, "lease_id", r->lease_id);
-    ADD_INT(&c, "fencing_token", r->fencing_token);
-    ADD_TEXT(&c, "service_instance_id", r->service_instance_id);
-    if (with_ttl)
-        ADD_INT(&c, "ttl_ms", r->ttl_ms);
+    char *metadata = NULL;
+    add_base(&c, op, call, id);
+    for (const lease_field_t *f = fields; f->name; f++) {
+        if (!f->digest)
+            continue;
+        const char *p = (const char *)req + f->offset;
+        long long n = 0;
+        size_t md_len;
+        switch (f->kind) {
+        case LEASE_FIELD_ID:
+        case LEASE_FIELD_TEXT:
+            add(&c, (member_t){f->name, MEMBER_TEXT, p, f->size, 0});
+            break;
+        case LEASE_FIELD_INT:
+            if (!int_member(f, p, &n))
+                c.overflow = true;
+            add(&c, (member_t){f->name, MEMBER_INT, NULL, 0, n});
+            break;
+        case LEASE_FIELD_METADATA:
+            /* no metadata is the empty object: the common case needs no parse */
+            md_len = strnlen(p, f->size);
+            if (md_len > 0 && !metadata)
+                metadata = metadata_text(p, f->size);
+            add(&c, (member_t){f->name, MEMBER_RAW, md_len == 0 ? "{}" : metadata, 0, 0});
+            break;
+        default:
+            c.overflow = true; /* a kind with a form of its own (writes): never dropped */
+            break;
+        }
+    }
     finish_canonical(&c, out);
+    free(metadata);
+    return strlen(out) == LEASE_DIGEST_HEX_LEN;
+}
+
+void lease_digest_acquire(const lease_acquire_req_t *r, char out[65])
+{
+    (void)lease_digest_fields("acquire", &r->call, &r->identity, r,
+                              lease_operation(LEASED_OP_ACQUIRE)->fields, out);
 }
 
 void lease_digest_renew(const lease_owner_req_t *r, char out[65])
 {
-    digest_owner("renew", r, true, out);
+    (void)lease_digest_fields("renew", &r->call, &r->identity, r,
+                              lease_operation(LEASED_OP_RENEW)->fields, out);
 }
 
 /* Release has no TTL: a ttl_ms left in the shared struct changes nothing. */
 void lease_digest_release(const lease_owner_req_t *r, char out[65])
 {
-    digest_owner("release", r, false, out);
+    (void)lease_digest_fields("release", &r->call, &r->identity, r,
+                              lease_operation(LEASED_OP_RELEASE)->fields, out);
 }
 
 void lease_digest_admin(const lease_admin_req_t *r, bool revoke, char out[65])
 {
-    canonical_t c = {.n = 0};
-    add_base(&c, revoke ? "revoke" : "force_release", &r->call, &r->identity);
-    ADD_TEXT(&c, "lease_id", r->lease_id);
-    ADD_INT(&c, "fencing_token", r->fencing_token);
-    ADD_TEXT(&c, "reason", r->reason);
-    ADD_TEXT(&c, "incident_id", r->incident_id);
-    finish_canonical(&c, out);
+    leased_op_t op = revoke ? LEASED_OP_REVOKE : LEASED_OP_FORCE_RELEASE;
+    (void)lease_digest_fields(lease_operation(op)->name, &r->call, &r->identity, r,
+                              lease_operation(op)->fields, out);
 }
 
 /* One write as it enters the digest; NULL when its JSON is invalid, its kind

@@ -31,104 +31,8 @@ typedef struct field_rule {
     presence_t presence;
 } field_rule_t;
 
-#define DEADLINE_FIELDS                                                                            \
-    {"deadline_ms", OPTIONAL},                                                                     \
-    {                                                                                              \
-        "deadline_at", OPTIONAL                                                                    \
-    }
-
-static const field_rule_t acquire_fields[] = {
-    {"request_id", REQUIRED},
-    {"lock_identity", REQUIRED},
-    {"service_instance_id", REQUIRED},
-    {"execution_id", REQUIRED},
-    {"job_id", REQUIRED},
-    {"trace_id", OPTIONAL},
-    {"ttl_ms", OPTIONAL},
-    {"maximum_lifetime_ms", OPTIONAL},
-    {"metadata", OPTIONAL},
-    {"wait_ms", OPTIONAL},
-    DEADLINE_FIELDS,
-    {NULL, OPTIONAL},
-};
-static const field_rule_t renew_fields[] = {
-    {"request_id", REQUIRED},
-    {"lock_identity", REQUIRED},
-    {"lease_id", REQUIRED},
-    {"fencing_token", REQUIRED},
-    {"service_instance_id", REQUIRED},
-    {"ttl_ms", OPTIONAL},
-    DEADLINE_FIELDS,
-    {NULL, OPTIONAL},
-};
-/* an item of a batch renewal: a renewal without a deadline of its own (the
- * batch is one transaction with one deadline) */
-static const field_rule_t renew_item_fields[] = {
-    {"request_id", REQUIRED},
-    {"lock_identity", REQUIRED},
-    {"lease_id", REQUIRED},
-    {"fencing_token", REQUIRED},
-    {"service_instance_id", REQUIRED},
-    {"ttl_ms", OPTIONAL},
-    {NULL, OPTIONAL},
-};
-static const field_rule_t renew_batch_fields[] = {
-    {"renewals", REQUIRED},
-    DEADLINE_FIELDS,
-    {NULL, OPTIONAL},
-};
-/* an item of a batch release: a release without a deadline of its own */
-static const field_rule_t release_item_fields[] = {
-    {"request_id", REQUIRED},    {"lock_identity", REQUIRED},       {"lease_id", REQUIRED},
-    {"fencing_token", REQUIRED}, {"service_instance_id", REQUIRED}, {NULL, OPTIONAL},
-};
-static const field_rule_t release_batch_fields[] = {
-    {"releases", REQUIRED},
-    DEADLINE_FIELDS,
-    {NULL, OPTIONAL},
-};
-static const field_rule_t release_fields[] = {
-    {"request_id", REQUIRED},
-    {"lock_identity", REQUIRED},
-    {"lease_id", REQUIRED},
-    {"fencing_token", REQUIRED},
-    {"service_instance_id", REQUIRED},
-    DEADLINE_FIELDS,
-    {NULL, OPTIONAL},
-};
-static const field_rule_t force_release_fields[] = {
-    {"request_id", REQUIRED}, {"lock_identity", REQUIRED},
-    {"lease_id", REQUIRED},   {"fencing_token", REQUIRED},
-    {"reason", REQUIRED},     DEADLINE_FIELDS,
-    {NULL, OPTIONAL},
-};
-static const field_rule_t revoke_fields[] = {
-    {"request_id", REQUIRED}, {"lock_identity", REQUIRED},
-    {"lease_id", REQUIRED},   {"fencing_token", REQUIRED},
-    {"reason", REQUIRED},     {"incident_id", OPTIONAL},
-    DEADLINE_FIELDS,          {NULL, OPTIONAL},
-};
-static const field_rule_t inspect_fields[] = {
-    {"lock_identity", REQUIRED},
-    DEADLINE_FIELDS,
-    {NULL, OPTIONAL},
-};
-static const field_rule_t list_fields[] = {
-    /* tenant_id and program_id: required by target and program; by owner
-     * they default to the credential's (decode_list, service.c) */
-    {"by", REQUIRED},         {"tenant_id", OPTIONAL},
-    {"program_id", OPTIONAL}, {"target_namespace", OPTIONAL},
-    {"target_id", OPTIONAL},  {"page_size", OPTIONAL},
-    {"page_token", OPTIONAL}, DEADLINE_FIELDS,
-    {NULL, OPTIONAL},
-};
-static const field_rule_t commit_fields[] = {
-    {"request_id", REQUIRED},   {"lock_identity", REQUIRED},
-    {"lease_id", REQUIRED},     {"fencing_token", REQUIRED},
-    {"execution_id", REQUIRED}, {"trace_id", REQUIRED},
-    {"writes", REQUIRED},       DEADLINE_FIELDS,
-    {NULL, OPTIONAL},
-};
+/* The body fields of each operation are lease/operations.h's; these are
+ * the rules of the objects inside a body (an identity, a write). */
 static const field_rule_t identity_fields[] = {
     {"tenant_id", REQUIRED},       {"program_id", REQUIRED}, {"target_namespace", REQUIRED},
     {"target_id", REQUIRED},       {"actor_name", REQUIRED}, {"workflow_name", REQUIRED},
@@ -187,6 +91,28 @@ static bool check_fields(decoder_t *d, json_t *obj, const field_rule_t *rules, c
     for (const field_rule_t *r = rules; r->name; r++)
         if (r->presence == REQUIRED && !json_object_get(obj, r->name))
             return fail(d, prefix, r->name, "required");
+    return true;
+}
+
+/* Checks unknown and missing fields of a body against its operation's
+ * fields (lease/operations.h); a DIGEST_ONLY row is not a body field. */
+static bool check_body_fields(decoder_t *d, json_t *obj, const lease_field_t *fields,
+                              const char *prefix)
+{
+    const char *key;
+    json_t *value;
+    json_object_foreach(obj, key, value)
+    {
+        bool known = false;
+        for (const lease_field_t *f = fields; f->name; f++)
+            if (f->presence != LEASE_FIELD_DIGEST_ONLY && strcmp(f->name, key) == 0)
+                known = true;
+        if (!known)
+            return fail(d, prefix, key, "unknown field");
+    }
+    for (const lease_field_t *f = fields; f->name; f++)
+        if (f->presence == LEASE_FIELD_REQUIRED && !json_object_get(obj, f->name))
+            return fail(d, prefix, f->name, "required");
     return true;
 }
 
@@ -451,37 +377,56 @@ static bool decode_writes(decoder_t *d, json_t *body, leased_request_t *req)
     return true;
 }
 
-static bool decode_acquire(decoder_t *d, json_t *b, leased_request_t *req)
-{
-    lease_acquire_req_t *a = &req->u.acquire;
-    return check_fields(d, b, acquire_fields, "") &&
-           get_id(d, b, "", "request_id", a->call.request_id, sizeof a->call.request_id) &&
-           decode_identity(d, b, &a->identity) &&
-           get_id(d, b, "", "service_instance_id", a->service_instance_id,
-                  sizeof a->service_instance_id) &&
-           get_id(d, b, "", "execution_id", a->execution_id, sizeof a->execution_id) &&
-           get_id(d, b, "", "job_id", a->job_id, sizeof a->job_id) &&
-           get_id(d, b, "", "trace_id", a->trace_id, sizeof a->trace_id) &&
-           get_int(d, b, "", "ttl_ms", 1, INT32_MAX, NULL, &a->ttl_ms) &&
-           get_int(d, b, "", "maximum_lifetime_ms", 1, INT64_MAX / 1000000, NULL,
-                   &a->maximum_lifetime_ms) &&
-           decode_metadata(d, b, a->metadata_json, sizeof a->metadata_json) &&
-           get_int(d, b, "", "wait_ms", 0, d->limits->max_wait_ms, NULL, &req->wait_ms) &&
-           decode_deadline(d, b, &req->deadline);
-}
+static bool decode_batch(decoder_t *d, json_t *b, leased_request_t *req, bool renew);
 
-static bool decode_owner(decoder_t *d, json_t *b, leased_request_t *req, bool renew)
+/*
+ * Reads the fields of one body (or batch item) into the store request at
+ * base, in the order of their list: the first that fails is the one the
+ * answer names. req is the whole request (wait, deadline, items, writes);
+ * check_body_fields has run.
+ */
+static bool decode_fields(decoder_t *d, json_t *b, const lease_field_t *fields, void *base,
+                          leased_request_t *req)
 {
-    lease_owner_req_t *o = &req->u.owner;
-    return check_fields(d, b, renew ? renew_fields : release_fields, "") &&
-           get_id(d, b, "", "request_id", o->call.request_id, sizeof o->call.request_id) &&
-           decode_identity(d, b, &o->identity) &&
-           get_id(d, b, "", "lease_id", o->lease_id, sizeof o->lease_id) &&
-           get_int(d, b, "", "fencing_token", 1, INT64_MAX, NULL, &o->fencing_token) &&
-           get_id(d, b, "", "service_instance_id", o->service_instance_id,
-                  sizeof o->service_instance_id) &&
-           get_int(d, b, "", "ttl_ms", 1, INT32_MAX, NULL, &o->ttl_ms) &&
-           decode_deadline(d, b, &req->deadline);
+    for (const lease_field_t *f = fields; f->name; f++) {
+        char *member = (char *)base + f->offset;
+        bool ok = true;
+        switch (f->kind) {
+        case LEASE_FIELD_ID:
+            ok = f->presence == LEASE_FIELD_DIGEST_ONLY ||
+                 get_id(d, b, "", f->name, member, f->size);
+            break;
+        case LEASE_FIELD_INT:
+            ok = get_int(d, b, "", f->name, f->min, f->max, NULL, (int64_t *)(void *)member);
+            break;
+        case LEASE_FIELD_TEXT:
+            ok = get_text(d, b, f->name, member, f->size);
+            break;
+        case LEASE_FIELD_IDENTITY:
+            ok = decode_identity(d, b, (lease_identity_t *)(void *)member);
+            break;
+        case LEASE_FIELD_METADATA:
+            ok = decode_metadata(d, b, member, f->size);
+            break;
+        case LEASE_FIELD_WAIT:
+            ok = get_int(d, b, "", f->name, 0, d->limits->max_wait_ms, NULL, &req->wait_ms);
+            break;
+        case LEASE_FIELD_DEADLINE_MS:
+            ok = decode_deadline(d, b, &req->deadline); /* deadline_at with it */
+            break;
+        case LEASE_FIELD_ITEMS:
+            ok = decode_batch(d, b, req, lease_operation_item(req->op) == LEASED_OP_RENEW);
+            break;
+        case LEASE_FIELD_WRITES:
+            ok = decode_writes(d, b, req);
+            break;
+        default: /* DEADLINE_AT (read with DEADLINE_MS); LIST_FILTER (decode_list) */
+            break;
+        }
+        if (!ok)
+            return false;
+    }
+    return true;
 }
 
 /* One renewal (or release) of a batch. Its fields are checked as a
@@ -490,15 +435,9 @@ static bool decode_owner(decoder_t *d, json_t *b, leased_request_t *req, bool re
 static bool decode_batch_item(decoder_t *d, json_t *b, const char *list, size_t i, bool renew,
                               lease_owner_req_t *o)
 {
-    bool ok = json_is_object(b) &&
-              check_fields(d, b, renew ? renew_item_fields : release_item_fields, "") &&
-              get_id(d, b, "", "request_id", o->call.request_id, sizeof o->call.request_id) &&
-              decode_identity(d, b, &o->identity) &&
-              get_id(d, b, "", "lease_id", o->lease_id, sizeof o->lease_id) &&
-              get_int(d, b, "", "fencing_token", 1, INT64_MAX, NULL, &o->fencing_token) &&
-              get_id(d, b, "", "service_instance_id", o->service_instance_id,
-                     sizeof o->service_instance_id) &&
-              get_int(d, b, "", "ttl_ms", 1, INT32_MAX, NULL, &o->ttl_ms);
+    const lease_field_t *fields = renew ? lease_renew_item_fields : lease_release_item_fields;
+    bool ok = json_is_object(b) && check_body_fields(d, b, fields, "") &&
+              decode_fields(d, b, fields, o, NULL);
     if (ok)
         return true;
     char prefix[32];
@@ -513,13 +452,10 @@ static bool decode_batch_item(decoder_t *d, json_t *b, const char *list, size_t 
     return false;
 }
 
-/* POST /v1/leases/renew-batch (renew) or /release-batch. */
+/* The items of POST /v1/leases/renew-batch (renew) or /release-batch. */
 static bool decode_batch(decoder_t *d, json_t *b, leased_request_t *req, bool renew)
 {
     const char *list = renew ? "renewals" : "releases";
-    if (!check_fields(d, b, renew ? renew_batch_fields : release_batch_fields, "") ||
-        !decode_deadline(d, b, &req->deadline))
-        return false;
     json_t *items = json_object_get(b, list);
     size_t n = json_array_size(items);
     if (!json_is_array(items) || n < 1 || n > LEASE_RENEW_BATCH_MAX) {
@@ -539,26 +475,6 @@ static bool decode_batch(decoder_t *d, json_t *b, leased_request_t *req, bool re
     return true;
 }
 
-static bool decode_admin(decoder_t *d, json_t *b, leased_request_t *req, bool revoke)
-{
-    lease_admin_req_t *a = &req->u.admin;
-    return check_fields(d, b, revoke ? revoke_fields : force_release_fields, "") &&
-           get_id(d, b, "", "request_id", a->call.request_id, sizeof a->call.request_id) &&
-           decode_identity(d, b, &a->identity) &&
-           get_id(d, b, "", "lease_id", a->lease_id, sizeof a->lease_id) &&
-           get_int(d, b, "", "fencing_token", 1, INT64_MAX, NULL, &a->fencing_token) &&
-           get_text(d, b, "reason", a->reason, sizeof a->reason) &&
-           get_id(d, b, "", "incident_id", a->incident_id, sizeof a->incident_id) &&
-           decode_deadline(d, b, &req->deadline);
-}
-
-static bool decode_inspect(decoder_t *d, json_t *b, leased_request_t *req)
-{
-    req->u.inspect.by_identity = true;
-    return check_fields(d, b, inspect_fields, "") &&
-           decode_identity(d, b, &req->u.inspect.identity) && decode_deadline(d, b, &req->deadline);
-}
-
 static bool get_component(decoder_t *d, json_t *b, const char *name, char *out, size_t outsz)
 {
     const char *s;
@@ -574,8 +490,6 @@ static bool get_component(decoder_t *d, json_t *b, const char *name, char *out, 
 static bool decode_list(decoder_t *d, json_t *b, leased_request_t *req)
 {
     lease_list_req_t *l = &req->u.list;
-    if (!check_fields(d, b, list_fields, ""))
-        return false;
     const char *by;
     if (!get_string(d, b, "", "by", &by))
         return false;
@@ -620,19 +534,6 @@ static bool decode_list(decoder_t *d, json_t *b, leased_request_t *req)
         memcpy(l->page_token, token, n + 1);
     }
     return true;
-}
-
-static bool decode_commit(decoder_t *d, json_t *b, leased_request_t *req)
-{
-    lease_commit_req_t *c = &req->u.commit;
-    return check_fields(d, b, commit_fields, "") &&
-           get_id(d, b, "", "request_id", c->call.request_id, sizeof c->call.request_id) &&
-           decode_identity(d, b, &c->identity) &&
-           get_id(d, b, "", "lease_id", c->lease_id, sizeof c->lease_id) &&
-           get_int(d, b, "", "fencing_token", 1, INT64_MAX, NULL, &c->fencing_token) &&
-           get_id(d, b, "", "execution_id", c->execution_id, sizeof c->execution_id) &&
-           get_id(d, b, "", "trace_id", c->trace_id, sizeof c->trace_id) &&
-           decode_writes(d, b, req) && decode_deadline(d, b, &req->deadline);
 }
 
 /*
@@ -717,7 +618,7 @@ bool leased_codec_decode(leased_op_t op, const char *body, size_t len, const cha
     err->field[0] = '\0';
     err->reason = NULL;
     err->bound = NULL;
-    if (op == LEASED_OP_GET || op == LEASED_OP_WATCH) {
+    if (lease_operation(op)->shape == LEASE_SHAPE_GET) {
         if (len > 0)
             return fail(&d, "", "body", "GET takes no body");
         if (!lease_id || !lease_id_valid(lease_id))
@@ -748,35 +649,18 @@ bool leased_codec_decode(leased_op_t op, const char *body, size_t len, const cha
         ok = fail(&d, "", "body", "must be a JSON object");
         goto cleanup;
     }
-    switch (op) {
-    case LEASED_OP_ACQUIRE:
-        ok = decode_acquire(&d, root, req);
-        break;
-    case LEASED_OP_RENEW:
-    case LEASED_OP_RELEASE:
-        ok = decode_owner(&d, root, req, op == LEASED_OP_RENEW);
-        break;
-    case LEASED_OP_RENEW_BATCH:
-    case LEASED_OP_RELEASE_BATCH:
-        ok = decode_batch(&d, root, req, op == LEASED_OP_RENEW_BATCH);
-        break;
-    case LEASED_OP_FORCE_RELEASE:
-    case LEASED_OP_REVOKE:
-        ok = decode_admin(&d, root, req, op == LEASED_OP_REVOKE);
-        break;
-    case LEASED_OP_INSPECT:
-        ok = decode_inspect(&d, root, req);
-        break;
-    case LEASED_OP_LIST:
-        ok = decode_list(&d, root, req);
-        break;
-    case LEASED_OP_COMMIT:
-        ok = decode_commit(&d, root, req);
-        break;
-    default:
+    const lease_operation_t *desc = lease_operation(op);
+    if (desc->shape == LEASE_SHAPE_NONE) {
         ok = fail(&d, "", "body", "this route takes no body");
-        break;
+        goto cleanup;
     }
+    if (desc->shape == LEASE_SHAPE_INSPECT)
+        req->u.inspect.by_identity = true; /* its body names an identity */
+    ok = check_body_fields(&d, root, desc->fields, "");
+    if (ok && desc->shape == LEASE_SHAPE_LIST)
+        ok = decode_list(&d, root, req); /* rules between its filters */
+    else if (ok)
+        ok = decode_fields(&d, root, desc->fields, &req->u, req);
 cleanup:
     json_decref(root);
     return ok;

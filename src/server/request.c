@@ -24,30 +24,29 @@ void leased_request_free(leased_request_t *req)
     free(req);
 }
 
-/* Where the call part of op's store request lies inside the request. */
+/* Where the call part of each shape's store request lies inside the
+ * request (lease/operations.h, SHAPE); routes without a store call use the
+ * acquire slot. */
+#define CALL_ACQUIRE offsetof(leased_request_t, u.acquire.call)
+#define CALL_OWNER offsetof(leased_request_t, u.owner.call)
+#define CALL_OWNER_BATCH offsetof(leased_request_t, u.owner.call)
+#define CALL_ADMIN offsetof(leased_request_t, u.admin.call)
+#define CALL_INSPECT offsetof(leased_request_t, u.inspect.call)
+#define CALL_GET offsetof(leased_request_t, u.inspect.call)
+#define CALL_LIST offsetof(leased_request_t, u.list.call)
+#define CALL_COMMIT offsetof(leased_request_t, u.commit.call)
+#define CALL_NONE offsetof(leased_request_t, u.acquire.call)
+
+static const size_t call_offsets[LEASED_OP_COUNT] = {
+#define CALL_OFFSET(ID, METHOD, PATH, NAME, CAPS, MUTATES, SHAPE, HANDLER, EVENT, STORE, FIELDS)   \
+    [LEASED_OP_##ID] = CALL_##SHAPE,
+    LEASE_OPERATIONS(CALL_OFFSET)
+#undef CALL_OFFSET
+};
+
 static size_t call_offset(leased_op_t op)
 {
-    switch (op) {
-    case LEASED_OP_RENEW:
-    case LEASED_OP_RENEW_BATCH:
-    case LEASED_OP_RELEASE_BATCH:
-    case LEASED_OP_RELEASE:
-        return offsetof(leased_request_t, u.owner.call);
-    case LEASED_OP_FORCE_RELEASE:
-    case LEASED_OP_REVOKE:
-        return offsetof(leased_request_t, u.admin.call);
-    case LEASED_OP_GET:
-    case LEASED_OP_INSPECT:
-    case LEASED_OP_WATCH:
-        return offsetof(leased_request_t, u.inspect.call);
-    case LEASED_OP_LIST:
-        return offsetof(leased_request_t, u.list.call);
-    case LEASED_OP_COMMIT:
-        return offsetof(leased_request_t, u.commit.call);
-    default:
-        /* acquire; health routes carry no store call and use the same slot */
-        return offsetof(leased_request_t, u.acquire.call);
-    }
+    return call_offsets[(unsigned)op < LEASED_OP_COUNT ? op : LEASED_OP_ACQUIRE];
 }
 
 lease_call_t *leased_request_call(leased_request_t *req)

@@ -11,27 +11,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "lease/operations.h"
 #include "lease/store.h"
 
-/* The operations of the route table (docs/api.md, "Operations"). */
-typedef enum leased_op {
-    LEASED_OP_ACQUIRE = 0,   /* POST /v1/leases/acquire */
-    LEASED_OP_RENEW,         /* POST /v1/leases/renew */
-    LEASED_OP_RELEASE,       /* POST /v1/leases/release */
-    LEASED_OP_FORCE_RELEASE, /* POST /v1/leases/force-release */
-    LEASED_OP_REVOKE,        /* POST /v1/leases/revoke */
-    LEASED_OP_GET,           /* GET /v1/leases/{lease_id} */
-    LEASED_OP_INSPECT,       /* POST /v1/leases/inspect */
-    LEASED_OP_LIST,          /* POST /v1/leases/list */
-    LEASED_OP_COMMIT,        /* POST /v1/commits */
-    LEASED_OP_WATCH,         /* GET /v1/leases/{lease_id}/watch */
-    LEASED_OP_RENEW_BATCH,   /* POST /v1/leases/renew-batch */
-    LEASED_OP_RELEASE_BATCH, /* POST /v1/leases/release-batch */
-    LEASED_OP_HEALTHZ,       /* GET /healthz */
-    LEASED_OP_READYZ,        /* GET /readyz */
-    LEASED_OP_METRICS,       /* GET /metrics */
-    LEASED_OP_COUNT
-} leased_op_t;
+/* The operations (leased_op_t, LEASED_OP_*) are lease/operations.h's. */
 
 /* How the request named its deadline. */
 typedef enum leased_deadline_kind {

@@ -33,35 +33,14 @@ static void handle_healthz(leased_app_t *app, leased_exchange_t *ex, leased_op_c
 static void handle_readyz(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx);
 static void handle_metrics(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx);
 
-#define CAP_LEASE LEASE_CAP_LEASE
-#define CAP_READ LEASE_CAP_READ
-
+/* One route per operation of lease/operations.h, in its order. A route
+ * without capabilities needs no credential and is served on the event
+ * thread. */
 static const leased_route_t route_table[] = {
-    {"POST", "/v1/leases/acquire", LEASED_OP_ACQUIRE, "acquire", CAP_LEASE, false,
-     handle_operation},
-    {"POST", "/v1/leases/renew", LEASED_OP_RENEW, "renew", CAP_LEASE, false, handle_operation},
-    {"POST", "/v1/leases/renew-batch", LEASED_OP_RENEW_BATCH, "renew_batch", CAP_LEASE, false,
-     handle_operation},
-    {"POST", "/v1/leases/release", LEASED_OP_RELEASE, "release", CAP_LEASE, false,
-     handle_operation},
-    {"POST", "/v1/leases/release-batch", LEASED_OP_RELEASE_BATCH, "release_batch", CAP_LEASE, false,
-     handle_operation},
-    {"POST", "/v1/leases/force-release", LEASED_OP_FORCE_RELEASE, "force_release",
-     LEASE_CAP_FORCE_RELEASE, false, handle_operation},
-    {"POST", "/v1/leases/revoke", LEASED_OP_REVOKE, "revoke", LEASE_CAP_REVOKE, false,
-     handle_operation},
-    {"GET", "/v1/leases/{lease_id}", LEASED_OP_GET, "get", CAP_READ, false, handle_operation},
-    {"POST", "/v1/leases/inspect", LEASED_OP_INSPECT, "inspect", CAP_READ, false, handle_operation},
-    /* list by owner is open to targets:lease too; the service checks the rest */
-    {"POST", "/v1/leases/list", LEASED_OP_LIST, "list", CAP_READ | CAP_LEASE, false,
-     handle_operation},
-    {"POST", "/v1/commits", LEASED_OP_COMMIT, "commit", CAP_LEASE, false, handle_operation},
-    /* targets:read watches what it may inspect; targets:lease its own leases */
-    {"GET", "/v1/leases/{lease_id}/watch", LEASED_OP_WATCH, "watch", CAP_READ | CAP_LEASE, false,
-     handle_watch},
-    {"GET", "/healthz", LEASED_OP_HEALTHZ, "healthz", 0, true, handle_healthz},
-    {"GET", "/readyz", LEASED_OP_READYZ, "readyz", 0, true, handle_readyz},
-    {"GET", "/metrics", LEASED_OP_METRICS, "metrics", 0, true, handle_metrics},
+#define ROUTE(ID, METHOD, PATH, NAME, CAPS, MUTATES, SHAPE, HANDLER, EVENT, STORE, FIELDS)         \
+    {METHOD, PATH, LEASED_OP_##ID, NAME, CAPS, (CAPS) == 0, handle_##HANDLER},
+    LEASE_OPERATIONS(ROUTE)
+#undef ROUTE
 };
 
 #define N_ROUTES (sizeof route_table / sizeof route_table[0])
@@ -157,15 +136,21 @@ static void reply_outcome(leased_exchange_t *ex, const leased_op_ctx_t *ctx, lea
     leased_view_t view = {ctx->caller.principal.principal_id,
                           lease_auth_has(&ctx->caller, LEASE_CAP_AUDIT_READ)};
     char *body;
-    if (req->op == LEASED_OP_LIST)
+    switch (lease_operation(req->op)->shape) { /* the envelope of the answer's shape */
+    case LEASE_SHAPE_LIST:
         body = leased_codec_list_envelope(&out->list, ex->correlation_id, &view);
-    else if (req->op == LEASED_OP_COMMIT)
+        break;
+    case LEASE_SHAPE_COMMIT:
         body = leased_codec_commit_envelope(&req->u.commit, &out->commit, ex->correlation_id);
-    else if (req->op == LEASED_OP_RENEW_BATCH || req->op == LEASED_OP_RELEASE_BATCH)
+        break;
+    case LEASE_SHAPE_OWNER_BATCH:
         body =
             leased_codec_batch_envelope(code, out->items, out->n_items, ex->correlation_id, &view);
-    else
+        break;
+    default:
         body = leased_codec_lease_envelope(&out->lease, ex->correlation_id, &view);
+        break;
+    }
     if (!body) {
         /* out of memory after a success: the client must resolve by request id */
         leased_routes_reply_error(ex, LEASE_OUTCOME_UNKNOWN, NULL, 1000);
@@ -233,7 +218,7 @@ static void handle_operation(leased_app_t *app, leased_exchange_t *ex, leased_op
         goto cleanup;
     }
     /* an acquire that may wait holds a waiting share for all its attempts */
-    if (req->op == LEASED_OP_ACQUIRE && req->wait_ms > 0 && ex->claim.inflight) {
+    if (req->wait_ms > 0 && ex->claim.inflight) { /* only a body with wait_ms sets it */
         if (!leased_admission_claim(app->admission, ex->claim.credential_id, ex->claim.tenant_id,
                                     true, &retry_ms)) {
             leased_service_audit_refusal(app->service, ctx, LEASE_RATE_LIMITED, req);
@@ -716,8 +701,7 @@ static bool match_for_http(const char *method, const char *path, leased_exchange
     ex->route_slot = r ? (size_t)(r - route_table) : N_ROUTES;
     ex->route_name = r ? r->name : "unmatched";
     ex->on_event_thread = r && r->on_event_thread;
-    ex->quiet_log = r && (r->op == LEASED_OP_METRICS || r->op == LEASED_OP_HEALTHZ ||
-                          r->op == LEASED_OP_READYZ);
+    ex->quiet_log = r && r->on_event_thread; /* the probes: health, readiness, metrics */
     *wrong_method = miss == LEASED_ROUTE_NO_METHOD;
     return r != NULL;
 }

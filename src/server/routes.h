@@ -1,7 +1,8 @@
 /*
  * routes.h - the route table: the only place a request finds its handler.
  *
- * Each route names its method, path, operation, metrics label, the
+ * Built from the operation descriptor (lease/operations.h), one route per
+ * operation. Each route names its method, path, operation, metrics label, the
  * capabilities that may call it and whether it may run on the HTTP event
  * thread (it must never block: health and metrics) or on a worker (it
  * waits on the database). docs/openapi.yaml lists the same routes;

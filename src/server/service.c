@@ -23,6 +23,7 @@
  */
 #include "service.h"
 
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,20 +49,46 @@ struct leased_service {
     int stop_waiting; /* atomic */
 };
 
-static const char *const event_types[LEASED_OP_COUNT] = {
-    [LEASED_OP_ACQUIRE] = "target_lease_acquire",
-    [LEASED_OP_RENEW] = "target_lease_renew",
-    [LEASED_OP_RELEASE] = "target_lease_release",
-    [LEASED_OP_FORCE_RELEASE] = "target_lease_force_release",
-    [LEASED_OP_REVOKE] = "target_lease_revoke",
-    [LEASED_OP_GET] = "target_lease_inspect",
-    [LEASED_OP_INSPECT] = "target_lease_inspect",
-    [LEASED_OP_LIST] = "target_lease_list",
-    [LEASED_OP_COMMIT] = "target_lease_commit_rejected",
-    [LEASED_OP_WATCH] = "target_lease_inspect",
-    [LEASED_OP_RENEW_BATCH] = "target_lease_renew",
-    [LEASED_OP_RELEASE_BATCH] = "target_lease_release",
-};
+/* An operation's description (lease/operations.h). */
+static const lease_operation_t *op_of(leased_op_t op)
+{
+    return lease_operation(op);
+}
+
+static lease_shape_t shape_of(const leased_request_t *req)
+{
+    return op_of(req->op)->shape;
+}
+
+/* The field of req's operation named name, or NULL. */
+static const lease_field_t *field_named(const leased_request_t *req, const char *name)
+{
+    for (const lease_field_t *f = op_of(req->op)->fields; f->name; f++)
+        if (strcmp(f->name, name) == 0)
+            return f;
+    return NULL;
+}
+
+/* The store request inside req: every shape's begins at the union. */
+static void *store_req(leased_request_t *req)
+{
+    return &req->u;
+}
+
+static const void *store_req_const(const leased_request_t *req)
+{
+    return &req->u;
+}
+
+/* The identity the body named (its lock_identity field), or NULL when the
+ * operation takes none. */
+static const lease_identity_t *identity_of(const leased_request_t *req)
+{
+    const lease_field_t *f = field_named(req, "lock_identity");
+    return f ? (const lease_identity_t *)(const void *)((const char *)store_req_const(req) +
+                                                        f->offset)
+             : NULL;
+}
 
 void leased_outcome_clear(leased_outcome_t *out)
 {
@@ -168,52 +195,62 @@ static const char *health_of(lease_code_t code)
     return "ok";
 }
 
-/* Copies what the request says about the lease into the event. */
+/* The audit event's columns a body field of the same name fills (its
+ * other fields, the trace_id and maximum_lifetime_ms, are not audited). */
+typedef struct event_column {
+    const char *field;
+    size_t offset;
+    size_t size;
+    bool is_int;
+} event_column_t;
+
+#define EVENT_TEXT(name, member)                                                                   \
+    {                                                                                              \
+        name, offsetof(lease_audit_event_t, member), sizeof(((lease_audit_event_t *)0)->member),   \
+            false                                                                                  \
+    }
+#define EVENT_INT(name, member)                                                                    \
+    {                                                                                              \
+        name, offsetof(lease_audit_event_t, member), sizeof(int64_t), true                         \
+    }
+
+static const event_column_t event_columns[] = {
+    EVENT_TEXT("lease_id", lease_id),
+    EVENT_INT("fencing_token", fencing_token),
+    EVENT_TEXT("service_instance_id", service_instance_id),
+    EVENT_TEXT("execution_id", execution_id),
+    EVENT_TEXT("job_id", job_id),
+    EVENT_INT("ttl_ms", requested_ttl_ms),
+    EVENT_TEXT("reason", reason),
+    EVENT_TEXT("incident_id", incident_id),
+};
+
+/* Copies what the request says about the lease into the event: each body
+ * field with an event column of its name, and the identity it names. */
 static void event_from_request(lease_audit_event_t *ev, const leased_request_t *req)
 {
     const lease_identity_t *id = NULL;
-    switch (req->op) {
-    case LEASED_OP_ACQUIRE:
-        id = &req->u.acquire.identity;
-        snprintf(ev->service_instance_id, sizeof ev->service_instance_id, "%s",
-                 req->u.acquire.service_instance_id);
-        snprintf(ev->execution_id, sizeof ev->execution_id, "%s", req->u.acquire.execution_id);
-        snprintf(ev->job_id, sizeof ev->job_id, "%s", req->u.acquire.job_id);
-        ev->requested_ttl_ms = req->u.acquire.ttl_ms;
-        break;
-    case LEASED_OP_RENEW:
-    case LEASED_OP_RELEASE:
-        id = &req->u.owner.identity;
-        snprintf(ev->lease_id, sizeof ev->lease_id, "%s", req->u.owner.lease_id);
-        ev->fencing_token = req->u.owner.fencing_token;
-        snprintf(ev->service_instance_id, sizeof ev->service_instance_id, "%s",
-                 req->u.owner.service_instance_id);
-        ev->requested_ttl_ms = req->u.owner.ttl_ms;
-        break;
-    case LEASED_OP_FORCE_RELEASE:
-    case LEASED_OP_REVOKE:
-        id = &req->u.admin.identity;
-        snprintf(ev->lease_id, sizeof ev->lease_id, "%s", req->u.admin.lease_id);
-        ev->fencing_token = req->u.admin.fencing_token;
-        snprintf(ev->reason, sizeof ev->reason, "%s", req->u.admin.reason);
-        snprintf(ev->incident_id, sizeof ev->incident_id, "%s", req->u.admin.incident_id);
-        break;
-    case LEASED_OP_GET:
-    case LEASED_OP_INSPECT:
-    case LEASED_OP_WATCH:
+    const char *base = store_req_const(req);
+    for (const lease_field_t *f = op_of(req->op)->fields; f->name; f++) {
+        for (size_t i = 0; i < sizeof event_columns / sizeof event_columns[0]; i++) {
+            const event_column_t *col = &event_columns[i];
+            if (strcmp(col->field, f->name) != 0)
+                continue;
+            char *dst = (char *)ev + col->offset;
+            if (col->is_int && f->size == sizeof(int64_t))
+                memcpy(dst, base + f->offset, sizeof(int64_t));
+            else if (!col->is_int)
+                snprintf(dst, col->size, "%.*s", (int)strnlen(base + f->offset, f->size),
+                         base + f->offset);
+        }
+    }
+    if (shape_of(req) == LEASE_SHAPE_INSPECT || shape_of(req) == LEASE_SHAPE_GET) {
         if (req->u.inspect.by_identity)
             id = &req->u.inspect.identity;
         else
             snprintf(ev->lease_id, sizeof ev->lease_id, "%s", req->u.inspect.lease_id);
-        break;
-    case LEASED_OP_COMMIT:
-        id = &req->u.commit.identity;
-        snprintf(ev->lease_id, sizeof ev->lease_id, "%s", req->u.commit.lease_id);
-        ev->fencing_token = req->u.commit.fencing_token;
-        snprintf(ev->execution_id, sizeof ev->execution_id, "%s", req->u.commit.execution_id);
-        break;
-    default:
-        break;
+    } else {
+        id = identity_of(req);
     }
     /* The codec zeroes an identity it could not normalise, and a refused
      * body may not have reached it: only a complete one is recorded. */
@@ -231,14 +268,14 @@ static void audit_n(leased_service_t *svc, const leased_op_ctx_t *ctx, const lea
                     const lease_call_t *call, lease_code_t code, const lease_result_t *res,
                     int64_t count)
 {
-    if (!svc->audit || ctx->op >= LEASED_OP_HEALTHZ)
-        return;
+    if (!svc->audit || !op_of(ctx->op)->event_type)
+        return; /* the probes are not audited */
     lease_audit_event_t ev;
     memset(&ev, 0, sizeof ev);
-    ev.event_type = event_types[ctx->op];
+    ev.event_type = op_of(ctx->op)->event_type;
     if (!ctx->authenticated)
         ev.event_type = "target_lease_authenticate";
-    else if (ctx->op == LEASED_OP_COMMIT && lease_code_is_success(code))
+    else if (op_of(ctx->op)->shape == LEASE_SHAPE_COMMIT && lease_code_is_success(code))
         ev.event_type = "target_lease_commit"; /* a replayed commit */
     ev.occurred_at_ms = lease_wall_now_ms();
     ev.latency_ms = (lease_mono_now_ns() - ctx->received_mono_ns) / 1000000;
@@ -343,40 +380,22 @@ static lease_code_t authorize_request(const leased_op_ctx_t *ctx, leased_request
                                       char *field, size_t fieldsz)
 {
     const lease_caller_t *c = &ctx->caller;
-    switch (req->op) {
-    case LEASED_OP_ACQUIRE:
-        return lease_auth_in_scope(c, &req->u.acquire.identity) ? LEASE_CODE_COUNT
-                                                                : LEASE_ACCESS_DENIED;
-    case LEASED_OP_RENEW:
-    case LEASED_OP_RELEASE:
-        return lease_auth_in_scope(c, &req->u.owner.identity) ? LEASE_CODE_COUNT
-                                                              : LEASE_ACCESS_DENIED;
-    case LEASED_OP_RENEW_BATCH:
-    case LEASED_OP_RELEASE_BATCH:
+    switch (shape_of(req)) {
+    case LEASE_SHAPE_OWNER_BATCH:
         /* one item outside scope refuses the batch: the caller named it */
         for (size_t i = 0; i < req->n_items; i++)
             if (!lease_auth_in_scope(c, &req->items[i].identity))
                 return LEASE_ACCESS_DENIED;
         return LEASE_CODE_COUNT;
-    case LEASED_OP_FORCE_RELEASE:
-    case LEASED_OP_REVOKE:
-        if (!c->admin)
-            return LEASE_ACCESS_DENIED;
-        return lease_auth_in_scope(c, &req->u.admin.identity) ? LEASE_CODE_COUNT
-                                                              : LEASE_ACCESS_DENIED;
-    case LEASED_OP_COMMIT:
-        return lease_auth_in_scope(c, &req->u.commit.identity) ? LEASE_CODE_COUNT
-                                                               : LEASE_ACCESS_DENIED;
-    case LEASED_OP_GET:
-    case LEASED_OP_INSPECT:
-    case LEASED_OP_WATCH:
+    case LEASE_SHAPE_GET:
+    case LEASE_SHAPE_INSPECT:
         req->u.inspect.scope = c->scope;
         /* A named identity outside scope is forbidden (the caller named
          * it); a lease id outside scope is the store's lease_not_found. */
         if (req->u.inspect.by_identity && !lease_auth_in_scope(c, &req->u.inspect.identity))
             return LEASE_ACCESS_DENIED;
         return LEASE_CODE_COUNT;
-    case LEASED_OP_LIST: {
+    case LEASE_SHAPE_LIST: {
         lease_list_req_t *l = &req->u.list;
         if (l->by != LEASE_LIST_BY_OWNER && !lease_auth_has(c, LEASE_CAP_READ))
             return LEASE_ACCESS_DENIED;
@@ -389,53 +408,47 @@ static lease_code_t authorize_request(const leased_op_ctx_t *ctx, leased_request
                  c->principal.principal_id);
         return LEASE_CODE_COUNT;
     }
-    default:
+    case LEASE_SHAPE_ADMIN:
+        if (!c->admin)
+            return LEASE_ACCESS_DENIED;
+        break;
+    case LEASE_SHAPE_NONE:
         return LEASE_ACCESS_DENIED;
+    default:
+        break;
     }
+    /* the rest name one identity: it must be inside the caller's scope */
+    const lease_identity_t *id = identity_of(req);
+    return id && lease_auth_in_scope(c, id) ? LEASE_CODE_COUNT : LEASE_ACCESS_DENIED;
 }
 
-/* The request digest of a mutation; false when it cannot be computed
- * (the digest functions leave "" on allocation failure). */
-static bool digest(leased_request_t *req, lease_call_t *call)
+/* The digest of a batch's items: each that of the renewal or release it is. */
+static bool digest_items(leased_request_t *req)
 {
-    call->request_digest[0] = '\0';
-    switch (req->op) {
-    case LEASED_OP_ACQUIRE:
-        lease_digest_acquire(&req->u.acquire, call->request_digest);
-        break;
-    case LEASED_OP_RENEW:
-        lease_digest_renew(&req->u.owner, call->request_digest);
-        break;
-    case LEASED_OP_RENEW_BATCH:
-    case LEASED_OP_RELEASE_BATCH:
-        /* each item carries the digest of the renewal or release it is */
-        for (size_t i = 0; i < req->n_items; i++) {
-            lease_owner_req_t *r = &req->items[i];
-            if (req->op == LEASED_OP_RENEW_BATCH)
-                lease_digest_renew(r, r->call.request_digest);
-            else
-                lease_digest_release(r, r->call.request_digest);
-            if (strlen(r->call.request_digest) != LEASE_DIGEST_HEX_LEN)
-                return false;
-        }
-        return true;
-    case LEASED_OP_RELEASE:
-        lease_digest_release(&req->u.owner, call->request_digest);
-        break;
-    case LEASED_OP_FORCE_RELEASE:
-        lease_digest_admin(&req->u.admin, false, call->request_digest);
-        break;
-    case LEASED_OP_REVOKE:
-        lease_digest_admin(&req->u.admin, true, call->request_digest);
-        break;
-    case LEASED_OP_COMMIT:
-        if (!lease_digest_commit(&req->u.commit, call->request_digest))
+    const lease_operation_t *d = op_of(lease_operation_item(req->op));
+    for (size_t i = 0; i < req->n_items; i++) {
+        lease_owner_req_t *r = &req->items[i];
+        if (!lease_digest_fields(d->name, &r->call, &r->identity, r, d->fields,
+                                 r->call.request_digest))
             return false;
-        break;
-    default:
-        return true; /* reads carry no digest */
     }
-    return strlen(call->request_digest) == LEASE_DIGEST_HEX_LEN;
+    return true;
+}
+
+bool leased_service_digest(leased_request_t *req)
+{
+    lease_call_t *call = leased_request_call(req);
+    const lease_operation_t *d = op_of(req->op);
+    call->request_digest[0] = '\0';
+    if (d->shape == LEASE_SHAPE_OWNER_BATCH)
+        return digest_items(req);
+    if (!d->mutates)
+        return true;                    /* reads carry no digest */
+    if (d->shape == LEASE_SHAPE_COMMIT) /* its writes have a form of their own */
+        return lease_digest_commit(&req->u.commit, call->request_digest);
+    const lease_identity_t *id = identity_of(req);
+    return id &&
+           lease_digest_fields(d->name, call, id, store_req(req), d->fields, call->request_digest);
 }
 
 static int64_t min64(int64_t a, int64_t b)
@@ -508,54 +521,105 @@ static lease_code_t watch_inspect(leased_service_t *svc, const leased_op_ctx_t *
     return code;
 }
 
-static bool is_mutation(leased_op_t op)
-{
-    return op == LEASED_OP_ACQUIRE || op == LEASED_OP_RENEW || op == LEASED_OP_RELEASE ||
-           op == LEASED_OP_FORCE_RELEASE || op == LEASED_OP_REVOKE || op == LEASED_OP_COMMIT;
-}
-
 static bool replayed(const leased_request_t *req, const leased_outcome_t *out)
 {
-    return req->op == LEASED_OP_COMMIT ? out->commit.replayed : out->lease.replayed;
+    return shape_of(req) == LEASE_SHAPE_COMMIT ? out->commit.replayed : out->lease.replayed;
 }
+
+/* The store calls (lease/operations.h, STORE): one per operation, named
+ * there; batches call the store in owner_batch. */
+typedef lease_code_t (*store_fn)(leased_service_t *svc, const leased_op_ctx_t *ctx,
+                                 leased_request_t *req, leased_outcome_t *out);
+
+static lease_code_t store_acquire(leased_service_t *svc, const leased_op_ctx_t *ctx,
+                                  leased_request_t *req, leased_outcome_t *out)
+{
+    return acquire_attempt(svc, ctx, req, out);
+}
+
+static lease_code_t store_renew(leased_service_t *svc, const leased_op_ctx_t *ctx,
+                                leased_request_t *req, leased_outcome_t *out)
+{
+    (void)ctx;
+    return lease_store_renew(svc->store, &req->u.owner, &out->lease);
+}
+
+static lease_code_t store_release(leased_service_t *svc, const leased_op_ctx_t *ctx,
+                                  leased_request_t *req, leased_outcome_t *out)
+{
+    (void)ctx;
+    return lease_store_release(svc->store, &req->u.owner, &out->lease);
+}
+
+static lease_code_t store_force_release(leased_service_t *svc, const leased_op_ctx_t *ctx,
+                                        leased_request_t *req, leased_outcome_t *out)
+{
+    (void)ctx;
+    return lease_store_force_release(svc->store, &req->u.admin, &out->lease);
+}
+
+static lease_code_t store_revoke(leased_service_t *svc, const leased_op_ctx_t *ctx,
+                                 leased_request_t *req, leased_outcome_t *out)
+{
+    (void)ctx;
+    return lease_store_revoke(svc->store, &req->u.admin, &out->lease);
+}
+
+static lease_code_t store_inspect(leased_service_t *svc, const leased_op_ctx_t *ctx,
+                                  leased_request_t *req, leased_outcome_t *out)
+{
+    (void)ctx;
+    return lease_store_inspect(svc->store, &req->u.inspect, &out->lease);
+}
+
+static lease_code_t store_watch(leased_service_t *svc, const leased_op_ctx_t *ctx,
+                                leased_request_t *req, leased_outcome_t *out)
+{
+    return watch_inspect(svc, ctx, req, out);
+}
+
+static lease_code_t store_list(leased_service_t *svc, const leased_op_ctx_t *ctx,
+                               leased_request_t *req, leased_outcome_t *out)
+{
+    (void)ctx;
+    return lease_store_list(svc->store, &req->u.list, &out->list);
+}
+
+static lease_code_t store_commit(leased_service_t *svc, const leased_op_ctx_t *ctx,
+                                 leased_request_t *req, leased_outcome_t *out)
+{
+    (void)ctx;
+    return lease_store_fenced_commit(svc->store, &req->u.commit, &out->commit);
+}
+
+/* Batches: the store is called in owner_batch; the probes call none. */
+#define store_renew_many NULL
+#define store_release_many NULL
+#define store_none NULL
+
+static const store_fn store_calls[LEASED_OP_COUNT] = {
+#define STORE_CALL(ID, METHOD, PATH, NAME, CAPS, MUTATES, SHAPE, HANDLER, EVENT, STORE, FIELDS)    \
+    [LEASED_OP_##ID] = store_##STORE,
+    LEASE_OPERATIONS(STORE_CALL)
+#undef STORE_CALL
+};
 
 static lease_code_t call_store(leased_service_t *svc, const leased_op_ctx_t *ctx,
                                leased_request_t *req, leased_outcome_t *out)
 {
-    switch (req->op) {
-    case LEASED_OP_ACQUIRE:
-        return acquire_attempt(svc, ctx, req, out);
-    case LEASED_OP_RENEW:
-        return lease_store_renew(svc->store, &req->u.owner, &out->lease);
-    case LEASED_OP_RELEASE:
-        return lease_store_release(svc->store, &req->u.owner, &out->lease);
-    case LEASED_OP_FORCE_RELEASE:
-        return lease_store_force_release(svc->store, &req->u.admin, &out->lease);
-    case LEASED_OP_REVOKE:
-        return lease_store_revoke(svc->store, &req->u.admin, &out->lease);
-    case LEASED_OP_GET:
-    case LEASED_OP_INSPECT:
-        return lease_store_inspect(svc->store, &req->u.inspect, &out->lease);
-    case LEASED_OP_WATCH:
-        return watch_inspect(svc, ctx, req, out);
-    case LEASED_OP_LIST:
-        return lease_store_list(svc->store, &req->u.list, &out->list);
-    case LEASED_OP_COMMIT:
-        return lease_store_fenced_commit(svc->store, &req->u.commit, &out->commit);
-    default:
-        return LEASE_BACKEND_UNAVAILABLE;
-    }
+    store_fn fn = (unsigned)req->op < LEASED_OP_COUNT ? store_calls[req->op] : NULL;
+    return fn ? fn(svc, ctx, req, out) : LEASE_BACKEND_UNAVAILABLE;
 }
 
 /* Copies the typed details of the store's answer into the outcome. */
 static void take_details(leased_request_t *req, leased_outcome_t *out)
 {
     const char *field = "";
-    switch (req->op) {
-    case LEASED_OP_LIST:
+    switch (shape_of(req)) {
+    case LEASE_SHAPE_LIST:
         field = out->list.field;
         break;
-    case LEASED_OP_COMMIT:
+    case LEASE_SHAPE_COMMIT:
         field = out->commit.field;
         out->retry_after_ms = out->commit.retry_after_ms;
         if (out->code == LEASE_WRITE_CONFLICT)
@@ -609,8 +673,8 @@ static void complete_items(leased_request_t *req)
 static lease_code_t owner_batch(leased_service_t *svc, const leased_op_ctx_t *ctx,
                                 leased_request_t *req, leased_outcome_t *out)
 {
-    bool renew = req->op == LEASED_OP_RENEW_BATCH;
-    leased_op_t item_op = renew ? LEASED_OP_RENEW : LEASED_OP_RELEASE;
+    leased_op_t item_op = lease_operation_item(req->op);
+    bool renew = item_op == LEASED_OP_RENEW;
     const lease_call_t *batch = &req->u.owner.call;
     size_t n = req->n_items;
     out->items = calloc(n, sizeof *out->items);
@@ -677,10 +741,10 @@ static lease_code_t finish(leased_service_t *svc, const leased_op_ctx_t *ctx, le
                            leased_outcome_t *out)
 {
     take_details(req, out);
-    if (is_mutation(req->op) && lease_code_is_success(out->code) && !replayed(req, out))
+    if (op_of(req->op)->mutates && lease_code_is_success(out->code) && !replayed(req, out))
         return out->code;
-    audit(svc, ctx, req, leased_request_call(req), out->code,
-          req->op == LEASED_OP_LIST || req->op == LEASED_OP_COMMIT ? NULL : &out->lease);
+    bool lease_answer = shape_of(req) != LEASE_SHAPE_LIST && shape_of(req) != LEASE_SHAPE_COMMIT;
+    audit(svc, ctx, req, leased_request_call(req), out->code, lease_answer ? &out->lease : NULL);
     return out->code;
 }
 
@@ -699,8 +763,8 @@ static bool store_yielded(leased_outcome_t *out)
 static lease_code_t store_step(leased_service_t *svc, leased_op_ctx_t *ctx, leased_request_t *req,
                                leased_outcome_t *out)
 {
-    if (req->op == LEASED_OP_RENEW_BATCH || req->op == LEASED_OP_RELEASE_BATCH) {
-        lease_code_t decided = req->op == LEASED_OP_RENEW_BATCH ? LEASE_RENEWED : LEASE_RELEASED;
+    if (shape_of(req) == LEASE_SHAPE_OWNER_BATCH) {
+        lease_code_t decided = lease_operation_decided(req->op);
         if (owner_batch(svc, ctx, req, out) == decided || store_yielded(out))
             return out->code;
         take_details(req, out);
@@ -724,17 +788,19 @@ lease_code_t leased_service_run(leased_service_t *svc, leased_op_ctx_t *ctx, lea
     call->received_mono_ns = ctx->received_mono_ns;
     call->principal = ctx->caller.principal;
     /* trace: a body trace_id wins over traceparent */
-    if (req->op == LEASED_OP_ACQUIRE) {
+    if (shape_of(req) == LEASE_SHAPE_ACQUIRE) {
         if (!req->u.acquire.trace_id[0])
             snprintf(req->u.acquire.trace_id, sizeof req->u.acquire.trace_id, "%s", ctx->trace_id);
         snprintf(call->trace_id, sizeof call->trace_id, "%s", req->u.acquire.trace_id);
-    } else if (req->op == LEASED_OP_COMMIT) {
+    } else if (shape_of(req) == LEASE_SHAPE_COMMIT) {
         snprintf(call->trace_id, sizeof call->trace_id, "%s", req->u.commit.trace_id);
-    } else {
+    } else if (!call->trace_id[0]) {
+        /* a body field may name the call's trace (lease/operations.h: a
+         * row whose member is call.trace_id); none does today */
         snprintf(call->trace_id, sizeof call->trace_id, "%s", ctx->trace_id);
     }
 
-    bool batch = req->op == LEASED_OP_RENEW_BATCH || req->op == LEASED_OP_RELEASE_BATCH;
+    bool batch = shape_of(req) == LEASE_SHAPE_OWNER_BATCH;
     if (batch)
         complete_items(req);
 
@@ -742,7 +808,7 @@ lease_code_t leased_service_run(leased_service_t *svc, leased_op_ctx_t *ctx, lea
     lease_code_t refusal = authorize_request(ctx, req, out->field, sizeof out->field);
     if (refusal == LEASE_CODE_COUNT && lease_deadline_passed(&call->deadline))
         refusal = LEASE_DEADLINE_EXCEEDED;
-    if (refusal == LEASE_CODE_COUNT && !digest(req, call)) {
+    if (refusal == LEASE_CODE_COUNT && !leased_service_digest(req)) {
         LOG_ERROR("request digest could not be computed");
         refusal = LEASE_BACKEND_UNAVAILABLE;
     }

@@ -133,6 +133,12 @@ lease_code_t leased_service_run_again(leased_service_t *svc, leased_op_ctx_t *ct
 LEASE_MUST_USE bool leased_service_recheck(leased_service_t *svc, const leased_op_ctx_t *ctx,
                                            const lease_deadline_t *deadline, lease_code_t *code);
 
+/* Fills the request digest of a mutation (lease/digest.h) into its call,
+ * or into each item's call for a batch, from the decoded request and the
+ * caller's principal_id already in the call; reads carry none (true).
+ * False when it cannot be computed (allocation failure). */
+LEASE_MUST_USE bool leased_service_digest(leased_request_t *req);
+
 /* Ends acquire waits early (shutdown): waiting acquires answer their last
  * conflict at their next attempt. */
 void leased_service_stop_waiting(leased_service_t *svc);

@@ -19,26 +19,20 @@
 #include <stdint.h>
 
 #include "lease/clock.h"
+#include "lease/operations.h"
 #include "lease/store.h"
 
-/* Every backend call the adapter makes. */
+/* Every backend call the adapter makes: the lease operations' calls
+ * (lease/operations.h, LEASE_STORE_CALLS: their functions, whether a lost
+ * reply is resolvable, the codes each may answer), then the adapter's own. */
 typedef enum store_pg_op {
-    STORE_PG_OP_ACQUIRE = 0,
-    STORE_PG_OP_RENEW,
-    STORE_PG_OP_RELEASE,
-    STORE_PG_OP_FORCE_RELEASE,
-    STORE_PG_OP_REVOKE,
-    STORE_PG_OP_INSPECT,
-    STORE_PG_OP_LIST_BY_OWNER,
-    STORE_PG_OP_LIST_BY_TARGET,
-    STORE_PG_OP_LIST_BY_PROGRAM,
-    STORE_PG_OP_FENCED_COMMIT,
-    STORE_PG_OP_SWEEP,
+#define STORE_PG_OP_ENUM(ID, FUNCTION, RESOLVABLE, CODES) STORE_PG_OP_##ID,
+    LEASE_STORE_CALLS(STORE_PG_OP_ENUM)
+#undef STORE_PG_OP_ENUM
+        STORE_PG_OP_SWEEP,
     STORE_PG_OP_RECORD_AUDIT,
     STORE_PG_OP_CREDENTIAL_LOOKUP,
     STORE_PG_OP_HEALTH,
-    STORE_PG_OP_RENEW_MANY,   /* lease.renew_many: many renewals, one transaction */
-    STORE_PG_OP_RELEASE_MANY, /* lease.release_many: many releases, one transaction */
     STORE_PG_OP_HOUSEKEEPING, /* lease.check_namespace, lease.expire_due, lease.purge_due */
     STORE_PG_OP_COUNT
 } store_pg_op_t;

@@ -26,46 +26,23 @@
 #include "lease/schema.h"
 #include "pg_log.h"
 
-#define BIT(c) (1u << (c))
-#define MUTATION_FAILURES                                                                          \
-    (BIT(LEASE_LOST) | BIT(LEASE_IDEMPOTENCY_CONFLICT) | BIT(LEASE_INVALID_LEASE_REQUEST) |        \
-     BIT(LEASE_DEADLINE_EXCEEDED) | BIT(LEASE_BACKEND_UNAVAILABLE))
-#define READ_FAILURES                                                                              \
-    (BIT(LEASE_INVALID_LEASE_REQUEST) | BIT(LEASE_DEADLINE_EXCEEDED) |                             \
-     BIT(LEASE_BACKEND_UNAVAILABLE))
-
 typedef struct op_info {
-    const char *name;
-    unsigned allowed; /* bit per lease_code_t */
+    const char *name; /* the SQL function's */
+    bool resolvable;  /* a lease mutation: a lost reply is outcome-unknown */
+    unsigned allowed; /* bit per lease_code_t (LEASE_CODE_BIT) */
 } op_info_t;
 
 static const op_info_t ops[STORE_PG_OP_COUNT] = {
-    [STORE_PG_OP_ACQUIRE] = {"acquire", BIT(LEASE_ACQUIRED) | BIT(LEASE_CONFLICT) |
-                                            BIT(LEASE_IDEMPOTENCY_CONFLICT) |
-                                            BIT(LEASE_INVALID_LEASE_REQUEST) |
-                                            BIT(LEASE_DEADLINE_EXCEEDED) |
-                                            BIT(LEASE_BACKEND_UNAVAILABLE)},
-    [STORE_PG_OP_RENEW] = {"renew", BIT(LEASE_RENEWED) | MUTATION_FAILURES},
-    [STORE_PG_OP_RELEASE] = {"release", BIT(LEASE_RELEASED) | MUTATION_FAILURES},
-    [STORE_PG_OP_FORCE_RELEASE] = {"force_release", BIT(LEASE_RELEASED) | MUTATION_FAILURES},
-    [STORE_PG_OP_REVOKE] = {"revoke", BIT(LEASE_REVOKED) | MUTATION_FAILURES},
-    [STORE_PG_OP_INSPECT] = {"inspect",
-                             BIT(LEASE_INSPECTED) | BIT(LEASE_NOT_FOUND) | READ_FAILURES},
-    [STORE_PG_OP_LIST_BY_OWNER] = {"list_by_owner", BIT(LEASE_LISTED) | READ_FAILURES},
-    [STORE_PG_OP_LIST_BY_TARGET] = {"list_by_target", BIT(LEASE_LISTED) | READ_FAILURES},
-    [STORE_PG_OP_LIST_BY_PROGRAM] = {"list_by_program", BIT(LEASE_LISTED) | READ_FAILURES},
-    [STORE_PG_OP_FENCED_COMMIT] = {"fenced_commit", BIT(LEASE_COMMIT_ACCEPTED) |
-                                                        BIT(LEASE_WRITE_CONFLICT) |
-                                                        MUTATION_FAILURES},
-    /* internal operations: no typed answer of their own beyond success */
-    [STORE_PG_OP_SWEEP] = {"sweep_expired", 0},
-    [STORE_PG_OP_RECORD_AUDIT] = {"record_audit", 0},
-    [STORE_PG_OP_CREDENTIAL_LOOKUP] = {"credential_lookup", 0},
-    [STORE_PG_OP_HEALTH] = {"health", 0},
-    /* each item's answer is a renew's, decoded as one */
-    [STORE_PG_OP_RENEW_MANY] = {"renew_many", 0},
-    [STORE_PG_OP_RELEASE_MANY] = {"release_many", 0},
-    [STORE_PG_OP_HOUSEKEEPING] = {"housekeeping", 0},
+#define OP_INFO(ID, FUNCTION, RESOLVABLE, CODES) [STORE_PG_OP_##ID] = {FUNCTION, RESOLVABLE, CODES},
+    LEASE_STORE_CALLS(OP_INFO)
+#undef OP_INFO
+        /* internal operations: no typed answer of their own beyond success, and
+         * nobody resolves them (a lost reply is backend_unavailable) */
+        [STORE_PG_OP_SWEEP] = {"sweep_expired", false, 0},
+    [STORE_PG_OP_RECORD_AUDIT] = {"record_audit", false, 0},
+    [STORE_PG_OP_CREDENTIAL_LOOKUP] = {"credential_lookup", false, 0},
+    [STORE_PG_OP_HEALTH] = {"health", false, 0},
+    [STORE_PG_OP_HOUSEKEEPING] = {"housekeeping", false, 0},
 };
 
 const char *store_pg_op_name(store_pg_op_t op)
@@ -76,26 +53,14 @@ const char *store_pg_op_name(store_pg_op_t op)
 bool store_pg_op_allows(store_pg_op_t op, lease_code_t code)
 {
     return (unsigned)op < STORE_PG_OP_COUNT && (unsigned)code < LEASE_CODE_COUNT &&
-           (ops[op].allowed & BIT(code)) != 0;
+           (ops[op].allowed & LEASE_CODE_BIT(code)) != 0;
 }
 
 /* The lease operations whose function may have committed before its answer
  * was read, and whose caller resolves that by repeating its request id. */
 bool store_pg_op_resolvable(store_pg_op_t op)
 {
-    switch (op) {
-    case STORE_PG_OP_ACQUIRE:
-    case STORE_PG_OP_RENEW:
-    case STORE_PG_OP_RENEW_MANY:
-    case STORE_PG_OP_RELEASE_MANY:
-    case STORE_PG_OP_RELEASE:
-    case STORE_PG_OP_FORCE_RELEASE:
-    case STORE_PG_OP_REVOKE:
-    case STORE_PG_OP_FENCED_COMMIT:
-        return true;
-    default:
-        return false;
-    }
+    return (unsigned)op < STORE_PG_OP_COUNT && ops[op].resolvable;
 }
 
 /* Logs why a result was rejected. A read answers backend_unavailable; a
@@ -591,14 +556,14 @@ lease_code_t store_pg_decode_sweep(const char *sweep_text, const char *purge_tex
 lease_code_t store_pg_decode_housekeeping(lease_housekeeping_step_t step, const char *text,
                                           lease_housekeeping_result_t *out)
 {
-    static const char *const purged[LEASE_TABLE_COUNT] = {
-        "idempotency_purged", "history_purged", "lease_index_purged", "audit_purged"};
-    static const char *const lag[LEASE_TABLE_COUNT] = {
-        "idempotency_lag_ms", "history_lag_ms", "lease_index_lag_ms", "audit_lag_ms"};
+    static const char *const purged[LEASE_TABLE_COUNT] = {"idempotency_purged", "history_purged",
+                                                          "lease_index_purged", "audit_purged"};
+    static const char *const lag[LEASE_TABLE_COUNT] = {"idempotency_lag_ms", "history_lag_ms",
+                                                       "lease_index_lag_ms", "audit_lag_ms"};
     memset(out, 0, sizeof *out);
     json_t *o = store_pg_parse_object(text);
-    bool ok = o && lease_json_get_bool(o, "ran", &out->ran) &&
-              lease_json_get_bool(o, "more", &out->more);
+    bool ok =
+        o && lease_json_get_bool(o, "ran", &out->ran) && lease_json_get_bool(o, "more", &out->more);
     if (ok && out->ran && step == LEASE_STEP_EXPIRE)
         ok = lease_json_get_int(o, "expired", &out->expired, true, 0) &&
              lease_json_get_int(o, "lag_ms", &out->lag_ms, true, 0);
