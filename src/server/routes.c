@@ -728,8 +728,7 @@ static void classify_for_http(leased_app_t *app, const leased_exchange_t *ex, ch
 
 static size_t cost_for_http(const leased_exchange_t *ex)
 {
-    if (!ex->route || (ex->route->op != LEASED_OP_RENEW_BATCH &&
-                       ex->route->op != LEASED_OP_RELEASE_BATCH))
+    if (!ex->route || lease_operation(ex->route->op)->shape != LEASE_SHAPE_OWNER_BATCH)
         return 1;
     size_t items = ex->body_len / BATCH_ITEM_BYTES + 1;
     return items < LEASE_RENEW_BATCH_MAX ? items : LEASE_RENEW_BATCH_MAX;
