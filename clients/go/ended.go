@@ -47,7 +47,7 @@ func (e *leaseEnded) As(target any) bool { return e.end != nil && errors.As(e.en
 // mutation that may have been sent, the lease_outcome_unknown *Error with
 // the lease's end as its cause (it matches ErrLeaseLost too, and its
 // RequestID still resolves it). Any other failure is returned as it is.
-func (l *Lease) endedError(ctx context.Context, err error) error {
+func (l *HeldLease) endedError(ctx context.Context, err error) error {
 	var e *Error
 	clientMade := errors.As(err, &e) && e.ClientMade
 	if err == nil || !errors.Is(ctx.Err(), context.Canceled) ||
