@@ -11,7 +11,7 @@ type heldLeaseKey struct{}
 // leaseEnded is the cause of a call cut short because the lease it ran
 // for ended: errors.Is and errors.As see the lease's end (ErrLeaseLost, a
 // *LostError, ErrReleased), Unwrap gives the context's error
-// (context.Canceled), so a worker tells a lost lease from its own
+// (context.Canceled), so the code doing the work tells a lost lease from its own
 // cancellation and still sees that its context ended.
 type leaseEnded struct {
 	end    error // the lease's Err(): a *LostError or ErrReleased
