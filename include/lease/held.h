@@ -161,23 +161,23 @@ LEASE_MUST_USE lease_held_t *lease_held_start(lease_client_t *client, const leas
 
 /* An eventfd that becomes readable (POLLIN) once the lease is lost,
  * released or stopped, and stays readable: poll it, never read it. */
-int lease_held_cancel_fd(const lease_held_t *w);
+int lease_held_cancel_fd(const lease_held_t *h);
 /* Current state and the code that caused it (LEASE_RENEWED while active). */
-lease_held_state_t lease_held_state(lease_held_t *w, lease_code_t *code);
+lease_held_state_t lease_held_state(lease_held_t *h, lease_code_t *code);
 /* The lease as last confirmed, and its local window. */
-void lease_held_snapshot(lease_held_t *w, lease_record_t *lease, lease_held_window_t *window);
+void lease_held_snapshot(lease_held_t *h, lease_record_t *lease, lease_held_window_t *window);
 
 /*
  * Stops renewing, signals cancellation (LEASE_HELD_RELEASED, unless the
  * lease was already lost) and releases the lease within deadline_ms.
  * Returns the release's code (LEASE_RELEASED on success); res may be NULL.
  */
-LEASE_MUST_USE lease_code_t lease_held_release(lease_held_t *w, int64_t deadline_ms,
+LEASE_MUST_USE lease_code_t lease_held_release(lease_held_t *h, int64_t deadline_ms,
                                                lease_result_t *res);
 /* Stops renewing without releasing (signals LEASE_HELD_STOPPED when still
  * active). Idempotent. */
-void lease_held_stop(lease_held_t *w);
+void lease_held_stop(lease_held_t *h);
 /* Stops the held lease and frees it; does not release. NULL is accepted. */
-void lease_held_free(lease_held_t *w);
+void lease_held_free(lease_held_t *h);
 
 #endif

@@ -52,7 +52,7 @@ struct lease_held {
  * the attempt began, and the request (borrowing `held` and the lease). Keep it
  * in place between prepare and judge. */
 typedef struct held_renewal {
-    lease_held_t *w;
+    lease_held_t *h;
     lease_record_t held;
     lease_held_window_t window;
     int64_t started_ns;         /* when the attempt began: the anchor if none came back */
@@ -60,7 +60,7 @@ typedef struct held_renewal {
     lease_client_owner_t req;
 } held_renewal_t;
 
-void held_renewal_prepare(lease_held_t *w, int64_t now_ns, held_renewal_t *r);
+void held_renewal_prepare(lease_held_t *h, int64_t now_ns, held_renewal_t *r);
 /* Judges one renewal's answer exactly as a renewal of its own: a grant
  * anchored at sent_ns (the request's first send), a late answer confirmed
  * by inspection, a temporary failure retried, anything else cancels this
@@ -68,30 +68,30 @@ void held_renewal_prepare(lease_held_t *w, int64_t now_ns, held_renewal_t *r);
 void held_renewal_judge(const held_renewal_t *r, lease_code_t code, const lease_result_t *res,
                         int64_t sent_ns, int64_t answered_ns);
 /* One renewal on its own (lease_client_renew) and its judgement. */
-void held_renew_once(lease_held_t *w);
+void held_renew_once(lease_held_t *h);
 /* Cancels when the cancel point has passed; true when it did (or the
  * held lease is no longer active). */
-bool held_past_cancel_point(lease_held_t *w, int64_t now_ns);
+bool held_past_cancel_point(lease_held_t *h, int64_t now_ns);
 /* When the held lease next needs the group thread: its renewal point, or its
  * cancel point when it cannot or need not renew before. INT64_MAX when it
  * is no longer active. *due: renewal due now; *gatherable: far enough into
  * its interval (half way) to be renewed early with a batch going out now. */
-int64_t held_next_ns(lease_held_t *w, int64_t now_ns, bool *due, bool *gatherable);
-void held_log(lease_held_t *w, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+int64_t held_next_ns(lease_held_t *h, int64_t now_ns, bool *due, bool *gatherable);
+void held_log(lease_held_t *h, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* Leaves ACTIVE (the first caller wins) and tells the holder: the eventfd
  * and the cancel callback, once. */
-void held_signal_cancel(lease_held_t *w, lease_held_state_t why, lease_code_t code);
+void held_signal_cancel(lease_held_t *h, lease_held_state_t why, lease_code_t code);
 
 /* --- renewals.c --- */
 
 /* The client's renewal group (created with its thread on first use);
  * NULL when out of memory or no thread could be started. */
 renewal_group_t *renewal_group_of(lease_client_t *client);
-/* Adds w (active, window set) to g; the group renews it from now on. */
-void renewal_group_join(renewal_group_t *g, lease_held_t *w);
-/* Removes w and waits until the group thread no longer uses it (unless
+/* Adds h (active, window set) to g; the group renews it from now on. */
+void renewal_group_join(renewal_group_t *g, lease_held_t *h);
+/* Removes h and waits until the group thread no longer uses it (unless
  * called from the group thread itself, e.g. from a cancel callback). */
-void renewal_group_leave(renewal_group_t *g, lease_held_t *w);
+void renewal_group_leave(renewal_group_t *g, lease_held_t *h);
 /* Stops and frees the group (through lease_client_free; no member left). */
 void renewal_group_free(renewal_group_t *g);
 

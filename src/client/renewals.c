@@ -74,7 +74,7 @@ static void renew_batch(renewal_group_t *g, held_renewal_t *r, size_t n)
         free(reqs);
         free(results);
         for (size_t i = 0; i < n; i++)
-            held_renew_once(r[i].w);
+            held_renew_once(r[i].h);
         return;
     }
     /* one deadline for the call: the nearest cancel point among its items */
@@ -100,10 +100,10 @@ static void renew_batch(renewal_group_t *g, held_renewal_t *r, size_t n)
             pthread_mutex_lock(&g->lock);
             g->no_batch_route = true;
             pthread_mutex_unlock(&g->lock);
-            held_log(r[0].w, "the service has no renew-batch route: renewing one by one");
+            held_log(r[0].h, "the service has no renew-batch route: renewing one by one");
         }
         for (size_t i = 0; i < n; i++)
-            held_renew_once(r[i].w);
+            held_renew_once(r[i].h);
     }
     free(reqs);
     free(results);
@@ -158,7 +158,7 @@ static int64_t round_locked(renewal_group_t *g)
             over[no++] = m;
         } else if ((s == DUE || (s == GATHERABLE && n_due)) && nb < cap && nb < GROUP_BATCH_MAX) {
             m->in_flight = true;
-            batch[nb++].w = m;
+            batch[nb++].h = m;
         }
     }
     bool one_by_one = g->no_batch_route;
@@ -168,11 +168,11 @@ static int64_t round_locked(renewal_group_t *g)
         (void)held_past_cancel_point(over[i], lease_mono_now_ns());
     if (nb == 1 || one_by_one) {
         for (size_t i = 0; i < nb; i++)
-            held_renew_once(batch[i].w);
+            held_renew_once(batch[i].h);
     } else if (nb > 1) {
         int64_t start = lease_mono_now_ns();
         for (size_t i = 0; i < nb; i++)
-            held_renewal_prepare(batch[i].w, start, &batch[i]);
+            held_renewal_prepare(batch[i].h, start, &batch[i]);
         renew_batch(g, batch, nb);
     }
 
@@ -180,7 +180,7 @@ static int64_t round_locked(renewal_group_t *g)
     for (size_t i = 0; i < no; i++)
         over[i]->in_flight = false;
     for (size_t i = 0; i < nb; i++)
-        batch[i].w->in_flight = false;
+        batch[i].h->in_flight = false;
     pthread_cond_broadcast(&g->idle);
     free(batch);
     free(over);
@@ -241,29 +241,29 @@ renewal_group_t *renewal_group_of(lease_client_t *client)
     return client_attachment(client, make_group, drop_group);
 }
 
-void renewal_group_join(renewal_group_t *g, lease_held_t *w)
+void renewal_group_join(renewal_group_t *g, lease_held_t *h)
 {
     pthread_mutex_lock(&g->lock);
-    w->group_next = g->members;
-    g->members = w;
-    w->in_group = true;
+    h->group_next = g->members;
+    g->members = h;
+    h->in_group = true;
     pthread_cond_broadcast(&g->wake);
     pthread_mutex_unlock(&g->lock);
 }
 
-void renewal_group_leave(renewal_group_t *g, lease_held_t *w)
+void renewal_group_leave(renewal_group_t *g, lease_held_t *h)
 {
     pthread_mutex_lock(&g->lock);
-    if (w->in_group) {
+    if (h->in_group) {
         for (lease_held_t **p = &g->members; *p; p = &(*p)->group_next)
-            if (*p == w) {
-                *p = w->group_next;
+            if (*p == h) {
+                *p = h->group_next;
                 break;
             }
-        w->in_group = false;
+        h->in_group = false;
     }
     if (!pthread_equal(pthread_self(), g->thread))
-        while (w->in_flight)
+        while (h->in_flight)
             pthread_cond_wait(&g->idle, &g->lock);
     pthread_mutex_unlock(&g->lock);
 }
