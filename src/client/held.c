@@ -4,7 +4,7 @@
  * process holds, those due in the same period in one renew-batch call,
  * each answer judged by held_renewal.c as a renewal of its own), a watch
  * thread, and release, stop and free. The layers, top down: held.c ->
- * renewals.c -> held_renewal.c -> the client (client.c) -> schedule.c.
+ * renewals.c -> held_renewal.c -> schedule.c -> the client (client.c).
  *
  * The watch thread long-polls GET .../watch and cancels as soon as the
  * service reports the lease ended; its HTTP call is aborted through the
