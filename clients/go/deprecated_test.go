@@ -31,7 +31,7 @@ func TestOldNamesStillWork(t *testing.T) {
 	var info LeaseInfo = answer.Lease
 	_ = info
 	// Info is Record
-	var held *Lease = &HeldLease{info: LeaseRecord{LeaseID: "lease_old", FencingToken: 7}}
+	var held *Lease = &HeldLease{record: LeaseRecord{LeaseID: "lease_old", FencingToken: 7}}
 	old, now := held.Info(), held.Record()
 	if old.LeaseID != "lease_old" || old.LeaseID != now.LeaseID || old.FencingToken != now.FencingToken {
 		t.Fatalf("Info() %+v, Record() %+v", old, now)

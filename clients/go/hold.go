@@ -66,7 +66,7 @@ type HeldLease struct {
 	stopped  chan struct{} // closed by Release: the goroutines end
 	done     sync.WaitGroup
 	mu       sync.Mutex
-	info     LeaseRecord
+	record   LeaseRecord
 	window   Window
 	err      error
 	renewals int
@@ -88,7 +88,7 @@ func (c *Client) Hold(ctx context.Context, identity Identity, opts HoldOptions) 
 		return nil, err
 	}
 	opts.ServiceInstanceID, opts.ExecutionID, opts.TraceID = req.ServiceInstanceID, req.ExecutionID, ans.Lease.TraceID
-	l := &HeldLease{client: c, opts: opts, info: ans.Lease, stopped: make(chan struct{})}
+	l := &HeldLease{client: c, opts: opts, record: ans.Lease, stopped: make(chan struct{})}
 	// the context carries the lease, so that a call cut short by its
 	// cancellation can say the lease ended (ended.go)
 	l.ctx, l.cancel = context.WithCancel(context.WithValue(context.Background(), heldLeaseKey{}, l))
@@ -138,7 +138,7 @@ func (l *HeldLease) Err() error {
 func (l *HeldLease) Record() LeaseRecord {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.info
+	return l.record
 }
 
 // Window is the current schedule (for tests and logs).
@@ -282,7 +282,7 @@ func (l *HeldLease) standing(now time.Time) (standing, time.Time) {
 	}
 	w := l.window
 	// the maximum lifetime: a renewal cannot extend it
-	renews := !GrantCapped(&l.info) && !w.Renew.After(w.Cancel)
+	renews := !GrantCapped(&l.record) && !w.Renew.After(w.Cancel)
 	next := w.Cancel
 	if renews {
 		next = w.Renew
@@ -303,7 +303,7 @@ func (l *HeldLease) standing(now time.Time) (standing, time.Time) {
 // cancelPoint: the cancel point passed without a confirmed renewal.
 func (l *HeldLease) cancelPoint() {
 	l.mu.Lock()
-	capped, cause, w := GrantCapped(&l.info), l.lastErr, l.window
+	capped, cause, w := GrantCapped(&l.record), l.lastErr, l.window
 	l.mu.Unlock()
 	if capped {
 		l.lose(&LostError{Reason: "expired"})
@@ -363,7 +363,7 @@ type renewal struct {
 func (l *HeldLease) prepare() renewal {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	info := l.info
+	info := l.record
 	return renewal{l.window, &OwnerRequest{Identity: info.Identity, LeaseID: info.LeaseID,
 		FencingToken: info.FencingToken, ServiceInstanceID: l.opts.ServiceInstanceID,
 		TTL: time.Duration(info.TTLMS) * time.Millisecond}}
@@ -405,7 +405,7 @@ func (l *HeldLease) judge(r renewal, ans *LeaseAnswer, err error, answered time.
 		w := l.plan(Anchor(ans.FirstSent, ans.WaitedMS, ans.Answered), &ans.Lease)
 		l.mu.Lock()
 		if l.ctx.Err() == nil {
-			l.window, l.info = w, ans.Lease
+			l.window, l.record = w, ans.Lease
 			l.renewals++
 			l.failures, l.lastErr = 0, nil
 		}
