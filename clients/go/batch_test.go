@@ -84,7 +84,7 @@ func TestRenewManyAndReleaseMany(t *testing.T) {
 func TestHoldsOfOneClientRenewInOneCallPerPeriod(t *testing.T) {
 	s := newSuite(t)
 	const ttl = 1500 * time.Millisecond
-	var holds []*Lease
+	var holds []*HeldLease
 	for i := 0; i < 4; i++ {
 		l, err := s.worker.Hold(ctxFor(t, 10*time.Second), identity(t), HoldOptions{TTL: ttl, NoWatch: true})
 		if err != nil {
@@ -118,7 +118,7 @@ func TestHoldsOfOneClientRenewInOneCallPerPeriod(t *testing.T) {
 func TestOneLossInABatchEndsOnlyItsHold(t *testing.T) {
 	s := newSuite(t)
 	const ttl = 1500 * time.Millisecond
-	var holds []*Lease
+	var holds []*HeldLease
 	for i := 0; i < 3; i++ {
 		l, err := s.worker.Hold(ctxFor(t, 10*time.Second), identity(t), HoldOptions{TTL: ttl, NoWatch: true})
 		if err != nil {
@@ -127,7 +127,7 @@ func TestOneLossInABatchEndsOnlyItsHold(t *testing.T) {
 		holds = append(holds, l)
 	}
 	time.Sleep(ttl / 2)
-	info := holds[1].Info()
+	info := holds[1].Record()
 	if _, err := s.admin.ForceRelease(ctxFor(t, 5*time.Second), &AdminRequest{Identity: info.Identity,
 		LeaseID: info.LeaseID, FencingToken: info.FencingToken, Reason: "go batch loss"}); err != nil {
 		t.Fatal(err)

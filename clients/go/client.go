@@ -90,8 +90,8 @@ type envelope struct {
 	Replayed        bool              `json:"replayed"`
 	CurrentState    string            `json:"current_state"`
 	WaitedMS        int64             `json:"waited_ms"`
-	Lease           *LeaseInfo        `json:"lease"`
-	Leases          []LeaseInfo       `json:"leases"`
+	Lease           *LeaseRecord      `json:"lease"`
+	Leases          []LeaseRecord     `json:"leases"`
 	NextPageToken   string            `json:"next_page_token"`
 	Commit          *commitEnvelope   `json:"commit"`
 	Results         []json.RawMessage `json:"results"` // renew-batch, release-batch
@@ -132,7 +132,7 @@ func (c *Client) do(ctx context.Context, k call) (envelope, Answer, error) {
 	env, ans, err := c.exchange(ctx, k)
 	if err != nil && ctx.Err() != nil {
 		// run under a held lease's Context, cut short by its end
-		if l, ok := ctx.Value(heldLeaseKey{}).(*Lease); ok {
+		if l, ok := ctx.Value(heldLeaseKey{}).(*HeldLease); ok {
 			err = l.endedError(ctx, err)
 		}
 	}
@@ -560,8 +560,8 @@ func (c *Client) List(ctx context.Context, r ListRequest) (*ListAnswer, error) {
 }
 
 // ListAll follows next_page_token to the last page.
-func (c *Client) ListAll(ctx context.Context, r ListRequest) ([]LeaseInfo, error) {
-	var all []LeaseInfo
+func (c *Client) ListAll(ctx context.Context, r ListRequest) ([]LeaseRecord, error) {
+	var all []LeaseRecord
 	for {
 		page, err := c.List(ctx, r)
 		if err != nil {
@@ -576,7 +576,7 @@ func (c *Client) ListAll(ctx context.Context, r ListRequest) ([]LeaseInfo, error
 }
 
 // Commit: POST /v1/commits, accepted only while that exact lease (id and
-// fencing token) is active. ExecutionID is the lease's (LeaseInfo.ExecutionID);
+// fencing token) is active. ExecutionID is the lease's (LeaseRecord.ExecutionID);
 // Lease.Commit fills all of it in.
 func (c *Client) Commit(ctx context.Context, r *CommitRequest) (*CommitAnswer, error) {
 	if r.RequestID == "" {

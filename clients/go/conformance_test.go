@@ -117,14 +117,14 @@ func TestHoldKeptAlivePastFiveTTLs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	first := lease.Info()
+	first := lease.Record()
 	start := time.Now()
 	select {
 	case <-lease.Context().Done():
 		t.Fatalf("lost after %v: %v", time.Since(start), lease.Err())
 	case <-time.After(6 * ttl):
 	}
-	info := lease.Info()
+	info := lease.Record()
 	if lease.Err() != nil || info.FencingToken != first.FencingToken || lease.Renewals() < 5 ||
 		!info.ExpiresAt.After(first.ExpiresAt.Add(4*ttl)) {
 		t.Fatalf("after %v: err %v, %d renewals, token %d (was %d), expires %v (was %v)",
@@ -172,7 +172,7 @@ func TestForceReleaseThroughSecondInstanceCancelsHolder(t *testing.T) {
 		time.Sleep(300 * time.Millisecond) // the watch is waiting
 		cancelled := make(chan time.Time, 1)
 		go func() { <-lease.Context().Done(); cancelled <- time.Now() }()
-		info := lease.Info()
+		info := lease.Record()
 		sent := time.Now()
 		_, err = admin2.ForceRelease(ctxFor(t, 5*time.Second), &AdminRequest{Identity: id,
 			LeaseID: info.LeaseID, FencingToken: info.FencingToken, Reason: "go client conformance"})

@@ -67,7 +67,7 @@ func typeName(t reflect.Type) string { return strings.ReplaceAll(t.String(), "le
 
 func TestDocsReference(t *testing.T) {
 	tables := docTables(goReferenceSection(t))
-	types := map[string]reflect.Type{"Lease": reflect.TypeOf(&Lease{}),
+	types := map[string]reflect.Type{"HeldLease": reflect.TypeOf(&HeldLease{}),
 		"LostError": reflect.TypeOf(LostError{}), "Error": reflect.TypeOf(Error{}),
 		"HoldOptions": reflect.TypeOf(HoldOptions{})}
 	checked := 0

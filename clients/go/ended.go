@@ -11,7 +11,7 @@ type heldLeaseKey struct{}
 // leaseEnded is the cause of a call cut short because the lease it ran
 // for ended: errors.Is and errors.As see the lease's end (ErrLeaseLost, a
 // *LostError, ErrReleased), Unwrap gives the context's error
-// (context.Canceled), so a worker tells a lost lease from its own
+// (context.Canceled), so the code doing the work tells a lost lease from its own
 // cancellation and still sees that its context ended.
 type leaseEnded struct {
 	end    error // the lease's Err(): a *LostError or ErrReleased
@@ -47,7 +47,7 @@ func (e *leaseEnded) As(target any) bool { return e.end != nil && errors.As(e.en
 // mutation that may have been sent, the lease_outcome_unknown *Error with
 // the lease's end as its cause (it matches ErrLeaseLost too, and its
 // RequestID still resolves it). Any other failure is returned as it is.
-func (l *Lease) endedError(ctx context.Context, err error) error {
+func (l *HeldLease) endedError(ctx context.Context, err error) error {
 	var e *Error
 	clientMade := errors.As(err, &e) && e.ClientMade
 	if err == nil || !errors.Is(ctx.Err(), context.Canceled) ||

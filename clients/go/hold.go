@@ -54,9 +54,11 @@ func (e *LostError) Error() string {
 func (e *LostError) Unwrap() error        { return e.Cause }
 func (e *LostError) Is(target error) bool { return target == ErrLeaseLost }
 
-// Lease is a lease held by Hold: renewed in the background, watched for
-// loss, cancelled (Context) the moment it cannot be proven held.
-type Lease struct {
+// HeldLease is a lease held by Hold: renewed in the background, watched
+// for loss, cancelled (Context) the moment it cannot be proven held. The
+// same thing is HeldLease in the Python client and lease_held_t in C
+// (docs/clients.md, "Names").
+type HeldLease struct {
 	client   *Client
 	opts     HoldOptions
 	ctx      context.Context
@@ -64,7 +66,7 @@ type Lease struct {
 	stopped  chan struct{} // closed by Release: the goroutines end
 	done     sync.WaitGroup
 	mu       sync.Mutex
-	info     LeaseInfo
+	record   LeaseRecord
 	window   Window
 	err      error
 	renewals int
@@ -77,7 +79,7 @@ type Lease struct {
 // poll) until Release or loss. ctx bounds the acquire only. The returned
 // lease's Context() is cancelled the moment the lease is lost; Err() says
 // why.
-func (c *Client) Hold(ctx context.Context, identity Identity, opts HoldOptions) (*Lease, error) {
+func (c *Client) Hold(ctx context.Context, identity Identity, opts HoldOptions) (*HeldLease, error) {
 	req := &AcquireRequest{Identity: identity, ServiceInstanceID: opts.ServiceInstanceID,
 		ExecutionID: opts.ExecutionID, JobID: opts.JobID, TraceID: opts.TraceID, TTL: opts.TTL,
 		MaximumLifetime: opts.MaximumLifetime, Wait: opts.Wait, Metadata: opts.Metadata}
@@ -86,7 +88,7 @@ func (c *Client) Hold(ctx context.Context, identity Identity, opts HoldOptions) 
 		return nil, err
 	}
 	opts.ServiceInstanceID, opts.ExecutionID, opts.TraceID = req.ServiceInstanceID, req.ExecutionID, ans.Lease.TraceID
-	l := &Lease{client: c, opts: opts, info: ans.Lease, stopped: make(chan struct{})}
+	l := &HeldLease{client: c, opts: opts, record: ans.Lease, stopped: make(chan struct{})}
 	// the context carries the lease, so that a call cut short by its
 	// cancellation can say the lease ended (ended.go)
 	l.ctx, l.cancel = context.WithCancel(context.WithValue(context.Background(), heldLeaseKey{}, l))
@@ -106,7 +108,7 @@ func (c *Client) Hold(ctx context.Context, identity Identity, opts HoldOptions) 
 	return l, nil
 }
 
-func (l *Lease) plan(start time.Time, info *LeaseInfo) Window {
+func (l *HeldLease) plan(start time.Time, info *LeaseRecord) Window {
 	return Plan(start, Grant(info), l.opts.Margin, jitter())
 }
 
@@ -122,43 +124,43 @@ func jitter() float64 {
 }
 
 // Context is cancelled the moment the lease is lost (or released).
-func (l *Lease) Context() context.Context { return l.ctx }
+func (l *HeldLease) Context() context.Context { return l.ctx }
 
 // Err is nil while the lease is held; then a *LostError (errors.Is
 // ErrLeaseLost) or ErrReleased.
-func (l *Lease) Err() error {
+func (l *HeldLease) Err() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.err
 }
 
-// Info is the lease as last confirmed by the service.
-func (l *Lease) Info() LeaseInfo {
+// Record is the lease as last confirmed by the service.
+func (l *HeldLease) Record() LeaseRecord {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.info
+	return l.record
 }
 
 // Window is the current schedule (for tests and logs).
-func (l *Lease) Window() Window {
+func (l *HeldLease) Window() Window {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.window
 }
 
 // Renewals counts confirmed renewals.
-func (l *Lease) Renewals() int {
+func (l *HeldLease) Renewals() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.renewals
 }
 
 // ID and Token are the lease id and fencing token every fenced write carries.
-func (l *Lease) ID() string   { return l.Info().LeaseID }
-func (l *Lease) Token() int64 { return l.Info().FencingToken }
+func (l *HeldLease) ID() string   { return l.Record().LeaseID }
+func (l *HeldLease) Token() int64 { return l.Record().FencingToken }
 
 // lose ends the lease's authority once: records why and cancels Context.
-func (l *Lease) lose(err error) {
+func (l *HeldLease) lose(err error) {
 	l.mu.Lock()
 	if l.err == nil {
 		l.err = err
@@ -177,8 +179,8 @@ func (l *Lease) lose(err error) {
 // sent is repeated once, under DefaultTimeout, to learn what happened: the
 // service answers the original result (committed before the loss) or
 // lease_lost.
-func (l *Lease) Commit(ctx context.Context, writes ...Write) (*CommitAnswer, error) {
-	info := l.Info()
+func (l *HeldLease) Commit(ctx context.Context, writes ...Write) (*CommitAnswer, error) {
+	info := l.Record()
 	req := &CommitRequest{Identity: info.Identity, LeaseID: info.LeaseID,
 		FencingToken: info.FencingToken, ExecutionID: l.opts.ExecutionID, TraceID: l.opts.TraceID,
 		Writes: writes}
@@ -210,7 +212,7 @@ func (l *Lease) Commit(ctx context.Context, writes ...Write) (*CommitAnswer, err
 // Release stops renewing and watching and releases the lease (bounded by
 // 5 s). Context is cancelled and Err becomes ErrReleased (unless the lease
 // was already lost). A lease the service already ended answers lease_lost.
-func (l *Lease) Release() error {
+func (l *HeldLease) Release() error {
 	l.mu.Lock()
 	already := l.err
 	if l.err == nil {
@@ -232,7 +234,7 @@ func (l *Lease) Release() error {
 	}
 	// released, or authority lost locally while the service may still hold
 	// it: free it for the next holder
-	info := l.Info()
+	info := l.Record()
 	ctx, cancel := context.WithTimeout(context.Background(), DefaultTimeout)
 	defer cancel()
 	_, err := l.client.Release(ctx, &OwnerRequest{Identity: info.Identity, LeaseID: info.LeaseID,
@@ -244,7 +246,7 @@ func (l *Lease) Release() error {
 }
 
 // sleepUntil waits for t; false when the lease was released or lost first.
-func (l *Lease) sleepUntil(t time.Time) bool {
+func (l *HeldLease) sleepUntil(t time.Time) bool {
 	timer := time.NewTimer(time.Until(t))
 	defer timer.Stop()
 	select {
@@ -272,7 +274,7 @@ func temporary(err error) bool {
 
 // standing: whether the lease needs the renewal goroutine now, and when
 // next (zero: never again).
-func (l *Lease) standing(now time.Time) (standing, time.Time) {
+func (l *HeldLease) standing(now time.Time) (standing, time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.ctx.Err() != nil {
@@ -280,7 +282,7 @@ func (l *Lease) standing(now time.Time) (standing, time.Time) {
 	}
 	w := l.window
 	// the maximum lifetime: a renewal cannot extend it
-	renews := !GrantCapped(&l.info) && !w.Renew.After(w.Cancel)
+	renews := !GrantCapped(&l.record) && !w.Renew.After(w.Cancel)
 	next := w.Cancel
 	if renews {
 		next = w.Renew
@@ -299,9 +301,9 @@ func (l *Lease) standing(now time.Time) (standing, time.Time) {
 }
 
 // cancelPoint: the cancel point passed without a confirmed renewal.
-func (l *Lease) cancelPoint() {
+func (l *HeldLease) cancelPoint() {
 	l.mu.Lock()
-	capped, cause, w := GrantCapped(&l.info), l.lastErr, l.window
+	capped, cause, w := GrantCapped(&l.record), l.lastErr, l.window
 	l.mu.Unlock()
 	if capped {
 		l.lose(&LostError{Reason: "expired"})
@@ -323,7 +325,7 @@ const namingInspect = time.Second
 // leased. Before the local expiry that is "unconfirmed" at once; after it
 // leased is asked what became of the lease: "lost" (State its state) when
 // it ended it, else "unconfirmed" with what the inspection met.
-func (l *Lease) unconfirmed(w Window, observed error) *LostError {
+func (l *HeldLease) unconfirmed(w Window, observed error) *LostError {
 	now := time.Now()
 	if observed != nil && now.Before(w.Expiry) {
 		return &LostError{Reason: "unconfirmed", Cause: observed}
@@ -335,7 +337,7 @@ func (l *Lease) unconfirmed(w Window, observed error) *LostError {
 		return &LostError{Reason: "unconfirmed",
 			Cause: errors.New(stalled + "; no renewal was sent before the cancel point")}
 	}
-	info := l.Info()
+	info := l.Record()
 	ctx, cancel := context.WithTimeout(l.ctx, namingInspect)
 	got, err := l.client.Inspect(ctx, info.LeaseID)
 	cancel()
@@ -358,10 +360,10 @@ type renewal struct {
 	req *OwnerRequest
 }
 
-func (l *Lease) prepare() renewal {
+func (l *HeldLease) prepare() renewal {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	info := l.info
+	info := l.record
 	return renewal{l.window, &OwnerRequest{Identity: info.Identity, LeaseID: info.LeaseID,
 		FencingToken: info.FencingToken, ServiceInstanceID: l.opts.ServiceInstanceID,
 		TTL: time.Duration(info.TTLMS) * time.Millisecond}}
@@ -369,7 +371,7 @@ func (l *Lease) prepare() renewal {
 
 // renewSingle: one plain renewal (POST /v1/leases/renew), bounded by the
 // cancel point and by the hold (Release ends it).
-func (l *Lease) renewSingle() {
+func (l *HeldLease) renewSingle() {
 	r := l.prepare()
 	ctx, cancel := context.WithDeadline(l.ctx, r.w.Cancel)
 	ans, err := l.client.Renew(ctx, r.req)
@@ -381,7 +383,7 @@ func (l *Lease) renewSingle() {
 // grant anchored at its request's first send (an answer after its answer
 // deadline only when an inspection confirms it), a temporary failure
 // retried before the cancel point, anything else ends this hold only.
-func (l *Lease) judge(r renewal, ans *LeaseAnswer, err error, answered time.Time) {
+func (l *HeldLease) judge(r renewal, ans *LeaseAnswer, err error, answered time.Time) {
 	if l.ctx.Err() != nil {
 		return // released or lost meanwhile
 	}
@@ -403,7 +405,7 @@ func (l *Lease) judge(r renewal, ans *LeaseAnswer, err error, answered time.Time
 		w := l.plan(Anchor(ans.FirstSent, ans.WaitedMS, ans.Answered), &ans.Lease)
 		l.mu.Lock()
 		if l.ctx.Err() == nil {
-			l.window, l.info = w, ans.Lease
+			l.window, l.record = w, ans.Lease
 			l.renewals++
 			l.failures, l.lastErr = 0, nil
 		}
@@ -427,7 +429,7 @@ func (l *Lease) judge(r renewal, ans *LeaseAnswer, err error, answered time.Time
 
 // lateAnswerProven: an inspection, answered before C, shows the same
 // lease and token, active, with the renewal applied.
-func (l *Lease) lateAnswerProven(ctx context.Context, ans *LeaseAnswer) bool {
+func (l *HeldLease) lateAnswerProven(ctx context.Context, ans *LeaseAnswer) bool {
 	got, err := l.client.Inspect(ctx, ans.Lease.LeaseID)
 	return err == nil && got.Lease.LeaseID == ans.Lease.LeaseID &&
 		got.Lease.FencingToken == ans.Lease.FencingToken && got.Lease.State == "active" &&
@@ -438,7 +440,7 @@ const watchWait = 30 * time.Second
 
 // watchLoop long-polls the lease: an end it did not ask for cancels at
 // once. A failing watch only pauses; renewal stays the authority.
-func (l *Lease) watchLoop() {
+func (l *HeldLease) watchLoop() {
 	defer l.done.Done()
 	id := l.ID()
 	pause := 100 * time.Millisecond

@@ -30,7 +30,7 @@ import (
 type renewalGroup struct {
 	client   *Client
 	mu       sync.Mutex
-	members  map[*Lease]struct{}
+	members  map[*HeldLease]struct{}
 	running  bool
 	wake     chan struct{} // a hold joined
 	oneByOne bool          // the service has no renew-batch route
@@ -39,13 +39,13 @@ type renewalGroup struct {
 
 func (c *Client) renewals() *renewalGroup {
 	c.groupOnce.Do(func() {
-		c.group = &renewalGroup{client: c, members: map[*Lease]struct{}{},
+		c.group = &renewalGroup{client: c, members: map[*HeldLease]struct{}{},
 			wake: make(chan struct{}, 1)}
 	})
 	return c.group
 }
 
-func (g *renewalGroup) join(l *Lease) {
+func (g *renewalGroup) join(l *HeldLease) {
 	g.mu.Lock()
 	g.members[l] = struct{}{}
 	start := !g.running
@@ -62,7 +62,7 @@ func (g *renewalGroup) join(l *Lease) {
 
 // leave takes a hold out. A renewal of it in flight is judged by a hold
 // whose context has ended, which ignores it.
-func (g *renewalGroup) leave(l *Lease) {
+func (g *renewalGroup) leave(l *HeldLease) {
 	g.mu.Lock()
 	delete(g.members, l)
 	g.mu.Unlock()
@@ -90,7 +90,7 @@ func (g *renewalGroup) loop() {
 			return
 		}
 		now := time.Now()
-		var overs, dues, gathers []*Lease
+		var overs, dues, gathers []*HeldLease
 		next := now.Add(time.Hour)
 		for l := range g.members {
 			st, at := l.standing(now)
@@ -134,7 +134,7 @@ func (g *renewalGroup) loop() {
 	}
 }
 
-func (g *renewalGroup) renewBatch(ls []*Lease) {
+func (g *renewalGroup) renewBatch(ls []*HeldLease) {
 	preps := make([]renewal, len(ls))
 	reqs := make([]*OwnerRequest, len(ls))
 	cancelAt := time.Time{}

@@ -20,7 +20,7 @@ const (
 
 // Grant is G: min(ttl_ms, expires_at - renewed_at), never negative (less
 // than the TTL near the maximum lifetime).
-func Grant(l *LeaseInfo) time.Duration {
+func Grant(l *LeaseRecord) time.Duration {
 	span := l.ExpiresAt.Sub(l.RenewedAt)
 	g := span
 	if ttl := time.Duration(l.TTLMS) * time.Millisecond; ttl > 0 && ttl < span {
@@ -35,7 +35,7 @@ func Grant(l *LeaseInfo) time.Duration {
 // GrantCapped: the maximum lifetime cut the grant below the TTL, so a
 // renewal cannot extend the lease (one millisecond of slack: both
 // timestamps are truncated to milliseconds).
-func GrantCapped(l *LeaseInfo) bool {
+func GrantCapped(l *LeaseRecord) bool {
 	return l.ExpiresAt.Sub(l.RenewedAt)+grantSlackForCaps < time.Duration(l.TTLMS)*time.Millisecond
 }
 

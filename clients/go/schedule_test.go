@@ -103,7 +103,7 @@ func TestAnswerDeadlineAndRetry(t *testing.T) {
 }
 
 func TestGrant(t *testing.T) {
-	l := LeaseInfo{RenewedAt: t0, ExpiresAt: t0.Add(30 * time.Second), TTLMS: 30000}
+	l := LeaseRecord{RenewedAt: t0, ExpiresAt: t0.Add(30 * time.Second), TTLMS: 30000}
 	if Grant(&l) != 30*time.Second || GrantCapped(&l) {
 		t.Fatalf("plain grant: %v %v", Grant(&l), GrantCapped(&l))
 	}

@@ -17,8 +17,11 @@ type Identity struct {
 	OperationClass  string `json:"operation_class,omitempty"`
 }
 
-// LeaseInfo is the service's lease object.
-type LeaseInfo struct {
+// LeaseRecord is a lease record: the service's lease object (docs/api.md),
+// as acquire, renew, inspect, watch and list answer it. The same thing is
+// LeaseRecord in the Python client and lease_record_t in C
+// (docs/clients.md, "Names").
+type LeaseRecord struct {
 	Identity          Identity        `json:"lock_identity"`
 	LeaseID           string          `json:"lease_id"`
 	FencingToken      int64           `json:"fencing_token"`
@@ -60,13 +63,13 @@ type Answer struct {
 // revoke, inspect and watch.
 type LeaseAnswer struct {
 	Answer
-	Lease LeaseInfo
+	Lease LeaseRecord
 }
 
 // ListAnswer is one page of a list.
 type ListAnswer struct {
 	Answer
-	Leases        []LeaseInfo
+	Leases        []LeaseRecord
 	NextPageToken string // "" on the last page
 }
 

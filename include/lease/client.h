@@ -69,7 +69,7 @@ typedef struct lease_client_call {
     /* Where a lease answer's local authority starts (docs/executor.md):
      * min(first_sent_mono_ns + the answer's waited_ms, answered_mono_ns),
      * i.e. first_sent_mono_ns unless a waited acquire was granted late in
-     * its wait. Pass it to lease_worker_start. 0 when no answer arrived. */
+     * its wait. Pass it to lease_held_start. 0 when no answer arrived. */
     int64_t anchor_mono_ns;
     char *body; /* keep_body: heap JSON text of the final answer or NULL */
     /* when an attempt got no HTTP answer: what the transport said, e.g.
@@ -224,7 +224,7 @@ LEASE_MUST_USE lease_code_t lease_client_inspect_id(lease_client_t *client, cons
  * is (active) once wait_ms passed; LEASE_INSPECTED either way. The call's
  * deadline defaults to wait_ms + LEASE_CLIENT_DEFAULT_DEADLINE_MS. With
  * abort_fd >= 0 the call also ends at once when that fd becomes readable
- * (answering LEASE_BACKEND_UNAVAILABLE): a worker stopping its watch.
+ * (answering LEASE_BACKEND_UNAVAILABLE): a held lease stopping its watch.
  */
 LEASE_MUST_USE lease_code_t lease_client_watch(lease_client_t *client, const char *lease_id,
                                                int64_t wait_ms, int abort_fd,

@@ -17,8 +17,8 @@
 
 #include "client_internal.h"
 #include "lease/client.h"
-#include "lease/worker.h"
 
+#define NS_PER_MS 1000000LL
 #define PAUSE_FIRST_MS 20
 #define PAUSE_MAX_MS 500
 #define LIST_DEFAULT_PAGE 100
@@ -27,16 +27,22 @@ struct lease_client {
     char *base_url;
     char *authorization; /* "Authorization: Bearer <token>", wiped on free */
     client_http_pool_t *pool;
-    /* the renewal thread of this client's workers (worker_group.c),
-     * created on the first lease_worker_start */
-    pthread_mutex_t group_lock;
-    struct worker_group *group;
+    /* what a layer above keeps per client (the held leases' renewal
+     * group, renewals.c, made on the first lease_held_start), freed with
+     * the client through drop_attachment: the client never knows what */
+    pthread_mutex_t attachment_lock;
+    void *attachment;
+    void (*drop_attachment)(void *);
 };
 
-struct worker_group **client_worker_group_slot(lease_client_t *c, pthread_mutex_t **lock)
+void *client_attachment(lease_client_t *c, void *(*make)(lease_client_t *), void (*drop)(void *))
 {
-    *lock = &c->group_lock;
-    return &c->group;
+    pthread_mutex_lock(&c->attachment_lock);
+    if (!c->attachment && (c->attachment = make(c)) != NULL)
+        c->drop_attachment = drop;
+    void *a = c->attachment;
+    pthread_mutex_unlock(&c->attachment_lock);
+    return a;
 }
 
 lease_client_t *lease_client_new(const char *base_url, const char *token)
@@ -48,7 +54,7 @@ lease_client_t *lease_client_new(const char *base_url, const char *token)
     lease_client_t *c = calloc(1, sizeof *c);
     if (!c)
         return NULL;
-    pthread_mutex_init(&c->group_lock, NULL);
+    pthread_mutex_init(&c->attachment_lock, NULL);
     c->base_url = strdup(base_url);
     c->pool = client_http_pool_new();
     if (!c->base_url || !c->pool)
@@ -74,8 +80,9 @@ void lease_client_free(lease_client_t *c)
 {
     if (!c)
         return;
-    worker_group_free(c->group); /* its workers are gone: they borrow the client */
-    pthread_mutex_destroy(&c->group_lock);
+    if (c->attachment) /* its held leases are gone: they borrow the client */
+        c->drop_attachment(c->attachment);
+    pthread_mutex_destroy(&c->attachment_lock);
     if (c->authorization) {
         OPENSSL_cleanse(c->authorization, strlen(c->authorization));
         free(c->authorization);
@@ -172,13 +179,28 @@ static bool pause_before_retry(const lease_deadline_t *deadline, int64_t *pause_
     return true;
 }
 
+/* client_internal.h; lease_held_anchor_ns is its public name */
+int64_t client_anchor_ns(int64_t first_sent_ns, int64_t waited_ms, int64_t answered_ns)
+{
+    /* saturating: an absurd wait must not wrap around to an early anchor */
+    int64_t room_ms = (INT64_MAX - (first_sent_ns > 0 ? first_sent_ns : 0)) / NS_PER_MS;
+    if (waited_ms < 0)
+        waited_ms = 0;
+    if (waited_ms > room_ms)
+        waited_ms = room_ms;
+    int64_t anchor = first_sent_ns + waited_ms * NS_PER_MS;
+    if (answered_ns > 0 && anchor > answered_ns)
+        anchor = answered_ns;
+    return anchor;
+}
+
 /* Keeps the final answer's facts (and body) in the call. */
 static void settle(lease_client_call_t *call, client_http_answer_t *ans,
                    const client_envelope_t *env)
 {
     call->answered_mono_ns = lease_mono_now_ns();
     call->anchor_mono_ns =
-        lease_worker_anchor_ns(call->first_sent_mono_ns, env->waited_ms, call->answered_mono_ns);
+        client_anchor_ns(call->first_sent_mono_ns, env->waited_ms, call->answered_mono_ns);
     call->http_status = ans->status;
     snprintf(call->correlation_id, sizeof call->correlation_id, "%s",
              env->typed && env->correlation_id[0] ? env->correlation_id : ans->correlation_id);

@@ -56,8 +56,7 @@ LEASE_MUST_USE bool client_http_pool_set_ca_file(client_http_pool_t *pool, const
  */
 void client_http_perform(client_http_pool_t *pool, const char *method, const char *url,
                          const char *authorization, const char *body,
-                         const lease_deadline_t *deadline, int abort_fd,
-                         client_http_answer_t *out);
+                         const lease_deadline_t *deadline, int abort_fd, client_http_answer_t *out);
 void client_http_answer_clear(client_http_answer_t *ans);
 
 /* A decoded answer body. typed is true only for a well-formed envelope
@@ -86,10 +85,19 @@ LEASE_MUST_USE bool client_lease_decode(const json_t *obj, lease_record_t *out);
 /* The lock_identity object of a request; operation_class NULL is omitted. */
 json_t *client_identity_json(const lease_identity_input_t *id);
 
-/* The client's slot for its workers' renewal group (worker_group.c),
- * guarded by *lock; lease_client_free frees what it holds. */
-struct worker_group;
-struct worker_group **client_worker_group_slot(lease_client_t *c, pthread_mutex_t **lock);
-void worker_group_free(struct worker_group *g);
+/*
+ * One object a layer above the client keeps per client (the held leases'
+ * renewal group, renewals.c): made by make(c) on the first call, under the
+ * client's lock (NULL: not made, tried again next time), returned as is
+ * afterwards, and given to drop by lease_client_free. The client holds it
+ * without knowing what it is: the layer above calls down, never the
+ * client up (tests/layers: no circle among the module's files).
+ */
+void *client_attachment(lease_client_t *c, void *(*make)(lease_client_t *), void (*drop)(void *));
+
+/* Where a lease answer's local authority starts: min(first_sent_ns +
+ * waited_ms, answered_ns), saturating; waited_ms < 0 counts as 0 and
+ * answered_ns 0 (unknown) as no bound (lease_client_call_t.anchor_mono_ns). */
+int64_t client_anchor_ns(int64_t first_sent_ns, int64_t waited_ms, int64_t answered_ns);
 
 #endif

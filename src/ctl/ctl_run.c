@@ -37,7 +37,7 @@
 #include "ctl_report.h"
 #include "lease/client.h"
 #include "lease/clock.h"
-#include "lease/worker.h"
+#include "lease/held.h"
 
 extern char **environ;
 
@@ -346,12 +346,12 @@ static const char help[] =
 /* clang-format on */
 
 /* Runs the command under a held lease; returns run's exit status. */
-static int run_under_lease(const ctl_options_t *o, lease_worker_t *worker, char **command,
+static int run_under_lease(const ctl_options_t *o, lease_held_t *worker, char **command,
                            int64_t grace_ms, const sigset_t *handled, const sigset_t *original,
                            const int *inherited)
 {
     lease_record_t held;
-    lease_worker_snapshot(worker, &held, NULL);
+    lease_held_snapshot(worker, &held, NULL);
     run_env_t env;
     int sfd = -1;
     int err;
@@ -377,12 +377,12 @@ static int run_under_lease(const ctl_options_t *o, lease_worker_t *worker, char 
     }
     fprintf(stderr, "leasectl run: lease %s (fencing token %lld) held; running %s as pid %d\n",
             held.lease_id, (long long)held.fencing_token, command[0], (int)sup.pid);
-    supervise(&sup, sfd, lease_worker_cancel_fd(worker), grace_ms);
+    supervise(&sup, sfd, lease_held_cancel_fd(worker), grace_ms);
     if (sup.lost) {
         lease_code_t code;
-        lease_worker_state_t why = lease_worker_state(worker, &code);
+        lease_held_state_t why = lease_held_state(worker, &code);
         fprintf(stderr, "leasectl run: command cancelled: lease %s (%s)\n",
-                lease_worker_state_name(why), lease_code_name(code));
+                lease_held_state_name(why), lease_code_name(code));
         status = LEASE_EXIT_LEASE_LOST;
     } else {
         status = exit_status_of(sup.wstatus);
@@ -502,9 +502,8 @@ static int hold_and_run(const ctl_options_t *o, lease_client_t *client, char **c
         return lease_code_exit_status(code);
     }
 
-    lease_worker_config_t wcfg = {.service_instance_id = o->service_instance_id, .log = log_line};
-    lease_worker_t *worker =
-        lease_worker_start(client, &res.lease, call.anchor_mono_ns, &wcfg, &code);
+    lease_held_config_t wcfg = {.service_instance_id = o->service_instance_id, .log = log_line};
+    lease_held_t *worker = lease_held_start(client, &res.lease, call.anchor_mono_ns, &wcfg, &code);
     if (!worker) {
         fprintf(stderr, "leasectl run: cannot hold lease %s: %s\n", res.lease.lease_id,
                 lease_code_name(code));
@@ -517,20 +516,20 @@ static int hold_and_run(const ctl_options_t *o, lease_client_t *client, char **c
         return lease_code_exit_status(code);
     }
     int status = run_under_lease(o, worker, command, grace_ms, handled, original, inherited);
-    if (lease_worker_state(worker, NULL) == LEASE_WORKER_LOST) {
+    if (lease_held_state(worker, NULL) == LEASE_HELD_LOST) {
         /* the service said so: there is nothing left to release */
-        lease_worker_stop(worker);
+        lease_held_stop(worker);
     } else {
         /* after an unconfirmed loss this is best effort, briefly: it frees
          * the lease early if the service is reachable again */
         bool lost = status == LEASE_EXIT_LEASE_LOST;
-        code = lease_worker_release(worker, lost ? LOST_RELEASE_DEADLINE_MS : RELEASE_DEADLINE_MS,
-                                    NULL);
+        code =
+            lease_held_release(worker, lost ? LOST_RELEASE_DEADLINE_MS : RELEASE_DEADLINE_MS, NULL);
         if (code != LEASE_RELEASED && !lost)
             fprintf(stderr, "leasectl run: release failed: %s (the lease ends at its expiry)\n",
                     lease_code_name(code));
     }
-    lease_worker_free(worker);
+    lease_held_free(worker);
     return status;
 }
 

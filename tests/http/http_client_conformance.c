@@ -5,7 +5,7 @@
  * loopback HTTP and the test database, it asserts what it observes:
  *
  *  1. acquire, renew, release;
- *  2. a hold (lease_worker) kept alive by renewals past 5x its TTL;
+ *  2. a hold (lease_held) kept alive by renewals past 5x its TTL;
  *  3. a force-release through a second leased instance cancels the holder
  *     within 1 s (its watch); the latency is measured and printed;
  *  4. leased killed -9 while an acquire waits in the database: the client
@@ -25,7 +25,7 @@
 #include "http_common.h"
 #include "lease/client.h"
 #include "lease/clock.h"
-#include "lease/worker.h"
+#include "lease/held.h"
 #include "test_wait.h"
 
 #define INSTANCE "conformance-1"
@@ -107,11 +107,11 @@ static void a_hold_outlives_five_ttls(void **state)
     lease_result_t a;
     must_acquire(c, "conf-2", 1500, &call, &a);
     lease_code_t code;
-    lease_worker_t *w = lease_worker_start(c, &a.lease, call.anchor_mono_ns, NULL, &code);
+    lease_held_t *w = lease_held_start(c, &a.lease, call.anchor_mono_ns, NULL, &code);
     assert_non_null(w);
     /* 5 TTLs and a bit: no cancellation, and the service still has it */
-    assert_false(readable_within(lease_worker_cancel_fd(w), 5 * 1500 + 500));
-    assert_int_equal(lease_worker_state(w, NULL), LEASE_WORKER_ACTIVE);
+    assert_false(readable_within(lease_held_cancel_fd(w), 5 * 1500 + 500));
+    assert_int_equal(lease_held_state(w, NULL), LEASE_HELD_ACTIVE);
     lease_result_t seen;
     assert_int_equal(lease_client_inspect_id(c, a.lease.lease_id, NULL, &seen), LEASE_INSPECTED);
     assert_int_equal(seen.lease.state, LEASE_STATE_ACTIVE);
@@ -119,8 +119,8 @@ static void a_hold_outlives_five_ttls(void **state)
     assert_true(seen.lease.expires_at_ms > a.lease.acquired_at_ms + 5 * 1500);
     printf("conformance C: hold of ttl 1500 ms alive after %d ms, expires_at moved %lld ms\n",
            5 * 1500 + 500, (long long)(seen.lease.expires_at_ms - a.lease.expires_at_ms));
-    assert_int_equal(lease_worker_release(w, 5000, NULL), LEASE_RELEASED);
-    lease_worker_free(w);
+    assert_int_equal(lease_held_release(w, 5000, NULL), LEASE_RELEASED);
+    lease_held_free(w);
     lease_client_free(c);
 }
 
@@ -133,22 +133,22 @@ static void force_release_elsewhere_cancels_within_a_second(void **state)
     lease_result_t a, r;
     must_acquire(c, "conf-3", 60000, &call, &a);
     lease_code_t code;
-    lease_worker_t *w = lease_worker_start(c, &a.lease, call.anchor_mono_ns, NULL, &code);
+    lease_held_t *w = lease_held_start(c, &a.lease, call.anchor_mono_ns, NULL, &code);
     assert_non_null(w);
     lease_sleep_ms(300); /* the watch is in its long poll */
 
     lease_client_admin_t req = admin_of(&a.lease, "conformance: force-release");
     assert_int_equal(lease_client_force_release(admin, &req, NULL, &r), LEASE_RELEASED);
     int64_t answered = lease_mono_now_ns();
-    assert_true(readable_within(lease_worker_cancel_fd(w), 1000));
+    assert_true(readable_within(lease_held_cancel_fd(w), 1000));
     int64_t latency_us = (lease_mono_now_ns() - answered) / 1000;
     printf("conformance C: force-release through a second leased cancelled the holder "
            "%lld.%03lld ms after its answer\n",
            (long long)(latency_us / 1000), (long long)(latency_us % 1000));
     assert_true(latency_us < 1000000);
-    assert_int_equal(lease_worker_state(w, &code), LEASE_WORKER_LOST);
+    assert_int_equal(lease_held_state(w, &code), LEASE_HELD_LOST);
     assert_int_equal(code, LEASE_LOST);
-    lease_worker_free(w);
+    lease_held_free(w);
     lease_client_free(admin);
     lease_client_free(c);
 }
@@ -456,14 +456,14 @@ static void a_late_grant_holds_and_runs(void **state)
     assert_true(late.waited_ms >= 1500 && late.waited_ms <= took_ms);
     assert_true(call.anchor_mono_ns == call.first_sent_mono_ns + late.waited_ms * 1000000);
 
-    lease_worker_t *w = lease_worker_start(c, &late.lease, call.anchor_mono_ns, NULL, &code);
+    lease_held_t *w = lease_held_start(c, &late.lease, call.anchor_mono_ns, NULL, &code);
     if (!w)
         fail_msg("the late grant could not be held: %s", lease_code_name(code));
     /* it runs past its TTL, renewed */
-    assert_false(readable_within(lease_worker_cancel_fd(w), 3000));
-    assert_int_equal(lease_worker_state(w, NULL), LEASE_WORKER_ACTIVE);
-    assert_int_equal(lease_worker_release(w, 5000, NULL), LEASE_RELEASED);
-    lease_worker_free(w);
+    assert_false(readable_within(lease_held_cancel_fd(w), 3000));
+    assert_int_equal(lease_held_state(w, NULL), LEASE_HELD_ACTIVE);
+    assert_int_equal(lease_held_release(w, 5000, NULL), LEASE_RELEASED);
+    lease_held_free(w);
     lease_client_free(c);
 }
 

@@ -10,7 +10,8 @@
 #include <string.h>
 
 #include <lease/client.h>
-#include <lease/worker.h>
+#include <lease/held.h>
+#include <lease/worker.h> /* the deprecated earlier names: still installed, still linked */
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
@@ -53,6 +54,7 @@ int main(void)
     CHECK(lease_code_retryable(code));
     CHECK(call.transport_error[0] != '\0');
     lease_client_free(c);
+    CHECK(strcmp(lease_held_state_name(LEASE_HELD_LOST), "lost") == 0);
     CHECK(strcmp(lease_worker_state_name(LEASE_WORKER_LOST), "lost") == 0);
     puts("client_smoke: ok");
     return 0;

@@ -6,6 +6,12 @@
         ...                                # lease.lost is set when it is lost
         lease.commit([document("result/1", {"ok": True})])
 
+The names (docs/clients.md, "Names"): a LeaseRecord is a lease as the
+service answered it; a HeldLease is a lease this process holds, renewed in
+the background (what ``with client.hold(...)`` gives; Hold is the context
+manager); renew_many/release_many are the batch calls. ``Lease`` is the
+deprecated earlier name of LeaseRecord.
+
 docs/clients.md describes it.
 """
 import logging
@@ -31,7 +37,7 @@ from .errors import (
 )
 from .hold import HeldLease, Hold
 from .transport import MAX_ANSWER_BYTES
-from .types import CommitResult, Identity, Lease, Page, document, publication
+from .types import CommitResult, Identity, Lease, LeaseRecord, Page, document, publication
 
 __version__ = "0.1.0"
 
@@ -42,6 +48,7 @@ __all__ = [
     "AccessDenied", "AsyncHold", "BackendUnavailable", "Client", "CommitResult", "Consumer",
     "DeadlineExceeded", "Delivery", "ERRORS_BY_CODE", "HeldLease", "Hold", "IdempotencyConflict",
     "Identity", "InvalidCredential", "InvalidDelivery", "InvalidLeaseRequest", "Lease",
+    "LeaseRecord",
     "LeaseConflict", "LeaseError", "LeaseLost", "LeaseNotFound", "MAX_ANSWER_BYTES", "OutcomeUnknown",
     "Page",
     "RateLimited", "Verdict", "WriteConflict", "document", "new_id", "new_trace_id",

@@ -10,18 +10,16 @@ cancellation of its own.
 import asyncio
 import functools
 from types import TracebackType
-from typing import Any, Optional, Type, TYPE_CHECKING
+from typing import Any, Optional, Type
 
+from .calls import Calls
 from .errors import LeaseLost
 from .hold import Hold, HeldLease
 from .types import Identity
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .client import Client
-
 
 class AsyncHold:
-    def __init__(self, client: "Client", identity: Identity, **kw: Any) -> None:
+    def __init__(self, client: Calls, identity: Identity, **kw: Any) -> None:
         self._hold = Hold(client, identity, **kw)
         self._task: Optional["asyncio.Task[Any]"] = None
         self._loop: Optional[asyncio.AbstractEventLoop] = None

@@ -1,15 +1,17 @@
 """Holding a lease: renewal on the documented schedule (by the client's
 renewal thread, renewals.py: every lease held through one Client renewed in
 one call per period), a watch (long poll) that reports an end the holder did
-not ask for, and one cancellation signal (``lost``) for the work."""
+not ask for, and one cancellation signal (``lost``) for the work. Above the
+calls (calls.py) and the renewal group, below client.py and aio.py."""
 import logging
 import random
 import threading
 import time
 from types import TracebackType
-from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Type, TYPE_CHECKING
+from typing import Any, Callable, Dict, List, Mapping, Optional, Sequence, Type
 
 from . import schedule
+from .calls import Calls
 from .errors import (
     AccessDenied,
     BackendUnavailable,
@@ -23,10 +25,8 @@ from .errors import (
     RateLimited,
 )
 from .transport import Abort, Aborted
-from .types import CommitResult, Identity, Lease
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .client import Client
+from .renewals import group_of
+from .types import CommitResult, Identity, LeaseRecord, parse_time_ms
 
 log = logging.getLogger("leaseclient")
 
@@ -54,7 +54,7 @@ class HeldLease:
     ``commit()``; the service refuses a stale holder's commit either way.
     """
 
-    def __init__(self, client: "Client", lease: Lease, window: schedule.Window, *,
+    def __init__(self, client: Calls, lease: LeaseRecord, window: schedule.Window, *,
                  service_instance_id: str, ttl_ms: Optional[int], watch: bool,
                  watch_wait_ms: int, margin_ms: int,
                  on_lost: Optional[Callable[["HeldLease"], None]] = None) -> None:
@@ -93,7 +93,7 @@ class HeldLease:
     # what the work sees
 
     @property
-    def lease(self) -> Lease:
+    def lease(self) -> LeaseRecord:
         """The latest confirmed lease record (expires_at moves with renewals)."""
         with self._cond:
             return self._lease
@@ -176,7 +176,7 @@ class HeldLease:
             callbacks = list(self._callbacks)
             self._cond.notify_all()
         log.warning("lease %s: %s (%s): %s", self._lease.lease_id, reason, code, detail)
-        self.client._renewal_group().leave(self)  # nothing left to renew
+        group_of(self.client).leave(self)  # nothing left to renew
         self._watch_abort.fire()
         for fn in callbacks:
             try:
@@ -193,13 +193,13 @@ class HeldLease:
             self._cond.notify_all()
         self._watch_abort.fire()
         self._renew_abort.fire()
-        self.client._renewal_group().leave(self)
+        group_of(self.client).leave(self)
         for t in self._threads:
             if t is not threading.current_thread() and t.is_alive():
                 t.join()
 
     def _start(self) -> None:
-        self.client._renewal_group().join(self)
+        group_of(self.client).join(self)
         for t in self._threads:
             t.start()
 
@@ -284,7 +284,7 @@ class HeldLease:
                 stalled + "; leased still shows it active, but no renewal was sent before the "
                           "cancel point")
 
-    def _prepare(self) -> "tuple[Lease, schedule.Window, float]":
+    def _prepare(self) -> "tuple[LeaseRecord, schedule.Window, float]":
         """What is held, its window and when this attempt began."""
         with self._cond:
             return self._lease, self._window, time.monotonic()
@@ -311,8 +311,8 @@ class HeldLease:
             return
         self._judge(held, window, now, renewed, answer.first_sent, answer.answered)
 
-    def _judge(self, held: Lease, window: schedule.Window, started: float,
-               outcome: "Lease | LeaseError", first_sent: float, answered: float) -> None:
+    def _judge(self, held: LeaseRecord, window: schedule.Window, started: float,
+               outcome: "LeaseRecord | LeaseError", first_sent: float, answered: float) -> None:
         """One renewal's answer, judged exactly as a renewal of its own:
         a grant anchored at its request's first send, a late answer counted
         only when an inspection confirms it, a temporary failure retried,
@@ -362,7 +362,7 @@ class HeldLease:
             self._last_code = "lease_renewed"
             self.renewals += 1
 
-    def _confirm_by_inspect(self, renewed: Lease, cancel: float) -> bool:
+    def _confirm_by_inspect(self, renewed: LeaseRecord, cancel: float) -> bool:
         """A late renewal answer grants nothing unless an inspection, answered
         before the cancel point, shows the lease active with it applied."""
         left_ms = int((cancel - time.monotonic()) * 1000)
@@ -372,7 +372,6 @@ class HeldLease:
             seen = self.client.inspect(renewed.lease_id, deadline_ms=left_ms)
         except LeaseError:
             return False
-        from .types import parse_time_ms
         return (time.monotonic() < cancel and seen.state == "active"
                 and seen.lease_id == renewed.lease_id
                 and seen.fencing_token == renewed.fencing_token
@@ -424,7 +423,7 @@ class Hold:
     and ``on_lost`` (a callback, run on a background thread).
     """
 
-    def __init__(self, client: "Client", identity: Identity, *, ttl_ms: Optional[int] = None,
+    def __init__(self, client: Calls, identity: Identity, *, ttl_ms: Optional[int] = None,
                  wait_ms: int = 0, maximum_lifetime_ms: Optional[int] = None,
                  service_instance_id: Optional[str] = None, execution_id: Optional[str] = None,
                  job_id: Optional[str] = None, trace_id: Optional[str] = None,

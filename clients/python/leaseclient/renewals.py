@@ -19,14 +19,13 @@ lone due renewal is a plain ``/v1/leases/renew``.
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING, List, Optional
+from typing import Dict, List, Optional, Protocol, Tuple, Union
 
+from .calls import Calls
 from .errors import (BackendUnavailable, DeadlineExceeded, LeaseError, OutcomeUnknown,
                      RateLimited)
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .client import Client
-    from .hold import HeldLease
+from .schedule import Window
+from .types import LeaseRecord
 
 log = logging.getLogger("leaseclient")
 
@@ -34,19 +33,51 @@ _TRANSIENT = (BackendUnavailable, OutcomeUnknown, RateLimited, DeadlineExceeded)
 BATCH_MAX = 100
 
 
+class Member(Protocol):
+    """What the group needs of a held lease (hold.HeldLease): this file sits
+    below hold.py and never imports it."""
+
+    client: Calls
+    _service_instance_id: str
+    _ttl_ms: Optional[int]
+
+    def _standing(self, now: float) -> Tuple[str, float]: ...
+
+    def _cancel_point(self) -> None: ...
+
+    def _renew_once(self) -> None: ...
+
+    def _prepare(self) -> Tuple[LeaseRecord, Window, float]: ...
+
+    def _judge(self, held: LeaseRecord, window: Window, started: float,
+               outcome: Union[LeaseRecord, LeaseError], first_sent: float,
+               answered: float) -> None: ...
+
+
+def group_of(client: Calls) -> "RenewalGroup":
+    """The renewal group of the leases held through client, made (with no
+    thread yet) on first use and kept in the client's slot for it."""
+    with client._group_lock:
+        if client._group is None:
+            client._group = RenewalGroup(client)
+        group = client._group
+    assert isinstance(group, RenewalGroup)
+    return group
+
+
 class RenewalGroup:
     """The holds of one Client and the thread that renews them (started
     when the first hold joins, ended when the last one leaves)."""
 
-    def __init__(self, client: "Client") -> None:
+    def __init__(self, client: Calls) -> None:
         self._client = client
         self._cond = threading.Condition()
-        self._members: List["HeldLease"] = []
+        self._members: List[Member] = []
         self._thread: Optional[threading.Thread] = None
         self._one_by_one = False  # the service has no renew-batch route
         self.batches = 0  # renew-batch calls made (for tests and diagnostics)
 
-    def join(self, held: "HeldLease") -> None:
+    def join(self, held: Member) -> None:
         with self._cond:
             self._members.append(held)
             if self._thread is None:
@@ -55,7 +86,7 @@ class RenewalGroup:
                 self._thread.start()
             self._cond.notify_all()
 
-    def leave(self, held: "HeldLease") -> None:
+    def leave(self, held: Member) -> None:
         """Takes a hold out. A renewal of it in flight is judged by a hold
         that has stopped, which ignores it."""
         with self._cond:
@@ -70,13 +101,15 @@ class RenewalGroup:
                     self._thread = None
                     return
                 now = time.monotonic()
-                over: List["HeldLease"] = []
-                due: List["HeldLease"] = []
-                gather: List["HeldLease"] = []
+                over: List[Member] = []
+                due: List[Member] = []
+                gather: List[Member] = []
                 nxt = float("inf")
                 for m in self._members:
                     kind, at = m._standing(now)
-                    {"over": over, "due": due, "gatherable": gather}.get(kind, []).append(m)
+                    lists: Dict[str, List[Member]] = {"over": over, "due": due,
+                                                      "gatherable": gather}
+                    lists.get(kind, []).append(m)
                     nxt = min(nxt, at)
                 if not over and not due:
                     self._cond.wait(None if nxt == float("inf") else max(nxt - now, 0.0))
@@ -98,7 +131,7 @@ class RenewalGroup:
                 finally:
                     self._cond.acquire()
 
-    def _renew_batch(self, members: List["HeldLease"]) -> None:
+    def _renew_batch(self, members: List[Member]) -> None:
         prepared = [m._prepare() for m in members]
         started = min(p[2] for p in prepared)
         cancel = min(p[1].cancel for p in prepared)

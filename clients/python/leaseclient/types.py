@@ -51,8 +51,9 @@ def parse_time_ms(text: Optional[str]) -> Optional[int]:
 
 
 @dataclass
-class Lease:
-    """A lease as the service answered it (docs/api.md, "Lease object"), and
+class LeaseRecord:
+    """A lease record: a lease as the service answered it (docs/api.md,
+    "Lease object"; lease_record_t in C, LeaseRecord in Go), and
     the facts of the call that returned it."""
 
     identity: Identity
@@ -99,7 +100,7 @@ class Lease:
 
     @classmethod
     def from_json(cls, obj: Dict[str, Any], envelope: Optional[Dict[str, Any]] = None,
-                  request_id: Optional[str] = None) -> "Lease":
+                  request_id: Optional[str] = None) -> "LeaseRecord":
         env = envelope or {}
         waited = env.get("waited_ms", 0)
         if not isinstance(obj, dict) or not isinstance(obj.get("lock_identity"), dict):
@@ -153,12 +154,16 @@ _LEASE_FIELD_TYPES: Dict[str, Any] = {
 }
 _LEASE_REQUIRED = ("lease_id", "fencing_token")
 
+# Deprecated: the record's earlier name (docs/clients.md, "Names"); the very
+# same class, so isinstance, construction and from_json work under either.
+Lease = LeaseRecord
+
 
 @dataclass
 class Page:
     """One page of a list; pass ``next_page_token`` back for the next."""
 
-    leases: List[Lease]
+    leases: List[LeaseRecord]
     next_page_token: Optional[str]
 
 

@@ -9,7 +9,7 @@ import urllib.request
 import pytest
 
 from leased_proc import LeasedProc
-from leaseclient import Client, IdempotencyConflict, Lease, LeaseLost
+from leaseclient import Client, IdempotencyConflict, LeaseRecord, LeaseLost
 
 
 @pytest.fixture(scope="module")
@@ -35,20 +35,20 @@ def test_renew_many_and_release_many(own_leased, tokens, identity):
     before = requests_of(own_leased, "renew_batch")
     out = c.renew_many([a, stale, b], request_ids=["py-rm-1", "py-rm-2", "py-rm-3"])
     assert requests_of(own_leased, "renew_batch") == before + 1  # one call
-    assert isinstance(out[0], Lease) and out[0].lease_id == a.lease_id
+    assert isinstance(out[0], LeaseRecord) and out[0].lease_id == a.lease_id
     assert isinstance(out[1], LeaseLost)  # one item's loss ...
-    assert isinstance(out[2], Lease) and out[2].lease_id == b.lease_id  # ... not the others'
+    assert isinstance(out[2], LeaseRecord) and out[2].lease_id == b.lease_id  # ... not the others'
     again = c.renew_many([a, stale, b], request_ids=["py-rm-1", "py-rm-2", "py-rm-3"])
-    assert isinstance(again[0], Lease) and again[0].replayed
+    assert isinstance(again[0], LeaseRecord) and again[0].replayed
     other = c.renew_many([b], ttl_ms=40000, request_ids=["py-rm-3"])
     assert isinstance(other[0], IdempotencyConflict)
 
     before = requests_of(own_leased, "release_batch")
     out = c.release_many([a, stale, b])
     assert requests_of(own_leased, "release_batch") == before + 1
-    assert isinstance(out[0], Lease) and out[0].state == "released"
+    assert isinstance(out[0], LeaseRecord) and out[0].state == "released"
     assert isinstance(out[1], LeaseLost)
-    assert isinstance(out[2], Lease) and out[2].state == "released"
+    assert isinstance(out[2], LeaseRecord) and out[2].state == "released"
     assert c.inspect(a.lease_id).state == "released"
     assert c.inspect(b.lease_id).state == "released"
 

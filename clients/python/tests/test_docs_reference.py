@@ -7,7 +7,7 @@ import re
 import socket
 import typing
 
-from leaseclient import MAX_ANSWER_BYTES, Client, HeldLease, Hold, Identity, Lease
+from leaseclient import MAX_ANSWER_BYTES, Client, HeldLease, Hold, Identity, LeaseRecord
 from leaseclient import schedule
 
 DOC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "docs",
@@ -48,15 +48,17 @@ def _type_names(cell: str) -> "set[str]":
 def _instances() -> "dict[str, object]":
     client = Client("http://127.0.0.1:9", "lsk_doc")
     ident = Identity("tenant-main", "program-a", "ns", "t1", "actor", "default")
-    lease = Lease(identity=ident, lease_id="lease_doc", fencing_token=3, ttl_ms=3000,
-                  acquired_at="2026-01-01T00:00:00.000Z", renewed_at="2026-01-01T00:00:00.000Z",
-                  expires_at="2026-01-01T00:00:03.000Z", ended_at="2026-01-01T00:00:03.000Z",
-                  maximum_lifetime_ms=60000, service_instance_id="h-1", execution_id="exec_x",
-                  job_id="job_x", trace_id="0" * 32, metadata={}, code="lease_acquired",
-                  current_state="active", request_id="req_x", correlation_id="corr_x")
+    lease = LeaseRecord(identity=ident, lease_id="lease_doc", fencing_token=3, ttl_ms=3000,
+                        acquired_at="2026-01-01T00:00:00.000Z",
+                        renewed_at="2026-01-01T00:00:00.000Z",
+                        expires_at="2026-01-01T00:00:03.000Z",
+                        ended_at="2026-01-01T00:00:03.000Z", maximum_lifetime_ms=60000,
+                        service_instance_id="h-1", execution_id="exec_x", job_id="job_x",
+                        trace_id="0" * 32, metadata={}, code="lease_acquired",
+                        current_state="active", request_id="req_x", correlation_id="corr_x")
     held = HeldLease(client, lease, schedule.plan(0.0, 3000), service_instance_id="h-1",
                      ttl_ms=3000, watch=False, watch_wait_ms=30000, margin_ms=0)
-    return {"`Client`": client, "`HeldLease`": held, "`Lease`": lease}
+    return {"`Client`": client, "`HeldLease`": held, "`LeaseRecord`": lease}
 
 
 def _check(obj: object, kind: str, rows: "list[list[str]]", where: str) -> int:

@@ -70,9 +70,9 @@ def test_a_stall_seen_before_the_local_expiry_is_not_an_outage(identity):
     process did not run in time) while the local expiry is still ahead:
     ``unconfirmed``/``deadline_exceeded`` at once, nothing asked (the client
     points at a port nothing listens on)."""
-    from leaseclient import Client, HeldLease, Lease
+    from leaseclient import Client, HeldLease, LeaseRecord
     from leaseclient import schedule
-    lease = Lease(identity=identity(), lease_id="lease_stall", fencing_token=1, ttl_ms=3000)
+    lease = LeaseRecord(identity=identity(), lease_id="lease_stall", fencing_token=1, ttl_ms=3000)
     window = schedule.plan(time.monotonic() - 2.8, 3000)  # C 2.7 s, E 3.0 s after S
     held = HeldLease(Client("http://127.0.0.1:9", "lsk_x"), lease, window,
                      service_instance_id="h-1", ttl_ms=3000, watch=False,

@@ -18,7 +18,7 @@ from misbehaving_server import HUGE_BYTES, MisbehavingServer
 
 from leaseclient import (MAX_ANSWER_BYTES, BackendUnavailable, Client, Identity, LeaseConflict,
                          LeaseError, OutcomeUnknown, document)
-from leaseclient.types import Lease
+from leaseclient.types import LeaseRecord
 
 TTL_MS = 3000
 HOLD_BOUND_S = TTL_MS / 1000 + 1.5
@@ -27,8 +27,8 @@ CALL_BOUND_S = 2.5
 TOKEN = "lsk_fake_token"
 
 
-def _held_lease(identity: Identity) -> Lease:
-    return Lease(identity=identity, lease_id="lease_fake0001", fencing_token=7)
+def _held_lease(identity: Identity) -> LeaseRecord:
+    return LeaseRecord(identity=identity, lease_id="lease_fake0001", fencing_token=7)
 
 
 @pytest.mark.parametrize("how", ["slow_head", "slow_body", "huge", "huge_unframed",

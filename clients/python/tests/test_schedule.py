@@ -1,5 +1,5 @@
 """The renewal schedule's arithmetic (docs/executor.md), as
-tests/unit/test_worker_schedule.c pins the C one."""
+tests/unit/test_held_schedule.c pins the C one."""
 import pytest
 
 from leaseclient import schedule

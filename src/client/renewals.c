@@ -1,6 +1,6 @@
 /*
- * worker_group.c - one renewal thread per client for every lease the
- * process holds through it (issue 20: a fleet's steady load is renewals).
+ * renewals.c - the renewal group: one thread per client for every lease
+ * the process holds through it (issue 20: a fleet's steady load is renewals).
  *
  * The thread wakes at the earliest renewal or cancel point of its members.
  * When a member's renewal is due it renews, in one POST
@@ -10,8 +10,8 @@
  * extended past what the service granted, and after one batch the members
  * stay in step: one call per period however many leases are held.
  *
- * Each item's answer is judged by worker.c exactly as a renewal of its own
- * (worker_renewal_judge): the window anchored at the call's first send, a
+ * Each item's answer is judged by held_renewal.c exactly as a renewal of its own
+ * (held_renewal_judge): the window anchored at the call's first send, a
  * late answer confirmed by inspection, lease_lost cancelling that holder
  * only. A failure of the whole call that may pass (backend unavailable,
  * outcome unknown, rate limited, deadline) is each item's temporary
@@ -19,8 +19,12 @@
  * (one renewal outside the credential's scope, a malformed one) tells
  * nothing about each lease: those items are renewed one by one at once,
  * so each gets its own verdict. A leased without the route (400 naming
- * "method", or 404) is renewed one by one from then on. A lone due renewal goes out as a plain
- * /v1/leases/renew.
+ * "method", or 404) is renewed one by one from then on. A lone due
+ * renewal goes out as a plain /v1/leases/renew.
+ *
+ * The group is the client's attachment (client_attachment): made on the
+ * first lease_held_start, freed by lease_client_free, which never calls
+ * up into this file.
  *
  * Locking: `lock` guards the member list and each member's in_flight; a
  * member's own lock is taken inside it, never the other way round. No lock
@@ -33,12 +37,12 @@
 
 #include "client_internal.h"
 #include "lease/clock.h"
-#include "worker_internal.h"
+#include "held_internal.h"
 
 #define NS_PER_MS 1000000LL
 #define GROUP_BATCH_MAX 100 /* the route's limit (docs/api.md) */
 
-struct worker_group {
+struct renewal_group {
     lease_client_t *client;
     pthread_mutex_t lock;
     pthread_cond_t wake; /* CLOCK_MONOTONIC: a member joined, or stop */
@@ -46,7 +50,7 @@ struct worker_group {
     pthread_t thread;
     bool stop;
     bool no_batch_route; /* the service answered 404: renew one by one */
-    lease_worker_t *members;
+    lease_held_t *members;
 };
 
 static bool transient(lease_code_t code)
@@ -62,7 +66,7 @@ static struct timespec mono_timespec(int64_t ns)
 }
 
 /* Renews n prepared members in one call and judges each answer. */
-static void renew_batch(worker_group_t *g, worker_renewal_t *r, size_t n)
+static void renew_batch(renewal_group_t *g, held_renewal_t *r, size_t n)
 {
     lease_client_owner_t *reqs = calloc(n, sizeof *reqs);
     lease_result_t *results = calloc(n, sizeof *results);
@@ -70,7 +74,7 @@ static void renew_batch(worker_group_t *g, worker_renewal_t *r, size_t n)
         free(reqs);
         free(results);
         for (size_t i = 0; i < n; i++)
-            worker_renew_once(r[i].w);
+            held_renew_once(r[i].h);
         return;
     }
     /* one deadline for the call: the nearest cancel point among its items */
@@ -87,8 +91,8 @@ static void renew_batch(worker_group_t *g, worker_renewal_t *r, size_t n)
     int64_t sent = call.anchor_mono_ns ? call.anchor_mono_ns : r[0].started_ns;
     if (code == LEASE_RENEWED || transient(code)) {
         for (size_t i = 0; i < n; i++)
-            worker_renewal_judge(&r[i], code == LEASE_RENEWED ? results[i].code : code, &results[i],
-                                 sent, answered);
+            held_renewal_judge(&r[i], code == LEASE_RENEWED ? results[i].code : code, &results[i],
+                               sent, answered);
     } else {
         /* an older leased: /v1/leases/{id} takes GET only (400, field
          * "method"); a proxy may answer 404 */
@@ -96,10 +100,10 @@ static void renew_batch(worker_group_t *g, worker_renewal_t *r, size_t n)
             pthread_mutex_lock(&g->lock);
             g->no_batch_route = true;
             pthread_mutex_unlock(&g->lock);
-            worker_log(r[0].w, "the service has no renew-batch route: renewing one by one");
+            held_log(r[0].h, "the service has no renew-batch route: renewing one by one");
         }
         for (size_t i = 0; i < n; i++)
-            worker_renew_once(r[i].w);
+            held_renew_once(r[i].h);
     }
     free(reqs);
     free(results);
@@ -108,10 +112,10 @@ static void renew_batch(worker_group_t *g, worker_renewal_t *r, size_t n)
 /* Where a member stands in this round. */
 typedef enum standing { IDLE, OVER, DUE, GATHERABLE } standing_t;
 
-static standing_t standing_of(lease_worker_t *m, int64_t now, int64_t *at)
+static standing_t standing_of(lease_held_t *m, int64_t now, int64_t *at)
 {
     bool due, gatherable;
-    *at = worker_next_ns(m, now, &due, &gatherable);
+    *at = held_next_ns(m, now, &due, &gatherable);
     if (*at == INT64_MAX)
         return IDLE; /* ended: its holder takes it out */
     if (now >= *at && !due)
@@ -122,12 +126,12 @@ static standing_t standing_of(lease_worker_t *m, int64_t now, int64_t *at)
 /* One round: cancels members past their cancel point, renews the due ones
  * (and those gathered with them). Called with g->lock held; returns with it
  * held. Returns the next wake-up, or 0 when work was done (look again). */
-static int64_t round_locked(worker_group_t *g)
+static int64_t round_locked(renewal_group_t *g)
 {
     int64_t now = lease_mono_now_ns();
     int64_t next = INT64_MAX, at;
     size_t n_over = 0, n_due = 0, n_gather = 0;
-    for (lease_worker_t *m = g->members; m; m = m->group_next) {
+    for (lease_held_t *m = g->members; m; m = m->group_next) {
         standing_t s = standing_of(m, now, &at);
         n_over += s == OVER;
         n_due += s == DUE;
@@ -138,8 +142,8 @@ static int64_t round_locked(worker_group_t *g)
     if (n_over == 0 && n_due == 0)
         return next;
     size_t cap = n_over + n_due + n_gather;
-    worker_renewal_t *batch = calloc(cap, sizeof *batch);
-    lease_worker_t **over = calloc(cap, sizeof *over);
+    held_renewal_t *batch = calloc(cap, sizeof *batch);
+    lease_held_t **over = calloc(cap, sizeof *over);
     if (!batch || !over) {
         free(batch);
         free(over);
@@ -147,28 +151,28 @@ static int64_t round_locked(worker_group_t *g)
     }
     /* the same `now`: a member can only have ended since the count */
     size_t nb = 0, no = 0;
-    for (lease_worker_t *m = g->members; m; m = m->group_next) {
+    for (lease_held_t *m = g->members; m; m = m->group_next) {
         standing_t s = standing_of(m, now, &at);
         if (s == OVER && no < cap) {
             m->in_flight = true;
             over[no++] = m;
         } else if ((s == DUE || (s == GATHERABLE && n_due)) && nb < cap && nb < GROUP_BATCH_MAX) {
             m->in_flight = true;
-            batch[nb++].w = m;
+            batch[nb++].h = m;
         }
     }
     bool one_by_one = g->no_batch_route;
     pthread_mutex_unlock(&g->lock);
 
     for (size_t i = 0; i < no; i++)
-        (void)worker_past_cancel_point(over[i], lease_mono_now_ns());
+        (void)held_past_cancel_point(over[i], lease_mono_now_ns());
     if (nb == 1 || one_by_one) {
         for (size_t i = 0; i < nb; i++)
-            worker_renew_once(batch[i].w);
+            held_renew_once(batch[i].h);
     } else if (nb > 1) {
         int64_t start = lease_mono_now_ns();
         for (size_t i = 0; i < nb; i++)
-            worker_renewal_prepare(batch[i].w, start, &batch[i]);
+            held_renewal_prepare(batch[i].h, start, &batch[i]);
         renew_batch(g, batch, nb);
     }
 
@@ -176,7 +180,7 @@ static int64_t round_locked(worker_group_t *g)
     for (size_t i = 0; i < no; i++)
         over[i]->in_flight = false;
     for (size_t i = 0; i < nb; i++)
-        batch[i].w->in_flight = false;
+        batch[i].h->in_flight = false;
     pthread_cond_broadcast(&g->idle);
     free(batch);
     free(over);
@@ -185,7 +189,7 @@ static int64_t round_locked(worker_group_t *g)
 
 static void *group_main(void *arg)
 {
-    worker_group_t *g = arg;
+    renewal_group_t *g = arg;
     pthread_mutex_lock(&g->lock);
     while (!g->stop) {
         int64_t next = round_locked(g);
@@ -202,13 +206,17 @@ static void *group_main(void *arg)
     return NULL;
 }
 
-worker_group_t *worker_group_of(lease_client_t *client)
+static void drop_group(void *g)
 {
-    pthread_mutex_t *slot_lock;
-    worker_group_t **slot = client_worker_group_slot(client, &slot_lock);
-    pthread_mutex_lock(slot_lock);
-    worker_group_t *g = *slot;
-    if (!g && (g = calloc(1, sizeof *g)) != NULL) {
+    renewal_group_free(g);
+}
+
+/* Makes a client's group and starts its thread (client_attachment's make,
+ * under the client's lock). */
+static void *make_group(lease_client_t *client)
+{
+    renewal_group_t *g = calloc(1, sizeof *g);
+    if (g) {
         g->client = client;
         pthread_mutex_init(&g->lock, NULL);
         pthread_condattr_t attr;
@@ -224,40 +232,43 @@ worker_group_t *worker_group_of(lease_client_t *client)
             free(g);
             g = NULL;
         }
-        *slot = g;
     }
-    pthread_mutex_unlock(slot_lock);
     return g;
 }
 
-void worker_group_join(worker_group_t *g, lease_worker_t *w)
+renewal_group_t *renewal_group_of(lease_client_t *client)
+{
+    return client_attachment(client, make_group, drop_group);
+}
+
+void renewal_group_join(renewal_group_t *g, lease_held_t *h)
 {
     pthread_mutex_lock(&g->lock);
-    w->group_next = g->members;
-    g->members = w;
-    w->in_group = true;
+    h->group_next = g->members;
+    g->members = h;
+    h->in_group = true;
     pthread_cond_broadcast(&g->wake);
     pthread_mutex_unlock(&g->lock);
 }
 
-void worker_group_leave(worker_group_t *g, lease_worker_t *w)
+void renewal_group_leave(renewal_group_t *g, lease_held_t *h)
 {
     pthread_mutex_lock(&g->lock);
-    if (w->in_group) {
-        for (lease_worker_t **p = &g->members; *p; p = &(*p)->group_next)
-            if (*p == w) {
-                *p = w->group_next;
+    if (h->in_group) {
+        for (lease_held_t **p = &g->members; *p; p = &(*p)->group_next)
+            if (*p == h) {
+                *p = h->group_next;
                 break;
             }
-        w->in_group = false;
+        h->in_group = false;
     }
     if (!pthread_equal(pthread_self(), g->thread))
-        while (w->in_flight)
+        while (h->in_flight)
             pthread_cond_wait(&g->idle, &g->lock);
     pthread_mutex_unlock(&g->lock);
 }
 
-void worker_group_free(worker_group_t *g)
+void renewal_group_free(renewal_group_t *g)
 {
     if (!g)
         return;
