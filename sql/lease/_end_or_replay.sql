@@ -21,6 +21,6 @@ END
 $function$;
 
 COMMENT ON FUNCTION lease._end_or_replay(jsonb,text,text,text,boolean) IS
-    'One ending (lease._end: release, forced release or revocation) in a subtransaction of its own, so that a repeated request id whose lease still matched is undone and answered from its stored result. What lease.release, release_brief, force_release and revoke call, and what lease._release_many falls back to item by item when its whole-batch subtransaction met such a request.';
+    'One ending (lease._end: release, forced release or revocation) in a subtransaction of its own, so that a repeated request id whose lease still matched is undone and answered from its stored result. What lease.release, force_release and revoke call, and what lease.release_many falls back to item by item when its whole-batch subtransaction met such a request.';
 
 REVOKE ALL ON FUNCTION lease._end_or_replay(jsonb,text,text,text,boolean) FROM PUBLIC;

@@ -20,6 +20,6 @@ END
 $function$;
 
 COMMENT ON FUNCTION lease._renew_or_replay(jsonb,boolean,lease._settings) IS
-    'One renewal (lease._renew) in a subtransaction of its own, so that a repeated request id whose lease still matched is undone and answered from its stored result. What lease.renew and lease.renew_brief call, and what lease._renew_many falls back to item by item when its whole-batch subtransaction met such a request.';
+    'One renewal (lease._renew) in a subtransaction of its own, so that a repeated request id whose lease still matched is undone and answered from its stored result. What lease.renew calls, and what lease.renew_many falls back to item by item when its whole-batch subtransaction met such a request.';
 
 REVOKE ALL ON FUNCTION lease._renew_or_replay(jsonb,boolean,lease._settings) FROM PUBLIC;

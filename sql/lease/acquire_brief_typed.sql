@@ -20,7 +20,7 @@ END
 $function$;
 
 COMMENT ON FUNCTION lease.acquire_brief_typed(text,text,text,text,text,text,text,text,text,text,text,bigint,bigint,jsonb,text,text,text,text,text,text,timestamp with time zone,text,text,integer) IS
-    'lease.acquire_brief with typed arguments instead of a jsonb request (what the service calls for an acquisition): the same decision (lease._acquire_t), evidence and answer, {"code": ...} with the brief lease record. operation_class NULL is the default; trace_id NULL: none; ttl_ms and maximum_lifetime_ms NULL: the policy''s; metadata NULL: none (an object, by the rules of docs/api.md "Metadata"); request_digest is the 64 hex digits of the request''s SHA-256. A repeated request id is answered from its stored result.';
+    'lease.acquire with typed arguments instead of a jsonb request (what the service calls for an acquisition): the same decision (lease._acquire_t) and evidence, answered briefly: {"code": ...} with the brief lease record. operation_class NULL is the default; trace_id NULL: none; ttl_ms and maximum_lifetime_ms NULL: the policy''s; metadata NULL: none (an object, by the rules of docs/api.md "Metadata"); request_digest is the 64 hex digits of the request''s SHA-256. A repeated request id is answered from its stored result.';
 
 REVOKE ALL ON FUNCTION lease.acquire_brief_typed(text,text,text,text,text,text,text,text,text,text,text,bigint,bigint,jsonb,text,text,text,text,text,text,timestamp with time zone,text,text,integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION lease.acquire_brief_typed(text,text,text,text,text,text,text,text,text,text,text,bigint,bigint,jsonb,text,text,text,text,text,text,timestamp with time zone,text,text,integer) TO lease_service;

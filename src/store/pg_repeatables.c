@@ -305,11 +305,10 @@ int lease_repeatables_apply(PGconn *c, const lease_repeatables_t *reps, bool all
     PGresult *res = read_recorded(c, err, errsz);
     if (!res)
         return -1;
-    /* A folder that lists nothing manages nothing (the numbered files
-     * alone, as leasectl applied them before sql/ existed); otherwise a
-     * removed file makes this run apply every definition and drop the rest. */
-    bool sweep = reps->count > 0 && (all || count_unlisted(res, reps) > 0);
-    all = all || sweep;
+    /* A removed file makes this run apply every definition, so that the
+     * rest can be dropped below. */
+    if (reps->count > 0 && count_unlisted(res, reps) > 0)
+        all = true;
     int rc = 0;
     for (size_t i = 0; i < reps->count && rc == 0; i++) {
         const lease_repeatable_t *r = &reps->items[i];
@@ -339,7 +338,11 @@ int lease_repeatables_apply(PGconn *c, const lease_repeatables_t *reps, bool all
         ++*applied;
     }
     PQclear(res);
-    if (rc == 0 && sweep)
+    /* Every file ran in this transaction (a first run of the definitions
+     * on a database the numbered files alone made included): what none of
+     * them wrote is stale. A folder that lists nothing manages nothing (the
+     * numbered files alone, as leasectl applied them before sql/ existed). */
+    if (rc == 0 && reps->count > 0 && *applied == reps->count)
         rc = sweep_stale(c, reps, dropped, err, errsz);
     return rc;
 }

@@ -33,7 +33,7 @@ int lease_repeatables_read(const char *dir, lease_repeatables_t *reps, char *err
 /* Inside the caller's transaction (lease.schema_repeatables exists):
  * executes every file whose recorded checksum differs, or every file when
  * all is true or a recorded file is no longer listed, in order, and records
- * it. After every file ran (and ORDER lists at least one), drops each
+ * it. When every file ran (and ORDER lists at least one), drops each
  * function of schema lease that none of them defined (*dropped counts
  * them) and forgets the records of removed files. *applied counts the
  * files. 0, or -1. */

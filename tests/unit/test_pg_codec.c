@@ -167,7 +167,7 @@ static void test_encode_acquire(void **state)
 /* The members no decision reads any more (docs/sql-api.md, "One behaviour
  * for every caller") are not sent: every state-changing request, a batch
  * included, carries only its fields. The short answer is a function of its
- * own (lease.acquire_brief, ...), not a "brief" member. */
+ * own (lease.acquire_brief_typed, ...), not a "brief" member. */
 static void assert_no_request_flags(const char *text)
 {
     json_t *o = parse(text);
