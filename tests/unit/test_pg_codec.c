@@ -272,8 +272,8 @@ static const char *member_text(json_t *o, const char *path, char *buf, size_t si
 
 /* lease.renew_brief_typed's (release_brief_typed's) arguments are, one by
  * one, the values of the jsonb renewal (release) store_pg_encode_owner
- * writes for the same request (the SQL side's tests, pgtap/34_renew_typed.sql
- * and 35_release_typed.sql, hold the two calls to the same decision):
+ * writes for the same request (the SQL side's tests, pgtap/34_renew_service_call.sql
+ * and 35_release_service_call.sql, hold the two calls to the same decision):
  * nothing named differently, dropped or added. */
 static void check_typed_matches_json(store_pg_op_t op, const lease_owner_req_t *req, int64_t now)
 {
