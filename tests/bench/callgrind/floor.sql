@@ -19,7 +19,7 @@ CREATE OR REPLACE FUNCTION lease.acquire_brief_typed(
     job_id text, trace_id text, ttl_ms bigint, maximum_lifetime_ms bigint, metadata jsonb,
     principal_id text, client_id text, credential_id text, principal_class text, request_id text,
     request_digest text, deadline_at timestamptz, correlation_id text, deadline_class text,
-    latency_ms integer)
+    latency_ms integer, brief boolean DEFAULT true)
  RETURNS jsonb LANGUAGE plpgsql SECURITY DEFINER SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
