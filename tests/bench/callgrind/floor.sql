@@ -42,7 +42,13 @@ BEGIN
      WHERE lock_key = k AND state = 'free'
     RETURNING * INTO l;
     INSERT INTO lease.lease_index (lease_id, lock_key, created_at) VALUES (lid, k, t);
-    result := jsonb_build_object('code', 'lease_acquired', 'lease', lease._acquired_json(l));
+    -- the brief record: the new lease's id, token, times, TTLs and client
+    result := jsonb_build_object('code', 'lease_acquired', 'lease', jsonb_build_object(
+        'lease_id', l.lease_id, 'fencing_token', l.fencing_token,
+        'acquired_at', lease._ts(l.acquired_at), 'renewed_at', lease._ts(l.acquired_at),
+        'expires_at', lease._ts(l.expires_at), 'ttl_ms', l.ttl_ms,
+        'maximum_lifetime_ms', l.maximum_lifetime_ms, 'owner_client_id', l.owner_client_id,
+        'owner_credential_id', l.owner_credential_id, 'state', 'active'));
     WITH remembered AS (
         INSERT INTO lease.idempotency (lock_key, operation, owner_principal_id, request_id,
                                        request_digest, result, lease_id, created_at, expires_at)
