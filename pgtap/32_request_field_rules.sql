@@ -46,21 +46,21 @@ SELECT is(lease._int(v), want, '_int(' || coalesce(v::text, 'SQL NULL') || ') is
     ('null', NULL),
     (NULL, NULL)) AS x(v, want);
 
--- lease._identity_ok: the forms the vector file (pgtap/24) does not hold --------------
-SELECT ok(lease._identity_ok('{"tenant_id": "T", "program_id": "p", "target_namespace": "n",
+-- lease._identity (the live identity check): forms the vector file (pgtap/24) lacks
+SELECT ok((lease._identity('{"tenant_id": "T", "program_id": "p", "target_namespace": "n",
                                "target_id": "t", "actor_name": "a", "workflow_name": "w",
-                               "operation_class": "COLLECT"}'),
-          '_identity_ok: operation_class in upper case is the enum member');
-SELECT ok(NOT lease._identity_ok('{"tenant_id": "t", "program_id": "p", "target_namespace": "n",
+                               "operation_class": "COLLECT"}'::jsonb)).bad_field IS NULL,
+          '_identity: operation_class in upper case is the enum member');
+SELECT ok((lease._identity('{"tenant_id": "t", "program_id": "p", "target_namespace": "n",
                                    "target_id": "t", "actor_name": "a", "workflow_name": "w",
-                                   "operation_class": "null"}'),
-          '_identity_ok: operation_class "null" (a string) is not JSON null');
-SELECT ok(NOT lease._identity_ok('{"tenant_id": "t", "program_id": "p", "target_namespace": "n",
-                                   "target_id": "t", "actor_name": "a", "workflow_name": 5}'),
-          '_identity_ok: a number where a string belongs, though its text would match');
-SELECT ok(lease._identity_ok('{"tenant_id": "t\u0041", "program_id": "p", "target_namespace": "n",
-                               "target_id": "t", "actor_name": "a", "workflow_name": "w"}'),
-          '_identity_ok: an escape the request used for an allowed letter');
+                                   "operation_class": "null"}'::jsonb)).bad_field IS NOT NULL,
+          '_identity: operation_class "null" (a string) is not JSON null');
+SELECT ok((lease._identity('{"tenant_id": "t", "program_id": "p", "target_namespace": "n",
+                                   "target_id": "t", "actor_name": "a", "workflow_name": 5}'::jsonb)).bad_field IS NOT NULL,
+          '_identity: a number where a string belongs, though its text would match');
+SELECT ok((lease._identity('{"tenant_id": "t\u0041", "program_id": "p", "target_namespace": "n",
+                               "target_id": "t", "actor_name": "a", "workflow_name": "w"}'::jsonb)).bad_field IS NULL,
+          '_identity: an escape the request used for an allowed letter');
 
 -- the requested TTL the evidence records: NULL when the request named none
 -- (absent or JSON null; the lease then has the policy's default), else the
