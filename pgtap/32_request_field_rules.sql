@@ -1,14 +1,14 @@
 -- The request-field helpers every operation runs, case by case: lease._id_ok
 -- (identifiers: 1..128 of [A-Za-z0-9._:-], strings only), lease._int (a JSON
--- integer in bigint range) and lease._ttl_in (a TTL in ms: the fallback
--- when absent or null, NULL outside minimum < ttl <= maximum). Their
+-- integer in bigint range; the TTL rule built on it lives in the deciders,
+-- lease.acquire_brief_typed and lease._renew_t, pinned by pgtap/34 and 36). Their
 -- formulas were rewritten to cost fewer instructions (docs/benchmarks.md,
 -- "SQL hot path cuts"); these cases pin the rules at their edges, where a
 -- cheaper formula could differ (a JSON text instead of jsonb_typeof, one
 -- lease._int instead of three, a policy maximum at bigint's top).
 BEGIN ISOLATION LEVEL SERIALIZABLE;
 \ir helpers/fixtures.psql
-SELECT plan(52);
+SELECT plan(38);
 
 -- lease._id_ok -----------------------------------------------------------------
 SELECT is(lease._id_ok(v), want, '_id_ok(' || coalesce(v::text, 'SQL NULL') || ') is ' || want)
@@ -46,45 +46,21 @@ SELECT is(lease._int(v), want, '_int(' || coalesce(v::text, 'SQL NULL') || ') is
     ('null', NULL),
     (NULL, NULL)) AS x(v, want);
 
--- lease._ttl_in(v, fallback 7, minimum 10, maximum 100) ---------------------------
-SELECT is(lease._ttl_in(v, 7, 10, 100), want, '_ttl_in(' || coalesce(v::text, 'SQL NULL')
-                                               || ', 7, 10, 100) is ' || coalesce(want::text, 'NULL'))
-  FROM (VALUES
-    (NULL::jsonb, 7::bigint),
-    ('null', 7),
-    ('11', 11),
-    ('100', 100),
-    ('10', NULL),
-    ('101', NULL),
-    ('-50', NULL),
-    ('50.5', NULL),
-    ('"50"', NULL),
-    ('[50]', NULL),
-    ('{"ttl": 50}', NULL)) AS x(v, want);
--- a policy whose maximum is bigint's largest: no arithmetic past it
-SELECT is(lease._ttl_in('11', NULL, 10, 9223372036854775807), 11::bigint,
-          '_ttl_in accepts a TTL under a maximum at the top of bigint');
-SELECT is(lease._ttl_in('9223372036854775807', NULL, 10, 9223372036854775807),
-          9223372036854775807::bigint, '_ttl_in accepts the maximum itself at the top of bigint');
--- too long for bigint: an error, as lease._int's cast gives it
-SELECT throws_ok($$SELECT lease._ttl_in('9999999999999999999', NULL, 10, 100)$$, '22003', NULL,
-                 '_ttl_in: a 19-digit number past bigint raises, as lease._int does');
-
--- lease._identity_ok: the forms the vector file (pgtap/24) does not hold --------------
-SELECT ok(lease._identity_ok('{"tenant_id": "T", "program_id": "p", "target_namespace": "n",
+-- lease._identity (the live identity check): forms the vector file (pgtap/24) lacks
+SELECT ok((lease._identity('{"tenant_id": "T", "program_id": "p", "target_namespace": "n",
                                "target_id": "t", "actor_name": "a", "workflow_name": "w",
-                               "operation_class": "COLLECT"}'),
-          '_identity_ok: operation_class in upper case is the enum member');
-SELECT ok(NOT lease._identity_ok('{"tenant_id": "t", "program_id": "p", "target_namespace": "n",
+                               "operation_class": "COLLECT"}'::jsonb)).bad_field IS NULL,
+          '_identity: operation_class in upper case is the enum member');
+SELECT ok((lease._identity('{"tenant_id": "t", "program_id": "p", "target_namespace": "n",
                                    "target_id": "t", "actor_name": "a", "workflow_name": "w",
-                                   "operation_class": "null"}'),
-          '_identity_ok: operation_class "null" (a string) is not JSON null');
-SELECT ok(NOT lease._identity_ok('{"tenant_id": "t", "program_id": "p", "target_namespace": "n",
-                                   "target_id": "t", "actor_name": "a", "workflow_name": 5}'),
-          '_identity_ok: a number where a string belongs, though its text would match');
-SELECT ok(lease._identity_ok('{"tenant_id": "t\u0041", "program_id": "p", "target_namespace": "n",
-                               "target_id": "t", "actor_name": "a", "workflow_name": "w"}'),
-          '_identity_ok: an escape the request used for an allowed letter');
+                                   "operation_class": "null"}'::jsonb)).bad_field IS NOT NULL,
+          '_identity: operation_class "null" (a string) is not JSON null');
+SELECT ok((lease._identity('{"tenant_id": "t", "program_id": "p", "target_namespace": "n",
+                                   "target_id": "t", "actor_name": "a", "workflow_name": 5}'::jsonb)).bad_field IS NOT NULL,
+          '_identity: a number where a string belongs, though its text would match');
+SELECT ok((lease._identity('{"tenant_id": "t\u0041", "program_id": "p", "target_namespace": "n",
+                               "target_id": "t", "actor_name": "a", "workflow_name": "w"}'::jsonb)).bad_field IS NULL,
+          '_identity: an escape the request used for an allowed letter');
 
 -- the requested TTL the evidence records: NULL when the request named none
 -- (absent or JSON null; the lease then has the policy's default), else the

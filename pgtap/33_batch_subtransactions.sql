@@ -18,7 +18,7 @@ CREATE TEMP TABLE held AS
 RESET ROLE;
 
 SET LOCAL ROLE lease_service;
-SELECT lease.renew_many_brief(jsonb_build_object('renewals',
+SELECT lease.renew_many(jsonb_build_object('renewals',
     (SELECT jsonb_agg(t.ref(a) ORDER BY i) FROM held))) AS rb \gset
 RESET ROLE;
 SELECT is((SELECT count(*) FROM jsonb_array_elements(:'rb'::jsonb -> 'results') r
@@ -28,7 +28,7 @@ SELECT is((SELECT count(DISTINCT l.xmin::text) FROM lease.locks l JOIN held h
           'and its 80 lease rows were written by one transaction id (one subtransaction), not one per item');
 
 SET LOCAL ROLE lease_service;
-SELECT lease.release_many_brief(jsonb_build_object('releases',
+SELECT lease.release_many(jsonb_build_object('releases',
     (SELECT jsonb_agg(t.ref(a) ORDER BY i) FROM held WHERE i <= 40))) AS lb \gset
 RESET ROLE;
 SELECT is((SELECT count(*) FROM jsonb_array_elements(:'lb'::jsonb -> 'results') r

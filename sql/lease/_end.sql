@@ -34,6 +34,6 @@ END
 $function$;
 
 COMMENT ON FUNCTION lease._end(jsonb,text,text,text,boolean) IS
-    'A jsonb ending (lease.release, release_brief, force_release, revoke, and each item of lease._release_many) decided by lease._end_t, the one end-if-matching decision: the request''s members as typed values, after the checks every jsonb call shares (lease._call_deadline). A member of the wrong JSON type reaches lease._end_t as a value that fails the same check, so each refusal names the field it always named; an identity that is not an object of the seven members is named here (lease._identity). brief: the short answer (lease._ended_json) instead of the history record; the decision is the same. No exception block: see lease._end_t.';
+    'A jsonb ending (lease.release, force_release, revoke, and each item of lease.release_many) decided by lease._end_t, the one end-if-matching decision: the request''s members as typed values, after the checks every jsonb call shares (lease._call_deadline). A member of the wrong JSON type reaches lease._end_t as a value that fails the same check, so each refusal names the field it always named; an identity that is not an object of the seven members is named here (lease._identity). brief: the short answer (lease._ended_json) instead of the history record; the decision is the same. No exception block: see lease._end_t.';
 
 REVOKE ALL ON FUNCTION lease._end(jsonb,text,text,text,boolean) FROM PUBLIC;

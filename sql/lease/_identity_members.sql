@@ -19,6 +19,6 @@ RETURN ROW(CASE WHEN jsonb_typeof(li -> 'tenant_id') = 'string' THEN li ->> 'ten
                 THEN (lease._identity(li)).bad_field END)::lease.identity;
 
 COMMENT ON FUNCTION lease._identity_members(jsonb) IS
-    'A jsonb lock_identity''s members as a typed call takes them (not yet normalised): a string member''s text, NULL for an absent or non-string one (which lease.normalize_component then refuses), operation_class NULL when absent or null and chr(1) when not a string (refused). bad_field is the identity''s structural fault (not an object, or a member outside the seven: lease._identity names it), NULL otherwise. For lease._acquire, _renew and _end.';
+    'A jsonb lock_identity''s members as a typed call takes them (not yet normalised): a string member''s text, NULL for an absent or non-string one (which lease.normalize_component then refuses), operation_class NULL when absent or null and chr(1) when not a string (refused). bad_field is the identity''s structural fault (not an object, or a member outside the seven: lease._identity names it), NULL otherwise. For lease.acquire, lease._renew and lease._end.';
 
 REVOKE ALL ON FUNCTION lease._identity_members(jsonb) FROM PUBLIC;

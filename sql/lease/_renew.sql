@@ -31,6 +31,6 @@ END
 $function$;
 
 COMMENT ON FUNCTION lease._renew(jsonb,boolean,lease._settings) IS
-    'A jsonb renewal (lease.renew, renew_brief, and each item of lease._renew_many) decided by lease._renew_t, the one renew-if-owner decision: the request''s members as typed values, after the checks every jsonb call shares (lease._call_deadline). A member of the wrong JSON type reaches lease._renew_t as a value that fails the same check, so each refusal names the field it always named; an identity that is not an object of the seven members is named here (lease._identity). `s` is lease._settings as the caller read it. No exception block: see lease._renew_t.';
+    'A jsonb renewal (lease.renew, and each item of lease.renew_many) decided by lease._renew_t, the one renew-if-owner decision: the request''s members as typed values, after the checks every jsonb call shares (lease._call_deadline). A member of the wrong JSON type reaches lease._renew_t as a value that fails the same check, so each refusal names the field it always named; an identity that is not an object of the seven members is named here (lease._identity). `s` is lease._settings as the caller read it. No exception block: see lease._renew_t.';
 
 REVOKE ALL ON FUNCTION lease._renew(jsonb,boolean,lease._settings) FROM PUBLIC;

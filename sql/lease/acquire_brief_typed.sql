@@ -4,23 +4,209 @@ CREATE OR REPLACE FUNCTION lease.acquire_brief_typed(
     job_id text, trace_id text, ttl_ms bigint, maximum_lifetime_ms bigint, metadata jsonb,
     principal_id text, client_id text, credential_id text, principal_class text, request_id text,
     request_digest text, deadline_at timestamptz, correlation_id text, deadline_class text,
-    latency_ms integer)
+    latency_ms integer, brief boolean DEFAULT true)
  RETURNS jsonb
  LANGUAGE plpgsql
  SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
+DECLARE
+    -- the checks every call shares (LS002, LS003)
+    deadline timestamptz := lease._call_deadline_t(deadline_at, principal_id, request_id,
+                                                   request_digest);
+    t timestamptz := lease._now();
+    i lease.identity;
+    meta jsonb := CASE WHEN jsonb_typeof(metadata) = 'object' THEN metadata ELSE '{}' END;
+    k text;
+    c text;
+    s lease._settings;
+    why text;
+    field text;
+    ttl bigint;
+    maxlife bigint;
+    lid text;
+    l lease.locks;
+    cn text;
+    prev text := 'none';
+    replay jsonb;
+    result jsonb;
 BEGIN
-    RETURN lease._acquire_t(tenant_id, program_id, target_namespace, target_id, actor_name,
-                            workflow_name, operation_class, service_instance_id, execution_id,
-                            job_id, trace_id, ttl_ms, maximum_lifetime_ms, metadata, principal_id,
-                            client_id, credential_id, principal_class, request_id, request_digest,
-                            deadline_at, correlation_id, deadline_class, latency_ms, true, NULL);
+    IF now() >= deadline THEN
+        RETURN lease._result('deadline_exceeded');
+    END IF;
+    SELECT * INTO s FROM lease._settings;
+    -- NULL: the policy's; out of its bounds: refused below
+    ttl := CASE WHEN ttl_ms IS NULL THEN s.default_ttl_ms
+                WHEN ttl_ms > s.minimum_ttl_ms AND ttl_ms <= s.maximum_ttl_ms THEN ttl_ms END;
+    maxlife := CASE WHEN maximum_lifetime_ms IS NULL THEN s.maximum_lifetime_ms
+                    WHEN maximum_lifetime_ms > s.minimum_ttl_ms
+                         AND maximum_lifetime_ms <= s.maximum_lifetime_ms
+                        THEN maximum_lifetime_ms END;
+    -- the identity by lease.normalize_component (the rule a jsonb identity
+    -- is held to), then the other members in the jsonb request's order
+    i := lease._identity_text(tenant_id, program_id, target_namespace, target_id, actor_name,
+                              workflow_name, operation_class);
+    field := coalesce(lease._identity_fault(i), CASE
+        WHEN NOT lease._id_text_ok(service_instance_id) THEN 'service_instance_id'
+        WHEN NOT lease._id_text_ok(execution_id) THEN 'execution_id'
+        WHEN NOT lease._id_text_ok(job_id) THEN 'job_id'
+        WHEN trace_id IS NOT NULL AND NOT lease._id_text_ok(trace_id) THEN 'trace_id'
+        WHEN ttl IS NULL THEN 'ttl_ms'
+        WHEN maxlife IS NULL THEN 'maximum_lifetime_ms'
+        WHEN metadata IS NOT NULL THEN lease._bad_metadata(metadata) END);
+    IF field IS NOT NULL THEN
+        RETURN lease._invalid(field, CASE field
+            WHEN 'ttl_ms' THEN 'ttl_ms must be greater than ' || s.minimum_ttl_ms
+                               || ' and at most ' || s.maximum_ttl_ms
+            WHEN 'maximum_lifetime_ms' THEN 'maximum_lifetime_ms must be greater than '
+                               || s.minimum_ttl_ms || ' and at most ' || s.maximum_lifetime_ms
+            END);
+    END IF;
+    IF s.guard_needed THEN
+        why := lease._guard();
+        IF why IS NOT NULL THEN
+            RETURN lease._sealed_result(why);
+        END IF;
+    END IF;
+    k := lease._key(i);
+    c := lease._canonical_of(i.tenant_id, i.program_id, i.target_namespace, i.target_id,
+                             i.actor_name, i.workflow_name, i.operation_class);
+    lid := lease._new_lease_id(t);
+
+    -- One decision for every caller, whatever flags the request carries
+    -- (docs/architecture.md, "SERIALIZABLE layout"): nothing reads before
+    -- the first write, so no predicate lock ties this transaction to others
+    -- on other identities. A repeated request id is looked up only after a
+    -- conflict says it may be one: the row is held (below), or the
+    -- idempotency record's primary key refuses the evidence (the handler at
+    -- the end: the block's writes roll back and the stored answer is given).
+    BEGIN
+    -- A new identity: its row is created holding the lease, before anything
+    -- reads it (the unique indexes decide). An existing row (or a tuple
+    -- another key claims) makes the insert a no-op; a concurrent first
+    -- acquisition of the same identity makes it a serialization failure, and
+    -- the retry finds the row.
+    INSERT INTO lease.locks (
+        lock_key, tenant_id, program_id, target_namespace, target_id, actor_name,
+        workflow_name, operation_class, fencing_counter, created_at, state, lease_id,
+        fencing_token, owner_principal_id, owner_client_id, owner_credential_id,
+        service_instance_id, acquired_at, renewed_at, expires_at, ttl_ms, maximum_lifetime_ms,
+        execution_id, job_id, trace_id, request_id, metadata)
+    VALUES (k, i.tenant_id, i.program_id, i.target_namespace, i.target_id, i.actor_name,
+            i.workflow_name, i.operation_class, 1, t, 'active', lid, 1, principal_id,
+            coalesce(client_id, ''), coalesce(credential_id, ''), service_instance_id, t, t,
+            t + lease._ms(least(ttl, maxlife)), ttl, maxlife, execution_id, job_id, trace_id,
+            request_id, meta)
+    ON CONFLICT DO NOTHING
+    RETURNING * INTO l;
+    -- An existing identity: a free row of exactly this tuple, below the
+    -- token limit, takes the lease in one update.
+    IF NOT FOUND THEN LOOP
+        IF NOT lease._lock_wait_until(deadline) THEN
+            RETURN lease._result('deadline_exceeded');
+        END IF;
+        UPDATE lease.locks AS x
+           SET fencing_counter = fencing_counter + 1, state = 'active', lease_id = lid,
+               fencing_token = fencing_counter + 1,
+               owner_principal_id = acquire_brief_typed.principal_id,
+               owner_client_id = coalesce(acquire_brief_typed.client_id, ''),
+               owner_credential_id = coalesce(acquire_brief_typed.credential_id, ''),
+               service_instance_id = acquire_brief_typed.service_instance_id, acquired_at = t,
+               renewed_at = t, expires_at = t + lease._ms(least(ttl, maxlife)), ttl_ms = ttl,
+               maximum_lifetime_ms = maxlife, execution_id = acquire_brief_typed.execution_id,
+               job_id = acquire_brief_typed.job_id, trace_id = acquire_brief_typed.trace_id,
+               request_id = acquire_brief_typed.request_id, metadata = meta
+         WHERE lock_key = k AND state = 'free' AND fencing_counter < s.token_limit
+           AND record_version = 1
+           -- the tuple compared as one text, as the canonical form: seven equalities
+           -- would match the unique index on the tuple, and a plan through it
+           -- would take its predicate locks where neighbouring identities sit
+           -- (lock_key is a hash: the primary key spreads them)
+           AND lease._canonical_of(x.tenant_id, x.program_id, x.target_namespace, x.target_id,
+                                   x.actor_name, x.workflow_name, x.operation_class) = c
+        RETURNING * INTO l;
+        EXIT WHEN FOUND;
+
+        -- Nothing matched: read the row to say why.
+        l := lease._row(k, i);  -- LS001 when the stored tuple differs
+        IF l.lock_key IS NULL THEN
+            -- the insert skipped, yet no row has this key: another row
+            -- claims this identity tuple
+            PERFORM lease._corrupt(k, 'another row claims this identity tuple');
+        END IF;
+        IF l.state = 'active' AND l.expires_at > now() THEN
+            -- held: perhaps by this very request, committed before
+            replay := lease._replay_t(k, 'acquire', principal_id, request_id, request_digest);
+            IF replay IS NOT NULL THEN
+                RETURN replay;
+            END IF;
+            RETURN jsonb_build_object('code', 'lease_conflict',
+                                      'retry_after_ms', lease._retry_after(l.expires_at));
+        END IF;
+        IF l.fencing_counter >= s.token_limit THEN
+            -- refuse before touching the row: a refusal leaves it as it was
+            -- (an alert's writer takes the call as jsonb: the rare path builds it)
+            PERFORM lease._audit(jsonb_build_object(
+                        'latency_ms', latency_ms, 'request_id', request_id,
+                        'correlation_id', correlation_id, 'trace_id', trace_id,
+                        'deadline_class', deadline_class,
+                        'principal', jsonb_build_object('principal_id', principal_id,
+                                                        'principal_class', principal_class,
+                                                        'credential_id', credential_id)),
+                    'target_lease_alert', 'lease_backend_unavailable',
+                jsonb_build_object('priority', 'high', 'decision', 'error',
+                                   'lock_identity', lease._identity_json(l.tenant_id,
+                                       l.program_id, l.target_namespace, l.target_id,
+                                       l.actor_name, l.workflow_name, l.operation_class),
+                                   'reason', 'fencing counter reached the policy token limit',
+                                   'previous_state', lease._state_now(l)));
+            RETURN jsonb_build_object('code', 'lease_backend_unavailable',
+                                      'reason', 'token_limit');
+        END IF;
+        -- an expired lease nobody swept yet: its terminal evidence first;
+        -- the row is then free and the update above takes it
+        PERFORM lease._expire(k, l.lease_id, l.fencing_token);
+        prev := 'expired';
+    END LOOP; END IF;
+
+    INSERT INTO lease.lease_index (lease_id, lock_key, created_at) VALUES (lid, k, t);
+    -- (separate assignments: PL/pgSQL compiles only the expression it runs)
+    IF brief THEN
+        -- the brief record: the new lease's id, token, times, TTLs and client
+        result := jsonb_build_object('code', 'lease_acquired', 'lease', jsonb_build_object(
+            'lease_id', l.lease_id, 'fencing_token', l.fencing_token,
+            'acquired_at', lease._ts(l.acquired_at), 'renewed_at', lease._ts(l.acquired_at),
+            'expires_at', lease._ts(l.expires_at), 'ttl_ms', l.ttl_ms,
+            'maximum_lifetime_ms', l.maximum_lifetime_ms, 'owner_client_id', l.owner_client_id,
+            'owner_credential_id', l.owner_credential_id, 'state', 'active'));
+    ELSE
+        result := jsonb_build_object('code', 'lease_acquired', 'lease', lease._lease_json(l));
+    END IF;
+    -- the requested TTL: ttl_ms, NULL when the request named none (ttl is
+    -- then the policy's default)
+    RETURN CASE WHEN lease._evidence_t('acquire', l, result, s.idempotency_retention_ms, prev,
+                                       'active', ttl_ms, NULL, NULL, principal_id,
+                                       principal_class, credential_id, request_id,
+                                       request_digest, correlation_id, trace_id, deadline_class,
+                                       latency_ms)
+                THEN result || '{"replayed": false, "current_state": "active"}'::jsonb END;
+    EXCEPTION WHEN unique_violation THEN
+        -- this request id committed before (its lease since ended, so the
+        -- row was free): the stored answer, and nothing of this attempt
+        GET STACKED DIAGNOSTICS cn = CONSTRAINT_NAME;
+        replay := CASE WHEN cn = 'idempotency_pkey'
+                       THEN lease._replay_t(k, 'acquire', principal_id, request_id, request_digest)
+                  END;
+        IF replay IS NULL THEN
+            RAISE;
+        END IF;
+        RETURN replay;
+    END;
 END
 $function$;
 
-COMMENT ON FUNCTION lease.acquire_brief_typed(text,text,text,text,text,text,text,text,text,text,text,bigint,bigint,jsonb,text,text,text,text,text,text,timestamp with time zone,text,text,integer) IS
-    'lease.acquire_brief with typed arguments instead of a jsonb request (what the service calls for an acquisition): the same decision (lease._acquire_t), evidence and answer, {"code": ...} with the brief lease record. operation_class NULL is the default; trace_id NULL: none; ttl_ms and maximum_lifetime_ms NULL: the policy''s; metadata NULL: none (an object, by the rules of docs/api.md "Metadata"); request_digest is the 64 hex digits of the request''s SHA-256. A repeated request id is answered from its stored result.';
+COMMENT ON FUNCTION lease.acquire_brief_typed(text,text,text,text,text,text,text,text,text,text,text,bigint,bigint,jsonb,text,text,text,text,text,text,timestamp with time zone,text,text,integer,boolean) IS
+    'The one acquire-if-free decision, on typed values: what the service calls for an acquisition (briefly), and what lease.acquire calls with a jsonb request''s members (brief false: the whole record). A new identity is one INSERT ... ON CONFLICT DO NOTHING before anything reads it (the unique indexes decide, not a predicate-locking read: concurrent first acquisitions do not fail each other under SERIALIZABLE); an existing free or expired one is one UPDATE with the exact condition; anything else is decided after reading the row (conflict, corrupt: fails closed LS001). The request id is looked up only after a conflict (the row held, or idempotency''s primary key refusing the evidence: the attempt rolls back to its savepoint and the stored answer is given), the same for every caller. Checks, in order: the shared call checks (LS002/LS003), the deadline, each identity component (operation_class NULL is the default), service_instance_id, execution_id, job_id, trace_id (NULL: none), ttl_ms and maximum_lifetime_ms (NULL: the policy''s), metadata (NULL: none; an object, by the rules of docs/api.md "Metadata"; lease._bad_metadata); request_digest is the 64 hex digits of the request''s SHA-256. Runs the namespace guard first; the idempotency record and audit event commit with the change. brief (the default): the short answer, what the database decided (docs/sql-api.md, "Result shape"); the answer given is what is stored for a repeat.';
 
-REVOKE ALL ON FUNCTION lease.acquire_brief_typed(text,text,text,text,text,text,text,text,text,text,text,bigint,bigint,jsonb,text,text,text,text,text,text,timestamp with time zone,text,text,integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION lease.acquire_brief_typed(text,text,text,text,text,text,text,text,text,text,text,bigint,bigint,jsonb,text,text,text,text,text,text,timestamp with time zone,text,text,integer) TO lease_service;
+REVOKE ALL ON FUNCTION lease.acquire_brief_typed(text,text,text,text,text,text,text,text,text,text,text,bigint,bigint,jsonb,text,text,text,text,text,text,timestamp with time zone,text,text,integer,boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION lease.acquire_brief_typed(text,text,text,text,text,text,text,text,text,text,text,bigint,bigint,jsonb,text,text,text,text,text,text,timestamp with time zone,text,text,integer,boolean) TO lease_service;

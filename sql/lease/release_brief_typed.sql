@@ -35,7 +35,7 @@ END
 $function$;
 
 COMMENT ON FUNCTION lease.release_brief_typed(text,text,text,text,text,text,text,text,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer) IS
-    'lease.release_brief with typed arguments instead of a jsonb request (what the service calls for one release): the same decision (lease._end_t), evidence and answer, {"code": ...} with the brief ended record. The arguments are lease.renew_brief_typed''s without ttl_ms. A repeated request id is answered from its stored result, as lease.release_brief answers it.';
+    'lease.release with typed arguments instead of a jsonb request (what the service calls for one release): the same decision (lease._end_t) and evidence, answered briefly: {"code": ...} with the brief ended record. The arguments are lease.renew_brief_typed''s without ttl_ms. A repeated request id is answered from its stored result, as lease.release answers it.';
 
 REVOKE ALL ON FUNCTION lease.release_brief_typed(text,text,text,text,text,text,text,text,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION lease.release_brief_typed(text,text,text,text,text,text,text,text,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer) TO lease_service;

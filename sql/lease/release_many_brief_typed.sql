@@ -29,7 +29,7 @@ BEGIN
         RETURN lease._invalid('releases', 'releases must be 1 to 100 releases: every argument '
                                           || 'array NULL or one element per release');
     END IF;
-    -- As lease._release_many: lease._end_t per item in request order, one
+    -- As lease.release_many: lease._end_t per item in request order, one
     -- aggregate, one subtransaction for the batch; item by item, each in its
     -- own (lease.release_brief_typed's block), only when an item repeats a
     -- request id whose lease still matched.
@@ -64,7 +64,7 @@ END
 $function$;
 
 COMMENT ON FUNCTION lease.release_many_brief_typed(text[],text[],text[],text[],text[],text[],text[],text[],bigint[],text[],text[],text[],text[],text[],text[],timestamp with time zone[],text[],text[],text[],integer[]) IS
-    'lease.release_many_brief with typed arguments (what the service calls for POST /v1/leases/release-batch): the arguments of lease.release_brief_typed, each an array with one element per release (1 to 100; an array may be NULL: NULL for every release). Each release is decided by lease._end_t as a single one is (its exact ownership check, its own request id, idempotency, history and audit), in order, in one transaction; the answer is lease.release_many_brief''s, {"results": [...]}, one brief answer per release. Arrays of different lengths refuse the whole batch (invalid_lease_request, field releases).';
+    'lease.release_many with typed arguments, answered briefly (what the service calls for POST /v1/leases/release-batch): the arguments of lease.release_brief_typed, each an array with one element per release (1 to 100; an array may be NULL: NULL for every release). Each release is decided by lease._end_t as a single one is (its exact ownership check, its own request id, idempotency, history and audit), in order, in one transaction; the answer is {"results": [...]}, one brief answer per release (lease.release_brief_typed''s). Arrays of different lengths refuse the whole batch (invalid_lease_request, field releases).';
 
 REVOKE ALL ON FUNCTION lease.release_many_brief_typed(text[],text[],text[],text[],text[],text[],text[],text[],bigint[],text[],text[],text[],text[],text[],text[],timestamp with time zone[],text[],text[],text[],integer[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION lease.release_many_brief_typed(text[],text[],text[],text[],text[],text[],text[],text[],bigint[],text[],text[],text[],text[],text[],text[],timestamp with time zone[],text[],text[],text[],integer[]) TO lease_service;

@@ -36,7 +36,7 @@ END
 $function$;
 
 COMMENT ON FUNCTION lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer) IS
-    'lease.renew_brief with typed arguments instead of a jsonb request (what the service calls for one renewal): the same decision (lease._renew_t), evidence and answer, {"code": ...} with the brief lease record. operation_class NULL is the default; ttl_ms NULL keeps the lease''s TTL; request_digest is the 64 hex digits of the request''s SHA-256. A repeated request id is answered from its stored result, as lease.renew_brief answers it.';
+    'lease.renew with typed arguments instead of a jsonb request (what the service calls for one renewal): the same decision (lease._renew_t) and evidence, answered briefly: {"code": ...} with the brief lease record. operation_class NULL is the default; ttl_ms NULL keeps the lease''s TTL; request_digest is the 64 hex digits of the request''s SHA-256. A repeated request id is answered from its stored result, as lease.renew answers it.';
 
 REVOKE ALL ON FUNCTION lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer) TO lease_service;

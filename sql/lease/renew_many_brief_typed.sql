@@ -30,7 +30,7 @@ BEGIN
         RETURN lease._invalid('renewals', 'renewals must be 1 to 100 renewals: every argument '
                                           || 'array NULL or one element per renewal');
     END IF;
-    -- As lease._renew_many: the settings once, lease._renew_t per item in
+    -- As lease.renew_many: the settings once, lease._renew_t per item in
     -- request order, one aggregate, one subtransaction for the batch; item by
     -- item, each in its own (lease.renew_brief_typed's block), only when an
     -- item repeats a request id whose lease still matched.
@@ -65,7 +65,7 @@ END
 $function$;
 
 COMMENT ON FUNCTION lease.renew_many_brief_typed(text[],text[],text[],text[],text[],text[],text[],text[],bigint[],bigint[],text[],text[],text[],text[],text[],text[],timestamp with time zone[],text[],text[],text[],integer[]) IS
-    'lease.renew_many_brief with typed arguments (what the service calls for POST /v1/leases/renew-batch): the arguments of lease.renew_brief_typed, each an array with one element per renewal (1 to 100; an array may be NULL: NULL for every renewal). Each renewal is decided by lease._renew_t as a single one is (its exact ownership check, its own request id, idempotency and audit), in order, in one transaction; the answer is lease.renew_many_brief''s, {"results": [...]}, one brief answer per renewal. Arrays of different lengths refuse the whole batch (invalid_lease_request, field renewals).';
+    'lease.renew_many with typed arguments, answered briefly (what the service calls for POST /v1/leases/renew-batch): the arguments of lease.renew_brief_typed, each an array with one element per renewal (1 to 100; an array may be NULL: NULL for every renewal). Each renewal is decided by lease._renew_t as a single one is (its exact ownership check, its own request id, idempotency and audit), in order, in one transaction; the answer is {"results": [...]}, one brief answer per renewal (lease.renew_brief_typed''s). Arrays of different lengths refuse the whole batch (invalid_lease_request, field renewals).';
 
 REVOKE ALL ON FUNCTION lease.renew_many_brief_typed(text[],text[],text[],text[],text[],text[],text[],text[],bigint[],bigint[],text[],text[],text[],text[],text[],text[],timestamp with time zone[],text[],text[],text[],integer[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION lease.renew_many_brief_typed(text[],text[],text[],text[],text[],text[],text[],text[],bigint[],bigint[],text[],text[],text[],text[],text[],text[],timestamp with time zone[],text[],text[],text[],integer[]) TO lease_service;

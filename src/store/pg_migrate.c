@@ -29,7 +29,6 @@
 #include <dirent.h>
 #include <errno.h>
 #include <libpq-fe.h>
-#include <openssl/evp.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +36,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "pg_files.h"
 #include "pg_oneshot.h"
 #include "pg_repeatables.h"
 
@@ -110,44 +110,6 @@ static int by_version(const void *a, const void *b)
 {
     const lease_migration_t *x = a, *y = b;
     return (x->version > y->version) - (x->version < y->version);
-}
-
-char *store_pg_read_file(const char *path, size_t *len)
-{
-    FILE *f = fopen(path, "rb");
-    if (!f)
-        return NULL;
-    char *buf = NULL;
-    size_t cap = 0, n = 0;
-    for (;;) {
-        if (n + 4096 + 1 > cap) {
-            cap = cap ? cap * 2 : 65536;
-            char *grown = realloc(buf, cap);
-            if (!grown) {
-                free(buf);
-                fclose(f);
-                return NULL;
-            }
-            buf = grown;
-        }
-        size_t got = fread(buf + n, 1, cap - n - 1, f);
-        n += got;
-        if (got == 0)
-            break;
-    }
-    fclose(f);
-    buf[n] = '\0';
-    *len = n;
-    return buf;
-}
-
-void store_pg_sha256_hex(const char *data, size_t len, char out[65])
-{
-    unsigned char md[32];
-    unsigned int mdlen = 0;
-    EVP_Digest(data, len, md, &mdlen, EVP_sha256(), NULL);
-    for (unsigned i = 0; i < 32; i++)
-        snprintf(out + 2 * i, 3, "%02x", md[i]);
 }
 
 /* Files named NNNN_name.sql, sorted; checksums computed. */
@@ -430,7 +392,7 @@ static int apply_step(PGconn *c, const char *dir, FILE *log, lease_migration_pla
 {
     lease_migration_t *m = idx < plan->count ? &plan->items[idx] : NULL;
     bool applied_now = false;
-    size_t reapplied = 0;
+    size_t reapplied = 0, dropped = 0;
     if (!store_pg_oneshot_exec(c, "BEGIN", err, errsz, "begin") ||
         !store_pg_oneshot_exec(c, "SELECT pg_advisory_xact_lock(" MIGRATE_LOCK_KEY ")", err, errsz,
                                "advisory lock") ||
@@ -455,7 +417,8 @@ static int apply_step(PGconn *c, const char *dir, FILE *log, lease_migration_pla
                                    "GRANT SELECT ON lease.schema_repeatables TO lease_operator; "
                                    "END IF; END$$",
                                    err, errsz, "granting lease.schema_repeatables") ||
-            lease_repeatables_apply(c, reps, *numbered || applied_now, &reapplied, err, errsz) != 0)
+            lease_repeatables_apply(c, reps, *numbered || applied_now, &reapplied, &dropped, err,
+                                    errsz) != 0)
             goto fail;
     }
     if (!store_pg_oneshot_exec(c, "COMMIT", err, errsz, "commit"))
@@ -468,6 +431,8 @@ static int apply_step(PGconn *c, const char *dir, FILE *log, lease_migration_pla
     }
     if (log && reapplied)
         fprintf(log, "applied %zu of %zu definitions from %s\n", reapplied, reps->count, reps->dir);
+    if (log && dropped)
+        fprintf(log, "dropped %zu functions no file in %s defines\n", dropped, reps->dir);
     return 0;
 fail : {
     /* a failed ROLLBACK leaves nothing to undo here: the caller closes the

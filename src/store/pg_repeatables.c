@@ -21,6 +21,7 @@
 #include <sys/stat.h>
 
 #include "lease/store_admin.h"
+#include "pg_files.h"
 #include "pg_oneshot.h"
 
 const char *lease_repeatables_dir(const char *migrations_dir)
@@ -202,13 +203,112 @@ static PGresult *read_recorded(PGconn *c, char *err, size_t errsz)
     return res;
 }
 
+/* Recorded definitions ORDER no longer lists (their files were removed). */
+static size_t count_unlisted(PGresult *res, const lease_repeatables_t *reps)
+{
+    size_t n = 0;
+    for (int i = 0; i < PQntuples(res); i++)
+        if (!find(reps, PQgetvalue(res, i, 0)))
+            n++;
+    return n;
+}
+
+/*
+ * After every file ran in this transaction: a function of schema lease whose
+ * catalogue row this transaction did not write (CREATE OR REPLACE rewrites
+ * the row even when nothing changed, so its xmin is this transaction's) is
+ * one no file defines any more: dropped, so removing a file removes its
+ * function (supabase's declarative schema). Only schema lease, never an
+ * extension's member, and without CASCADE: a stale function a trigger, view
+ * or other definition still uses fails the run, which rolls back whole.
+ * Aggregates go first (their state functions may be stale too). The
+ * records of removed files go with them.
+ */
+static int sweep_stale(PGconn *c, const lease_repeatables_t *reps, size_t *dropped, char *err,
+                       size_t errsz)
+{
+    *dropped = 0;
+    PGresult *res =
+        PQexec(c, "SELECT CASE p.prokind WHEN 'a' THEN 'AGGREGATE' WHEN 'p' THEN 'PROCEDURE' "
+                  "ELSE 'FUNCTION' END, "
+                  "string_agg(p.oid::regprocedure::text, ', ' ORDER BY p.oid::regprocedure::text), "
+                  "count(*) "
+                  "FROM pg_proc p WHERE p.pronamespace = 'lease'::regnamespace "
+                  "AND p.xmin <> pg_current_xact_id()::xid "
+                  "AND NOT EXISTS (SELECT FROM pg_depend d WHERE d.classid = 'pg_proc'::regclass "
+                  "AND d.objid = p.oid AND d.deptype = 'e') "
+                  "GROUP BY 1 ORDER BY 1");
+    if (PQresultStatus(res) != PGRES_TUPLES_OK) {
+        store_pg_set_err(err, errsz, "reading the functions no definition wrote: %s",
+                         PQresultErrorMessage(res));
+        PQclear(res);
+        return -1;
+    }
+    int rc = 0;
+    for (int i = 0; i < PQntuples(res) && rc == 0; i++) {
+        const char *kind = PQgetvalue(res, i, 0), *list = PQgetvalue(res, i, 1);
+        size_t len = strlen(kind) + strlen(list) + 16;
+        char *sql = malloc(len);
+        if (!sql) {
+            store_pg_set_err(err, errsz, "out of memory");
+            rc = -1;
+            break;
+        }
+        snprintf(sql, len, "DROP %s %s", kind, list);
+        PGresult *x = PQexec(c, sql);
+        if (PQresultStatus(x) != PGRES_COMMAND_OK) {
+            store_pg_set_err(err, errsz, "dropping what no file in %s defines (%s): %s", reps->dir,
+                             list, PQresultErrorMessage(x));
+            rc = -1;
+        } else {
+            *dropped += strtoul(PQgetvalue(res, i, 2), NULL, 10);
+        }
+        PQclear(x);
+        free(sql);
+    }
+    PQclear(res);
+    if (rc != 0)
+        return -1;
+    /* the records of removed files: what ORDER lists, nothing more */
+    size_t cap = 2;
+    for (size_t i = 0; i < reps->count; i++)
+        cap += 2 * strlen(reps->items[i].name) + 4;
+    char *names = malloc(cap);
+    if (!names) {
+        store_pg_set_err(err, errsz, "out of memory");
+        return -1;
+    }
+    size_t n = 0;
+    names[n++] = '{';
+    for (size_t i = 0; i < reps->count; i++) /* good_name: no quote, comma or brace */
+        n += (size_t)snprintf(names + n, cap - n, "%s\"%s\"", i ? "," : "", reps->items[i].name);
+    names[n++] = '}';
+    names[n] = '\0';
+    const char *params[1] = {names};
+    PGresult *x =
+        PQexecParams(c, "DELETE FROM lease.schema_repeatables WHERE name <> ALL ($1::text[])", 1,
+                     NULL, params, NULL, NULL, 0);
+    if (PQresultStatus(x) != PGRES_COMMAND_OK) {
+        store_pg_set_err(err, errsz, "forgetting removed definitions: %s", PQresultErrorMessage(x));
+        rc = -1;
+    }
+    PQclear(x);
+    free(names);
+    return rc;
+}
+
 int lease_repeatables_apply(PGconn *c, const lease_repeatables_t *reps, bool all, size_t *applied,
-                            char *err, size_t errsz)
+                            size_t *dropped, char *err, size_t errsz)
 {
     *applied = 0;
+    *dropped = 0;
     PGresult *res = read_recorded(c, err, errsz);
     if (!res)
         return -1;
+    /* A removed file makes this run apply every definition, so that the
+     * rest can be dropped below. */
+    if (reps->count > 0 && count_unlisted(res, reps) > 0)
+        all = true;
     int rc = 0;
     for (size_t i = 0; i < reps->count && rc == 0; i++) {
         const lease_repeatable_t *r = &reps->items[i];
@@ -238,6 +338,12 @@ int lease_repeatables_apply(PGconn *c, const lease_repeatables_t *reps, bool all
         ++*applied;
     }
     PQclear(res);
+    /* Every file ran in this transaction (a first run of the definitions
+     * on a database the numbered files alone made included): what none of
+     * them wrote is stale. A folder that lists nothing manages nothing (the
+     * numbered files alone, as leasectl applied them before sql/ existed). */
+    if (rc == 0 && reps->count > 0 && *applied == reps->count)
+        rc = sweep_stale(c, reps, dropped, err, errsz);
     return rc;
 }
 
@@ -264,6 +370,8 @@ int lease_repeatables_pending(PGconn *c, const lease_repeatables_t *reps, size_t
         if (sum && strcmp(sum, reps->items[i].checksum) == 0)
             --*pending;
     }
+    if (reps->count > 0) /* a removed file: its function is still to drop */
+        *pending += count_unlisted(res, reps);
     PQclear(res);
     return 0;
 }

@@ -32,19 +32,20 @@ int lease_repeatables_read(const char *dir, lease_repeatables_t *reps, char *err
 
 /* Inside the caller's transaction (lease.schema_repeatables exists):
  * executes every file whose recorded checksum differs, or every file when
- * all is true, in order, and records it. *applied counts them. 0, or -1. */
+ * all is true or a recorded file is no longer listed, in order, and records
+ * it. When every file ran (and ORDER lists at least one), drops each
+ * function of schema lease that none of them defined (*dropped counts
+ * them) and forgets the records of removed files. *applied counts the
+ * files. 0, or -1. */
 int lease_repeatables_apply(PGconn *c, const lease_repeatables_t *reps, bool all, size_t *applied,
-                            char *err, size_t errsz);
+                            size_t *dropped, char *err, size_t errsz);
 
 /* How many files there are and how many are not recorded with their
- * current checksum (all of them when the table does not exist yet). */
+ * current checksum (all of them when the table does not exist yet), plus
+ * the recorded files ORDER no longer lists. */
 int lease_repeatables_pending(PGconn *c, const lease_repeatables_t *reps, size_t *count,
                               size_t *pending, char *err, size_t errsz);
 
 void lease_repeatables_free(lease_repeatables_t *reps);
-
-/* Shared with pg_migrate.c, which defines them. */
-char *store_pg_read_file(const char *path, size_t *len);
-void store_pg_sha256_hex(const char *data, size_t len, char out[65]);
 
 #endif

@@ -13,6 +13,8 @@
  *   - a changed file is applied again, alone, and --status reports it first;
  *   - a file ORDER does not list changes nothing; a definition that fails
  *     rolls back with the last numbered file, whose transaction it shares;
+ *   - a removed file's function is dropped, and only functions of schema
+ *     lease that no file defines are;
  *   - several databases of one cluster migrate at once (the roles 0001
  *     makes are the cluster's).
  */
@@ -349,6 +351,83 @@ static void unlisted_or_failing_definition_changes_nothing(void **state)
     run(out, sizeof out, "rm -rf '%s'", dir);
 }
 
+/* Removing a file removes what it defined: the next run applies every
+ * definition and drops each function of schema lease that none of them
+ * defines, and only that (a function of another schema stays; one a
+ * trigger still uses fails the run, which changes nothing). */
+static void removed_definition_is_dropped(void **state)
+{
+    (void)state;
+    char out[65536];
+    char dir[] = "/tmp/leased-removed.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    char *url = testpg_create_db("schema_removed");
+    long long files = testpg_query_int(url, "SELECT count(*) FROM lease.schema_repeatables");
+    assert_true(files > 1);
+    /* lease.verify: a read nothing in sql/ calls */
+    int rc = run(out, sizeof out,
+                 "cp -r '%s'/sql/. '%s'/ && rm '%s'/lease/verify.sql && "
+                 "grep -v '^lease/verify.sql$' '%s'/ORDER > '%s'/ORDER.new && "
+                 "mv '%s'/ORDER.new '%s'/ORDER && ! grep -rq 'lease.verify(' '%s'",
+                 LEASE_TEST_SOURCE_DIR, dir, dir, dir, dir, dir, dir, dir);
+    assert_int_equal(rc, 0);
+    assert_true(testpg_exec(url, "CREATE FUNCTION public.zz_kept() RETURNS int LANGUAGE sql "
+                                 "RETURN 1"));
+    assert_int_equal(testpg_query_int(url, "SELECT count(*) FROM pg_proc WHERE pronamespace = "
+                                           "'lease'::regnamespace AND proname = 'verify'"),
+                     1);
+    rc = run(out, sizeof out, "LEASE_SQL_DIR='%s' '%s' migrate --status --database-url '%s'", dir,
+             LEASE_TEST_LEASECTL, url);
+    assert_int_equal(rc, 1);
+    assert_non_null(strstr(out, "\"definitions_pending\":1"));
+
+    /* a stale function a trigger uses: refused, nothing changes */
+    assert_true(testpg_exec(url, "CREATE FUNCTION lease.zz_stale_trigger() RETURNS trigger "
+                                 "LANGUAGE plpgsql AS 'BEGIN RETURN NEW; END'; "
+                                 "CREATE TABLE public.zz_probe (x int); "
+                                 "CREATE TRIGGER zz_probe BEFORE INSERT ON public.zz_probe "
+                                 "FOR EACH ROW EXECUTE FUNCTION lease.zz_stale_trigger()"));
+    rc = run(out, sizeof out, "LEASE_SQL_DIR='%s' '%s' migrate --database-url '%s'", dir,
+             LEASE_TEST_LEASECTL, url);
+    assert_int_equal(rc, 69);
+    assert_non_null(strstr(out, "zz_stale_trigger"));
+    assert_int_equal(testpg_query_int(url, "SELECT count(*) FROM pg_proc WHERE pronamespace = "
+                                           "'lease'::regnamespace AND proname = 'verify'"),
+                     1);
+    assert_int_equal(testpg_query_int(url, "SELECT count(*) FROM lease.schema_repeatables"), files);
+    assert_true(testpg_exec(url, "DROP TABLE public.zz_probe"));
+
+    /* without it: the removed file's function goes, with the trigger's */
+    rc = run(out, sizeof out, "LEASE_SQL_DIR='%s' '%s' migrate --database-url '%s'", dir,
+             LEASE_TEST_LEASECTL, url);
+    if (rc != 0)
+        printf("%s\n", out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "dropped 2 functions"));
+    assert_int_equal(testpg_query_int(url, "SELECT count(*) FROM pg_proc WHERE pronamespace = "
+                                           "'lease'::regnamespace AND proname IN ('verify', "
+                                           "'zz_stale_trigger')"),
+                     0);
+    assert_int_equal(testpg_query_int(url, "SELECT count(*) FROM lease.schema_repeatables"),
+                     files - 1);
+    assert_int_equal(testpg_query_int(url, "SELECT public.zz_kept()"), 1);
+    /* every function that remains is one a file defines, and a rerun
+     * applies and drops nothing */
+    assert_int_equal(testpg_query_int(url, "SELECT count(*) FROM pg_proc WHERE pronamespace = "
+                                           "'lease'::regnamespace AND obj_description(oid, "
+                                           "'pg_proc') IS NULL"),
+                     0);
+    rc = run(out, sizeof out, "LEASE_SQL_DIR='%s' '%s' migrate --database-url '%s'", dir,
+             LEASE_TEST_LEASECTL, url);
+    assert_int_equal(rc, 0);
+    assert_null(strstr(out, "applied "));
+    assert_null(strstr(out, "dropped "));
+    assert_non_null(strstr(out, "\"definitions_pending\":0"));
+    testpg_drop_db(url);
+    free(url);
+    run(out, sizeof out, "rm -rf '%s'", dir);
+}
+
 static void several_databases_migrate_at_once(void **state)
 {
     (void)state;
@@ -380,6 +459,7 @@ int main(void)
         cmocka_unit_test(upgraded_fresh_and_template_end_in_the_same_catalogue),
         cmocka_unit_test(changed_definition_is_applied_again_alone),
         cmocka_unit_test(unlisted_or_failing_definition_changes_nothing),
+        cmocka_unit_test(removed_definition_is_dropped),
         cmocka_unit_test(several_databases_migrate_at_once),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

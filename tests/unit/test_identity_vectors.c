@@ -2,7 +2,7 @@
  * test_identity_vectors.c - the C identity rules (src/core/identity.c, and
  * the lock_identity object as json_codec.c reads it) against the shared
  * vectors in tests/vectors/identity.json; pgtap/24_identity_vectors.sql
- * checks lease.normalize_component, lease._identity, lease._identity_ok and
+ * checks lease.normalize_component, lease._identity, lease._canonical_of and
  * lease.acquire against the same file. Each vector's input is a request's
  * whole lock_identity value (any JSON); an accepted one normalises to its
  * "normalized" tuple, a rejected one fails naming its "field".

@@ -167,7 +167,7 @@ static void test_encode_acquire(void **state)
 /* The members no decision reads any more (docs/sql-api.md, "One behaviour
  * for every caller") are not sent: every state-changing request, a batch
  * included, carries only its fields. The short answer is a function of its
- * own (lease.acquire_brief, ...), not a "brief" member. */
+ * own (lease.acquire_brief_typed, ...), not a "brief" member. */
 static void assert_no_request_flags(const char *text)
 {
     json_t *o = parse(text);
@@ -272,8 +272,8 @@ static const char *member_text(json_t *o, const char *path, char *buf, size_t si
 
 /* lease.renew_brief_typed's (release_brief_typed's) arguments are, one by
  * one, the values of the jsonb renewal (release) store_pg_encode_owner
- * writes for the same request (the SQL side's tests, pgtap/34_renew_typed.sql
- * and 35_release_typed.sql, hold the two calls to the same decision):
+ * writes for the same request (the SQL side's tests, pgtap/34_renew_service_call.sql
+ * and 35_release_service_call.sql, hold the two calls to the same decision):
  * nothing named differently, dropped or added. */
 static void check_typed_matches_json(store_pg_op_t op, const lease_owner_req_t *req, int64_t now)
 {

@@ -19,7 +19,7 @@ CREATE OR REPLACE FUNCTION lease.acquire_brief_typed(
     job_id text, trace_id text, ttl_ms bigint, maximum_lifetime_ms bigint, metadata jsonb,
     principal_id text, client_id text, credential_id text, principal_class text, request_id text,
     request_digest text, deadline_at timestamptz, correlation_id text, deadline_class text,
-    latency_ms integer)
+    latency_ms integer, brief boolean DEFAULT true)
  RETURNS jsonb LANGUAGE plpgsql SECURITY DEFINER SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
@@ -42,7 +42,13 @@ BEGIN
      WHERE lock_key = k AND state = 'free'
     RETURNING * INTO l;
     INSERT INTO lease.lease_index (lease_id, lock_key, created_at) VALUES (lid, k, t);
-    result := jsonb_build_object('code', 'lease_acquired', 'lease', lease._acquired_json(l));
+    -- the brief record: the new lease's id, token, times, TTLs and client
+    result := jsonb_build_object('code', 'lease_acquired', 'lease', jsonb_build_object(
+        'lease_id', l.lease_id, 'fencing_token', l.fencing_token,
+        'acquired_at', lease._ts(l.acquired_at), 'renewed_at', lease._ts(l.acquired_at),
+        'expires_at', lease._ts(l.expires_at), 'ttl_ms', l.ttl_ms,
+        'maximum_lifetime_ms', l.maximum_lifetime_ms, 'owner_client_id', l.owner_client_id,
+        'owner_credential_id', l.owner_credential_id, 'state', 'active'));
     WITH remembered AS (
         INSERT INTO lease.idempotency (lock_key, operation, owner_principal_id, request_id,
                                        request_digest, result, lease_id, created_at, expires_at)

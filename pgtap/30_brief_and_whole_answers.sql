@@ -1,38 +1,42 @@
--- The short answer is a function of its own, not a request member
--- (docs/sql-api.md, "Result shape"; migration 0018): lease.acquire_brief,
--- lease.renew_brief and lease.release_brief decide exactly as lease.acquire,
--- renew and release (one function each decides: lease._acquire, _renew,
--- _end) and answer without what the request named; a "brief" member no
--- longer changes any answer.
+-- The short answer is the service's typed call, not a request member
+-- (docs/sql-api.md, "Result shape"; migration 0018): lease.acquire_brief_typed,
+-- renew_brief_typed and release_brief_typed decide exactly as lease.acquire,
+-- renew and release (one function each decides: acquire_brief_typed, _renew_t,
+-- _end_t) and answer without what the request named; a "brief" member no
+-- longer changes any answer. The jsonb brief functions are gone.
 BEGIN ISOLATION LEVEL SERIALIZABLE;
 \ir helpers/fixtures.psql
 SELECT plan(34);
 
 -- the functions, who may call them ------------------------------------------------
-SELECT has_function('lease', 'acquire_brief', ARRAY['jsonb'], 'lease.acquire_brief exists');
-SELECT has_function('lease', 'renew_brief', ARRAY['jsonb'], 'lease.renew_brief exists');
-SELECT has_function('lease', 'release_brief', ARRAY['jsonb'], 'lease.release_brief exists');
+SELECT hasnt_function('lease', 'acquire_brief', ARRAY['jsonb'], 'lease.acquire_brief is gone');
+SELECT hasnt_function('lease', 'renew_brief', ARRAY['jsonb'], 'lease.renew_brief is gone');
+SELECT hasnt_function('lease', 'release_brief', ARRAY['jsonb'], 'lease.release_brief is gone');
 SELECT hasnt_function('lease', '_brief', ARRAY['jsonb'], 'the helper that read "brief" is dropped');
 SELECT hasnt_function('lease', '_end', ARRAY['jsonb', 'text', 'text', 'text'],
                       'lease._end without its answer argument is dropped');
 SELECT ok(has_function_privilege('lease_service', f, 'EXECUTE')
           AND NOT has_function_privilege('public', f, 'EXECUTE'),
           f || ': the service may call it, PUBLIC may not')
-  FROM unnest(ARRAY['lease.acquire_brief(jsonb)', 'lease.renew_brief(jsonb)',
-                    'lease.release_brief(jsonb)']) f;
+  FROM unnest(ARRAY['lease.acquire_brief_typed(text,text,text,text,text,text,text,text,text,text,text,bigint,bigint,jsonb,text,text,text,text,text,text,timestamp with time zone,text,text,integer,boolean)',
+                    'lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer)',
+                    'lease.release_brief_typed(text,text,text,text,text,text,text,text,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer)']) f;
 SELECT ok(NOT has_function_privilege('lease_service', f, 'EXECUTE'),
           f || ': internal, the service cannot choose the answer''s shape by argument')
-  FROM unnest(ARRAY['lease._acquire(jsonb,boolean)', 'lease._renew(jsonb,boolean,lease._settings)',
+  FROM unnest(ARRAY['lease._renew(jsonb,boolean,lease._settings)',
                     'lease._end(jsonb,text,text,text,boolean)']) f;
+-- an acquisition has one decider, the service's call; its brief argument
+-- (true unless lease.acquire asks for the whole record) is its only mode
+SELECT hasnt_function('lease', '_acquire_t', 'lease._acquire_t is gone: lease.acquire_brief_typed decides');
 
 -- acquire: the same decision and evidence, a shorter answer -----------------------
 SET LOCAL ROLE lease_service;
 SELECT t.acq('answer_01') AS qb \gset
-SELECT lease.acquire_brief(:'qb'::jsonb) AS ab \gset
+SELECT t.acquire_typed(:'qb'::jsonb) AS ab \gset
 SELECT t.acq('answer_02') AS qw \gset
 SELECT lease.acquire(:'qw'::jsonb) AS aw \gset
 RESET ROLE;
-SELECT is(:'ab'::jsonb ->> 'code', 'lease_acquired', 'acquire_brief acquires');
+SELECT is(:'ab'::jsonb ->> 'code', 'lease_acquired', 'the typed acquire acquires');
 SELECT is((SELECT array_agg(k ORDER BY k) FROM jsonb_object_keys(:'ab'::jsonb -> 'lease') k),
           ARRAY['acquired_at', 'expires_at', 'fencing_token', 'lease_id', 'maximum_lifetime_ms',
                 'owner_client_id', 'owner_credential_id', 'renewed_at', 'state', 'ttl_ms'],
@@ -52,11 +56,11 @@ SELECT is((SELECT to_jsonb(a) - '{event_id,occurred_at,recorded_at,request_id,co
           'the same audit event as lease.acquire''s');
 -- a repeat is answered as first given, whichever function repeats it
 SET LOCAL ROLE lease_service;
-SELECT lease.acquire_brief(:'qb'::jsonb) AS ab2 \gset
+SELECT t.acquire_typed(:'qb'::jsonb) AS ab2 \gset
 SELECT lease.acquire(:'qb'::jsonb) AS ab3 \gset
 RESET ROLE;
 SELECT is(:'ab2'::jsonb - 'replayed' - 'current_state', :'ab'::jsonb - 'replayed' - 'current_state',
-          'a repeated acquire_brief: the stored answer');
+          'a repeated typed acquire: the stored answer');
 SELECT ok((:'ab2'::jsonb ->> 'replayed')::boolean AND (:'ab3'::jsonb ->> 'replayed')::boolean
           AND :'ab3'::jsonb -> 'lease' = :'ab'::jsonb -> 'lease',
           'through lease.acquire too: replayed, the answer as it was given');
@@ -64,10 +68,10 @@ SELECT ok((:'ab2'::jsonb ->> 'replayed')::boolean AND (:'ab3'::jsonb ->> 'replay
 -- renew --------------------------------------------------------------------------
 SELECT t.ref(:'aw'::jsonb, '{"ttl_ms": 60000}') AS rq \gset
 SET LOCAL ROLE lease_service;
-SELECT lease.renew_brief(:'rq'::jsonb) AS rb \gset
-SELECT lease.renew_brief(t.ref(:'aw'::jsonb, '{"fencing_token": 99}')) AS rlost \gset
+SELECT t.renew_typed(:'rq'::jsonb) AS rb \gset
+SELECT t.renew_typed(t.ref(:'aw'::jsonb, '{"fencing_token": 99}')) AS rlost \gset
 RESET ROLE;
-SELECT is(:'rb'::jsonb ->> 'code', 'lease_renewed', 'renew_brief renews');
+SELECT is(:'rb'::jsonb ->> 'code', 'lease_renewed', 'the typed renew renews');
 SELECT ok(NOT (:'rb'::jsonb -> 'lease') ?| ARRAY['lock_identity', 'lease_id', 'fencing_token'],
           'its lease leaves out the identity, lease id and token the request named');
 SELECT is(((:'rb'::jsonb #>> '{lease,expires_at}')::timestamptz),
@@ -82,9 +86,9 @@ SELECT t.ref(:'ab'::jsonb, jsonb_build_object('lock_identity', t.ident('answer_0
                                               'service_instance_id', 'inst-1',
                                               'principal', t.principal('p1'))) AS lq \gset
 SET LOCAL ROLE lease_service;
-SELECT lease.release_brief(:'lq'::jsonb) AS lb \gset
+SELECT t.release_typed(:'lq'::jsonb) AS lb \gset
 RESET ROLE;
-SELECT is(:'lb'::jsonb ->> 'code', 'lease_released', 'release_brief releases');
+SELECT is(:'lb'::jsonb ->> 'code', 'lease_released', 'the typed release releases');
 SELECT ok(:'lb'::jsonb #>> '{lease,state}' = 'released'
           AND (:'lb'::jsonb #>> '{lease,ended_at}')::timestamptz = date_trunc('milliseconds', now())
           AND NOT (:'lb'::jsonb -> 'lease') ?| ARRAY['lock_identity', 'lease_id', 'fencing_token'],
@@ -101,7 +105,7 @@ SELECT lease.renew(t.ref(:'af'::jsonb, '{"brief": true}')) AS rf \gset
 SELECT lease.renew_many(jsonb_build_object('renewals',
            jsonb_build_array(t.ref(:'af'::jsonb, '{"brief": true}')))) AS mf \gset
 SELECT lease.release(t.ref(:'af'::jsonb, '{"brief": true}')) AS lf \gset
-SELECT lease.acquire_brief(t.acq('answer_04', '{"brief": false}')) AS bf \gset
+SELECT t.acquire_typed(t.acq('answer_04', '{"brief": false}')) AS bf \gset
 RESET ROLE;
 SELECT is(:'af'::jsonb #> '{lease,lock_identity}', t.ident('answer_03'),
           'lease.acquire with "brief": true answers the whole record');
@@ -114,7 +118,7 @@ SELECT ok(:'lf'::jsonb ->> 'code' = 'lease_released'
           'lease.release with "brief": true answers the whole history record');
 SELECT ok(:'bf'::jsonb ->> 'code' = 'lease_acquired'
           AND NOT (:'bf'::jsonb -> 'lease') ? 'lock_identity',
-          'acquire_brief with "brief": false still answers briefly');
+          'the typed acquire of a request with "brief": false still answers briefly');
 
 SELECT * FROM finish();
 ROLLBACK;

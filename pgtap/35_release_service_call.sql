@@ -1,5 +1,5 @@
 -- lease.release_brief_typed, what the service calls for one release, decides
--- as lease.release_brief does (both through lease._end_t): the same answer,
+-- as lease.release does (both through lease._end_t): the same answer,
 -- the same terminal evidence (history row, idempotency record, audit event),
 -- one idempotency for both, and each refusal naming the field the jsonb
 -- request's refusal names. The administrative endings, still jsonb, decide
@@ -22,8 +22,8 @@ SELECT t.acquire('rtyped_2') AS a2 \gset
 SELECT t.ref(:'a1'::jsonb, '{"reason": "ignored for an owner"}') AS r1 \gset
 SELECT t.ref(:'a2'::jsonb) AS r2 \gset
 SELECT t.release_typed(:'r1'::jsonb) AS typed \gset
-SELECT lease.release_brief(:'r2'::jsonb) AS brief \gset
-SELECT lease.release_brief(:'r1'::jsonb) AS typed_then_json \gset
+SELECT lease.release(:'r2'::jsonb) AS json \gset
+SELECT lease.release(:'r1'::jsonb) AS typed_then_json \gset
 SELECT t.release_typed(:'r2'::jsonb) AS json_then_typed \gset
 SELECT t.release_typed(:'r1'::jsonb || jsonb_build_object('request_digest', t.digest())) AS conflict \gset
 SELECT t.acquire('rtyped_3') AS a3 \gset
@@ -33,8 +33,8 @@ RESET ROLE;
 
 SELECT is(:'typed'::jsonb ->> 'code', 'lease_released', 'typed: released');
 SELECT is(ARRAY(SELECT jsonb_object_keys(:'typed'::jsonb -> 'lease') ORDER BY 1),
-          ARRAY(SELECT jsonb_object_keys(:'brief'::jsonb -> 'lease') ORDER BY 1),
-          'the same brief record as release_brief');
+          ARRAY['acquired_at', 'ended_at', 'execution_id', 'expires_at', 'job_id', 'maximum_lifetime_ms', 'metadata', 'owner_client_id', 'owner_principal_id', 'renewed_at', 'service_instance_id', 'state', 'trace_id', 'ttl_ms'],
+          'the brief record (docs/sql-api.md, "Result shape")');
 SELECT is((SELECT state FROM lease.locks WHERE lock_key = t.key(:'a1'::jsonb #> '{lease,lock_identity}')),
           'free', 'the row is free');
 SELECT is((SELECT ARRAY[state::text, ended_by_principal_id, ended_by_credential_id,
@@ -65,7 +65,7 @@ SELECT is(:'lost'::jsonb ->> 'code', 'lease_lost', 'another token: lease_lost');
 SELECT is(:'other_owner'::jsonb ->> 'code', 'lease_lost', 'another principal: lease_lost');
 
 CREATE FUNCTION t.both(r jsonb) RETURNS text[] LANGUAGE sql VOLATILE
-RETURN ARRAY[t.release_typed(r) ->> 'field', lease.release_brief(r) ->> 'field'];
+RETURN ARRAY[t.release_typed(r) ->> 'field', lease.release(r) ->> 'field'];
 SELECT is(t.both(t.ref(:'a3'::jsonb, '{"lock_identity": {"tenant_id": "bad tenant", "program_id": "program-a", "target_namespace": "starintel-target", "target_id": "rtyped_3", "actor_name": "usernamegen", "workflow_name": "default"}, "lease_id": "x y"}')),
           ARRAY['lock_identity.tenant_id', 'lock_identity.tenant_id'], 'a bad tenant first');
 SELECT is(t.both(t.ref(:'a3'::jsonb, '{"lease_id": "x y"}')), ARRAY['lease_id', 'lease_id'], 'lease_id');

@@ -1,5 +1,5 @@
 -- lease.renew_brief_typed, what the service calls for one renewal, decides as
--- lease.renew_brief does (both through lease._renew_t): the same answer, the
+-- lease.renew does (both through lease._renew_t): the same answer, the
 -- same evidence (idempotency record and audit event), one idempotency for
 -- both (a request id first used by one is replayed by the other), and each
 -- refusal naming the field the jsonb request's refusal names.
@@ -22,20 +22,20 @@ SELECT t.acquire('typed_2') AS a2 \gset
 SELECT t.ref(:'a1'::jsonb, '{"ttl_ms": 45000, "trace_id": "trace-typed"}') AS r1 \gset
 SELECT t.ref(:'a2'::jsonb, '{"ttl_ms": 45000, "trace_id": "trace-typed"}') AS r2 \gset
 SELECT t.renew_typed(:'r1'::jsonb) AS typed \gset
-SELECT lease.renew_brief(:'r2'::jsonb) AS brief \gset
+SELECT lease.renew(:'r2'::jsonb) AS json \gset
 -- the same request ids again, through the other function each time
-SELECT lease.renew_brief(:'r1'::jsonb) AS typed_then_json \gset
+SELECT lease.renew(:'r1'::jsonb) AS typed_then_json \gset
 SELECT t.renew_typed(:'r2'::jsonb) AS json_then_typed \gset
 SELECT t.renew_typed(:'r1'::jsonb || jsonb_build_object('request_digest', t.digest())) AS conflict \gset
 SELECT t.renew_typed(t.ref(:'a1'::jsonb, '{"fencing_token": 99}')) AS lost \gset
 RESET ROLE;
 
 SELECT is(:'typed'::jsonb ->> 'code', 'lease_renewed', 'typed: renewed');
-SELECT is(:'typed'::jsonb - '{lease}'::text[], :'brief'::jsonb - '{lease}'::text[],
+SELECT is(:'typed'::jsonb - '{lease}'::text[], :'json'::jsonb - '{lease}'::text[],
           'typed and jsonb answer the same members');
 SELECT is(ARRAY(SELECT jsonb_object_keys(:'typed'::jsonb -> 'lease') ORDER BY 1),
-          ARRAY(SELECT jsonb_object_keys(:'brief'::jsonb -> 'lease') ORDER BY 1),
-          'the same brief record');
+          ARRAY['acquired_at', 'execution_id', 'expires_at', 'job_id', 'maximum_lifetime_ms', 'metadata', 'owner_client_id', 'owner_principal_id', 'renewed_at', 'service_instance_id', 'state', 'trace_id', 'ttl_ms'],
+          'the brief record (docs/sql-api.md, "Result shape")');
 SELECT is((:'typed'::jsonb #>> '{lease,ttl_ms}')::int, 45000, 'the requested TTL');
 SELECT is((SELECT ttl_ms FROM lease.locks WHERE lease_id = :'a1'::jsonb #>> '{lease,lease_id}'),
           45000::bigint, 'the row has the new TTL');
@@ -70,13 +70,13 @@ SELECT is((SELECT trace_id FROM lease.audit_events
 SELECT is(:'typed_then_json'::jsonb ->> 'replayed', 'true', 'a typed request id is replayed as jsonb');
 SELECT is(:'json_then_typed'::jsonb ->> 'replayed', 'true', 'a jsonb request id is replayed typed');
 SELECT is(:'json_then_typed'::jsonb - '{replayed,current_state}'::text[],
-          :'brief'::jsonb - '{replayed,current_state}'::text[], 'with the stored answer');
+          :'json'::jsonb - '{replayed,current_state}'::text[], 'with the stored answer');
 SELECT is(:'conflict'::jsonb ->> 'code', 'idempotency_conflict', 'another digest: idempotency_conflict');
 SELECT is(:'lost'::jsonb ->> 'code', 'lease_lost', 'another token: lease_lost');
 
 -- each refusal names the field the jsonb request names
 CREATE FUNCTION t.both(r jsonb) RETURNS text[] LANGUAGE sql VOLATILE
-RETURN ARRAY[t.renew_typed(r) ->> 'field', lease.renew_brief(r) ->> 'field'];
+RETURN ARRAY[t.renew_typed(r) ->> 'field', lease.renew(r) ->> 'field'];
 SELECT is(t.both(t.ref(:'a1'::jsonb, '{"lock_identity": {"tenant_id": "bad tenant", "program_id": "program-a", "target_namespace": "starintel-target", "target_id": "typed_1", "actor_name": "usernamegen", "workflow_name": "default"}, "lease_id": "x y"}')),
           ARRAY['lock_identity.tenant_id', 'lock_identity.tenant_id'], 'a bad tenant first');
 SELECT is(t.both(t.ref(:'a1'::jsonb, jsonb_build_object('lock_identity', (:'a1'::jsonb #> '{lease,lock_identity}') || '{"operation_class": "bogus"}'))),
@@ -88,7 +88,7 @@ SELECT is(t.both(t.ref(:'a1'::jsonb, '{"service_instance_id": "a b"}')),
           ARRAY['service_instance_id', 'service_instance_id'], 'service_instance_id');
 SELECT is(t.both(t.ref(:'a1'::jsonb, '{"ttl_ms": 1}')), ARRAY['ttl_ms', 'ttl_ms'], 'ttl_ms');
 SELECT is(t.renew_typed(t.ref(:'a1'::jsonb, '{"ttl_ms": 1}')) ->> 'detail',
-          lease.renew_brief(t.ref(:'a1'::jsonb, '{"ttl_ms": 1}')) ->> 'detail', 'with the same detail');
+          lease.renew(t.ref(:'a1'::jsonb, '{"ttl_ms": 1}')) ->> 'detail', 'with the same detail');
 SELECT is(t.renew_typed(t.ref(:'a1'::jsonb, jsonb_build_object('deadline_at', t.rfc3339(now() - interval '1 second')))) ->> 'code',
           'deadline_exceeded', 'a passed deadline: deadline_exceeded');
 SELECT throws_ok($$SELECT t.renew_typed(t.ref('$$ || :'a1' || $$'::jsonb, '{"request_digest": "zz"}'))$$,

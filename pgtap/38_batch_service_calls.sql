@@ -1,6 +1,6 @@
 -- lease.renew_many_brief_typed and release_many_brief_typed, what the
--- service calls for a batch, decide each item as lease.renew_many_brief and
--- release_many_brief do (lease._renew_t, lease._end_t): the same answers and
+-- service calls for a batch, decide each item as lease.renew_many and
+-- release_many do (lease._renew_t, lease._end_t): the same answers and
 -- evidence, one idempotency for both forms (an item repeated through the
 -- other form is replayed, the rest of its batch still decided), each item's
 -- own refusal, and arrays that do not line up refused as a whole.
@@ -26,12 +26,12 @@ SELECT t.ref(:'a1'::jsonb, '{"ttl_ms": 60000, "trace_id": "trace-many"}') AS r1 
 SELECT t.ref(:'a3'::jsonb, '{"ttl_ms": 60000, "trace_id": "trace-many"}') AS r3 \gset
 -- the same batch shape typed (leases 1 and 2) and as jsonb (3 and 4)
 SELECT t.renew_many_typed(jsonb_build_array(:'r1'::jsonb, t.ref(:'a2'::jsonb, '{"fencing_token": 99}'))) AS typed \gset
-SELECT lease.renew_many_brief(jsonb_build_object('renewals', jsonb_build_array(
-           :'r3'::jsonb, t.ref(:'a4'::jsonb, '{"fencing_token": 99}')))) AS brief \gset
+SELECT lease.renew_many(jsonb_build_object('renewals', jsonb_build_array(
+           :'r3'::jsonb, t.ref(:'a4'::jsonb, '{"fencing_token": 99}')))) AS json \gset
 -- each item again through the other form, each beside a new renewal
 SELECT t.ref(:'a2'::jsonb) AS r2 \gset
 SELECT t.renew_many_typed(jsonb_build_array(:'r3'::jsonb, :'r2'::jsonb)) AS json_then_typed \gset
-SELECT lease.renew_brief(:'r1'::jsonb) AS typed_then_json \gset
+SELECT lease.renew(:'r1'::jsonb) AS typed_then_json \gset
 -- arrays that do not line up, none, too many; an absent optional array
 SELECT lease.renew_many_brief_typed(ARRAY['tenant-main'], NULL, NULL, NULL, NULL, NULL, NULL,
            ARRAY['l1', 'l2'], NULL, NULL, NULL, NULL, NULL, NULL, ARRAY['q1', 'q2'], NULL, NULL,
@@ -47,11 +47,13 @@ RESET ROLE;
 SELECT is(:'typed'::jsonb #>> '{results,0,code}', 'lease_renewed', 'typed: the first item is renewed');
 SELECT is(:'typed'::jsonb -> 'results' -> 1, '{"code":"lease_lost"}'::jsonb,
           'the exact ownership check per item: a wrong token is lost, the other item stands');
-SELECT is((:'typed'::jsonb #> '{results,0}') - 'lease', (:'brief'::jsonb #> '{results,0}') - 'lease',
+SELECT is((:'typed'::jsonb #> '{results,0}') - 'lease', (:'json'::jsonb #> '{results,0}') - 'lease',
           'the item answers as the jsonb batch''s');
 SELECT is((:'typed'::jsonb #> '{results,0,lease}') - '{acquired_at,renewed_at,expires_at}'::text[],
-          (:'brief'::jsonb #> '{results,0,lease}') - '{acquired_at,renewed_at,expires_at}'::text[],
-          'with the same brief record (the times aside: two leases)');
+          (SELECT jsonb_object_agg(e.key, e.value) FROM jsonb_each(:'json'::jsonb #> '{results,0,lease}') e
+            WHERE (:'typed'::jsonb #> '{results,0,lease}') ? e.key)
+            - '{acquired_at,renewed_at,expires_at}'::text[],
+          'with the jsonb batch''s values in its brief record (the times aside: two leases)');
 SELECT is((t.row_of(t.ident('many_typed_1'))).ttl_ms, 60000::bigint, 'the row is renewed');
 SELECT ok(t.idem_count(:'r1'::jsonb ->> 'request_id') = 1 AND t.audit_count(:'r1'::jsonb ->> 'request_id') = 1,
           'one idempotency row and one audit event for the renewed item');
@@ -69,7 +71,7 @@ SELECT is((SELECT (event_type, priority, decision, result_code, trace_id, princi
 SELECT is(:'typed_then_json'::jsonb ->> 'replayed', 'true', 'a typed item''s request id is replayed as jsonb');
 SELECT is(:'json_then_typed'::jsonb #>> '{results,0,replayed}', 'true',
           'a jsonb item''s request id is replayed in a typed batch');
-SELECT is(:'json_then_typed'::jsonb #> '{results,0,lease}', :'brief'::jsonb #> '{results,0,lease}',
+SELECT is(:'json_then_typed'::jsonb #> '{results,0,lease}', :'json'::jsonb #> '{results,0,lease}',
           'with the stored answer');
 SELECT is(:'json_then_typed'::jsonb #>> '{results,1,code}', 'lease_renewed',
           'the other item of that batch is still decided');
@@ -86,7 +88,7 @@ SELECT is(:'no_ttl'::jsonb #>> '{results,0,lease,ttl_ms}', '30000',
 SET LOCAL ROLE lease_service;
 SELECT t.ref(:'a1'::jsonb) AS l1 \gset
 SELECT t.release_many_typed(jsonb_build_array(:'l1'::jsonb, t.ref(:'a3'::jsonb, '{"fencing_token": 99}'))) AS lt \gset
-SELECT lease.release_brief(:'l1'::jsonb) AS l1_again \gset
+SELECT lease.release(:'l1'::jsonb) AS l1_again \gset
 SELECT t.release_many_typed(jsonb_build_array(:'l1'::jsonb, t.ref(:'a3'::jsonb))) AS lt_again \gset
 SELECT lease.release_many_brief_typed(NULL, NULL, NULL, NULL, NULL, NULL, NULL, ARRAY['l1'],
            NULL, NULL, NULL, NULL, NULL, ARRAY['q1', 'q2'], NULL, NULL, NULL, NULL, NULL, NULL) AS lragged \gset
