@@ -311,13 +311,10 @@ static void idempotent_replay_and_digest_conflict(void **state)
                                                           "inst-3", 0));
     assert_code(c, "lease_conflict");
     freeReplyObject(c);
-    c = vk_fcall(s, "force_release", ({
-                     json_t *fr = vk_owner_req("admin", "f1", '8', "target_01",
-                                               vk_str(vk_lease(h), "lease_id"),
-                                               vk_int(vk_lease(h), "fencing_token"), "x");
-                     json_object_set_new(fr, "reason", json_string("make room"));
-                     fr;
-                 }));
+    json_t *fr = vk_owner_req("admin", "f1", '8', "target_01", vk_str(vk_lease(h), "lease_id"),
+                              vk_int(vk_lease(h), "fencing_token"), "x");
+    json_object_set_new(fr, "reason", json_string("make room"));
+    c = vk_fcall(s, "force_release", fr);
     assert_code(c, "lease_released");
     freeReplyObject(c);
     c = vk_fcall(s, "acquire", vk_acquire_req("p3", "r7", '7', "target_01", "inst-3", 0));

@@ -210,7 +210,9 @@ static call_failure_t fcall(lease_valkey_t *v, const char *fn, const char *arg,
     *reply = NULL;
     int64_t budget = v->connect_timeout_ms;
     if (deadline != NULL) {
-        budget = deadline->wall_ms - lease_wall_now_ms();
+        /* the wait is bounded on the monotonic clock; the function
+         * compares the wall deadline with the server's TIME */
+        budget = (deadline->mono_ns - lease_mono_now_ns()) / 1000000;
         if (budget <= 0)
             return CALL_NOT_SENT;
     }
@@ -253,7 +255,7 @@ static lease_code_t lease_op(lease_valkey_t *v, const char *fn, char *arg,
         res->code = LEASE_BACKEND_UNAVAILABLE;
         return res->code;
     }
-    if (deadline->wall_ms <= lease_wall_now_ms()) {
+    if (deadline->mono_ns <= lease_mono_now_ns()) {
         free(arg);
         res->code = LEASE_DEADLINE_EXCEEDED;
         return res->code;

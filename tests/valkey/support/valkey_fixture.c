@@ -80,6 +80,15 @@ void vk_stop(vk_server_t *s)
         fprintf(stderr, "valkey fixture: could not remove %s\n", s->dir);
 }
 
+int vk_pid(vk_server_t *s)
+{
+    redisReply *r = vk_cmd(s, "INFO server");
+    const char *p = r->type == REDIS_REPLY_STRING ? strstr(r->str, "process_id:") : NULL;
+    int pid = p ? atoi(p + strlen("process_id:")) : -1;
+    freeReplyObject(r);
+    return pid;
+}
+
 redisReply *vk_cmd(vk_server_t *s, const char *fmt, ...)
 {
     va_list ap;

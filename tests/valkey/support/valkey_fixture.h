@@ -27,6 +27,8 @@ bool vk_restart(vk_server_t *s, const char *from_copy);
 /* Copies the AOF directory to <dir>/<name>; returns that path (static). */
 const char *vk_copy_aof(vk_server_t *s, const char *name);
 void vk_stop(vk_server_t *s);
+/* The server's pid (to freeze it with SIGSTOP), or -1. */
+int vk_pid(vk_server_t *s);
 
 /* A command; the reply (never NULL: aborts the test on a lost connection). */
 redisReply *vk_cmd(vk_server_t *s, const char *fmt, ...);
