@@ -9,9 +9,9 @@
  *
  * Status: the operations below are implemented and tested against a real
  * redis-server (tests/valkey). They have the signatures of lease_store_ops,
- * but this adapter is NOT a lease_store_t yet: renew_many, release_many,
- * list, fenced_commit, sweep, record_audit, housekeep and credential_lookup
- * are not built, so leased and leasectl do not accept a redis:// store URL.
+ * but this adapter is NOT a lease_store_t yet: list, fenced_commit, sweep,
+ * record_audit, housekeep and credential_lookup are not built, so leased
+ * and leasectl do not accept a redis:// store URL.
  *
  * Thread safety: one connection behind a mutex; any thread may call.
  */
@@ -27,9 +27,9 @@
 typedef struct lease_valkey lease_valkey_t;
 
 typedef struct lease_valkey_config {
-    const char *host;          /* "127.0.0.1" */
-    int port;                  /* 6379 */
-    const char *ns;            /* the namespace: [a-z0-9_-]{1,64} */
+    const char *host;           /* "127.0.0.1" */
+    int port;                   /* 6379 */
+    const char *ns;             /* the namespace: [a-z0-9_-]{1,64} */
     int64_t connect_timeout_ms; /* 0: 2000 */
 } lease_valkey_config_t;
 
@@ -50,8 +50,7 @@ LEASE_MUST_USE lease_code_t lease_valkey_bind(lease_valkey_t *v, int64_t floor_t
  * a higher epoch (above floor_token when given), every live lease revoked. */
 LEASE_MUST_USE lease_code_t lease_valkey_rebind(lease_valkey_t *v, const char *reason,
                                                 int64_t floor_token, int64_t *epoch,
-                                                int64_t *leases_revoked, char *err,
-                                                size_t errlen);
+                                                int64_t *leases_revoked, char *err, size_t errlen);
 
 /* The lease operations, as lease_store_ops declares them. */
 LEASE_MUST_USE lease_code_t lease_valkey_acquire(lease_valkey_t *v, const lease_acquire_req_t *req,
@@ -60,6 +59,17 @@ LEASE_MUST_USE lease_code_t lease_valkey_renew(lease_valkey_t *v, const lease_ow
                                                lease_result_t *res);
 LEASE_MUST_USE lease_code_t lease_valkey_release(lease_valkey_t *v, const lease_owner_req_t *req,
                                                  lease_result_t *res);
+/* 1 to LEASE_RENEW_BATCH_MAX items in one call, each decided as the single
+ * operation decides it (results[i]); returns LEASE_RENEWED / LEASE_RELEASED
+ * when decided, else the failure of the whole call (no result set). */
+LEASE_MUST_USE lease_code_t lease_valkey_renew_many(lease_valkey_t *v,
+                                                    const lease_owner_req_t *reqs, size_t n,
+                                                    const lease_deadline_t *deadline,
+                                                    lease_result_t *results);
+LEASE_MUST_USE lease_code_t lease_valkey_release_many(lease_valkey_t *v,
+                                                      const lease_owner_req_t *reqs, size_t n,
+                                                      const lease_deadline_t *deadline,
+                                                      lease_result_t *results);
 LEASE_MUST_USE lease_code_t lease_valkey_force_release(lease_valkey_t *v,
                                                        const lease_admin_req_t *req,
                                                        lease_result_t *res);
@@ -67,8 +77,7 @@ LEASE_MUST_USE lease_code_t lease_valkey_revoke(lease_valkey_t *v, const lease_a
                                                 lease_result_t *res);
 LEASE_MUST_USE lease_code_t lease_valkey_inspect(lease_valkey_t *v, const lease_inspect_req_t *req,
                                                  lease_result_t *res);
-LEASE_MUST_USE lease_code_t lease_valkey_health(lease_valkey_t *v,
-                                                const lease_deadline_t *deadline,
+LEASE_MUST_USE lease_code_t lease_valkey_health(lease_valkey_t *v, const lease_deadline_t *deadline,
                                                 lease_health_t *out);
 
 #endif

@@ -211,6 +211,30 @@ static void every_operation_typed(void **state)
     assert_int_equal(lease_valkey_acquire(f->v, &aq, &r), LEASE_INVALID_LEASE_REQUEST);
     assert_string_equal(r.field, "lock_identity.target_id");
 
+    /* batches */
+    lease_acquire_req_t b1 = acquire_req("p1", "b1", '6', "target_11", 5000);
+    lease_acquire_req_t b2 = acquire_req("p1", "b2", '7', "target_12", 5000);
+    lease_result_t l1, l2;
+    assert_int_equal(lease_valkey_acquire(f->v, &b1, &l1), LEASE_ACQUIRED);
+    assert_int_equal(lease_valkey_acquire(f->v, &b2, &l2), LEASE_ACQUIRED);
+    lease_owner_req_t items[2] = {owner_req("bn1", '8', &l1.lease),
+                                  owner_req("bn2", '9', &l2.lease)};
+    items[1].fencing_token = 99;
+    lease_result_t out[2];
+    lease_deadline_t dl = lease_deadline_in(5000);
+    assert_int_equal(lease_valkey_renew_many(f->v, items, 2, &dl, out), LEASE_RENEWED);
+    assert_int_equal(out[0].code, LEASE_RENEWED);
+    assert_int_equal(out[0].lease.fencing_token, l1.lease.fencing_token);
+    assert_int_equal(out[1].code, LEASE_LOST);
+    items[0] = owner_req("bx1", 'a', &l1.lease);
+    items[1] = owner_req("bx2", 'b', &l2.lease);
+    assert_int_equal(lease_valkey_release_many(f->v, items, 2, &dl, out), LEASE_RELEASED);
+    assert_int_equal(out[0].code, LEASE_RELEASED);
+    assert_int_equal(out[1].code, LEASE_RELEASED);
+    assert_int_equal(out[1].lease.state, LEASE_STATE_RELEASED);
+    assert_int_equal(lease_valkey_release_many(f->v, items, 0, &dl, out),
+                     LEASE_INVALID_LEASE_REQUEST);
+
     lease_health_t h;
     assert_int_equal(lease_valkey_health(f->v, NULL, &h), LEASE_INSPECTED);
     assert_true(h.reachable);
@@ -269,9 +293,9 @@ static void sealed_after_restart_then_rebind(void **state)
 
     int64_t epoch = 0, revoked = 0;
     char err[256] = "";
-    assert_int_equal(lease_valkey_rebind(f->v, "restart drill", 0, &epoch, &revoked, err,
-                                         sizeof err),
-                     LEASE_INSPECTED);
+    assert_int_equal(
+        lease_valkey_rebind(f->v, "restart drill", 0, &epoch, &revoked, err, sizeof err),
+        LEASE_INSPECTED);
     assert_int_equal(epoch, 1);
     assert_int_equal(revoked, 1);
     assert_int_equal(lease_valkey_acquire(f->v, &bq, &r), LEASE_ACQUIRED);

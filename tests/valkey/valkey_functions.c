@@ -1,8 +1,8 @@
 /*
  * valkey_functions.c - the leased_v1 function library's rules, FCALL by
  * FCALL against a real redis-server: the Valkey counterpart of the pgTAP
- * rules for acquire, renew, release, force-release, revoke, inspect and
- * fence_check (pgtap/03..07, 09, 12, 13), plus the incarnation guard and
+ * rules for acquire, renew, release, their batches, force-release, revoke,
+ * inspect and fence_check (pgtap/03..07, 09, 12, 13), plus the incarnation guard and
  * epochs (docs/backends.md).
  *
  * Each test starts its own server; the namespace is bound with a minimum
@@ -90,8 +90,8 @@ static void acquire_then_conflict(void **state)
     assert_null(vk_lease(c));
 
     /* target_id is case-sensitive: another identity, its own counter */
-    redisReply *o = vk_fcall(s, "acquire",
-                             vk_acquire_req("p2", "r3", 'c', "TARGET_01", "inst-2", 0));
+    redisReply *o =
+        vk_fcall(s, "acquire", vk_acquire_req("p2", "r3", 'c', "TARGET_01", "inst-2", 0));
     assert_code(o, "lease_acquired");
     assert_int_equal(vk_int(vk_lease(o), "fencing_token"), 1);
     freeReplyObject(a);
@@ -156,19 +156,18 @@ static void renew_release_and_lost(void **state)
     long long token = vk_int(vk_lease(a), "fencing_token");
 
     /* every owner field must match */
-    redisReply *r = vk_fcall(s, "renew", vk_owner_req("p2", "n1", 'b', "target_01", lid, token,
-                                                      "inst-1"));
+    redisReply *r =
+        vk_fcall(s, "renew", vk_owner_req("p2", "n1", 'b', "target_01", lid, token, "inst-1"));
     assert_code(r, "lease_lost");
     freeReplyObject(r);
     r = vk_fcall(s, "renew", vk_owner_req("p1", "n1", 'b', "target_01", lid, token, "inst-9"));
     assert_code(r, "lease_lost");
     freeReplyObject(r);
-    r = vk_fcall(s, "renew", vk_owner_req("p1", "n1", 'b', "target_01", lid, token + 1,
-                                          "inst-1"));
+    r = vk_fcall(s, "renew", vk_owner_req("p1", "n1", 'b', "target_01", lid, token + 1, "inst-1"));
     assert_code(r, "lease_lost");
     freeReplyObject(r);
-    r = vk_fcall(s, "renew", vk_owner_req("p1", "n1", 'b', "target_01", "lease_other", token,
-                                          "inst-1"));
+    r = vk_fcall(s, "renew",
+                 vk_owner_req("p1", "n1", 'b', "target_01", "lease_other", token, "inst-1"));
     assert_code(r, "lease_lost");
     freeReplyObject(r);
 
@@ -214,8 +213,8 @@ static void expiry_takeover_gets_a_greater_token(void **state)
     sleep_ms(300);
 
     /* past expires_at at server TIME: lost for its owner */
-    redisReply *r = vk_fcall(s, "renew", vk_owner_req("p1", "n1", 'b', "target_01", lid, token,
-                                                      "inst-1"));
+    redisReply *r =
+        vk_fcall(s, "renew", vk_owner_req("p1", "n1", 'b', "target_01", lid, token, "inst-1"));
     assert_code(r, "lease_lost");
     freeReplyObject(r);
     r = vk_fcall(s, "release", vk_owner_req("p1", "x1", 'c', "target_01", lid, token, "inst-1"));
@@ -224,8 +223,9 @@ static void expiry_takeover_gets_a_greater_token(void **state)
 
     /* inspect reports it expired before anyone takes it */
     json_t *q = vk_call("p1", "q1", 'q');
-    json_object_set_new(q, "scope", json_pack("{s:s, s:s, s:[s]}", "tenant_id", "tenant-main",
-                                              "program_id", "*", "actor_names", "*"));
+    json_object_set_new(q, "scope",
+                        json_pack("{s:s, s:s, s:[s]}", "tenant_id", "tenant-main", "program_id",
+                                  "*", "actor_names", "*"));
     json_object_set_new(q, "lease_id", json_string(lid));
     r = vk_fcall(s, "inspect", json_deep_copy(q));
     assert_code(r, "lease_inspected");
@@ -270,8 +270,8 @@ static void idempotent_replay_and_digest_conflict(void **state)
     freeReplyObject(b);
 
     /* renew and release replay too */
-    redisReply *n = vk_fcall(s, "renew", vk_owner_req("p1", "n1", 'b', "target_01", lid, token,
-                                                      "inst-1"));
+    redisReply *n =
+        vk_fcall(s, "renew", vk_owner_req("p1", "n1", 'b', "target_01", lid, token, "inst-1"));
     assert_code(n, "lease_renewed");
     long long renewed_exp = vk_int(vk_lease(n), "expires_at");
     freeReplyObject(n);
@@ -282,8 +282,8 @@ static void idempotent_replay_and_digest_conflict(void **state)
     assert_int_equal(vk_int(vk_lease(n), "expires_at"), renewed_exp); /* the stored answer */
     freeReplyObject(n);
 
-    redisReply *x = vk_fcall(s, "release", vk_owner_req("p1", "x1", 'c', "target_01", lid,
-                                                        token, "inst-1"));
+    redisReply *x =
+        vk_fcall(s, "release", vk_owner_req("p1", "x1", 'c', "target_01", lid, token, "inst-1"));
     assert_code(x, "lease_released");
     freeReplyObject(x);
     x = vk_fcall(s, "release", vk_owner_req("p1", "x1", 'c', "target_01", lid, token, "inst-1"));
@@ -304,11 +304,11 @@ static void idempotent_replay_and_digest_conflict(void **state)
     freeReplyObject(act);
 
     /* a conflict is not stored: the same id acquires once the identity is free */
-    redisReply *h = vk_fcall(s, "acquire", vk_acquire_req("p2", "r9", 'e', "target_01",
-                                                          "inst-2", 0));
+    redisReply *h =
+        vk_fcall(s, "acquire", vk_acquire_req("p2", "r9", 'e', "target_01", "inst-2", 0));
     assert_code(h, "lease_acquired");
-    redisReply *c = vk_fcall(s, "acquire", vk_acquire_req("p3", "r7", '7', "target_01",
-                                                          "inst-3", 0));
+    redisReply *c =
+        vk_fcall(s, "acquire", vk_acquire_req("p3", "r7", '7', "target_01", "inst-3", 0));
     assert_code(c, "lease_conflict");
     freeReplyObject(c);
     json_t *fr = vk_owner_req("admin", "f1", '8', "target_01", vk_str(vk_lease(h), "lease_id"),
@@ -384,9 +384,9 @@ static void force_release_and_revoke(void **state)
 
     /* force-release of the next lease */
     redisReply *b = acquire(s, "r2", "target_01", 0);
-    r = vk_fcall(s, "force_release", admin_req("f3", 'f', vk_str(vk_lease(b), "lease_id"),
-                                               vk_int(vk_lease(b), "fencing_token"),
-                                               "maintenance window"));
+    r = vk_fcall(s, "force_release",
+                 admin_req("f3", 'f', vk_str(vk_lease(b), "lease_id"),
+                           vk_int(vk_lease(b), "fencing_token"), "maintenance window"));
     assert_code(r, "lease_released");
     assert_string_equal(vk_str(vk_lease(r), "state"), "released");
     assert_string_equal(vk_str(vk_lease(r), "end_reason"), "maintenance window");
@@ -410,8 +410,7 @@ static void inspect_never_crosses_scope(void **state)
             json_t *q = vk_call("p1", "q", 'q');
             json_object_set_new(q, "scope",
                                 json_pack("{s:s, s:s, s:[s]}", "tenant_id", scopes[i][0],
-                                          "program_id", scopes[i][1], "actor_names",
-                                          scopes[i][2]));
+                                          "program_id", scopes[i][1], "actor_names", scopes[i][2]));
             if (by_id)
                 json_object_set_new(q, "lease_id", json_string(lid));
             else
@@ -423,9 +422,9 @@ static void inspect_never_crosses_scope(void **state)
         }
     }
     json_t *q = vk_call("p1", "q", 'q');
-    json_object_set_new(q, "scope", json_pack("{s:s, s:s, s:[s]}", "tenant_id", "tenant-main",
-                                              "program_id", "program-a", "actor_names",
-                                              "usernamegen"));
+    json_object_set_new(q, "scope",
+                        json_pack("{s:s, s:s, s:[s]}", "tenant_id", "tenant-main", "program_id",
+                                  "program-a", "actor_names", "usernamegen"));
     json_object_set_new(q, "lock_identity", vk_identity("target_01"));
     redisReply *r = vk_fcall(s, "inspect", q);
     assert_code(r, "lease_inspected");
@@ -470,8 +469,8 @@ static void fence_check_accepts_only_the_live_lease(void **state)
     r = vk_fcall(s, "fence_check", fence_req(lid, token)); /* the old holder */
     assert_code(r, "lease_lost");
     freeReplyObject(r);
-    r = vk_fcall(s, "fence_check", fence_req(vk_str(vk_lease(b), "lease_id"),
-                                             vk_int(vk_lease(b), "fencing_token")));
+    r = vk_fcall(s, "fence_check",
+                 fence_req(vk_str(vk_lease(b), "lease_id"), vk_int(vk_lease(b), "fencing_token")));
     assert_code(r, "lease_inspected");
     freeReplyObject(r);
     freeReplyObject(b);
@@ -516,8 +515,8 @@ static void restart_seals_and_rebind_never_regresses(void **state)
         snprintf(lid, sizeof lid, "%s", vk_str(vk_lease(a), "lease_id"));
         freeReplyObject(a);
         if (i < 4) {
-            redisReply *x = vk_fcall(s, "release", vk_owner_req("p1", rid, '9', "target_01", lid,
-                                                                highest, "inst-1"));
+            redisReply *x = vk_fcall(
+                s, "release", vk_owner_req("p1", rid, '9', "target_01", lid, highest, "inst-1"));
             assert_code(x, "lease_released");
             freeReplyObject(x);
         }
@@ -682,6 +681,71 @@ static void unbound_namespace_refuses(void **state)
     freeReplyObject(r);
 }
 
+/* renew_many / release_many: each item decided as the single function
+ * decides it, in order; only the batch's shape refuses it whole. */
+static void batches_decide_item_by_item(void **state)
+{
+    vk_server_t *s = *state;
+    redisReply *a = acquire(s, "r1", "target_01", 0);
+    redisReply *b =
+        vk_fcall(s, "acquire", vk_acquire_req("p1", "r2", 'b', "target_02", "inst-1", 0));
+    const char *la = vk_str(vk_lease(a), "lease_id");
+    const char *lb = vk_str(vk_lease(b), "lease_id");
+
+    json_t *items = json_array();
+    json_array_append_new(items, vk_owner_req("p1", "n1", '1', "target_01", la, 1, "inst-1"));
+    json_array_append_new(items, vk_owner_req("p1", "n2", '2', "target_02", lb, 7, "inst-1"));
+    json_array_append_new(items, vk_owner_req("p1", "n3", '3', "target_02", lb, 0, "inst-1"));
+    json_array_append_new(items, vk_owner_req("p1", "n1", '1', "target_01", la, 1, "inst-1"));
+    json_array_append_new(items, vk_owner_req("p1", "n4", 'X', "target_02", lb, 1, "inst-1"));
+    redisReply *r = vk_fcall(s, "renew_many", json_pack("{s:o}", "renewals", items));
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    const redisReply *res = r->element[1];
+    assert_int_equal(res->elements, 5);
+    assert_code(res->element[0], "lease_renewed");
+    assert_int_equal(vk_int(res->element[0], "replayed"), 0);
+    assert_code(res->element[1], "lease_lost"); /* wrong token */
+    assert_code(res->element[2], "invalid_lease_request");
+    assert_string_equal(vk_str(res->element[2], "field"), "fencing_token");
+    assert_code(res->element[3], "lease_renewed"); /* the first item's request id again */
+    assert_int_equal(vk_int(res->element[3], "replayed"), 1);
+    assert_code(res->element[4], "lease_backend_unavailable"); /* its digest is malformed */
+    freeReplyObject(r);
+
+    /* the shape: 1 to 100 items */
+    r = vk_fcall(s, "renew_many", json_pack("{s:[]}", "renewals"));
+    assert_code(r, "invalid_lease_request");
+    assert_string_equal(vk_str(r, "field"), "renewals");
+    freeReplyObject(r);
+    items = json_array();
+    for (int i = 0; i < 101; i++)
+        json_array_append_new(items, vk_owner_req("p1", "z", '1', "target_01", la, 1, "inst-1"));
+    r = vk_fcall(s, "release_many", json_pack("{s:o}", "releases", items));
+    assert_code(r, "invalid_lease_request");
+    assert_string_equal(vk_str(r, "field"), "releases");
+    freeReplyObject(r);
+    /* nothing of the refused batch was released */
+    r = vk_cmd(s, "SCARD lease:{t}:act");
+    assert_int_equal(r->integer, 2);
+    freeReplyObject(r);
+
+    items = json_array();
+    json_array_append_new(items, vk_owner_req("p1", "x1", '4', "target_01", la, 1, "inst-1"));
+    json_array_append_new(items, vk_owner_req("p1", "x2", '5', "target_02", lb, 1, "inst-1"));
+    json_array_append_new(items, vk_owner_req("p1", "x3", '6', "target_01", la, 1, "inst-1"));
+    r = vk_fcall(s, "release_many", json_pack("{s:o}", "releases", items));
+    res = r->element[1];
+    assert_code(res->element[0], "lease_released");
+    assert_code(res->element[1], "lease_released");
+    assert_code(res->element[2], "lease_lost"); /* released by the first item */
+    freeReplyObject(r);
+    r = vk_cmd(s, "SCARD lease:{t}:act");
+    assert_int_equal(r->integer, 0);
+    freeReplyObject(r);
+    freeReplyObject(a);
+    freeReplyObject(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -694,12 +758,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(inspect_never_crosses_scope, setup, teardown),
         cmocka_unit_test_setup_teardown(fence_check_accepts_only_the_live_lease, setup, teardown),
         cmocka_unit_test_setup_teardown(corrupt_record_fails_closed, setup, teardown),
-        cmocka_unit_test_setup_teardown(restart_seals_and_rebind_never_regresses, setup,
+        cmocka_unit_test_setup_teardown(restart_seals_and_rebind_never_regresses, setup, teardown),
+        cmocka_unit_test_setup_teardown(older_aof_copy_seals_and_rebind_is_above_lost_tokens, setup,
                                         teardown),
-        cmocka_unit_test_setup_teardown(older_aof_copy_seals_and_rebind_is_above_lost_tokens,
-                                        setup, teardown),
         cmocka_unit_test_setup_teardown(full_server_writes_nothing, setup, teardown),
         cmocka_unit_test_setup_teardown(unbound_namespace_refuses, setup, teardown),
+        cmocka_unit_test_setup_teardown(batches_decide_item_by_item, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -84,8 +84,7 @@ static void make_acquire(lease_acquire_req_t *r, const char *principal, const ch
     r->call.deadline = lease_deadline_in(2000);
     snprintf(r->call.principal.principal_id, sizeof r->call.principal.principal_id, "%s",
              principal);
-    snprintf(r->call.principal.principal_class, sizeof r->call.principal.principal_class,
-             "worker");
+    snprintf(r->call.principal.principal_class, sizeof r->call.principal.principal_class, "worker");
     snprintf(r->identity.tenant_id, sizeof r->identity.tenant_id, "tenant-main");
     snprintf(r->identity.program_id, sizeof r->identity.program_id, "program-a");
     snprintf(r->identity.target_namespace, sizeof r->identity.target_namespace, "ns");
@@ -144,9 +143,8 @@ static void *race(void *arg)
             snprintf(xid, sizeof xid, "%s-x", rid);
             lease_owner_req_t x = release_of(&r->reqs[round], &res.lease, xid);
             lease_result_t xr;
-            r->codes[round] = lease_valkey_release(v, &x, &xr) == LEASE_RELEASED
-                                  ? LEASE_ACQUIRED
-                                  : LEASE_CODE_COUNT;
+            r->codes[round] = lease_valkey_release(v, &x, &xr) == LEASE_RELEASED ? LEASE_ACQUIRED
+                                                                                 : LEASE_CODE_COUNT;
         }
         pthread_barrier_wait(r->barrier);
     }
@@ -182,8 +180,7 @@ static void one_winner_per_round_tokens_increase(void **state)
         if (winners != 1 || conflicts != THREADS - 1)
             fail_msg("round %d: %d winners, %d conflicts", round, winners, conflicts);
         if (token <= last)
-            fail_msg("round %d: token %lld after %lld", round, (long long)token,
-                     (long long)last);
+            fail_msg("round %d: token %lld after %lld", round, (long long)token, (long long)last);
         last = token;
     }
     assert_int_equal(last, ROUNDS); /* one counter step per acquisition, none lost */
@@ -199,8 +196,8 @@ typedef struct worker {
     atomic_bool *stop;
     size_t n_acks;
     size_t lost_releases;
-    int64_t acks[MAX_ACKS];   /* tokens acknowledged (lease_acquired answers) */
-    int target_of[MAX_ACKS];  /* the identity of each */
+    int64_t acks[MAX_ACKS];  /* tokens acknowledged (lease_acquired answers) */
+    int target_of[MAX_ACKS]; /* the identity of each */
 } worker_t;
 
 static void *load(void *arg)
@@ -273,11 +270,12 @@ static void kill9_loses_no_acknowledged_token(void **state)
         qsort(tokens, n, sizeof *tokens, cmp64);
         for (size_t k = 1; k < n; k++)
             if (tokens[k] == tokens[k - 1])
-                fail_msg("identity t%d: token %lld acknowledged twice", t,
-                         (long long)tokens[k]);
+                fail_msg("identity t%d: token %lld acknowledged twice", t, (long long)tokens[k]);
         int64_t highest = n ? tokens[n - 1] : 0;
-        redisReply *r = vk_cmd(s, "HGET lease:{t}:id:[\"v1\",\"tenant-main\",\"program-a\","
-                                  "\"ns\",\"t%d\",\"actor\",\"wf\",\"default\"] seq", t);
+        redisReply *r = vk_cmd(s,
+                               "HGET lease:{t}:id:[\"v1\",\"tenant-main\",\"program-a\","
+                               "\"ns\",\"t%d\",\"actor\",\"wf\",\"default\"] seq",
+                               t);
         int64_t seq = r->type == REDIS_REPLY_STRING ? atoll(r->str) : 0;
         freeReplyObject(r);
         if (seq < highest)
@@ -301,8 +299,7 @@ static void kill9_loses_no_acknowledged_token(void **state)
     assert_string_equal(r.reason, "namespace_sealed");
     int64_t epoch = 0, revoked = 0;
     char err[256];
-    assert_int_equal(lease_valkey_rebind(v, "kill -9 drill", 0, &epoch, &revoked, err,
-                                         sizeof err),
+    assert_int_equal(lease_valkey_rebind(v, "kill -9 drill", 0, &epoch, &revoked, err, sizeof err),
                      LEASE_INSPECTED);
     for (int t = 0; t < CRASH_TARGETS; t++) {
         char rid[16], target[8];

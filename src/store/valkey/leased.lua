@@ -392,12 +392,20 @@ end
 
 -- The preamble of every lease operation: the request, its call checks, the
 -- deadline, the namespace. Returns p, ks, ns, t or nil and an answer.
+-- The call checks and the deadline of one decoded request: nil, or the
+-- answer that refuses it.
+local function call_refusal(p, mutation, t)
+    local fault = call_fault(p, mutation)
+    if fault then return unavailable(fault) end
+    if t >= p.deadline_at_ms then return result('deadline_exceeded') end
+    return nil
+end
+
 local function begin(keys, args, mutation)
     local p = decode_request(args)
-    local fault = call_fault(p, mutation)
-    if fault then return nil, unavailable(fault) end
     local t = now_ms()
-    if t >= p.deadline_at_ms then return nil, result('deadline_exceeded') end
+    local refusal = call_refusal(p, mutation, t)
+    if refusal then return nil, refusal end
     local ks = keyspace(keys[1])
     return p, ks, load_ns(ks), t
 end
@@ -528,9 +536,7 @@ local function matches(rec, p, t, as_owner)
 end
 
 -- renew-if-owner (lease._renew_t)
-local function renew(keys, args)
-    local p, ks, ns, t = begin(keys, args, true)
-    if p == nil then return ks end
+local function renew_decide(ks, ns, t, p)
     local i, bad = lease_ref(p)
     if i == nil then return invalid(bad) end
     if not id_ok(p.service_instance_id) then return invalid('service_instance_id') end
@@ -560,11 +566,15 @@ local function renew(keys, args)
     return answer
 end
 
--- release-if-owner, force-release and revoke (lease._end_t)
-local function ending(keys, args, op, terminal, success)
-    local as_owner = op == 'release'
+local function renew(keys, args)
     local p, ks, ns, t = begin(keys, args, true)
     if p == nil then return ks end
+    return renew_decide(ks, ns, t, p)
+end
+
+-- release-if-owner, force-release and revoke (lease._end_t)
+local function ending_decide(ks, ns, t, p, op, terminal, success)
+    local as_owner = op == 'release'
     local i, bad = lease_ref(p)
     if i == nil then return invalid(bad) end
     local reason, incident
@@ -592,6 +602,12 @@ local function ending(keys, args, op, terminal, success)
     return answer
 end
 
+local function ending(keys, args, op, terminal, success)
+    local p, ks, ns, t = begin(keys, args, true)
+    if p == nil then return ks end
+    return ending_decide(ks, ns, t, p, op, terminal, success)
+end
+
 local function release(keys, args)
     return ending(keys, args, 'release', 'released', 'lease_released')
 end
@@ -602,6 +618,42 @@ end
 
 local function revoke(keys, args)
     return ending(keys, args, 'revoke', 'revoked', 'lease_revoked')
+end
+
+-- ---------------------------------------------------------------------------
+-- renew_many and release_many (lease._renew_many, lease._release_many):
+-- 1 to 100 requests, each with its own request id, digest and deadline,
+-- each decided exactly as the single function decides it, in order, in one
+-- call (one TIME). Only the batch's shape refuses it as a whole, before
+-- anything is written; the answer is {"results", {answer...}}.
+
+local BATCH_MAX = 100
+
+local function many(keys, args, member, decide)
+    local b = decode_request(args)
+    local items = b and b[member]
+    if type(items) ~= 'table' or #items < 1 or #items > BATCH_MAX then
+        return invalid(member)
+    end
+    local t = now_ms()
+    local ks = keyspace(keys[1])
+    local ns = load_ns(ks)
+    local answers = {}
+    for k = 1, #items do
+        local p = items[k]
+        answers[k] = call_refusal(p, true, t) or decide(ks, ns, t, p)
+    end
+    return {'results', answers}
+end
+
+local function renew_many(keys, args)
+    return many(keys, args, 'renewals', renew_decide)
+end
+
+local function release_many(keys, args)
+    return many(keys, args, 'releases', function(ks, ns, t, p)
+        return ending_decide(ks, ns, t, p, 'release', 'released', 'lease_released')
+    end)
 end
 
 -- ---------------------------------------------------------------------------
@@ -803,6 +855,8 @@ end
 redis.register_function('leased_v1_acquire', acquire)
 redis.register_function('leased_v1_renew', renew)
 redis.register_function('leased_v1_release', release)
+redis.register_function('leased_v1_renew_many', renew_many)
+redis.register_function('leased_v1_release_many', release_many)
 redis.register_function('leased_v1_force_release', force_release)
 redis.register_function('leased_v1_revoke', revoke)
 redis.register_function{function_name = 'leased_v1_inspect', callback = inspect,

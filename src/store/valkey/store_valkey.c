@@ -93,15 +93,14 @@ static void drop_locked(lease_valkey_t *v)
 }
 
 /* CONFIG GET name equals want. */
-static bool config_is(redisContext *c, const char *name, const char *want, char *err,
-                      size_t errlen)
+static bool config_is(redisContext *c, const char *name, const char *want, char *err, size_t errlen)
 {
     redisReply *r = redisCommand(c, "CONFIG GET %s", name);
     bool ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
               r->element[1]->type == REDIS_REPLY_STRING && strcmp(r->element[1]->str, want) == 0;
     if (!ok)
         set_err(err, errlen, "the server must run with %s %s (%s)", name, want,
-                r == NULL ? c->errstr
+                r == NULL                      ? c->errstr
                 : r->type == REDIS_REPLY_ERROR ? r->str
                 : r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
                         r->element[1]->type == REDIS_REPLY_STRING
@@ -247,8 +246,7 @@ static call_failure_t fcall(lease_valkey_t *v, const char *fn, const char *arg,
 /* One lease operation: encode, call, decode. mutation: a lost answer is
  * lease_outcome_unknown. */
 static lease_code_t lease_op(lease_valkey_t *v, const char *fn, char *arg,
-                             const lease_deadline_t *deadline, bool mutation,
-                             lease_result_t *res)
+                             const lease_deadline_t *deadline, bool mutation, lease_result_t *res)
 {
     memset(res, 0, sizeof *res);
     if (arg == NULL) {
@@ -296,8 +294,8 @@ lease_code_t lease_valkey_acquire(lease_valkey_t *v, const lease_acquire_req_t *
 lease_code_t lease_valkey_renew(lease_valkey_t *v, const lease_owner_req_t *req,
                                 lease_result_t *res)
 {
-    return lease_op(v, "leased_v1_renew", valkey_encode_owner(req, true), &req->call.deadline,
-                    true, res);
+    return lease_op(v, "leased_v1_renew", valkey_encode_owner(req, true), &req->call.deadline, true,
+                    res);
 }
 
 lease_code_t lease_valkey_release(lease_valkey_t *v, const lease_owner_req_t *req,
@@ -324,8 +322,51 @@ lease_code_t lease_valkey_revoke(lease_valkey_t *v, const lease_admin_req_t *req
 lease_code_t lease_valkey_inspect(lease_valkey_t *v, const lease_inspect_req_t *req,
                                   lease_result_t *res)
 {
-    return lease_op(v, "leased_v1_inspect", valkey_encode_inspect(req), &req->call.deadline,
-                    false, res);
+    return lease_op(v, "leased_v1_inspect", valkey_encode_inspect(req), &req->call.deadline, false,
+                    res);
+}
+
+/* renew_many / release_many: each item's answer in results[i]; the
+ * return is success (the batch was decided) or the failure of the whole
+ * call, with no result set, as lease_store_renew_many says. */
+static lease_code_t batch_op(lease_valkey_t *v, const char *fn, const lease_owner_req_t *reqs,
+                             size_t n, const lease_deadline_t *deadline, bool renew,
+                             lease_result_t *results)
+{
+    lease_code_t decided = renew ? LEASE_RENEWED : LEASE_RELEASED;
+    if (n == 0 || n > LEASE_RENEW_BATCH_MAX)
+        return LEASE_INVALID_LEASE_REQUEST;
+    if (deadline->mono_ns <= lease_mono_now_ns())
+        return LEASE_DEADLINE_EXCEEDED;
+    char *arg = valkey_encode_owner_many(reqs, n, renew);
+    if (arg == NULL)
+        return LEASE_BACKEND_UNAVAILABLE;
+    redisReply *r = NULL;
+    char reason[32] = "";
+    call_failure_t f = fcall(v, fn, arg, deadline, &r, reason, sizeof reason);
+    free(arg);
+    if (f == CALL_NOT_SENT || f == CALL_ERROR)
+        return LEASE_BACKEND_UNAVAILABLE;
+    if (f == CALL_NO_ANSWER)
+        return LEASE_OUTCOME_UNKNOWN;
+    lease_code_t refusal = LEASE_CODE_COUNT;
+    bool ok = valkey_decode_many(r, n, results, &refusal);
+    freeReplyObject(r);
+    if (!ok)
+        return LEASE_OUTCOME_UNKNOWN;
+    return refusal == LEASE_CODE_COUNT ? decided : refusal;
+}
+
+lease_code_t lease_valkey_renew_many(lease_valkey_t *v, const lease_owner_req_t *reqs, size_t n,
+                                     const lease_deadline_t *deadline, lease_result_t *results)
+{
+    return batch_op(v, "leased_v1_renew_many", reqs, n, deadline, true, results);
+}
+
+lease_code_t lease_valkey_release_many(lease_valkey_t *v, const lease_owner_req_t *reqs, size_t n,
+                                       const lease_deadline_t *deadline, lease_result_t *results)
+{
+    return batch_op(v, "leased_v1_release_many", reqs, n, deadline, false, results);
 }
 
 /* An administrative function's answer: pairs, or {"error", why}. */
@@ -336,7 +377,9 @@ static bool admin_call(lease_valkey_t *v, const char *fn, const char *arg, redis
     call_failure_t f = fcall(v, fn, arg, NULL, r, reason, sizeof reason);
     if (f != CALL_OK) {
         set_err(err, errlen, "%s: %s", fn,
-                f == CALL_ERROR ? reason : f == CALL_NOT_SENT ? "not sent" : "no answer");
+                f == CALL_ERROR      ? reason
+                : f == CALL_NOT_SENT ? "not sent"
+                                     : "no answer");
         return false;
     }
     const redisReply *e = valkey_field(*r, "error");
@@ -372,8 +415,7 @@ lease_code_t lease_valkey_bind(lease_valkey_t *v, int64_t floor_token, int64_t *
 }
 
 lease_code_t lease_valkey_rebind(lease_valkey_t *v, const char *reason, int64_t floor_token,
-                                 int64_t *epoch, int64_t *leases_revoked, char *err,
-                                 size_t errlen)
+                                 int64_t *epoch, int64_t *leases_revoked, char *err, size_t errlen)
 {
     json_t *o = json_object();
     json_object_set_new(o, "reason", json_string(reason ? reason : ""));

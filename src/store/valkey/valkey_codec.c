@@ -78,7 +78,7 @@ char *valkey_encode_acquire(const lease_acquire_req_t *req)
     return finish(o);
 }
 
-char *valkey_encode_owner(const lease_owner_req_t *req, bool renew)
+static json_t *owner_json(const lease_owner_req_t *req, bool renew)
 {
     json_t *o = call_json(&req->call);
     json_object_set_new(o, "lock_identity", identity_json(&req->identity));
@@ -87,6 +87,21 @@ char *valkey_encode_owner(const lease_owner_req_t *req, bool renew)
     put_str(o, "service_instance_id", req->service_instance_id);
     if (renew && req->ttl_ms != 0)
         json_object_set_new(o, "ttl_ms", json_integer(req->ttl_ms));
+    return o;
+}
+
+char *valkey_encode_owner(const lease_owner_req_t *req, bool renew)
+{
+    return finish(owner_json(req, renew));
+}
+
+char *valkey_encode_owner_many(const lease_owner_req_t *reqs, size_t n, bool renew)
+{
+    json_t *items = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(items, owner_json(&reqs[i], renew));
+    json_t *o = json_object();
+    json_object_set_new(o, renew ? "renewals" : "releases", items);
     return finish(o);
 }
 
@@ -204,7 +219,8 @@ bool valkey_decode_result(const redisReply *reply, lease_result_t *res)
 {
     memset(res, 0, sizeof *res);
     const redisReply *code = valkey_field(reply, "code");
-    if (code == NULL || code->type != REDIS_REPLY_STRING || !lease_code_parse(code->str, &res->code))
+    if (code == NULL || code->type != REDIS_REPLY_STRING ||
+        !lease_code_parse(code->str, &res->code))
         return false;
     if (!STR(reply, "field", res->field) || !STR(reply, "reason", res->reason) ||
         !STR(reply, "detail", res->detail) ||
@@ -225,5 +241,26 @@ bool valkey_decode_result(const redisReply *reply, lease_result_t *res)
     } else if (l != NULL) {
         return false;
     }
+    return true;
+}
+
+bool valkey_decode_many(const redisReply *reply, size_t n, lease_result_t *results,
+                        lease_code_t *refusal)
+{
+    const redisReply *list = valkey_field(reply, "results");
+    *refusal = LEASE_CODE_COUNT;
+    if (list == NULL) {
+        /* the batch refused as a whole (its shape) */
+        lease_result_t whole;
+        if (!valkey_decode_result(reply, &whole))
+            return false;
+        *refusal = whole.code;
+        return true;
+    }
+    if (list->type != REDIS_REPLY_ARRAY || list->elements != n)
+        return false;
+    for (size_t i = 0; i < n; i++)
+        if (!valkey_decode_result(list->element[i], &results[i]))
+            return false;
     return true;
 }

@@ -162,8 +162,8 @@ json_t *vk_call(const char *principal, const char *rid, char digest_char)
     digest[64] = '\0';
     return json_pack("{s:I, s:{s:s, s:s, s:s, s:s}, s:s, s:s}", "deadline_at_ms",
                      (json_int_t)(now_ms + 10000), "principal", "principal_id", principal,
-                     "client_id", "client-1", "credential_id", "key_1", "principal_class",
-                     "worker", "request_id", rid, "request_digest", digest);
+                     "client_id", "client-1", "credential_id", "key_1", "principal_class", "worker",
+                     "request_id", rid, "request_digest", digest);
 }
 
 json_t *vk_identity(const char *target)
@@ -173,8 +173,8 @@ json_t *vk_identity(const char *target)
                      "actor_name", "usernamegen", "workflow_name", "default");
 }
 
-json_t *vk_acquire_req(const char *principal, const char *rid, char digest_char,
-                       const char *target, const char *instance, int64_t ttl_ms)
+json_t *vk_acquire_req(const char *principal, const char *rid, char digest_char, const char *target,
+                       const char *instance, int64_t ttl_ms)
 {
     json_t *o = vk_call(principal, rid, digest_char);
     json_object_set_new(o, "lock_identity", vk_identity(target));
@@ -186,9 +186,8 @@ json_t *vk_acquire_req(const char *principal, const char *rid, char digest_char,
     return o;
 }
 
-json_t *vk_owner_req(const char *principal, const char *rid, char digest_char,
-                     const char *target, const char *lease_id, long long token,
-                     const char *instance)
+json_t *vk_owner_req(const char *principal, const char *rid, char digest_char, const char *target,
+                     const char *lease_id, long long token, const char *instance)
 {
     json_t *o = vk_call(principal, rid, digest_char);
     json_object_set_new(o, "lock_identity", vk_identity(target));

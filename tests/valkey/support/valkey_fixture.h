@@ -38,19 +38,18 @@ bool vk_load_library(vk_server_t *s);
 redisReply *vk_fcall(vk_server_t *s, const char *fn, json_t *req);
 
 /* A name/value answer's members. */
-const char *vk_str(const redisReply *pairs, const char *name);   /* NULL: absent/null */
-long long vk_int(const redisReply *pairs, const char *name);     /* -1: absent */
-const redisReply *vk_lease(const redisReply *pairs);             /* the "lease" pairs */
+const char *vk_str(const redisReply *pairs, const char *name); /* NULL: absent/null */
+long long vk_int(const redisReply *pairs, const char *name);   /* -1: absent */
+const redisReply *vk_lease(const redisReply *pairs);           /* the "lease" pairs */
 
 /* Requests: the call members every operation shares (deadline 10 s ahead,
  * principal p, request id rid, a digest of 64 copies of digest_char). */
 json_t *vk_call(const char *principal, const char *rid, char digest_char);
 /* The test identity with target_id target. */
 json_t *vk_identity(const char *target);
-json_t *vk_acquire_req(const char *principal, const char *rid, char digest_char,
-                       const char *target, const char *instance, int64_t ttl_ms);
-json_t *vk_owner_req(const char *principal, const char *rid, char digest_char,
-                     const char *target, const char *lease_id, long long token,
-                     const char *instance);
+json_t *vk_acquire_req(const char *principal, const char *rid, char digest_char, const char *target,
+                       const char *instance, int64_t ttl_ms);
+json_t *vk_owner_req(const char *principal, const char *rid, char digest_char, const char *target,
+                     const char *lease_id, long long token, const char *instance);
 
 #endif
