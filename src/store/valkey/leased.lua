@@ -217,6 +217,7 @@ local function incarnation()
     return {
         run_id = server:match('run_id:(%x+)') or '',
         replid = repl:match('master_replid:(%x+)') or '',
+        replid2 = repl:match('master_replid2:(%x+)') or '',
         role = repl:match('role:(%a+)') or '',
     }
 end
@@ -244,10 +245,21 @@ local function guard(ks, ns, read_only)
     local why
     if inc.run_id ~= ns.run_id then
         why = 'run_id changed: the server restarted or was replaced'
-    elseif inc.replid ~= ns.replid then
-        why = 'master_replid changed: the dataset came from another primary'
     elseif inc.role ~= 'master' then
         why = 'the server is a replica'
+    elseif inc.replid ~= ns.replid then
+        if inc.replid2:find('^0+$') then
+            -- The same process, still a primary, with a new replication id
+            -- and no previous one: a primary that had no replication
+            -- backlog creates one (with a new id) when its first replica
+            -- attaches. The dataset is this process's own: the id is
+            -- recorded and the call goes on. (A promotion sets
+            -- master_replid2; a dataset replaced by a full
+            -- synchronization made the process a replica first.)
+            if not read_only then redis.call('HSET', ks.ns, 'replid', inc.replid) end
+            return nil
+        end
+        why = 'master_replid changed: the dataset came from another primary'
     end
     if why == nil then return nil end
     if not read_only then

@@ -121,7 +121,9 @@ static bool load_library(redisContext *c, char *err, size_t errlen)
         return false;
     }
     bool ok = r->type == REDIS_REPLY_STRING;
-    bool exists = r->type == REDIS_REPLY_ERROR && strstr(r->str, "already exists") != NULL;
+    /* loaded already, or a replica (which has its primary's library, or none) */
+    bool exists = r->type == REDIS_REPLY_ERROR &&
+                  (strstr(r->str, "already exists") != NULL || strncmp(r->str, "READONLY", 8) == 0);
     if (!ok && !exists)
         set_err(err, errlen, "FUNCTION LOAD: %s",
                 r->type == REDIS_REPLY_ERROR ? r->str : "unexpected answer");

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <time.h>
 
 #include "valkey_library.h"
 
@@ -45,7 +46,7 @@ static bool connect_to(vk_server_t *s)
     return true;
 }
 
-bool vk_start(vk_server_t *s)
+static bool start_as(vk_server_t *s, const char *primary_port)
 {
     memset(s, 0, sizeof *s);
     const char *tmp = getenv("TMPDIR");
@@ -53,7 +54,31 @@ bool vk_start(vk_server_t *s)
     if (mkdtemp(s->dir) == NULL)
         return false;
     snprintf(s->state, sizeof s->state, "%s/state", s->dir);
-    return harness("start", s->state, NULL) && connect_to(s);
+    return harness("start", s->state, primary_port) && connect_to(s);
+}
+
+bool vk_start(vk_server_t *s)
+{
+    return start_as(s, NULL);
+}
+
+bool vk_start_replica(vk_server_t *s, const vk_server_t *primary)
+{
+    char port[16];
+    snprintf(port, sizeof port, "%d", primary->port);
+    if (!start_as(s, port))
+        return false;
+    for (int i = 0; i < 200; i++) {
+        redisReply *r = vk_cmd(s, "INFO replication");
+        bool up = r->type == REDIS_REPLY_STRING && strstr(r->str, "master_link_status:up");
+        freeReplyObject(r);
+        if (up)
+            return true;
+        struct timespec ts = {0, 50 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
+    fprintf(stderr, "valkey fixture: the replica did not sync\n");
+    return false;
 }
 
 bool vk_restart(vk_server_t *s, const char *from_copy)

@@ -22,6 +22,8 @@ typedef struct vk_server {
 
 /* Starts a server and connects; false (with a message) on failure. */
 bool vk_start(vk_server_t *s);
+/* Starts a server as a replica of primary and waits until it is in sync. */
+bool vk_start_replica(vk_server_t *s, const vk_server_t *primary);
 /* kill -9 and start again (from_copy: from that copy of the AOF, or NULL). */
 bool vk_restart(vk_server_t *s, const char *from_copy);
 /* Copies the AOF directory to <dir>/<name>; returns that path (static). */
