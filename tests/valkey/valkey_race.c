@@ -194,6 +194,7 @@ typedef struct worker {
     vk_server_t *server;
     int id;
     atomic_bool *stop;
+    atomic_size_t *acked; /* all workers' acknowledged acquisitions */
     size_t n_acks;
     size_t lost_releases;
     int64_t acks[MAX_ACKS];  /* tokens acknowledged (lease_acquired answers) */
@@ -217,6 +218,7 @@ static void *load(void *arg)
             continue;
         w->acks[w->n_acks] = r.lease.fencing_token;
         w->target_of[w->n_acks++] = t;
+        atomic_fetch_add(w->acked, 1);
         char xid[56];
         snprintf(xid, sizeof xid, "%s-x", rid);
         lease_owner_req_t x = release_of(&a, &r.lease, xid);
@@ -238,16 +240,22 @@ static void kill9_loses_no_acknowledged_token(void **state)
 {
     vk_server_t *s = *state;
     atomic_bool stop = false;
+    atomic_size_t acked = 0;
     worker_t *workers = calloc(CRASH_WORKERS, sizeof *workers);
     pthread_t th[CRASH_WORKERS];
     for (int i = 0; i < CRASH_WORKERS; i++) {
         workers[i].server = s;
         workers[i].id = i;
         workers[i].stop = &stop;
+        workers[i].acked = &acked;
         pthread_create(&th[i], NULL, load, &workers[i]);
     }
-    struct timespec ts = {1, 0};
-    nanosleep(&ts, NULL);
+    /* the crash comes under load: once 200 acquisitions were acknowledged
+     * (or after 60 s, whatever this machine manages) */
+    for (int waited = 0; atomic_load(&acked) < 200 && waited < 6000; waited++) {
+        struct timespec ts = {0, 10 * 1000000L};
+        nanosleep(&ts, NULL);
+    }
     int pid = vk_pid(s);
     assert_true(pid > 0);
     assert_int_equal(kill(pid, SIGKILL), 0);
