@@ -1,0 +1,83 @@
+/*
+ * store_valkey.h - the Valkey/Redis adapter of the lease-store protocol
+ * (docs/backends.md), over hiredis.
+ *
+ * Every operation is one FCALL of one function of the leased_v1 library
+ * (src/store/valkey/leased.lua), which decides with the server's TIME; this
+ * adapter only encodes requests, maps answers and transport failures onto
+ * lease_code_t, and never decides in C what a function decides.
+ *
+ * Status: the operations below are implemented and tested against a real
+ * redis-server (tests/valkey). They have the signatures of lease_store_ops,
+ * but this adapter is NOT a lease_store_t yet: list, fenced_commit, sweep,
+ * record_audit, housekeep and credential_lookup are not built, so leased
+ * and leasectl do not accept a redis:// store URL.
+ *
+ * Thread safety: one connection behind a mutex; any thread may call.
+ */
+#ifndef LEASE_STORE_VALKEY_H
+#define LEASE_STORE_VALKEY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "lease/result.h"
+#include "lease/store.h"
+
+typedef struct lease_valkey lease_valkey_t;
+
+typedef struct lease_valkey_config {
+    const char *host;           /* "127.0.0.1" */
+    int port;                   /* 6379 */
+    const char *ns;             /* the namespace: [a-z0-9_-]{1,64} */
+    int64_t connect_timeout_ms; /* 0: 2000 */
+} lease_valkey_config_t;
+
+/* Connects, refuses a server without appendonly yes, appendfsync always and
+ * maxmemory-policy noeviction (CONFIG GET), and loads the function library
+ * (or checks that the one loaded is byte for byte this build's). On failure
+ * returns LEASE_BACKEND_UNAVAILABLE, *out NULL, and why in err. */
+LEASE_MUST_USE lease_code_t lease_valkey_open(const lease_valkey_config_t *cfg,
+                                              lease_valkey_t **out, char *err, size_t errlen);
+void lease_valkey_close(lease_valkey_t *v);
+
+/* Binds a new namespace to the server's current incarnation (leasectl
+ * migrate's part); repeating it on the same incarnation changes nothing.
+ * floor_token 0: none; else tokens start above it. *epoch: the epoch now. */
+LEASE_MUST_USE lease_code_t lease_valkey_bind(lease_valkey_t *v, int64_t floor_token,
+                                              int64_t *epoch, char *err, size_t errlen);
+/* Rebinds a sealed (or any) namespace to the incarnation it runs on now:
+ * a higher epoch (above floor_token when given), every live lease revoked. */
+LEASE_MUST_USE lease_code_t lease_valkey_rebind(lease_valkey_t *v, const char *reason,
+                                                int64_t floor_token, int64_t *epoch,
+                                                int64_t *leases_revoked, char *err, size_t errlen);
+
+/* The lease operations, as lease_store_ops declares them. */
+LEASE_MUST_USE lease_code_t lease_valkey_acquire(lease_valkey_t *v, const lease_acquire_req_t *req,
+                                                 lease_result_t *res);
+LEASE_MUST_USE lease_code_t lease_valkey_renew(lease_valkey_t *v, const lease_owner_req_t *req,
+                                               lease_result_t *res);
+LEASE_MUST_USE lease_code_t lease_valkey_release(lease_valkey_t *v, const lease_owner_req_t *req,
+                                                 lease_result_t *res);
+/* 1 to LEASE_RENEW_BATCH_MAX items in one call, each decided as the single
+ * operation decides it (results[i]); returns LEASE_RENEWED / LEASE_RELEASED
+ * when decided, else the failure of the whole call (no result set). */
+LEASE_MUST_USE lease_code_t lease_valkey_renew_many(lease_valkey_t *v,
+                                                    const lease_owner_req_t *reqs, size_t n,
+                                                    const lease_deadline_t *deadline,
+                                                    lease_result_t *results);
+LEASE_MUST_USE lease_code_t lease_valkey_release_many(lease_valkey_t *v,
+                                                      const lease_owner_req_t *reqs, size_t n,
+                                                      const lease_deadline_t *deadline,
+                                                      lease_result_t *results);
+LEASE_MUST_USE lease_code_t lease_valkey_force_release(lease_valkey_t *v,
+                                                       const lease_admin_req_t *req,
+                                                       lease_result_t *res);
+LEASE_MUST_USE lease_code_t lease_valkey_revoke(lease_valkey_t *v, const lease_admin_req_t *req,
+                                                lease_result_t *res);
+LEASE_MUST_USE lease_code_t lease_valkey_inspect(lease_valkey_t *v, const lease_inspect_req_t *req,
+                                                 lease_result_t *res);
+LEASE_MUST_USE lease_code_t lease_valkey_health(lease_valkey_t *v, const lease_deadline_t *deadline,
+                                                lease_health_t *out);
+
+#endif

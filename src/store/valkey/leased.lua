@@ -1,0 +1,880 @@
+#!lua name=leased_v1
+--[[
+leased_v1 - the lease decisions of the Valkey/Redis backend, one function per
+operation (docs/backends.md). Loaded with FUNCTION LOAD (Redis 7.0+, Valkey
+7.2+); the library name carries the version: a change of any function's
+meaning is a new library (leased_v2), never an edit of this one in place.
+
+The Postgres functions of sql/lease are the semantics reproduced here
+(docs/sql-api.md): the same closed set of codes, request-id idempotency with
+a digest, the same identity rules. What differs, and why:
+
+  * A function cannot roll back: every function reads and checks everything
+    it needs, and decides, before its first write. The writes that follow
+    cannot fail for a reason the checks did not rule out (types are checked
+    while reading; a write function is refused whole by the server when it
+    is out of memory: deny-oom applies to functions without 'no-writes').
+  * Every decision uses the server's TIME, never the caller's clock.
+  * Before deciding, every write function checks that it runs on the
+    incarnation the namespace was bound to (run_id and master_replid of
+    INFO): a restart, a restore or a promotion makes a new incarnation, and
+    the namespace is then sealed (lease_backend_unavailable, reason
+    namespace_sealed) until an operator rebinds it. The seal is the only
+    write such a call makes.
+  * Fencing tokens carry an epoch: token = epoch * 2^32 + seq, where seq is
+    the identity's durable counter within the epoch (1 .. 2^32 - 1) and
+    epoch is 0 .. 2^21 - 1, so every token is below 2^53. Rebinding raises
+    the namespace's epoch, so the first token of every identity afterwards is
+    greater than any token given in an earlier epoch, whatever the
+    data lost with the old incarnation.
+
+Calls: FCALL leased_v1_<op> 1 <namespace key> <request JSON>. The namespace
+key is "lease:{<ns>}:ns"; every other key of the namespace shares its prefix
+and its hash tag. Answers are flat arrays of name/value pairs (RESP integers
+for numbers, so tokens stay exact); the "lease" value is such an array too.
+Absent values are false in Lua (RESP null). Times are Unix epoch milliseconds.
+]]
+
+local LIB_VERSION = 1
+local SEQ_SPAN = 4294967296      -- 2^32: seq values per epoch
+local SEQ_MAX = SEQ_SPAN - 1     -- the last seq of an epoch
+local EPOCH_MAX = 2097151        -- 2^21 - 1: (EPOCH_MAX+1) * 2^32 - 1 = 2^53 - 1
+local METADATA_MAX = 2048
+
+local OPCLASSES = {default = true, collect = true, enrich = true, publish = true,
+                   maintenance = true}
+
+-- Numbers as decimal text for the server: redis.call would write a Lua
+-- number with 14 significant digits, which loses tokens past 10^14.
+local function I(n)
+    return string.format('%d', n)
+end
+
+local function now_ms()
+    local t = redis.call('TIME')
+    return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+end
+
+local function result(code, ...)
+    local r = {'code', code}
+    local extra = {...}
+    for i = 1, #extra do
+        r[#r + 1] = extra[i]
+    end
+    return r
+end
+
+local function invalid(field, detail)
+    if detail then
+        return result('invalid_lease_request', 'field', field, 'detail', detail)
+    end
+    return result('invalid_lease_request', 'field', field)
+end
+
+local function unavailable(reason)
+    return result('lease_backend_unavailable', 'reason', reason)
+end
+
+-- ---------------------------------------------------------------------------
+-- Validation: the rules of lease.normalize_component and lease._id_text_ok.
+
+local function is_str(v)
+    return type(v) == 'string'
+end
+
+local function id_ok(v)
+    return is_str(v) and #v >= 1 and #v <= 128 and not v:find('[^A-Za-z0-9._:-]')
+end
+
+local function name_norm(v)     -- tenant, program, actor, workflow
+    if not is_str(v) or #v < 1 or #v > 64 then return nil end
+    local l = v:lower()
+    if l:find('^[a-z0-9][a-z0-9_-]*$') then return l end
+    return nil
+end
+
+local function namespace_norm(v)
+    if not is_str(v) or #v < 1 or #v > 64 then return nil end
+    local l = v:lower()
+    if l:find('^[a-z0-9][a-z0-9._-]*$') and not l:find('..', 1, true) then return l end
+    return nil
+end
+
+local function target_norm(v)   -- case-sensitive
+    if not is_str(v) or #v < 1 or #v > 128 then return nil end
+    if v:find('^[A-Za-z0-9][A-Za-z0-9._:-]*$') and not v:find('..', 1, true) then return v end
+    return nil
+end
+
+local function opclass_norm(v)
+    if v == nil or v == cjson.null then return 'default' end
+    if not is_str(v) then return nil end
+    local l = v:lower()
+    if OPCLASSES[l] then return l end
+    return nil
+end
+
+local IDENTITY_MEMBERS = {
+    {'tenant_id', name_norm}, {'program_id', name_norm},
+    {'target_namespace', namespace_norm}, {'target_id', target_norm},
+    {'actor_name', name_norm}, {'workflow_name', name_norm},
+    {'operation_class', opclass_norm},
+}
+
+-- The normalised identity and its canonical text, or nil and the field.
+local function identity(li)
+    if type(li) ~= 'table' then return nil, 'lock_identity' end
+    local out = {}
+    for _, m in ipairs(IDENTITY_MEMBERS) do
+        local v = m[2](li[m[1]])
+        if v == nil then return nil, 'lock_identity.' .. m[1] end
+        out[m[1]] = v
+    end
+    -- the canonical form of lease._canonical_of: components never contain
+    -- quotes or backslashes (the rules above), so this is compact JSON
+    out.canonical = '["v1","' .. out.tenant_id .. '","' .. out.program_id .. '","'
+        .. out.target_namespace .. '","' .. out.target_id .. '","' .. out.actor_name
+        .. '","' .. out.workflow_name .. '","' .. out.operation_class .. '"]'
+    return out
+end
+
+-- A positive integral JSON number (exact below 2^53), else nil.
+local function posint(v)
+    if type(v) ~= 'number' or v ~= v or v < 1 or v > 9007199254740991
+       or math.floor(v) ~= v then
+        return nil
+    end
+    return v
+end
+
+local function digest_ok(v)
+    return is_str(v) and #v == 64 and not v:find('[^0-9a-f]')
+end
+
+-- The checks every call shares (lease._call_deadline_t): a malformed call is
+-- a service bug (LS003 in Postgres), answered as the backend being unable to
+-- answer safely. Mutations also need a request id and digest.
+local function call_fault(p, mutation)
+    if type(p) ~= 'table' then return 'malformed_call' end
+    if not posint(p.deadline_at_ms) then return 'malformed_call' end
+    if type(p.principal) ~= 'table' or not id_ok(p.principal.principal_id) then
+        return 'malformed_call'
+    end
+    if mutation and (not id_ok(p.request_id) or not digest_ok(p.request_digest)) then
+        return 'malformed_call'
+    end
+    return nil
+end
+
+local function decode_request(args)
+    local ok, p = pcall(cjson.decode, args[1] or '')
+    if not ok or type(p) ~= 'table' then return nil end
+    return p
+end
+
+local function reason_ok(v)
+    if not is_str(v) or #v < 1 or #v > 512 then return false end
+    if v:find('%c') then return false end
+    if not v:find('%S') then return false end
+    return true
+end
+
+-- ---------------------------------------------------------------------------
+-- Keys. Everything of a namespace shares the prefix (and hash tag) of its
+-- namespace key "lease:{ns}:ns".
+
+local function keyspace(nskey)
+    local prefix = nskey:sub(1, #nskey - 2)
+    return {
+        ns = nskey,
+        ident = function(canonical) return prefix .. 'id:' .. canonical end,
+        hist = function(lease_id) return prefix .. 'h:' .. lease_id end,
+        index = function(lease_id) return prefix .. 'l:' .. lease_id end,
+        idem = function(op, canonical, principal, request_id)
+            return prefix .. 'i:' .. op .. ':' .. principal .. ':' .. request_id .. ':'
+                .. canonical
+        end,
+        active = prefix .. 'act',
+    }
+end
+
+local function hgetall(key)
+    local flat = redis.call('HGETALL', key)
+    if #flat == 0 then return nil end
+    local h = {}
+    for i = 1, #flat, 2 do
+        h[flat[i]] = flat[i + 1]
+    end
+    return h
+end
+
+-- ---------------------------------------------------------------------------
+-- The namespace and its incarnation.
+
+local function incarnation()
+    local server = redis.call('INFO', 'server')
+    local repl = redis.call('INFO', 'replication')
+    return {
+        run_id = server:match('run_id:(%x+)') or '',
+        replid = repl:match('master_replid:(%x+)') or '',
+        replid2 = repl:match('master_replid2:(%x+)') or '',
+        role = repl:match('role:(%a+)') or '',
+    }
+end
+
+local function load_ns(ks)
+    local ns = hgetall(ks.ns)
+    if ns == nil then return nil end
+    for _, f in ipairs({'epoch', 'lid_seq', 'minimum_ttl_ms', 'default_ttl_ms',
+                        'maximum_ttl_ms', 'maximum_lifetime_ms',
+                        'idempotency_retention_ms', 'history_retention_ms'}) do
+        ns[f] = tonumber(ns[f])
+        if ns[f] == nil then return false end
+    end
+    return ns
+end
+
+-- Why this server may not decide for the namespace, or nil. A mismatch
+-- seals the namespace (the only write of such a call), before anything
+-- else is written. read_only: report without sealing (reads, health).
+local function guard(ks, ns, read_only)
+    if ns == nil then return 'namespace_unbound' end
+    if ns == false then return 'corrupt_namespace' end
+    if ns.sealed == '1' then return 'namespace_sealed' end
+    local inc = incarnation()
+    local why
+    if inc.run_id ~= ns.run_id then
+        why = 'run_id changed: the server restarted or was replaced'
+    elseif inc.role ~= 'master' then
+        why = 'the server is a replica'
+    elseif inc.replid ~= ns.replid then
+        if inc.replid2:find('^0+$') then
+            -- The same process, still a primary, with a new replication id
+            -- and no previous one: a primary that had no replication
+            -- backlog creates one (with a new id) when its first replica
+            -- attaches. The dataset is this process's own: the id is
+            -- recorded and the call goes on. (A promotion sets
+            -- master_replid2; a dataset replaced by a full
+            -- synchronization made the process a replica first.)
+            if not read_only then redis.call('HSET', ks.ns, 'replid', inc.replid) end
+            return nil
+        end
+        why = 'master_replid changed: the dataset came from another primary'
+    end
+    if why == nil then return nil end
+    if not read_only then
+        redis.call('HSET', ks.ns, 'sealed', '1', 'sealed_reason', why,
+                   'sealed_at_ms', I(now_ms()))
+    end
+    return 'namespace_sealed'
+end
+
+-- ---------------------------------------------------------------------------
+-- Lease records. The identity record (never deleted, like lease.locks)
+-- holds the durable counter and the live lease; terminal leases are history
+-- records that expire at the history retention.
+
+local function state_now(rec, t)
+    if rec.state ~= 'active' then return rec.state end
+    if tonumber(rec.expires_at) > t then return 'active' end
+    return 'expired'
+end
+
+-- An absent value as RESP null: false, never nil (a nil ends a Lua array).
+local function opt(v)
+    if v == nil or v == '' then return false end
+    return v
+end
+
+-- The whole record as the answer's "lease" (docs/sql-api.md "Result shape").
+local function lease_pairs(rec, state)
+    return {
+        'tenant_id', rec.tenant_id, 'program_id', rec.program_id,
+        'target_namespace', rec.target_namespace, 'target_id', rec.target_id,
+        'actor_name', rec.actor_name, 'workflow_name', rec.workflow_name,
+        'operation_class', rec.operation_class,
+        'lease_id', rec.lease_id, 'fencing_token', tonumber(rec.token),
+        'state', state,
+        'acquired_at', tonumber(rec.acquired_at), 'renewed_at', tonumber(rec.renewed_at),
+        'expires_at', tonumber(rec.expires_at), 'ended_at', tonumber(rec.ended_at or '') or false,
+        'ttl_ms', tonumber(rec.ttl_ms), 'maximum_lifetime_ms', tonumber(rec.maxlife_ms),
+        'owner_principal_id', rec.owner, 'owner_client_id', rec.owner_client or '',
+        'owner_credential_id', rec.owner_cred or '',
+        'service_instance_id', rec.sid, 'execution_id', rec.execution_id,
+        'job_id', rec.job_id, 'trace_id', opt(rec.trace_id), 'request_id', rec.request_id,
+        'metadata', rec.metadata or '{}', 'end_reason', opt(rec.end_reason),
+        'incident_id', opt(rec.incident_id),
+    }
+end
+
+local LEASE_FIELDS = {'tenant_id', 'program_id', 'target_namespace', 'target_id',
+                      'actor_name', 'workflow_name', 'operation_class', 'lease_id', 'token',
+                      'owner', 'owner_client', 'owner_cred', 'sid', 'acquired_at',
+                      'renewed_at', 'expires_at', 'ttl_ms', 'maxlife_ms', 'execution_id',
+                      'job_id', 'trace_id', 'request_id', 'metadata'}
+
+-- A record is read whole and checked before anything is written: a record
+-- whose stored identity differs from the one asked for, or that misses a
+-- member, is corrupt (LS001 in Postgres): the call fails closed.
+local function read_ident(ks, i)
+    local rec = hgetall(ks.ident(i.canonical))
+    if rec == nil then return nil end
+    if rec.v ~= '1' or rec.c ~= i.canonical or tonumber(rec.epoch) == nil
+       or tonumber(rec.seq) == nil or (rec.state ~= 'active' and rec.state ~= 'free') then
+        return false
+    end
+    if rec.state == 'active' then
+        for _, f in ipairs(LEASE_FIELDS) do
+            if rec[f] == nil then return false end
+        end
+        for _, f in ipairs({'token', 'acquired_at', 'renewed_at', 'expires_at', 'ttl_ms',
+                            'maxlife_ms'}) do
+            if tonumber(rec[f]) == nil then return false end
+        end
+    end
+    return rec
+end
+
+-- The terminal record of a lease ending now (or at expiry), written to
+-- history with its retention; the identity record keeps its counter.
+local function end_lease(ks, ns, rec, terminal, ended_at, reason, incident)
+    local h = {}
+    for _, f in ipairs(LEASE_FIELDS) do
+        h[#h + 1] = f
+        h[#h + 1] = rec[f]
+    end
+    h[#h + 1] = 'state'; h[#h + 1] = terminal
+    h[#h + 1] = 'ended_at'; h[#h + 1] = I(ended_at)
+    h[#h + 1] = 'end_reason'; h[#h + 1] = reason or ''
+    h[#h + 1] = 'incident_id'; h[#h + 1] = incident or ''
+    h[#h + 1] = 'c'; h[#h + 1] = rec.c
+    redis.call('HSET', ks.hist(rec.lease_id), unpack(h))
+    redis.call('PEXPIRE', ks.hist(rec.lease_id), I(ns.history_retention_ms))
+    redis.call('DEL', ks.index(rec.lease_id))
+    redis.call('HSET', ks.ident(rec.c), 'state', 'free')
+    redis.call('SREM', ks.active, rec.c)
+    local out = {}
+    for k, v in pairs(rec) do out[k] = v end
+    out.ended_at = I(ended_at)
+    out.end_reason = reason or ''
+    out.incident_id = incident or ''
+    return out
+end
+
+-- The lease's state now, for a replay's current_state.
+local function current_state(ks, canonical, lease_id, t)
+    if lease_id == nil or lease_id == '' then return 'expired' end
+    local rec = hgetall(ks.ident(canonical))
+    if rec and rec.lease_id == lease_id and rec.state == 'active' then
+        return state_now(rec, t)
+    end
+    local h = redis.call('HGET', ks.hist(lease_id), 'state')
+    if h then return h end
+    return 'expired'
+end
+
+-- ---------------------------------------------------------------------------
+-- Idempotency: keyed by operation, owner principal, request id and identity.
+-- Same digest: the stored answer, replayed; another digest:
+-- idempotency_conflict. Only state-changing answers are stored.
+
+local function replay(ks, op, i, p, t)
+    local key = ks.idem(op, i.canonical, p.principal.principal_id, p.request_id)
+    local stored = redis.call('HMGET', key, 'd', 'r', 'lid')
+    if not stored[1] then return nil end
+    if stored[1] ~= p.request_digest then return result('idempotency_conflict') end
+    local r = cmsgpack.unpack(stored[2])
+    r[#r + 1] = 'replayed'; r[#r + 1] = 1
+    r[#r + 1] = 'current_state'; r[#r + 1] = current_state(ks, i.canonical, stored[3], t)
+    return r
+end
+
+local function remember(ks, ns, op, i, p, answer, lease_id)
+    local key = ks.idem(op, i.canonical, p.principal.principal_id, p.request_id)
+    redis.call('HSET', key, 'd', p.request_digest, 'r', cmsgpack.pack(answer),
+               'lid', lease_id)
+    redis.call('PEXPIRE', key, I(ns.idempotency_retention_ms))
+    answer[#answer + 1] = 'replayed'; answer[#answer + 1] = 0
+    return answer
+end
+
+local function retry_after(expires_at, t)
+    return math.min(1000, math.max(50, expires_at - t))
+end
+
+-- The preamble of every lease operation: the request, its call checks, the
+-- deadline, the namespace. Returns p, ks, ns, t or nil and an answer.
+-- The call checks and the deadline of one decoded request: nil, or the
+-- answer that refuses it.
+local function call_refusal(p, mutation, t)
+    local fault = call_fault(p, mutation)
+    if fault then return unavailable(fault) end
+    if t >= p.deadline_at_ms then return result('deadline_exceeded') end
+    return nil
+end
+
+local function begin(keys, args, mutation)
+    local p = decode_request(args)
+    local t = now_ms()
+    local refusal = call_refusal(p, mutation, t)
+    if refusal then return nil, refusal end
+    local ks = keyspace(keys[1])
+    return p, ks, load_ns(ks), t
+end
+
+-- ---------------------------------------------------------------------------
+-- acquire-if-free (lease._acquire_t), without waiting: waiting is the
+-- caller's loop of calls, as in Postgres.
+
+local function acquire(keys, args)
+    local p, ks, ns, t = begin(keys, args, true)
+    if p == nil then return ks end
+    local i, bad = identity(p.lock_identity)
+    if i == nil then return invalid(bad) end
+    if not id_ok(p.service_instance_id) then return invalid('service_instance_id') end
+    if not id_ok(p.execution_id) then return invalid('execution_id') end
+    if not id_ok(p.job_id) then return invalid('job_id') end
+    local trace = p.trace_id
+    if trace == cjson.null then trace = nil end
+    if trace ~= nil and not id_ok(trace) then return invalid('trace_id') end
+    local why = guard(ks, ns, false)
+    if why then return unavailable(why) end
+    local ttl, maxlife = ns.default_ttl_ms, ns.maximum_lifetime_ms
+    local ttl_detail = 'ttl_ms must be greater than ' .. I(ns.minimum_ttl_ms)
+        .. ' and at most ' .. I(ns.maximum_ttl_ms)
+    if p.ttl_ms ~= nil and p.ttl_ms ~= cjson.null then
+        ttl = posint(p.ttl_ms)
+        if not ttl or ttl <= ns.minimum_ttl_ms or ttl > ns.maximum_ttl_ms then
+            return invalid('ttl_ms', ttl_detail)
+        end
+    end
+    if p.maximum_lifetime_ms ~= nil and p.maximum_lifetime_ms ~= cjson.null then
+        maxlife = posint(p.maximum_lifetime_ms)
+        if not maxlife or maxlife <= ns.minimum_ttl_ms or maxlife > ns.maximum_lifetime_ms then
+            return invalid('maximum_lifetime_ms', 'maximum_lifetime_ms must be greater than '
+                           .. I(ns.minimum_ttl_ms) .. ' and at most '
+                           .. I(ns.maximum_lifetime_ms))
+        end
+    end
+    local metadata = '{}'
+    if p.metadata_json ~= nil and p.metadata_json ~= cjson.null then
+        local ok, m = pcall(cjson.decode, p.metadata_json)
+        if not is_str(p.metadata_json) or #p.metadata_json > METADATA_MAX or not ok
+           or type(m) ~= 'table' or not p.metadata_json:find('^%s*{') then
+            return invalid('metadata')
+        end
+        metadata = p.metadata_json
+    end
+
+    local r = replay(ks, 'acquire', i, p, t)
+    if r then return r end
+    local rec = read_ident(ks, i)
+    if rec == false then return unavailable('corrupt_record') end
+    local prev = 'none'
+    if rec and rec.state == 'active' then
+        prev = state_now(rec, t)
+        if prev == 'active' then
+            return result('lease_conflict', 'retry_after_ms',
+                          retry_after(tonumber(rec.expires_at), t))
+        end
+    end
+    -- the next token: a new epoch restarts seq, and its first token is
+    -- greater than every token of earlier epochs
+    local epoch, seq = ns.epoch, 1
+    if rec then
+        local rec_epoch = tonumber(rec.epoch)
+        if rec_epoch > epoch then return unavailable('corrupt_record') end
+        if rec_epoch == epoch then seq = tonumber(rec.seq) + 1 end
+    end
+    if seq > SEQ_MAX then return unavailable('token_limit') end
+    local token = epoch * SEQ_SPAN + seq
+    local lid_seq = ns.lid_seq + 1
+
+    -- Decided: the writes.
+    if prev == 'expired' then
+        end_lease(ks, ns, rec, 'expired', tonumber(rec.expires_at), nil, nil)
+    end
+    local lease_id = string.format('lease_%012x%04x%016x', t, epoch % 65536, lid_seq)
+    redis.call('HSET', ks.ns, 'lid_seq', I(lid_seq))
+    local expires = t + math.min(ttl, maxlife)
+    local new = {
+        v = '1', c = i.canonical, epoch = I(epoch), seq = I(seq), state = 'active',
+        tenant_id = i.tenant_id, program_id = i.program_id,
+        target_namespace = i.target_namespace, target_id = i.target_id,
+        actor_name = i.actor_name, workflow_name = i.workflow_name,
+        operation_class = i.operation_class,
+        lease_id = lease_id, token = I(token), owner = p.principal.principal_id,
+        owner_client = is_str(p.principal.client_id) and p.principal.client_id or '',
+        owner_cred = is_str(p.principal.credential_id) and p.principal.credential_id or '',
+        sid = p.service_instance_id, acquired_at = I(t), renewed_at = I(t),
+        expires_at = I(expires), ttl_ms = I(ttl), maxlife_ms = I(maxlife),
+        execution_id = p.execution_id, job_id = p.job_id, trace_id = trace or '',
+        request_id = p.request_id, metadata = metadata,
+    }
+    local flat = {}
+    for k, v in pairs(new) do
+        flat[#flat + 1] = k
+        flat[#flat + 1] = v
+    end
+    redis.call('HSET', ks.ident(i.canonical), unpack(flat))
+    redis.call('SET', ks.index(lease_id), i.canonical)
+    redis.call('SADD', ks.active, i.canonical)
+    local answer = result('lease_acquired', 'lease', lease_pairs(new, 'active'),
+                          'previous_state', prev)
+    remember(ks, ns, 'acquire', i, p, answer, lease_id)
+    answer[#answer + 1] = 'current_state'; answer[#answer + 1] = 'active'
+    return answer
+end
+
+-- The owner's (or an administrator's) reference to a lease, checked.
+local function lease_ref(p)
+    local i, bad = identity(p.lock_identity)
+    if i == nil then return nil, bad end
+    if not id_ok(p.lease_id) then return nil, 'lease_id' end
+    if not posint(p.fencing_token) then return nil, 'fencing_token' end
+    return i
+end
+
+-- The exact live lease named, or nil: active, unexpired, same lease id and
+-- token, and (owner) the same principal and service instance.
+local function matches(rec, p, t, as_owner)
+    if not rec or rec.state ~= 'active' or tonumber(rec.expires_at) <= t then return false end
+    if rec.lease_id ~= p.lease_id or tonumber(rec.token) ~= p.fencing_token then return false end
+    if as_owner and (rec.owner ~= p.principal.principal_id
+                     or rec.sid ~= p.service_instance_id) then
+        return false
+    end
+    return true
+end
+
+-- renew-if-owner (lease._renew_t)
+local function renew_decide(ks, ns, t, p)
+    local i, bad = lease_ref(p)
+    if i == nil then return invalid(bad) end
+    if not id_ok(p.service_instance_id) then return invalid('service_instance_id') end
+    local why = guard(ks, ns, false)
+    if why then return unavailable(why) end
+    local ttl
+    if p.ttl_ms ~= nil and p.ttl_ms ~= cjson.null then
+        ttl = posint(p.ttl_ms)
+        if not ttl or ttl <= ns.minimum_ttl_ms or ttl > ns.maximum_ttl_ms then
+            return invalid('ttl_ms', 'ttl_ms must be greater than ' .. I(ns.minimum_ttl_ms)
+                           .. ' and at most ' .. I(ns.maximum_ttl_ms))
+        end
+    end
+    local r = replay(ks, 'renew', i, p, t)
+    if r then return r end
+    local rec = read_ident(ks, i)
+    if rec == false then return unavailable('corrupt_record') end
+    if not matches(rec, p, t, true) then return result('lease_lost') end
+    ttl = ttl or tonumber(rec.ttl_ms)
+    local expires = math.min(t + ttl, tonumber(rec.acquired_at) + tonumber(rec.maxlife_ms))
+    redis.call('HSET', ks.ident(i.canonical), 'renewed_at', I(t), 'expires_at', I(expires),
+               'ttl_ms', I(ttl))
+    rec.renewed_at, rec.expires_at, rec.ttl_ms = I(t), I(expires), I(ttl)
+    local answer = result('lease_renewed', 'lease', lease_pairs(rec, 'active'))
+    remember(ks, ns, 'renew', i, p, answer, rec.lease_id)
+    answer[#answer + 1] = 'current_state'; answer[#answer + 1] = 'active'
+    return answer
+end
+
+local function renew(keys, args)
+    local p, ks, ns, t = begin(keys, args, true)
+    if p == nil then return ks end
+    return renew_decide(ks, ns, t, p)
+end
+
+-- release-if-owner, force-release and revoke (lease._end_t)
+local function ending_decide(ks, ns, t, p, op, terminal, success)
+    local as_owner = op == 'release'
+    local i, bad = lease_ref(p)
+    if i == nil then return invalid(bad) end
+    local reason, incident
+    if as_owner then
+        if not id_ok(p.service_instance_id) then return invalid('service_instance_id') end
+    else
+        if not reason_ok(p.reason) then return invalid('reason') end
+        reason = p.reason
+        if p.incident_id ~= nil and p.incident_id ~= cjson.null and p.incident_id ~= '' then
+            if op ~= 'revoke' or not id_ok(p.incident_id) then return invalid('incident_id') end
+            incident = p.incident_id
+        end
+    end
+    local why = guard(ks, ns, false)
+    if why then return unavailable(why) end
+    local r = replay(ks, op, i, p, t)
+    if r then return r end
+    local rec = read_ident(ks, i)
+    if rec == false then return unavailable('corrupt_record') end
+    if not matches(rec, p, t, as_owner) then return result('lease_lost') end
+    local ended = end_lease(ks, ns, rec, terminal, t, reason, incident)
+    local answer = result(success, 'lease', lease_pairs(ended, terminal))
+    remember(ks, ns, op, i, p, answer, rec.lease_id)
+    answer[#answer + 1] = 'current_state'; answer[#answer + 1] = terminal
+    return answer
+end
+
+local function ending(keys, args, op, terminal, success)
+    local p, ks, ns, t = begin(keys, args, true)
+    if p == nil then return ks end
+    return ending_decide(ks, ns, t, p, op, terminal, success)
+end
+
+local function release(keys, args)
+    return ending(keys, args, 'release', 'released', 'lease_released')
+end
+
+local function force_release(keys, args)
+    return ending(keys, args, 'force_release', 'released', 'lease_released')
+end
+
+local function revoke(keys, args)
+    return ending(keys, args, 'revoke', 'revoked', 'lease_revoked')
+end
+
+-- ---------------------------------------------------------------------------
+-- renew_many and release_many (lease._renew_many, lease._release_many):
+-- 1 to 100 requests, each with its own request id, digest and deadline,
+-- each decided exactly as the single function decides it, in order, in one
+-- call (one TIME). Only the batch's shape refuses it as a whole, before
+-- anything is written; the answer is {"results", {answer...}}.
+
+local BATCH_MAX = 100
+
+local function many(keys, args, member, decide)
+    local b = decode_request(args)
+    local items = b and b[member]
+    if type(items) ~= 'table' or #items < 1 or #items > BATCH_MAX then
+        return invalid(member)
+    end
+    local t = now_ms()
+    local ks = keyspace(keys[1])
+    local ns = load_ns(ks)
+    local answers = {}
+    for k = 1, #items do
+        local p = items[k]
+        answers[k] = call_refusal(p, true, t) or decide(ks, ns, t, p)
+    end
+    return {'results', answers}
+end
+
+local function renew_many(keys, args)
+    return many(keys, args, 'renewals', renew_decide)
+end
+
+local function release_many(keys, args)
+    return many(keys, args, 'releases', function(ks, ns, t, p)
+        return ending_decide(ks, ns, t, p, 'release', 'released', 'lease_released')
+    end)
+end
+
+-- ---------------------------------------------------------------------------
+-- inspect (lease.inspect): by identity (its live lease) or by lease id (live
+-- or terminal), never outside the scope given (lease_not_found).
+
+local function in_scope(scope, tenant, program, actor)
+    if scope.tenant_id ~= tenant then return false end
+    if scope.program_id ~= '*' and scope.program_id ~= program then return false end
+    local actors = scope.actor_names
+    for _, a in ipairs(actors) do
+        if a == '*' or a == actor then return true end
+    end
+    return false
+end
+
+local function scope_ok(s)
+    if type(s) ~= 'table' or not is_str(s.tenant_id) or not is_str(s.program_id)
+       or type(s.actor_names) ~= 'table' then
+        return false
+    end
+    for _, a in ipairs(s.actor_names) do
+        if not is_str(a) then return false end
+    end
+    return true
+end
+
+local function inspect(keys, args)
+    local p, ks, ns, t = begin(keys, args, false)
+    if p == nil then return ks end
+    if not scope_ok(p.scope) then return unavailable('malformed_call') end
+    if ns == nil or ns == false then return unavailable(ns == nil and 'namespace_unbound'
+                                                        or 'corrupt_namespace') end
+    local rec
+    if p.lock_identity ~= nil and p.lock_identity ~= cjson.null then
+        local i, bad = identity(p.lock_identity)
+        if i == nil then return invalid(bad) end
+        rec = read_ident(ks, i)
+    elseif id_ok(p.lease_id) then
+        local canonical = redis.call('GET', ks.index(p.lease_id))
+        if canonical then
+            rec = hgetall(ks.ident(canonical))
+            if rec and (rec.v ~= '1' or rec.c ~= canonical) then rec = false end
+        end
+        if rec ~= false and (not rec or rec.lease_id ~= p.lease_id or rec.state ~= 'active') then
+            local h = hgetall(ks.hist(p.lease_id))
+            if h and in_scope(p.scope, h.tenant_id, h.program_id, h.actor_name) then
+                return result('lease_inspected', 'lease', lease_pairs(h, h.state))
+            end
+            return result('lease_not_found')
+        end
+    elseif p.lease_id ~= nil then
+        return invalid('lease_id')
+    else
+        return invalid('lock_identity')
+    end
+    if rec == false then return unavailable('corrupt_record') end
+    if not rec or rec.state ~= 'active'
+       or not in_scope(p.scope, rec.tenant_id, rec.program_id, rec.actor_name) then
+        return result('lease_not_found')
+    end
+    return result('lease_inspected', 'lease', lease_pairs(rec, state_now(rec, t)))
+end
+
+-- ---------------------------------------------------------------------------
+-- fence_check (lease.fence_check): whether a write fenced by this lease may
+-- happen now. Postgres raises LS010/LS011 into the caller's transaction;
+-- here the answer is lease_lost with reason fence_lost or fence_stale_token,
+-- or lease_inspected with expires_at. An accepted token is recorded as the
+-- identity's high-water mark (hw); a lower token is refused afterwards.
+
+local function fence_check(keys, args)
+    local p, ks, ns, t = begin(keys, args, false)
+    if p == nil then return ks end
+    local i, bad = lease_ref(p)
+    if i == nil then return invalid(bad) end
+    local owner = p.owner_principal_id
+    if owner == cjson.null then owner = nil end
+    if owner ~= nil and not id_ok(owner) then return invalid('owner_principal_id') end
+    local why = guard(ks, ns, false)
+    if why then return unavailable(why) end
+    local rec = read_ident(ks, i)
+    if rec == false then return unavailable('corrupt_record') end
+    if not matches(rec, p, t, false) or (owner and rec.owner ~= owner) then
+        return result('lease_lost', 'reason', 'fence_lost')
+    end
+    local hw = tonumber(rec.hw or '0') or 0
+    if p.fencing_token < hw then
+        return result('lease_lost', 'reason', 'fence_stale_token')
+    end
+    if p.fencing_token > hw then
+        redis.call('HSET', ks.ident(i.canonical), 'hw', I(p.fencing_token))
+    end
+    return result('lease_inspected', 'expires_at', tonumber(rec.expires_at))
+end
+
+-- ---------------------------------------------------------------------------
+-- Administration: bind (leasectl migrate), rebind (leasectl recover), health.
+
+local POLICY_DEFAULTS = {
+    minimum_ttl_ms = 1000, default_ttl_ms = 30000, maximum_ttl_ms = 300000,
+    maximum_lifetime_ms = 3600000, idempotency_retention_ms = 86400000,
+    history_retention_ms = 2592000000,
+}
+
+-- The epoch that makes every token greater than floor_token (0: none).
+local function epoch_above(floor_token)
+    if floor_token == nil or floor_token == 0 then return 0 end
+    return math.floor(floor_token / SEQ_SPAN) + 1
+end
+
+-- Binds a namespace that does not exist yet to this incarnation. Binding an
+-- existing namespace again on the same incarnation is a no-op (migrate is
+-- repeatable); on another incarnation it is refused: that is rebind's.
+-- floor_token: the highest token this namespace may ever have given (a
+-- namespace whose data was lost entirely): tokens start above it.
+local function bind(keys, args)
+    local p = decode_request(args) or {}
+    local ks = keyspace(keys[1])
+    local ns = load_ns(ks)
+    local inc = incarnation()
+    if ns then
+        if ns.run_id == inc.run_id and ns.replid == inc.replid and ns.sealed ~= '1' then
+            return {'bound', 0, 'epoch', ns.epoch, 'version', LIB_VERSION}
+        end
+        return {'error', 'namespace is bound to another incarnation or sealed: rebind it'}
+    end
+    if ns == false then return {'error', 'namespace record is corrupt'} end
+    if inc.role ~= 'master' then return {'error', 'the server is a replica'} end
+    local floor = 0
+    if p.floor_token ~= nil then
+        floor = posint(p.floor_token)
+        if not floor then return {'error', 'floor_token must be a positive integer'} end
+    end
+    local epoch = epoch_above(floor)
+    if epoch > EPOCH_MAX then return {'error', 'floor_token leaves no epoch below 2^53'} end
+    local pol = {}
+    for k, v in pairs(POLICY_DEFAULTS) do
+        local given = p[k]
+        if given ~= nil then
+            given = posint(given)
+            if not given then return {'error', k .. ' must be a positive integer'} end
+            v = given
+        end
+        pol[#pol + 1] = k
+        pol[#pol + 1] = I(v)
+    end
+    redis.call('HSET', ks.ns, 'version', I(LIB_VERSION), 'run_id', inc.run_id,
+               'replid', inc.replid, 'epoch', I(epoch), 'lid_seq', '0', 'sealed', '0',
+               'bound_at_ms', I(now_ms()), unpack(pol))
+    return {'bound', 1, 'epoch', epoch, 'version', LIB_VERSION}
+end
+
+-- Rebinds the namespace to the incarnation it runs on now (after a restart,
+-- a restore or a promotion): the epoch rises by one (or above floor_token),
+-- every lease held in the old incarnation is revoked, the seal is lifted.
+local function rebind(keys, args)
+    local p = decode_request(args) or {}
+    local ks = keyspace(keys[1])
+    local ns = load_ns(ks)
+    if not ns then return {'error', 'namespace is not bound (or corrupt)'} end
+    if not reason_ok(p.reason) then return {'error', 'a reason (1..512) is required'} end
+    local inc = incarnation()
+    if inc.role ~= 'master' then return {'error', 'the server is a replica'} end
+    local floor = 0
+    if p.floor_token ~= nil then
+        floor = posint(p.floor_token)
+        if not floor then return {'error', 'floor_token must be a positive integer'} end
+    end
+    local epoch = math.max(ns.epoch + 1, epoch_above(floor))
+    if epoch > EPOCH_MAX then return {'error', 'no epoch left below 2^53'} end
+    local t = now_ms()
+    -- read every live lease before the first write
+    local live = {}
+    for _, c in ipairs(redis.call('SMEMBERS', ks.active)) do
+        local rec = hgetall(ks.ident(c))
+        if rec and rec.state == 'active' and rec.c == c and rec.lease_id then
+            live[#live + 1] = rec
+        end
+    end
+    for _, rec in ipairs(live) do
+        end_lease(ks, ns, rec, 'revoked', t, 'epoch rebind: ' .. p.reason, nil)
+    end
+    redis.call('HSET', ks.ns, 'run_id', inc.run_id, 'replid', inc.replid, 'epoch', I(epoch),
+               'sealed', '0', 'sealed_reason', '', 'rebound_at_ms', I(t))
+    return {'epoch', epoch, 'leases_revoked', #live}
+end
+
+local function health(keys, args)
+    local ks = keyspace(keys[1])
+    local ns = load_ns(ks)
+    local why = guard(ks, ns, true)
+    return {'version', LIB_VERSION, 'bound', ns and 1 or 0,
+            'sealed', why and 1 or 0, 'reason', why or false,
+            'epoch', ns and ns.epoch or false,
+            'active_leases', redis.call('SCARD', ks.active)}
+end
+
+redis.register_function('leased_v1_acquire', acquire)
+redis.register_function('leased_v1_renew', renew)
+redis.register_function('leased_v1_release', release)
+redis.register_function('leased_v1_renew_many', renew_many)
+redis.register_function('leased_v1_release_many', release_many)
+redis.register_function('leased_v1_force_release', force_release)
+redis.register_function('leased_v1_revoke', revoke)
+redis.register_function{function_name = 'leased_v1_inspect', callback = inspect,
+                        flags = {'no-writes'}}
+redis.register_function('leased_v1_fence_check', fence_check)
+redis.register_function('leased_v1_bind', bind)
+redis.register_function('leased_v1_rebind', rebind)
+redis.register_function{function_name = 'leased_v1_health', callback = health,
+                        flags = {'no-writes'}}

@@ -1,0 +1,472 @@
+/*
+ * store_valkey.c - the Valkey/Redis adapter: one connection, one FCALL per
+ * operation, transport failures mapped onto the closed set of codes
+ * (store_valkey.h). The functions decide; nothing here does.
+ *
+ * Failure mapping: a failure before the call was sent is
+ * lease_backend_unavailable; a failure after a mutation was sent (timeout,
+ * lost connection, an answer that cannot be read) is lease_outcome_unknown,
+ * which the caller resolves by repeating the request id; a server error
+ * reply (out of memory, read-only replica, missing function) means the
+ * function did not run: lease_backend_unavailable with a reason.
+ */
+#include "lease/store_valkey.h"
+
+#include <hiredis/hiredis.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lease/clock.h"
+#include "valkey_codec.h"
+#include "valkey_library.h"
+
+#define NS_MAX 64
+#define NS_KEY_MAX (NS_MAX + 16)
+
+struct lease_valkey {
+    pthread_mutex_t mu;
+    redisContext *ctx; /* NULL: reconnect at the next call */
+    char host[256];
+    int port;
+    int64_t connect_timeout_ms;
+    char ns_key[NS_KEY_MAX];
+};
+
+static void set_err(char *err, size_t errlen, const char *fmt, ...)
+{
+    if (err == NULL || errlen == 0)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, errlen, fmt, ap);
+    va_end(ap);
+}
+
+static struct timeval ms_tv(int64_t ms)
+{
+    if (ms < 1)
+        ms = 1;
+    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
+    return tv;
+}
+
+static bool ns_ok(const char *ns)
+{
+    size_t n = ns ? strlen(ns) : 0;
+    if (n == 0 || n > NS_MAX)
+        return false;
+    for (size_t i = 0; i < n; i++) {
+        char c = ns[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
+            return false;
+    }
+    return true;
+}
+
+/* Under mu. */
+static bool connect_locked(lease_valkey_t *v, char *err, size_t errlen)
+{
+    if (v->ctx != NULL)
+        return true;
+    redisContext *c = redisConnectWithTimeout(v->host, v->port, ms_tv(v->connect_timeout_ms));
+    if (c == NULL || c->err) {
+        set_err(err, errlen, "cannot connect to %s:%d: %s", v->host, v->port,
+                c ? c->errstr : "out of memory");
+        if (c)
+            redisFree(c);
+        return false;
+    }
+    v->ctx = c;
+    return true;
+}
+
+static void drop_locked(lease_valkey_t *v)
+{
+    if (v->ctx) {
+        redisFree(v->ctx);
+        v->ctx = NULL;
+    }
+}
+
+/* CONFIG GET name equals want. */
+static bool config_is(redisContext *c, const char *name, const char *want, char *err, size_t errlen)
+{
+    redisReply *r = redisCommand(c, "CONFIG GET %s", name);
+    bool ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+              r->element[1]->type == REDIS_REPLY_STRING && strcmp(r->element[1]->str, want) == 0;
+    if (!ok)
+        set_err(err, errlen, "the server must run with %s %s (%s)", name, want,
+                r == NULL                      ? c->errstr
+                : r->type == REDIS_REPLY_ERROR ? r->str
+                : r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                        r->element[1]->type == REDIS_REPLY_STRING
+                    ? r->element[1]->str
+                    : "unreadable");
+    if (r)
+        freeReplyObject(r);
+    return ok;
+}
+
+/* Loads the library, or checks that the one loaded is this build's. */
+static bool load_library(redisContext *c, char *err, size_t errlen)
+{
+    const char *code = (const char *)lease_valkey_library;
+    redisReply *r = redisCommand(c, "FUNCTION LOAD %s", code);
+    if (r == NULL) {
+        set_err(err, errlen, "FUNCTION LOAD: %s", c->errstr);
+        return false;
+    }
+    bool ok = r->type == REDIS_REPLY_STRING;
+    /* loaded already, or a replica (which has its primary's library, or none) */
+    bool exists = r->type == REDIS_REPLY_ERROR &&
+                  (strstr(r->str, "already exists") != NULL || strncmp(r->str, "READONLY", 8) == 0);
+    if (!ok && !exists)
+        set_err(err, errlen, "FUNCTION LOAD: %s",
+                r->type == REDIS_REPLY_ERROR ? r->str : "unexpected answer");
+    freeReplyObject(r);
+    if (ok || !exists)
+        return ok;
+    /* a library of this name is loaded: only the very same text is accepted
+     * (a different one under this version's name would decide differently) */
+    r = redisCommand(c, "FUNCTION LIST LIBRARYNAME %s WITHCODE", LEASE_VALKEY_LIBRARY_NAME);
+    ok = false;
+    if (r && r->type == REDIS_REPLY_ARRAY) {
+        for (size_t i = 0; i < r->elements && !ok; i++) {
+            const redisReply *lib = r->element[i];
+            const redisReply *name = valkey_field(lib, "library_name");
+            const redisReply *text = valkey_field(lib, "library_code");
+            ok = name && name->type == REDIS_REPLY_STRING &&
+                 strcmp(name->str, LEASE_VALKEY_LIBRARY_NAME) == 0 && text &&
+                 text->type == REDIS_REPLY_STRING && strcmp(text->str, code) == 0;
+        }
+    }
+    if (!ok)
+        set_err(err, errlen, "a different %s library is loaded on the server",
+                LEASE_VALKEY_LIBRARY_NAME);
+    if (r)
+        freeReplyObject(r);
+    return ok;
+}
+
+lease_code_t lease_valkey_open(const lease_valkey_config_t *cfg, lease_valkey_t **out, char *err,
+                               size_t errlen)
+{
+    *out = NULL;
+    if (cfg == NULL || cfg->host == NULL || strlen(cfg->host) >= 256 || cfg->port <= 0 ||
+        cfg->port > 65535 || !ns_ok(cfg->ns)) {
+        set_err(err, errlen, "invalid configuration (host, port, namespace [a-z0-9_-]{1,64})");
+        return LEASE_BACKEND_UNAVAILABLE;
+    }
+    lease_valkey_t *v = calloc(1, sizeof *v);
+    if (v == NULL) {
+        set_err(err, errlen, "out of memory");
+        return LEASE_BACKEND_UNAVAILABLE;
+    }
+    pthread_mutex_init(&v->mu, NULL);
+    snprintf(v->host, sizeof v->host, "%s", cfg->host);
+    v->port = cfg->port;
+    v->connect_timeout_ms = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 2000;
+    snprintf(v->ns_key, sizeof v->ns_key, "lease:{%s}:ns", cfg->ns);
+    bool ok = connect_locked(v, err, errlen) &&
+              redisSetTimeout(v->ctx, ms_tv(v->connect_timeout_ms)) == REDIS_OK &&
+              config_is(v->ctx, "appendonly", "yes", err, errlen) &&
+              config_is(v->ctx, "appendfsync", "always", err, errlen) &&
+              config_is(v->ctx, "maxmemory-policy", "noeviction", err, errlen) &&
+              load_library(v->ctx, err, errlen);
+    if (!ok) {
+        lease_valkey_close(v);
+        return LEASE_BACKEND_UNAVAILABLE;
+    }
+    *out = v;
+    return LEASE_INSPECTED;
+}
+
+void lease_valkey_close(lease_valkey_t *v)
+{
+    if (v == NULL)
+        return;
+    drop_locked(v);
+    pthread_mutex_destroy(&v->mu);
+    free(v);
+}
+
+typedef enum call_failure {
+    CALL_OK = 0,
+    CALL_NOT_SENT,  /* nothing reached the server */
+    CALL_NO_ANSWER, /* sent; the answer was lost */
+    CALL_ERROR,     /* the server refused to run the function (reply error) */
+} call_failure_t;
+
+/* FCALL fn 1 <ns key> arg, bounded by the deadline (none: the connect
+ * timeout). On CALL_OK *reply is the answer (caller frees); on CALL_ERROR
+ * reason says why in one word. */
+static call_failure_t fcall(lease_valkey_t *v, const char *fn, const char *arg,
+                            const lease_deadline_t *deadline, redisReply **reply, char *reason,
+                            size_t reason_len)
+{
+    *reply = NULL;
+    int64_t budget = v->connect_timeout_ms;
+    if (deadline != NULL) {
+        /* the wait is bounded on the monotonic clock; the function
+         * compares the wall deadline with the server's TIME */
+        budget = (deadline->mono_ns - lease_mono_now_ns()) / 1000000;
+        if (budget <= 0)
+            return CALL_NOT_SENT;
+    }
+    pthread_mutex_lock(&v->mu);
+    if (!connect_locked(v, NULL, 0) || redisSetTimeout(v->ctx, ms_tv(budget)) != REDIS_OK) {
+        drop_locked(v);
+        pthread_mutex_unlock(&v->mu);
+        return CALL_NOT_SENT;
+    }
+    redisReply *r = redisCommand(v->ctx, "FCALL %s 1 %s %s", fn, v->ns_key, arg);
+    if (r == NULL) {
+        /* hiredis wrote and waited in one step: whether the command left
+         * this process is not known, so a mutation's outcome is unknown */
+        drop_locked(v);
+        pthread_mutex_unlock(&v->mu);
+        return CALL_NO_ANSWER;
+    }
+    pthread_mutex_unlock(&v->mu);
+    if (r->type == REDIS_REPLY_ERROR) {
+        const char *why = strncmp(r->str, "OOM", 3) == 0        ? "out_of_memory"
+                          : strncmp(r->str, "READONLY", 8) == 0 ? "read_only"
+                          : strstr(r->str, "not found") != NULL ? "library_missing"
+                                                                : "server_error";
+        snprintf(reason, reason_len, "%s", why);
+        freeReplyObject(r);
+        return CALL_ERROR;
+    }
+    *reply = r;
+    return CALL_OK;
+}
+
+/* One lease operation: encode, call, decode. mutation: a lost answer is
+ * lease_outcome_unknown. */
+static lease_code_t lease_op(lease_valkey_t *v, const char *fn, char *arg,
+                             const lease_deadline_t *deadline, bool mutation, lease_result_t *res)
+{
+    memset(res, 0, sizeof *res);
+    if (arg == NULL) {
+        res->code = LEASE_BACKEND_UNAVAILABLE;
+        return res->code;
+    }
+    if (deadline->mono_ns <= lease_mono_now_ns()) {
+        free(arg);
+        res->code = LEASE_DEADLINE_EXCEEDED;
+        return res->code;
+    }
+    redisReply *r = NULL;
+    char reason[32] = "";
+    call_failure_t f = fcall(v, fn, arg, deadline, &r, reason, sizeof reason);
+    free(arg);
+    switch (f) {
+    case CALL_OK:
+        if (!valkey_decode_result(r, res)) {
+            memset(res, 0, sizeof *res);
+            res->code = mutation ? LEASE_OUTCOME_UNKNOWN : LEASE_BACKEND_UNAVAILABLE;
+        }
+        freeReplyObject(r);
+        break;
+    case CALL_NOT_SENT:
+        res->code = LEASE_BACKEND_UNAVAILABLE;
+        break;
+    case CALL_NO_ANSWER:
+        res->code = mutation ? LEASE_OUTCOME_UNKNOWN : LEASE_BACKEND_UNAVAILABLE;
+        break;
+    case CALL_ERROR:
+        res->code = LEASE_BACKEND_UNAVAILABLE;
+        snprintf(res->reason, sizeof res->reason, "%s", reason);
+        break;
+    }
+    return res->code;
+}
+
+lease_code_t lease_valkey_acquire(lease_valkey_t *v, const lease_acquire_req_t *req,
+                                  lease_result_t *res)
+{
+    return lease_op(v, "leased_v1_acquire", valkey_encode_acquire(req), &req->call.deadline, true,
+                    res);
+}
+
+lease_code_t lease_valkey_renew(lease_valkey_t *v, const lease_owner_req_t *req,
+                                lease_result_t *res)
+{
+    return lease_op(v, "leased_v1_renew", valkey_encode_owner(req, true), &req->call.deadline, true,
+                    res);
+}
+
+lease_code_t lease_valkey_release(lease_valkey_t *v, const lease_owner_req_t *req,
+                                  lease_result_t *res)
+{
+    return lease_op(v, "leased_v1_release", valkey_encode_owner(req, false), &req->call.deadline,
+                    true, res);
+}
+
+lease_code_t lease_valkey_force_release(lease_valkey_t *v, const lease_admin_req_t *req,
+                                        lease_result_t *res)
+{
+    return lease_op(v, "leased_v1_force_release", valkey_encode_admin(req), &req->call.deadline,
+                    true, res);
+}
+
+lease_code_t lease_valkey_revoke(lease_valkey_t *v, const lease_admin_req_t *req,
+                                 lease_result_t *res)
+{
+    return lease_op(v, "leased_v1_revoke", valkey_encode_admin(req), &req->call.deadline, true,
+                    res);
+}
+
+lease_code_t lease_valkey_inspect(lease_valkey_t *v, const lease_inspect_req_t *req,
+                                  lease_result_t *res)
+{
+    return lease_op(v, "leased_v1_inspect", valkey_encode_inspect(req), &req->call.deadline, false,
+                    res);
+}
+
+/* renew_many / release_many: each item's answer in results[i]; the
+ * return is success (the batch was decided) or the failure of the whole
+ * call, with no result set, as lease_store_renew_many says. */
+static lease_code_t batch_op(lease_valkey_t *v, const char *fn, const lease_owner_req_t *reqs,
+                             size_t n, const lease_deadline_t *deadline, bool renew,
+                             lease_result_t *results)
+{
+    lease_code_t decided = renew ? LEASE_RENEWED : LEASE_RELEASED;
+    if (n == 0 || n > LEASE_RENEW_BATCH_MAX)
+        return LEASE_INVALID_LEASE_REQUEST;
+    if (deadline->mono_ns <= lease_mono_now_ns())
+        return LEASE_DEADLINE_EXCEEDED;
+    char *arg = valkey_encode_owner_many(reqs, n, renew);
+    if (arg == NULL)
+        return LEASE_BACKEND_UNAVAILABLE;
+    redisReply *r = NULL;
+    char reason[32] = "";
+    call_failure_t f = fcall(v, fn, arg, deadline, &r, reason, sizeof reason);
+    free(arg);
+    if (f == CALL_NOT_SENT || f == CALL_ERROR)
+        return LEASE_BACKEND_UNAVAILABLE;
+    if (f == CALL_NO_ANSWER)
+        return LEASE_OUTCOME_UNKNOWN;
+    lease_code_t refusal = LEASE_CODE_COUNT;
+    bool ok = valkey_decode_many(r, n, results, &refusal);
+    freeReplyObject(r);
+    if (!ok)
+        return LEASE_OUTCOME_UNKNOWN;
+    return refusal == LEASE_CODE_COUNT ? decided : refusal;
+}
+
+lease_code_t lease_valkey_renew_many(lease_valkey_t *v, const lease_owner_req_t *reqs, size_t n,
+                                     const lease_deadline_t *deadline, lease_result_t *results)
+{
+    return batch_op(v, "leased_v1_renew_many", reqs, n, deadline, true, results);
+}
+
+lease_code_t lease_valkey_release_many(lease_valkey_t *v, const lease_owner_req_t *reqs, size_t n,
+                                       const lease_deadline_t *deadline, lease_result_t *results)
+{
+    return batch_op(v, "leased_v1_release_many", reqs, n, deadline, false, results);
+}
+
+/* An administrative function's answer: pairs, or {"error", why}. */
+static bool admin_call(lease_valkey_t *v, const char *fn, const char *arg, redisReply **r,
+                       char *err, size_t errlen)
+{
+    char reason[32] = "";
+    call_failure_t f = fcall(v, fn, arg, NULL, r, reason, sizeof reason);
+    if (f != CALL_OK) {
+        set_err(err, errlen, "%s: %s", fn,
+                f == CALL_ERROR      ? reason
+                : f == CALL_NOT_SENT ? "not sent"
+                                     : "no answer");
+        return false;
+    }
+    const redisReply *e = valkey_field(*r, "error");
+    if (e != NULL) {
+        set_err(err, errlen, "%s: %s", fn, e->type == REDIS_REPLY_STRING ? e->str : "refused");
+        freeReplyObject(*r);
+        *r = NULL;
+        return false;
+    }
+    return true;
+}
+
+lease_code_t lease_valkey_bind(lease_valkey_t *v, int64_t floor_token, int64_t *epoch, char *err,
+                               size_t errlen)
+{
+    char arg[64];
+    if (floor_token > 0)
+        snprintf(arg, sizeof arg, "{\"floor_token\":%lld}", (long long)floor_token);
+    else
+        snprintf(arg, sizeof arg, "{}");
+    redisReply *r = NULL;
+    if (!admin_call(v, "leased_v1_bind", arg, &r, err, errlen))
+        return LEASE_BACKEND_UNAVAILABLE;
+    long long e = 0;
+    bool ok = valkey_int_field(r, "epoch", &e);
+    freeReplyObject(r);
+    if (!ok) {
+        set_err(err, errlen, "leased_v1_bind: unreadable answer");
+        return LEASE_BACKEND_UNAVAILABLE;
+    }
+    *epoch = e;
+    return LEASE_INSPECTED;
+}
+
+lease_code_t lease_valkey_rebind(lease_valkey_t *v, const char *reason, int64_t floor_token,
+                                 int64_t *epoch, int64_t *leases_revoked, char *err, size_t errlen)
+{
+    json_t *o = json_object();
+    json_object_set_new(o, "reason", json_string(reason ? reason : ""));
+    if (floor_token > 0)
+        json_object_set_new(o, "floor_token", json_integer(floor_token));
+    char *arg = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    if (arg == NULL) {
+        set_err(err, errlen, "out of memory");
+        return LEASE_BACKEND_UNAVAILABLE;
+    }
+    redisReply *r = NULL;
+    bool called = admin_call(v, "leased_v1_rebind", arg, &r, err, errlen);
+    free(arg);
+    if (!called)
+        return LEASE_BACKEND_UNAVAILABLE;
+    long long e = 0, n = 0;
+    bool ok = valkey_int_field(r, "epoch", &e) && valkey_int_field(r, "leases_revoked", &n);
+    freeReplyObject(r);
+    if (!ok) {
+        set_err(err, errlen, "leased_v1_rebind: unreadable answer");
+        return LEASE_BACKEND_UNAVAILABLE;
+    }
+    *epoch = e;
+    *leases_revoked = n;
+    return LEASE_INSPECTED;
+}
+
+lease_code_t lease_valkey_health(lease_valkey_t *v, const lease_deadline_t *deadline,
+                                 lease_health_t *out)
+{
+    memset(out, 0, sizeof *out);
+    out->expected_schema_version = 1;
+    redisReply *r = NULL;
+    char reason[32] = "";
+    if (fcall(v, "leased_v1_health", "{}", deadline, &r, reason, sizeof reason) != CALL_OK)
+        return LEASE_BACKEND_UNAVAILABLE;
+    long long version = 0, bound = 0, sealed = 0, active = 0;
+    bool ok = valkey_int_field(r, "version", &version) && valkey_int_field(r, "bound", &bound) &&
+              valkey_int_field(r, "sealed", &sealed) &&
+              valkey_int_field(r, "active_leases", &active);
+    freeReplyObject(r);
+    if (!ok)
+        return LEASE_BACKEND_UNAVAILABLE;
+    out->reachable = true;
+    out->schema_version = (int)version;
+    /* an unbound namespace cannot decide: not current until bound */
+    out->schema_current = version == out->expected_schema_version && bound == 1;
+    out->sealed = sealed == 1;
+    out->active_leases = active;
+    return LEASE_INSPECTED;
+}

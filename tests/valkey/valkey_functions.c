@@ -1,0 +1,769 @@
+/*
+ * valkey_functions.c - the leased_v1 function library's rules, FCALL by
+ * FCALL against a real redis-server: the Valkey counterpart of the pgTAP
+ * rules for acquire, renew, release, their batches, force-release, revoke,
+ * inspect and fence_check (pgtap/03..07, 09, 12, 13), plus the incarnation guard and
+ * epochs (docs/backends.md).
+ *
+ * Each test starts its own server; the namespace is bound with a minimum
+ * TTL of 10 ms so that expiry is reached by sleeping a few hundred ms.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "valkey_fixture.h"
+
+#define TOKEN_EPOCH_SPAN 4294967296LL /* 2^32: docs/backends.md, token layout */
+
+static void sleep_ms(long ms)
+{
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    while (nanosleep(&ts, &ts) != 0) {
+    }
+}
+
+static int setup(void **state)
+{
+    vk_server_t *s = calloc(1, sizeof *s);
+    if (!vk_start(s) || !vk_load_library(s))
+        return -1;
+    redisReply *r = vk_cmd(s, "FCALL leased_v1_bind 1 %s %s", VK_NS_KEY,
+                           "{\"minimum_ttl_ms\":10,\"default_ttl_ms\":30000}");
+    int ok = vk_int(r, "bound") == 1 && vk_int(r, "epoch") == 0;
+    freeReplyObject(r);
+    *state = s;
+    return ok ? 0 : -1;
+}
+
+static int teardown(void **state)
+{
+    vk_server_t *s = *state;
+    vk_stop(s);
+    free(s);
+    return 0;
+}
+
+static void assert_code(const redisReply *r, const char *code)
+{
+    const char *got = vk_str(r, "code");
+    if (got == NULL || strcmp(got, code) != 0)
+        fail_msg("expected %s, got %s", code, got ? got : "(no code)");
+}
+
+/* Acquires target for principal p1; returns the answer (caller frees). */
+static redisReply *acquire(vk_server_t *s, const char *rid, const char *target, int64_t ttl)
+{
+    return vk_fcall(s, "acquire", vk_acquire_req("p1", rid, 'a', target, "inst-1", ttl));
+}
+
+static void acquire_then_conflict(void **state)
+{
+    vk_server_t *s = *state;
+    redisReply *a = acquire(s, "r1", "target_01", 0);
+    assert_code(a, "lease_acquired");
+    const redisReply *l = vk_lease(a);
+    assert_int_equal(vk_int(l, "fencing_token"), 1);
+    assert_string_equal(vk_str(l, "state"), "active");
+    assert_int_equal(vk_int(l, "ttl_ms"), 30000);
+    assert_int_equal(vk_int(l, "expires_at") - vk_int(l, "acquired_at"), 30000);
+    assert_string_equal(vk_str(l, "owner_principal_id"), "p1");
+    assert_string_equal(vk_str(l, "metadata"), "{}");
+    assert_int_equal(vk_int(a, "replayed"), 0);
+
+    /* another principal, and the same identity written in upper case
+     * (tenant, program, namespace fold; docs/contract.md) */
+    json_t *req = vk_acquire_req("p2", "r2", 'b', "target_01", "inst-2", 0);
+    json_object_set_new(json_object_get(req, "lock_identity"), "tenant_id",
+                        json_string("TENANT-Main"));
+    redisReply *c = vk_fcall(s, "acquire", req);
+    assert_code(c, "lease_conflict");
+    long long retry = vk_int(c, "retry_after_ms");
+    assert_true(retry >= 50 && retry <= 1000);
+    assert_null(vk_lease(c));
+
+    /* target_id is case-sensitive: another identity, its own counter */
+    redisReply *o =
+        vk_fcall(s, "acquire", vk_acquire_req("p2", "r3", 'c', "TARGET_01", "inst-2", 0));
+    assert_code(o, "lease_acquired");
+    assert_int_equal(vk_int(vk_lease(o), "fencing_token"), 1);
+    freeReplyObject(a);
+    freeReplyObject(c);
+    freeReplyObject(o);
+}
+
+static void invalid_requests_name_the_field(void **state)
+{
+    vk_server_t *s = *state;
+    redisReply *r = acquire(s, "r1", "bad/target", 0);
+    assert_code(r, "invalid_lease_request");
+    assert_string_equal(vk_str(r, "field"), "lock_identity.target_id");
+    freeReplyObject(r);
+
+    r = acquire(s, "r1", "target_01", 300001);
+    assert_code(r, "invalid_lease_request");
+    assert_string_equal(vk_str(r, "field"), "ttl_ms");
+    assert_string_equal(vk_str(r, "detail"), "ttl_ms must be greater than 10 and at most 300000");
+    freeReplyObject(r);
+
+    json_t *req = vk_acquire_req("p1", "r1", 'a', "target_01", "inst 1", 0);
+    r = vk_fcall(s, "acquire", req);
+    assert_code(r, "invalid_lease_request");
+    assert_string_equal(vk_str(r, "field"), "service_instance_id");
+    freeReplyObject(r);
+
+    req = vk_acquire_req("p1", "r1", 'a', "target_01", "inst-1", 0);
+    json_object_set_new(req, "metadata_json", json_string("[1,2]"));
+    r = vk_fcall(s, "acquire", req);
+    assert_code(r, "invalid_lease_request");
+    assert_string_equal(vk_str(r, "field"), "metadata");
+    freeReplyObject(r);
+
+    /* a digest that is not 64 lower-case hex digits is a service bug:
+     * refused as the backend being unable to answer (LS003 in Postgres) */
+    req = vk_acquire_req("p1", "r1", 'A', "target_01", "inst-1", 0);
+    r = vk_fcall(s, "acquire", req);
+    assert_code(r, "lease_backend_unavailable");
+    assert_string_equal(vk_str(r, "reason"), "malformed_call");
+    freeReplyObject(r);
+
+    /* a deadline already passed at server TIME */
+    req = vk_acquire_req("p1", "r1", 'a', "target_01", "inst-1", 0);
+    json_object_set_new(req, "deadline_at_ms", json_integer(1000));
+    r = vk_fcall(s, "acquire", req);
+    assert_code(r, "deadline_exceeded");
+    freeReplyObject(r);
+
+    /* none of these wrote a lease */
+    r = vk_cmd(s, "SCARD lease:{t}:act");
+    assert_int_equal(r->integer, 0);
+    freeReplyObject(r);
+}
+
+static void renew_release_and_lost(void **state)
+{
+    vk_server_t *s = *state;
+    redisReply *a = acquire(s, "r1", "target_01", 20000);
+    assert_code(a, "lease_acquired");
+    const char *lid = vk_str(vk_lease(a), "lease_id");
+    long long token = vk_int(vk_lease(a), "fencing_token");
+
+    /* every owner field must match */
+    redisReply *r =
+        vk_fcall(s, "renew", vk_owner_req("p2", "n1", 'b', "target_01", lid, token, "inst-1"));
+    assert_code(r, "lease_lost");
+    freeReplyObject(r);
+    r = vk_fcall(s, "renew", vk_owner_req("p1", "n1", 'b', "target_01", lid, token, "inst-9"));
+    assert_code(r, "lease_lost");
+    freeReplyObject(r);
+    r = vk_fcall(s, "renew", vk_owner_req("p1", "n1", 'b', "target_01", lid, token + 1, "inst-1"));
+    assert_code(r, "lease_lost");
+    freeReplyObject(r);
+    r = vk_fcall(s, "renew",
+                 vk_owner_req("p1", "n1", 'b', "target_01", "lease_other", token, "inst-1"));
+    assert_code(r, "lease_lost");
+    freeReplyObject(r);
+
+    json_t *req = vk_owner_req("p1", "n2", 'c', "target_01", lid, token, "inst-1");
+    json_object_set_new(req, "ttl_ms", json_integer(60000));
+    r = vk_fcall(s, "renew", req);
+    assert_code(r, "lease_renewed");
+    const redisReply *l = vk_lease(r);
+    assert_int_equal(vk_int(l, "fencing_token"), token); /* renewal keeps the token */
+    assert_int_equal(vk_int(l, "ttl_ms"), 60000);
+    assert_int_equal(vk_int(l, "expires_at") - vk_int(l, "renewed_at"), 60000);
+    freeReplyObject(r);
+
+    r = vk_fcall(s, "release", vk_owner_req("p1", "x1", 'd', "target_01", lid, token, "inst-1"));
+    assert_code(r, "lease_released");
+    assert_string_equal(vk_str(vk_lease(r), "state"), "released");
+    assert_true(vk_int(vk_lease(r), "ended_at") > 0);
+    freeReplyObject(r);
+
+    /* a released lease can be neither renewed nor released again */
+    r = vk_fcall(s, "renew", vk_owner_req("p1", "n3", 'e', "target_01", lid, token, "inst-1"));
+    assert_code(r, "lease_lost");
+    freeReplyObject(r);
+    r = vk_fcall(s, "release", vk_owner_req("p1", "x2", 'e', "target_01", lid, token, "inst-1"));
+    assert_code(r, "lease_lost");
+    freeReplyObject(r);
+
+    /* the next acquisition gets a greater token */
+    r = vk_fcall(s, "acquire", vk_acquire_req("p2", "r2", 'f', "target_01", "inst-2", 0));
+    assert_code(r, "lease_acquired");
+    assert_true(vk_int(vk_lease(r), "fencing_token") > token);
+    freeReplyObject(r);
+    freeReplyObject(a);
+}
+
+static void expiry_takeover_gets_a_greater_token(void **state)
+{
+    vk_server_t *s = *state;
+    redisReply *a = acquire(s, "r1", "target_01", 50);
+    assert_code(a, "lease_acquired");
+    const char *lid = vk_str(vk_lease(a), "lease_id");
+    long long token = vk_int(vk_lease(a), "fencing_token");
+    sleep_ms(300);
+
+    /* past expires_at at server TIME: lost for its owner */
+    redisReply *r =
+        vk_fcall(s, "renew", vk_owner_req("p1", "n1", 'b', "target_01", lid, token, "inst-1"));
+    assert_code(r, "lease_lost");
+    freeReplyObject(r);
+    r = vk_fcall(s, "release", vk_owner_req("p1", "x1", 'c', "target_01", lid, token, "inst-1"));
+    assert_code(r, "lease_lost");
+    freeReplyObject(r);
+
+    /* inspect reports it expired before anyone takes it */
+    json_t *q = vk_call("p1", "q1", 'q');
+    json_object_set_new(q, "scope",
+                        json_pack("{s:s, s:s, s:[s]}", "tenant_id", "tenant-main", "program_id",
+                                  "*", "actor_names", "*"));
+    json_object_set_new(q, "lease_id", json_string(lid));
+    r = vk_fcall(s, "inspect", json_deep_copy(q));
+    assert_code(r, "lease_inspected");
+    assert_string_equal(vk_str(vk_lease(r), "state"), "expired");
+    freeReplyObject(r);
+
+    r = vk_fcall(s, "acquire", vk_acquire_req("p2", "r2", 'd', "target_01", "inst-2", 0));
+    assert_code(r, "lease_acquired");
+    assert_true(vk_int(vk_lease(r), "fencing_token") > token);
+    assert_string_equal(vk_str(r, "previous_state"), "expired");
+    freeReplyObject(r);
+
+    /* the old lease is terminal evidence now, still expired */
+    r = vk_fcall(s, "inspect", q);
+    assert_code(r, "lease_inspected");
+    assert_string_equal(vk_str(vk_lease(r), "state"), "expired");
+    assert_int_equal(vk_int(vk_lease(r), "fencing_token"), token);
+    freeReplyObject(r);
+    freeReplyObject(a);
+}
+
+static void idempotent_replay_and_digest_conflict(void **state)
+{
+    vk_server_t *s = *state;
+    redisReply *a = acquire(s, "r1", "target_01", 0);
+    assert_code(a, "lease_acquired");
+    const char *lid = vk_str(vk_lease(a), "lease_id");
+    long long token = vk_int(vk_lease(a), "fencing_token");
+
+    redisReply *b = acquire(s, "r1", "target_01", 0);
+    assert_code(b, "lease_acquired");
+    assert_string_equal(vk_str(vk_lease(b), "lease_id"), lid);
+    assert_int_equal(vk_int(vk_lease(b), "fencing_token"), token);
+    assert_int_equal(vk_int(b, "replayed"), 1);
+    assert_string_equal(vk_str(b, "current_state"), "active");
+    freeReplyObject(b);
+
+    /* same request id, another digest */
+    b = vk_fcall(s, "acquire", vk_acquire_req("p1", "r1", '0', "target_01", "inst-1", 0));
+    assert_code(b, "idempotency_conflict");
+    assert_null(vk_lease(b));
+    freeReplyObject(b);
+
+    /* renew and release replay too */
+    redisReply *n =
+        vk_fcall(s, "renew", vk_owner_req("p1", "n1", 'b', "target_01", lid, token, "inst-1"));
+    assert_code(n, "lease_renewed");
+    long long renewed_exp = vk_int(vk_lease(n), "expires_at");
+    freeReplyObject(n);
+    sleep_ms(20);
+    n = vk_fcall(s, "renew", vk_owner_req("p1", "n1", 'b', "target_01", lid, token, "inst-1"));
+    assert_code(n, "lease_renewed");
+    assert_int_equal(vk_int(n, "replayed"), 1);
+    assert_int_equal(vk_int(vk_lease(n), "expires_at"), renewed_exp); /* the stored answer */
+    freeReplyObject(n);
+
+    redisReply *x =
+        vk_fcall(s, "release", vk_owner_req("p1", "x1", 'c', "target_01", lid, token, "inst-1"));
+    assert_code(x, "lease_released");
+    freeReplyObject(x);
+    x = vk_fcall(s, "release", vk_owner_req("p1", "x1", 'c', "target_01", lid, token, "inst-1"));
+    assert_code(x, "lease_released");
+    assert_int_equal(vk_int(x, "replayed"), 1);
+    freeReplyObject(x);
+
+    /* the acquire's id, repeated after its lease ended: its stored answer,
+     * not a second lease, with the lease's state now */
+    b = acquire(s, "r1", "target_01", 0);
+    assert_code(b, "lease_acquired");
+    assert_string_equal(vk_str(vk_lease(b), "lease_id"), lid);
+    assert_int_equal(vk_int(b, "replayed"), 1);
+    assert_string_equal(vk_str(b, "current_state"), "released");
+    freeReplyObject(b);
+    redisReply *act = vk_cmd(s, "SCARD lease:{t}:act");
+    assert_int_equal(act->integer, 0);
+    freeReplyObject(act);
+
+    /* a conflict is not stored: the same id acquires once the identity is free */
+    redisReply *h =
+        vk_fcall(s, "acquire", vk_acquire_req("p2", "r9", 'e', "target_01", "inst-2", 0));
+    assert_code(h, "lease_acquired");
+    redisReply *c =
+        vk_fcall(s, "acquire", vk_acquire_req("p3", "r7", '7', "target_01", "inst-3", 0));
+    assert_code(c, "lease_conflict");
+    freeReplyObject(c);
+    json_t *fr = vk_owner_req("admin", "f1", '8', "target_01", vk_str(vk_lease(h), "lease_id"),
+                              vk_int(vk_lease(h), "fencing_token"), "x");
+    json_object_set_new(fr, "reason", json_string("make room"));
+    c = vk_fcall(s, "force_release", fr);
+    assert_code(c, "lease_released");
+    freeReplyObject(c);
+    c = vk_fcall(s, "acquire", vk_acquire_req("p3", "r7", '7', "target_01", "inst-3", 0));
+    assert_code(c, "lease_acquired");
+    assert_int_equal(vk_int(c, "replayed"), 0);
+    freeReplyObject(c);
+    freeReplyObject(h);
+    freeReplyObject(a);
+}
+
+static json_t *admin_req(const char *rid, char dg, const char *lid, long long token,
+                         const char *reason)
+{
+    json_t *o = vk_call("admin", rid, dg);
+    json_object_set_new(o, "lock_identity", vk_identity("target_01"));
+    json_object_set_new(o, "lease_id", json_string(lid));
+    json_object_set_new(o, "fencing_token", json_integer(token));
+    if (reason)
+        json_object_set_new(o, "reason", json_string(reason));
+    return o;
+}
+
+static void force_release_and_revoke(void **state)
+{
+    vk_server_t *s = *state;
+    redisReply *a = acquire(s, "r1", "target_01", 0);
+    const char *lid = vk_str(vk_lease(a), "lease_id");
+    long long token = vk_int(vk_lease(a), "fencing_token");
+
+    redisReply *r = vk_fcall(s, "revoke", admin_req("v1", 'a', lid, token, NULL));
+    assert_code(r, "invalid_lease_request");
+    assert_string_equal(vk_str(r, "field"), "reason");
+    freeReplyObject(r);
+    r = vk_fcall(s, "revoke", admin_req("v1", 'a', lid, token, "   "));
+    assert_string_equal(vk_str(r, "field"), "reason");
+    freeReplyObject(r);
+    r = vk_fcall(s, "revoke", admin_req("v1", 'a', lid, token, "bad\nreason"));
+    assert_string_equal(vk_str(r, "field"), "reason");
+    freeReplyObject(r);
+    /* force-release takes no incident */
+    json_t *fr = admin_req("f1", 'b', lid, token, "stuck");
+    json_object_set_new(fr, "incident_id", json_string("inc-1"));
+    r = vk_fcall(s, "force_release", fr);
+    assert_string_equal(vk_str(r, "field"), "incident_id");
+    freeReplyObject(r);
+    /* a stale token names no live lease */
+    r = vk_fcall(s, "revoke", admin_req("v1", 'a', lid, token + 1, "compromised"));
+    assert_code(r, "lease_lost");
+    freeReplyObject(r);
+
+    json_t *rv = admin_req("v2", 'c', lid, token, "compromised host");
+    json_object_set_new(rv, "incident_id", json_string("inc-7"));
+    r = vk_fcall(s, "revoke", rv);
+    assert_code(r, "lease_revoked");
+    assert_string_equal(vk_str(vk_lease(r), "state"), "revoked");
+    assert_string_equal(vk_str(vk_lease(r), "end_reason"), "compromised host");
+    assert_string_equal(vk_str(vk_lease(r), "incident_id"), "inc-7");
+    freeReplyObject(r);
+
+    /* the owner has lost it; an admin cannot end it twice */
+    r = vk_fcall(s, "renew", vk_owner_req("p1", "n1", 'd', "target_01", lid, token, "inst-1"));
+    assert_code(r, "lease_lost");
+    freeReplyObject(r);
+    r = vk_fcall(s, "force_release", admin_req("f2", 'e', lid, token, "again"));
+    assert_code(r, "lease_lost");
+    freeReplyObject(r);
+
+    /* force-release of the next lease */
+    redisReply *b = acquire(s, "r2", "target_01", 0);
+    r = vk_fcall(s, "force_release",
+                 admin_req("f3", 'f', vk_str(vk_lease(b), "lease_id"),
+                           vk_int(vk_lease(b), "fencing_token"), "maintenance window"));
+    assert_code(r, "lease_released");
+    assert_string_equal(vk_str(vk_lease(r), "state"), "released");
+    assert_string_equal(vk_str(vk_lease(r), "end_reason"), "maintenance window");
+    freeReplyObject(r);
+    freeReplyObject(b);
+    freeReplyObject(a);
+}
+
+static void inspect_never_crosses_scope(void **state)
+{
+    vk_server_t *s = *state;
+    redisReply *a = acquire(s, "r1", "target_01", 0);
+    const char *lid = vk_str(vk_lease(a), "lease_id");
+    const char *scopes[][3] = {
+        {"tenant-other", "*", "*"},
+        {"tenant-main", "program-b", "*"},
+        {"tenant-main", "program-a", "someone-else"},
+    };
+    for (size_t i = 0; i < 3; i++) {
+        for (int by_id = 0; by_id < 2; by_id++) {
+            json_t *q = vk_call("p1", "q", 'q');
+            json_object_set_new(q, "scope",
+                                json_pack("{s:s, s:s, s:[s]}", "tenant_id", scopes[i][0],
+                                          "program_id", scopes[i][1], "actor_names", scopes[i][2]));
+            if (by_id)
+                json_object_set_new(q, "lease_id", json_string(lid));
+            else
+                json_object_set_new(q, "lock_identity", vk_identity("target_01"));
+            redisReply *r = vk_fcall(s, "inspect", q);
+            assert_code(r, "lease_not_found");
+            assert_null(vk_lease(r));
+            freeReplyObject(r);
+        }
+    }
+    json_t *q = vk_call("p1", "q", 'q');
+    json_object_set_new(q, "scope",
+                        json_pack("{s:s, s:s, s:[s]}", "tenant_id", "tenant-main", "program_id",
+                                  "program-a", "actor_names", "usernamegen"));
+    json_object_set_new(q, "lock_identity", vk_identity("target_01"));
+    redisReply *r = vk_fcall(s, "inspect", q);
+    assert_code(r, "lease_inspected");
+    assert_string_equal(vk_str(vk_lease(r), "lease_id"), lid);
+    freeReplyObject(r);
+    freeReplyObject(a);
+}
+
+static json_t *fence_req(const char *lid, long long token)
+{
+    json_t *o = vk_call("p1", "fc", 'a');
+    json_object_set_new(o, "lock_identity", vk_identity("target_01"));
+    json_object_set_new(o, "lease_id", json_string(lid));
+    json_object_set_new(o, "fencing_token", json_integer(token));
+    return o;
+}
+
+static void fence_check_accepts_only_the_live_lease(void **state)
+{
+    vk_server_t *s = *state;
+    redisReply *a = acquire(s, "r1", "target_01", 50);
+    const char *lid = vk_str(vk_lease(a), "lease_id");
+    long long token = vk_int(vk_lease(a), "fencing_token");
+    redisReply *r = vk_fcall(s, "fence_check", fence_req(lid, token));
+    assert_code(r, "lease_inspected");
+    assert_int_equal(vk_int(r, "expires_at"), vk_int(vk_lease(a), "expires_at"));
+    freeReplyObject(r);
+    redisReply *hw = vk_cmd(s, "HGET %s hw",
+                            "lease:{t}:id:[\"v1\",\"tenant-main\",\"program-a\",\"starintel-"
+                            "target\",\"target_01\",\"usernamegen\",\"default\",\"default\"]");
+    assert_int_equal(hw->type, REDIS_REPLY_STRING);
+    assert_int_equal(atoll(hw->str), token); /* recorded as accepted */
+    freeReplyObject(hw);
+
+    sleep_ms(300);
+    r = vk_fcall(s, "fence_check", fence_req(lid, token));
+    assert_code(r, "lease_lost");
+    assert_string_equal(vk_str(r, "reason"), "fence_lost");
+    freeReplyObject(r);
+
+    redisReply *b = acquire(s, "r2", "target_01", 0);
+    r = vk_fcall(s, "fence_check", fence_req(lid, token)); /* the old holder */
+    assert_code(r, "lease_lost");
+    freeReplyObject(r);
+    r = vk_fcall(s, "fence_check",
+                 fence_req(vk_str(vk_lease(b), "lease_id"), vk_int(vk_lease(b), "fencing_token")));
+    assert_code(r, "lease_inspected");
+    freeReplyObject(r);
+    freeReplyObject(b);
+    freeReplyObject(a);
+}
+
+static void corrupt_record_fails_closed(void **state)
+{
+    vk_server_t *s = *state;
+    redisReply *a = acquire(s, "r1", "target_01", 50);
+    freeReplyObject(a);
+    const char *key = "lease:{t}:id:[\"v1\",\"tenant-main\",\"program-a\",\"starintel-target\","
+                      "\"target_01\",\"usernamegen\",\"default\",\"default\"]";
+    redisReply *r = vk_cmd(s, "HSET %s c %s", key, "[\"v1\",\"someone-else\"]");
+    freeReplyObject(r);
+    sleep_ms(300);
+    r = acquire(s, "r2", "target_01", 0);
+    assert_code(r, "lease_backend_unavailable");
+    assert_string_equal(vk_str(r, "reason"), "corrupt_record");
+    freeReplyObject(r);
+    /* nothing was taken over */
+    r = vk_cmd(s, "HGET %s token", key);
+    assert_string_equal(r->str, "1");
+    freeReplyObject(r);
+}
+
+/* The server restarts (kill -9, AOF replayed, a new run_id): every write
+ * function answers sealed before writing anything; rebind raises the
+ * epoch, revokes the old incarnation's leases, and tokens continue above
+ * everything given before. */
+static void restart_seals_and_rebind_never_regresses(void **state)
+{
+    vk_server_t *s = *state;
+    long long highest = 0;
+    char lid[64];
+    for (int i = 0; i < 5; i++) {
+        char rid[16];
+        snprintf(rid, sizeof rid, "r%d", i);
+        redisReply *a = acquire(s, rid, "target_01", 0);
+        assert_code(a, "lease_acquired");
+        highest = vk_int(vk_lease(a), "fencing_token");
+        snprintf(lid, sizeof lid, "%s", vk_str(vk_lease(a), "lease_id"));
+        freeReplyObject(a);
+        if (i < 4) {
+            redisReply *x = vk_fcall(
+                s, "release", vk_owner_req("p1", rid, '9', "target_01", lid, highest, "inst-1"));
+            assert_code(x, "lease_released");
+            freeReplyObject(x);
+        }
+    }
+    assert_int_equal(highest, 5);
+    assert_true(vk_restart(s, NULL));
+
+    redisReply *before = vk_cmd(s, "HGET lease:{t}:ns lid_seq");
+    long long lid_seq = atoll(before->str);
+    freeReplyObject(before);
+    /* the library survives in the AOF; the lease survives, but nobody may decide */
+    redisReply *r = acquire(s, "s1", "target_02", 0);
+    assert_code(r, "lease_backend_unavailable");
+    assert_string_equal(vk_str(r, "reason"), "namespace_sealed");
+    freeReplyObject(r);
+    r = vk_fcall(s, "renew", vk_owner_req("p1", "s2", 'b', "target_01", lid, highest, "inst-1"));
+    assert_string_equal(vk_str(r, "reason"), "namespace_sealed");
+    freeReplyObject(r);
+    r = vk_fcall(s, "release", vk_owner_req("p1", "s3", 'c', "target_01", lid, highest, "inst-1"));
+    assert_string_equal(vk_str(r, "reason"), "namespace_sealed");
+    freeReplyObject(r);
+    r = vk_fcall(s, "fence_check", fence_req(lid, highest));
+    assert_string_equal(vk_str(r, "reason"), "namespace_sealed");
+    freeReplyObject(r);
+    r = vk_cmd(s, "FCALL leased_v1_health 1 %s {}", VK_NS_KEY);
+    assert_int_equal(vk_int(r, "sealed"), 1);
+    freeReplyObject(r);
+    /* nothing but the seal was written */
+    r = vk_cmd(s, "HGET lease:{t}:ns lid_seq");
+    assert_int_equal(atoll(r->str), lid_seq);
+    freeReplyObject(r);
+    r = vk_cmd(s, "EXISTS lease:{t}:id:[\"v1\",\"tenant-main\",\"program-a\",\"starintel-target\","
+                  "\"target_02\",\"usernamegen\",\"default\",\"default\"]");
+    assert_int_equal(r->integer, 0);
+    freeReplyObject(r);
+    /* bind does not unseal: that is rebind's */
+    r = vk_cmd(s, "FCALL leased_v1_bind 1 %s {}", VK_NS_KEY);
+    assert_non_null(vk_str(r, "error"));
+    freeReplyObject(r);
+
+    r = vk_cmd(s, "FCALL leased_v1_rebind 1 %s %s", VK_NS_KEY, "{\"reason\":\"drill\"}");
+    assert_int_equal(vk_int(r, "epoch"), 1);
+    assert_int_equal(vk_int(r, "leases_revoked"), 1);
+    freeReplyObject(r);
+
+    /* the old incarnation's lease was revoked */
+    r = vk_fcall(s, "renew", vk_owner_req("p1", "s4", 'd', "target_01", lid, highest, "inst-1"));
+    assert_code(r, "lease_lost");
+    freeReplyObject(r);
+    /* an identity used before and one never used: both above every old token */
+    r = acquire(s, "s5", "target_01", 0);
+    assert_code(r, "lease_acquired");
+    assert_int_equal(vk_int(vk_lease(r), "fencing_token"), TOKEN_EPOCH_SPAN + 1);
+    freeReplyObject(r);
+    r = acquire(s, "s6", "target_02", 0);
+    assert_code(r, "lease_acquired");
+    assert_int_equal(vk_int(vk_lease(r), "fencing_token"), TOKEN_EPOCH_SPAN + 1);
+    freeReplyObject(r);
+}
+
+/* A restart from an older copy of the AOF (a restore, or a replica that
+ * missed the last writes): tokens given after the copy are lost with it.
+ * Sealed; after rebind every token is greater than all tokens given,
+ * those lost included. */
+static void older_aof_copy_seals_and_rebind_is_above_lost_tokens(void **state)
+{
+    vk_server_t *s = *state;
+    long long token = 0;
+    const char *copy = NULL;
+    for (int i = 0; i < 6; i++) {
+        if (i == 2)
+            copy = vk_copy_aof(s, "aof-at-2");
+        char rid[16];
+        snprintf(rid, sizeof rid, "r%d", i);
+        redisReply *a = acquire(s, rid, "target_01", 0);
+        assert_code(a, "lease_acquired");
+        token = vk_int(vk_lease(a), "fencing_token");
+        redisReply *x = vk_fcall(s, "release",
+                                 vk_owner_req("p1", rid, '9', "target_01",
+                                              vk_str(vk_lease(a), "lease_id"), token, "inst-1"));
+        assert_code(x, "lease_released");
+        freeReplyObject(x);
+        freeReplyObject(a);
+    }
+    assert_non_null(copy);
+    assert_int_equal(token, 6);
+    char saved[400];
+    snprintf(saved, sizeof saved, "%s", copy);
+    assert_true(vk_restart(s, saved));
+
+    /* the restored data ends at token 2 */
+    redisReply *r = vk_cmd(s, "HGET lease:{t}:id:[\"v1\",\"tenant-main\",\"program-a\","
+                              "\"starintel-target\",\"target_01\",\"usernamegen\",\"default\","
+                              "\"default\"] seq");
+    assert_string_equal(r->str, "2");
+    freeReplyObject(r);
+    r = acquire(s, "t1", "target_01", 0);
+    assert_code(r, "lease_backend_unavailable");
+    assert_string_equal(vk_str(r, "reason"), "namespace_sealed");
+    freeReplyObject(r);
+
+    r = vk_cmd(s, "FCALL leased_v1_rebind 1 %s %s", VK_NS_KEY, "{\"reason\":\"restore\"}");
+    assert_int_equal(vk_int(r, "epoch"), 1);
+    freeReplyObject(r);
+    r = acquire(s, "t2", "target_01", 0);
+    assert_code(r, "lease_acquired");
+    assert_true(vk_int(vk_lease(r), "fencing_token") > token);
+    freeReplyObject(r);
+
+    /* an operator who knows a higher token (from a copy older than the last
+     * rebind) names it: the epoch goes above it */
+    r = vk_cmd(s, "FCALL leased_v1_rebind 1 %s %s", VK_NS_KEY,
+               "{\"reason\":\"older copy\",\"floor_token\":30064771077}"); /* 7 * 2^32 + 5 */
+    assert_int_equal(vk_int(r, "epoch"), 8);
+    freeReplyObject(r);
+    r = acquire(s, "t3", "target_01", 0);
+    assert_code(r, "lease_acquired");
+    assert_int_equal(vk_int(vk_lease(r), "fencing_token"), 8 * TOKEN_EPOCH_SPAN + 1);
+    freeReplyObject(r);
+}
+
+/* A full server: the write function is refused whole (deny-oom), nothing
+ * half-written; reads still answer. */
+static void full_server_writes_nothing(void **state)
+{
+    vk_server_t *s = *state;
+    redisReply *r = vk_cmd(s, "CONFIG SET maxmemory 1");
+    freeReplyObject(r);
+    r = acquire(s, "r1", "target_01", 0);
+    assert_int_equal(r->type, REDIS_REPLY_ERROR);
+    assert_true(strncmp(r->str, "OOM", 3) == 0);
+    freeReplyObject(r);
+    r = vk_cmd(s, "FCALL leased_v1_health 1 %s {}", VK_NS_KEY);
+    assert_int_equal(vk_int(r, "active_leases"), 0);
+    freeReplyObject(r);
+    r = vk_cmd(s, "CONFIG SET maxmemory 0");
+    freeReplyObject(r);
+    r = vk_cmd(s, "EXISTS lease:{t}:act");
+    assert_int_equal(r->integer, 0);
+    freeReplyObject(r);
+    r = acquire(s, "r1", "target_01", 0);
+    assert_code(r, "lease_acquired");
+    assert_int_equal(vk_int(vk_lease(r), "fencing_token"), 1);
+    freeReplyObject(r);
+}
+
+static void unbound_namespace_refuses(void **state)
+{
+    vk_server_t *s = *state;
+    redisReply *r = vk_cmd(s, "DEL lease:{t}:ns");
+    freeReplyObject(r);
+    /* an empty server (all data lost) must not start tokens again at 1 */
+    r = acquire(s, "r1", "target_01", 0);
+    assert_code(r, "lease_backend_unavailable");
+    assert_string_equal(vk_str(r, "reason"), "namespace_unbound");
+    freeReplyObject(r);
+    r = vk_cmd(s, "FCALL leased_v1_bind 1 %s %s", VK_NS_KEY, "{\"floor_token\":4294967301}");
+    assert_int_equal(vk_int(r, "epoch"), 2);
+    freeReplyObject(r);
+    r = acquire(s, "r1", "target_01", 0);
+    assert_int_equal(vk_int(vk_lease(r), "fencing_token"), 2 * TOKEN_EPOCH_SPAN + 1);
+    freeReplyObject(r);
+}
+
+/* renew_many / release_many: each item decided as the single function
+ * decides it, in order; only the batch's shape refuses it whole. */
+static void batches_decide_item_by_item(void **state)
+{
+    vk_server_t *s = *state;
+    redisReply *a = acquire(s, "r1", "target_01", 0);
+    redisReply *b =
+        vk_fcall(s, "acquire", vk_acquire_req("p1", "r2", 'b', "target_02", "inst-1", 0));
+    const char *la = vk_str(vk_lease(a), "lease_id");
+    const char *lb = vk_str(vk_lease(b), "lease_id");
+
+    json_t *items = json_array();
+    json_array_append_new(items, vk_owner_req("p1", "n1", '1', "target_01", la, 1, "inst-1"));
+    json_array_append_new(items, vk_owner_req("p1", "n2", '2', "target_02", lb, 7, "inst-1"));
+    json_array_append_new(items, vk_owner_req("p1", "n3", '3', "target_02", lb, 0, "inst-1"));
+    json_array_append_new(items, vk_owner_req("p1", "n1", '1', "target_01", la, 1, "inst-1"));
+    json_array_append_new(items, vk_owner_req("p1", "n4", 'X', "target_02", lb, 1, "inst-1"));
+    redisReply *r = vk_fcall(s, "renew_many", json_pack("{s:o}", "renewals", items));
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    const redisReply *res = r->element[1];
+    assert_int_equal(res->elements, 5);
+    assert_code(res->element[0], "lease_renewed");
+    assert_int_equal(vk_int(res->element[0], "replayed"), 0);
+    assert_code(res->element[1], "lease_lost"); /* wrong token */
+    assert_code(res->element[2], "invalid_lease_request");
+    assert_string_equal(vk_str(res->element[2], "field"), "fencing_token");
+    assert_code(res->element[3], "lease_renewed"); /* the first item's request id again */
+    assert_int_equal(vk_int(res->element[3], "replayed"), 1);
+    assert_code(res->element[4], "lease_backend_unavailable"); /* its digest is malformed */
+    freeReplyObject(r);
+
+    /* the shape: 1 to 100 items */
+    r = vk_fcall(s, "renew_many", json_pack("{s:[]}", "renewals"));
+    assert_code(r, "invalid_lease_request");
+    assert_string_equal(vk_str(r, "field"), "renewals");
+    freeReplyObject(r);
+    items = json_array();
+    for (int i = 0; i < 101; i++)
+        json_array_append_new(items, vk_owner_req("p1", "z", '1', "target_01", la, 1, "inst-1"));
+    r = vk_fcall(s, "release_many", json_pack("{s:o}", "releases", items));
+    assert_code(r, "invalid_lease_request");
+    assert_string_equal(vk_str(r, "field"), "releases");
+    freeReplyObject(r);
+    /* nothing of the refused batch was released */
+    r = vk_cmd(s, "SCARD lease:{t}:act");
+    assert_int_equal(r->integer, 2);
+    freeReplyObject(r);
+
+    items = json_array();
+    json_array_append_new(items, vk_owner_req("p1", "x1", '4', "target_01", la, 1, "inst-1"));
+    json_array_append_new(items, vk_owner_req("p1", "x2", '5', "target_02", lb, 1, "inst-1"));
+    json_array_append_new(items, vk_owner_req("p1", "x3", '6', "target_01", la, 1, "inst-1"));
+    r = vk_fcall(s, "release_many", json_pack("{s:o}", "releases", items));
+    res = r->element[1];
+    assert_code(res->element[0], "lease_released");
+    assert_code(res->element[1], "lease_released");
+    assert_code(res->element[2], "lease_lost"); /* released by the first item */
+    freeReplyObject(r);
+    r = vk_cmd(s, "SCARD lease:{t}:act");
+    assert_int_equal(r->integer, 0);
+    freeReplyObject(r);
+    freeReplyObject(a);
+    freeReplyObject(b);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(acquire_then_conflict, setup, teardown),
+        cmocka_unit_test_setup_teardown(invalid_requests_name_the_field, setup, teardown),
+        cmocka_unit_test_setup_teardown(renew_release_and_lost, setup, teardown),
+        cmocka_unit_test_setup_teardown(expiry_takeover_gets_a_greater_token, setup, teardown),
+        cmocka_unit_test_setup_teardown(idempotent_replay_and_digest_conflict, setup, teardown),
+        cmocka_unit_test_setup_teardown(force_release_and_revoke, setup, teardown),
+        cmocka_unit_test_setup_teardown(inspect_never_crosses_scope, setup, teardown),
+        cmocka_unit_test_setup_teardown(fence_check_accepts_only_the_live_lease, setup, teardown),
+        cmocka_unit_test_setup_teardown(corrupt_record_fails_closed, setup, teardown),
+        cmocka_unit_test_setup_teardown(restart_seals_and_rebind_never_regresses, setup, teardown),
+        cmocka_unit_test_setup_teardown(older_aof_copy_seals_and_rebind_is_above_lost_tokens, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(full_server_writes_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(unbound_namespace_refuses, setup, teardown),
+        cmocka_unit_test_setup_teardown(batches_decide_item_by_item, setup, teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
