@@ -14,6 +14,8 @@ so that every answer should be a 200):
   probes   64 connections (8 from each of 8 addresses) send a request head
            to the probe listener one line every 2 s; the victim is /healthz
            there
+  cpu      a control: the attacker's process burns one core and sends
+           nothing (the floor that an attacker on the same 2 cores sets)
 
 Prints one line: the victim's p50, p99 and max in ms, its answers by
 status, the attacker's answers by status. Bounded: SECONDS of attack, then
@@ -222,7 +224,15 @@ def attack_probes():
         s.close()
 
 
-attacks = {"idle": attack_idle, "batches": attack_batches, "flood": attack_flood, "probes": attack_probes}
+def attack_cpu():
+    # a control, not an attack: the attacker's process only burns the CPU
+    # (one core, as the batches attacker's interpreter does), so B's
+    # figures under it are the floor that co-location alone sets
+    while time.monotonic() < stop:
+        pass
+
+
+attacks = {"cpu": attack_cpu, "idle": attack_idle, "batches": attack_batches, "flood": attack_flood, "probes": attack_probes}
 # The attacker runs in a process of its own: its threads must not slow the
 # victim's measurements (one interpreter lock between them would).
 rd, wr = os.pipe()
