@@ -36,7 +36,8 @@ struct lease_valkey {
     char ns_key[NS_KEY_MAX];
 };
 
-static void set_err(char *err, size_t errlen, const char *fmt, ...)
+__attribute__((format(printf, 3, 4))) static void set_err(char *err, size_t errlen, const char *fmt,
+                                                          ...)
 {
     if (err == NULL || errlen == 0)
         return;
