@@ -192,7 +192,7 @@ static const lease_setting_t settings[] = {
      .offset = AT(health_interval_ms),
      .help = "period of the readiness and active-lease probe, ms"},
     {.name = "audit queue size", .env = "LEASE_AUDIT_QUEUE_SIZE", .flag = "--audit-queue-size",
-     .type = LEASE_SETTING_INT, .default_value = "4096", .min = 16, .max = 1000000,
+     .type = LEASE_SETTING_INT, .default_value = "16384", .min = 16, .max = 1000000,
      .offset = AT(audit_queue_size),
      .help = "audit events that may wait to be written, shared fairly per tenant; a tenant over "
              "its share is refused (429)"},

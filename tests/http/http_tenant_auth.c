@@ -266,9 +266,10 @@ static void *client_main(void *arg)
         long st = r ? r->status : 0;
         if (st == want)
             c->ok++;
-        else if (st == 429)
-            c->limited++;
-        else if (c->other++ == 0)
+        else if (st == 429 && c->limited++ == 0)
+            /* the first refusal's reason, for whoever reads a failure */
+            fprintf(stderr, "429 for %s: %s\n", path, r->body ? r->body : "");
+        else if (st != 429 && c->other++ == 0)
             fprintf(stderr, "unexpected %ld for %s: %s\n", st, path, r ? r->body : "(none)");
         http_resp_free(r);
     }
