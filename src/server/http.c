@@ -62,8 +62,14 @@
 /* Per-connection memory of libmicrohttpd (headers and I/O buffers): room
  * for a head well past LEASED_HTTP_HEAD_MAX (refused in the envelope by
  * http_rules.c) and its parsed form; bodies are kept by us, bounded by
- * LEASED_BODY_MAX. A head past this memory the library refuses itself. */
-#define CONNECTION_MEMORY (64 * 1024)
+ * LEASED_BODY_MAX. A head past this memory the library refuses itself.
+ * Not above 32 KiB: the library maps a larger pool with mmap for each
+ * connection and unmaps it at close, and every munmap in a process with
+ * many threads interrupts the other cores to flush their TLBs. Under a
+ * flood of refused connections that was most of the event thread's time
+ * (docs/benchmarks.md, "Front door under attack"); at 32 KiB the pool
+ * comes from malloc. */
+#define CONNECTION_MEMORY (32 * 1024)
 /* LEASE_METRICS_LISTEN's budget: scrapers and probes need few connections. */
 #define PROBE_CONNECTIONS 64
 #define PROBE_CONNECTIONS_PER_SOURCE 8
