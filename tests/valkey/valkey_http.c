@@ -3,10 +3,10 @@
  * test's own (tests/harness/valkeyserver), its namespace bound and two
  * worker credentials created through the adapter (digests only), leased
  * started with LEASE_STORE_URL=redis://... and no database. Acquire, renew,
- * inspect, list, release, a conflict, a takeover after expiry with a
- * greater token, and the typed refusals of what needs PostgreSQL (watch,
- * fenced commits); then a server without the durability settings and a
- * TLS URL, which leased refuses to start on.
+ * inspect, list, release, their batches, a conflict, a takeover after
+ * expiry with a greater token, a revoked credential refused, and the typed
+ * refusals of what needs PostgreSQL (watch, fenced commits); then a server without the durability
+ * settings and a TLS URL, which leased refuses to start on.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -30,9 +30,9 @@
 #define PROGRAM "program-a"
 
 /* A worker credential of principal in the namespace "leased"; its token. */
-static char *make_credential(lease_valkey_t *v, const char *principal)
+static char *make_credential(lease_valkey_t *v, const char *principal,
+                             char id[LEASE_CREDENTIAL_ID_LEN + 1])
 {
-    char id[LEASE_CREDENTIAL_ID_LEN + 1];
     unsigned char secret[LEASE_SECRET_BYTES], digest[32];
     char token[LEASE_TOKEN_MAX + 1], hex[65];
     assert_true(lease_token_generate(id, secret, token));
@@ -109,13 +109,13 @@ static void leases_over_http(void **state)
     assert_int_equal(lease_valkey_open(&cfg, &v, err, sizeof err), LEASE_INSPECTED);
     int64_t epoch = -1;
     assert_int_equal(lease_valkey_bind(v, 0, &epoch, err, sizeof err), LEASE_INSPECTED);
-    char *alice = make_credential(v, "alice");
-    char *bob = make_credential(v, "bob");
-    lease_valkey_close(v);
+    char alice_id[LEASE_CREDENTIAL_ID_LEN + 1], bob_id[LEASE_CREDENTIAL_ID_LEN + 1];
+    char *alice = make_credential(v, "alice", alice_id);
+    char *bob = make_credential(v, "bob", bob_id);
 
     char url[128];
     snprintf(url, sizeof url, "LEASE_STORE_URL=redis://127.0.0.1:%d", s.port);
-    const char *env[] = {url, NULL};
+    const char *env[] = {url, "LEASE_CREDENTIAL_CACHE_MS=100", NULL};
     leased_proc_t *srv = leased_proc_start(NULL, env);
     const char *base = leased_proc_url(srv);
 
@@ -222,6 +222,60 @@ static void leases_over_http(void **state)
     assert_string_equal(http_resp_str(r, "code"), "lease_backend_unavailable");
     assert_non_null(strstr(r->body, "requires_postgres"));
     http_resp_free(r);
+
+    json_t *commit = json_pack("{s:s, s:o, s:O, s:O, s:s, s:s, s:[{s:s, s:s, s:i, s:{s:i}}]}",
+                               "request_id", "r7", "lock_identity", identity("t1"), "lease_id",
+                               http_resp_get(c, "lease.lease_id"), "fencing_token",
+                               http_resp_get(c, "lease.fencing_token"), "execution_id", "exec_1",
+                               "trace_id", "trace_1", "writes", "kind", "document", "key", "doc-1",
+                               "expected_revision", 0, "body", "x", 1);
+    r = post(base, "/v1/commits", alice, commit, 503, "lease_backend_unavailable");
+    http_resp_free(r);
+
+    /* batches: each item decided as alone */
+    json_t *items = json_array();
+    json_array_append_new(items, owner_req("r8", "t1", c, "inst_a"));
+    json_array_append_new(items, owner_req("r9", "t1", b, "inst_b")); /* bob's, ended */
+    r = post(base, "/v1/leases/renew-batch", alice, json_pack("{s:o}", "renewals", items), 200,
+             "lease_renewed");
+    json_t *results = http_resp_get(r, "results");
+    assert_int_equal(json_array_size(results), 2);
+    assert_string_equal(json_string_value(json_object_get(json_array_get(results, 0), "code")),
+                        "lease_renewed");
+    assert_string_equal(json_string_value(json_object_get(json_array_get(results, 1), "code")),
+                        "lease_lost");
+    http_resp_free(r);
+    items = json_array();
+    json_array_append_new(items, owner_req("r10", "t1", c, "inst_a"));
+    json_array_append_new(items, owner_req("r11", "t2", a2, "inst_a"));
+    r = post(base, "/v1/leases/release-batch", alice, json_pack("{s:o}", "releases", items), 200,
+             "lease_released");
+    results = http_resp_get(r, "results");
+    assert_int_equal(json_array_size(results), 2);
+    for (size_t i = 0; i < 2; i++)
+        assert_string_equal(json_string_value(json_object_get(json_array_get(results, i), "code")),
+                            "lease_released");
+    http_resp_free(r);
+    r = post(
+        base, "/v1/leases/list", alice,
+        json_pack("{s:s, s:s, s:s}", "by", "program", "tenant_id", TENANT, "program_id", PROGRAM),
+        200, "lease_listed");
+    assert_int_equal(json_array_size(http_resp_get(r, "leases")), 0);
+    http_resp_free(r);
+
+    /* a revoked credential is refused once the cache (100 ms) has passed */
+    bool revoked = false;
+    assert_int_equal(lease_valkey_credential_revoke(v, bob_id, &revoked, err, sizeof err),
+                     LEASE_INSPECTED);
+    assert_true(revoked);
+    lease_sleep_ms(300);
+    r = post(base, "/v1/leases/acquire", bob, acquire_req("b4", "t9", "inst_b", 30000), 401,
+             "invalid_credential");
+    http_resp_free(r);
+    r = post(base, "/v1/leases/acquire", alice, acquire_req("r12", "t9", "inst_a", 30000), 200,
+             "lease_acquired");
+    http_resp_free(r);
+    lease_valkey_close(v);
 
     http_resp_free(c);
     http_resp_free(b);
