@@ -212,6 +212,19 @@ static void leases_over_http(void **state)
                           acquire_req("r6", "t1", "inst_a", 30000), 200, "lease_acquired");
     assert_true(token_of(c) > token_of(b));
 
+    /* an acquire that waits: bob's wait outlasts alice's short lease */
+    http_resp_t *short_lease = post(base, "/v1/leases/acquire", alice,
+                                    acquire_req("w1", "t5", "inst_a", 1500), 200, "lease_acquired");
+    json_t *waiting = acquire_req("w2", "t5", "inst_b", 30000);
+    json_object_set_new(waiting, "wait_ms", json_integer(5000));
+    int64_t began = lease_mono_now_ns();
+    r = post(base, "/v1/leases/acquire", bob, waiting, 200, "lease_acquired");
+    int64_t waited_ms = (lease_mono_now_ns() - began) / 1000000;
+    assert_true(waited_ms >= 800); /* it waited for the expiry */
+    assert_true(token_of(r) > token_of(short_lease));
+    http_resp_free(r);
+    http_resp_free(short_lease);
+
     /* what needs PostgreSQL says so */
     char path[160];
     snprintf(path, sizeof path, "/v1/leases/%s/watch?wait_ms=1000",
@@ -260,7 +273,11 @@ static void leases_over_http(void **state)
         base, "/v1/leases/list", alice,
         json_pack("{s:s, s:s, s:s}", "by", "program", "tenant_id", TENANT, "program_id", PROGRAM),
         200, "lease_listed");
-    assert_int_equal(json_array_size(http_resp_get(r, "leases")), 0);
+    json_t *left = http_resp_get(r, "leases"); /* bob's waited-for lease only */
+    assert_int_equal(json_array_size(left), 1);
+    json_t *li = json_object_get(json_array_get(left, 0), "lock_identity");
+    assert_non_null(li);
+    assert_string_equal(json_string_value(json_object_get(li, "target_id")), "t5");
     http_resp_free(r);
 
     /* a revoked credential is refused once the cache (100 ms) has passed */
