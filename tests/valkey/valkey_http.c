@@ -401,6 +401,10 @@ static void refuses_weak_server(void **state)
     assert_non_null(strstr(out, "maxmemory-policy noeviction"));
     free(out);
     vk_stop(&s);
+    /* the server gone: leased does not start without its store */
+    assert_int_equal(leased_proc_run_cli(args, env, &out), LEASE_EXIT_FAILURE);
+    assert_non_null(strstr(out, "cannot connect"));
+    free(out);
 
     /* TLS and both stores: bad settings (exit 2), said why */
     const char *tls[] = {"LEASE_STORE_URL=rediss://127.0.0.1:6380", NULL};
