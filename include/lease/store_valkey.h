@@ -7,17 +7,16 @@
  * adapter only encodes requests, maps answers and transport failures onto
  * lease_code_t, and never decides in C what a function decides.
  *
- * Status: the operations below are implemented and tested against a real
- * redis-server (tests/valkey). They have the signatures of lease_store_ops,
- * but this adapter is NOT a lease_store_t yet: list, fenced_commit, sweep,
- * record_audit, housekeep and credential_lookup are not built, so leased
- * and leasectl do not accept a redis:// store URL.
+ * lease_valkey_store_open makes it a lease_store_t (store_valkey_ops.c):
+ * leased runs on it with LEASE_STORE_URL=redis://... (docs/backends.md
+ * says what is not built and how each such operation answers).
  *
  * Thread safety: one connection behind a mutex; any thread may call.
  */
 #ifndef LEASE_STORE_VALKEY_H
 #define LEASE_STORE_VALKEY_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -77,7 +76,51 @@ LEASE_MUST_USE lease_code_t lease_valkey_revoke(lease_valkey_t *v, const lease_a
                                                 lease_result_t *res);
 LEASE_MUST_USE lease_code_t lease_valkey_inspect(lease_valkey_t *v, const lease_inspect_req_t *req,
                                                  lease_result_t *res);
+/* The active, unexpired leases of one tenant/program (target, owner) in
+ * the caller's scope, a page at a time (res->leases: lease_list_result_free). */
+LEASE_MUST_USE lease_code_t lease_valkey_list(lease_valkey_t *v, const lease_list_req_t *req,
+                                              lease_list_result_t *res);
+/* Authentication's lookup: LEASE_INSPECTED and *found, LEASE_NOT_FOUND, or
+ * a failure; revocation and expiry judged at the server's TIME. */
+LEASE_MUST_USE lease_code_t lease_valkey_credential_lookup(lease_valkey_t *v,
+                                                           const char *credential_id,
+                                                           const lease_deadline_t *deadline,
+                                                           lease_credential_t *out, bool *found);
+/* Credential administration (what leasectl credential does on PostgreSQL):
+ * request_json has the members of lease.credential_create (secret_digest:
+ * the hex digest leasectl computes, never the secret; expires_at_ms: Unix
+ * ms, optional). *row_json (free()) is the row without the digest. */
+LEASE_MUST_USE lease_code_t lease_valkey_credential_create(lease_valkey_t *v,
+                                                           const char *request_json,
+                                                           char **row_json, char *err,
+                                                           size_t errlen);
+LEASE_MUST_USE lease_code_t lease_valkey_credential_revoke(lease_valkey_t *v,
+                                                           const char *credential_id, bool *revoked,
+                                                           char *err, size_t errlen);
 LEASE_MUST_USE lease_code_t lease_valkey_health(lease_valkey_t *v, const lease_deadline_t *deadline,
                                                 lease_health_t *out);
+
+/* The adapter as a lease_store_t (lease_store_ops): the operations above;
+ * what the library does not decide yet (fenced_commit, audit events) is
+ * refused with lease_backend_unavailable (docs/backends.md). Opening
+ * refuses a server without the durability settings, as lease_valkey_open. */
+LEASE_MUST_USE lease_code_t lease_valkey_store_open(const lease_valkey_config_t *cfg,
+                                                    lease_store_t **out, char *err, size_t errlen);
+/* The adapter behind a store opened by lease_valkey_store_open, else NULL. */
+lease_valkey_t *lease_valkey_of(lease_store_t *s);
+
+/* Store URLs: redis://HOST[:PORT][/0][?namespace=NAME] (valkey:// alike;
+ * port 6379, namespace "leased" by default). rediss:// (TLS) and
+ * user:password@ are refused with a message saying they are not supported. */
+typedef struct lease_valkey_url {
+    char host[256];
+    int port;
+    char ns[65];
+} lease_valkey_url_t;
+
+/* Whether url names a Valkey/Redis store (rediss:// included). */
+bool lease_valkey_url_is(const char *url);
+LEASE_MUST_USE bool lease_valkey_url_parse(const char *url, lease_valkey_url_t *out, char *err,
+                                           size_t errlen);
 
 #endif

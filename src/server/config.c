@@ -14,6 +14,9 @@
 #include <unistd.h>
 
 #include "lease/settings.h"
+#ifdef LEASE_HAVE_VALKEY
+#include "lease/store_valkey.h"
+#endif
 
 #define AT(member) offsetof(leased_config_t, member)
 #define MS_MAX (INT64_C(24) * 3600 * 1000)
@@ -62,8 +65,12 @@ static bool check_trusted_proxies(const char *value, void *cfg)
 /* clang-format off */
 static const lease_setting_t settings[] = {
     {.name = "database url", .env = "LEASE_DATABASE_URL", .flag = "--database-url",
-     .type = LEASE_SETTING_SECRET, .offset = AT(database_url),
-     .help = "libpq connection string or URI (required)"},
+     .type = LEASE_SETTING_SECRET, .default_value = "", .empty_default_text = "(required)",
+     .offset = AT(database_url),
+     .help = "libpq connection string or URI (required unless LEASE_STORE_URL)"},
+    {.name = "store url", .env = "LEASE_STORE_URL", .flag = "--store-url",
+     .type = LEASE_SETTING_SECRET, .default_value = "", .offset = AT(store_url),
+     .help = "redis://HOST:PORT or valkey://...: run on Valkey/Redis (docs/backends.md)"},
     {.name = "listen address", .env = "LEASE_LISTEN", .flag = "--listen",
      .type = LEASE_SETTING_STRING, .default_value = "127.0.0.1:8080", .offset = AT(listen),
      .check = check_listen,
@@ -231,10 +238,47 @@ static const lease_setting_t settings[] = {
 };
 /* clang-format on */
 
-/* The database url's presence is checked by the parser (no default). */
+/* One store: LEASE_DATABASE_URL (PostgreSQL) or LEASE_STORE_URL
+ * (Valkey/Redis, docs/backends.md), never both, never neither. */
+static bool check_store(const leased_config_t *cfg, char *err, size_t errsz)
+{
+    bool pg = cfg->database_url && *cfg->database_url;
+    bool valkey = cfg->store_url && *cfg->store_url;
+    if (!pg && !valkey) {
+        snprintf(err, errsz,
+                 "database url: set LEASE_DATABASE_URL, LEASE_DATABASE_URL_FILE or "
+                 "--database-url (or LEASE_STORE_URL=redis://HOST:PORT for Valkey)");
+        return false;
+    }
+    if (pg && valkey) {
+        snprintf(err, errsz,
+                 "store url: LEASE_STORE_URL and LEASE_DATABASE_URL are both set; "
+                 "set one (docs/backends.md)");
+        return false;
+    }
+    if (!valkey)
+        return true;
+#ifdef LEASE_HAVE_VALKEY
+    lease_valkey_url_t u;
+    char why[200];
+    if (!lease_valkey_url_parse(cfg->store_url, &u, why, sizeof why)) {
+        snprintf(err, errsz, "store url (LEASE_STORE_URL): %s", why);
+        return false;
+    }
+    return true;
+#else
+    snprintf(err, errsz,
+             "store url (LEASE_STORE_URL): this build has no Valkey backend "
+             "(built without hiredis)");
+    return false;
+#endif
+}
+
 static bool check_relations(void *config, char *err, size_t errsz)
 {
     const leased_config_t *cfg = config;
+    if (!check_store(cfg, err, errsz))
+        return false;
     if (cfg->default_deadline_ms > cfg->max_deadline_ms) {
         snprintf(err, errsz,
                  "default deadline (%lld ms) exceeds the maximum deadline (%lld ms): "

@@ -23,6 +23,7 @@
 
 typedef struct leased_config {
     char *database_url;                           /* secret-bearing: never logged */
+    char *store_url; /* LEASE_STORE_URL: redis:// or valkey:// ("" = PostgreSQL) */
     char *listen;                                 /* "host:port" as given */
     char listen_host[LEASED_LISTEN_HOST_MAX + 1]; /* numeric IPv4/IPv6, no brackets */
     int listen_port;                              /* 0: any free port */

@@ -23,6 +23,9 @@
 #include "lease/listener.h"
 #include "lease/schema.h"
 #include "lease/store_pg.h"
+#ifdef LEASE_HAVE_VALKEY
+#include "lease/store_valkey.h"
+#endif
 #include "app.h"
 #include "auth.h"
 #include "config.h"
@@ -58,13 +61,62 @@ static int wait_for_signal(const sigset_t *set)
     return sig;
 }
 
-static bool build(parts_t *p, char *err, size_t errsz)
+/* The store LEASE_STORE_URL or LEASE_DATABASE_URL names (config.c checked
+ * that exactly one is set). Valkey: opening refuses a server without
+ * appendonly yes, appendfsync always and maxmemory-policy noeviction. */
+static bool open_store(parts_t *p, char *err, size_t errsz)
 {
     const leased_config_t *cfg = &p->cfg;
+#ifdef LEASE_HAVE_VALKEY
+    if (*cfg->store_url) {
+        lease_valkey_url_t u;
+        if (!lease_valkey_url_parse(cfg->store_url, &u, err, errsz))
+            return false;
+        lease_valkey_config_t vc = {u.host, u.port, u.ns, cfg->db_connect_timeout_ms};
+        char why[400];
+        if (lease_valkey_store_open(&vc, &p->store, why, sizeof why) != LEASE_INSPECTED) {
+            snprintf(err, errsz, "valkey store %.100s:%d: %.300s", u.host, u.port, why);
+            return false;
+        }
+        return true;
+    }
+#endif
     lease_store_pg_config_t pg = {cfg->database_url, (int)cfg->db_pool_size,
                                   cfg->db_connect_timeout_ms, "leased",
                                   !cfg->db_prepared_statements};
-    if (lease_store_pg_open(&pg, &p->store, err, errsz) != 0)
+    return lease_store_pg_open(&pg, &p->store, err, errsz) == 0;
+}
+
+/* The watch hub hears ended leases from PostgreSQL (LISTEN and polls): on
+ * Valkey there is none, and the watch route answers that it needs
+ * PostgreSQL (routes.c). */
+static bool open_watch(parts_t *p, char *err, size_t errsz)
+{
+    const leased_config_t *cfg = &p->cfg;
+    if (*cfg->store_url)
+        return true;
+    /* the watch hub's one session: LISTEN needs a direct connection, so it
+     * may have a URL of its own when the pool goes through PgBouncer */
+    lease_listener_pg_config_t lc = {*cfg->watch_database_url ? cfg->watch_database_url
+                                                              : cfg->database_url,
+                                     cfg->db_connect_timeout_ms, "leased-watch", cfg->watch_listen};
+    lease_listener_t *listener = NULL;
+    if (lease_listener_pg_open(&lc, &listener, err, errsz) != 0)
+        return false;
+    leased_watch_config_t wc = {cfg->watch_poll_ms, cfg->max_watches};
+    p->watch = leased_watch_new(listener, &wc);
+    if (!p->watch) {
+        lease_listener_close(listener);
+        snprintf(err, errsz, "out of memory");
+        return false;
+    }
+    return true;
+}
+
+static bool build(parts_t *p, char *err, size_t errsz)
+{
+    const leased_config_t *cfg = &p->cfg;
+    if (!open_store(p, err, errsz))
         return false;
     lease_auth_config_t ac = {cfg->credential_cache_ms, cfg->token_pepper};
     p->auth = lease_auth_new(p->store, &ac);
@@ -92,24 +144,14 @@ static bool build(parts_t *p, char *err, size_t errsz)
     leased_sweeper_config_t swc = {cfg->sweep_interval_ms, (int)cfg->sweep_batch,
                                    cfg->health_interval_ms};
     p->sweeper = leased_sweeper_new(p->store, &swc);
-    /* the watch hub's one session: LISTEN needs a direct connection, so it
-     * may have a URL of its own when the pool goes through PgBouncer */
-    lease_listener_pg_config_t lc = {*cfg->watch_database_url ? cfg->watch_database_url
-                                                              : cfg->database_url,
-                                     cfg->db_connect_timeout_ms, "leased-watch", cfg->watch_listen};
-    lease_listener_t *listener = NULL;
-    if (lease_listener_pg_open(&lc, &listener, err, errsz) != 0)
+    if (!open_watch(p, err, errsz))
         return false;
-    leased_watch_config_t wc = {cfg->watch_poll_ms, cfg->max_watches};
-    p->watch = leased_watch_new(listener, &wc);
-    if (!p->watch)
-        lease_listener_close(listener);
-    if (!p->service || !p->admission || !p->metrics || !p->sweeper || !p->watch) {
+    if (!p->service || !p->admission || !p->metrics || !p->sweeper) {
         snprintf(err, errsz, "out of memory");
         return false;
     }
     if (!leased_audit_queue_start(p->audit) || !leased_sweeper_start(p->sweeper) ||
-        !leased_watch_start(p->watch)) {
+        (p->watch && !leased_watch_start(p->watch))) {
         snprintf(err, errsz, "cannot start background threads");
         return false;
     }

@@ -74,10 +74,13 @@ static leased_proc_t *start(const char *db_url, const char *const *extra, bool w
 {
     leased_proc_t *p = calloc(1, sizeof *p);
     child_daemon_init(&p->d, "leased", "leased-test", "leased.log");
-    char *service_url = testpg_service_url(db_url);
-    char url_setting[1200];
-    snprintf(url_setting, sizeof url_setting, "LEASE_DATABASE_URL=%s", service_url);
-    free(service_url);
+    /* db_url NULL: no database (the store is in extra, LEASE_STORE_URL) */
+    char url_setting[1200] = "LEASE_LOG_LEVEL=info";
+    if (db_url) {
+        char *service_url = testpg_service_url(db_url);
+        snprintf(url_setting, sizeof url_setting, "LEASE_DATABASE_URL=%s", service_url);
+        free(service_url);
+    }
     const char *defaults[] = {url_setting, "LEASE_LISTEN=127.0.0.1:0", "LEASE_LOG_LEVEL=info",
                               "LEASE_HEALTH_INTERVAL_MS=200", NULL};
     char **env = child_proc_env(extra, defaults);

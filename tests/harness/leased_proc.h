@@ -26,7 +26,8 @@
 typedef struct leased_proc leased_proc_t;
 
 /* Starts leased and waits until /readyz answers 200 (at most 30 s).
- * extra_env: NULL-terminated "NAME=value" list, or NULL. */
+ * extra_env: NULL-terminated "NAME=value" list, or NULL. db_url NULL: no
+ * LEASE_DATABASE_URL (a store given in extra_env, LEASE_STORE_URL=redis://). */
 leased_proc_t *leased_proc_start(const char *db_url, const char *const *extra_env);
 /* Starts leased and waits only until it listens (not for readiness). */
 leased_proc_t *leased_proc_start_unready(const char *db_url, const char *const *extra_env);

@@ -864,6 +864,205 @@ local function health(keys, args)
             'active_leases', redis.call('SCARD', ks.active)}
 end
 
+-- ---------------------------------------------------------------------------
+-- list (lease._list): the active, unexpired leases of one tenant/program
+-- (and target, or owner), inside the caller's scope, in identity order,
+-- paged by the last identity shown. The identity order is the order of the
+-- canonical texts: '"' sorts below every character a component may hold.
+-- Cost: every call reads the live set of the namespace (SMEMBERS) and the
+-- records of those of this tenant/program (docs/backends.md).
+
+local LIST_KINDS = {owner = true, target = true, program = true}
+local PAGE_DEFAULT, PAGE_MAX = 100, 500   -- lease.policy's defaults
+
+local function hex(s)
+    return (s:gsub('.', function(c) return string.format('%02x', c:byte()) end))
+end
+
+local function unhex(h)
+    if #h % 2 ~= 0 or h:find('[^0-9a-f]') then return nil end
+    return (h:gsub('..', function(x) return string.char(tonumber(x, 16)) end))
+end
+
+local function list(keys, args)
+    local p, ks, ns, t = begin(keys, args, false)
+    if p == nil then return ks end
+    if not scope_ok(p.scope) or not LIST_KINDS[p.by] then return unavailable('malformed_call') end
+    if ns == nil or ns == false then return unavailable(ns == nil and 'namespace_unbound'
+                                                        or 'corrupt_namespace') end
+    local tenant = name_norm(p.tenant_id)
+    if not tenant then return invalid('tenant_id') end
+    local program = name_norm(p.program_id)
+    if not program then return invalid('program_id') end
+    local tns, target, owner = '', '', ''
+    if p.by == 'target' then
+        tns = namespace_norm(p.target_namespace)
+        if not tns then return invalid('target_namespace') end
+        target = target_norm(p.target_id)
+        if not target then return invalid('target_id') end
+    elseif p.by == 'owner' then
+        if not id_ok(p.owner_principal_id) then return invalid('owner_principal_id') end
+        owner = p.owner_principal_id
+    end
+    local size = PAGE_DEFAULT
+    if p.page_size ~= nil and p.page_size ~= cjson.null then
+        size = posint(p.page_size)
+        if not size or size > PAGE_MAX then return invalid('page_size') end
+    end
+    -- the page token: a fingerprint of the listing's arguments and the last
+    -- identity shown (opaque to callers; a forged one only moves the start:
+    -- the scope is applied to every record of every page)
+    local print = redis.sha1hex(table.concat({p.by, tenant, program, tns, target, owner}, '\31'))
+    local prefix = '["v1","' .. tenant .. '","' .. program .. '","'
+    local want = prefix
+    if p.by == 'target' then want = prefix .. tns .. '","' .. target .. '","' end
+    local after = prefix
+    if p.page_token ~= nil and p.page_token ~= cjson.null and p.page_token ~= '' then
+        local tok = p.page_token
+        local c = is_str(tok) and tok:sub(1, 40) == print and unhex(tok:sub(41))
+        if not c or c:sub(1, #want) ~= want then return invalid('page_token') end
+        after = c
+    end
+    local found = {}
+    for _, c in ipairs(redis.call('SMEMBERS', ks.active)) do
+        if c:sub(1, #want) == want and c > after then found[#found + 1] = c end
+    end
+    table.sort(found)
+    local page, last, more = {}, nil, false
+    for _, c in ipairs(found) do
+        local rec = hgetall(ks.ident(c))
+        if rec and (rec.v ~= '1' or rec.c ~= c) then return unavailable('corrupt_record') end
+        if rec and rec.state == 'active' and tonumber(rec.expires_at) > t
+           and (owner == '' or rec.owner == owner)
+           and in_scope(p.scope, rec.tenant_id, rec.program_id, rec.actor_name) then
+            if #page == size then
+                more = true
+                break
+            end
+            page[#page + 1] = lease_pairs(rec, 'active')
+            last = c
+        end
+    end
+    return result('lease_listed', 'leases', page,
+                  'next_page_token', more and (print .. hex(last)) or false)
+end
+
+-- ---------------------------------------------------------------------------
+-- Credentials (lease.credential_create / _lookup / _revoke): only the
+-- secret's digest is stored (computed by leasectl, HMAC-SHA256 with the
+-- pepper or SHA-256), never the secret. Administrative: answers are
+-- name/value pairs, or {'error', why}.
+
+local CAPABILITIES = {['targets:lease'] = true, ['targets:read'] = true,
+                      ['targets:force-release'] = true, ['targets:revoke'] = true,
+                      ['audit:read'] = true}
+
+local function cred_key(ks, id)
+    return ks.ns:sub(1, #ks.ns - 2) .. 'cred:' .. id
+end
+
+local function credential_create(keys, args)
+    local p = decode_request(args)
+    if p == nil then return {'error', 'credential must be an object'} end
+    local ks = keyspace(keys[1])
+    local id = p.credential_id
+    if not is_str(id) or not id:find('^key_[a-z2-7]+$') or #id ~= 30 then
+        return {'error', 'invalid credential_id'}
+    end
+    if not id_ok(p.principal_id) or not id_ok(p.client_id) then
+        return {'error', 'invalid principal_id or client_id'}
+    end
+    local tenant = name_norm(p.tenant_id)
+    if not tenant then return {'error', 'invalid tenant_id'} end
+    local program = p.program_id == '*' and '*' or name_norm(p.program_id)
+    if not program then return {'error', 'invalid program_id'} end
+    if type(p.actor_names) ~= 'table' or #p.actor_names < 1 or #p.actor_names > 32 then
+        return {'error', 'actor_names must list 1 to 32 names'}
+    end
+    local actors = {}
+    for _, a in ipairs(p.actor_names) do
+        local v = a == '*' and '*' or name_norm(a)
+        if not v then return {'error', 'invalid actor name'} end
+        actors[#actors + 1] = v
+    end
+    for _, a in ipairs(actors) do
+        if a == '*' and #actors > 1 then return {'error', 'actor "*" must stand alone'} end
+    end
+    if type(p.capabilities) ~= 'table' then return {'error', 'capabilities must be an array'} end
+    local caps, seen = {}, {}
+    for _, c in ipairs(p.capabilities) do
+        if not CAPABILITIES[c] then return {'error', 'unknown capability'} end
+        if not seen[c] then caps[#caps + 1] = c end
+        seen[c] = true
+    end
+    table.sort(caps)
+    if p.admin ~= nil and type(p.admin) ~= 'boolean' then
+        return {'error', 'admin must be true or false'}
+    end
+    local admin = p.admin == true
+    if not admin and (program == '*' or seen['targets:force-release'] or seen['targets:revoke']) then
+        return {'error', 'program "*", targets:force-release and targets:revoke need an '
+                         .. 'administrator credential'}
+    end
+    if not digest_ok(p.secret_digest) then return {'error', 'invalid secret_digest'} end
+    local desc = p.description
+    if desc == cjson.null then desc = nil end
+    if desc ~= nil and (not is_str(desc) or #desc > 256 or desc:find('%c')) then
+        return {'error', 'invalid description'}
+    end
+    local t = now_ms()
+    local expires = p.expires_at_ms
+    if expires == cjson.null then expires = nil end
+    if expires ~= nil and (not posint(expires) or expires <= t) then
+        return {'error', 'expires_at_ms must be a time in the future (Unix ms)'}
+    end
+    local key = cred_key(ks, id)
+    if redis.call('EXISTS', key) == 1 then return {'error', 'credential_id exists'} end
+    redis.call('HSET', key, 'credential_id', id, 'principal_id', p.principal_id,
+               'client_id', p.client_id, 'tenant_id', tenant, 'program_id', program,
+               'actor_names', cjson.encode(actors), 'capabilities', cjson.encode(caps),
+               'admin', admin and '1' or '0', 'secret_digest', p.secret_digest,
+               'description', desc or '', 'created_at', I(t),
+               'expires_at', expires and I(expires) or '')
+    return {'credential_id', id, 'principal_id', p.principal_id, 'client_id', p.client_id,
+            'tenant_id', tenant, 'program_id', program, 'created_at', t,
+            'expires_at', expires or false}
+end
+
+-- The service's authentication lookup: the row with "revoked" and
+-- "expires_in_ms" judged at the server's TIME; {'found', 0} when absent.
+local function credential_lookup(keys, args)
+    local p = decode_request(args)
+    if p == nil or not id_ok(p.credential_id) then return {'error', 'invalid credential_id'} end
+    local c = hgetall(cred_key(keyspace(keys[1]), p.credential_id))
+    if c == nil then return {'found', 0} end
+    local t = now_ms()
+    local expires_in = false
+    if c.expires_at ~= nil and c.expires_at ~= '' then
+        expires_in = math.max(0, tonumber(c.expires_at) - t)
+    end
+    local ok_a, actors = pcall(cjson.decode, c.actor_names or '')
+    local ok_c, caps = pcall(cjson.decode, c.capabilities or '')
+    if not ok_a or not ok_c or type(actors) ~= 'table' or type(caps) ~= 'table' then
+        return {'error', 'corrupt credential record'}
+    end
+    return {'found', 1, 'credential_id', c.credential_id, 'principal_id', c.principal_id,
+            'client_id', c.client_id, 'tenant_id', c.tenant_id, 'program_id', c.program_id,
+            'actor_names', actors, 'capabilities', caps, 'admin', c.admin == '1' and 1 or 0,
+            'secret_digest', c.secret_digest, 'created_at', tonumber(c.created_at),
+            'revoked', (c.revoked_at or '') ~= '' and 1 or 0, 'expires_in_ms', expires_in}
+end
+
+local function credential_revoke(keys, args)
+    local p = decode_request(args)
+    if p == nil or not id_ok(p.credential_id) then return {'error', 'invalid credential_id'} end
+    local key = cred_key(keyspace(keys[1]), p.credential_id)
+    local c = hgetall(key)
+    if c == nil or (c.revoked_at or '') ~= '' then return {'revoked', 0} end
+    redis.call('HSET', key, 'revoked_at', I(now_ms()))
+    return {'revoked', 1}
+end
+
 redis.register_function('leased_v1_acquire', acquire)
 redis.register_function('leased_v1_renew', renew)
 redis.register_function('leased_v1_release', release)
@@ -878,3 +1077,9 @@ redis.register_function('leased_v1_bind', bind)
 redis.register_function('leased_v1_rebind', rebind)
 redis.register_function{function_name = 'leased_v1_health', callback = health,
                         flags = {'no-writes'}}
+redis.register_function{function_name = 'leased_v1_list', callback = list,
+                        flags = {'no-writes'}}
+redis.register_function('leased_v1_credential_create', credential_create)
+redis.register_function{function_name = 'leased_v1_credential_lookup',
+                        callback = credential_lookup, flags = {'no-writes'}}
+redis.register_function('leased_v1_credential_revoke', credential_revoke)

@@ -471,3 +471,132 @@ lease_code_t lease_valkey_health(lease_valkey_t *v, const lease_deadline_t *dead
     out->active_leases = active;
     return LEASE_INSPECTED;
 }
+
+lease_code_t lease_valkey_list(lease_valkey_t *v, const lease_list_req_t *req,
+                               lease_list_result_t *res)
+{
+    memset(res, 0, sizeof *res);
+    if (req->call.deadline.mono_ns <= lease_mono_now_ns()) {
+        res->code = LEASE_DEADLINE_EXCEEDED;
+        return res->code;
+    }
+    char *arg = valkey_encode_list(req);
+    if (arg == NULL) {
+        res->code = LEASE_BACKEND_UNAVAILABLE;
+        return res->code;
+    }
+    redisReply *r = NULL;
+    char reason[32] = "";
+    call_failure_t f =
+        fcall(v, "leased_v1_list", arg, &req->call.deadline, &r, reason, sizeof reason);
+    free(arg);
+    if (f != CALL_OK) {
+        res->code = LEASE_BACKEND_UNAVAILABLE;
+        return res->code;
+    }
+    lease_code_t code = valkey_decode_list(r, res);
+    freeReplyObject(r);
+    if (code == LEASE_CODE_COUNT) {
+        memset(res, 0, sizeof *res);
+        res->code = LEASE_BACKEND_UNAVAILABLE;
+    }
+    return res->code;
+}
+
+/* Wipes the secret's digest from an answer before it is freed. */
+static void wipe_digest(redisReply *r)
+{
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY)
+        return;
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        const redisReply *k = r->element[i];
+        redisReply *d = r->element[i + 1];
+        if (k->type == REDIS_REPLY_STRING && strcmp(k->str, "secret_digest") == 0 &&
+            d->type == REDIS_REPLY_STRING)
+            memset(d->str, 0, d->len);
+    }
+}
+
+lease_code_t lease_valkey_credential_lookup(lease_valkey_t *v, const char *credential_id,
+                                            const lease_deadline_t *deadline,
+                                            lease_credential_t *out, bool *found)
+{
+    memset(out, 0, sizeof *out);
+    *found = false;
+    if (credential_id == NULL || !*credential_id || strlen(credential_id) > LEASE_ID_MAX)
+        return LEASE_INVALID_LEASE_REQUEST;
+    json_t *o = json_object();
+    json_object_set_new(o, "credential_id", json_string(credential_id));
+    char *arg = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    if (arg == NULL)
+        return LEASE_BACKEND_UNAVAILABLE;
+    redisReply *r = NULL;
+    char reason[32] = "";
+    call_failure_t f =
+        fcall(v, "leased_v1_credential_lookup", arg, deadline, &r, reason, sizeof reason);
+    free(arg);
+    if (f != CALL_OK)
+        return LEASE_BACKEND_UNAVAILABLE;
+    bool ok = valkey_decode_credential(r, out, found);
+    wipe_digest(r);
+    freeReplyObject(r);
+    if (!ok)
+        return LEASE_BACKEND_UNAVAILABLE;
+    return *found ? LEASE_INSPECTED : LEASE_NOT_FOUND;
+}
+
+lease_code_t lease_valkey_credential_create(lease_valkey_t *v, const char *request_json,
+                                            char **row_json, char *err, size_t errlen)
+{
+    *row_json = NULL;
+    redisReply *r = NULL;
+    if (!admin_call(v, "leased_v1_credential_create", request_json, &r, err, errlen))
+        return LEASE_BACKEND_UNAVAILABLE;
+    json_t *row = json_object();
+    for (size_t i = 0; i + 1 < r->elements; i += 2) {
+        const redisReply *k = r->element[i], *val = r->element[i + 1];
+        if (k->type != REDIS_REPLY_STRING)
+            continue;
+        json_object_set_new(row, k->str,
+                            val->type == REDIS_REPLY_INTEGER  ? json_integer(val->integer)
+                            : val->type == REDIS_REPLY_STRING ? json_string(val->str)
+                                                              : json_null());
+    }
+    freeReplyObject(r);
+    *row_json = json_dumps(row, JSON_COMPACT);
+    json_decref(row);
+    if (*row_json == NULL) {
+        set_err(err, errlen, "out of memory");
+        return LEASE_BACKEND_UNAVAILABLE;
+    }
+    return LEASE_INSPECTED;
+}
+
+lease_code_t lease_valkey_credential_revoke(lease_valkey_t *v, const char *credential_id,
+                                            bool *revoked, char *err, size_t errlen)
+{
+    *revoked = false;
+    json_t *o = json_object();
+    json_object_set_new(o, "credential_id", json_string(credential_id ? credential_id : ""));
+    char *arg = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    if (arg == NULL) {
+        set_err(err, errlen, "out of memory");
+        return LEASE_BACKEND_UNAVAILABLE;
+    }
+    redisReply *r = NULL;
+    bool called = admin_call(v, "leased_v1_credential_revoke", arg, &r, err, errlen);
+    free(arg);
+    if (!called)
+        return LEASE_BACKEND_UNAVAILABLE;
+    long long n = 0;
+    bool ok = valkey_int_field(r, "revoked", &n);
+    freeReplyObject(r);
+    if (!ok) {
+        set_err(err, errlen, "leased_v1_credential_revoke: unreadable answer");
+        return LEASE_BACKEND_UNAVAILABLE;
+    }
+    *revoked = n == 1;
+    return LEASE_INSPECTED;
+}

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lease/hex.h"
 #include "lease/types.h"
 
 static void put_str(json_t *o, const char *key, const char *v)
@@ -116,23 +117,50 @@ char *valkey_encode_admin(const lease_admin_req_t *req)
     return finish(o);
 }
 
+static json_t *scope_json(const lease_scope_t *s)
+{
+    json_t *scope = json_object();
+    put_str(scope, "tenant_id", s->tenant_id);
+    put_str(scope, "program_id", s->program_id);
+    json_t *actors = json_array();
+    if (s->all_actors)
+        json_array_append_new(actors, json_string("*"));
+    for (size_t i = 0; i < s->n_actors && i < LEASE_SCOPE_ACTORS_MAX; i++)
+        json_array_append_new(actors, json_string(s->actor_names[i]));
+    json_object_set_new(scope, "actor_names", actors);
+    return scope;
+}
+
 char *valkey_encode_inspect(const lease_inspect_req_t *req)
 {
     json_t *o = call_json(&req->call);
-    json_t *scope = json_object();
-    put_str(scope, "tenant_id", req->scope.tenant_id);
-    put_str(scope, "program_id", req->scope.program_id);
-    json_t *actors = json_array();
-    if (req->scope.all_actors)
-        json_array_append_new(actors, json_string("*"));
-    for (size_t i = 0; i < req->scope.n_actors && i < LEASE_SCOPE_ACTORS_MAX; i++)
-        json_array_append_new(actors, json_string(req->scope.actor_names[i]));
-    json_object_set_new(scope, "actor_names", actors);
-    json_object_set_new(o, "scope", scope);
+    json_object_set_new(o, "scope", scope_json(&req->scope));
     if (req->by_identity)
         json_object_set_new(o, "lock_identity", identity_json(&req->identity));
     else
         put_str(o, "lease_id", req->lease_id);
+    return finish(o);
+}
+
+char *valkey_encode_list(const lease_list_req_t *req)
+{
+    json_t *o = call_json(&req->call);
+    json_object_set_new(o, "scope", scope_json(&req->scope));
+    put_str(o, "by",
+            req->by == LEASE_LIST_BY_OWNER    ? "owner"
+            : req->by == LEASE_LIST_BY_TARGET ? "target"
+                                              : "program");
+    put_str(o, "tenant_id", req->tenant_id);
+    put_str(o, "program_id", req->program_id);
+    if (req->by == LEASE_LIST_BY_TARGET) {
+        put_str(o, "target_namespace", req->target_namespace);
+        put_str(o, "target_id", req->target_id);
+    }
+    if (req->by == LEASE_LIST_BY_OWNER)
+        put_str(o, "owner_principal_id", req->owner_principal_id);
+    if (req->page_size > 0)
+        json_object_set_new(o, "page_size", json_integer(req->page_size));
+    put_opt(o, "page_token", req->page_token);
     return finish(o);
 }
 
@@ -262,5 +290,122 @@ bool valkey_decode_many(const redisReply *reply, size_t n, lease_result_t *resul
     for (size_t i = 0; i < n; i++)
         if (!valkey_decode_result(list->element[i], &results[i]))
             return false;
+    return true;
+}
+
+lease_code_t valkey_decode_list(const redisReply *reply, lease_list_result_t *res)
+{
+    memset(res, 0, sizeof *res);
+    const redisReply *code = valkey_field(reply, "code");
+    lease_code_t c;
+    if (code == NULL || code->type != REDIS_REPLY_STRING || !lease_code_parse(code->str, &c))
+        return LEASE_CODE_COUNT;
+    res->code = c;
+    if (c != LEASE_LISTED) {
+        /* a refusal: only the offending field travels */
+        if (!STR(reply, "field", res->field))
+            return LEASE_CODE_COUNT;
+        return c;
+    }
+    const redisReply *leases = valkey_field(reply, "leases");
+    if (leases == NULL || leases->type != REDIS_REPLY_ARRAY ||
+        !STR(reply, "next_page_token", res->next_page_token))
+        return LEASE_CODE_COUNT;
+    if (leases->elements > 0) {
+        res->leases = calloc(leases->elements, sizeof *res->leases);
+        if (res->leases == NULL)
+            return LEASE_CODE_COUNT;
+    }
+    for (size_t i = 0; i < leases->elements; i++) {
+        const redisReply *l = leases->element[i];
+        if (l->type != REDIS_REPLY_ARRAY || !decode_lease(l, &res->leases[i])) {
+            lease_list_result_free(res);
+            return LEASE_CODE_COUNT;
+        }
+        res->count++;
+    }
+    return c;
+}
+
+/* An array of strings: each is handed to each(); false when not strings. */
+static bool each_string(const redisReply *a, bool (*each)(lease_credential_t *, const char *),
+                        lease_credential_t *c)
+{
+    if (a == NULL || a->type != REDIS_REPLY_ARRAY)
+        return false;
+    for (size_t i = 0; i < a->elements; i++)
+        if (a->element[i]->type != REDIS_REPLY_STRING || !each(c, a->element[i]->str))
+            return false;
+    return true;
+}
+
+static bool add_actor(lease_credential_t *c, const char *s)
+{
+    size_t n = strlen(s);
+    if (n == 0 || n > LEASE_NAME_MAX)
+        return false;
+    if (strcmp(s, "*") == 0) {
+        c->scope.all_actors = true;
+        return true;
+    }
+    if (c->scope.n_actors >= LEASE_SCOPE_ACTORS_MAX)
+        return false;
+    memcpy(c->scope.actor_names[c->scope.n_actors++], s, n + 1);
+    return true;
+}
+
+static bool add_capability(lease_credential_t *c, const char *s)
+{
+    static const struct {
+        const char *name;
+        unsigned bit;
+    } caps[] = {
+        {"targets:lease", LEASE_CAP_LEASE},
+        {"targets:read", LEASE_CAP_READ},
+        {"targets:force-release", LEASE_CAP_FORCE_RELEASE},
+        {"targets:revoke", LEASE_CAP_REVOKE},
+        {"audit:read", LEASE_CAP_AUDIT_READ},
+    };
+    for (size_t i = 0; i < sizeof caps / sizeof caps[0]; i++)
+        if (strcmp(caps[i].name, s) == 0)
+            c->capabilities |= caps[i].bit;
+    return true; /* unknown capabilities grant nothing */
+}
+
+bool valkey_decode_credential(const redisReply *reply, lease_credential_t *c, bool *found)
+{
+    memset(c, 0, sizeof *c);
+    *found = false;
+    long long f = -1, admin = -1, revoked = -1;
+    if (!valkey_int_field(reply, "found", &f) || (f != 0 && f != 1))
+        return false;
+    if (f == 0)
+        return true;
+    char digest_hex[65];
+    const redisReply *expires = valkey_field(reply, "expires_in_ms");
+    bool ok = STR(reply, "credential_id", c->credential_id) && c->credential_id[0] &&
+              STR(reply, "principal_id", c->principal_id) && c->principal_id[0] &&
+              STR(reply, "client_id", c->client_id) &&
+              STR(reply, "tenant_id", c->scope.tenant_id) && c->scope.tenant_id[0] &&
+              STR(reply, "program_id", c->scope.program_id) && c->scope.program_id[0] &&
+              STR(reply, "secret_digest", digest_hex) && strlen(digest_hex) == 64 &&
+              copy_int(reply, "created_at", &c->created_at_ms) &&
+              valkey_int_field(reply, "admin", &admin) &&
+              valkey_int_field(reply, "revoked", &revoked) && expires != NULL &&
+              (expires->type == REDIS_REPLY_NIL ||
+               (expires->type == REDIS_REPLY_INTEGER && expires->integer >= 0)) &&
+              each_string(valkey_field(reply, "actor_names"), add_actor, c) &&
+              each_string(valkey_field(reply, "capabilities"), add_capability, c) &&
+              lease_hex_decode(digest_hex, sizeof c->secret_digest, c->secret_digest);
+    memset(digest_hex, 0, sizeof digest_hex);
+    if (!ok) {
+        memset(c, 0, sizeof *c);
+        return false;
+    }
+    c->admin = admin == 1;
+    c->revoked = revoked == 1;
+    c->has_expiry = expires->type == REDIS_REPLY_INTEGER;
+    c->expires_in_ms = c->has_expiry ? expires->integer : 0;
+    *found = true;
     return true;
 }

@@ -18,6 +18,7 @@ char *valkey_encode_owner(const lease_owner_req_t *req, bool renew);
 char *valkey_encode_owner_many(const lease_owner_req_t *reqs, size_t n, bool renew);
 char *valkey_encode_admin(const lease_admin_req_t *req);
 char *valkey_encode_inspect(const lease_inspect_req_t *req);
+char *valkey_encode_list(const lease_list_req_t *req);
 
 /* The value named name in a flat name/value array, or NULL. */
 const redisReply *valkey_field(const redisReply *pairs, const char *name);
@@ -35,5 +36,13 @@ bool valkey_decode_result(const redisReply *reply, lease_result_t *res);
  * answers is not n). */
 bool valkey_decode_many(const redisReply *reply, size_t n, lease_result_t *results,
                         lease_code_t *refusal);
+
+/* A list's answer into res (leases on the heap: lease_list_result_free).
+ * Returns its code, or LEASE_CODE_COUNT when malformed (res freed). */
+lease_code_t valkey_decode_list(const redisReply *reply, lease_list_result_t *res);
+
+/* credential_lookup's answer: {"found", 0}, or the row (its secret's
+ * digest included: the caller wipes it). False when malformed. */
+bool valkey_decode_credential(const redisReply *reply, lease_credential_t *c, bool *found);
 
 #endif

@@ -1,0 +1,357 @@
+/*
+ * valkey_store.c - the Valkey adapter as a lease_store_t (lease_store_ops,
+ * store_valkey_ops.c) against a real redis-server: the dispatchers of
+ * lease/store.h reach the functions; list answers the active leases of a
+ * tenant/program inside the caller's scope, a page at a time, and refuses a
+ * token of another listing; credentials are stored as their digest and
+ * looked up with revocation and expiry judged at server time; what is not
+ * built on Valkey answers a typed refusal; store URLs parse or say why not.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "lease/clock.h"
+#include "lease/store_valkey.h"
+#include "valkey_fixture.h"
+
+typedef struct fixture {
+    vk_server_t server;
+    lease_store_t *store;
+} fixture_t;
+
+static int setup(void **state)
+{
+    fixture_t *f = calloc(1, sizeof *f);
+    char err[256] = "";
+    if (!vk_start(&f->server))
+        return -1;
+    lease_valkey_config_t cfg = {.host = "127.0.0.1", .port = f->server.port, .ns = "t"};
+    if (lease_valkey_store_open(&cfg, &f->store, err, sizeof err) != LEASE_INSPECTED) {
+        fprintf(stderr, "open: %s\n", err);
+        return -1;
+    }
+    int64_t epoch = -1;
+    if (lease_valkey_bind(lease_valkey_of(f->store), 0, &epoch, err, sizeof err) !=
+        LEASE_INSPECTED) {
+        fprintf(stderr, "bind: %s\n", err);
+        return -1;
+    }
+    *state = f;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    fixture_t *f = *state;
+    lease_store_close(f->store);
+    vk_stop(&f->server);
+    free(f);
+    return 0;
+}
+
+static void fill_call(lease_call_t *c, const char *principal, const char *rid, char dg)
+{
+    memset(c, 0, sizeof *c);
+    snprintf(c->request_id, sizeof c->request_id, "%s", rid);
+    memset(c->request_digest, dg, 64);
+    c->request_digest[64] = '\0';
+    c->deadline = lease_deadline_in(5000);
+    snprintf(c->principal.principal_id, sizeof c->principal.principal_id, "%s", principal);
+    snprintf(c->principal.client_id, sizeof c->principal.client_id, "client-1");
+    snprintf(c->principal.credential_id, sizeof c->principal.credential_id, "key_1");
+    snprintf(c->principal.principal_class, sizeof c->principal.principal_class, "worker");
+}
+
+static lease_record_t acquire(fixture_t *f, const char *principal, const char *program,
+                              const char *target, const char *actor, int64_t ttl_ms)
+{
+    static int n;
+    char rid[32];
+    snprintf(rid, sizeof rid, "acq-%d", ++n);
+    lease_acquire_req_t r;
+    memset(&r, 0, sizeof r);
+    fill_call(&r.call, principal, rid, 'a');
+    snprintf(r.identity.tenant_id, sizeof r.identity.tenant_id, "tenant-main");
+    snprintf(r.identity.program_id, sizeof r.identity.program_id, "%s", program);
+    snprintf(r.identity.target_namespace, sizeof r.identity.target_namespace, "ns");
+    snprintf(r.identity.target_id, sizeof r.identity.target_id, "%s", target);
+    snprintf(r.identity.actor_name, sizeof r.identity.actor_name, "%s", actor);
+    snprintf(r.identity.workflow_name, sizeof r.identity.workflow_name, "default");
+    snprintf(r.service_instance_id, sizeof r.service_instance_id, "inst-1");
+    snprintf(r.execution_id, sizeof r.execution_id, "exec-1");
+    snprintf(r.job_id, sizeof r.job_id, "job-1");
+    r.ttl_ms = ttl_ms;
+    lease_result_t res;
+    lease_code_t code = lease_store_acquire(f->store, &r, &res);
+    if (code != LEASE_ACQUIRED)
+        fprintf(stderr, "acquire: %s field %s detail %s\n", lease_code_name(code), res.field,
+                res.detail);
+    assert_int_equal(code, LEASE_ACQUIRED);
+    return res.lease;
+}
+
+static lease_list_req_t list_req(lease_list_by_t by, int page_size)
+{
+    lease_list_req_t q;
+    memset(&q, 0, sizeof q);
+    fill_call(&q.call, "p1", "", 'l');
+    snprintf(q.scope.tenant_id, sizeof q.scope.tenant_id, "tenant-main");
+    snprintf(q.scope.program_id, sizeof q.scope.program_id, "*");
+    q.scope.all_actors = true;
+    q.by = by;
+    snprintf(q.tenant_id, sizeof q.tenant_id, "tenant-main");
+    snprintf(q.program_id, sizeof q.program_id, "prog-a");
+    q.page_size = page_size;
+    return q;
+}
+
+static void list_scoped_and_paged(void **state)
+{
+    fixture_t *f = *state;
+    acquire(f, "p1", "prog-a", "t3", "actor-a", 0);
+    acquire(f, "p2", "prog-a", "t1", "actor-b", 0);
+    acquire(f, "p1", "prog-a", "t2", "actor-a", 0);
+    acquire(f, "p1", "prog-b", "t1", "actor-a", 0); /* another program */
+    acquire(f, "p1", "prog-a", "t0", "actor-a", 1001);
+    lease_sleep_ms(1300); /* t0 expired: not listed */
+
+    /* by program, two per page, in identity order */
+    lease_list_req_t q = list_req(LEASE_LIST_BY_PROGRAM, 2);
+    lease_list_result_t r;
+    assert_int_equal(lease_store_list(f->store, &q, &r), LEASE_LISTED);
+    assert_int_equal(r.count, 2);
+    assert_string_equal(r.leases[0].identity.target_id, "t1");
+    assert_string_equal(r.leases[1].identity.target_id, "t2");
+    assert_true(r.leases[0].fencing_token > 0);
+    assert_int_equal(r.leases[0].state, LEASE_STATE_ACTIVE);
+    assert_true(r.next_page_token[0] != '\0');
+    char token[LEASE_PAGE_TOKEN_MAX + 1];
+    snprintf(token, sizeof token, "%s", r.next_page_token);
+    lease_list_result_free(&r);
+    snprintf(q.page_token, sizeof q.page_token, "%s", token);
+    assert_int_equal(lease_store_list(f->store, &q, &r), LEASE_LISTED);
+    assert_int_equal(r.count, 1);
+    assert_string_equal(r.leases[0].identity.target_id, "t3");
+    assert_string_equal(r.next_page_token, "");
+    lease_list_result_free(&r);
+
+    /* a page token of another listing, or forged, is invalid */
+    lease_list_req_t o = list_req(LEASE_LIST_BY_OWNER, 2);
+    snprintf(o.owner_principal_id, sizeof o.owner_principal_id, "p1");
+    snprintf(o.page_token, sizeof o.page_token, "%s", token);
+    assert_int_equal(lease_store_list(f->store, &o, &r), LEASE_INVALID_LEASE_REQUEST);
+    assert_string_equal(r.field, "page_token");
+    snprintf(q.page_token, sizeof q.page_token, "not-a-token");
+    assert_int_equal(lease_store_list(f->store, &q, &r), LEASE_INVALID_LEASE_REQUEST);
+    assert_string_equal(r.field, "page_token");
+
+    /* by owner: p1's leases only */
+    o.page_token[0] = '\0';
+    o.page_size = 0; /* the default page */
+    assert_int_equal(lease_store_list(f->store, &o, &r), LEASE_LISTED);
+    assert_int_equal(r.count, 2);
+    assert_string_equal(r.leases[0].identity.target_id, "t2");
+    assert_string_equal(r.leases[1].identity.target_id, "t3");
+    lease_list_result_free(&r);
+
+    /* by target */
+    lease_list_req_t t = list_req(LEASE_LIST_BY_TARGET, 10);
+    snprintf(t.target_namespace, sizeof t.target_namespace, "ns");
+    snprintf(t.target_id, sizeof t.target_id, "t1");
+    assert_int_equal(lease_store_list(f->store, &t, &r), LEASE_LISTED);
+    assert_int_equal(r.count, 1);
+    assert_string_equal(r.leases[0].owner_principal_id, "p2");
+    lease_list_result_free(&r);
+
+    /* the scope: actor-b only */
+    q = list_req(LEASE_LIST_BY_PROGRAM, 10);
+    q.scope.all_actors = false;
+    q.scope.n_actors = 1;
+    snprintf(q.scope.actor_names[0], sizeof q.scope.actor_names[0], "actor-b");
+    assert_int_equal(lease_store_list(f->store, &q, &r), LEASE_LISTED);
+    assert_int_equal(r.count, 1);
+    assert_string_equal(r.leases[0].identity.actor_name, "actor-b");
+    lease_list_result_free(&r);
+    /* another tenant's scope sees nothing */
+    snprintf(q.scope.tenant_id, sizeof q.scope.tenant_id, "tenant-other");
+    assert_int_equal(lease_store_list(f->store, &q, &r), LEASE_LISTED);
+    assert_int_equal(r.count, 0);
+    lease_list_result_free(&r);
+
+    q = list_req(LEASE_LIST_BY_PROGRAM, 501);
+    assert_int_equal(lease_store_list(f->store, &q, &r), LEASE_INVALID_LEASE_REQUEST);
+    assert_string_equal(r.field, "page_size");
+}
+
+static void credentials_digest_only(void **state)
+{
+    fixture_t *f = *state;
+    lease_valkey_t *v = lease_valkey_of(f->store);
+    char err[256] = "";
+    char *row = NULL;
+    const char *digest = "00112233445566778899aabbccddeeff00112233445566778899aabbccddeeff";
+    char req[1024];
+    snprintf(req, sizeof req,
+             "{\"credential_id\":\"key_abcdefghijklmnopqrstuvwxyz\",\"principal_id\":\"svc-1\","
+             "\"client_id\":\"client-1\",\"tenant_id\":\"Tenant-Main\",\"program_id\":\"prog-a\","
+             "\"actor_names\":[\"actor-a\",\"actor-b\"],"
+             "\"capabilities\":[\"targets:read\",\"targets:lease\"],\"secret_digest\":\"%s\"}",
+             digest);
+    assert_int_equal(lease_valkey_credential_create(v, req, &row, err, sizeof err),
+                     LEASE_INSPECTED);
+    assert_non_null(strstr(row, "\"tenant_id\":\"tenant-main\""));
+    assert_null(strstr(row, "secret_digest"));
+    free(row);
+    /* the same id again, and a worker asking for revoke, are refused */
+    assert_int_equal(lease_valkey_credential_create(v, req, &row, err, sizeof err),
+                     LEASE_BACKEND_UNAVAILABLE);
+    assert_non_null(strstr(err, "exists"));
+    char bad[1024];
+    snprintf(bad, sizeof bad,
+             "{\"credential_id\":\"key_bbcdefghijklmnopqrstuvwxyz\",\"principal_id\":\"svc-1\","
+             "\"client_id\":\"c\",\"tenant_id\":\"t\",\"program_id\":\"p\",\"actor_names\":[\"*\"],"
+             "\"capabilities\":[\"targets:revoke\"],\"secret_digest\":\"%s\"}",
+             digest);
+    assert_int_equal(lease_valkey_credential_create(v, bad, &row, err, sizeof err),
+                     LEASE_BACKEND_UNAVAILABLE);
+    assert_non_null(strstr(err, "administrator"));
+    /* the secret's digest is what is stored, nothing else of it */
+    redisReply *stored =
+        vk_cmd(&f->server, "HGET lease:{t}:cred:key_abcdefghijklmnopqrstuvwxyz secret_digest");
+    assert_string_equal(stored->str, digest);
+    freeReplyObject(stored);
+
+    lease_credential_t c;
+    bool found = false;
+    lease_deadline_t dl = lease_deadline_in(5000);
+    assert_int_equal(
+        lease_store_credential_lookup(f->store, "key_abcdefghijklmnopqrstuvwxyz", &dl, &c, &found),
+        LEASE_INSPECTED);
+    assert_true(found);
+    assert_string_equal(c.principal_id, "svc-1");
+    assert_string_equal(c.scope.tenant_id, "tenant-main");
+    assert_string_equal(c.scope.program_id, "prog-a");
+    assert_int_equal(c.scope.n_actors, 2);
+    assert_false(c.scope.all_actors);
+    assert_int_equal(c.capabilities, LEASE_CAP_LEASE | LEASE_CAP_READ);
+    assert_false(c.admin);
+    assert_false(c.revoked);
+    assert_false(c.has_expiry);
+    assert_int_equal(c.secret_digest[0], 0x00);
+    assert_int_equal(c.secret_digest[1], 0x11);
+    assert_int_equal(c.secret_digest[31], 0xff);
+    assert_true(c.created_at_ms > 0);
+
+    assert_int_equal(lease_store_credential_lookup(f->store, "key_nope", &dl, &c, &found),
+                     LEASE_NOT_FOUND);
+    assert_false(found);
+
+    bool revoked = false;
+    assert_int_equal(lease_valkey_credential_revoke(v, "key_abcdefghijklmnopqrstuvwxyz", &revoked,
+                                                    err, sizeof err),
+                     LEASE_INSPECTED);
+    assert_true(revoked);
+    assert_int_equal(lease_valkey_credential_revoke(v, "key_abcdefghijklmnopqrstuvwxyz", &revoked,
+                                                    err, sizeof err),
+                     LEASE_INSPECTED);
+    assert_false(revoked); /* once */
+    assert_int_equal(
+        lease_store_credential_lookup(f->store, "key_abcdefghijklmnopqrstuvwxyz", &dl, &c, &found),
+        LEASE_INSPECTED);
+    assert_true(c.revoked);
+
+    /* expiry judged at server time */
+    redisReply *t = vk_cmd(&f->server, "TIME");
+    long long now_ms = atoll(t->element[0]->str) * 1000 + atoll(t->element[1]->str) / 1000;
+    freeReplyObject(t);
+    snprintf(req, sizeof req,
+             "{\"credential_id\":\"key_cbcdefghijklmnopqrstuvwxyz\",\"principal_id\":\"svc-2\","
+             "\"client_id\":\"c\",\"tenant_id\":\"t\",\"program_id\":\"*\",\"admin\":true,"
+             "\"actor_names\":[\"*\"],\"capabilities\":[\"targets:revoke\"],"
+             "\"secret_digest\":\"%s\",\"expires_at_ms\":%lld}",
+             digest, now_ms + 600000);
+    assert_int_equal(lease_valkey_credential_create(v, req, &row, err, sizeof err),
+                     LEASE_INSPECTED);
+    free(row);
+    assert_int_equal(
+        lease_store_credential_lookup(f->store, "key_cbcdefghijklmnopqrstuvwxyz", &dl, &c, &found),
+        LEASE_INSPECTED);
+    assert_true(c.admin && c.scope.all_actors && c.has_expiry);
+    assert_true(c.expires_in_ms > 590000 && c.expires_in_ms <= 600000);
+    assert_string_equal(c.scope.program_id, "*");
+}
+
+static void not_built_answers_typed(void **state)
+{
+    fixture_t *f = *state;
+    lease_commit_req_t cq;
+    memset(&cq, 0, sizeof cq);
+    fill_call(&cq.call, "p1", "c1", 'c');
+    lease_commit_result_t cr;
+    assert_int_equal(lease_store_fenced_commit(f->store, &cq, &cr), LEASE_BACKEND_UNAVAILABLE);
+    assert_int_equal(cr.code, LEASE_BACKEND_UNAVAILABLE);
+    lease_audit_event_t ev;
+    memset(&ev, 0, sizeof ev);
+    ev.event_type = "target_lease_acquire";
+    lease_deadline_t dl = lease_deadline_in(5000);
+    assert_int_equal(lease_store_record_audit(f->store, &ev, 1, &dl), LEASE_BACKEND_UNAVAILABLE);
+    lease_housekeeping_result_t h;
+    assert_int_equal(lease_store_housekeep(f->store, LEASE_STEP_NAMESPACE, 10, 0, &dl, &h),
+                     LEASE_INSPECTED);
+    assert_true(h.ran);
+    lease_health_t hh;
+    assert_int_equal(lease_store_health(f->store, &dl, &hh), LEASE_INSPECTED);
+    assert_true(hh.reachable && hh.schema_current && !hh.sealed);
+    lease_store_stats_t st;
+    lease_store_stats(f->store, &st);
+    assert_int_equal(st.backend_errors, 2);
+
+    /* a restart seals: the namespace step reports it */
+    assert_true(vk_restart(&f->server, NULL));
+    dl = lease_deadline_in(5000);
+    assert_int_equal(lease_store_housekeep(f->store, LEASE_STEP_NAMESPACE, 10, 0, &dl, &h),
+                     LEASE_BACKEND_UNAVAILABLE);
+}
+
+static void store_urls(void **state)
+{
+    (void)state;
+    lease_valkey_url_t u;
+    char err[256] = "";
+    assert_true(lease_valkey_url_is("redis://h"));
+    assert_true(lease_valkey_url_is("valkey://h"));
+    assert_false(lease_valkey_url_is("postgres://h"));
+    assert_true(
+        lease_valkey_url_parse("redis://127.0.0.1:7001/0?namespace=ab-1", &u, err, sizeof err));
+    assert_string_equal(u.host, "127.0.0.1");
+    assert_int_equal(u.port, 7001);
+    assert_string_equal(u.ns, "ab-1");
+    assert_true(lease_valkey_url_parse("valkey://db.example", &u, err, sizeof err));
+    assert_int_equal(u.port, 6379);
+    assert_string_equal(u.ns, "leased");
+    assert_false(lease_valkey_url_parse("rediss://h:1", &u, err, sizeof err));
+    assert_non_null(strstr(err, "TLS"));
+    assert_false(lease_valkey_url_parse("redis://user:pw@h:1", &u, err, sizeof err));
+    assert_non_null(strstr(err, "authentication"));
+    assert_false(lease_valkey_url_parse("redis://h:1/3", &u, err, sizeof err));
+    assert_false(lease_valkey_url_parse("redis://h:99999", &u, err, sizeof err));
+    assert_false(lease_valkey_url_parse("redis://h?namespace=A!", &u, err, sizeof err));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(list_scoped_and_paged, setup, teardown),
+        cmocka_unit_test_setup_teardown(credentials_digest_only, setup, teardown),
+        cmocka_unit_test_setup_teardown(not_built_answers_typed, setup, teardown),
+        cmocka_unit_test(store_urls),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
