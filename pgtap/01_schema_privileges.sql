@@ -13,7 +13,7 @@ SELECT 'lease_service', f::regprocedure FROM unnest(ARRAY[
     'lease.renew_many_brief_typed(text[],text[],text[],text[],text[],text[],text[],text[],bigint[],bigint[],text[],text[],text[],text[],text[],text[],timestamp with time zone[],text[],text[],text[],integer[])',
     'lease.release_many_brief_typed(text[],text[],text[],text[],text[],text[],text[],text[],bigint[],text[],text[],text[],text[],text[],text[],timestamp with time zone[],text[],text[],text[],integer[])',
     'lease.acquire_brief_typed(text,text,text,text,text,text,text,text,text,text,text,bigint,bigint,jsonb,text,text,text,text,text,text,timestamp with time zone,text,text,integer,boolean)',
-    'lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,boolean,boolean)',
+    'lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,boolean)',
     'lease.release_brief_typed(text,text,text,text,text,text,text,text,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer)',
     'lease.force_release(jsonb)', 'lease.revoke(jsonb)', 'lease.inspect(jsonb)',
     'lease.list_by_owner(jsonb)', 'lease.list_by_target(jsonb)', 'lease.list_by_program(jsonb)',

@@ -66,7 +66,7 @@ INSERT INTO t.calls VALUES
 ('lease.release_many_brief_typed(text[],text[],text[],text[],text[],text[],text[],text[],bigint[],text[],text[],text[],text[],text[],text[],timestamp with time zone[],text[],text[],text[],integer[])',
  $q$SELECT t.release_many_typed(jsonb_build_array(t.ref(t.held()))) #>> '{results,0,code}' = 'lease_released'$q$),
 ('lease.release(jsonb)', $q$SELECT lease.release(t.ref(t.held())) ->> 'code' = 'lease_released'$q$),
-('lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,boolean,boolean)',
+('lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,boolean)',
  $q$SELECT t.renew_typed(t.ref(t.held())) ->> 'code' = 'lease_renewed'$q$),
 ('lease.release_brief_typed(text,text,text,text,text,text,text,text,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer)',
  $q$SELECT t.release_typed(t.ref(t.held())) ->> 'code' = 'lease_released'$q$),

@@ -1,8 +1,8 @@
 -- The short answer is the service's typed call, not a request member
 -- (docs/sql-api.md, "Result shape"; migration 0018): lease.acquire_brief_typed,
 -- renew_brief_typed and release_brief_typed decide exactly as lease.acquire,
--- renew and release (one function each decides: acquire_brief_typed,
--- renew_brief_typed, _end_t) and answer without what the request named; a "brief" member no
+-- renew and release (one function each decides: acquire_brief_typed, _renew_t,
+-- _end_t) and answer without what the request named; a "brief" member no
 -- longer changes any answer. The jsonb brief functions are gone.
 BEGIN ISOLATION LEVEL SERIALIZABLE;
 \ir helpers/fixtures.psql
@@ -19,7 +19,7 @@ SELECT ok(has_function_privilege('lease_service', f, 'EXECUTE')
           AND NOT has_function_privilege('public', f, 'EXECUTE'),
           f || ': the service may call it, PUBLIC may not')
   FROM unnest(ARRAY['lease.acquire_brief_typed(text,text,text,text,text,text,text,text,text,text,text,bigint,bigint,jsonb,text,text,text,text,text,text,timestamp with time zone,text,text,integer,boolean)',
-                    'lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,boolean,boolean)',
+                    'lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,boolean)',
                     'lease.release_brief_typed(text,text,text,text,text,text,text,text,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer)']) f;
 SELECT ok(NOT has_function_privilege('lease_service', f, 'EXECUTE'),
           f || ': internal, the service cannot choose the answer''s shape by argument')
