@@ -57,7 +57,7 @@ INSERT INTO t.calls VALUES
  $q$SELECT lease.watch_ended(ARRAY[t.held_id(), 'lease_gone']) = '["lease_gone"]'::jsonb$q$),
 ('lease.verify()', $q$SELECT count(*) >= 0 FROM lease.verify()$q$),
 ('lease.acquire(jsonb)', $q$SELECT t.acquire('target_calls_2') ->> 'code' = 'lease_acquired'$q$),
-('lease.renew(jsonb)', $q$SELECT lease.renew(t.ref(t.held())) ->> 'code' = 'lease_renewed'$q$),
+('lease.renew(jsonb,boolean)', $q$SELECT lease.renew(t.ref(t.held())) ->> 'code' = 'lease_renewed'$q$),
 ('lease.renew_many(jsonb)',
  $q$SELECT lease.renew_many(jsonb_build_object('renewals', jsonb_build_array(t.ref(t.held()))))
            #>> '{results,0,code}' = 'lease_renewed'$q$),
@@ -66,7 +66,7 @@ INSERT INTO t.calls VALUES
 ('lease.release_many_brief_typed(text[],text[],text[],text[],text[],text[],text[],text[],bigint[],text[],text[],text[],text[],text[],text[],timestamp with time zone[],text[],text[],text[],integer[])',
  $q$SELECT t.release_many_typed(jsonb_build_array(t.ref(t.held()))) #>> '{results,0,code}' = 'lease_released'$q$),
 ('lease.release(jsonb)', $q$SELECT lease.release(t.ref(t.held())) ->> 'code' = 'lease_released'$q$),
-('lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer)',
+('lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,boolean)',
  $q$SELECT t.renew_typed(t.ref(t.held())) ->> 'code' = 'lease_renewed'$q$),
 ('lease.release_brief_typed(text,text,text,text,text,text,text,text,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer)',
  $q$SELECT t.release_typed(t.ref(t.held())) ->> 'code' = 'lease_released'$q$),

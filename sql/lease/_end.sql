@@ -1,5 +1,5 @@
 CREATE OR REPLACE FUNCTION lease._end(p jsonb, op text, terminal_state text, success_code text,
-                                     brief boolean)
+                                     brief boolean, own_subtransaction boolean)
  RETURNS jsonb
  LANGUAGE plpgsql
 AS $function$
@@ -29,11 +29,11 @@ BEGIN
         CASE WHEN coalesce(jsonb_typeof(p -> 'incident_id'), 'null') = 'null' THEN NULL
              WHEN jsonb_typeof(p -> 'incident_id') = 'string' THEN p ->> 'incident_id'
              ELSE chr(1) END,
-        op, terminal_state, success_code, brief, m.bad_field);
+        op, terminal_state, success_code, brief, m.bad_field, own_subtransaction);
 END
 $function$;
 
-COMMENT ON FUNCTION lease._end(jsonb,text,text,text,boolean) IS
-    'A jsonb ending (lease.release, force_release, revoke, and each item of lease.release_many) decided by lease._end_t, the one end-if-matching decision: the request''s members as typed values, after the checks every jsonb call shares (lease._call_deadline). A member of the wrong JSON type reaches lease._end_t as a value that fails the same check, so each refusal names the field it always named; an identity that is not an object of the seven members is named here (lease._identity). brief: the short answer (lease._ended_json) instead of the history record; the decision is the same. No exception block: see lease._end_t.';
+COMMENT ON FUNCTION lease._end(jsonb,text,text,text,boolean,boolean) IS
+    'A jsonb ending (lease.release, force_release, revoke, and each item of lease.release_many) decided by lease._end_t, the one end-if-matching decision: the request''s members as typed values, after the checks every jsonb call shares (lease._call_deadline). A member of the wrong JSON type reaches lease._end_t as a value that fails the same check, so each refusal names the field it always named; an identity that is not an object of the seven members is named here (lease._identity). brief: the short answer (lease._ended_json) instead of the history record; the decision is the same. own_subtransaction: see lease._end_t (false only for lease.release_many''s first pass).';
 
-REVOKE ALL ON FUNCTION lease._end(jsonb,text,text,text,boolean) FROM PUBLIC;
+REVOKE ALL ON FUNCTION lease._end(jsonb,text,text,text,boolean,boolean) FROM PUBLIC;

@@ -4,7 +4,8 @@ CREATE OR REPLACE FUNCTION lease._end_t(
     service_instance_id text, principal_id text, principal_class text, credential_id text,
     request_id text, request_digest text, deadline_at timestamptz, correlation_id text,
     trace_id text, deadline_class text, latency_ms integer, reason text, incident_id text,
-    op text, terminal_state text, success_code text, brief boolean, identity_error text)
+    op text, terminal_state text, success_code text, brief boolean, identity_error text,
+    own_subtransaction boolean)
  RETURNS jsonb
  LANGUAGE plpgsql
 AS $function$
@@ -16,8 +17,37 @@ DECLARE
     field text;
     l lease.locks;
     h lease.history;
+    cn text;
+    replay jsonb;
     result jsonb;
 BEGIN
+    -- The one replay path of an ending: the decision below in a
+    -- subtransaction of its own, so that a repeated request id whose lease
+    -- still matched (idempotency's primary key refuses the evidence) is
+    -- undone and answered from its stored result. A batch passes false for
+    -- its first pass: one subtransaction for the whole batch, not one per
+    -- item (lease.release_many_brief_typed, docs/operators.md "Batches and
+    -- subtransactions").
+    IF own_subtransaction THEN
+        BEGIN
+            RETURN lease._end_t(tenant_id, program_id, target_namespace, target_id, actor_name,
+                                workflow_name, operation_class, lease_id, fencing_token,
+                                service_instance_id, principal_id, principal_class, credential_id,
+                                request_id, request_digest, deadline_at, correlation_id, trace_id,
+                                deadline_class, latency_ms, reason, incident_id, op,
+                                terminal_state, success_code, brief, identity_error, false);
+        EXCEPTION WHEN unique_violation THEN
+            GET STACKED DIAGNOSTICS cn = CONSTRAINT_NAME;
+            replay := lease._replay_of_typed_conflict(cn, op, tenant_id, program_id,
+                                                      target_namespace, target_id, actor_name,
+                                                      workflow_name, operation_class,
+                                                      principal_id, request_id, request_digest);
+            IF replay IS NULL THEN
+                RAISE;
+            END IF;
+            RETURN replay;
+        END;
+    END IF;
     -- the checks every call shares (LS002, LS003), then the deadline
     IF now() >= lease._call_deadline_t(deadline_at, principal_id, request_id, request_digest) THEN
         RETURN lease._result('deadline_exceeded');
@@ -53,7 +83,7 @@ BEGIN
     -- The same decision for every caller: no read before the write; a
     -- repeated request id is looked up only after a conflict says it may be
     -- one (lease._unmatched_t, or idempotency's primary key in
-    -- lease._evidence_t, whose unique_violation the caller's block answers).
+    -- lease._evidence_t, whose unique_violation the block above answers).
     IF NOT lease._lock_wait_until(deadline_at) THEN
         RETURN lease._result('deadline_exceeded');
     END IF;
@@ -94,7 +124,7 @@ BEGIN
 END
 $function$;
 
-COMMENT ON FUNCTION lease._end_t(text,text,text,text,text,text,text,text,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,text,text,text,text,text,boolean,text) IS
-    'The one end-if-matching decision, on typed values: release by the owner (op release: the exact identity, lease id, token, owner principal and service instance of the active, unexpired lease), force_release and revoke by an administrator (identity, lease id and token; a reason of 1 to 512 characters without control characters; an incident id for revoke only). The row becomes free, its lease moves to history, the idempotency record and audit event are written. Behind lease.release_brief_typed (what the service calls for a release) and lease._end (a jsonb request: release, force_release, revoke and lease.release_many). Checks, in order: the shared call checks (LS002/LS003), the deadline, identity_error (a jsonb identity''s structural fault, NULL for typed callers), each identity component, lease_id, fencing_token, service_instance_id (release), reason and incident_id (the administrator''s). No exception block: a repeated request id whose lease still matched raises unique_violation at idempotency''s primary key, answered by the caller''s block.';
+COMMENT ON FUNCTION lease._end_t(text,text,text,text,text,text,text,text,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,text,text,text,text,text,boolean,text,boolean) IS
+    'The one end-if-matching decision, on typed values: release by the owner (op release: the exact identity, lease id, token, owner principal and service instance of the active, unexpired lease), force_release and revoke by an administrator (identity, lease id and token; a reason of 1 to 512 characters without control characters; an incident id for revoke only). The row becomes free, its lease moves to history, the idempotency record and audit event are written. Behind lease.release_brief_typed (what the service calls for a release; each item of lease.release_many_brief_typed) and lease._end (a jsonb request: release, force_release, revoke and each item of lease.release_many). Checks, in order: the shared call checks (LS002/LS003), the deadline, identity_error (a jsonb identity''s structural fault, NULL for typed callers), each identity component, lease_id, fencing_token, service_instance_id (release), reason and incident_id (the administrator''s). A repeated request id whose lease still matched is answered from its stored result, in this function''s own subtransaction (the one replay path of an ending); own_subtransaction false (a batch''s first pass) leaves that unique_violation to the caller''s block.';
 
-REVOKE ALL ON FUNCTION lease._end_t(text,text,text,text,text,text,text,text,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,text,text,text,text,text,boolean,text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION lease._end_t(text,text,text,text,text,text,text,text,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,text,text,text,text,text,boolean,text,boolean) FROM PUBLIC;

@@ -3,8 +3,7 @@ CREATE OR REPLACE FUNCTION lease._renew_t(
     workflow_name text, operation_class text, lease_id text, fencing_token bigint, ttl_ms bigint,
     service_instance_id text, principal_id text, principal_class text, credential_id text,
     request_id text, request_digest text, deadline_at timestamptz, correlation_id text,
-    trace_id text, deadline_class text, latency_ms integer, brief boolean, s lease._settings,
-    identity_error text)
+    trace_id text, deadline_class text, latency_ms integer, brief boolean, s lease._settings)
  RETURNS jsonb
  LANGUAGE plpgsql
 AS $function$
@@ -27,7 +26,7 @@ BEGIN
     -- checks, in the same order
     i := lease._identity_text(tenant_id, program_id, target_namespace, target_id, actor_name,
                               workflow_name, operation_class);
-    field := coalesce(identity_error, lease._identity_fault(i), CASE
+    field := coalesce(lease._identity_fault(i), CASE
         WHEN NOT lease._id_text_ok(lease_id) THEN 'lease_id'
         WHEN coalesce(fencing_token, 0) <= 0 THEN 'fencing_token'
         WHEN NOT lease._id_text_ok(service_instance_id) THEN 'service_instance_id'
@@ -51,7 +50,7 @@ BEGIN
     -- The same decision for every caller: no read before the write; a
     -- repeated request id is looked up only after a conflict says it may be
     -- one (lease._unmatched_t, or idempotency's primary key in
-    -- lease._evidence_t, whose unique_violation the caller's block answers).
+    -- lease._evidence_t, whose unique_violation lease.renew_brief_typed's block answers).
     IF NOT lease._lock_wait_until(deadline_at) THEN
         RETURN lease._result('deadline_exceeded');
     END IF;
@@ -94,7 +93,7 @@ BEGIN
 END
 $function$;
 
-COMMENT ON FUNCTION lease._renew_t(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,boolean,lease._settings,text) IS
-    'The one renew-if-owner decision, on typed values: the exact identity, lease id, owner principal, service instance and token of the active, unexpired lease. renewed_at becomes backend time, expires_at min(now + ttl, acquired_at + lifetime) (ttl_ms NULL: the lease''s own); the token never changes. Behind lease.renew_brief_typed (what the service calls) and lease._renew (a jsonb request: lease.renew and lease.renew_many). Checks, in order: the shared call checks (LS002/LS003), the deadline, identity_error (a jsonb identity''s structural fault, NULL for typed callers), each identity component by lease.normalize_component, lease_id, fencing_token, service_instance_id, ttl_ms. `s` is lease._settings as the caller read it. No exception block of its own: a repeated request id whose lease still matched raises unique_violation at idempotency''s primary key, answered by the caller''s block.';
+COMMENT ON FUNCTION lease._renew_t(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,boolean,lease._settings) IS
+    'The one renew-if-owner decision, on typed values: the exact identity, lease id, owner principal, service instance and token of the active, unexpired lease. renewed_at becomes backend time, expires_at min(now + ttl, acquired_at + lifetime) (ttl_ms NULL: the lease''s own); the token never changes. Behind lease.renew_brief_typed (what the service calls, and lease.renew with a jsonb request''s values), and each item of a batch''s first pass (lease.renew_many_brief_typed, lease.renew_many). Checks, in order: the shared call checks (LS002/LS003), the deadline, each identity component by lease.normalize_component, lease_id, fencing_token, service_instance_id, ttl_ms. `s` is lease._settings as the caller read it. No exception block of its own, so that a batch decides all its items in one subtransaction: a repeated request id whose lease still matched raises unique_violation at idempotency''s primary key, answered by lease.renew_brief_typed''s block (the one replay path of a renewal) or the batch''s.';
 
-REVOKE ALL ON FUNCTION lease._renew_t(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,boolean,lease._settings,text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION lease._renew_t(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,boolean,lease._settings) FROM PUBLIC;

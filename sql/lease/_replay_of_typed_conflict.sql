@@ -12,6 +12,6 @@ RETURN CASE WHEN constraint_name = 'idempotency_pkey'
                                  op, principal_id, request_id, request_digest) END;
 
 COMMENT ON FUNCTION lease._replay_of_typed_conflict(text,text,text,text,text,text,text,text,text,text,text,text) IS
-    'The one answer to a unique violation of a renewal or an ending: the stored answer (lease._replay_t) when it was idempotency''s primary key (a repeated request id whose lease still matched), NULL otherwise (the caller re-raises). For the typed calls (lease.renew_brief_typed, release_brief_typed) and the jsonb ones (lease._renew_or_replay, _end_or_replay, with the request''s members): one replay path.';
+    'The one answer to a unique violation of a renewal or an ending: the stored answer (lease._replay_t) when it was idempotency''s primary key (a repeated request id whose lease still matched), NULL otherwise (the caller re-raises). Called from the one block of each decider, lease.renew_brief_typed (renewals) and lease._end_t (endings), whichever form the request came in: one replay path.';
 
 REVOKE ALL ON FUNCTION lease._replay_of_typed_conflict(text,text,text,text,text,text,text,text,text,text,text,text) FROM PUBLIC;

@@ -5,7 +5,7 @@ CREATE OR REPLACE FUNCTION lease.force_release(p jsonb)
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 BEGIN
-    RETURN lease._end_or_replay(p, 'force_release', 'released', 'lease_released', false);
+    RETURN lease._end(p, 'force_release', 'released', 'lease_released', false, true);
 END
 $function$;
 

@@ -5,7 +5,7 @@ CREATE OR REPLACE FUNCTION lease.release(p jsonb)
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 BEGIN
-    RETURN lease._end_or_replay(p, 'release', 'released', 'lease_released', false);
+    RETURN lease._end(p, 'release', 'released', 'lease_released', false, true);
 END
 $function$;
 

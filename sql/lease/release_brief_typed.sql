@@ -9,28 +9,15 @@ CREATE OR REPLACE FUNCTION lease.release_brief_typed(
  SECURITY DEFINER
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
-DECLARE
-    cn text;
-    replay jsonb;
 BEGIN
+    -- lease._end_t decides every ending (release, force_release, revoke)
+    -- and answers a repeated request id in its own subtransaction
     RETURN lease._end_t(tenant_id, program_id, target_namespace, target_id, actor_name,
                         workflow_name, operation_class, lease_id, fencing_token,
                         service_instance_id, principal_id, principal_class, credential_id,
                         request_id, request_digest, deadline_at, correlation_id, trace_id,
                         deadline_class, latency_ms, NULL, NULL, 'release', 'released',
-                        'lease_released', true, NULL);
-EXCEPTION WHEN unique_violation THEN
-    -- this request id committed before and the lease still matched (see
-    -- lease._end_or_replay): the stored answer, nothing of this attempt
-    GET STACKED DIAGNOSTICS cn = CONSTRAINT_NAME;
-    replay := lease._replay_of_typed_conflict(cn, 'release', tenant_id, program_id,
-                                              target_namespace, target_id, actor_name,
-                                              workflow_name, operation_class, principal_id,
-                                              request_id, request_digest);
-    IF replay IS NULL THEN
-        RAISE;
-    END IF;
-    RETURN replay;
+                        'lease_released', true, NULL, true);
 END
 $function$;
 

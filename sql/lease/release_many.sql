@@ -24,13 +24,14 @@ BEGIN
     -- One subtransaction for the whole batch, as in lease.renew_many.
     BEGIN
         RETURN jsonb_build_object('results',
-            (SELECT jsonb_agg(lease._end(e.value, 'release', 'released', 'lease_released', false)
+            (SELECT jsonb_agg(lease._end(e.value, 'release', 'released', 'lease_released', false,
+                                         false)
                               ORDER BY e.n)
                FROM jsonb_array_elements(items) WITH ORDINALITY AS e(value, n)));
     EXCEPTION WHEN unique_violation THEN
         RETURN jsonb_build_object('results',
-            (SELECT jsonb_agg(lease._end_or_replay(e.value, 'release', 'released',
-                                                   'lease_released', false) ORDER BY e.n)
+            (SELECT jsonb_agg(lease._end(e.value, 'release', 'released', 'lease_released',
+                                         false, true) ORDER BY e.n)
                FROM jsonb_array_elements(items) WITH ORDINALITY AS e(value, n)));
     END;
 END

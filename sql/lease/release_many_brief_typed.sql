@@ -31,14 +31,14 @@ BEGIN
     END IF;
     -- As lease.release_many: lease._end_t per item in request order, one
     -- aggregate, one subtransaction for the batch; item by item, each in its
-    -- own (lease.release_brief_typed's block), only when an item repeats a
+    -- own (lease._end_t's block), only when an item repeats a
     -- request id whose lease still matched.
     BEGIN
         RETURN jsonb_build_object('results',
             (SELECT jsonb_agg(lease._end_t(u.t, u.p, u.ns, u.tg, u.a, u.w, u.o, u.l, u.f, u.si,
                                            u.pi, u.pc, u.ci, u.ri, u.rd, u.dl, u.co, u.tr, u.dc,
                                            u.lm, NULL, NULL, 'release', 'released',
-                                           'lease_released', true, NULL) ORDER BY u.n)
+                                           'lease_released', true, NULL, false) ORDER BY u.n)
                FROM unnest(tenant_id, program_id, target_namespace, target_id, actor_name,
                            workflow_name, operation_class, lease_id, fencing_token,
                            service_instance_id, principal_id, principal_class, credential_id,

@@ -3,7 +3,7 @@ CREATE OR REPLACE FUNCTION lease.renew_brief_typed(
     workflow_name text, operation_class text, lease_id text, fencing_token bigint, ttl_ms bigint,
     service_instance_id text, principal_id text, principal_class text, credential_id text,
     request_id text, request_digest text, deadline_at timestamptz, correlation_id text,
-    trace_id text, deadline_class text, latency_ms integer)
+    trace_id text, deadline_class text, latency_ms integer, brief boolean DEFAULT true)
  RETURNS jsonb
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -19,10 +19,14 @@ BEGIN
                           workflow_name, operation_class, lease_id, fencing_token, ttl_ms,
                           service_instance_id, principal_id, principal_class, credential_id,
                           request_id, request_digest, deadline_at, correlation_id, trace_id,
-                          deadline_class, latency_ms, true, s, NULL);
+                          deadline_class, latency_ms, brief, s);
 EXCEPTION WHEN unique_violation THEN
-    -- this request id committed before and the lease still matched (see
-    -- lease._renew_or_replay): the stored answer, nothing of this attempt
+    -- The one replay path of a renewal, whatever form the request came in
+    -- (lease.renew calls this function; a batch falls back to it item by
+    -- item): this request id committed before and the lease still
+    -- matched, so idempotency's primary key refused the evidence. The
+    -- stored answer, nothing of this attempt (the block's subtransaction
+    -- undoes it).
     GET STACKED DIAGNOSTICS cn = CONSTRAINT_NAME;
     replay := lease._replay_of_typed_conflict(cn, 'renew', tenant_id, program_id,
                                               target_namespace, target_id, actor_name,
@@ -35,8 +39,8 @@ EXCEPTION WHEN unique_violation THEN
 END
 $function$;
 
-COMMENT ON FUNCTION lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer) IS
-    'lease.renew with typed arguments instead of a jsonb request (what the service calls for one renewal): the same decision (lease._renew_t) and evidence, answered briefly: {"code": ...} with the brief lease record. operation_class NULL is the default; ttl_ms NULL keeps the lease''s TTL; request_digest is the 64 hex digits of the request''s SHA-256. A repeated request id is answered from its stored result, as lease.renew answers it.';
+COMMENT ON FUNCTION lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,boolean) IS
+    'One renewal on typed arguments (what the service calls for one renewal, and lease.renew with a jsonb request''s values): lease._renew_t decides, in this function''s subtransaction, and a repeated request id whose lease still matched is answered here from its stored result (the one replay path of a renewal). brief (the default): {"code": ...} with the brief lease record; false (lease.renew): the whole record. operation_class NULL is the default; ttl_ms NULL keeps the lease''s TTL; request_digest is the 64 hex digits of the request''s SHA-256.';
 
-REVOKE ALL ON FUNCTION lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer) TO lease_service;
+REVOKE ALL ON FUNCTION lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,boolean) TO lease_service;

@@ -39,7 +39,7 @@ BEGIN
         RETURN jsonb_build_object('results',
             (SELECT jsonb_agg(lease._renew_t(u.t, u.p, u.ns, u.tg, u.a, u.w, u.o, u.l, u.f, u.ttl,
                                              u.si, u.pi, u.pc, u.ci, u.ri, u.rd, u.dl, u.co, u.tr,
-                                             u.dc, u.lm, true, s, NULL) ORDER BY u.n)
+                                             u.dc, u.lm, true, s) ORDER BY u.n)
                FROM unnest(tenant_id, program_id, target_namespace, target_id, actor_name,
                            workflow_name, operation_class, lease_id, fencing_token, ttl_ms,
                            service_instance_id, principal_id, principal_class, credential_id,

@@ -5,7 +5,7 @@ CREATE OR REPLACE FUNCTION lease.revoke(p jsonb)
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 BEGIN
-    RETURN lease._end_or_replay(p, 'revoke', 'revoked', 'lease_revoked', false);
+    RETURN lease._end(p, 'revoke', 'revoked', 'lease_revoked', false, true);
 END
 $function$;
 

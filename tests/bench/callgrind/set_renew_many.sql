@@ -1,9 +1,9 @@
 -- An experiment, not the schema: lease.renew_many deciding the items of a
 -- batch with one set-based statement (one UPDATE joined to the items, one
 -- idempotency INSERT and one audit INSERT for all renewed items) instead of
--- lease._renew once per item. Items it cannot decide that way (invalid, past
+-- lease.renew once per item. Items it cannot decide that way (invalid, past
 -- their deadline, unmatched, a lock named twice, the namespace guard needed)
--- go through lease._renew as before; a repeated request id falls back item
+-- go through lease.renew as before; a repeated request id falls back item
 -- by item as before. For
 --   tests/bench/callgrind/pair --plain --batch 10 --sql tests/bench/callgrind/set_renew_many.sql
 -- docs/benchmarks.md, "Issue 20: a set-based batch renewal, measured and
@@ -164,11 +164,11 @@ BEGIN
         END IF;
         RETURN jsonb_build_object('results',
             (SELECT jsonb_agg(CASE WHEN done ? e.n::text THEN done -> e.n::text
-                                   ELSE lease._renew(e.value, brief, s) END ORDER BY e.n)
+                                   ELSE lease.renew(e.value, false) END ORDER BY e.n)
                FROM jsonb_array_elements(items) WITH ORDINALITY AS e(value, n)));
     EXCEPTION WHEN unique_violation THEN
         RETURN jsonb_build_object('results',
-            (SELECT jsonb_agg(lease._renew_or_replay(e.value, brief, s) ORDER BY e.n)
+            (SELECT jsonb_agg(lease.renew(e.value) ORDER BY e.n)
                FROM jsonb_array_elements(items) WITH ORDINALITY AS e(value, n)));
     END;
 END

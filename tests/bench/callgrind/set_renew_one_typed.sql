@@ -11,8 +11,7 @@ CREATE OR REPLACE FUNCTION lease._renew_t(
     workflow_name text, operation_class text, lease_id text, fencing_token bigint, ttl_ms bigint,
     service_instance_id text, principal_id text, principal_class text, credential_id text,
     request_id text, request_digest text, deadline_at timestamptz, correlation_id text,
-    trace_id text, deadline_class text, latency_ms integer, brief boolean, s lease._settings,
-    identity_error text)
+    trace_id text, deadline_class text, latency_ms integer, brief boolean, s lease._settings)
  RETURNS jsonb
  LANGUAGE sql
 RETURN (lease._renew_set(ARRAY[tenant_id], ARRAY[program_id], ARRAY[target_namespace], ARRAY[target_id],
@@ -20,4 +19,4 @@ RETURN (lease._renew_set(ARRAY[tenant_id], ARRAY[program_id], ARRAY[target_names
     ARRAY[ttl_ms], ARRAY[service_instance_id], ARRAY[principal_id], ARRAY[principal_class],
     ARRAY[credential_id], ARRAY[request_id], ARRAY[request_digest], ARRAY[deadline_at],
     ARRAY[correlation_id], ARRAY[trace_id], ARRAY[deadline_class], ARRAY[latency_ms], brief, s,
-    ARRAY[identity_error]))[1];
+    NULL))[1];

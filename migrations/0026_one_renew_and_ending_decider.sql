@@ -1,0 +1,28 @@
+-- 0026: a renewal and an ending each answer a repeated request id in one
+-- place (issue 36, "One SQL function per operation"). The replay path was
+-- written twice for each: lease.renew_brief_typed's block and
+-- lease._renew_or_replay's, lease.release_brief_typed's and
+-- lease._end_or_replay's.
+--
+-- - lease.renew(jsonb) turns a request into typed values and calls
+--   lease.renew_brief_typed, which gains a last argument
+--   `brief boolean DEFAULT true` (false: the whole record); its block is a
+--   renewal's one replay path. lease.renew gains `own_subtransaction
+--   boolean DEFAULT true`, false only for lease.renew_many's first pass
+--   (lease._renew_t directly, the batch's block answers). lease._renew_t
+--   loses identity_error (lease.renew answers a malformed identity itself,
+--   as lease.acquire does).
+-- - lease._end_t answers a repeated request id in its own subtransaction
+--   unless its new last argument own_subtransaction is false (a batch's
+--   first pass); lease._end passes it on.
+-- - Gone: lease._renew, lease._renew_or_replay, lease._end_or_replay.
+--
+-- This file changes nothing by itself. Applying it applies every
+-- definition under sql/ in the same transaction, and then drops each
+-- function of schema lease that no definition wrote (docs/schema.md, "How
+-- the schema changes"): the old 21-argument lease.renew_brief_typed goes in
+-- the same transaction that creates the 22-argument one, so no call of 21
+-- arguments ever finds two candidates; and a database at version 26 has
+-- the new ones before a build that expects it reports ready.
+
+SELECT 1;
