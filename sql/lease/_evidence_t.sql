@@ -8,19 +8,31 @@ CREATE OR REPLACE FUNCTION lease._evidence_t(op text, l lease.locks, result json
  RETURNS boolean
  LANGUAGE plpgsql
 AS $function$
+DECLARE
+    eid bigint;
 BEGIN
-    -- the audit event first: the idempotency record links to it (its
-    -- answer is rebuilt from it and the lease: lease._replay_answer)
-    WITH event AS (
+    -- One statement writes both (a second statement costs more to start):
+    -- the event's id is drawn first, so the idempotency record can name the
+    -- audit event of its request (its answer is rebuilt from that event and
+    -- the lease: lease._replay_answer).
+    eid := nextval('lease.audit_events_event_id_seq');
+    WITH remembered AS (
+        INSERT INTO lease.idempotency_keys (request_key, expires_at, event_id, brief,
+                                            request_digest)
+        VALUES (lease._request_key(l.lock_key, op, principal_id, request_id),
+                lease._now() + lease._ms(retention_ms), eid,
+                -- the whole record names the identity, the brief one does not
+                NOT (result -> 'lease' ? 'lock_identity'), decode(request_digest, 'hex')))
     INSERT INTO lease.audit_events (
-        latency_ms, event_type, priority, decision, result_code, request_id, correlation_id,
-        trace_id, execution_id, job_id, principal_class, principal_id, credential_id,
-        service_instance_id, tenant_id, program_id, target_namespace, target_id, actor_name,
-        workflow_name, operation_class, lease_id, fencing_token, requested_ttl_ms,
+        event_id, latency_ms, event_type, priority, decision, result_code, request_id,
+        correlation_id, trace_id, execution_id, job_id, principal_class, principal_id,
+        credential_id, service_instance_id, tenant_id, program_id, target_namespace, target_id,
+        actor_name, workflow_name, operation_class, lease_id, fencing_token, requested_ttl_ms,
         effective_ttl_ms, deadline_class, previous_state, resulting_state, reason, incident_id,
         lease_acquired_at)
+    OVERRIDING SYSTEM VALUE
     VALUES (
-        latency_ms, 'target_lease_' || op,
+        eid, latency_ms, 'target_lease_' || op,
         CASE WHEN op IN ('force_release', 'revoke') THEN 'high' ELSE 'normal' END, 'allow',
         result ->> 'code', request_id, left(correlation_id, 64), coalesce(trace_id, l.trace_id),
         l.execution_id, l.job_id, left(principal_class, 16), principal_id,
@@ -29,14 +41,7 @@ BEGIN
         l.lease_id, l.fencing_token, requested_ttl_ms, l.ttl_ms, left(deadline_class, 16),
         previous_state, resulting_state, reason, incident_id,
         -- what a renewal's replay answer needs and the event lacks
-        CASE WHEN op = 'renew' THEN l.acquired_at END)
-    RETURNING event_id)
-    INSERT INTO lease.idempotency_keys (request_key, expires_at, event_id, brief, request_digest)
-    SELECT lease._request_key(l.lock_key, op, principal_id, request_id),
-           lease._now() + lease._ms(retention_ms), event.event_id,
-           -- the whole record names the identity, the brief one does not
-           NOT (result -> 'lease' ? 'lock_identity'), decode(request_digest, 'hex')
-      FROM event;
+        CASE WHEN op = 'renew' THEN l.acquired_at END);
     RETURN true;
 END
 $function$;
