@@ -80,10 +80,10 @@ SELECT plan(40 + (SELECT count(*)::int FROM t.exec_grants)
 -- Objects ------------------------------------------------------------------
 SELECT has_schema('lease');
 SELECT tables_are('lease', ARRAY['policy', 'namespace_state', 'secrets', 'locks', 'history',
-    'idempotency', 'audit_events', 'credentials', 'fence_marks', 'fenced_documents', 'outbox',
+    'idempotency_keys', 'audit_events', 'credentials', 'fence_marks', 'fenced_documents', 'outbox',
     'quarantine', 'recoveries', 'schema_migrations', 'schema_repeatables', 'lease_index']);
 SELECT views_are('lease', ARRAY['active_leases', 'lease_history', 'audit_log',
-    'fencing_counters', 'quarantined_records', '_settings', 'outbox_backlog']);
+    'fencing_counters', 'quarantined_records', '_settings', 'outbox_backlog', 'idempotency']);
 SELECT is((SELECT count(*)::int FROM t.exec_grants e
             WHERE NOT EXISTS (SELECT 1 FROM pg_proc p WHERE p.oid = e.fn)), 0,
           'every function named in the grants exists');

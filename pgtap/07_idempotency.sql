@@ -5,7 +5,7 @@
 -- digest answers idempotency_conflict and changes nothing.
 BEGIN ISOLATION LEVEL SERIALIZABLE;
 \ir helpers/fixtures.psql
-SELECT plan(44);
+SELECT plan(49);
 
 CREATE FUNCTION t.strip(r jsonb) RETURNS jsonb LANGUAGE sql IMMUTABLE
 RETURN r - 'replayed' - 'current_state';
@@ -148,6 +148,27 @@ SELECT is(lease.fenced_commit(:'cq'::jsonb || jsonb_build_object('request_digest
           '{"code":"idempotency_conflict"}'::jsonb, 'commit: other digest: idempotency_conflict');
 RESET ROLE;
 SELECT is(t.snapshot(), :'before', 'and nothing written');
+
+-- replays after the row passed to another lease: the answers are rebuilt
+-- from each request's audit event and the ended lease's history row
+-- (lease._replay_answer), the whole record and the brief one alike
+SELECT t.acq('target_h1') AS hq \gset
+SELECT lease.acquire(:'hq'::jsonb) AS h1 \gset
+SELECT t.ref(:'h1'::jsonb, '{"ttl_ms": 20000}') AS hrq \gset
+SELECT lease.renew(:'hrq'::jsonb) AS hr1 \gset
+SELECT t.ref(:'h1'::jsonb) AS hlq \gset
+SELECT lease.release(:'hlq'::jsonb) AS hl1 \gset
+SELECT lease.acquire(t.acq('target_h1')) AS hnext \gset
+SELECT is(t.strip(lease.acquire(:'hq'::jsonb)), t.strip(:'h1'::jsonb),
+          'acquire replayed from history: the original result');
+SELECT is(t.strip(lease.renew(:'hrq'::jsonb)), t.strip(:'hr1'::jsonb),
+          'renew (its own TTL) replayed from history: the original result');
+SELECT is(t.strip(lease.release(:'hlq'::jsonb)), t.strip(:'hl1'::jsonb),
+          'release replayed: the original result');
+SELECT is(lease.renew(:'hrq'::jsonb) ->> 'current_state', 'released',
+          'and the current state is the history row''s');
+SELECT isnt(:'hnext'::jsonb #>> '{lease,lease_id}', :'h1'::jsonb #>> '{lease,lease_id}',
+            'the row holds another lease meanwhile');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -84,8 +84,9 @@ SELECT is((SELECT ARRAY[lease_id, fencing_token::text] FROM lease.active_leases
 -- retention ---------------------------------------------------------------------------------
 -- one idempotency row, one history row and one audit event past retention;
 -- everything else is recent
-UPDATE lease.idempotency SET expires_at = now() - interval '1 second'
- WHERE lease_id = :'a1'::jsonb #>> '{lease,lease_id}';
+UPDATE lease.idempotency_keys SET expires_at = now() - interval '1 second'
+ WHERE request_key IN (SELECT request_key FROM lease.idempotency
+                        WHERE lease_id = :'a1'::jsonb #>> '{lease,lease_id}');
 UPDATE lease.history SET ended_at = now() - interval '31 days'
  WHERE lease_id = :'a2'::jsonb #>> '{lease,lease_id}';
 INSERT INTO lease.audit_events (occurred_at, event_type, decision, result_code, request_id)

@@ -10,25 +10,23 @@ SELECT plan(3);
 
 SELECT is_empty(
     $$SELECT attrelid::regclass::text || '.' || attname FROM pg_attribute
-       WHERE attrelid IN ('lease.idempotency'::regclass, 'lease.audit_events'::regclass)
+       WHERE attrelid IN ('lease.idempotency_keys'::regclass, 'lease.audit_events'::regclass)
          AND attnum > 0 AND NOT attisdropped AND attstattarget <> 10$$,
-    'every column of lease.idempotency and lease.audit_events has statistics target 10');
+    'every column of lease.idempotency_keys and lease.audit_events has statistics target 10');
 
 -- ANALYZE then samples 300 x 10 rows: seen in what it reports
-INSERT INTO lease.idempotency (lock_key, operation, owner_principal_id, request_id, request_digest,
-                               result, created_at, expires_at)
-SELECT md5(g::text), 'renew', 'prn-stat', 'rid-' || g, sha256(g::text::bytea), '{}', now(),
-       now() + interval '1 day'
+INSERT INTO lease.idempotency_keys (request_key, expires_at, event_id, brief, request_digest)
+SELECT md5(g::text)::uuid, now() + interval '1 day', g, true, sha256(g::text::bytea)
   FROM generate_series(1, 20000) g;
-ANALYZE lease.idempotency;
+ANALYZE lease.idempotency_keys;
 SELECT cmp_ok(
     (SELECT array_length(histogram_bounds::text::text[], 1) FROM pg_stats
-      WHERE schemaname = 'lease' AND tablename = 'idempotency' AND attname = 'request_id'),
-    '<=', 11, 'request_id''s histogram has at most 11 bounds (target 10)');
+      WHERE schemaname = 'lease' AND tablename = 'idempotency_keys' AND attname = 'request_key'),
+    '<=', 11, 'request_key''s histogram has at most 11 bounds (target 10)');
 SELECT cmp_ok(
     (SELECT array_length(histogram_bounds::text::text[], 1) FROM pg_stats
-      WHERE schemaname = 'lease' AND tablename = 'idempotency' AND attname = 'request_id'),
-    '>=', 2, 'request_id has a histogram at all');
+      WHERE schemaname = 'lease' AND tablename = 'idempotency_keys' AND attname = 'request_key'),
+    '>=', 2, 'request_key has a histogram at all');
 
 SELECT * FROM finish();
 ROLLBACK;

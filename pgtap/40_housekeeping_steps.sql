@@ -63,12 +63,14 @@ RESET ROLE;
 -- 5 idempotency rows past their expiry (1..5 hours) and 1 not; the three
 -- history rows and their lease ids aged past retention, one audit event
 -- per hour for 5 hours past the audit retention and one fresh.
-INSERT INTO lease.idempotency (lock_key, operation, owner_principal_id, request_id,
-                               request_digest, result, created_at, expires_at)
-SELECT t.key(t.ident('old')), 'acquire', 'p1', 'idem-' || g, sha256(g::text::bytea), '{}',
-       now() - interval '2 days', now() - g * interval '1 hour'
+-- (narrow rows: their request ids kept in the stored answer, to name them)
+INSERT INTO lease.idempotency_keys (request_key, expires_at, brief, request_digest, answer)
+SELECT lease._request_key(t.key(t.ident('old')), 'acquire', 'p1', 'idem-' || g),
+       now() - g * interval '1 hour', true, sha256(g::text::bytea),
+       jsonb_build_object('request_id', 'idem-' || g)
   FROM generate_series(0, 5) g;
-UPDATE lease.idempotency SET expires_at = now() + interval '1 hour' WHERE request_id = 'idem-0';
+UPDATE lease.idempotency_keys SET expires_at = now() + interval '1 hour'
+ WHERE answer ->> 'request_id' = 'idem-0';
 UPDATE lease.history SET ended_at = ended_at - interval '31 days';
 INSERT INTO lease.lease_index (lease_id, lock_key, created_at)
 SELECT lease_id, lock_key, now() - interval '40 days' FROM lease.history;
@@ -91,7 +93,7 @@ SELECT ok((:'p1'::jsonb ->> 'audit_lag_ms')::bigint BETWEEN 3 * 3600000 - 60000 
           'audit lag: the oldest event left is 3 hours past retention');
 SELECT ok((:'p1'::jsonb ->> 'history_lag_ms')::bigint > 0, 'history lag: one row left past retention');
 SELECT ok((:'p1'::jsonb ->> 'lease_index_lag_ms')::bigint > 0, 'lease index lag: one id left past retention');
-SELECT set_eq($$SELECT request_id FROM lease.idempotency$$,
+SELECT set_eq($$SELECT answer ->> 'request_id' FROM lease.idempotency_keys$$,
               ARRAY['idem-0', 'idem-1', 'idem-2', 'idem-3'], 'the oldest idempotency rows went first');
 SELECT set_eq($$SELECT request_id FROM lease.audit_events$$,
               ARRAY['aud-0', 'aud-1', 'aud-2', 'aud-3'], 'the oldest audit events went first');
@@ -107,7 +109,7 @@ SELECT is(:'p3'::jsonb, '{"ran": true, "more": false, "idempotency_purged": 1, "
             "lease_index_purged": 0, "audit_purged": 1, "idempotency_lag_ms": 0,
             "history_lag_ms": 0, "lease_index_lag_ms": 0, "audit_lag_ms": 0}'::jsonb,
           'the third step finishes: nothing left past retention, lag 0');
-SELECT set_eq($$SELECT request_id FROM lease.idempotency$$, ARRAY['idem-0'],
+SELECT set_eq($$SELECT answer ->> 'request_id' FROM lease.idempotency_keys$$, ARRAY['idem-0'],
               'the unexpired idempotency row stays');
 SELECT set_eq($$SELECT request_id FROM lease.audit_events$$, ARRAY['aud-0'],
               'the event inside retention stays');

@@ -7,6 +7,6 @@
 #ifndef LEASE_SCHEMA_H
 #define LEASE_SCHEMA_H
 
-#define LEASE_SCHEMA_VERSION 26
+#define LEASE_SCHEMA_VERSION 27
 
 #endif

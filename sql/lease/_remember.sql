@@ -1,18 +1,22 @@
-CREATE OR REPLACE FUNCTION lease._remember(k text, op text, p jsonb, result jsonb, lease_id text)
+CREATE OR REPLACE FUNCTION lease._remember(k text, op text, p jsonb, result jsonb)
  RETURNS void
  LANGUAGE plpgsql
 AS $function$
 BEGIN
-    INSERT INTO lease.idempotency (lock_key, operation, owner_principal_id, request_id,
-                                   request_digest, result, lease_id, created_at, expires_at)
-    SELECT k, op, p #>> '{principal,principal_id}', p ->> 'request_id',
-           decode(p ->> 'request_digest', 'hex'), result, lease_id, lease._now(),
-           lease._now() + lease._ms(pol.idempotency_retention_ms)
+    -- the answer is kept whole (a commit's revisions and outbox ids are
+    -- nowhere else), linked to the audit event the caller wrote just before
+    -- (currval: this session's last event id)
+    INSERT INTO lease.idempotency_keys (request_key, expires_at, event_id, brief, request_digest,
+                                        answer)
+    SELECT lease._request_key(k, op, p #>> '{principal,principal_id}', p ->> 'request_id'),
+           lease._now() + lease._ms(pol.idempotency_retention_ms),
+           currval(pg_get_serial_sequence('lease.audit_events', 'event_id')), true,
+           decode(p ->> 'request_digest', 'hex'), result
       FROM lease.policy pol;
 END
 $function$;
 
-COMMENT ON FUNCTION lease._remember(text,text,jsonb,jsonb,text) IS
-    'Stores the typed result of a state-changing request with its mutation (fenced_commit; the lease operations use lease._evidence).';
+COMMENT ON FUNCTION lease._remember(text,text,jsonb,jsonb) IS
+    'Stores the answer of a state-changing request whose answer the audit event cannot rebuild (fenced_commit: its revisions and outbox ids), linked to the audit event the caller wrote just before it in the same transaction. The lease operations use lease._evidence.';
 
-REVOKE ALL ON FUNCTION lease._remember(text,text,jsonb,jsonb,text) FROM PUBLIC;
+REVOKE ALL ON FUNCTION lease._remember(text,text,jsonb,jsonb) FROM PUBLIC;

@@ -98,7 +98,6 @@ BEGIN
 
     result := jsonb_build_object('code', 'commit_accepted', 'lease_id', l.lease_id,
                                  'fencing_token', token, 'results', results);
-    PERFORM lease._remember(k, 'commit', p, result, l.lease_id);
     PERFORM lease._audit(p, 'target_lease_commit', 'commit_accepted',
         jsonb_build_object('lock_identity', lease._identity_json(l.tenant_id, l.program_id,
                                l.target_namespace, l.target_id, l.actor_name, l.workflow_name,
@@ -108,6 +107,8 @@ BEGIN
                            'execution_id', l.execution_id, 'job_id', l.job_id,
                            'trace_id', p ->> 'trace_id', 'previous_state', 'active',
                            'resulting_state', 'active'));
+    -- after its audit event, which the idempotency record links to
+    PERFORM lease._remember(k, 'commit', p, result);
     RETURN result || jsonb_build_object('replayed', false);
 END
 $function$;

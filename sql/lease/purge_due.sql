@@ -19,7 +19,7 @@ BEGIN
         RETURN jsonb_build_object('ran', false, 'more', false);
     END IF;
     SELECT * INTO pol FROM lease.policy;
-    idem := lease._purge_batch('lease.idempotency', 'expires_at', 'expires_at', now(), batch);
+    idem := lease._purge_batch('lease.idempotency_keys', 'expires_at', 'expires_at', now(), batch);
     hist := lease._purge_batch('lease.history', 'ended_at', 'ended_at',
                                now() - lease._ms(pol.history_retention_ms), batch);
     -- a lease id outlives its history row only while the lease could live

@@ -19,8 +19,8 @@ BEGIN
                                   'audit_purged', 0);
     END IF;
     SELECT * INTO pol FROM lease.policy;
-    DELETE FROM lease.idempotency WHERE ctid IN (
-        SELECT ctid FROM lease.idempotency WHERE expires_at < now()
+    DELETE FROM lease.idempotency_keys WHERE ctid IN (
+        SELECT ctid FROM lease.idempotency_keys WHERE expires_at < now()
          ORDER BY expires_at LIMIT batch);
     GET DIAGNOSTICS idem = ROW_COUNT;
     DELETE FROM lease.history WHERE ctid IN (

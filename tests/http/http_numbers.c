@@ -186,9 +186,12 @@ static void test_unreadable_mutation_answer(void **state)
 {
     (void)state;
     json_decref(acquire_lease(fx.base, worker, "num-unreadable", "t-num-unreadable"));
-    assert_true(testpg_exec(fx.db, "UPDATE lease.idempotency SET result = jsonb_set(result, "
-                                   "'{lease,lease_id}', to_jsonb(repeat('x', 300))) "
-                                   "WHERE request_id = 'num-unreadable'"));
+    /* the stored answer (kept whole in the record's answer column: the
+     * rebuilt one would come from the lease) made unreadable */
+    assert_true(testpg_exec(fx.db, "UPDATE lease.idempotency_keys x SET answer = jsonb_set("
+                                   "i.result, '{lease,lease_id}', to_jsonb(repeat('x', 300))) "
+                                   "FROM lease.idempotency i WHERE i.request_key = x.request_key "
+                                   "AND i.request_id = 'num-unreadable'"));
     http_resp_t *r = acquire_call(fx.base, worker, "num-unreadable", "t-num-unreadable");
     check_reply(r, 503, "lease_outcome_unknown", NULL);
     assert_true(json_is_true(json_object_get(r->json, "retryable")));

@@ -40,7 +40,7 @@ import time
 import urllib.error
 import urllib.request
 
-TABLES = ["idempotency", "audit_events", "history", "lease_index"]
+TABLES = ["idempotency_keys", "audit_events", "history", "lease_index"]
 
 
 def psql(url, sql):
@@ -138,7 +138,7 @@ def sample(args, base, t0, interval_s):
         tables[name] = (int(count), int(size))
     slack = f"interval '{args.slack_intervals * interval_s} seconds'"
     late_rows = psql(args.db_url, f"""
-        SELECT 'idempotency', count(*) FROM lease.idempotency WHERE expires_at < now() - {slack}
+        SELECT 'idempotency_keys', count(*) FROM lease.idempotency_keys WHERE expires_at < now() - {slack}
         UNION ALL SELECT 'history', count(*) FROM lease.history, lease.policy p
          WHERE ended_at < now() - lease._ms(p.history_retention_ms) - {slack}
         UNION ALL SELECT 'lease_index', count(*) FROM lease.lease_index, lease.policy p
