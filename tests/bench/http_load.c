@@ -31,6 +31,16 @@
  * --latency-file appends every counted request's latency (microseconds,
  * one a line) to PATH, so that runs can be pooled.
  *
+ * --rate R paces the run at R operations a second in all (an acquire and a
+ * release each; clients start their cycles on a fixed schedule, staggered),
+ * so that a soak runs at a rate the machine sustains instead of at
+ * saturation, where latency is mostly queueing. A cycle that starts late
+ * counts the acquire's latency from when it was due, not from when it was
+ * sent (the correction wrk2 makes: a stalled server must not hide its stall
+ * by holding the clients back), and late_cycles counts the cycles that
+ * started more than one interval late: a run where it is more than a few
+ * was not at a rate the machine sustains.
+ *
  * The bearer token (leased mode) is read from the environment variable
  * LEASE_TOKEN, never from the command line (visible in ps).
  */
@@ -61,6 +71,7 @@ typedef struct options {
     double seconds;
     long identities;
     long ttl_ms;
+    long rate; /* operations a second in all; 0: as fast as answered */
 } options_t;
 
 /* Counts of answers other than success, keyed "status/code". */
@@ -82,10 +93,11 @@ typedef struct client {
     /* etcd session */
     char session_lease[32];
     int64_t last_keepalive_ns;
+    int64_t due_ns; /* when the paced request being sent was due; 0 otherwise */
     /* results */
     uint32_t *lat_us;
     size_t n_lat, cap_lat;
-    long ops, cycles, conflicts, lost, failed, connects;
+    long ops, cycles, conflicts, lost, failed, connects, late_cycles;
     error_kind_t errors[MAX_ERROR_KINDS];
     int n_errors;
     bool setup_failed;
@@ -183,6 +195,9 @@ static answer_t post(client_t *c, const char *path, const char *body)
         c->body[0] = '\0';
     answer_t a = {0};
     int64_t t0 = now_ns();
+    if (c->due_ns && c->due_ns < t0)
+        t0 = c->due_ns;
+    c->due_ns = 0;
     a.curl = curl_easy_perform(c->curl);
     int64_t t1 = now_ns();
     a.in_window = t1 <= __atomic_load_n(&window_end_ns, __ATOMIC_RELAXED);
@@ -427,7 +442,23 @@ static void *client_main(void *arg)
     if (!ok)
         return NULL;
     int64_t end = __atomic_load_n(&window_end_ns, __ATOMIC_RELAXED);
+    /* paced: client i starts its cycles every interval, i/N of one late */
+    int64_t interval = c->opt->rate ? (int64_t)(2e9 * c->opt->clients / (double)c->opt->rate) : 0;
+    int64_t start = now_ns() + interval * c->index / c->opt->clients;
     for (long seq = 0; now_ns() < end; seq++) {
+        if (interval) {
+            int64_t due = start + seq * interval, now = now_ns();
+            if (due >= end)
+                break;
+            if (due > now) {
+                struct timespec ts = {(time_t)((due - now) / 1000000000),
+                                      (long)((due - now) % 1000000000)};
+                nanosleep(&ts, NULL);
+            } else if (now - due > interval) {
+                c->late_cycles++;
+            }
+            c->due_ns = due;
+        }
         if (c->opt->mode == MODE_LEASED)
             leased_cycle(c, seq);
         else
@@ -495,7 +526,7 @@ static double percentile_ms(const uint32_t *sorted, size_t n, double q)
 static void report(const options_t *opt, client_t *clients)
 {
     size_t n = 0;
-    long ops = 0, cycles = 0, conflicts = 0, lost = 0, failed = 0, connects = 0;
+    long ops = 0, cycles = 0, conflicts = 0, lost = 0, failed = 0, connects = 0, late = 0;
     for (int i = 0; i < opt->clients; i++)
         n += clients[i].n_lat;
     uint32_t *all = malloc((n ? n : 1) * sizeof *all);
@@ -516,6 +547,7 @@ static void report(const options_t *opt, client_t *clients)
         lost += c->lost;
         failed += c->failed;
         connects += c->connects;
+        late += c->late_cycles;
         for (int e = 0; e < c->n_errors; e++) {
             int j = 0;
             while (j < n_errors && strcmp(errors[j].key, c->errors[e].key) != 0)
@@ -542,14 +574,14 @@ static void report(const options_t *opt, client_t *clients)
     }
     printf("mode=%s targets=%s clients=%d seconds=%.2f ops=%ld ops_per_s=%.1f requests=%zu "
            "p50_ms=%.3f p99_ms=%.3f max_ms=%.3f cycles=%ld conflicts=%ld lost=%ld failed=%ld "
-           "connects=%ld errors=",
+           "connects=%ld rate=%ld late_cycles=%ld errors=",
            opt->mode == MODE_LEASED ? "leased" : "etcd",
            opt->targets == TARGETS_EXISTING ? "existing"
            : opt->targets == TARGETS_NEW    ? "new"
                                             : "disjoint",
            opt->clients, opt->seconds, ops, (double)ops / opt->seconds, n,
            percentile_ms(all, n, 0.50), percentile_ms(all, n, 0.99), n ? all[n - 1] / 1000.0 : 0.0,
-           cycles, conflicts, lost, failed, connects);
+           cycles, conflicts, lost, failed, connects, opt->rate, late);
     if (!n_errors)
         printf("-");
     for (int e = 0; e < n_errors; e++)
@@ -563,7 +595,7 @@ static void usage(void)
     fprintf(stderr,
             "usage: http_load --mode leased|etcd --url URL --clients N --seconds S\n"
             "                 [--targets existing|new|disjoint] [--identities N] [--tag STR]\n"
-            "                 [--ttl-ms N] [--latency-file PATH]\n"
+            "                 [--ttl-ms N] [--latency-file PATH] [--rate OPS_PER_S]\n"
             "leased mode reads its bearer token from LEASE_TOKEN.\n");
     exit(2);
 }
@@ -607,6 +639,8 @@ int main(int argc, char **argv)
             opt.ttl_ms = parse_long(v, 1000, 3600000);
         else if (strcmp(a, "--tag") == 0)
             opt.tag = v;
+        else if (strcmp(a, "--rate") == 0)
+            opt.rate = parse_long(v, 1, 10000000);
         else if (strcmp(a, "--latency-file") == 0)
             opt.latency_file = v;
         else if (strcmp(a, "--targets") == 0) {

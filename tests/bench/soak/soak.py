@@ -214,6 +214,11 @@ def main():
                     help="rows this many sweep intervals past retention count as not purged")
     ap.add_argument("--segments", type=int, default=3,
                     help="run the load as this many consecutive http_load runs (p99 of each)")
+    ap.add_argument("--rate", type=int, default=0,
+                    help="operations/s in all (http_load --rate); 0: unpaced. Paced, the run"
+                         " also checks that the rate was sustained and the p99 stayed flat")
+    ap.add_argument("--p99-ratio", type=float, default=1.2,
+                    help="with --rate: the largest last/first segment p99 allowed")
     ap.add_argument("--pg-log")
     ap.add_argument("--out", default=None)
     ap.add_argument("--no-assert", action="store_true",
@@ -257,7 +262,8 @@ def main():
             return subprocess.Popen([args.http_load, "--mode", "leased", "--url", base,
                                      "--clients", str(args.clients), "--seconds", str(seg_seconds),
                                      "--identities", str(args.identities), "--ttl-ms", "5000",
-                                     "--tag", f"soak{i}"],
+                                     "--tag", f"soak{i}"]
+                                    + (["--rate", str(args.rate)] if args.rate else []),
                                     env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                     text=True)
         load = start_segment(0)
@@ -298,9 +304,23 @@ def main():
         m = re.search(r"p99_ms=([0-9.]+)", line)
         if m:
             p99.append(float(m.group(1)))
+    failures = []
     if len(p99) >= 2:
         print(f"p99: first segment {p99[0]:.1f} ms, last {p99[-1]:.1f} ms, ratio {p99[-1] / p99[0]:.2f}")
-    failures = []
+    if args.rate:
+        # paced: the rate must have been sustained (a cycle more than one
+        # interval late is a sign it was not) and the p99 must stay flat
+        for i, out in enumerate(segment_reports):
+            kv = dict(f.split("=", 1) for f in (out.splitlines() or [""])[-1].split() if "=" in f)
+            late, cycles = int(kv.get("late_cycles", -1)), int(kv.get("cycles", 0))
+            if late < 0 or late > 0.01 * max(cycles, 1):
+                failures.append(f"segment {i}: {late} of {cycles} cycles started late:"
+                                f" {args.rate}/s is more than this machine sustains")
+        if len(p99) < 2:
+            failures.append("fewer than two segments reported a p99")
+        elif p99[-1] > args.p99_ratio * p99[0]:
+            failures.append(f"p99 grew {p99[-1] / p99[0]:.2f}x from the first segment to the"
+                            f" last (at most {args.p99_ratio:g}x)")
     fm = final["metrics"]
     # 1. failures retried successfully within two intervals
     for step in ("expire", "purge"):
