@@ -986,8 +986,8 @@ static void test_decode_commit(void **state)
     }
 }
 
-/* lease.expire_due's and lease.purge_due's answers (pgtap/40 shows the SQL
- * side): each field where the sweeper reads it, "did not run" carries no
+/* lease.expire_due's and lease.purge_due's answers (the SQL side:
+ * pgtap/40_housekeeping_bounded_oldest_first.sql): each field where the sweeper reads it, "did not run" carries no
  * counts, and a missing field is malformed, never a zero. */
 static void test_decode_housekeeping(void **state)
 {
