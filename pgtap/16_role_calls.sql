@@ -28,8 +28,9 @@ CREATE FUNCTION t.held_id() RETURNS text LANGUAGE sql STABLE
 RETURN (SELECT held #>> '{lease,lease_id}' FROM t.fx);
 
 -- The SQLSTATE a statement raises (NULL: none). The housekeeping steps run
--- at READ COMMITTED only (pgtap/40, 41): in this SERIALIZABLE transaction
--- their typed answer is the refusal LS020, which they give after the role's
+-- at READ COMMITTED only (pgtap/40_housekeeping_bounded_oldest_first.sql,
+-- 41_housekeeping_isolation.sql): in this SERIALIZABLE transaction their
+-- typed answer is the refusal LS020, which they give after the role's
 -- EXECUTE privilege let them start (a missing privilege is 42501).
 CREATE FUNCTION t.sqlstate_of(q text) RETURNS text LANGUAGE plpgsql AS $$
 BEGIN

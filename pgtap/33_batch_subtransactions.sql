@@ -10,7 +10,7 @@
 -- as before, and nothing of the repeated attempt stays.
 BEGIN ISOLATION LEVEL SERIALIZABLE;
 \ir helpers/fixtures.psql
-SELECT plan(9);
+SELECT plan(13);
 
 SET LOCAL ROLE lease_service;
 CREATE TEMP TABLE held AS
@@ -26,6 +26,26 @@ SELECT is((SELECT count(*) FROM jsonb_array_elements(:'rb'::jsonb -> 'results') 
 SELECT is((SELECT count(DISTINCT l.xmin::text) FROM lease.locks l JOIN held h
              ON l.lease_id = h.a #>> '{lease,lease_id}'), 1::bigint,
           'and its 80 lease rows were written by one transaction id (one subtransaction), not one per item');
+
+-- The typed batch the service sends, the same way: lease.renew_brief_typed
+-- per item, none in a subtransaction of its own.
+SET LOCAL ROLE lease_service;
+SELECT t.renew_many_typed((SELECT jsonb_agg(t.ref(a) ORDER BY i) FROM held)) AS tb \gset
+RESET ROLE;
+SELECT is((SELECT count(*) FROM jsonb_array_elements(:'tb'::jsonb -> 'results') r
+            WHERE r ->> 'code' = 'lease_renewed'), 80::bigint, 'a typed batch of 80 renewals: all renewed');
+SELECT is((SELECT count(DISTINCT l.xmin::text) FROM lease.locks l JOIN held h
+             ON l.lease_id = h.a #>> '{lease,lease_id}'), 1::bigint,
+          'and its 80 lease rows were written by one transaction id');
+-- After a batch, in the same transaction, a single renewal is again in a
+-- subtransaction of its own: a repeated request id gets its stored answer.
+SET LOCAL ROLE lease_service;
+SELECT t.ref(a, '{"ttl_ms": 25000}') AS single FROM held WHERE i = 44 \gset
+SELECT t.renew_typed(:'single'::jsonb) AS single_first \gset
+SELECT t.renew_typed(:'single'::jsonb) AS single_again \gset
+RESET ROLE;
+SELECT is(:'single_first'::jsonb ->> 'replayed', 'false', 'after the batch: a single renewal renews');
+SELECT is(:'single_again'::jsonb ->> 'replayed', 'true', 'and its repeat is answered from its stored result');
 
 SET LOCAL ROLE lease_service;
 SELECT lease.release_many(jsonb_build_object('releases',

@@ -52,13 +52,10 @@ bool store_pg_op_allows(store_pg_op_t op, lease_code_t code);
  * free()), or NULL. On NULL, *bad_field names the offending request field
  * when the input was invalid (e.g. "metadata", "writes[2].body": the caller
  * answers invalid_lease_request), or is NULL when memory ran out.
- * now_mono_ns is the moment of the call, for latency_ms.
+ * now_mono_ns is the moment of the call, for latency_ms. An acquisition, a
+ * renewal, a release and their batches are not JSON: they go as typed
+ * arguments (below).
  */
-LEASE_MUST_USE char *store_pg_encode_acquire(const lease_acquire_req_t *req, int64_t now_mono_ns,
-                                             const char **bad_field);
-/* op: STORE_PG_OP_RENEW or STORE_PG_OP_RELEASE (release sends no ttl). */
-LEASE_MUST_USE char *store_pg_encode_owner(store_pg_op_t op, const lease_owner_req_t *req,
-                                           int64_t now_mono_ns, const char **bad_field);
 /* op: STORE_PG_OP_FORCE_RELEASE or STORE_PG_OP_REVOKE (only revoke sends
  * incident_id). */
 LEASE_MUST_USE char *store_pg_encode_admin(store_pg_op_t op, const lease_admin_req_t *req,
@@ -72,8 +69,9 @@ LEASE_MUST_USE char *store_pg_encode_commit(const lease_commit_req_t *req, int64
 /*
  * The arguments of lease.acquire_brief_typed, renew_brief_typed and
  * release_brief_typed (docs/sql-api.md, "Typed calls"), in their order:
- * what the service sends for an acquisition, a renewal or a release instead
- * of a jsonb request, the same values that request names. values[i] is
+ * what the service sends for an acquisition, a renewal or a release: the
+ * fields of docs/sql-api.md's "Common request fields", one argument each,
+ * in place of a jsonb request. values[i] is
  * argument i + 1 as text, NULL for SQL NULL (an optional field left empty,
  * the default operation class, no TTL, no metadata); it points into the
  * request or into this struct, so both must outlive the call.
@@ -109,15 +107,15 @@ typedef struct store_pg_typed_args {
 } store_pg_typed_args_t;
 /* op: STORE_PG_OP_RENEW or STORE_PG_OP_RELEASE (a release's arguments are
  * a renewal's without ttl_ms, the tenth). Fills out from the request; false
- * when a string is not UTF-8 (what store_pg_encode_owner refuses too: the
- * caller answers as for a failed encoding). */
+ * when a string is not UTF-8 (the caller answers as for a failed
+ * encoding). */
 LEASE_MUST_USE bool store_pg_encode_owner_typed(store_pg_op_t op, const lease_owner_req_t *req,
                                                 int64_t now_mono_ns, store_pg_typed_args_t *out);
 /* An acquisition's arguments, the same way. The metadata goes as the
  * request holds it (an object the request decoder validated and wrote);
  * none, or {}, is NULL. False with *bad_field "metadata" when it is not a
- * JSON object (as store_pg_encode_acquire refuses it), with *bad_field
- * NULL when a string is not UTF-8. */
+ * JSON object (the caller's input: invalid_lease_request), with
+ * *bad_field NULL when a string is not UTF-8. */
 LEASE_MUST_USE bool store_pg_encode_acquire_typed(const lease_acquire_req_t *req,
                                                   int64_t now_mono_ns, store_pg_typed_args_t *out,
                                                   const char **bad_field);

@@ -1,6 +1,8 @@
 /*
- * pg_codec_request.c - encodes store.h requests as the jsonb argument of the
- * SQL functions (docs/sql-api.md, "Common request fields" and "Functions").
+ * pg_codec_request.c - encodes store.h requests as the arguments of the SQL
+ * functions (docs/sql-api.md, "Common request fields" and "Functions"): the
+ * administrative, read and commit calls as one jsonb argument, the
+ * acquisition, renewal, release and their batches as typed arguments.
  *
  * Empty optional strings are omitted rather than sent as "", so the SQL side
  * sees "absent" exactly where the caller had nothing. Embedded JSON
@@ -172,52 +174,6 @@ static bool put_document(out_t *b, const char *k, const char *json)
     lease_json_value(b, doc, 0);
     json_decref(doc);
     return true;
-}
-
-char *store_pg_encode_acquire(const lease_acquire_req_t *req, int64_t now_mono_ns,
-                              const char **bad_field)
-{
-    *bad_field = NULL;
-    out_t b = {0};
-    /* the lease stores the acquire's own trace id, else the call's */
-    open_common(&b, &req->call, now_mono_ns, req->trace_id[0] ? req->trace_id : NULL);
-    put_lock_identity(&b, &req->identity);
-    lease_json_put_str(&b, "service_instance_id", req->service_instance_id);
-    lease_json_put_str(&b, "execution_id", req->execution_id);
-    lease_json_put_str(&b, "job_id", req->job_id);
-    if (req->ttl_ms > 0)
-        lease_json_put_int(&b, "ttl_ms", req->ttl_ms);
-    if (req->maximum_lifetime_ms > 0)
-        lease_json_put_int(&b, "maximum_lifetime_ms", req->maximum_lifetime_ms);
-    /* absent means {} in SQL too (lease._metadata): the empty object every
-     * request without metadata carries is not sent to be validated again */
-    if (req->metadata_json[0] && strcmp(req->metadata_json, "{}") != 0 &&
-        !put_document(&b, "metadata", req->metadata_json)) {
-        *bad_field = "metadata";
-        return refuse(&b);
-    }
-    return finish(&b);
-}
-
-/* A renewal or release as a jsonb request. */
-static void write_owner(out_t *b, store_pg_op_t op, const lease_owner_req_t *req,
-                        int64_t now_mono_ns)
-{
-    open_common(b, &req->call, now_mono_ns, NULL);
-    put_lease_ref(b, &req->identity, req->lease_id, req->fencing_token);
-    lease_json_put_str(b, "service_instance_id", req->service_instance_id);
-    if (op == STORE_PG_OP_RENEW && req->ttl_ms > 0)
-        lease_json_put_int(b, "ttl_ms", req->ttl_ms);
-    close_with(b, "}");
-}
-
-char *store_pg_encode_owner(store_pg_op_t op, const lease_owner_req_t *req, int64_t now_mono_ns,
-                            const char **bad_field)
-{
-    *bad_field = NULL;
-    out_t b = {0};
-    write_owner(&b, op, req, now_mono_ns);
-    return lease_json_take(&b);
 }
 
 /* An optional text argument: NULL (SQL NULL) when empty, as the jsonb
@@ -392,7 +348,7 @@ bool store_pg_encode_acquire_typed(const lease_acquire_req_t *req, int64_t now_m
     *bad_field = NULL;
     bool has_metadata = req->metadata_json[0] && strcmp(req->metadata_json, "{}") != 0;
     if (has_metadata) {
-        /* refused here, before any connection, as the jsonb request refuses it */
+        /* refused here, before any connection: the caller's input */
         json_t *doc = store_pg_parse_object(req->metadata_json);
         if (!doc) {
             *bad_field = "metadata";

@@ -109,124 +109,55 @@ static void check_identity(json_t *o)
     assert_int_equal(json_object_size(json_object_get(o, "lock_identity")), 7);
 }
 
-static void test_encode_acquire(void **state)
+/* The arguments a typed call sends, one literal per argument (NULL: SQL
+ * NULL). The literals are what the jsonb request the adapter once sent
+ * named for the same request, member by member (docs/sql-api.md, "Typed
+ * calls"): nothing named differently, dropped or added. */
+static void assert_args(const store_pg_typed_args_t *got, const char *const *want, int n)
 {
-    (void)state;
-    lease_acquire_req_t req;
-    memset(&req, 0, sizeof req);
-    int64_t now = 5000000000LL;
-    fill_call(&req.call, now);
-    fill_identity(&req.identity);
-    strcpy(req.service_instance_id, "inst-1");
-    strcpy(req.execution_id, "exec-1");
-    strcpy(req.job_id, "job-1");
-    req.ttl_ms = 30000;
-    strcpy(req.metadata_json, "{\"attempt\":2,\"k\":\"v\"}");
-    const char *bad = "x";
-    char *text = store_pg_encode_acquire(&req, now, &bad);
-    assert_null(bad);
-    json_t *o = parse(text);
-    check_common(o);
-    check_identity(o);
-    assert_string_equal(str(o, "service_instance_id"), "inst-1");
-    assert_string_equal(str(o, "execution_id"), "exec-1");
-    assert_string_equal(str(o, "job_id"), "job-1");
-    /* no acquire trace id: the call's */
-    assert_string_equal(str(o, "trace_id"), "trace-call");
-    assert_int_equal(json_integer_value(json_object_get(o, "ttl_ms")), 30000);
-    assert_null(json_object_get(o, "maximum_lifetime_ms"));
-    assert_int_equal(json_integer_value(json_object_get(json_object_get(o, "metadata"), "attempt")),
-                     2);
-    json_decref(o);
-    free(text);
-
-    /* own trace id wins; empty metadata is absent; lifetime sent */
-    strcpy(req.trace_id, "trace-own");
-    req.metadata_json[0] = '\0';
-    req.ttl_ms = 0;
-    req.maximum_lifetime_ms = 60000;
-    text = store_pg_encode_acquire(&req, now, &bad);
-    o = parse(text);
-    assert_string_equal(str(o, "trace_id"), "trace-own");
-    assert_null(json_object_get(o, "metadata"));
-    assert_null(json_object_get(o, "ttl_ms"));
-    assert_int_equal(json_integer_value(json_object_get(o, "maximum_lifetime_ms")), 60000);
-    json_decref(o);
-    free(text);
-
-    /* bad metadata is the caller's input: named, nothing encoded */
-    const char *bad_meta[] = {"[1,2]", "{\"a\":", "\"x\"", "{\"a\":1,\"a\":2}"};
-    for (size_t i = 0; i < sizeof bad_meta / sizeof bad_meta[0]; i++) {
-        strcpy(req.metadata_json, bad_meta[i]);
-        assert_null(store_pg_encode_acquire(&req, now, &bad));
-        assert_non_null(bad);
-        assert_string_equal(bad, "metadata");
+    assert_int_equal(got->nargs, n);
+    for (int i = 0; i < n; i++) {
+        const char *g = got->values[i];
+        if (!want[i] || !g ? want[i] != g : strcmp(want[i], g) != 0)
+            fail_msg("argument %d: \"%s\" sent, \"%s\" expected", i + 1, g ? g : "NULL",
+                     want[i] ? want[i] : "NULL");
     }
 }
 
-/* The members no decision reads any more (docs/sql-api.md, "One behaviour
- * for every caller") are not sent: every state-changing request, a batch
- * included, carries only its fields. The short answer is a function of its
- * own (lease.acquire_brief_typed, ...), not a "brief" member. */
-static void assert_no_request_flags(const char *text)
+#define DIGEST_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
+#define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+/* Each typed call the service makes, whole: the function and how many
+ * arguments it passes. Only the fields a decision reads go (docs/sql-api.md,
+ * "One behaviour for every caller": no optimistic or existing flag); the
+ * short answer is the function's own last argument, brief, named so that
+ * no default is read at parse analysis (pg_codec_request.c). */
+static void test_typed_calls(void **state)
 {
-    json_t *o = parse(text);
-    assert_null(json_object_get(o, "optimistic"));
-    assert_null(json_object_get(o, "existing"));
-    assert_null(json_object_get(o, "brief"));
-    json_decref(o);
+    (void)state;
+    assert_string_equal(store_pg_typed_calls[STORE_PG_TYPED_ACQUIRE].sql,
+                        "SELECT lease.acquire_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, "
+                        "$10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, "
+                        "$24, true)::text");
+    assert_string_equal(store_pg_typed_calls[STORE_PG_TYPED_RENEW].sql,
+                        "SELECT lease.renew_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
+                        "$11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, true)::text");
+    assert_string_equal(store_pg_typed_calls[STORE_PG_TYPED_RELEASE].sql,
+                        "SELECT lease.release_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, "
+                        "$10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)::text");
+    assert_string_equal(store_pg_typed_calls[STORE_PG_TYPED_RENEW_MANY].sql,
+                        "SELECT lease.renew_many_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, "
+                        "$10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)::text");
+    assert_string_equal(store_pg_typed_calls[STORE_PG_TYPED_RELEASE_MANY].sql,
+                        "SELECT lease.release_many_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, "
+                        "$9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)::text");
 }
 
-static void test_encode_no_request_flags(void **state)
+static void test_encode_admin(void **state)
 {
     (void)state;
     int64_t now = 5000000000LL;
     const char *bad;
-    lease_acquire_req_t a;
-    memset(&a, 0, sizeof a);
-    fill_call(&a.call, now);
-    fill_identity(&a.identity);
-    strcpy(a.service_instance_id, "inst-1");
-    strcpy(a.execution_id, "exec-1");
-    strcpy(a.job_id, "job-1");
-    char *text = store_pg_encode_acquire(&a, now, &bad);
-    assert_no_request_flags(text);
-    free(text);
-
-    lease_owner_req_t r;
-    fill_owner(&r, now, "lease_0", 7);
-    text = store_pg_encode_owner(STORE_PG_OP_RENEW, &r, now, &bad);
-    assert_no_request_flags(text);
-    free(text);
-    text = store_pg_encode_owner(STORE_PG_OP_RELEASE, &r, now, &bad);
-    assert_no_request_flags(text);
-    free(text);
-}
-
-static void test_encode_owner_and_admin(void **state)
-{
-    (void)state;
-    int64_t now = 5000000000LL;
-    lease_owner_req_t o_req;
-    fill_owner(&o_req, now, "lease_1", 42);
-    o_req.ttl_ms = 5000;
-    const char *bad;
-    char *text = store_pg_encode_owner(STORE_PG_OP_RENEW, &o_req, now, &bad);
-    json_t *o = parse(text);
-    check_common(o);
-    check_identity(o);
-    assert_string_equal(str(o, "lease_id"), "lease_1");
-    assert_int_equal(json_integer_value(json_object_get(o, "fencing_token")), 42);
-    assert_string_equal(str(o, "service_instance_id"), "inst-1");
-    assert_int_equal(json_integer_value(json_object_get(o, "ttl_ms")), 5000);
-    json_decref(o);
-    free(text);
-    text = store_pg_encode_owner(STORE_PG_OP_RELEASE, &o_req, now, &bad);
-    o = parse(text);
-    assert_null(json_object_get(o, "ttl_ms"));
-    json_decref(o);
-    free(text);
-
     lease_admin_req_t a_req;
     memset(&a_req, 0, sizeof a_req);
     fill_call(&a_req.call, now);
@@ -236,8 +167,11 @@ static void test_encode_owner_and_admin(void **state)
     a_req.fencing_token = 42;
     strcpy(a_req.reason, "stuck worker");
     strcpy(a_req.incident_id, "inc-9");
-    text = store_pg_encode_admin(STORE_PG_OP_REVOKE, &a_req, now, &bad);
-    o = parse(text);
+    char *text = store_pg_encode_admin(STORE_PG_OP_REVOKE, &a_req, now, &bad);
+    json_t *o = parse(text);
+    strcpy(a_req.call.principal.principal_class, "worker");
+    check_identity(o);
+    assert_string_equal(str(o, "lease_id"), "lease_1");
     assert_string_equal(str(o, "reason"), "stuck worker");
     assert_string_equal(str(o, "incident_id"), "inc-9");
     assert_string_equal(str(o, "principal.principal_class"), "admin");
@@ -245,145 +179,9 @@ static void test_encode_owner_and_admin(void **state)
     free(text);
     text = store_pg_encode_admin(STORE_PG_OP_FORCE_RELEASE, &a_req, now, &bad);
     o = parse(text);
+    check_common(o);
     assert_null(json_object_get(o, "incident_id"));
     assert_int_equal(json_integer_value(json_object_get(o, "fencing_token")), 42);
-    json_decref(o);
-    free(text);
-}
-
-/* A member of the jsonb request as the typed argument carries it: a string
- * as is, an integer as its digits, absent as NULL. */
-static const char *member_text(json_t *o, const char *path, char *buf, size_t size)
-{
-    json_t *v = o;
-    char p[128];
-    snprintf(p, sizeof p, "%s", path);
-    for (char *tok = strtok(p, "."); tok && v; tok = strtok(NULL, "."))
-        v = json_object_get(v, tok);
-    if (!v)
-        return NULL;
-    if (json_is_integer(v)) {
-        snprintf(buf, size, "%lld", (long long)json_integer_value(v));
-        return buf;
-    }
-    assert_true(json_is_string(v));
-    return json_string_value(v);
-}
-
-/* lease.renew_brief_typed's (release_brief_typed's) arguments are, one by
- * one, the values of the jsonb renewal (release) store_pg_encode_owner
- * writes for the same request (the SQL side's tests, pgtap/34_renew_service_call.sql
- * and 35_release_service_call.sql, hold the two calls to the same decision):
- * nothing named differently, dropped or added. */
-static void check_typed_matches_json(store_pg_op_t op, const lease_owner_req_t *req, int64_t now)
-{
-    static const char *const members[] = {"lock_identity.tenant_id",
-                                          "lock_identity.program_id",
-                                          "lock_identity.target_namespace",
-                                          "lock_identity.target_id",
-                                          "lock_identity.actor_name",
-                                          "lock_identity.workflow_name",
-                                          "lock_identity.operation_class",
-                                          "lease_id",
-                                          "fencing_token",
-                                          "ttl_ms",
-                                          "service_instance_id",
-                                          "principal.principal_id",
-                                          "principal.principal_class",
-                                          "principal.credential_id",
-                                          "request_id",
-                                          "request_digest",
-                                          "deadline_at",
-                                          "correlation_id",
-                                          "trace_id",
-                                          "deadline_class",
-                                          "latency_ms"};
-    const char *bad;
-    char *text = store_pg_encode_owner(op, req, now, &bad);
-    json_t *o = parse(text);
-    store_pg_typed_args_t args;
-    assert_true(store_pg_encode_owner_typed(op, req, now, &args));
-    /* a release's arguments are a renewal's without ttl_ms (the tenth) */
-    bool renew = op == STORE_PG_OP_RENEW;
-    int all = (int)(sizeof members / sizeof members[0]);
-    assert_int_equal(args.nargs, renew ? all : all - 1);
-    assert_non_null(
-        strstr(args.sql, renew ? "lease.renew_brief_typed(" : "lease.release_brief_typed("));
-    for (int i = 0; i < args.nargs; i++) {
-        char buf[32];
-        const char *member = members[!renew && i >= 9 ? i + 1 : i];
-        const char *want = member_text(o, member, buf, sizeof buf);
-        /* the jsonb request names the default class; NULL is the default */
-        if (i == 6 && want && strcmp(want, "default") == 0 && !args.values[i])
-            continue;
-        if (!want || !args.values[i]) {
-            if (want != args.values[i])
-                fail_msg("argument %d (%s): \"%s\" typed, \"%s\" in the jsonb request", i + 1,
-                         member, args.values[i] ? args.values[i] : "NULL", want ? want : "absent");
-            continue;
-        }
-        if (strcmp(want, args.values[i]) != 0)
-            fail_msg("argument %d (%s): \"%s\" typed, \"%s\" in the jsonb request", i + 1, member,
-                     args.values[i], want);
-    }
-    json_decref(o);
-    free(text);
-}
-
-/* lease.acquire_brief_typed's arguments, one by one, are the values of the
- * jsonb acquisition store_pg_encode_acquire writes (metadata: the same
- * object). */
-static void check_acquire_typed_matches_json(const lease_acquire_req_t *req, int64_t now)
-{
-    static const char *const members[] = {"lock_identity.tenant_id",
-                                          "lock_identity.program_id",
-                                          "lock_identity.target_namespace",
-                                          "lock_identity.target_id",
-                                          "lock_identity.actor_name",
-                                          "lock_identity.workflow_name",
-                                          "lock_identity.operation_class",
-                                          "service_instance_id",
-                                          "execution_id",
-                                          "job_id",
-                                          "trace_id",
-                                          "ttl_ms",
-                                          "maximum_lifetime_ms",
-                                          "metadata",
-                                          "principal.principal_id",
-                                          "principal.client_id",
-                                          "principal.credential_id",
-                                          "principal.principal_class",
-                                          "request_id",
-                                          "request_digest",
-                                          "deadline_at",
-                                          "correlation_id",
-                                          "deadline_class",
-                                          "latency_ms"};
-    const char *bad;
-    char *text = store_pg_encode_acquire(req, now, &bad);
-    json_t *o = parse(text);
-    store_pg_typed_args_t args;
-    const char *why;
-    assert_true(store_pg_encode_acquire_typed(req, now, &args, &why));
-    assert_int_equal(args.nargs, (int)(sizeof members / sizeof members[0]));
-    assert_non_null(strstr(args.sql, "lease.acquire_brief_typed("));
-    for (int i = 0; i < args.nargs; i++) {
-        char buf[32];
-        if (strcmp(members[i], "metadata") == 0) {
-            json_t *want = json_object_get(o, "metadata");
-            json_t *got = args.values[i] ? parse(args.values[i]) : NULL;
-            if (!(want ? got && json_equal(want, got) : !got))
-                fail_msg("argument %d (metadata) is not the jsonb request's", i + 1);
-            json_decref(got);
-            continue;
-        }
-        const char *want = member_text(o, members[i], buf, sizeof buf);
-        if (i == 6 && want && strcmp(want, "default") == 0 && !args.values[i])
-            continue;
-        if (!want || !args.values[i] ? want != args.values[i] : strcmp(want, args.values[i]) != 0)
-            fail_msg("argument %d (%s): \"%s\" typed, \"%s\" in the jsonb request", i + 1,
-                     members[i], args.values[i] ? args.values[i] : "NULL", want ? want : "absent");
-    }
     json_decref(o);
     free(text);
 }
@@ -401,24 +199,63 @@ static void test_encode_acquire_typed(void **state)
     strcpy(req.job_id, "job-1");
     req.ttl_ms = 30000;
     strcpy(req.metadata_json, "{\"attempt\":2,\"k\":\"v\",\"r\":0.1}");
-    check_acquire_typed_matches_json(&req, now);
+    store_pg_typed_args_t args;
+    const char *why = "x";
+    assert_true(store_pg_encode_acquire_typed(&req, now, &args, &why));
+    assert_null(why);
+    assert_string_equal(args.sql, store_pg_typed_calls[STORE_PG_TYPED_ACQUIRE].sql);
+    assert_string_equal(args.prepared, "lease_acquire_brief_typed");
+    /* no acquire trace id: the call's; the metadata as the request holds it */
+    static const char *const full[] = {
+        "tenant-main", "program-a", "starintel-target", "Target_01",
+        "usernamegen", "default",   "collect",          "inst-1",
+        "exec-1",      "job-1",     "trace-call",       "30000",
+        NULL,          "{\"attempt\":2,\"k\":\"v\",\"r\":0.1}",
+        "prn_1",       "client_1",  "key_1",            "worker",
+        "req-1",       DIGEST_A,    "2026-08-05T12:00:01.234Z",
+        "corr_abc",    "client",    "7"};
+    assert_args(&args, full, NARGS(full));
+
     /* the acquire's own trace id; no metadata ({}); a lifetime, no TTL; no
-     * optional call members; no principal at all */
+     * optional call members */
     strcpy(req.trace_id, "trace-own");
     strcpy(req.metadata_json, "{}");
     req.ttl_ms = 0;
     req.maximum_lifetime_ms = 60000;
     req.identity.operation_class[0] = '\0';
     req.call.correlation_id[0] = req.call.deadline_class[0] = '\0';
-    check_acquire_typed_matches_json(&req, now);
+    assert_true(store_pg_encode_acquire_typed(&req, now, &args, &why));
+    static const char *const sparse[] = {
+        "tenant-main", "program-a", "starintel-target", "Target_01", "usernamegen", "default",
+        NULL,          "inst-1",    "exec-1",           "job-1",     "trace-own",   NULL,
+        "60000",       NULL,        "prn_1",            "client_1",  "key_1",       "worker",
+        "req-1",       DIGEST_A,    "2026-08-05T12:00:01.234Z",      NULL,          NULL,
+        "7"};
+    assert_args(&args, sparse, NARGS(sparse));
+
+    /* no principal at all: a client id without one is not sent; no
+     * metadata at all is the same as {} */
     memset(&req.call.principal, 0, sizeof req.call.principal);
     strcpy(req.call.principal.client_id, "orphan");
-    check_acquire_typed_matches_json(&req, now);
-    store_pg_typed_args_t args;
-    const char *why;
-    strcpy(req.metadata_json, "{not json");
-    assert_false(store_pg_encode_acquire_typed(&req, now, &args, &why));
-    assert_string_equal(why, "metadata");
+    req.metadata_json[0] = '\0';
+    assert_true(store_pg_encode_acquire_typed(&req, now, &args, &why));
+    static const char *const anonymous[] = {
+        "tenant-main", "program-a", "starintel-target", "Target_01", "usernamegen", "default",
+        NULL,          "inst-1",    "exec-1",           "job-1",     "trace-own",   NULL,
+        "60000",       NULL,        NULL,               NULL,        NULL,          NULL,
+        "req-1",       DIGEST_A,    "2026-08-05T12:00:01.234Z",      NULL,          NULL,
+        "7"};
+    assert_args(&args, anonymous, NARGS(anonymous));
+
+    /* bad metadata is the caller's input: named, nothing sent */
+    const char *bad_meta[] = {"[1,2]", "{\"a\":", "\"x\"", "{\"a\":1,\"a\":2}", "{not json"};
+    for (size_t i = 0; i < sizeof bad_meta / sizeof bad_meta[0]; i++) {
+        strcpy(req.metadata_json, bad_meta[i]);
+        why = NULL;
+        assert_false(store_pg_encode_acquire_typed(&req, now, &args, &why));
+        assert_non_null(why);
+        assert_string_equal(why, "metadata");
+    }
     strcpy(req.metadata_json, "{}");
     strcpy(req.job_id, "job\xff");
     assert_false(store_pg_encode_acquire_typed(&req, now, &args, &why));
@@ -432,35 +269,54 @@ static void test_encode_owner_typed(void **state)
     lease_owner_req_t req;
     fill_owner(&req, now, "lease_1", 42);
     req.ttl_ms = 5000;
-    check_typed_matches_json(STORE_PG_OP_RENEW, &req, now);
-    check_typed_matches_json(STORE_PG_OP_RELEASE, &req, now);
-
     store_pg_typed_args_t args;
     assert_true(store_pg_encode_owner_typed(STORE_PG_OP_RENEW, &req, now, &args));
-    assert_string_equal(args.values[8], "42");
-    assert_string_equal(args.values[9], "5000");
-    assert_string_equal(args.values[16], "2026-08-05T12:00:01.234Z");
-    assert_string_equal(args.values[20], "7");
+    assert_string_equal(args.sql, store_pg_typed_calls[STORE_PG_TYPED_RENEW].sql);
+    assert_string_equal(args.prepared, "lease_renew_brief_typed");
+    static const char *const renew[] = {
+        "tenant-main", "program-a", "starintel-target", "Target_01", "usernamegen", "default",
+        "collect",     "lease_1",   "42",               "5000",      "inst-1",      "prn_1",
+        "worker",      "key_1",     "req-1",            DIGEST_A,    "2026-08-05T12:00:01.234Z",
+        "corr_abc",    "trace-call", "client",          "7"};
+    assert_args(&args, renew, NARGS(renew));
+    /* a release's arguments are a renewal's without ttl_ms (the tenth) */
+    assert_true(store_pg_encode_owner_typed(STORE_PG_OP_RELEASE, &req, now, &args));
+    assert_string_equal(args.sql, store_pg_typed_calls[STORE_PG_TYPED_RELEASE].sql);
+    assert_string_equal(args.prepared, "lease_release_brief_typed");
+    static const char *const release[] = {
+        "tenant-main", "program-a", "starintel-target", "Target_01", "usernamegen",
+        "default",     "collect",   "lease_1",          "42",        "inst-1",
+        "prn_1",       "worker",    "key_1",            "req-1",     DIGEST_A,
+        "2026-08-05T12:00:01.234Z", "corr_abc",         "trace-call", "client",
+        "7"};
+    assert_args(&args, release, NARGS(release));
 
-    /* the optional ones empty: SQL NULL, as the jsonb request leaves them out */
+    /* the optional ones empty: SQL NULL (the default operation class
+     * included); the client id is not an argument of either */
     req.ttl_ms = 0;
     req.identity.operation_class[0] = '\0';
     req.call.correlation_id[0] = req.call.trace_id[0] = req.call.deadline_class[0] = '\0';
     req.call.principal.principal_class[0] = '\0';
-    check_typed_matches_json(STORE_PG_OP_RENEW, &req, now);
-    check_typed_matches_json(STORE_PG_OP_RELEASE, &req, now);
     assert_true(store_pg_encode_owner_typed(STORE_PG_OP_RENEW, &req, now, &args));
-    assert_null(args.values[6]);
-    assert_null(args.values[9]);
-    assert_null(args.values[17]);
+    static const char *const renew_sparse[] = {
+        "tenant-main", "program-a", "starintel-target", "Target_01", "usernamegen", "default",
+        NULL,          "lease_1",   "42",               NULL,        "inst-1",      "prn_1",
+        NULL,          "key_1",     "req-1",            DIGEST_A,    "2026-08-05T12:00:01.234Z",
+        NULL,          NULL,        NULL,               "7"};
+    assert_args(&args, renew_sparse, NARGS(renew_sparse));
+    assert_true(store_pg_encode_owner_typed(STORE_PG_OP_RELEASE, &req, now, &args));
+    static const char *const release_sparse[] = {
+        "tenant-main", "program-a", "starintel-target", "Target_01", "usernamegen",
+        "default",     NULL,        "lease_1",          "42",        "inst-1",
+        "prn_1",       NULL,        "key_1",            "req-1",     DIGEST_A,
+        "2026-08-05T12:00:01.234Z", NULL,               NULL,        NULL,
+        "7"};
+    assert_args(&args, release_sparse, NARGS(release_sparse));
 
-    /* a string that is not UTF-8 fails, as it fails the jsonb request */
+    /* a string that is not UTF-8 fails, before any call */
     strcpy(req.call.correlation_id, "corr\xff");
     assert_false(store_pg_encode_owner_typed(STORE_PG_OP_RENEW, &req, now, &args));
     assert_false(store_pg_encode_owner_typed(STORE_PG_OP_RELEASE, &req, now, &args));
-    const char *bad;
-    char *text = store_pg_encode_owner(STORE_PG_OP_RENEW, &req, now, &bad);
-    assert_null(text);
 }
 
 /* The elements of an array literal store_pg_encode_owner_many_typed wrote,
@@ -1130,8 +986,8 @@ static void test_decode_commit(void **state)
     }
 }
 
-/* lease.expire_due's and lease.purge_due's answers (pgtap/40 shows the SQL
- * side): each field where the sweeper reads it, "did not run" carries no
+/* lease.expire_due's and lease.purge_due's answers (the SQL side:
+ * pgtap/40_housekeeping_bounded_oldest_first.sql): each field where the sweeper reads it, "did not run" carries no
  * counts, and a missing field is malformed, never a zero. */
 static void test_decode_housekeeping(void **state)
 {
@@ -1315,9 +1171,8 @@ static void test_op_table(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_encode_acquire),
-        cmocka_unit_test(test_encode_no_request_flags),
-        cmocka_unit_test(test_encode_owner_and_admin),
+        cmocka_unit_test(test_typed_calls),
+        cmocka_unit_test(test_encode_admin),
         cmocka_unit_test(test_encode_owner_typed),
         cmocka_unit_test(test_encode_acquire_typed),
         cmocka_unit_test(test_encode_owner_many_typed),
