@@ -1,8 +1,8 @@
 -- The short answer is the service's typed call, not a request member
 -- (docs/sql-api.md, "Result shape"; migration 0018): lease.acquire_brief_typed,
 -- renew_brief_typed and release_brief_typed decide exactly as lease.acquire,
--- renew and release (one function each decides: acquire_brief_typed,
--- renew_brief_typed, _end_t) and answer without what the request named; a "brief" member no
+-- renew and release (one function each decides: acquire_brief_typed, _renew_t,
+-- _end_t) and answer without what the request named; a "brief" member no
 -- longer changes any answer. The jsonb brief functions are gone.
 BEGIN ISOLATION LEVEL SERIALIZABLE;
 \ir helpers/fixtures.psql

@@ -1,7 +1,7 @@
 -- The request-field helpers every operation runs, case by case: lease._id_ok
 -- (identifiers: 1..128 of [A-Za-z0-9._:-], strings only), lease._int (a JSON
 -- integer in bigint range; the TTL rule built on it lives in the deciders,
--- lease.acquire_brief_typed and lease.renew_brief_typed, pinned by pgtap/34 and 36). Their
+-- lease.acquire_brief_typed and lease._renew_t, pinned by pgtap/34 and 36). Their
 -- formulas were rewritten to cost fewer instructions (docs/benchmarks.md,
 -- "SQL hot path cuts"); these cases pin the rules at their edges, where a
 -- cheaper formula could differ (a JSON text instead of jsonb_typeof, one

@@ -1,5 +1,5 @@
 -- lease.renew_brief_typed, what the service calls for one renewal, decides as
--- lease.renew does (lease.renew calls it): the same answer, the
+-- lease.renew does (both through lease._renew_t): the same answer, the
 -- same evidence (idempotency record and audit event), one idempotency for
 -- both (a request id first used by one is replayed by the other), and each
 -- refusal naming the field the jsonb request's refusal names.
@@ -12,7 +12,7 @@ SELECT ok(has_function_privilege('lease_service', f, 'EXECUTE')
           'the service may call lease.renew_brief_typed, PUBLIC may not')
   FROM (VALUES ('lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,boolean)')) v(f);
 SELECT ok(NOT has_function_privilege('lease_service', f, 'EXECUTE'), f || ': internal')
-  FROM unnest(ARRAY['lease._unmatched_t(text,text,text,text,text,text,jsonb)',
+  FROM unnest(ARRAY['lease._renew_t(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,boolean,lease._settings)',
                     'lease._evidence_t(text,lease.locks,jsonb,bigint,text,text,bigint,text,text,text,text,text,text,text,text,text,text,integer)']) f;
 
 SET LOCAL ROLE lease_service;

@@ -1,6 +1,6 @@
 -- lease.renew_many_brief_typed and release_many_brief_typed, what the
 -- service calls for a batch, decide each item as lease.renew_many and
--- release_many do (lease.renew_brief_typed, lease._end_t): the same answers and
+-- release_many do (lease._renew_t, lease._end_t): the same answers and
 -- evidence, one idempotency for both forms (an item repeated through the
 -- other form is replayed, the rest of its batch still decided), each item's
 -- own refusal, and arrays that do not line up refused as a whole.

@@ -15,6 +15,6 @@ RETURN CASE
     ELSE deadline_at END;
 
 COMMENT ON FUNCTION lease._call_deadline_t(timestamp with time zone,text,text,text) IS
-    'lease._call_deadline''s checks on a typed mutation''s values (lease.renew_brief_typed, lease._end_t): SERIALIZABLE (LS002), a finite deadline, a principal id, a request id and a 64-hex-digit digest (LS003, with the same messages). Returns the deadline. VOLATILE like its raisers, so that it inlines.';
+    'lease._call_deadline''s checks on a typed mutation''s values (lease._renew_t, lease._end_t): SERIALIZABLE (LS002), a finite deadline, a principal id, a request id and a 64-hex-digit digest (LS003, with the same messages). Returns the deadline. VOLATILE like its raisers, so that it inlines.';
 
 REVOKE ALL ON FUNCTION lease._call_deadline_t(timestamp with time zone,text,text,text) FROM PUBLIC;

@@ -11,6 +11,6 @@ RETURN CASE
     END;
 
 COMMENT ON FUNCTION lease._identity_fault(lease.identity) IS
-    'The first component (in tuple order) that lease.normalize_component refused in an identity built from it, as the field a refusal names ("lock_identity.target_id"), or NULL. Shared by lease._identity (a jsonb identity) and lease.renew_brief_typed (a typed one).';
+    'The first component (in tuple order) that lease.normalize_component refused in an identity built from it, as the field a refusal names ("lock_identity.target_id"), or NULL. Shared by lease._identity (a jsonb identity) and lease._renew_t (a typed one).';
 
 REVOKE ALL ON FUNCTION lease._identity_fault(lease.identity) FROM PUBLIC;

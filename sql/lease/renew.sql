@@ -11,7 +11,7 @@ DECLARE
     m lease.identity := lease._identity_members(li);
     ttl_v jsonb := p -> 'ttl_ms';
     -- A JSON value of the wrong type becomes a value that fails the same
-    -- check in lease.renew_brief_typed (NULL, or -1 for a TTL that is not an
+    -- check in lease._renew_t (NULL, or -1 for a TTL that is not an
     -- integer), so the field named is the one it always was.
     lid text := CASE WHEN jsonb_typeof(p -> 'lease_id') = 'string' THEN p ->> 'lease_id' END;
     token bigint := lease._int(p -> 'fencing_token');
@@ -20,7 +20,7 @@ DECLARE
     si text := CASE WHEN jsonb_typeof(p -> 'service_instance_id') = 'string'
                     THEN p ->> 'service_instance_id' END;
     latency integer := lease._int(p -> 'latency_ms')::integer;
-    answer jsonb;
+    s lease._settings;
 BEGIN
     -- an identity that is not an object of the seven members is refused
     -- where the decision would refuse it: after the shared checks
@@ -31,31 +31,31 @@ BEGIN
         END IF;
         RETURN lease._invalid(m.bad_field);
     END IF;
-    IF NOT own_subtransaction THEN
-        -- an item of lease.renew_many's first pass: no subtransaction of
-        -- its own, the batch's block answers a repeated request id
-        PERFORM set_config('lease.renewal_in_block', 'on', true);
+    IF own_subtransaction THEN
+        -- one renewal: lease.renew_brief_typed's block answers a repeated
+        -- request id (the one replay path), with the whole record
+        RETURN lease.renew_brief_typed(
+            m.tenant_id, m.program_id, m.target_namespace, m.target_id, m.actor_name,
+            m.workflow_name, m.operation_class, lid, token, ttl, si,
+            p #>> '{principal,principal_id}', p #>> '{principal,principal_class}',
+            p #>> '{principal,credential_id}', p ->> 'request_id', p ->> 'request_digest',
+            deadline, p ->> 'correlation_id', p ->> 'trace_id', p ->> 'deadline_class', latency,
+            brief => false);
     END IF;
-    -- one renewal: lease.renew_brief_typed decides and, in its block,
-    -- answers a repeated request id (the one replay path), with the whole
-    -- record
-    answer := lease.renew_brief_typed(
+    -- an item of lease.renew_many's first pass: the batch's block answers
+    SELECT * INTO s FROM lease._settings;
+    RETURN lease._renew_t(
         m.tenant_id, m.program_id, m.target_namespace, m.target_id, m.actor_name,
         m.workflow_name, m.operation_class, lid, token, ttl, si,
         p #>> '{principal,principal_id}', p #>> '{principal,principal_class}',
         p #>> '{principal,credential_id}', p ->> 'request_id', p ->> 'request_digest',
         deadline, p ->> 'correlation_id', p ->> 'trace_id', p ->> 'deadline_class', latency,
-        brief => false);
-    IF NOT own_subtransaction THEN
-        -- a SET LOCAL outlives the function that made it
-        PERFORM set_config('lease.renewal_in_block', 'off', true);
-    END IF;
-    RETURN answer;
+        false, s);
 END
 $function$;
 
 COMMENT ON FUNCTION lease.renew(jsonb,boolean) IS
-    'renew-if-owner for a jsonb request (psql''s form, and each item of lease.renew_many), answered with the whole lease record: the request''s members as typed values (a member of the wrong JSON type reaches lease.renew_brief_typed as a value that fails the same check, so each refusal names the field it always named), decided through lease.renew_brief_typed, which answers a repeated request id from its stored result. renewed_at becomes backend time, expires_at min(now + ttl, acquired_at + lifetime); the token never changes. own_subtransaction false is only lease.renew_many''s first pass: lease.renew_brief_typed decides without a subtransaction of its own (the setting lease.renewal_in_block on) and the batch''s block answers a repeat. Every member of the request other than the documented ones ("brief" included) is ignored.';
+    'renew-if-owner for a jsonb request (psql''s form, and each item of lease.renew_many), answered with the whole lease record: the request''s members as typed values (a member of the wrong JSON type reaches lease._renew_t as a value that fails the same check, so each refusal names the field it always named), decided through lease.renew_brief_typed, which answers a repeated request id from its stored result. renewed_at becomes backend time, expires_at min(now + ttl, acquired_at + lifetime); the token never changes. own_subtransaction false is only lease.renew_many''s first pass: lease._renew_t decides directly and the batch''s block answers a repeat. Every member of the request other than the documented ones ("brief" included) is ignored.';
 
 REVOKE ALL ON FUNCTION lease.renew(jsonb,boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION lease.renew(jsonb,boolean) TO lease_service;

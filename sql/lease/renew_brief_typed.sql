@@ -11,132 +11,36 @@ CREATE OR REPLACE FUNCTION lease.renew_brief_typed(
 AS $function$
 DECLARE
     s lease._settings;
-    i lease.identity;
-    field text;
-    k text;
-    c text;
-    why text;
-    l lease.locks;
     cn text;
-    result jsonb;
+    replay jsonb;
 BEGIN
-    -- The one replay path of a renewal, whatever form the request came in:
-    -- the decision below in a subtransaction of its own (this function
-    -- again, the setting on), so that a repeated request id whose lease
-    -- still matched (idempotency's primary key refuses the evidence) is
-    -- undone and answered from its stored result. An item of a batch's
-    -- first pass finds the setting on (lease.renew_many_brief_typed,
-    -- lease.renew(p, false)): one subtransaction for the whole batch, not
-    -- one per item, and the batch's block answers (docs/operators.md,
-    -- "Batches and subtransactions"). A setting, as lease.audit_purge is:
-    -- the arguments are the service's and cannot grow a flag.
-    IF current_setting('lease.renewal_in_block', true) IS DISTINCT FROM 'on' THEN
-        BEGIN
-            PERFORM set_config('lease.renewal_in_block', 'on', true);
-            result := lease.renew_brief_typed(tenant_id, program_id, target_namespace, target_id,
-                                              actor_name, workflow_name, operation_class,
-                                              lease_id, fencing_token, ttl_ms,
-                                              service_instance_id, principal_id, principal_class,
-                                              credential_id, request_id, request_digest,
-                                              deadline_at, correlation_id, trace_id,
-                                              deadline_class, latency_ms, brief);
-            -- a SET LOCAL outlives the function that made it (only the
-            -- function's own SET clause is undone at its exit)
-            PERFORM set_config('lease.renewal_in_block', 'off', true);
-            RETURN result;
-        EXCEPTION WHEN unique_violation THEN
-            -- nothing of this attempt stays (the setting included)
-            GET STACKED DIAGNOSTICS cn = CONSTRAINT_NAME;
-            result := lease._replay_of_typed_conflict(cn, 'renew', tenant_id, program_id,
-                                                      target_namespace, target_id, actor_name,
-                                                      workflow_name, operation_class,
-                                                      principal_id, request_id, request_digest);
-            IF result IS NULL THEN
-                RAISE;
-            END IF;
-            RETURN result;
-        END;
-    END IF;
     SELECT * INTO s FROM lease._settings;
-    -- the checks every call shares (lease._call_deadline's, on typed values):
-    -- a call the service never sends raises LS002 or LS003
-    IF now() >= lease._call_deadline_t(deadline_at, principal_id, request_id, request_digest) THEN
-        RETURN lease._result('deadline_exceeded');
+    RETURN lease._renew_t(tenant_id, program_id, target_namespace, target_id, actor_name,
+                          workflow_name, operation_class, lease_id, fencing_token, ttl_ms,
+                          service_instance_id, principal_id, principal_class, credential_id,
+                          request_id, request_digest, deadline_at, correlation_id, trace_id,
+                          deadline_class, latency_ms, brief, s);
+EXCEPTION WHEN unique_violation THEN
+    -- The one replay path of a renewal, whatever form the request came in
+    -- (lease.renew calls this function; a batch falls back to it item by
+    -- item): this request id committed before and the lease still
+    -- matched, so idempotency's primary key refused the evidence. The
+    -- stored answer, nothing of this attempt (the block's subtransaction
+    -- undoes it).
+    GET STACKED DIAGNOSTICS cn = CONSTRAINT_NAME;
+    replay := lease._replay_of_typed_conflict(cn, 'renew', tenant_id, program_id,
+                                              target_namespace, target_id, actor_name,
+                                              workflow_name, operation_class, principal_id,
+                                              request_id, request_digest);
+    IF replay IS NULL THEN
+        RAISE;
     END IF;
-    -- the identity by the rule lease._identity applies to a jsonb one
-    -- (lease.normalize_component), then the references lease._bad_reference
-    -- checks, in the same order
-    i := lease._identity_text(tenant_id, program_id, target_namespace, target_id, actor_name,
-                              workflow_name, operation_class);
-    field := coalesce(lease._identity_fault(i), CASE
-        WHEN NOT lease._id_text_ok(lease_id) THEN 'lease_id'
-        WHEN coalesce(fencing_token, 0) <= 0 THEN 'fencing_token'
-        WHEN NOT lease._id_text_ok(service_instance_id) THEN 'service_instance_id'
-        END);
-    IF field IS NOT NULL THEN
-        RETURN lease._invalid(field);
-    END IF;
-    IF ttl_ms IS NOT NULL AND NOT (ttl_ms > s.minimum_ttl_ms AND ttl_ms <= s.maximum_ttl_ms) THEN
-        RETURN lease._invalid('ttl_ms', 'ttl_ms must be greater than ' || s.minimum_ttl_ms
-                                        || ' and at most ' || s.maximum_ttl_ms);
-    END IF;
-    IF s.guard_needed THEN
-        why := lease._guard();
-        IF why IS NOT NULL THEN
-            RETURN lease._sealed_result(why);
-        END IF;
-    END IF;
-    k := lease._key(i);
-    c := lease._canonical_of(i.tenant_id, i.program_id, i.target_namespace, i.target_id,
-                             i.actor_name, i.workflow_name, i.operation_class);
-    -- The same decision for every caller: no read before the write; a
-    -- repeated request id is looked up only after a conflict says it may be
-    -- one (lease._unmatched_t, or idempotency's primary key in
-    -- lease._evidence_t, whose unique_violation the block above answers).
-    IF NOT lease._lock_wait_until(deadline_at) THEN
-        RETURN lease._result('deadline_exceeded');
-    END IF;
-    -- lease._now() in the statement, not a variable: the same backend time
-    -- (now() is the transaction's), one PL/pgSQL expression fewer
-    UPDATE lease.locks AS x
-       SET renewed_at = lease._now(),
-           expires_at = least(lease._now() + lease._ms(coalesce(renew_brief_typed.ttl_ms, x.ttl_ms)),
-                              x.acquired_at + lease._ms(x.maximum_lifetime_ms)),
-           ttl_ms = coalesce(renew_brief_typed.ttl_ms, x.ttl_ms)
-     WHERE x.lock_key = k AND x.state = 'active' AND x.expires_at > now()
-       AND x.record_version = 1 AND x.lease_id = renew_brief_typed.lease_id
-       AND x.fencing_token = renew_brief_typed.fencing_token
-       AND x.owner_principal_id = renew_brief_typed.principal_id
-       AND x.service_instance_id = renew_brief_typed.service_instance_id
-       -- the tuple compared as one text, as the canonical form: seven equalities
-       -- would match the unique index on the tuple, and a plan through it
-       -- would take its predicate locks where neighbouring identities sit
-       -- (lock_key is a hash: the primary key spreads them)
-       AND lease._canonical_of(x.tenant_id, x.program_id, x.target_namespace, x.target_id,
-                               x.actor_name, x.workflow_name, x.operation_class) = c
-    RETURNING * INTO l;
-    IF NOT FOUND THEN
-        RETURN lease._unmatched_t(k, 'renew', principal_id, request_id, request_digest,
-                                  c,
-                                  lease._result('lease_lost'));
-    END IF;
-
-    IF brief THEN
-        result := jsonb_build_object('code', 'lease_renewed', 'lease', lease._renewed_json(l));
-    ELSE
-        result := jsonb_build_object('code', 'lease_renewed', 'lease', lease._lease_json(l));
-    END IF;
-    RETURN CASE WHEN lease._evidence_t('renew', l, result, s.idempotency_retention_ms, 'active',
-                                       'active', ttl_ms, NULL, NULL, principal_id,
-                                       principal_class, credential_id, request_id,
-                                       request_digest, correlation_id, trace_id, deadline_class,
-                                       latency_ms)
-                THEN result || '{"replayed": false, "current_state": "active"}'::jsonb END;
+    RETURN replay;
 END
 $function$;
 
 COMMENT ON FUNCTION lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,boolean) IS
-    'The one renew-if-owner decision, on typed arguments (what the service calls for one renewal; lease.renew with a jsonb request''s values; each item of a batch): the exact identity, lease id, owner principal, service instance and token of the active, unexpired lease. renewed_at becomes backend time, expires_at min(now + ttl, acquired_at + lifetime) (ttl_ms NULL: the lease''s own); the token never changes. Checks, in order: the shared call checks (LS002/LS003), the deadline, each identity component by lease.normalize_component, lease_id, fencing_token, service_instance_id, ttl_ms. It decides in a subtransaction of its own, where a repeated request id whose lease still matched is answered from its stored result (the one replay path of a renewal); with the setting lease.renewal_in_block on (a batch''s first pass: lease.renew_many_brief_typed, lease.renew(p, false)) it has none, and such a repeat raises unique_violation at idempotency''s primary key for the batch''s block to answer. brief (the default): {"code": ...} with the brief lease record; false (lease.renew): the whole record. operation_class NULL is the default; ttl_ms NULL keeps the lease''s TTL; request_digest is the 64 hex digits of the request''s SHA-256.';
+    'One renewal on typed arguments (what the service calls for one renewal, and lease.renew with a jsonb request''s values): lease._renew_t decides, in this function''s subtransaction, and a repeated request id whose lease still matched is answered here from its stored result (the one replay path of a renewal). brief (the default): {"code": ...} with the brief lease record; false (lease.renew): the whole record. operation_class NULL is the default; ttl_ms NULL keeps the lease''s TTL; request_digest is the 64 hex digits of the request''s SHA-256.';
 
 REVOKE ALL ON FUNCTION lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,boolean) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,boolean) TO lease_service;

@@ -11,7 +11,7 @@ CREATE OR REPLACE FUNCTION lease.renew_many_brief_typed(
  SET search_path TO 'pg_catalog', 'pg_temp'
 AS $function$
 DECLARE
-    answer jsonb;
+    s lease._settings;
     -- a variable, so that lease._typed_batch_size inlines (its argument is
     -- read three times: an expression there would be a call of its own)
     counts integer[] := ARRAY[
@@ -30,18 +30,16 @@ BEGIN
         RETURN lease._invalid('renewals', 'renewals must be 1 to 100 renewals: every argument '
                                           || 'array NULL or one element per renewal');
     END IF;
-    -- As lease.renew_many: lease.renew_brief_typed per item in request
-    -- order, one aggregate, one subtransaction for the batch (the setting
-    -- on: no item opens its own); item by item, each in its own
-    -- (lease.renew_brief_typed's block), only when an item repeats a request
-    -- id whose lease still matched.
+    -- As lease.renew_many: the settings once, lease._renew_t per item in
+    -- request order, one aggregate, one subtransaction for the batch; item by
+    -- item, each in its own (lease.renew_brief_typed's block), only when an
+    -- item repeats a request id whose lease still matched.
+    SELECT * INTO s FROM lease._settings;
     BEGIN
-        PERFORM set_config('lease.renewal_in_block', 'on', true);
-        answer := jsonb_build_object('results',
-            (SELECT jsonb_agg(lease.renew_brief_typed(u.t, u.p, u.ns, u.tg, u.a, u.w, u.o, u.l,
-                                                      u.f, u.ttl, u.si, u.pi, u.pc, u.ci, u.ri,
-                                                      u.rd, u.dl, u.co, u.tr, u.dc, u.lm)
-                              ORDER BY u.n)
+        RETURN jsonb_build_object('results',
+            (SELECT jsonb_agg(lease._renew_t(u.t, u.p, u.ns, u.tg, u.a, u.w, u.o, u.l, u.f, u.ttl,
+                                             u.si, u.pi, u.pc, u.ci, u.ri, u.rd, u.dl, u.co, u.tr,
+                                             u.dc, u.lm, true, s) ORDER BY u.n)
                FROM unnest(tenant_id, program_id, target_namespace, target_id, actor_name,
                            workflow_name, operation_class, lease_id, fencing_token, ttl_ms,
                            service_instance_id, principal_id, principal_class, credential_id,
@@ -49,9 +47,6 @@ BEGIN
                            deadline_class, latency_ms)
                     WITH ORDINALITY AS u(t, p, ns, tg, a, w, o, l, f, ttl, si, pi, pc, ci, ri,
                                          rd, dl, co, tr, dc, lm, n)));
-        -- a SET LOCAL outlives the function that made it
-        PERFORM set_config('lease.renewal_in_block', 'off', true);
-        RETURN answer;
     EXCEPTION WHEN unique_violation THEN
         RETURN jsonb_build_object('results',
             (SELECT jsonb_agg(lease.renew_brief_typed(u.t, u.p, u.ns, u.tg, u.a, u.w, u.o, u.l,
@@ -70,7 +65,7 @@ END
 $function$;
 
 COMMENT ON FUNCTION lease.renew_many_brief_typed(text[],text[],text[],text[],text[],text[],text[],text[],bigint[],bigint[],text[],text[],text[],text[],text[],text[],timestamp with time zone[],text[],text[],text[],integer[]) IS
-    'lease.renew_many with typed arguments, answered briefly (what the service calls for POST /v1/leases/renew-batch): the arguments of lease.renew_brief_typed, each an array with one element per renewal (1 to 100; an array may be NULL: NULL for every renewal). Each renewal is decided by lease.renew_brief_typed as a single one is (its exact ownership check, its own request id, idempotency and audit), in order, in one transaction; the answer is {"results": [...]}, one brief answer per renewal (lease.renew_brief_typed''s). Arrays of different lengths refuse the whole batch (invalid_lease_request, field renewals).';
+    'lease.renew_many with typed arguments, answered briefly (what the service calls for POST /v1/leases/renew-batch): the arguments of lease.renew_brief_typed, each an array with one element per renewal (1 to 100; an array may be NULL: NULL for every renewal). Each renewal is decided by lease._renew_t as a single one is (its exact ownership check, its own request id, idempotency and audit), in order, in one transaction; the answer is {"results": [...]}, one brief answer per renewal (lease.renew_brief_typed''s). Arrays of different lengths refuse the whole batch (invalid_lease_request, field renewals).';
 
 REVOKE ALL ON FUNCTION lease.renew_many_brief_typed(text[],text[],text[],text[],text[],text[],text[],text[],bigint[],bigint[],text[],text[],text[],text[],text[],text[],timestamp with time zone[],text[],text[],text[],integer[]) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION lease.renew_many_brief_typed(text[],text[],text[],text[],text[],text[],text[],text[],bigint[],bigint[],text[],text[],text[],text[],text[],text[],timestamp with time zone[],text[],text[],text[],integer[]) TO lease_service;

@@ -547,7 +547,7 @@ local function matches(rec, p, t, as_owner)
     return true
 end
 
--- renew-if-owner (lease.renew_brief_typed)
+-- renew-if-owner (lease._renew_t)
 local function renew_decide(ks, ns, t, p)
     local i, bad = lease_ref(p)
     if i == nil then return invalid(bad) end
