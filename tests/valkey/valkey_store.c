@@ -211,7 +211,7 @@ static void credentials_digest_only(void **state)
     free(row);
     /* the same id again, and a worker asking for revoke, are refused */
     assert_int_equal(lease_valkey_credential_create(v, req, &row, err, sizeof err),
-                     LEASE_BACKEND_UNAVAILABLE);
+                     LEASE_INVALID_LEASE_REQUEST);
     assert_non_null(strstr(err, "exists"));
     char bad[1024];
     snprintf(bad, sizeof bad,
@@ -220,7 +220,7 @@ static void credentials_digest_only(void **state)
              "\"capabilities\":[\"targets:revoke\"],\"secret_digest\":\"%s\"}",
              digest);
     assert_int_equal(lease_valkey_credential_create(v, bad, &row, err, sizeof err),
-                     LEASE_BACKEND_UNAVAILABLE);
+                     LEASE_INVALID_LEASE_REQUEST);
     assert_non_null(strstr(err, "administrator"));
     /* the secret's digest is what is stored, nothing else of it */
     redisReply *stored =
@@ -286,6 +286,28 @@ static void credentials_digest_only(void **state)
     assert_true(c.admin && c.scope.all_actors && c.has_expiry);
     assert_true(c.expires_in_ms > 590000 && c.expires_in_ms <= 600000);
     assert_string_equal(c.scope.program_id, "*");
+
+    /* the list: both, oldest first, never a digest */
+    char *rows = NULL;
+    assert_int_equal(lease_valkey_credential_list(v, &rows, err, sizeof err), LEASE_INSPECTED);
+    assert_null(strstr(rows, "secret_digest"));
+    assert_null(strstr(rows, digest));
+    json_t *list = json_loads(rows, 0, NULL);
+    free(rows);
+    assert_int_equal(json_array_size(list), 2);
+    json_t *first = json_array_get(list, 0), *second = json_array_get(list, 1);
+    assert_string_equal(json_string_value(json_object_get(first, "credential_id")),
+                        "key_abcdefghijklmnopqrstuvwxyz");
+    assert_true(json_is_string(json_object_get(first, "revoked_at")));
+    assert_true(json_is_null(json_object_get(first, "expires_at")));
+    assert_int_equal(json_array_size(json_object_get(first, "actor_names")), 2);
+    assert_true(json_is_false(json_object_get(first, "admin")));
+    assert_string_equal(json_string_value(json_object_get(second, "credential_id")),
+                        "key_cbcdefghijklmnopqrstuvwxyz");
+    assert_true(json_is_null(json_object_get(second, "revoked_at")));
+    assert_true(json_is_string(json_object_get(second, "expires_at")));
+    assert_true(json_is_true(json_object_get(second, "admin")));
+    json_decref(list);
 }
 
 static void not_built_answers_typed(void **state)

@@ -961,6 +961,12 @@ local function cred_key(ks, id)
     return ks.ns:sub(1, #ks.ns - 2) .. 'cred:' .. id
 end
 
+-- The set of every credential id of the namespace (for credential_list:
+-- no SCAN over the keyspace).
+local function cred_index(ks)
+    return ks.ns:sub(1, #ks.ns - 2) .. 'creds'
+end
+
 local function credential_create(keys, args)
     local p = decode_request(args)
     if p == nil then return {'error', 'credential must be an object'} end
@@ -1024,6 +1030,7 @@ local function credential_create(keys, args)
                'admin', admin and '1' or '0', 'secret_digest', p.secret_digest,
                'description', desc or '', 'created_at', I(t),
                'expires_at', expires and I(expires) or '')
+    redis.call('SADD', cred_index(ks), id)
     return {'credential_id', id, 'principal_id', p.principal_id, 'client_id', p.client_id,
             'tenant_id', tenant, 'program_id', program, 'created_at', t,
             'expires_at', expires or false}
@@ -1063,6 +1070,34 @@ local function credential_revoke(keys, args)
     return {'revoked', 1}
 end
 
+-- Every credential (lease.credential_list), oldest first, never a digest:
+-- an array of name/value arrays; times Unix ms (false: none).
+local function credential_list(keys, args)
+    local ks = keyspace(keys[1])
+    local rows = {}
+    for _, id in ipairs(redis.call('SMEMBERS', cred_index(ks))) do
+        local c = hgetall(cred_key(ks, id))
+        if c ~= nil then rows[#rows + 1] = c end
+    end
+    table.sort(rows, function(a, b)
+        local ta, tb = tonumber(a.created_at) or 0, tonumber(b.created_at) or 0
+        if ta ~= tb then return ta < tb end
+        return a.credential_id < b.credential_id
+    end)
+    local out = {}
+    for _, c in ipairs(rows) do
+        local function ms(v) return (v or '') ~= '' and tonumber(v) or false end
+        out[#out + 1] = {'credential_id', c.credential_id, 'principal_id', c.principal_id,
+                         'client_id', c.client_id, 'tenant_id', c.tenant_id,
+                         'program_id', c.program_id, 'actor_names', c.actor_names,
+                         'capabilities', c.capabilities, 'admin', c.admin == '1' and 1 or 0,
+                         'description', (c.description or '') ~= '' and c.description or false,
+                         'created_at', ms(c.created_at), 'expires_at', ms(c.expires_at),
+                         'revoked_at', ms(c.revoked_at)}
+    end
+    return {'credentials', out}
+end
+
 redis.register_function('leased_v1_acquire', acquire)
 redis.register_function('leased_v1_renew', renew)
 redis.register_function('leased_v1_release', release)
@@ -1083,3 +1118,5 @@ redis.register_function('leased_v1_credential_create', credential_create)
 redis.register_function{function_name = 'leased_v1_credential_lookup',
                         callback = credential_lookup, flags = {'no-writes'}}
 redis.register_function('leased_v1_credential_revoke', credential_revoke)
+redis.register_function{function_name = 'leased_v1_credential_list',
+                        callback = credential_list, flags = {'no-writes'}}

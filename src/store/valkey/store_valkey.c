@@ -112,10 +112,43 @@ static bool config_is(redisContext *c, const char *name, const char *want, char 
     return ok;
 }
 
-/* Loads the library, or checks that the one loaded is this build's. */
-static bool load_library(redisContext *c, char *err, size_t errlen)
+/* A library of this name is loaded, with the very same text as this
+ * build's (a different one under this version's name would decide
+ * differently). */
+static bool library_is_ours(redisContext *c, const char *code, char *err, size_t errlen)
+{
+    redisReply *r =
+        redisCommand(c, "FUNCTION LIST LIBRARYNAME %s WITHCODE", LEASE_VALKEY_LIBRARY_NAME);
+    bool ok = false;
+    bool found = false;
+    if (r && r->type == REDIS_REPLY_ARRAY) {
+        for (size_t i = 0; i < r->elements && !ok; i++) {
+            const redisReply *lib = r->element[i];
+            const redisReply *name = valkey_field(lib, "library_name");
+            const redisReply *text = valkey_field(lib, "library_code");
+            bool named = name && name->type == REDIS_REPLY_STRING &&
+                         strcmp(name->str, LEASE_VALKEY_LIBRARY_NAME) == 0;
+            found |= named;
+            ok = named && text && text->type == REDIS_REPLY_STRING && strcmp(text->str, code) == 0;
+        }
+    }
+    if (!ok)
+        set_err(err, errlen,
+                found ? "a different %s library is loaded on the server"
+                      : "the %s library is not loaded (leasectl migrate loads it)",
+                LEASE_VALKEY_LIBRARY_NAME);
+    if (r)
+        freeReplyObject(r);
+    return ok;
+}
+
+/* Loads the library, or checks that the one loaded is this build's
+ * (check_only: only checks). */
+static bool load_library(redisContext *c, bool check_only, char *err, size_t errlen)
 {
     const char *code = (const char *)lease_valkey_library;
+    if (check_only)
+        return library_is_ours(c, code, err, errlen);
     redisReply *r = redisCommand(c, "FUNCTION LOAD %s", code);
     if (r == NULL) {
         set_err(err, errlen, "FUNCTION LOAD: %s", c->errstr);
@@ -131,28 +164,8 @@ static bool load_library(redisContext *c, char *err, size_t errlen)
     freeReplyObject(r);
     if (ok || !exists)
         return ok;
-    /* a library of this name is loaded: only the very same text is accepted
-     * (a different one under this version's name would decide differently) */
-    r = redisCommand(c, "FUNCTION LIST LIBRARYNAME %s WITHCODE", LEASE_VALKEY_LIBRARY_NAME);
-    ok = false;
-    if (r && r->type == REDIS_REPLY_ARRAY) {
-        for (size_t i = 0; i < r->elements && !ok; i++) {
-            const redisReply *lib = r->element[i];
-            const redisReply *name = valkey_field(lib, "library_name");
-            const redisReply *text = valkey_field(lib, "library_code");
-            ok = name && name->type == REDIS_REPLY_STRING &&
-                 strcmp(name->str, LEASE_VALKEY_LIBRARY_NAME) == 0 && text &&
-                 text->type == REDIS_REPLY_STRING && strcmp(text->str, code) == 0;
-        }
-    }
-    if (!ok)
-        set_err(err, errlen, "a different %s library is loaded on the server",
-                LEASE_VALKEY_LIBRARY_NAME);
-    if (r)
-        freeReplyObject(r);
-    return ok;
+    return library_is_ours(c, code, err, errlen);
 }
-
 lease_code_t lease_valkey_open(const lease_valkey_config_t *cfg, lease_valkey_t **out, char *err,
                                size_t errlen)
 {
@@ -177,7 +190,7 @@ lease_code_t lease_valkey_open(const lease_valkey_config_t *cfg, lease_valkey_t 
               config_is(v->ctx, "appendonly", "yes", err, errlen) &&
               config_is(v->ctx, "appendfsync", "always", err, errlen) &&
               config_is(v->ctx, "maxmemory-policy", "noeviction", err, errlen) &&
-              load_library(v->ctx, err, errlen);
+              load_library(v->ctx, cfg->check_only, err, errlen);
     if (!ok) {
         lease_valkey_close(v);
         return LEASE_BACKEND_UNAVAILABLE;
@@ -372,10 +385,13 @@ lease_code_t lease_valkey_release_many(lease_valkey_t *v, const lease_owner_req_
     return batch_op(v, "leased_v1_release_many", reqs, n, deadline, false, results);
 }
 
-/* An administrative function's answer: pairs, or {"error", why}. */
-static bool admin_call(lease_valkey_t *v, const char *fn, const char *arg, redisReply **r,
-                       char *err, size_t errlen)
+/* An administrative function's answer: pairs, or {"error", why} (then
+ * *refused, when not NULL, is set: the function ran and said no). */
+static bool admin_call_r(lease_valkey_t *v, const char *fn, const char *arg, redisReply **r,
+                         bool *refused, char *err, size_t errlen)
 {
+    if (refused)
+        *refused = false;
     char reason[32] = "";
     call_failure_t f = fcall(v, fn, arg, NULL, r, reason, sizeof reason);
     if (f != CALL_OK) {
@@ -390,9 +406,17 @@ static bool admin_call(lease_valkey_t *v, const char *fn, const char *arg, redis
         set_err(err, errlen, "%s: %s", fn, e->type == REDIS_REPLY_STRING ? e->str : "refused");
         freeReplyObject(*r);
         *r = NULL;
+        if (refused)
+            *refused = true;
         return false;
     }
     return true;
+}
+
+static bool admin_call(lease_valkey_t *v, const char *fn, const char *arg, redisReply **r,
+                       char *err, size_t errlen)
+{
+    return admin_call_r(v, fn, arg, r, NULL, err, errlen);
 }
 
 lease_code_t lease_valkey_bind(lease_valkey_t *v, int64_t floor_token, int64_t *epoch, char *err,
@@ -551,8 +575,9 @@ lease_code_t lease_valkey_credential_create(lease_valkey_t *v, const char *reque
 {
     *row_json = NULL;
     redisReply *r = NULL;
-    if (!admin_call(v, "leased_v1_credential_create", request_json, &r, err, errlen))
-        return LEASE_BACKEND_UNAVAILABLE;
+    bool refused = false;
+    if (!admin_call_r(v, "leased_v1_credential_create", request_json, &r, &refused, err, errlen))
+        return refused ? LEASE_INVALID_LEASE_REQUEST : LEASE_BACKEND_UNAVAILABLE;
     json_t *row = json_object();
     for (size_t i = 0; i + 1 < r->elements; i += 2) {
         const redisReply *k = r->element[i], *val = r->element[i + 1];
@@ -586,10 +611,11 @@ lease_code_t lease_valkey_credential_revoke(lease_valkey_t *v, const char *crede
         return LEASE_BACKEND_UNAVAILABLE;
     }
     redisReply *r = NULL;
-    bool called = admin_call(v, "leased_v1_credential_revoke", arg, &r, err, errlen);
+    bool refused = false;
+    bool called = admin_call_r(v, "leased_v1_credential_revoke", arg, &r, &refused, err, errlen);
     free(arg);
     if (!called)
-        return LEASE_BACKEND_UNAVAILABLE;
+        return refused ? LEASE_INVALID_LEASE_REQUEST : LEASE_BACKEND_UNAVAILABLE;
     long long n = 0;
     bool ok = valkey_int_field(r, "revoked", &n);
     freeReplyObject(r);
@@ -598,5 +624,64 @@ lease_code_t lease_valkey_credential_revoke(lease_valkey_t *v, const char *crede
         return LEASE_BACKEND_UNAVAILABLE;
     }
     *revoked = n == 1;
+    return LEASE_INSPECTED;
+}
+
+/* A time of the list (Unix ms, or RESP null) as the wire form, or null. */
+static json_t *time_or_null(const redisReply *val)
+{
+    if (val == NULL || val->type != REDIS_REPLY_INTEGER)
+        return json_null();
+    char at[LEASE_TIME_LEN + 1];
+    lease_time_format(val->integer, at);
+    return json_string(at);
+}
+
+static json_t *credential_row(const redisReply *pairs)
+{
+    json_t *row = json_object();
+    for (size_t i = 0; i + 1 < pairs->elements; i += 2) {
+        const redisReply *k = pairs->element[i], *val = pairs->element[i + 1];
+        if (k->type != REDIS_REPLY_STRING)
+            continue;
+        json_t *j;
+        if (strcmp(k->str, "created_at") == 0 || strcmp(k->str, "expires_at") == 0 ||
+            strcmp(k->str, "revoked_at") == 0)
+            j = time_or_null(val);
+        else if (strcmp(k->str, "admin") == 0)
+            j = json_boolean(val->type == REDIS_REPLY_INTEGER && val->integer == 1);
+        else if (strcmp(k->str, "actor_names") == 0 || strcmp(k->str, "capabilities") == 0)
+            j = val->type == REDIS_REPLY_STRING ? json_loads(val->str, 0, NULL) : NULL;
+        else
+            j = val->type == REDIS_REPLY_STRING ? json_string(val->str) : json_null();
+        json_object_set_new(row, k->str, j ? j : json_null());
+    }
+    return row;
+}
+
+lease_code_t lease_valkey_credential_list(lease_valkey_t *v, char **rows_json, char *err,
+                                          size_t errlen)
+{
+    *rows_json = NULL;
+    redisReply *r = NULL;
+    if (!admin_call(v, "leased_v1_credential_list", "{}", &r, err, errlen))
+        return LEASE_BACKEND_UNAVAILABLE;
+    const redisReply *list = valkey_field(r, "credentials");
+    if (list == NULL || list->type != REDIS_REPLY_ARRAY) {
+        freeReplyObject(r);
+        set_err(err, errlen, "leased_v1_credential_list: unreadable answer");
+        return LEASE_BACKEND_UNAVAILABLE;
+    }
+    json_t *rows = json_array();
+    for (size_t i = 0; i < list->elements; i++)
+        if (list->element[i]->type == REDIS_REPLY_ARRAY)
+            json_array_append_new(rows, credential_row(list->element[i]));
+    freeReplyObject(r);
+    *rows_json = json_dumps(rows, JSON_COMPACT);
+    json_decref(rows);
+    if (*rows_json == NULL) {
+        set_err(err, errlen, "out of memory");
+        return LEASE_BACKEND_UNAVAILABLE;
+    }
     return LEASE_INSPECTED;
 }
