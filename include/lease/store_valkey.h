@@ -32,6 +32,11 @@ typedef struct lease_valkey_config {
     int64_t connect_timeout_ms; /* 0: 2000 */
     bool check_only;            /* never FUNCTION LOAD: only check the library
                                  * loaded (leasectl migrate --status) */
+    int min_replicas;           /* LEASE_VALKEY_MIN_REPLICAS: > 0, every write
+                                 * function call is followed by WAIT n (bounded
+                                 * by the call's deadline) and its answer is
+                                 * lease_outcome_unknown unless n replicas
+                                 * acknowledged it; 0: no WAIT */
 } lease_valkey_config_t;
 
 /* Connects, refuses a server without appendonly yes, appendfsync always and

@@ -33,6 +33,7 @@ struct lease_valkey {
     char host[256];
     int port;
     int64_t connect_timeout_ms;
+    int min_replicas; /* WAIT after each write function call (0: none) */
     char ns_key[NS_KEY_MAX];
 };
 
@@ -184,6 +185,7 @@ lease_code_t lease_valkey_open(const lease_valkey_config_t *cfg, lease_valkey_t 
     snprintf(v->host, sizeof v->host, "%s", cfg->host);
     v->port = cfg->port;
     v->connect_timeout_ms = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 2000;
+    v->min_replicas = cfg->min_replicas > 0 ? cfg->min_replicas : 0;
     snprintf(v->ns_key, sizeof v->ns_key, "lease:{%s}:ns", cfg->ns);
     bool ok = connect_locked(v, err, errlen) &&
               redisSetTimeout(v->ctx, ms_tv(v->connect_timeout_ms)) == REDIS_OK &&
@@ -210,17 +212,42 @@ void lease_valkey_close(lease_valkey_t *v)
 
 typedef enum call_failure {
     CALL_OK = 0,
-    CALL_NOT_SENT,  /* nothing reached the server */
-    CALL_NO_ANSWER, /* sent; the answer was lost */
-    CALL_ERROR,     /* the server refused to run the function (reply error) */
+    CALL_NOT_SENT,    /* nothing reached the server */
+    CALL_NO_ANSWER,   /* sent; the answer was lost */
+    CALL_ERROR,       /* the server refused to run the function (reply error) */
+    CALL_UNCONFIRMED, /* it ran on the primary; fewer than min_replicas acknowledged */
 } call_failure_t;
 
+/* WAIT min_replicas, bounded by what is left of budget_ms (WAIT 0 would
+ * wait for ever), on the connection that made the write (WAIT counts the
+ * replicas that acknowledged this client's last write). Under mu. */
+static call_failure_t wait_replicas_locked(lease_valkey_t *v, int64_t budget_ms)
+{
+    if (budget_ms < 1)
+        budget_ms = 1;
+    /* the server answers WAIT at its timeout: read a little past it */
+    if (redisSetTimeout(v->ctx, ms_tv(budget_ms + 1000)) != REDIS_OK) {
+        drop_locked(v);
+        return CALL_NO_ANSWER;
+    }
+    redisReply *w = redisCommand(v->ctx, "WAIT %d %lld", v->min_replicas, (long long)budget_ms);
+    if (w == NULL) {
+        drop_locked(v);
+        return CALL_NO_ANSWER;
+    }
+    bool confirmed = w->type == REDIS_REPLY_INTEGER && w->integer >= v->min_replicas;
+    freeReplyObject(w);
+    return confirmed ? CALL_OK : CALL_UNCONFIRMED;
+}
+
 /* FCALL fn 1 <ns key> arg, bounded by the deadline (none: the connect
- * timeout). On CALL_OK *reply is the answer (caller frees); on CALL_ERROR
- * reason says why in one word. */
+ * timeout). write: a write function; with min_replicas its answer is given
+ * only once WAIT confirms it (else CALL_UNCONFIRMED, the answer dropped).
+ * On CALL_OK *reply is the answer (caller frees); on CALL_ERROR reason says
+ * why in one word. */
 static call_failure_t fcall(lease_valkey_t *v, const char *fn, const char *arg,
-                            const lease_deadline_t *deadline, redisReply **reply, char *reason,
-                            size_t reason_len)
+                            const lease_deadline_t *deadline, bool write, redisReply **reply,
+                            char *reason, size_t reason_len)
 {
     *reply = NULL;
     int64_t budget = v->connect_timeout_ms;
@@ -244,6 +271,19 @@ static call_failure_t fcall(lease_valkey_t *v, const char *fn, const char *arg,
         drop_locked(v);
         pthread_mutex_unlock(&v->mu);
         return CALL_NO_ANSWER;
+    }
+    if (write && v->min_replicas > 0 && r->type != REDIS_REPLY_ERROR) {
+        /* the WAIT shares the call's budget: the answer is due by the
+         * deadline, confirmed or not */
+        int64_t left = deadline != NULL ? (deadline->mono_ns - lease_mono_now_ns()) / 1000000
+                                        : v->connect_timeout_ms;
+        call_failure_t w = wait_replicas_locked(v, left);
+        if (w != CALL_OK) {
+            pthread_mutex_unlock(&v->mu);
+            freeReplyObject(r);
+            snprintf(reason, reason_len, "%s", "replicas_unconfirmed");
+            return w;
+        }
     }
     pthread_mutex_unlock(&v->mu);
     if (r->type == REDIS_REPLY_ERROR) {
@@ -276,7 +316,7 @@ static lease_code_t lease_op(lease_valkey_t *v, const char *fn, char *arg,
     }
     redisReply *r = NULL;
     char reason[32] = "";
-    call_failure_t f = fcall(v, fn, arg, deadline, &r, reason, sizeof reason);
+    call_failure_t f = fcall(v, fn, arg, deadline, mutation, &r, reason, sizeof reason);
     free(arg);
     switch (f) {
     case CALL_OK:
@@ -291,6 +331,12 @@ static lease_code_t lease_op(lease_valkey_t *v, const char *fn, char *arg,
         break;
     case CALL_NO_ANSWER:
         res->code = mutation ? LEASE_OUTCOME_UNKNOWN : LEASE_BACKEND_UNAVAILABLE;
+        break;
+    case CALL_UNCONFIRMED:
+        /* decided and applied on the primary, not yet on enough replicas:
+         * a failover could lose it; repeating the request id resolves it */
+        res->code = LEASE_OUTCOME_UNKNOWN;
+        snprintf(res->reason, sizeof res->reason, "%s", reason);
         break;
     case CALL_ERROR:
         res->code = LEASE_BACKEND_UNAVAILABLE;
@@ -359,11 +405,11 @@ static lease_code_t batch_op(lease_valkey_t *v, const char *fn, const lease_owne
         return LEASE_BACKEND_UNAVAILABLE;
     redisReply *r = NULL;
     char reason[32] = "";
-    call_failure_t f = fcall(v, fn, arg, deadline, &r, reason, sizeof reason);
+    call_failure_t f = fcall(v, fn, arg, deadline, true, &r, reason, sizeof reason);
     free(arg);
     if (f == CALL_NOT_SENT || f == CALL_ERROR)
         return LEASE_BACKEND_UNAVAILABLE;
-    if (f == CALL_NO_ANSWER)
+    if (f == CALL_NO_ANSWER || f == CALL_UNCONFIRMED)
         return LEASE_OUTCOME_UNKNOWN;
     lease_code_t refusal = LEASE_CODE_COUNT;
     bool ok = valkey_decode_many(r, n, results, &refusal);
@@ -393,12 +439,16 @@ static bool admin_call_r(lease_valkey_t *v, const char *fn, const char *arg, red
     if (refused)
         *refused = false;
     char reason[32] = "";
-    call_failure_t f = fcall(v, fn, arg, NULL, r, reason, sizeof reason);
+    /* every administrative function writes but the list */
+    bool write = strcmp(fn, "leased_v1_credential_list") != 0;
+    call_failure_t f = fcall(v, fn, arg, NULL, write, r, reason, sizeof reason);
     if (f != CALL_OK) {
         set_err(err, errlen, "%s: %s", fn,
-                f == CALL_ERROR      ? reason
-                : f == CALL_NOT_SENT ? "not sent"
-                                     : "no answer");
+                f == CALL_ERROR         ? reason
+                : f == CALL_NOT_SENT    ? "not sent"
+                : f == CALL_UNCONFIRMED ? "applied on the primary, but fewer replicas than "
+                                          "LEASE_VALKEY_MIN_REPLICAS acknowledged it in time"
+                                        : "no answer");
         return false;
     }
     const redisReply *e = valkey_field(*r, "error");
@@ -478,7 +528,7 @@ lease_code_t lease_valkey_health(lease_valkey_t *v, const lease_deadline_t *dead
     out->expected_schema_version = 1;
     redisReply *r = NULL;
     char reason[32] = "";
-    if (fcall(v, "leased_v1_health", "{}", deadline, &r, reason, sizeof reason) != CALL_OK)
+    if (fcall(v, "leased_v1_health", "{}", deadline, false, &r, reason, sizeof reason) != CALL_OK)
         return LEASE_BACKEND_UNAVAILABLE;
     long long version = 0, bound = 0, sealed = 0, active = 0;
     bool ok = valkey_int_field(r, "version", &version) && valkey_int_field(r, "bound", &bound) &&
@@ -512,7 +562,7 @@ lease_code_t lease_valkey_list(lease_valkey_t *v, const lease_list_req_t *req,
     redisReply *r = NULL;
     char reason[32] = "";
     call_failure_t f =
-        fcall(v, "leased_v1_list", arg, &req->call.deadline, &r, reason, sizeof reason);
+        fcall(v, "leased_v1_list", arg, &req->call.deadline, false, &r, reason, sizeof reason);
     free(arg);
     if (f != CALL_OK) {
         res->code = LEASE_BACKEND_UNAVAILABLE;
@@ -558,7 +608,7 @@ lease_code_t lease_valkey_credential_lookup(lease_valkey_t *v, const char *crede
     redisReply *r = NULL;
     char reason[32] = "";
     call_failure_t f =
-        fcall(v, "leased_v1_credential_lookup", arg, deadline, &r, reason, sizeof reason);
+        fcall(v, "leased_v1_credential_lookup", arg, deadline, false, &r, reason, sizeof reason);
     free(arg);
     if (f != CALL_OK)
         return LEASE_BACKEND_UNAVAILABLE;
