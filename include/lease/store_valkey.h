@@ -107,6 +107,12 @@ LEASE_MUST_USE lease_code_t lease_valkey_credential_create(lease_valkey_t *v,
 LEASE_MUST_USE lease_code_t lease_valkey_credential_revoke(lease_valkey_t *v,
                                                            const char *credential_id, bool *revoked,
                                                            char *err, size_t errlen);
+/* Appends audit events to the namespace's Stream (leased_v1_record_audit,
+ * which trims it by the audit retention). LEASE_INSPECTED when appended;
+ * never waits for replicas (LEASE_VALKEY_MIN_REPLICAS is for decisions). */
+LEASE_MUST_USE lease_code_t lease_valkey_record_audit(lease_valkey_t *v,
+                                                      const lease_audit_event_t *events, size_t n,
+                                                      const lease_deadline_t *deadline);
 /* Every credential, oldest first, without digests: *rows_json (free()) is
  * a JSON array of lease.credential_list's objects (times as
  * "2026-08-05T12:00:00.000Z", null when none). */
@@ -115,9 +121,9 @@ LEASE_MUST_USE lease_code_t lease_valkey_credential_list(lease_valkey_t *v, char
 LEASE_MUST_USE lease_code_t lease_valkey_health(lease_valkey_t *v, const lease_deadline_t *deadline,
                                                 lease_health_t *out);
 
-/* The adapter as a lease_store_t (lease_store_ops): the operations above;
- * what the library does not decide yet (fenced_commit, audit events) is
- * refused with lease_backend_unavailable (docs/backends.md). Opening
+/* The adapter as a lease_store_t (lease_store_ops): the operations above
+ * and audit events; what the library does not decide yet (fenced_commit)
+ * is refused with lease_backend_unavailable (docs/backends.md). Opening
  * refuses a server without the durability settings, as lease_valkey_open. */
 LEASE_MUST_USE lease_code_t lease_valkey_store_open(const lease_valkey_config_t *cfg,
                                                     lease_store_t **out, char *err, size_t errlen);

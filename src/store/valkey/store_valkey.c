@@ -735,3 +735,33 @@ lease_code_t lease_valkey_credential_list(lease_valkey_t *v, char **rows_json, c
     }
     return LEASE_INSPECTED;
 }
+
+lease_code_t lease_valkey_record_audit(lease_valkey_t *v, const lease_audit_event_t *events,
+                                       size_t n, const lease_deadline_t *deadline)
+{
+    if (n == 0)
+        return LEASE_INSPECTED;
+    if (deadline->mono_ns <= lease_mono_now_ns())
+        return LEASE_DEADLINE_EXCEEDED;
+    char *arg = valkey_encode_audit(events, n);
+    if (arg == NULL)
+        return LEASE_BACKEND_UNAVAILABLE;
+    redisReply *r = NULL;
+    char reason[32] = "";
+    /* a write, but not a decision: no WAIT (a short one would send the
+     * batch to the log as well as to the Stream) */
+    call_failure_t f =
+        fcall(v, "leased_v1_record_audit", arg, deadline, false, &r, reason, sizeof reason);
+    free(arg);
+    if (f != CALL_OK)
+        return LEASE_BACKEND_UNAVAILABLE;
+    const redisReply *code = valkey_field(r, "code");
+    long long count = 0;
+    bool ok = code && code->type == REDIS_REPLY_STRING &&
+              strcmp(code->str, "audit_recorded") == 0 && valkey_int_field(r, "count", &count) &&
+              count == (long long)n;
+    bool invalid =
+        code && code->type == REDIS_REPLY_STRING && strcmp(code->str, "invalid_lease_request") == 0;
+    freeReplyObject(r);
+    return ok ? LEASE_INSPECTED : invalid ? LEASE_INVALID_LEASE_REQUEST : LEASE_BACKEND_UNAVAILABLE;
+}
