@@ -30,11 +30,19 @@ typedef struct lease_valkey_config {
     int port;                   /* 6379 */
     const char *ns;             /* the namespace: [a-z0-9_-]{1,64} */
     int64_t connect_timeout_ms; /* 0: 2000 */
+    bool check_only;            /* never FUNCTION LOAD: only check the library
+                                 * loaded (leasectl migrate --status) */
+    int min_replicas;           /* LEASE_VALKEY_MIN_REPLICAS: > 0, every write
+                                 * function call is followed by WAIT n (bounded
+                                 * by the call's deadline) and its answer is
+                                 * lease_outcome_unknown unless n replicas
+                                 * acknowledged it; 0: no WAIT */
 } lease_valkey_config_t;
 
 /* Connects, refuses a server without appendonly yes, appendfsync always and
  * maxmemory-policy noeviction (CONFIG GET), and loads the function library
- * (or checks that the one loaded is byte for byte this build's). On failure
+ * (or checks that the one loaded is byte for byte this build's; with
+ * check_only, refuses a server where it is not loaded). On failure
  * returns LEASE_BACKEND_UNAVAILABLE, *out NULL, and why in err. */
 LEASE_MUST_USE lease_code_t lease_valkey_open(const lease_valkey_config_t *cfg,
                                               lease_valkey_t **out, char *err, size_t errlen);
@@ -86,10 +94,12 @@ LEASE_MUST_USE lease_code_t lease_valkey_credential_lookup(lease_valkey_t *v,
                                                            const char *credential_id,
                                                            const lease_deadline_t *deadline,
                                                            lease_credential_t *out, bool *found);
-/* Credential administration (what leasectl credential does on PostgreSQL):
+/* Credential administration (leasectl credential on Valkey):
  * request_json has the members of lease.credential_create (secret_digest:
  * the hex digest leasectl computes, never the secret; expires_at_ms: Unix
- * ms, optional). *row_json (free()) is the row without the digest. */
+ * ms, optional). *row_json (free()) is the row without the digest.
+ * LEASE_INVALID_LEASE_REQUEST: the function refused the request (why in
+ * err); LEASE_BACKEND_UNAVAILABLE: it did not run or its answer was lost. */
 LEASE_MUST_USE lease_code_t lease_valkey_credential_create(lease_valkey_t *v,
                                                            const char *request_json,
                                                            char **row_json, char *err,
@@ -97,12 +107,23 @@ LEASE_MUST_USE lease_code_t lease_valkey_credential_create(lease_valkey_t *v,
 LEASE_MUST_USE lease_code_t lease_valkey_credential_revoke(lease_valkey_t *v,
                                                            const char *credential_id, bool *revoked,
                                                            char *err, size_t errlen);
+/* Appends audit events to the namespace's Stream (leased_v1_record_audit,
+ * which trims it by the audit retention). LEASE_INSPECTED when appended;
+ * never waits for replicas (LEASE_VALKEY_MIN_REPLICAS is for decisions). */
+LEASE_MUST_USE lease_code_t lease_valkey_record_audit(lease_valkey_t *v,
+                                                      const lease_audit_event_t *events, size_t n,
+                                                      const lease_deadline_t *deadline);
+/* Every credential, oldest first, without digests: *rows_json (free()) is
+ * a JSON array of lease.credential_list's objects (times as
+ * "2026-08-05T12:00:00.000Z", null when none). */
+LEASE_MUST_USE lease_code_t lease_valkey_credential_list(lease_valkey_t *v, char **rows_json,
+                                                         char *err, size_t errlen);
 LEASE_MUST_USE lease_code_t lease_valkey_health(lease_valkey_t *v, const lease_deadline_t *deadline,
                                                 lease_health_t *out);
 
-/* The adapter as a lease_store_t (lease_store_ops): the operations above;
- * what the library does not decide yet (fenced_commit, audit events) is
- * refused with lease_backend_unavailable (docs/backends.md). Opening
+/* The adapter as a lease_store_t (lease_store_ops): the operations above
+ * and audit events; what the library does not decide yet (fenced_commit)
+ * is refused with lease_backend_unavailable (docs/backends.md). Opening
  * refuses a server without the durability settings, as lease_valkey_open. */
 LEASE_MUST_USE lease_code_t lease_valkey_store_open(const lease_valkey_config_t *cfg,
                                                     lease_store_t **out, char *err, size_t errlen);

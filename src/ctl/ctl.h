@@ -40,8 +40,13 @@ ctl_extra_t ctl_run_extra(int64_t *grace_ms);
  * command's own inherited ones of these names are replaced. */
 extern const char *const ctl_run_exported_names[];
 
-/* Resolves the database URL: --database-url wins, else LEASE_DATABASE_URL.
- * Returns NULL (after printing why) when neither is set. */
+/* Resolves the store's URL: --database-url wins, else LEASE_STORE_URL
+ * (Valkey/Redis, docs/backends.md) or LEASE_DATABASE_URL (setting both is an
+ * error, as for leased). Returns NULL (after printing why) when none is set.
+ * migrate and credential accept either backend (ctl_valkey.h). */
+const char *ctl_store_url(const char *flag_value);
+/* As ctl_store_url, for commands that need PostgreSQL: a Valkey URL is
+ * refused (NULL, after saying so). */
 const char *ctl_database_url(const char *flag_value);
 
 #endif

@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "ctl.h"
+#include "ctl_valkey.h"
 #include "lease/clock.h"
 #include "lease/hex.h"
 #include "lease/identity.h"
@@ -72,7 +73,8 @@ static void usage(FILE *out)
                  "  revoke ID               revoke a credential (leased stops accepting it\n"
                  "                          within LEASE_CREDENTIAL_CACHE_MS)\n"
                  "  list                    list credentials (never secrets or digests)\n"
-                 "Each takes --database-url URL (default LEASE_DATABASE_URL).\n"
+                 "Each takes --database-url URL (default LEASE_DATABASE_URL, or\n"
+                 "LEASE_STORE_URL=redis://... for the Valkey backend).\n"
                  "'leasectl credential create --help' describes create.\n");
 }
 
@@ -426,7 +428,7 @@ static int credential_create(int argc, char **argv)
     int rc = parse_create(argc, argv, &o);
     if (rc != 0)
         return rc < 0 ? LEASE_EXIT_OK : rc;
-    const char *url = ctl_database_url(o.url);
+    const char *url = ctl_store_url(o.url);
     if (!url)
         return LEASE_EXIT_USAGE;
 
@@ -459,7 +461,9 @@ static int credential_create(int argc, char **argv)
     lease_hex_encode(digest, sizeof digest, digest_hex);
     json_object_set_new(req, "secret_digest", json_string(digest_hex));
 
-    lease_admin_status_t st = lease_admin_credential_create(url, req, &row, err, sizeof err);
+    lease_admin_status_t st = ctl_valkey_url(url)
+                                  ? ctl_valkey_credential_create(url, req, &row, err, sizeof err)
+                                  : lease_admin_credential_create(url, req, &row, err, sizeof err);
     if (st != LEASE_ADMIN_OK) {
         fprintf(stderr, "leasectl credential create: %s\n", err);
         rc = exit_for(st);
@@ -544,12 +548,14 @@ static int credential_revoke(int argc, char **argv)
         fprintf(stderr, "leasectl credential revoke: '%s' is not a credential id\n", id);
         return LEASE_EXIT_INVALID;
     }
-    const char *url = ctl_database_url(url_flag);
+    const char *url = ctl_store_url(url_flag);
     if (!url)
         return LEASE_EXIT_USAGE;
     char err[1024] = "";
     bool revoked = false;
-    lease_admin_status_t st = lease_admin_credential_revoke(url, id, &revoked, err, sizeof err);
+    lease_admin_status_t st =
+        ctl_valkey_url(url) ? ctl_valkey_credential_revoke(url, id, &revoked, err, sizeof err)
+                            : lease_admin_credential_revoke(url, id, &revoked, err, sizeof err);
     if (st != LEASE_ADMIN_OK) {
         fprintf(stderr, "leasectl credential revoke: %s\n", err);
         return exit_for(st);
@@ -571,12 +577,14 @@ static int credential_list(int argc, char **argv)
                           NULL);
     if (rc != 0)
         return rc < 0 ? LEASE_EXIT_OK : rc;
-    const char *url = ctl_database_url(url_flag);
+    const char *url = ctl_store_url(url_flag);
     if (!url)
         return LEASE_EXIT_USAGE;
     char err[1024] = "";
     json_t *rows = NULL;
-    lease_admin_status_t st = lease_admin_credential_list(url, &rows, err, sizeof err);
+    lease_admin_status_t st = ctl_valkey_url(url)
+                                  ? ctl_valkey_credential_list(url, &rows, err, sizeof err)
+                                  : lease_admin_credential_list(url, &rows, err, sizeof err);
     if (st != LEASE_ADMIN_OK) {
         fprintf(stderr, "leasectl credential list: %s\n", err);
         return exit_for(st);

@@ -1,6 +1,9 @@
 /*
  * ctl_migrate.c - `leasectl migrate [--status] [--database-url URL]`.
  *
+ * On Valkey/Redis (a redis:// URL, or LEASE_STORE_URL) it loads or checks
+ * the function library and binds the namespace instead (ctl_valkey.c).
+ *
  * Prints one JSON object on stdout: {"schema_version":N,"migrations":[...],
  * "definitions":N,"definitions_pending":N} (definitions: the files of sql/).
  * Exit 0 when the database is (or, with --status, was found) current; 69
@@ -14,18 +17,36 @@
 #include <string.h>
 
 #include "ctl.h"
+#include "ctl_valkey.h"
 #include "lease/schema.h"
 #include "lease/store_admin.h"
 
-const char *ctl_database_url(const char *flag_value)
+const char *ctl_store_url(const char *flag_value)
 {
     if (flag_value && *flag_value)
         return flag_value;
     const char *url = ctl_secret("LEASE_DATABASE_URL"); /* or LEASE_DATABASE_URL_FILE's */
-    if (url)
-        return url;
-    fprintf(stderr, "leasectl: set LEASE_DATABASE_URL or pass --database-url\n");
+    const char *store = ctl_secret("LEASE_STORE_URL");  /* or LEASE_STORE_URL_FILE's */
+    if (url && store) {
+        fprintf(stderr, "leasectl: LEASE_STORE_URL and LEASE_DATABASE_URL are both set; set one\n");
+        return NULL;
+    }
+    if (url || store)
+        return url ? url : store;
+    fprintf(stderr, "leasectl: set LEASE_DATABASE_URL (or LEASE_STORE_URL) or pass "
+                    "--database-url\n");
     return NULL;
+}
+
+const char *ctl_database_url(const char *flag_value)
+{
+    const char *url = ctl_store_url(flag_value);
+    if (url && ctl_valkey_url(url)) {
+        fprintf(stderr, "leasectl: this command needs the PostgreSQL backend; on Valkey/Redis "
+                        "only migrate and credential are built (docs/backends.md)\n");
+        return NULL;
+    }
+    return url;
 }
 
 static void print_plan(const lease_migration_plan_t *plan)
@@ -45,11 +66,11 @@ static void print_plan(const lease_migration_plan_t *plan)
         }
         json_array_append_new(list, o);
     }
-    json_t *out = json_pack("{s:i, s:i, s:I, s:o, s:I, s:I}", "schema_version", current,
-                            "expected_schema_version", LEASE_SCHEMA_VERSION, "pending",
-                            (json_int_t)pending, "migrations", list, "definitions",
-                            (json_int_t)plan->repeatables, "definitions_pending",
-                            (json_int_t)plan->repeatables_pending);
+    json_t *out =
+        json_pack("{s:i, s:i, s:I, s:o, s:I, s:I}", "schema_version", current,
+                  "expected_schema_version", LEASE_SCHEMA_VERSION, "pending", (json_int_t)pending,
+                  "migrations", list, "definitions", (json_int_t)plan->repeatables,
+                  "definitions_pending", (json_int_t)plan->repeatables_pending);
     char *text = json_dumps(out, JSON_COMPACT);
     puts(text);
     free(text);
@@ -80,7 +101,9 @@ int ctl_migrate_main(int argc, char **argv)
             printf("usage: leasectl migrate [--status] [--database-url URL]\n"
                    "Applies pending migrations from %s in order, then the function and\n"
                    "view definitions of %s whose checksum changed, each file in one\n"
-                   "transaction under an advisory lock; --status only reports.\n",
+                   "transaction under an advisory lock; --status only reports.\n"
+                   "With a redis:// or valkey:// URL (or LEASE_STORE_URL): loads the\n"
+                   "function library leased_v1 and binds the namespace (--status: checks).\n",
                    lease_migrations_dir(), lease_repeatables_dir(lease_migrations_dir()));
             return LEASE_EXIT_OK;
         default:
@@ -91,9 +114,11 @@ int ctl_migrate_main(int argc, char **argv)
         fprintf(stderr, "leasectl migrate: unexpected argument '%s'\n", argv[optind]);
         return LEASE_EXIT_USAGE;
     }
-    const char *url = ctl_database_url(url_flag);
+    const char *url = ctl_store_url(url_flag);
     if (!url)
         return LEASE_EXIT_USAGE;
+    if (ctl_valkey_url(url))
+        return ctl_valkey_migrate(url, status_only);
 
     char err[1024] = "";
     lease_migration_plan_t plan = {0};

@@ -422,8 +422,8 @@ lease_client_t *ctl_client_new(const ctl_options_t *o)
     return c;
 }
 
-const char *const ctl_secret_names[] = {"LEASE_TOKEN", "LEASE_DATABASE_URL", "LEASE_TOKEN_PEPPER",
-                                        NULL};
+const char *const ctl_secret_names[] = {"LEASE_TOKEN", "LEASE_DATABASE_URL", "LEASE_STORE_URL",
+                                        "LEASE_TOKEN_PEPPER", NULL};
 
 /* The values read from NAME_FILE, by the index of NAME in ctl_secret_names:
  * held here, never put in the environment, so a command `run` starts

@@ -71,6 +71,11 @@ static const lease_setting_t settings[] = {
     {.name = "store url", .env = "LEASE_STORE_URL", .flag = "--store-url",
      .type = LEASE_SETTING_SECRET, .default_value = "", .offset = AT(store_url),
      .help = "redis://HOST:PORT or valkey://...: run on Valkey/Redis (docs/backends.md)"},
+    {.name = "valkey minimum replicas", .env = "LEASE_VALKEY_MIN_REPLICAS",
+     .flag = "--valkey-min-replicas", .type = LEASE_SETTING_INT, .default_value = "0", .min = 0,
+     .max = 100, .offset = AT(valkey_min_replicas),
+     .help = "Valkey only: answer a write only after WAIT confirms this many replicas, "
+             "else lease_outcome_unknown"},
     {.name = "listen address", .env = "LEASE_LISTEN", .flag = "--listen",
      .type = LEASE_SETTING_STRING, .default_value = "127.0.0.1:8080", .offset = AT(listen),
      .check = check_listen,
@@ -254,6 +259,12 @@ static bool check_store(const leased_config_t *cfg, char *err, size_t errsz)
         snprintf(err, errsz,
                  "store url: LEASE_STORE_URL and LEASE_DATABASE_URL are both set; "
                  "set one (docs/backends.md)");
+        return false;
+    }
+    if (!valkey && cfg->valkey_min_replicas > 0) {
+        snprintf(err, errsz,
+                 "valkey minimum replicas (LEASE_VALKEY_MIN_REPLICAS) is for the Valkey backend "
+                 "(LEASE_STORE_URL); on PostgreSQL use synchronous replication");
         return false;
     }
     if (!valkey)

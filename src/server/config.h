@@ -22,9 +22,9 @@
 #define LEASED_LISTEN_HOST_MAX 64
 
 typedef struct leased_config {
-    char *database_url;                           /* secret-bearing: never logged */
-    char *store_url; /* LEASE_STORE_URL: redis:// or valkey:// ("" = PostgreSQL) */
-    char *listen;                                 /* "host:port" as given */
+    char *database_url; /* secret-bearing: never logged */
+    char *store_url;    /* LEASE_STORE_URL: redis:// or valkey:// ("" = PostgreSQL) */
+    char *listen;       /* "host:port" as given */
     char listen_host[LEASED_LISTEN_HOST_MAX + 1]; /* numeric IPv4/IPv6, no brackets */
     int listen_port;                              /* 0: any free port */
     char *metrics_listen;                         /* LEASE_METRICS_LISTEN; "" = none */
@@ -32,6 +32,7 @@ typedef struct leased_config {
     int metrics_port;
     int64_t db_pool_size;
     int64_t db_connect_timeout_ms;
+    int64_t valkey_min_replicas; /* LEASE_VALKEY_MIN_REPLICAS: WAIT after each write (0: none) */
     bool db_prepared_statements; /* prepare the typed calls on direct sessions */
     int64_t http_threads;
     int64_t max_connections;

@@ -72,7 +72,11 @@ static bool open_store(parts_t *p, char *err, size_t errsz)
         lease_valkey_url_t u;
         if (!lease_valkey_url_parse(cfg->store_url, &u, err, errsz))
             return false;
-        lease_valkey_config_t vc = {u.host, u.port, u.ns, cfg->db_connect_timeout_ms};
+        lease_valkey_config_t vc = {.host = u.host,
+                                    .port = u.port,
+                                    .ns = u.ns,
+                                    .connect_timeout_ms = cfg->db_connect_timeout_ms,
+                                    .min_replicas = (int)cfg->valkey_min_replicas};
         char why[400];
         if (lease_valkey_store_open(&vc, &p->store, why, sizeof why) != LEASE_INSPECTED) {
             snprintf(err, errsz, "valkey store %.100s:%d: %.300s", u.host, u.port, why);

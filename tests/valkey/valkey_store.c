@@ -211,7 +211,7 @@ static void credentials_digest_only(void **state)
     free(row);
     /* the same id again, and a worker asking for revoke, are refused */
     assert_int_equal(lease_valkey_credential_create(v, req, &row, err, sizeof err),
-                     LEASE_BACKEND_UNAVAILABLE);
+                     LEASE_INVALID_LEASE_REQUEST);
     assert_non_null(strstr(err, "exists"));
     char bad[1024];
     snprintf(bad, sizeof bad,
@@ -220,7 +220,7 @@ static void credentials_digest_only(void **state)
              "\"capabilities\":[\"targets:revoke\"],\"secret_digest\":\"%s\"}",
              digest);
     assert_int_equal(lease_valkey_credential_create(v, bad, &row, err, sizeof err),
-                     LEASE_BACKEND_UNAVAILABLE);
+                     LEASE_INVALID_LEASE_REQUEST);
     assert_non_null(strstr(err, "administrator"));
     /* the secret's digest is what is stored, nothing else of it */
     redisReply *stored =
@@ -286,6 +286,28 @@ static void credentials_digest_only(void **state)
     assert_true(c.admin && c.scope.all_actors && c.has_expiry);
     assert_true(c.expires_in_ms > 590000 && c.expires_in_ms <= 600000);
     assert_string_equal(c.scope.program_id, "*");
+
+    /* the list: both, oldest first, never a digest */
+    char *rows = NULL;
+    assert_int_equal(lease_valkey_credential_list(v, &rows, err, sizeof err), LEASE_INSPECTED);
+    assert_null(strstr(rows, "secret_digest"));
+    assert_null(strstr(rows, digest));
+    json_t *list = json_loads(rows, 0, NULL);
+    free(rows);
+    assert_int_equal(json_array_size(list), 2);
+    json_t *first = json_array_get(list, 0), *second = json_array_get(list, 1);
+    assert_string_equal(json_string_value(json_object_get(first, "credential_id")),
+                        "key_abcdefghijklmnopqrstuvwxyz");
+    assert_true(json_is_string(json_object_get(first, "revoked_at")));
+    assert_true(json_is_null(json_object_get(first, "expires_at")));
+    assert_int_equal(json_array_size(json_object_get(first, "actor_names")), 2);
+    assert_true(json_is_false(json_object_get(first, "admin")));
+    assert_string_equal(json_string_value(json_object_get(second, "credential_id")),
+                        "key_cbcdefghijklmnopqrstuvwxyz");
+    assert_true(json_is_null(json_object_get(second, "revoked_at")));
+    assert_true(json_is_string(json_object_get(second, "expires_at")));
+    assert_true(json_is_true(json_object_get(second, "admin")));
+    json_decref(list);
 }
 
 static void not_built_answers_typed(void **state)
@@ -297,11 +319,31 @@ static void not_built_answers_typed(void **state)
     lease_commit_result_t cr;
     assert_int_equal(lease_store_fenced_commit(f->store, &cq, &cr), LEASE_BACKEND_UNAVAILABLE);
     assert_int_equal(cr.code, LEASE_BACKEND_UNAVAILABLE);
-    lease_audit_event_t ev;
-    memset(&ev, 0, sizeof ev);
-    ev.event_type = "target_lease_acquire";
+    /* audit events: appended to the namespace's Stream */
+    lease_audit_event_t ev[2];
+    memset(ev, 0, sizeof ev);
+    ev[0].event_type = "target_lease_inspect";
+    ev[0].code = LEASE_NOT_FOUND;
+    ev[0].decision = "deny";
+    ev[0].occurred_at_ms = 1700000000000;
+    fill_call(&ev[0].call, "p1", "c1", 'c');
+    ev[1] = ev[0];
+    ev[1].event_type = "target_lease_acquire";
+    ev[1].code = LEASE_CONFLICT;
     lease_deadline_t dl = lease_deadline_in(5000);
-    assert_int_equal(lease_store_record_audit(f->store, &ev, 1, &dl), LEASE_BACKEND_UNAVAILABLE);
+    assert_int_equal(lease_store_record_audit(f->store, ev, 2, &dl), LEASE_INSPECTED);
+    redisReply *x = vk_cmd(&f->server, "XRANGE lease:{t}:audit - +");
+    assert_int_equal(x->elements, 2);
+    const redisReply *first = x->element[0]->element[1];
+    assert_string_equal(vk_str(first, "event_type"), "target_lease_inspect");
+    assert_string_equal(vk_str(first, "code"), "lease_not_found");
+    assert_string_equal(vk_str(first, "decision"), "deny");
+    assert_string_equal(vk_str(first, "principal_id"), "p1");
+    assert_string_equal(vk_str(first, "source"), "service");
+    assert_string_equal(vk_str(first, "occurred_at_ms"), "1700000000000");
+    assert_null(vk_str(first, "lease_id")); /* empty fields are left out */
+    assert_string_equal(vk_str(x->element[1]->element[1], "code"), "lease_conflict");
+    freeReplyObject(x);
     lease_housekeeping_result_t h;
     assert_int_equal(lease_store_housekeep(f->store, LEASE_STEP_NAMESPACE, 10, 0, &dl, &h),
                      LEASE_INSPECTED);
@@ -311,7 +353,7 @@ static void not_built_answers_typed(void **state)
     assert_true(hh.reachable && hh.schema_current && !hh.sealed);
     lease_store_stats_t st;
     lease_store_stats(f->store, &st);
-    assert_int_equal(st.backend_errors, 2);
+    assert_int_equal(st.backend_errors, 1); /* the commit */
 
     /* a restart seals: the namespace step reports it */
     assert_true(vk_restart(&f->server, NULL));

@@ -195,6 +195,7 @@ local function keyspace(nskey)
                 .. canonical
         end,
         active = prefix .. 'act',
+        audit = prefix .. 'audit',
     }
 end
 
@@ -389,7 +390,85 @@ local function replay(ks, op, i, p, t)
     return r
 end
 
-local function remember(ks, ns, op, i, p, answer, lease_id)
+-- ---------------------------------------------------------------------------
+-- Audit events: one Stream per namespace, lease:{ns}:audit, one entry per
+-- event (fields: docs/backends.md "Audit events"). A mutation that changes
+-- state appends its event in the same function call as its writes (as
+-- PostgreSQL audits inside the mutation's transaction); the service appends
+-- the events of everything else (refusals, reads) through record_audit.
+-- Each append trims entries older than the audit retention (MINID, entry
+-- ids being the server's ms clock): retention only, there is no export
+-- cursor to respect yet.
+
+local AUDIT_RETENTION_DEFAULT = 7776000000   -- 90 days, lease.policy's default
+local AUDIT_BATCH_MAX = 1000
+
+local function audit_minid(ns, t)
+    local keep = (type(ns) == 'table' and tonumber(ns.audit_retention_ms))
+                 or AUDIT_RETENTION_DEFAULT
+    return I(math.max(0, t - keep))
+end
+
+-- fields: name/value pairs; empty values are left out.
+local function audit_append(ks, ns, t, fields)
+    local kept = {}
+    for k = 1, #fields, 2 do
+        local v = fields[k + 1]
+        if v ~= nil and v ~= false and v ~= '' and v ~= cjson.null then
+            kept[#kept + 1] = fields[k]
+            kept[#kept + 1] = type(v) == 'number' and I(v) or v
+        end
+    end
+    -- exact trimming: each call removes the few entries that aged out since
+    -- the previous one (approximate '~' trimming would keep whole nodes, up
+    -- to 100 entries, past the retention)
+    redis.call('XADD', ks.audit, 'MINID', audit_minid(ns, t), '*', unpack(kept))
+end
+
+local EVENT_TYPES = {acquire = 'target_lease_acquire', renew = 'target_lease_renew',
+                     release = 'target_lease_release',
+                     force_release = 'target_lease_force_release',
+                     revoke = 'target_lease_revoke'}
+
+local function str_or_nil(v)
+    if is_str(v) then return v end
+    return nil
+end
+
+-- The event of a mutation that changed state (answer: its result pairs).
+local function audit_mutation(ks, ns, t, op, i, p, answer)
+    local code, lease
+    for k = 1, #answer - 1, 2 do
+        if answer[k] == 'code' then code = answer[k + 1] end
+        if answer[k] == 'lease' then lease = answer[k + 1] end
+    end
+    local l = {}
+    if type(lease) == 'table' then
+        for k = 1, #lease - 1, 2 do l[lease[k]] = lease[k + 1] end
+    end
+    local pr = p.principal
+    audit_append(ks, ns, t, {
+        'event_type', EVENT_TYPES[op], 'occurred_at_ms', t, 'code', code,
+        'decision', 'allow', 'backend_health', 'ok', 'source', 'function',
+        'principal_id', str_or_nil(pr.principal_id), 'client_id', str_or_nil(pr.client_id),
+        'credential_id', str_or_nil(pr.credential_id),
+        'request_id', str_or_nil(p.request_id), 'correlation_id', str_or_nil(p.correlation_id),
+        'trace_id', str_or_nil(p.trace_id),
+        'tenant_id', i.tenant_id, 'program_id', i.program_id,
+        'target_namespace', i.target_namespace, 'target_id', i.target_id,
+        'actor_name', i.actor_name, 'workflow_name', i.workflow_name,
+        'operation_class', i.operation_class,
+        'lease_id', str_or_nil(l.lease_id), 'fencing_token', l.fencing_token,
+        'resulting_state', str_or_nil(l.state),
+        'service_instance_id', str_or_nil(p.service_instance_id),
+        'execution_id', str_or_nil(p.execution_id), 'job_id', str_or_nil(p.job_id),
+        'requested_ttl_ms', type(p.ttl_ms) == 'number' and p.ttl_ms or nil,
+        'reason', str_or_nil(p.reason), 'incident_id', str_or_nil(p.incident_id),
+    })
+end
+
+local function remember(ks, ns, op, i, p, answer, lease_id, t)
+    audit_mutation(ks, ns, t, op, i, p, answer)
     local key = ks.idem(op, i.canonical, p.principal.principal_id, p.request_id)
     redis.call('HSET', key, 'd', p.request_digest, 'r', cmsgpack.pack(answer),
                'lid', lease_id)
@@ -521,7 +600,7 @@ local function acquire(keys, args)
     redis.call('SADD', ks.active, i.canonical)
     local answer = result('lease_acquired', 'lease', lease_pairs(new, 'active'),
                           'previous_state', prev)
-    remember(ks, ns, 'acquire', i, p, answer, lease_id)
+    remember(ks, ns, 'acquire', i, p, answer, lease_id, t)
     answer[#answer + 1] = 'current_state'; answer[#answer + 1] = 'active'
     return answer
 end
@@ -573,7 +652,7 @@ local function renew_decide(ks, ns, t, p)
                'ttl_ms', I(ttl))
     rec.renewed_at, rec.expires_at, rec.ttl_ms = I(t), I(expires), I(ttl)
     local answer = result('lease_renewed', 'lease', lease_pairs(rec, 'active'))
-    remember(ks, ns, 'renew', i, p, answer, rec.lease_id)
+    remember(ks, ns, 'renew', i, p, answer, rec.lease_id, t)
     answer[#answer + 1] = 'current_state'; answer[#answer + 1] = 'active'
     return answer
 end
@@ -609,7 +688,7 @@ local function ending_decide(ks, ns, t, p, op, terminal, success)
     if not matches(rec, p, t, as_owner) then return result('lease_lost') end
     local ended = end_lease(ks, ns, rec, terminal, t, reason, incident)
     local answer = result(success, 'lease', lease_pairs(ended, terminal))
-    remember(ks, ns, op, i, p, answer, rec.lease_id)
+    remember(ks, ns, op, i, p, answer, rec.lease_id, t)
     answer[#answer + 1] = 'current_state'; answer[#answer + 1] = terminal
     return answer
 end
@@ -768,7 +847,7 @@ end
 local POLICY_DEFAULTS = {
     minimum_ttl_ms = 1000, default_ttl_ms = 30000, maximum_ttl_ms = 300000,
     maximum_lifetime_ms = 3600000, idempotency_retention_ms = 86400000,
-    history_retention_ms = 2592000000,
+    history_retention_ms = 2592000000, audit_retention_ms = AUDIT_RETENTION_DEFAULT,
 }
 
 -- The epoch that makes every token greater than floor_token (0: none).
@@ -961,6 +1040,12 @@ local function cred_key(ks, id)
     return ks.ns:sub(1, #ks.ns - 2) .. 'cred:' .. id
 end
 
+-- The set of every credential id of the namespace (for credential_list:
+-- no SCAN over the keyspace).
+local function cred_index(ks)
+    return ks.ns:sub(1, #ks.ns - 2) .. 'creds'
+end
+
 local function credential_create(keys, args)
     local p = decode_request(args)
     if p == nil then return {'error', 'credential must be an object'} end
@@ -1024,6 +1109,7 @@ local function credential_create(keys, args)
                'admin', admin and '1' or '0', 'secret_digest', p.secret_digest,
                'description', desc or '', 'created_at', I(t),
                'expires_at', expires and I(expires) or '')
+    redis.call('SADD', cred_index(ks), id)
     return {'credential_id', id, 'principal_id', p.principal_id, 'client_id', p.client_id,
             'tenant_id', tenant, 'program_id', program, 'created_at', t,
             'expires_at', expires or false}
@@ -1063,6 +1149,70 @@ local function credential_revoke(keys, args)
     return {'revoked', 1}
 end
 
+-- record_audit (lease.record_audit): the service's events of what the
+-- functions do not audit themselves (refusals, reads, replays), appended in
+-- order. Every event is checked before the first is appended: an object
+-- with an event_type, every value a string or an integer.
+local function record_audit(keys, args)
+    local b = decode_request(args)
+    local events = b and b.events
+    if type(events) ~= 'table' or #events < 1 or #events > AUDIT_BATCH_MAX then
+        return invalid('events')
+    end
+    local rows = {}
+    for k = 1, #events do
+        local e = events[k]
+        if type(e) ~= 'table' or not is_str(e.event_type) then return invalid('events') end
+        local pairs_ = {}
+        for name, v in pairs(e) do
+            if type(name) ~= 'string' then return invalid('events') end
+            if type(v) == 'number' then
+                if v ~= math.floor(v) then return invalid('events') end
+            elseif type(v) ~= 'string' and v ~= cjson.null then
+                return invalid('events')
+            end
+            pairs_[#pairs_ + 1] = name
+            pairs_[#pairs_ + 1] = v
+        end
+        rows[k] = pairs_
+    end
+    local ks = keyspace(keys[1])
+    local ns = hgetall(ks.ns)
+    local t = now_ms()
+    for k = 1, #rows do
+        audit_append(ks, ns, t, rows[k])
+    end
+    return result('audit_recorded', 'count', #rows)
+end
+
+-- Every credential (lease.credential_list), oldest first, never a digest:
+-- an array of name/value arrays; times Unix ms (false: none).
+local function credential_list(keys, args)
+    local ks = keyspace(keys[1])
+    local rows = {}
+    for _, id in ipairs(redis.call('SMEMBERS', cred_index(ks))) do
+        local c = hgetall(cred_key(ks, id))
+        if c ~= nil then rows[#rows + 1] = c end
+    end
+    table.sort(rows, function(a, b)
+        local ta, tb = tonumber(a.created_at) or 0, tonumber(b.created_at) or 0
+        if ta ~= tb then return ta < tb end
+        return a.credential_id < b.credential_id
+    end)
+    local out = {}
+    for _, c in ipairs(rows) do
+        local function ms(v) return (v or '') ~= '' and tonumber(v) or false end
+        out[#out + 1] = {'credential_id', c.credential_id, 'principal_id', c.principal_id,
+                         'client_id', c.client_id, 'tenant_id', c.tenant_id,
+                         'program_id', c.program_id, 'actor_names', c.actor_names,
+                         'capabilities', c.capabilities, 'admin', c.admin == '1' and 1 or 0,
+                         'description', (c.description or '') ~= '' and c.description or false,
+                         'created_at', ms(c.created_at), 'expires_at', ms(c.expires_at),
+                         'revoked_at', ms(c.revoked_at)}
+    end
+    return {'credentials', out}
+end
+
 redis.register_function('leased_v1_acquire', acquire)
 redis.register_function('leased_v1_renew', renew)
 redis.register_function('leased_v1_release', release)
@@ -1083,3 +1233,6 @@ redis.register_function('leased_v1_credential_create', credential_create)
 redis.register_function{function_name = 'leased_v1_credential_lookup',
                         callback = credential_lookup, flags = {'no-writes'}}
 redis.register_function('leased_v1_credential_revoke', credential_revoke)
+redis.register_function('leased_v1_record_audit', record_audit)
+redis.register_function{function_name = 'leased_v1_credential_list',
+                        callback = credential_list, flags = {'no-writes'}}

@@ -33,6 +33,7 @@ struct lease_valkey {
     char host[256];
     int port;
     int64_t connect_timeout_ms;
+    int min_replicas; /* WAIT after each write function call (0: none) */
     char ns_key[NS_KEY_MAX];
 };
 
@@ -112,10 +113,43 @@ static bool config_is(redisContext *c, const char *name, const char *want, char 
     return ok;
 }
 
-/* Loads the library, or checks that the one loaded is this build's. */
-static bool load_library(redisContext *c, char *err, size_t errlen)
+/* A library of this name is loaded, with the very same text as this
+ * build's (a different one under this version's name would decide
+ * differently). */
+static bool library_is_ours(redisContext *c, const char *code, char *err, size_t errlen)
+{
+    redisReply *r =
+        redisCommand(c, "FUNCTION LIST LIBRARYNAME %s WITHCODE", LEASE_VALKEY_LIBRARY_NAME);
+    bool ok = false;
+    bool found = false;
+    if (r && r->type == REDIS_REPLY_ARRAY) {
+        for (size_t i = 0; i < r->elements && !ok; i++) {
+            const redisReply *lib = r->element[i];
+            const redisReply *name = valkey_field(lib, "library_name");
+            const redisReply *text = valkey_field(lib, "library_code");
+            bool named = name && name->type == REDIS_REPLY_STRING &&
+                         strcmp(name->str, LEASE_VALKEY_LIBRARY_NAME) == 0;
+            found |= named;
+            ok = named && text && text->type == REDIS_REPLY_STRING && strcmp(text->str, code) == 0;
+        }
+    }
+    if (!ok)
+        set_err(err, errlen,
+                found ? "a different %s library is loaded on the server"
+                      : "the %s library is not loaded (leasectl migrate loads it)",
+                LEASE_VALKEY_LIBRARY_NAME);
+    if (r)
+        freeReplyObject(r);
+    return ok;
+}
+
+/* Loads the library, or checks that the one loaded is this build's
+ * (check_only: only checks). */
+static bool load_library(redisContext *c, bool check_only, char *err, size_t errlen)
 {
     const char *code = (const char *)lease_valkey_library;
+    if (check_only)
+        return library_is_ours(c, code, err, errlen);
     redisReply *r = redisCommand(c, "FUNCTION LOAD %s", code);
     if (r == NULL) {
         set_err(err, errlen, "FUNCTION LOAD: %s", c->errstr);
@@ -131,28 +165,8 @@ static bool load_library(redisContext *c, char *err, size_t errlen)
     freeReplyObject(r);
     if (ok || !exists)
         return ok;
-    /* a library of this name is loaded: only the very same text is accepted
-     * (a different one under this version's name would decide differently) */
-    r = redisCommand(c, "FUNCTION LIST LIBRARYNAME %s WITHCODE", LEASE_VALKEY_LIBRARY_NAME);
-    ok = false;
-    if (r && r->type == REDIS_REPLY_ARRAY) {
-        for (size_t i = 0; i < r->elements && !ok; i++) {
-            const redisReply *lib = r->element[i];
-            const redisReply *name = valkey_field(lib, "library_name");
-            const redisReply *text = valkey_field(lib, "library_code");
-            ok = name && name->type == REDIS_REPLY_STRING &&
-                 strcmp(name->str, LEASE_VALKEY_LIBRARY_NAME) == 0 && text &&
-                 text->type == REDIS_REPLY_STRING && strcmp(text->str, code) == 0;
-        }
-    }
-    if (!ok)
-        set_err(err, errlen, "a different %s library is loaded on the server",
-                LEASE_VALKEY_LIBRARY_NAME);
-    if (r)
-        freeReplyObject(r);
-    return ok;
+    return library_is_ours(c, code, err, errlen);
 }
-
 lease_code_t lease_valkey_open(const lease_valkey_config_t *cfg, lease_valkey_t **out, char *err,
                                size_t errlen)
 {
@@ -171,13 +185,14 @@ lease_code_t lease_valkey_open(const lease_valkey_config_t *cfg, lease_valkey_t 
     snprintf(v->host, sizeof v->host, "%s", cfg->host);
     v->port = cfg->port;
     v->connect_timeout_ms = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 2000;
+    v->min_replicas = cfg->min_replicas > 0 ? cfg->min_replicas : 0;
     snprintf(v->ns_key, sizeof v->ns_key, "lease:{%s}:ns", cfg->ns);
     bool ok = connect_locked(v, err, errlen) &&
               redisSetTimeout(v->ctx, ms_tv(v->connect_timeout_ms)) == REDIS_OK &&
               config_is(v->ctx, "appendonly", "yes", err, errlen) &&
               config_is(v->ctx, "appendfsync", "always", err, errlen) &&
               config_is(v->ctx, "maxmemory-policy", "noeviction", err, errlen) &&
-              load_library(v->ctx, err, errlen);
+              load_library(v->ctx, cfg->check_only, err, errlen);
     if (!ok) {
         lease_valkey_close(v);
         return LEASE_BACKEND_UNAVAILABLE;
@@ -197,17 +212,42 @@ void lease_valkey_close(lease_valkey_t *v)
 
 typedef enum call_failure {
     CALL_OK = 0,
-    CALL_NOT_SENT,  /* nothing reached the server */
-    CALL_NO_ANSWER, /* sent; the answer was lost */
-    CALL_ERROR,     /* the server refused to run the function (reply error) */
+    CALL_NOT_SENT,    /* nothing reached the server */
+    CALL_NO_ANSWER,   /* sent; the answer was lost */
+    CALL_ERROR,       /* the server refused to run the function (reply error) */
+    CALL_UNCONFIRMED, /* it ran on the primary; fewer than min_replicas acknowledged */
 } call_failure_t;
 
+/* WAIT min_replicas, bounded by what is left of budget_ms (WAIT 0 would
+ * wait for ever), on the connection that made the write (WAIT counts the
+ * replicas that acknowledged this client's last write). Under mu. */
+static call_failure_t wait_replicas_locked(lease_valkey_t *v, int64_t budget_ms)
+{
+    if (budget_ms < 1)
+        budget_ms = 1;
+    /* the server answers WAIT at its timeout: read a little past it */
+    if (redisSetTimeout(v->ctx, ms_tv(budget_ms + 1000)) != REDIS_OK) {
+        drop_locked(v);
+        return CALL_NO_ANSWER;
+    }
+    redisReply *w = redisCommand(v->ctx, "WAIT %d %lld", v->min_replicas, (long long)budget_ms);
+    if (w == NULL) {
+        drop_locked(v);
+        return CALL_NO_ANSWER;
+    }
+    bool confirmed = w->type == REDIS_REPLY_INTEGER && w->integer >= v->min_replicas;
+    freeReplyObject(w);
+    return confirmed ? CALL_OK : CALL_UNCONFIRMED;
+}
+
 /* FCALL fn 1 <ns key> arg, bounded by the deadline (none: the connect
- * timeout). On CALL_OK *reply is the answer (caller frees); on CALL_ERROR
- * reason says why in one word. */
+ * timeout). write: a write function; with min_replicas its answer is given
+ * only once WAIT confirms it (else CALL_UNCONFIRMED, the answer dropped).
+ * On CALL_OK *reply is the answer (caller frees); on CALL_ERROR reason says
+ * why in one word. */
 static call_failure_t fcall(lease_valkey_t *v, const char *fn, const char *arg,
-                            const lease_deadline_t *deadline, redisReply **reply, char *reason,
-                            size_t reason_len)
+                            const lease_deadline_t *deadline, bool write, redisReply **reply,
+                            char *reason, size_t reason_len)
 {
     *reply = NULL;
     int64_t budget = v->connect_timeout_ms;
@@ -231,6 +271,19 @@ static call_failure_t fcall(lease_valkey_t *v, const char *fn, const char *arg,
         drop_locked(v);
         pthread_mutex_unlock(&v->mu);
         return CALL_NO_ANSWER;
+    }
+    if (write && v->min_replicas > 0 && r->type != REDIS_REPLY_ERROR) {
+        /* the WAIT shares the call's budget: the answer is due by the
+         * deadline, confirmed or not */
+        int64_t left = deadline != NULL ? (deadline->mono_ns - lease_mono_now_ns()) / 1000000
+                                        : v->connect_timeout_ms;
+        call_failure_t w = wait_replicas_locked(v, left);
+        if (w != CALL_OK) {
+            pthread_mutex_unlock(&v->mu);
+            freeReplyObject(r);
+            snprintf(reason, reason_len, "%s", "replicas_unconfirmed");
+            return w;
+        }
     }
     pthread_mutex_unlock(&v->mu);
     if (r->type == REDIS_REPLY_ERROR) {
@@ -263,7 +316,7 @@ static lease_code_t lease_op(lease_valkey_t *v, const char *fn, char *arg,
     }
     redisReply *r = NULL;
     char reason[32] = "";
-    call_failure_t f = fcall(v, fn, arg, deadline, &r, reason, sizeof reason);
+    call_failure_t f = fcall(v, fn, arg, deadline, mutation, &r, reason, sizeof reason);
     free(arg);
     switch (f) {
     case CALL_OK:
@@ -278,6 +331,12 @@ static lease_code_t lease_op(lease_valkey_t *v, const char *fn, char *arg,
         break;
     case CALL_NO_ANSWER:
         res->code = mutation ? LEASE_OUTCOME_UNKNOWN : LEASE_BACKEND_UNAVAILABLE;
+        break;
+    case CALL_UNCONFIRMED:
+        /* decided and applied on the primary, not yet on enough replicas:
+         * a failover could lose it; repeating the request id resolves it */
+        res->code = LEASE_OUTCOME_UNKNOWN;
+        snprintf(res->reason, sizeof res->reason, "%s", reason);
         break;
     case CALL_ERROR:
         res->code = LEASE_BACKEND_UNAVAILABLE;
@@ -346,11 +405,11 @@ static lease_code_t batch_op(lease_valkey_t *v, const char *fn, const lease_owne
         return LEASE_BACKEND_UNAVAILABLE;
     redisReply *r = NULL;
     char reason[32] = "";
-    call_failure_t f = fcall(v, fn, arg, deadline, &r, reason, sizeof reason);
+    call_failure_t f = fcall(v, fn, arg, deadline, true, &r, reason, sizeof reason);
     free(arg);
     if (f == CALL_NOT_SENT || f == CALL_ERROR)
         return LEASE_BACKEND_UNAVAILABLE;
-    if (f == CALL_NO_ANSWER)
+    if (f == CALL_NO_ANSWER || f == CALL_UNCONFIRMED)
         return LEASE_OUTCOME_UNKNOWN;
     lease_code_t refusal = LEASE_CODE_COUNT;
     bool ok = valkey_decode_many(r, n, results, &refusal);
@@ -372,17 +431,24 @@ lease_code_t lease_valkey_release_many(lease_valkey_t *v, const lease_owner_req_
     return batch_op(v, "leased_v1_release_many", reqs, n, deadline, false, results);
 }
 
-/* An administrative function's answer: pairs, or {"error", why}. */
-static bool admin_call(lease_valkey_t *v, const char *fn, const char *arg, redisReply **r,
-                       char *err, size_t errlen)
+/* An administrative function's answer: pairs, or {"error", why} (then
+ * *refused, when not NULL, is set: the function ran and said no). */
+static bool admin_call_r(lease_valkey_t *v, const char *fn, const char *arg, redisReply **r,
+                         bool *refused, char *err, size_t errlen)
 {
+    if (refused)
+        *refused = false;
     char reason[32] = "";
-    call_failure_t f = fcall(v, fn, arg, NULL, r, reason, sizeof reason);
+    /* every administrative function writes but the list */
+    bool write = strcmp(fn, "leased_v1_credential_list") != 0;
+    call_failure_t f = fcall(v, fn, arg, NULL, write, r, reason, sizeof reason);
     if (f != CALL_OK) {
         set_err(err, errlen, "%s: %s", fn,
-                f == CALL_ERROR      ? reason
-                : f == CALL_NOT_SENT ? "not sent"
-                                     : "no answer");
+                f == CALL_ERROR         ? reason
+                : f == CALL_NOT_SENT    ? "not sent"
+                : f == CALL_UNCONFIRMED ? "applied on the primary, but fewer replicas than "
+                                          "LEASE_VALKEY_MIN_REPLICAS acknowledged it in time"
+                                        : "no answer");
         return false;
     }
     const redisReply *e = valkey_field(*r, "error");
@@ -390,9 +456,17 @@ static bool admin_call(lease_valkey_t *v, const char *fn, const char *arg, redis
         set_err(err, errlen, "%s: %s", fn, e->type == REDIS_REPLY_STRING ? e->str : "refused");
         freeReplyObject(*r);
         *r = NULL;
+        if (refused)
+            *refused = true;
         return false;
     }
     return true;
+}
+
+static bool admin_call(lease_valkey_t *v, const char *fn, const char *arg, redisReply **r,
+                       char *err, size_t errlen)
+{
+    return admin_call_r(v, fn, arg, r, NULL, err, errlen);
 }
 
 lease_code_t lease_valkey_bind(lease_valkey_t *v, int64_t floor_token, int64_t *epoch, char *err,
@@ -454,7 +528,7 @@ lease_code_t lease_valkey_health(lease_valkey_t *v, const lease_deadline_t *dead
     out->expected_schema_version = 1;
     redisReply *r = NULL;
     char reason[32] = "";
-    if (fcall(v, "leased_v1_health", "{}", deadline, &r, reason, sizeof reason) != CALL_OK)
+    if (fcall(v, "leased_v1_health", "{}", deadline, false, &r, reason, sizeof reason) != CALL_OK)
         return LEASE_BACKEND_UNAVAILABLE;
     long long version = 0, bound = 0, sealed = 0, active = 0;
     bool ok = valkey_int_field(r, "version", &version) && valkey_int_field(r, "bound", &bound) &&
@@ -488,7 +562,7 @@ lease_code_t lease_valkey_list(lease_valkey_t *v, const lease_list_req_t *req,
     redisReply *r = NULL;
     char reason[32] = "";
     call_failure_t f =
-        fcall(v, "leased_v1_list", arg, &req->call.deadline, &r, reason, sizeof reason);
+        fcall(v, "leased_v1_list", arg, &req->call.deadline, false, &r, reason, sizeof reason);
     free(arg);
     if (f != CALL_OK) {
         res->code = LEASE_BACKEND_UNAVAILABLE;
@@ -534,7 +608,7 @@ lease_code_t lease_valkey_credential_lookup(lease_valkey_t *v, const char *crede
     redisReply *r = NULL;
     char reason[32] = "";
     call_failure_t f =
-        fcall(v, "leased_v1_credential_lookup", arg, deadline, &r, reason, sizeof reason);
+        fcall(v, "leased_v1_credential_lookup", arg, deadline, false, &r, reason, sizeof reason);
     free(arg);
     if (f != CALL_OK)
         return LEASE_BACKEND_UNAVAILABLE;
@@ -551,8 +625,9 @@ lease_code_t lease_valkey_credential_create(lease_valkey_t *v, const char *reque
 {
     *row_json = NULL;
     redisReply *r = NULL;
-    if (!admin_call(v, "leased_v1_credential_create", request_json, &r, err, errlen))
-        return LEASE_BACKEND_UNAVAILABLE;
+    bool refused = false;
+    if (!admin_call_r(v, "leased_v1_credential_create", request_json, &r, &refused, err, errlen))
+        return refused ? LEASE_INVALID_LEASE_REQUEST : LEASE_BACKEND_UNAVAILABLE;
     json_t *row = json_object();
     for (size_t i = 0; i + 1 < r->elements; i += 2) {
         const redisReply *k = r->element[i], *val = r->element[i + 1];
@@ -586,10 +661,11 @@ lease_code_t lease_valkey_credential_revoke(lease_valkey_t *v, const char *crede
         return LEASE_BACKEND_UNAVAILABLE;
     }
     redisReply *r = NULL;
-    bool called = admin_call(v, "leased_v1_credential_revoke", arg, &r, err, errlen);
+    bool refused = false;
+    bool called = admin_call_r(v, "leased_v1_credential_revoke", arg, &r, &refused, err, errlen);
     free(arg);
     if (!called)
-        return LEASE_BACKEND_UNAVAILABLE;
+        return refused ? LEASE_INVALID_LEASE_REQUEST : LEASE_BACKEND_UNAVAILABLE;
     long long n = 0;
     bool ok = valkey_int_field(r, "revoked", &n);
     freeReplyObject(r);
@@ -599,4 +675,93 @@ lease_code_t lease_valkey_credential_revoke(lease_valkey_t *v, const char *crede
     }
     *revoked = n == 1;
     return LEASE_INSPECTED;
+}
+
+/* A time of the list (Unix ms, or RESP null) as the wire form, or null. */
+static json_t *time_or_null(const redisReply *val)
+{
+    if (val == NULL || val->type != REDIS_REPLY_INTEGER)
+        return json_null();
+    char at[LEASE_TIME_LEN + 1];
+    lease_time_format(val->integer, at);
+    return json_string(at);
+}
+
+static json_t *credential_row(const redisReply *pairs)
+{
+    json_t *row = json_object();
+    for (size_t i = 0; i + 1 < pairs->elements; i += 2) {
+        const redisReply *k = pairs->element[i], *val = pairs->element[i + 1];
+        if (k->type != REDIS_REPLY_STRING)
+            continue;
+        json_t *j;
+        if (strcmp(k->str, "created_at") == 0 || strcmp(k->str, "expires_at") == 0 ||
+            strcmp(k->str, "revoked_at") == 0)
+            j = time_or_null(val);
+        else if (strcmp(k->str, "admin") == 0)
+            j = json_boolean(val->type == REDIS_REPLY_INTEGER && val->integer == 1);
+        else if (strcmp(k->str, "actor_names") == 0 || strcmp(k->str, "capabilities") == 0)
+            j = val->type == REDIS_REPLY_STRING ? json_loads(val->str, 0, NULL) : NULL;
+        else
+            j = val->type == REDIS_REPLY_STRING ? json_string(val->str) : json_null();
+        json_object_set_new(row, k->str, j ? j : json_null());
+    }
+    return row;
+}
+
+lease_code_t lease_valkey_credential_list(lease_valkey_t *v, char **rows_json, char *err,
+                                          size_t errlen)
+{
+    *rows_json = NULL;
+    redisReply *r = NULL;
+    if (!admin_call(v, "leased_v1_credential_list", "{}", &r, err, errlen))
+        return LEASE_BACKEND_UNAVAILABLE;
+    const redisReply *list = valkey_field(r, "credentials");
+    if (list == NULL || list->type != REDIS_REPLY_ARRAY) {
+        freeReplyObject(r);
+        set_err(err, errlen, "leased_v1_credential_list: unreadable answer");
+        return LEASE_BACKEND_UNAVAILABLE;
+    }
+    json_t *rows = json_array();
+    for (size_t i = 0; i < list->elements; i++)
+        if (list->element[i]->type == REDIS_REPLY_ARRAY)
+            json_array_append_new(rows, credential_row(list->element[i]));
+    freeReplyObject(r);
+    *rows_json = json_dumps(rows, JSON_COMPACT);
+    json_decref(rows);
+    if (*rows_json == NULL) {
+        set_err(err, errlen, "out of memory");
+        return LEASE_BACKEND_UNAVAILABLE;
+    }
+    return LEASE_INSPECTED;
+}
+
+lease_code_t lease_valkey_record_audit(lease_valkey_t *v, const lease_audit_event_t *events,
+                                       size_t n, const lease_deadline_t *deadline)
+{
+    if (n == 0)
+        return LEASE_INSPECTED;
+    if (deadline->mono_ns <= lease_mono_now_ns())
+        return LEASE_DEADLINE_EXCEEDED;
+    char *arg = valkey_encode_audit(events, n);
+    if (arg == NULL)
+        return LEASE_BACKEND_UNAVAILABLE;
+    redisReply *r = NULL;
+    char reason[32] = "";
+    /* a write, but not a decision: no WAIT (a short one would send the
+     * batch to the log as well as to the Stream) */
+    call_failure_t f =
+        fcall(v, "leased_v1_record_audit", arg, deadline, false, &r, reason, sizeof reason);
+    free(arg);
+    if (f != CALL_OK)
+        return LEASE_BACKEND_UNAVAILABLE;
+    const redisReply *code = valkey_field(r, "code");
+    long long count = 0;
+    bool ok = code && code->type == REDIS_REPLY_STRING &&
+              strcmp(code->str, "audit_recorded") == 0 && valkey_int_field(r, "count", &count) &&
+              count == (long long)n;
+    bool invalid =
+        code && code->type == REDIS_REPLY_STRING && strcmp(code->str, "invalid_lease_request") == 0;
+    freeReplyObject(r);
+    return ok ? LEASE_INSPECTED : invalid ? LEASE_INVALID_LEASE_REQUEST : LEASE_BACKEND_UNAVAILABLE;
 }

@@ -6,8 +6,8 @@
  * What the function library does not decide yet answers a typed refusal,
  * never a silent degrade (docs/backends.md, "What needs PostgreSQL"):
  * fenced_commit and the old sweep are lease_backend_unavailable and say so
- * in the log once; audit events are refused, so the audit queue writes them
- * to the log (its fallback, counted and warned about). Housekeeping: the
+ * in the log once. Audit events go to the namespace's Stream (the
+ * functions append those of the mutations themselves). Housekeeping: the
  * namespace step checks the incarnation (health); retention is the server's
  * own (PEXPIRE on idempotency and history records), so the purge step has
  * nothing to delete; expired leases move to history when the identity is
@@ -130,12 +130,9 @@ static lease_code_t v_sweep(lease_store_t *s, int batch, const lease_deadline_t 
 static lease_code_t v_record_audit(lease_store_t *s, const lease_audit_event_t *events, size_t n,
                                    const lease_deadline_t *deadline)
 {
-    (void)events;
-    (void)n;
-    (void)deadline;
-    /* no audit Stream yet: refused, so the audit queue logs each event
-     * (its fallback) and counts them, rather than dropping them */
-    return seen(s, LEASE_BACKEND_UNAVAILABLE, NULL);
+    /* appended to the namespace's audit Stream (leased_v1_record_audit);
+     * a refusal sends the batch to the audit queue's fallback, the log */
+    return seen(s, lease_valkey_record_audit(impl(s)->v, events, n, deadline), NULL);
 }
 
 static lease_code_t v_housekeep(lease_store_t *s, lease_housekeeping_step_t step, int batch,

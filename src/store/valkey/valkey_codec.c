@@ -54,6 +54,60 @@ static json_t *call_json(const lease_call_t *call)
     return o;
 }
 
+static void put_int(json_t *o, const char *key, int64_t v)
+{
+    if (v != 0)
+        json_object_set_new(o, key, json_integer(v));
+}
+
+static void put_c(json_t *o, const char *key, const char *v)
+{
+    if (v != NULL && v[0] != '\0')
+        put_str(o, key, v);
+}
+
+static json_t *audit_json(const lease_audit_event_t *e)
+{
+    json_t *o = json_object();
+    put_c(o, "event_type", e->event_type);
+    json_object_set_new(o, "occurred_at_ms", json_integer(e->occurred_at_ms));
+    json_object_set_new(o, "latency_ms", json_integer(e->latency_ms));
+    put_c(o, "code", lease_code_name(e->code));
+    put_c(o, "decision", e->decision);
+    put_c(o, "backend_health", e->backend_health);
+    put_str(o, "source", "service");
+    put_c(o, "principal_id", e->call.principal.principal_id);
+    put_c(o, "client_id", e->call.principal.client_id);
+    put_c(o, "credential_id", e->call.principal.credential_id);
+    put_c(o, "request_id", e->call.request_id);
+    put_c(o, "correlation_id", e->call.correlation_id);
+    put_c(o, "trace_id", e->call.trace_id);
+    put_c(o, "deadline_class", e->call.deadline_class);
+    if (e->has_identity) {
+        put_c(o, "tenant_id", e->identity.tenant_id);
+        put_c(o, "program_id", e->identity.program_id);
+        put_c(o, "target_namespace", e->identity.target_namespace);
+        put_c(o, "target_id", e->identity.target_id);
+        put_c(o, "actor_name", e->identity.actor_name);
+        put_c(o, "workflow_name", e->identity.workflow_name);
+        put_c(o, "operation_class", e->identity.operation_class);
+    }
+    put_c(o, "lease_id", e->lease_id);
+    put_int(o, "fencing_token", e->fencing_token);
+    put_c(o, "service_instance_id", e->service_instance_id);
+    put_c(o, "execution_id", e->execution_id);
+    put_c(o, "job_id", e->job_id);
+    put_int(o, "requested_ttl_ms", e->requested_ttl_ms);
+    put_c(o, "previous_state", lease_state_name(e->previous_state));
+    put_c(o, "resulting_state", lease_state_name(e->resulting_state));
+    put_c(o, "reason", e->reason);
+    put_c(o, "incident_id", e->incident_id);
+    if (e->event_count > 1)
+        json_object_set_new(o, "event_count", json_integer(e->event_count));
+    put_c(o, "source_address", e->source_address);
+    return o;
+}
+
 static char *finish(json_t *o)
 {
     char *s = json_dumps(o, JSON_COMPACT);
@@ -408,4 +462,14 @@ bool valkey_decode_credential(const redisReply *reply, lease_credential_t *c, bo
     c->expires_in_ms = c->has_expiry ? expires->integer : 0;
     *found = true;
     return true;
+}
+
+char *valkey_encode_audit(const lease_audit_event_t *events, size_t n)
+{
+    json_t *list = json_array();
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(list, audit_json(&events[i]));
+    json_t *o = json_object();
+    json_object_set_new(o, "events", list);
+    return finish(o);
 }

@@ -19,6 +19,9 @@ char *valkey_encode_owner_many(const lease_owner_req_t *reqs, size_t n, bool ren
 char *valkey_encode_admin(const lease_admin_req_t *req);
 char *valkey_encode_inspect(const lease_inspect_req_t *req);
 char *valkey_encode_list(const lease_list_req_t *req);
+/* Audit events: {"events": [{field: value, ...}, ...]}, the fields of the
+ * audit Stream (docs/backends.md), empty ones left out. */
+char *valkey_encode_audit(const lease_audit_event_t *events, size_t n);
 
 /* The value named name in a flat name/value array, or NULL. */
 const redisReply *valkey_field(const redisReply *pairs, const char *name);

@@ -1,0 +1,241 @@
+/*
+ * ctl_valkey.c - leasectl's administrative commands on the Valkey/Redis
+ * backend (ctl_valkey.h). A build without hiredis has no Valkey adapter:
+ * each answers that this leasectl was built without it.
+ */
+#include "ctl_valkey.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lease/clock.h"
+#include "lease/result.h"
+
+#ifdef LEASE_HAVE_VALKEY
+#include "lease/store_valkey.h"
+
+bool ctl_valkey_url(const char *url)
+{
+    return lease_valkey_url_is(url);
+}
+
+/* Opens the adapter for url: LEASE_ADMIN_INVALID for a URL it refuses,
+ * LEASE_ADMIN_UNAVAILABLE for a server it cannot use (why in err). */
+static lease_admin_status_t open_url(const char *url, bool check_only, lease_valkey_t **v,
+                                     lease_valkey_url_t *u, char *err, size_t errsz)
+{
+    *v = NULL;
+    if (!lease_valkey_url_parse(url, u, err, errsz))
+        return LEASE_ADMIN_INVALID;
+    lease_valkey_config_t cfg = {
+        .host = u->host, .port = u->port, .ns = u->ns, .check_only = check_only};
+    if (lease_valkey_open(&cfg, v, err, errsz) != LEASE_INSPECTED)
+        return LEASE_ADMIN_UNAVAILABLE;
+    return LEASE_ADMIN_OK;
+}
+
+static int exit_of(lease_admin_status_t st)
+{
+    return st == LEASE_ADMIN_INVALID ? LEASE_EXIT_USAGE : LEASE_EXIT_UNAVAILABLE;
+}
+
+int ctl_valkey_migrate(const char *url, bool status_only)
+{
+    char err[1024] = "";
+    lease_valkey_t *v = NULL;
+    lease_valkey_url_t u;
+    lease_admin_status_t st = open_url(url, status_only, &v, &u, err, sizeof err);
+    if (st != LEASE_ADMIN_OK) {
+        fprintf(stderr, "leasectl migrate: %s\n", err);
+        /* --status on a server without this build's library: pending */
+        return status_only && st == LEASE_ADMIN_UNAVAILABLE && strstr(err, "not loaded")
+                   ? LEASE_EXIT_FAILURE
+                   : exit_of(st);
+    }
+    int rc = LEASE_EXIT_OK;
+    int64_t epoch = -1;
+    if (!status_only && lease_valkey_bind(v, 0, &epoch, err, sizeof err) != LEASE_INSPECTED) {
+        /* bound to another incarnation, or sealed: that is a rebind */
+        fprintf(stderr, "leasectl migrate: %s\n", err);
+        rc = LEASE_EXIT_FAILURE;
+    }
+    lease_health_t h;
+    lease_deadline_t dl = lease_deadline_in(5000);
+    if (lease_valkey_health(v, &dl, &h) != LEASE_INSPECTED) {
+        fprintf(stderr, "leasectl migrate: the library's health function did not answer\n");
+        lease_valkey_close(v);
+        return LEASE_EXIT_UNAVAILABLE;
+    }
+    lease_valkey_close(v);
+    json_t *out = json_pack("{s:s, s:s, s:i, s:s, s:b, s:b, s:I}", "backend", "valkey", "library",
+                            "leased_v1", "library_version", h.schema_version, "namespace", u.ns,
+                            "bound", h.schema_current, "sealed", h.sealed, "active_leases",
+                            (json_int_t)h.active_leases);
+    if (epoch >= 0)
+        json_object_set_new(out, "epoch", json_integer(epoch));
+    char *text = json_dumps(out, JSON_COMPACT);
+    json_decref(out);
+    if (text) {
+        puts(text);
+        free(text);
+    }
+    if (rc == LEASE_EXIT_OK && (!h.schema_current || h.sealed))
+        rc = LEASE_EXIT_FAILURE; /* --status: not bound yet, or sealed */
+    return rc;
+}
+
+lease_admin_status_t ctl_valkey_credential_create(const char *url, const json_t *request,
+                                                  json_t **row, char *err, size_t errsz)
+{
+    *row = NULL;
+    json_t *req = json_deep_copy(request);
+    if (req == NULL) {
+        snprintf(err, errsz, "out of memory");
+        return LEASE_ADMIN_FAILED;
+    }
+    const char *at = json_string_value(json_object_get(req, "expires_at"));
+    if (at != NULL) {
+        int64_t ms = 0;
+        if (!lease_time_parse(at, &ms)) {
+            json_decref(req);
+            snprintf(err, errsz, "expires_at is not a time");
+            return LEASE_ADMIN_INVALID;
+        }
+        json_object_set_new(req, "expires_at_ms", json_integer(ms));
+    }
+    json_object_del(req, "expires_at");
+    char *text = json_dumps(req, JSON_COMPACT);
+    /* the request carries the secret's digest: wiped once sent */
+    json_t *digest = json_object_get(req, "secret_digest");
+    if (json_is_string(digest))
+        json_string_set(digest, "");
+    json_decref(req);
+    if (text == NULL) {
+        snprintf(err, errsz, "out of memory");
+        return LEASE_ADMIN_FAILED;
+    }
+    lease_valkey_t *v = NULL;
+    lease_valkey_url_t u;
+    lease_admin_status_t st = open_url(url, false, &v, &u, err, errsz);
+    char *row_text = NULL;
+    if (st == LEASE_ADMIN_OK) {
+        lease_code_t c = lease_valkey_credential_create(v, text, &row_text, err, errsz);
+        st = c == LEASE_INSPECTED               ? LEASE_ADMIN_OK
+             : c == LEASE_INVALID_LEASE_REQUEST ? LEASE_ADMIN_INVALID
+                                                : LEASE_ADMIN_UNAVAILABLE;
+        lease_valkey_close(v);
+    }
+    memset(text, 0, strlen(text));
+    free(text);
+    if (st == LEASE_ADMIN_OK) {
+        json_t *r = json_loads(row_text, 0, NULL);
+        free(row_text);
+        if (r == NULL) {
+            snprintf(err, errsz, "unreadable answer");
+            return LEASE_ADMIN_FAILED;
+        }
+        /* times as on PostgreSQL: RFC 3339, null when none */
+        const char *names[] = {"created_at", "expires_at"};
+        for (size_t i = 0; i < 2; i++) {
+            json_t *t = json_object_get(r, names[i]);
+            if (json_is_integer(t)) {
+                char s[LEASE_TIME_LEN + 1];
+                lease_time_format((int64_t)json_integer_value(t), s);
+                json_object_set_new(r, names[i], json_string(s));
+            }
+        }
+        *row = r;
+    }
+    return st;
+}
+
+lease_admin_status_t ctl_valkey_credential_revoke(const char *url, const char *credential_id,
+                                                  bool *revoked, char *err, size_t errsz)
+{
+    *revoked = false;
+    lease_valkey_t *v = NULL;
+    lease_valkey_url_t u;
+    lease_admin_status_t st = open_url(url, false, &v, &u, err, errsz);
+    if (st != LEASE_ADMIN_OK)
+        return st;
+    lease_code_t c = lease_valkey_credential_revoke(v, credential_id, revoked, err, errsz);
+    lease_valkey_close(v);
+    return c == LEASE_INSPECTED               ? LEASE_ADMIN_OK
+           : c == LEASE_INVALID_LEASE_REQUEST ? LEASE_ADMIN_INVALID
+                                              : LEASE_ADMIN_UNAVAILABLE;
+}
+
+lease_admin_status_t ctl_valkey_credential_list(const char *url, json_t **rows, char *err,
+                                                size_t errsz)
+{
+    *rows = NULL;
+    lease_valkey_t *v = NULL;
+    lease_valkey_url_t u;
+    lease_admin_status_t st = open_url(url, false, &v, &u, err, errsz);
+    if (st != LEASE_ADMIN_OK)
+        return st;
+    char *text = NULL;
+    lease_code_t c = lease_valkey_credential_list(v, &text, err, errsz);
+    lease_valkey_close(v);
+    if (c != LEASE_INSPECTED)
+        return LEASE_ADMIN_UNAVAILABLE;
+    *rows = json_loads(text, 0, NULL);
+    free(text);
+    if (*rows == NULL) {
+        snprintf(err, errsz, "unreadable answer");
+        return LEASE_ADMIN_FAILED;
+    }
+    return LEASE_ADMIN_OK;
+}
+
+#else /* built without hiredis */
+
+static const char without[] =
+    "this leasectl was built without the Valkey adapter (hiredis): use a build with it";
+
+bool ctl_valkey_url(const char *url)
+{
+    return url != NULL &&
+           (strncmp(url, "redis://", 8) == 0 || strncmp(url, "valkey://", 9) == 0 ||
+            strncmp(url, "rediss://", 9) == 0 || strncmp(url, "valkeys://", 10) == 0);
+}
+
+int ctl_valkey_migrate(const char *url, bool status_only)
+{
+    (void)url;
+    (void)status_only;
+    fprintf(stderr, "leasectl migrate: %s\n", without);
+    return LEASE_EXIT_UNAVAILABLE;
+}
+
+lease_admin_status_t ctl_valkey_credential_create(const char *url, const json_t *request,
+                                                  json_t **row, char *err, size_t errsz)
+{
+    (void)url;
+    (void)request;
+    *row = NULL;
+    snprintf(err, errsz, "%s", without);
+    return LEASE_ADMIN_UNAVAILABLE;
+}
+
+lease_admin_status_t ctl_valkey_credential_revoke(const char *url, const char *credential_id,
+                                                  bool *revoked, char *err, size_t errsz)
+{
+    (void)url;
+    (void)credential_id;
+    *revoked = false;
+    snprintf(err, errsz, "%s", without);
+    return LEASE_ADMIN_UNAVAILABLE;
+}
+
+lease_admin_status_t ctl_valkey_credential_list(const char *url, json_t **rows, char *err,
+                                                size_t errsz)
+{
+    (void)url;
+    *rows = NULL;
+    snprintf(err, errsz, "%s", without);
+    return LEASE_ADMIN_UNAVAILABLE;
+}
+
+#endif
