@@ -24,7 +24,10 @@ SELECT 'lease_service', f::regprocedure FROM unnest(ARRAY[
     'lease.quarantine(text,text,text)', 'lease.health()', 'lease.check_namespace()',
     'lease.check_namespace(integer,integer,pg_lsn)',
     'lease.lock_key(text,text,text,text,text,text,text)',
-    'lease.normalize_component(text,text)', 'lease.watch_ended(text[])']) f
+    'lease.normalize_component(text,text)', 'lease.watch_ended(text[])',
+    'lease.session_open(text,text,bigint,text,text,text,text,text,timestamp with time zone,text,text,integer)',
+    'lease.session_keepalive(text,text,text,text,timestamp with time zone)',
+    'lease.session_close(text,text,text,text,text,text,text,timestamp with time zone,text,text,integer)']) f
 UNION ALL
 SELECT r, f::regprocedure
   FROM unnest(ARRAY['lease_operator', 'lease_admin']) r,
@@ -81,7 +84,8 @@ SELECT plan(40 + (SELECT count(*)::int FROM t.exec_grants)
 SELECT has_schema('lease');
 SELECT tables_are('lease', ARRAY['policy', 'namespace_state', 'secrets', 'locks', 'history',
     'idempotency_keys', 'audit_events', 'credentials', 'fence_marks', 'fenced_documents', 'outbox',
-    'quarantine', 'recoveries', 'schema_migrations', 'schema_repeatables', 'lease_index']);
+    'quarantine', 'recoveries', 'schema_migrations', 'schema_repeatables', 'lease_index',
+    'sessions']);
 SELECT views_are('lease', ARRAY['active_leases', 'lease_history', 'audit_log',
     'fencing_counters', 'quarantined_records', '_settings', 'outbox_backlog', 'idempotency']);
 SELECT is((SELECT count(*)::int FROM t.exec_grants e
