@@ -14,10 +14,12 @@
 --   expires_at           when it ends unless kept alive (not indexed: a
 --                        keep-alive changes no indexed column, so it is a
 --                        HOT update on the row's own page, fillfactor 50);
---   state                open or closed (an open session past expires_at is
---                        expired: decided with now(), lease._session_ends_at);
+--   state                open, closed, or expired (an open session past
+--                        expires_at is expired already: decided with now(),
+--                        lease._session_ends_at; the sweeper records it);
 --   created_at, renewed_at, closed_at
---                        backend times of open, the last keep-alive, close;
+--                        backend times of open, the last keep-alive, and the
+--                        end (close, or for an expiry its expires_at);
 --   open_request_id, open_request_digest, close_request_id,
 --   close_request_digest the idempotency of open and close (a keep-alive is
 --                        idempotent by value and keeps none);
@@ -30,7 +32,7 @@ CREATE TABLE lease.sessions (
     service_instance_id text NOT NULL,
     ttl_ms bigint NOT NULL CHECK (ttl_ms > 0),
     expires_at timestamptz NOT NULL,
-    state text NOT NULL CHECK (state IN ('open', 'closed')),
+    state text NOT NULL CHECK (state IN ('open', 'closed', 'expired')),
     created_at timestamptz NOT NULL,
     renewed_at timestamptz NOT NULL,
     closed_at timestamptz,
@@ -38,10 +40,13 @@ CREATE TABLE lease.sessions (
     open_request_digest bytea NOT NULL,
     close_request_id text,
     close_request_digest bytea,
-    CHECK (state = 'open' AND closed_at IS NULL OR state = 'closed' AND closed_at IS NOT NULL),
+    CHECK (state = 'open' AND closed_at IS NULL OR state <> 'open' AND closed_at IS NOT NULL),
     -- a repeated open is found by its request id, per principal and tenant
     CONSTRAINT sessions_open_request UNIQUE (tenant_id, principal_id, open_request_id)
 ) WITH (fillfactor = 50);
+-- the sweeper finds ended sessions here (open ones are not in it: a
+-- keep-alive changes neither column, and stays a HOT update)
+CREATE INDEX sessions_ended ON lease.sessions (closed_at) WHERE state <> 'open';
 REVOKE ALL ON TABLE lease.sessions FROM PUBLIC;
 
 COMMENT ON TABLE lease.sessions IS

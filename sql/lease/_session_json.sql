@@ -6,7 +6,7 @@ RETURN jsonb_build_object(
     'ttl_ms', s.ttl_ms, 'created_at', lease._ts(s.created_at),
     'renewed_at', lease._ts(s.renewed_at),
     'expires_at', lease._ts(CASE WHEN s.state = 'open' THEN s.expires_at ELSE s.closed_at END),
-    'state', CASE WHEN s.state = 'closed' THEN 'closed'
+    'state', CASE WHEN s.state <> 'open' THEN s.state
                   WHEN s.expires_at > now() THEN 'open' ELSE 'expired' END);
 
 COMMENT ON FUNCTION lease._session_json(lease.sessions) IS

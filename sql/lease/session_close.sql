@@ -30,7 +30,7 @@ BEGIN
         END IF;
     END IF;
     UPDATE lease.sessions AS y
-       SET state = 'closed', closed_at = now(), close_request_id = session_close.request_id,
+       SET state = 'closed', closed_at = lease._now(), close_request_id = session_close.request_id,
            close_request_digest = decode(session_close.request_digest, 'hex')
      WHERE y.session_id = session_close.session_id AND y.state = 'open'
        AND y.expires_at > now() AND y.tenant_id = tenant
@@ -61,7 +61,7 @@ BEGIN
             left(deadline_class, 16), 'open', 'closed', x.session_id);
     -- its leases: released now, a bounded batch here (the rest are expired
     -- for every path from this commit on, and the sweeper moves them)
-    n := lease._session_end_leases(x.session_id, 1000, 'released', now(), principal_id,
+    n := lease._session_end_leases(x.session_id, 1000, 'released', lease._now(), principal_id,
                                    credential_id, principal_class, request_id, correlation_id,
                                    'session closed');
     more := n = 1000;

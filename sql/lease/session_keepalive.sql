@@ -34,7 +34,7 @@ BEGIN
     -- again), no audit event (a keep-alive of an open session changes no
     -- state: docs/contract.md, "Versioned changes").
     UPDATE lease.sessions AS y
-       SET expires_at = now() + lease._ms(y.ttl_ms), renewed_at = now()
+       SET expires_at = lease._now() + lease._ms(y.ttl_ms), renewed_at = lease._now()
      WHERE y.session_id = session_keepalive.session_id AND y.state = 'open'
        AND y.expires_at > now()
        AND y.tenant_id = lease.normalize_component('tenant_id', session_keepalive.tenant_id)

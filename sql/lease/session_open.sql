@@ -48,8 +48,8 @@ BEGIN
                                 service_instance_id, ttl_ms, expires_at, state, created_at,
                                 renewed_at, open_request_id, open_request_digest)
     VALUES (lease._new_session_id(now()), tenant, principal_id, credential_id,
-            service_instance_id, ttl, now() + lease._ms(ttl), 'open', now(), now(), request_id,
-            decode(request_digest, 'hex'))
+            service_instance_id, ttl, lease._now() + lease._ms(ttl), 'open', lease._now(),
+            lease._now(), request_id, decode(request_digest, 'hex'))
     ON CONFLICT ON CONSTRAINT sessions_open_request DO NOTHING
     RETURNING * INTO x;
     IF NOT FOUND THEN
