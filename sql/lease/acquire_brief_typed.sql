@@ -28,7 +28,6 @@ DECLARE
     l lease.locks;
     cn text;
     prev text := 'none';
-    ses lease.sessions;
     replay jsonb;
     result jsonb;
 BEGIN
@@ -75,7 +74,7 @@ BEGIN
         -- read by primary key: a keep-alive's write of the row does not
         -- fail this transaction). Its own expiry is its lifetime bound; the
         -- session keeps it alive (lease._effective_expiry).
-        SELECT * INTO ses FROM lease.sessions y
+        SELECT y.ttl_ms INTO ttl FROM lease.sessions y
          WHERE y.session_id = acquire_brief_typed.session_id AND y.state = 'open'
            AND y.expires_at > now() AND y.tenant_id = i.tenant_id
            AND y.principal_id = acquire_brief_typed.principal_id
@@ -83,7 +82,6 @@ BEGIN
         IF NOT FOUND THEN
             RETURN lease._result('lease_lost');
         END IF;
-        ttl := ses.ttl_ms;
     END IF;
     k := lease._key(i);
     c := lease._canonical_of(i.tenant_id, i.program_id, i.target_namespace, i.target_id,
@@ -112,8 +110,10 @@ BEGIN
     VALUES (k, i.tenant_id, i.program_id, i.target_namespace, i.target_id, i.actor_name,
             i.workflow_name, i.operation_class, 1, t, 'active', lid, 1, principal_id,
             coalesce(client_id, ''), coalesce(credential_id, ''), service_instance_id, t, t,
-            t + lease._ms(CASE WHEN ses.session_id IS NULL THEN least(ttl, maxlife) ELSE maxlife END),
-            ttl, maxlife, execution_id, job_id, trace_id, request_id, meta, ses.session_id)
+            t + lease._ms(CASE WHEN acquire_brief_typed.session_id IS NULL THEN least(ttl, maxlife)
+                               ELSE maxlife END),
+            ttl, maxlife, execution_id, job_id, trace_id, request_id, meta,
+            acquire_brief_typed.session_id)
     ON CONFLICT DO NOTHING
     RETURNING * INTO l;
     -- An existing identity: a free row of exactly this tuple, below the
@@ -130,9 +130,9 @@ BEGIN
                owner_credential_id = coalesce(acquire_brief_typed.credential_id, ''),
                service_instance_id = acquire_brief_typed.service_instance_id, acquired_at = t,
                renewed_at = t,
-               expires_at = t + lease._ms(CASE WHEN ses.session_id IS NULL THEN least(ttl, maxlife)
-                                               ELSE maxlife END),
-               ttl_ms = ttl, session_id = ses.session_id,
+               expires_at = t + lease._ms(CASE WHEN acquire_brief_typed.session_id IS NULL
+                                               THEN least(ttl, maxlife) ELSE maxlife END),
+               ttl_ms = ttl, session_id = acquire_brief_typed.session_id,
                maximum_lifetime_ms = maxlife, execution_id = acquire_brief_typed.execution_id,
                job_id = acquire_brief_typed.job_id, trace_id = acquire_brief_typed.trace_id,
                request_id = acquire_brief_typed.request_id, metadata = meta
