@@ -12,7 +12,7 @@ SELECT 'lease_service', f::regprocedure FROM unnest(ARRAY[
     'lease.acquire(jsonb)', 'lease.renew(jsonb,boolean)', 'lease.renew_many(jsonb)', 'lease.release(jsonb)', 'lease.release_many(jsonb)',
     'lease.renew_many_brief_typed(text[],text[],text[],text[],text[],text[],text[],text[],bigint[],bigint[],text[],text[],text[],text[],text[],text[],timestamp with time zone[],text[],text[],text[],integer[])',
     'lease.release_many_brief_typed(text[],text[],text[],text[],text[],text[],text[],text[],bigint[],text[],text[],text[],text[],text[],text[],timestamp with time zone[],text[],text[],text[],integer[])',
-    'lease.acquire_brief_typed(text,text,text,text,text,text,text,text,text,text,text,bigint,bigint,jsonb,text,text,text,text,text,text,timestamp with time zone,text,text,integer,boolean)',
+    'lease.acquire_brief_typed(text,text,text,text,text,text,text,text,text,text,text,bigint,bigint,jsonb,text,text,text,text,text,text,timestamp with time zone,text,text,integer,boolean,text)',
     'lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,boolean)',
     'lease.release_brief_typed(text,text,text,text,text,text,text,text,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer)',
     'lease.force_release(jsonb)', 'lease.revoke(jsonb)', 'lease.inspect(jsonb)',
@@ -24,7 +24,10 @@ SELECT 'lease_service', f::regprocedure FROM unnest(ARRAY[
     'lease.quarantine(text,text,text)', 'lease.health()', 'lease.check_namespace()',
     'lease.check_namespace(integer,integer,pg_lsn)',
     'lease.lock_key(text,text,text,text,text,text,text)',
-    'lease.normalize_component(text,text)', 'lease.watch_ended(text[])']) f
+    'lease.normalize_component(text,text)', 'lease.watch_ended(text[])',
+    'lease.session_open(text,text,bigint,text,text,text,text,text,timestamp with time zone,text,text,integer)',
+    'lease.session_keepalive(text,text,text,text,timestamp with time zone)',
+    'lease.session_close(text,text,text,text,text,text,text,timestamp with time zone,text,text,integer)']) f
 UNION ALL
 SELECT r, f::regprocedure
   FROM unnest(ARRAY['lease_operator', 'lease_admin']) r,
@@ -62,7 +65,7 @@ SELECT r.role, c.relname,
        WHEN c.relname IN ('active_leases', 'lease_history', 'audit_log', 'fencing_counters',
                           'quarantined_records', 'policy', 'namespace_state',
                           'schema_migrations', 'schema_repeatables', 'recoveries',
-                          'outbox_backlog')
+                          'outbox_backlog', 'active_sessions')
             THEN ARRAY['SELECT']::name[]
        ELSE ARRAY[]::name[]
        END
@@ -74,16 +77,18 @@ SELECT r.role, c.relname,
 
 GRANT SELECT ON t.exec_grants, t.rel_grants TO PUBLIC;
 
-SELECT plan(40 + (SELECT count(*)::int FROM t.exec_grants)
+SELECT plan(41 + (SELECT count(*)::int FROM t.exec_grants)
                + (SELECT count(*)::int FROM t.rel_grants));
 
 -- Objects ------------------------------------------------------------------
 SELECT has_schema('lease');
 SELECT tables_are('lease', ARRAY['policy', 'namespace_state', 'secrets', 'locks', 'history',
     'idempotency_keys', 'audit_events', 'credentials', 'fence_marks', 'fenced_documents', 'outbox',
-    'quarantine', 'recoveries', 'schema_migrations', 'schema_repeatables', 'lease_index']);
+    'quarantine', 'recoveries', 'schema_migrations', 'schema_repeatables', 'lease_index',
+    'sessions']);
 SELECT views_are('lease', ARRAY['active_leases', 'lease_history', 'audit_log',
-    'fencing_counters', 'quarantined_records', '_settings', 'outbox_backlog', 'idempotency']);
+    'fencing_counters', 'quarantined_records', '_settings', 'outbox_backlog', 'idempotency',
+    'active_sessions']);
 SELECT is((SELECT count(*)::int FROM t.exec_grants e
             WHERE NOT EXISTS (SELECT 1 FROM pg_proc p WHERE p.oid = e.fn)), 0,
           'every function named in the grants exists');
@@ -191,6 +196,7 @@ SELECT throws_ok($$SELECT lease._expire('x', 'x', 1)$$, '42501', NULL,
 RESET ROLE;
 SET LOCAL ROLE lease_operator;
 SELECT lives_ok($$SELECT count(*) FROM lease.active_leases$$, 'lease_operator reads active_leases');
+SELECT lives_ok($$SELECT count(*) FROM lease.active_sessions$$, 'lease_operator reads active_sessions');
 SELECT throws_ok($$SELECT count(*) FROM lease.credentials$$, '42501', NULL,
                  'lease_operator cannot read credentials');
 RESET ROLE;

@@ -88,7 +88,7 @@ BEGIN
         RETURN lease._result('deadline_exceeded');
     END IF;
     UPDATE lease.locks AS x SET state = 'free'
-     WHERE x.lock_key = k AND x.state = 'active' AND x.expires_at > now()
+     WHERE x.lock_key = k AND x.state = 'active' AND lease._effective_expiry(x.session_id, x.expires_at) > now()
        AND x.record_version = 1 AND x.lease_id = _end_t.lease_id
        AND x.fencing_token = _end_t.fencing_token
        AND (NOT as_owner OR x.owner_principal_id = _end_t.principal_id

@@ -7,12 +7,16 @@ DECLARE
 BEGIN
     UPDATE lease.locks SET state = 'free'
      WHERE lock_key = k AND state = 'active' AND lease_id = expected_lease_id
-       AND fencing_token = expected_token AND expires_at <= now()
+       AND fencing_token = expected_token
+       AND lease._effective_expiry(session_id, expires_at) <= now()
     RETURNING * INTO l;
     IF NOT FOUND THEN
         RETURN false;
     END IF;
-    PERFORM lease._to_history(l, 'expired', l.expires_at, NULL, NULL, NULL);
+    -- ended when it expired: for a lease in a session, perhaps when the
+    -- session did (expired or closed)
+    PERFORM lease._to_history(l, 'expired', lease._effective_expiry(l.session_id, l.expires_at),
+                              NULL, NULL, NULL);
     RETURN true;
 END
 $function$;

@@ -13,7 +13,7 @@ BEGIN
     IF NOT lease._same_identity(l, i) OR l.record_version <> 1 THEN
         PERFORM lease._corrupt(k, 'stored identity tuple or record version does not match');
     END IF;
-    IF l.state <> 'active' OR l.expires_at <= now() OR l.lease_id <> lease_id
+    IF l.state <> 'active' OR lease._effective_expiry(l.session_id, l.expires_at) <= now() OR l.lease_id <> lease_id
        OR l.fencing_token <> token
        OR (owner IS NOT NULL AND l.owner_principal_id <> owner)
        OR (execution IS NOT NULL AND l.execution_id <> execution) THEN

@@ -70,7 +70,7 @@ BEGIN
            AND (kind <> 'owner' OR l.owner_principal_id = owner)
            AND (l.target_namespace, l.target_id, l.actor_name, l.workflow_name, l.operation_class)
                > (cursor[1], cursor[2], cursor[3], cursor[4], cursor[5])
-           AND l.state = 'active' AND l.expires_at > now()
+           AND l.state = 'active' AND lease._effective_expiry(l.session_id, l.expires_at) > now()
            AND lease._in_scope(l.tenant_id, l.program_id, l.actor_name, scope)
          ORDER BY l.target_namespace, l.target_id, l.actor_name, l.workflow_name,
                   l.operation_class

@@ -58,10 +58,11 @@ BEGIN
     -- (now() is the transaction's), one PL/pgSQL expression fewer
     UPDATE lease.locks AS x
        SET renewed_at = lease._now(),
-           expires_at = least(lease._now() + lease._ms(coalesce(_renew_t.ttl_ms, x.ttl_ms)),
-                              x.acquired_at + lease._ms(x.maximum_lifetime_ms)),
+           expires_at = CASE WHEN x.session_id IS NOT NULL THEN x.expires_at  -- kept alive by its session
+                             ELSE least(lease._now() + lease._ms(coalesce(_renew_t.ttl_ms, x.ttl_ms)),
+                                        x.acquired_at + lease._ms(x.maximum_lifetime_ms)) END,
            ttl_ms = coalesce(_renew_t.ttl_ms, x.ttl_ms)
-     WHERE x.lock_key = k AND x.state = 'active' AND x.expires_at > now()
+     WHERE x.lock_key = k AND x.state = 'active' AND lease._effective_expiry(x.session_id, x.expires_at) > now()
        AND x.record_version = 1 AND x.lease_id = _renew_t.lease_id
        AND x.fencing_token = _renew_t.fencing_token
        AND x.owner_principal_id = _renew_t.principal_id

@@ -19,7 +19,7 @@ BEGIN
     IF lid IS NOT NULL THEN
         SELECT * INTO l FROM lease.locks y WHERE y.lock_key = k AND y.lease_id = lid;
         IF l.state = 'active' THEN
-            cur := CASE WHEN l.expires_at > now() THEN 'active' ELSE 'expired' END;
+            cur := CASE WHEN lease._effective_expiry(l.session_id, l.expires_at) > now() THEN 'active' ELSE 'expired' END;
         ELSE
             SELECT * INTO h FROM lease.history y WHERE y.lease_id = lid;
             cur := h.state;

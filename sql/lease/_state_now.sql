@@ -1,6 +1,6 @@
 CREATE OR REPLACE FUNCTION lease._state_now(l lease.locks) RETURNS text
 LANGUAGE sql STABLE PARALLEL SAFE
-RETURN CASE WHEN l.state = 'active' AND l.expires_at > now() THEN 'active'
+RETURN CASE WHEN l.state = 'active' AND lease._effective_expiry(l.session_id, l.expires_at) > now() THEN 'active'
             WHEN l.state = 'active' THEN 'expired'
             ELSE 'none' END;
 

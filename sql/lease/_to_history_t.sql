@@ -14,14 +14,14 @@ BEGIN
         owner_client_id, owner_credential_id, service_instance_id, acquired_at, renewed_at,
         expires_at, ttl_ms, maximum_lifetime_ms, execution_id, job_id, trace_id, request_id,
         metadata, state, ended_at, ended_by_principal_id, ended_by_credential_id, end_reason,
-        incident_id)
+        incident_id, session_id)
     VALUES (
         l.lease_id, l.lock_key, l.tenant_id, l.program_id, l.target_namespace, l.target_id,
         l.actor_name, l.workflow_name, l.operation_class, l.record_version, l.fencing_token,
         l.owner_principal_id, l.owner_client_id, l.owner_credential_id, l.service_instance_id,
         l.acquired_at, l.renewed_at, l.expires_at, l.ttl_ms, l.maximum_lifetime_ms,
         l.execution_id, l.job_id, l.trace_id, l.request_id, l.metadata, terminal_state,
-        ended_at, ended_by_principal_id, ended_by_credential_id, reason, incident)
+        ended_at, ended_by_principal_id, ended_by_credential_id, reason, incident, l.session_id)
     RETURNING * INTO h;
     RETURN h;
 END

@@ -41,7 +41,8 @@ BEGIN
         p #>> '{principal,principal_id}', p #>> '{principal,client_id}',
         p #>> '{principal,credential_id}', p #>> '{principal,principal_class}',
         p ->> 'request_id', p ->> 'request_digest', deadline, p ->> 'correlation_id',
-        p ->> 'deadline_class', lease._int(p -> 'latency_ms')::integer, brief => false);
+        p ->> 'deadline_class', lease._int(p -> 'latency_ms')::integer, brief => false,
+        session_id => p ->> 'session_id');
 END
 $function$;
 

@@ -4,7 +4,7 @@ CREATE OR REPLACE FUNCTION lease.acquire_brief_typed(
     job_id text, trace_id text, ttl_ms bigint, maximum_lifetime_ms bigint, metadata jsonb,
     principal_id text, client_id text, credential_id text, principal_class text, request_id text,
     request_digest text, deadline_at timestamptz, correlation_id text, deadline_class text,
-    latency_ms integer, brief boolean DEFAULT true)
+    latency_ms integer, brief boolean DEFAULT true, session_id text DEFAULT NULL)
  RETURNS jsonb
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -68,6 +68,21 @@ BEGIN
             RETURN lease._sealed_result(why);
         END IF;
     END IF;
+    IF acquire_brief_typed.session_id IS NOT NULL THEN
+        -- A lease in a session: only in an open, unexpired session of this
+        -- principal and credential, within the identity's tenant (one
+        -- read by primary key: a keep-alive's write of the row does not
+        -- fail this transaction). Its own expiry is its lifetime bound; the
+        -- session keeps it alive (lease._effective_expiry).
+        SELECT y.ttl_ms INTO ttl FROM lease.sessions y
+         WHERE y.session_id = acquire_brief_typed.session_id AND y.state = 'open'
+           AND y.expires_at > now() AND y.tenant_id = i.tenant_id
+           AND y.principal_id = acquire_brief_typed.principal_id
+           AND y.credential_id = coalesce(acquire_brief_typed.credential_id, '');
+        IF NOT FOUND THEN
+            RETURN lease._result('lease_lost');
+        END IF;
+    END IF;
     k := lease._key(i);
     c := lease._canonical_of(i.tenant_id, i.program_id, i.target_namespace, i.target_id,
                              i.actor_name, i.workflow_name, i.operation_class);
@@ -91,12 +106,14 @@ BEGIN
         workflow_name, operation_class, fencing_counter, created_at, state, lease_id,
         fencing_token, owner_principal_id, owner_client_id, owner_credential_id,
         service_instance_id, acquired_at, renewed_at, expires_at, ttl_ms, maximum_lifetime_ms,
-        execution_id, job_id, trace_id, request_id, metadata)
+        execution_id, job_id, trace_id, request_id, metadata, session_id)
     VALUES (k, i.tenant_id, i.program_id, i.target_namespace, i.target_id, i.actor_name,
             i.workflow_name, i.operation_class, 1, t, 'active', lid, 1, principal_id,
             coalesce(client_id, ''), coalesce(credential_id, ''), service_instance_id, t, t,
-            t + lease._ms(least(ttl, maxlife)), ttl, maxlife, execution_id, job_id, trace_id,
-            request_id, meta)
+            t + lease._ms(CASE WHEN acquire_brief_typed.session_id IS NULL THEN least(ttl, maxlife)
+                               ELSE maxlife END),
+            ttl, maxlife, execution_id, job_id, trace_id, request_id, meta,
+            acquire_brief_typed.session_id)
     ON CONFLICT DO NOTHING
     RETURNING * INTO l;
     -- An existing identity: a free row of exactly this tuple, below the
@@ -112,7 +129,10 @@ BEGIN
                owner_client_id = coalesce(acquire_brief_typed.client_id, ''),
                owner_credential_id = coalesce(acquire_brief_typed.credential_id, ''),
                service_instance_id = acquire_brief_typed.service_instance_id, acquired_at = t,
-               renewed_at = t, expires_at = t + lease._ms(least(ttl, maxlife)), ttl_ms = ttl,
+               renewed_at = t,
+               expires_at = t + lease._ms(CASE WHEN acquire_brief_typed.session_id IS NULL
+                                               THEN least(ttl, maxlife) ELSE maxlife END),
+               ttl_ms = ttl, session_id = acquire_brief_typed.session_id,
                maximum_lifetime_ms = maxlife, execution_id = acquire_brief_typed.execution_id,
                job_id = acquire_brief_typed.job_id, trace_id = acquire_brief_typed.trace_id,
                request_id = acquire_brief_typed.request_id, metadata = meta
@@ -134,7 +154,7 @@ BEGIN
             -- claims this identity tuple
             PERFORM lease._corrupt(k, 'another row claims this identity tuple');
         END IF;
-        IF l.state = 'active' AND l.expires_at > now() THEN
+        IF l.state = 'active' AND lease._effective_expiry(l.session_id, l.expires_at) > now() THEN
             -- held: perhaps by this very request, committed before
             replay := lease._replay_t(k, 'acquire', principal_id, request_id, request_digest);
             IF replay IS NOT NULL THEN
@@ -176,7 +196,8 @@ BEGIN
         result := jsonb_build_object('code', 'lease_acquired', 'lease', jsonb_build_object(
             'lease_id', l.lease_id, 'fencing_token', l.fencing_token,
             'acquired_at', lease._ts(l.acquired_at), 'renewed_at', lease._ts(l.acquired_at),
-            'expires_at', lease._ts(l.expires_at), 'ttl_ms', l.ttl_ms,
+            'expires_at', lease._ts(lease._effective_expiry(l.session_id, l.expires_at)),
+            'ttl_ms', l.ttl_ms,
             'maximum_lifetime_ms', l.maximum_lifetime_ms, 'owner_client_id', l.owner_client_id,
             'owner_credential_id', l.owner_credential_id, 'state', 'active'));
     ELSE
@@ -205,8 +226,8 @@ BEGIN
 END
 $function$;
 
-COMMENT ON FUNCTION lease.acquire_brief_typed(text,text,text,text,text,text,text,text,text,text,text,bigint,bigint,jsonb,text,text,text,text,text,text,timestamp with time zone,text,text,integer,boolean) IS
-    'The one acquire-if-free decision, on typed values: what the service calls for an acquisition (briefly), and what lease.acquire calls with a jsonb request''s members (brief false: the whole record). A new identity is one INSERT ... ON CONFLICT DO NOTHING before anything reads it (the unique indexes decide, not a predicate-locking read: concurrent first acquisitions do not fail each other under SERIALIZABLE); an existing free or expired one is one UPDATE with the exact condition; anything else is decided after reading the row (conflict, corrupt: fails closed LS001). The request id is looked up only after a conflict (the row held, or idempotency''s primary key refusing the evidence: the attempt rolls back to its savepoint and the stored answer is given), the same for every caller. Checks, in order: the shared call checks (LS002/LS003), the deadline, each identity component (operation_class NULL is the default), service_instance_id, execution_id, job_id, trace_id (NULL: none), ttl_ms and maximum_lifetime_ms (NULL: the policy''s), metadata (NULL: none; an object, by the rules of docs/api.md "Metadata"; lease._bad_metadata); request_digest is the 64 hex digits of the request''s SHA-256. Runs the namespace guard first; the idempotency record and audit event commit with the change. brief (the default): the short answer, what the database decided (docs/sql-api.md, "Result shape"); the answer given is what is stored for a repeat.';
+COMMENT ON FUNCTION lease.acquire_brief_typed(text,text,text,text,text,text,text,text,text,text,text,bigint,bigint,jsonb,text,text,text,text,text,text,timestamp with time zone,text,text,integer,boolean,text) IS
+    'The one acquire-if-free decision, on typed values: what the service calls for an acquisition (briefly), and what lease.acquire calls with a jsonb request''s members (brief false: the whole record). A new identity is one INSERT ... ON CONFLICT DO NOTHING before anything reads it (the unique indexes decide, not a predicate-locking read: concurrent first acquisitions do not fail each other under SERIALIZABLE); an existing free or expired one (a lease in a session expires with its session: lease._effective_expiry) is one UPDATE with the exact condition; anything else is decided after reading the row (conflict, corrupt: fails closed LS001). The request id is looked up only after a conflict (the row held, or idempotency''s primary key refusing the evidence: the attempt rolls back to its savepoint and the stored answer is given), the same for every caller. Checks, in order: the shared call checks (LS002/LS003), the deadline, each identity component (operation_class NULL is the default), service_instance_id, execution_id, job_id, trace_id (NULL: none), ttl_ms and maximum_lifetime_ms (NULL: the policy''s), metadata (NULL: none; an object, by the rules of docs/api.md "Metadata"; lease._bad_metadata); request_digest is the 64 hex digits of the request''s SHA-256. Runs the namespace guard first; the idempotency record and audit event commit with the change. session_id (NULL: none): the lease is held in that session (lease.session_open), which must be open, unexpired and this principal''s and credential''s within the identity''s tenant (else lease_lost); its own expires_at is then its lifetime bound and the session keeps it alive. brief (the default): the short answer, what the database decided (docs/sql-api.md, "Result shape"); the answer given is what is stored for a repeat.';
 
-REVOKE ALL ON FUNCTION lease.acquire_brief_typed(text,text,text,text,text,text,text,text,text,text,text,bigint,bigint,jsonb,text,text,text,text,text,text,timestamp with time zone,text,text,integer,boolean) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION lease.acquire_brief_typed(text,text,text,text,text,text,text,text,text,text,text,bigint,bigint,jsonb,text,text,text,text,text,text,timestamp with time zone,text,text,integer,boolean) TO lease_service;
+REVOKE ALL ON FUNCTION lease.acquire_brief_typed(text,text,text,text,text,text,text,text,text,text,text,bigint,bigint,jsonb,text,text,text,text,text,text,timestamp with time zone,text,text,integer,boolean,text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION lease.acquire_brief_typed(text,text,text,text,text,text,text,text,text,text,text,bigint,bigint,jsonb,text,text,text,text,text,text,timestamp with time zone,text,text,integer,boolean,text) TO lease_service;

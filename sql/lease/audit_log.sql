@@ -35,10 +35,11 @@ CREATE OR REPLACE VIEW lease.audit_log AS
     audit_events.incident_id,
     audit_events.event_count,
     audit_events.source_address,
-    audit_events.lease_acquired_at
+    audit_events.lease_acquired_at,
+    audit_events.session_id
    FROM lease.audit_events;
 
 COMMENT ON VIEW lease.audit_log IS
-    'Operators: the audit events (append-only lease.audit_events), including event_count (refusals an aggregated event stands for) source_address and lease_acquired_at (a renewal''s: when its lease was acquired). Read-only (lease_operator).';
+    'Operators: the audit events (append-only lease.audit_events), including event_count (refusals an aggregated event stands for) source_address and lease_acquired_at (a renewal''s: when its lease was acquired) and session_id (the session an event concerns, since 0028). Read-only (lease_operator).';
 REVOKE ALL ON TABLE lease.audit_log FROM PUBLIC;
 GRANT SELECT ON TABLE lease.audit_log TO lease_operator;

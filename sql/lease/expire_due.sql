@@ -9,6 +9,7 @@ DECLARE
     n bigint := 0;
     seen bigint := 0;
     oldest timestamptz;
+    x record;
 BEGIN
     PERFORM lease._housekeeping_read_committed();
     IF batch IS NULL OR batch NOT BETWEEN 1 AND 10000 THEN
@@ -31,6 +32,13 @@ BEGIN
             n := n + 1;
         END IF;
     END LOOP;
+    -- leases of sessions that expired or closed, in what is left of the batch
+    IF seen < batch THEN
+        x := lease._expire_sessions(batch - seen::integer, grace_ms);
+        seen := seen + x.seen;
+        n := n + x.expired;
+        oldest := least(oldest, x.oldest);
+    END IF;
     RETURN jsonb_build_object('ran', true, 'expired', n, 'more', seen = batch,
                               'lag_ms', CASE WHEN oldest IS NULL THEN 0
                                         ELSE (extract(epoch FROM now() - oldest) * 1000)::bigint END);
@@ -38,7 +46,7 @@ END
 $function$;
 
 COMMENT ON FUNCTION lease.expire_due(integer,bigint) IS
-    'The service''s expiry step: moves up to batch leases expired at least grace_ms ago into history (lease._expire, conditional on id and token), oldest first, one sweeper at a time across instances. READ COMMITTED (no predicate locks: never part of a serialization failure); more: the batch was full; lag_ms: how long ago the oldest of them expired.';
+    'The service''s expiry step: moves up to batch leases expired at least grace_ms ago into history (lease._expire, conditional on id and token), oldest first, then (lease._expire_sessions) sessions past their expiry and the leases of ended sessions in what is left of the batch, one sweeper at a time across instances. READ COMMITTED (no predicate locks: never part of a serialization failure); more: the batch was full; lag_ms: how long ago the oldest of them expired.';
 
 REVOKE ALL ON FUNCTION lease.expire_due(integer,bigint) FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION lease.expire_due(integer,bigint) TO lease_service;

@@ -6,8 +6,9 @@ RETURN (SELECT jsonb_build_object(
             'sealed', ns.sealed OR m.why IS NOT NULL,
             'sealed_reason', coalesce(ns.sealed_reason, m.why),
             'epoch', ns.epoch,
-            'active_leases', (SELECT count(*) FROM lease.locks
-                               WHERE state = 'active' AND expires_at > now()))
+            'active_leases', (SELECT count(*) FROM lease.locks l
+                               WHERE l.state = 'active'
+                                 AND lease._effective_expiry(l.session_id, l.expires_at) > now()))
           FROM lease.namespace_state ns, lease.policy pol,
                LATERAL (SELECT CASE WHEN pg_is_in_recovery() THEN 'the database is a standby'
                                     ELSE lease._namespace_mismatch(ns, pol.seal_on_timeline_change)

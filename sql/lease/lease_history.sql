@@ -9,11 +9,20 @@ SELECT h.lease_id, h.lock_key, h.tenant_id, h.program_id, h.target_namespace, h.
 UNION ALL
 SELECT l.lease_id, l.lock_key, l.tenant_id, l.program_id, l.target_namespace, l.target_id,
        l.actor_name, l.workflow_name, l.operation_class, l.fencing_token, 'expired',
-       l.acquired_at, l.renewed_at, l.expires_at, l.expires_at, NULL, NULL, NULL, NULL,
+       l.acquired_at, l.renewed_at, e.ends_at, e.ends_at, NULL, NULL, NULL, NULL,
        l.owner_principal_id, l.owner_client_id, l.owner_credential_id, l.service_instance_id,
        l.ttl_ms, l.maximum_lifetime_ms, l.execution_id, l.job_id, l.trace_id, l.request_id
   FROM lease.locks l
- WHERE l.state = 'active' AND l.expires_at <= now();
+       -- when the lease ends by time: lease._effective_expiry's rule, written
+       -- out here because a view's readers (lease_operator) may not execute
+       -- internal functions nor read lease.sessions (the view may)
+       CROSS JOIN LATERAL (
+           SELECT CASE WHEN l.session_id IS NULL THEN l.expires_at
+                       ELSE least(l.expires_at, coalesce(
+                           (SELECT CASE WHEN s.state = 'open' THEN s.expires_at ELSE s.closed_at END
+                              FROM lease.sessions s WHERE s.session_id = l.session_id),
+                           '-infinity')) END AS ends_at) e
+ WHERE l.state = 'active' AND e.ends_at <= now();
 
 COMMENT ON VIEW lease.lease_history IS
     'Operators: ended leases (expired, released, revoked) with their identity, owner, times and terminal state. Read-only (lease_operator).';

@@ -33,8 +33,8 @@ BEGIN
     END IF;
 
     FOR l IN SELECT * FROM lease.locks WHERE state = 'active' LOOP
-        IF l.expires_at <= now() THEN
-            PERFORM lease._to_history(l, 'expired', l.expires_at, NULL, NULL, NULL);
+        IF lease._effective_expiry(l.session_id, l.expires_at) <= now() THEN
+            PERFORM lease._to_history(l, 'expired', lease._effective_expiry(l.session_id, l.expires_at), NULL, NULL, NULL);
         ELSE
             PERFORM lease._to_history(l, 'revoked', lease._now(), p, why, NULL);
             revoked := revoked + 1;

@@ -17,7 +17,7 @@ BEGIN
               FROM lease.lease_index li
               JOIN lease.locks l ON l.lock_key = li.lock_key
              WHERE li.lease_id = x.id AND l.lease_id = x.id
-               AND l.state = 'active' AND l.expires_at > now());
+               AND l.state = 'active' AND lease._effective_expiry(l.session_id, l.expires_at) > now());
     RETURN ended;
 END
 $function$;
