@@ -58,6 +58,16 @@ LEASE_MUST_USE lease_code_t lease_valkey_bind(lease_valkey_t *v, int64_t floor_t
 LEASE_MUST_USE lease_code_t lease_valkey_rebind(lease_valkey_t *v, const char *reason,
                                                 int64_t floor_token, int64_t *epoch,
                                                 int64_t *leases_revoked, char *err, size_t errlen);
+/* The same, on behalf of operator_id (leasectl recover: recorded as the
+ * principal of its audit events; NULL: none). LEASE_INVALID_LEASE_REQUEST:
+ * the function refused (no reason, namespace not bound, a replica, no
+ * epoch left; why in err); LEASE_BACKEND_UNAVAILABLE: it did not run or
+ * its answer was lost. Audited in the same call: one target_lease_recover
+ * event and one target_lease_revoke per lease it revokes. */
+LEASE_MUST_USE lease_code_t lease_valkey_rebind_by(lease_valkey_t *v, const char *reason,
+                                                   const char *operator_id, int64_t floor_token,
+                                                   int64_t *epoch, int64_t *leases_revoked,
+                                                   char *err, size_t errlen);
 
 /* The lease operations, as lease_store_ops declares them. */
 LEASE_MUST_USE lease_code_t lease_valkey_acquire(lease_valkey_t *v, const lease_acquire_req_t *req,

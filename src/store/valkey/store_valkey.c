@@ -494,8 +494,18 @@ lease_code_t lease_valkey_bind(lease_valkey_t *v, int64_t floor_token, int64_t *
 lease_code_t lease_valkey_rebind(lease_valkey_t *v, const char *reason, int64_t floor_token,
                                  int64_t *epoch, int64_t *leases_revoked, char *err, size_t errlen)
 {
+    return lease_valkey_rebind_by(v, reason, NULL, floor_token, epoch, leases_revoked, err,
+                                  errlen);
+}
+
+lease_code_t lease_valkey_rebind_by(lease_valkey_t *v, const char *reason, const char *operator_id,
+                                    int64_t floor_token, int64_t *epoch, int64_t *leases_revoked,
+                                    char *err, size_t errlen)
+{
     json_t *o = json_object();
     json_object_set_new(o, "reason", json_string(reason ? reason : ""));
+    if (operator_id != NULL && *operator_id)
+        json_object_set_new(o, "operator", json_string(operator_id));
     if (floor_token > 0)
         json_object_set_new(o, "floor_token", json_integer(floor_token));
     char *arg = json_dumps(o, JSON_COMPACT);
@@ -505,10 +515,11 @@ lease_code_t lease_valkey_rebind(lease_valkey_t *v, const char *reason, int64_t 
         return LEASE_BACKEND_UNAVAILABLE;
     }
     redisReply *r = NULL;
-    bool called = admin_call(v, "leased_v1_rebind", arg, &r, err, errlen);
+    bool refused = false;
+    bool called = admin_call_r(v, "leased_v1_rebind", arg, &r, &refused, err, errlen);
     free(arg);
     if (!called)
-        return LEASE_BACKEND_UNAVAILABLE;
+        return refused ? LEASE_INVALID_LEASE_REQUEST : LEASE_BACKEND_UNAVAILABLE;
     long long e = 0, n = 0;
     bool ok = valkey_int_field(r, "epoch", &e) && valkey_int_field(r, "leases_revoked", &n);
     freeReplyObject(r);
