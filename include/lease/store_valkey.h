@@ -11,7 +11,8 @@
  * leased runs on it with LEASE_STORE_URL=redis://... (docs/backends.md
  * says what is not built and how each such operation answers).
  *
- * Thread safety: one connection behind a mutex; any thread may call.
+ * Thread safety: any thread may call; each call takes one of the pool's
+ * connections (lease_valkey_config_t.pool_size) for its duration.
  */
 #ifndef LEASE_STORE_VALKEY_H
 #define LEASE_STORE_VALKEY_H
@@ -37,6 +38,9 @@ typedef struct lease_valkey_config {
                                  * by the call's deadline) and its answer is
                                  * lease_outcome_unknown unless n replicas
                                  * acknowledged it; 0: no WAIT */
+    int pool_size;              /* connections (LEASE_DB_POOL_SIZE under
+                                 * leased); 0: one. Each call takes one for
+                                 * the call and its WAIT */
 } lease_valkey_config_t;
 
 /* Connects, refuses a server without appendonly yes, appendfsync always and
@@ -47,6 +51,10 @@ typedef struct lease_valkey_config {
 LEASE_MUST_USE lease_code_t lease_valkey_open(const lease_valkey_config_t *cfg,
                                               lease_valkey_t **out, char *err, size_t errlen);
 void lease_valkey_close(lease_valkey_t *v);
+/* The pool's size: connections it may open (lease_valkey_config_t.pool_size). */
+int lease_valkey_pool_size(const lease_valkey_t *v);
+/* Connections lent out to calls now. */
+int lease_valkey_pool_in_use(lease_valkey_t *v);
 
 /* Binds a new namespace to the server's current incarnation (leasectl
  * migrate's part); repeating it on the same incarnation changes nothing.

@@ -178,7 +178,8 @@ static void v_stats(lease_store_t *s, lease_store_stats_t *out)
 {
     store_valkey_t *sv = impl(s);
     memset(out, 0, sizeof *out);
-    out->pool_size = 1; /* one connection behind a mutex */
+    out->pool_size = lease_valkey_pool_size(sv->v);
+    out->pool_in_use = lease_valkey_pool_in_use(sv->v);
     out->outcome_unknown = atomic_load(&sv->outcome_unknown);
     out->backend_errors = atomic_load(&sv->backend_errors);
     out->sealed_refusals = atomic_load(&sv->sealed_refusals);
