@@ -38,6 +38,9 @@ typedef struct lease_valkey_config {
                                  * by the call's deadline) and its answer is
                                  * lease_outcome_unknown unless n replicas
                                  * acknowledged it; 0: no WAIT */
+    const char *user;           /* AUTH user (NULL or "": the default user) */
+    const char *password;       /* NULL or "": no AUTH; copied, and wiped at
+                                 * close; never in a message */
     int pool_size;              /* connections (LEASE_DB_POOL_SIZE under
                                  * leased); 0: one. Each call takes one for
                                  * the call and its WAIT */
@@ -148,14 +151,21 @@ LEASE_MUST_USE lease_code_t lease_valkey_store_open(const lease_valkey_config_t 
 /* The adapter behind a store opened by lease_valkey_store_open, else NULL. */
 lease_valkey_t *lease_valkey_of(lease_store_t *s);
 
-/* Store URLs: redis://HOST[:PORT][/0][?namespace=NAME] (valkey:// alike;
- * port 6379, namespace "leased" by default). rediss:// (TLS) and
- * user:password@ are refused with a message saying they are not supported. */
+/* Store URLs: redis://[USER:PASSWORD@]HOST[:PORT][/0][?namespace=NAME]
+ * (valkey:// alike; port 6379, namespace "leased" by default; USER and
+ * PASSWORD percent-encoded, USER empty for the default user). rediss://
+ * (TLS) is refused with a message saying it is not supported. Messages
+ * never quote the credentials. */
 typedef struct lease_valkey_url {
     char host[256];
     int port;
     char ns[65];
+    char user[128];     /* "": AUTH password (the default user) */
+    char password[512]; /* "": no AUTH; lease_valkey_url_wipe when done */
 } lease_valkey_url_t;
+
+/* Overwrites the parsed password. */
+void lease_valkey_url_wipe(lease_valkey_url_t *u);
 
 /* Whether url names a Valkey/Redis store (rediss:// included). */
 bool lease_valkey_url_is(const char *url);

@@ -30,11 +30,15 @@ static lease_admin_status_t open_url(const char *url, bool check_only, lease_val
     *v = NULL;
     if (!lease_valkey_url_parse(url, u, err, errsz))
         return LEASE_ADMIN_INVALID;
-    lease_valkey_config_t cfg = {
-        .host = u->host, .port = u->port, .ns = u->ns, .check_only = check_only};
-    if (lease_valkey_open(&cfg, v, err, errsz) != LEASE_INSPECTED)
-        return LEASE_ADMIN_UNAVAILABLE;
-    return LEASE_ADMIN_OK;
+    lease_valkey_config_t cfg = {.host = u->host,
+                                 .port = u->port,
+                                 .ns = u->ns,
+                                 .check_only = check_only,
+                                 .user = u->user,
+                                 .password = u->password};
+    bool opened = lease_valkey_open(&cfg, v, err, errsz) == LEASE_INSPECTED;
+    lease_valkey_url_wipe(u); /* the adapter keeps its own copy */
+    return opened ? LEASE_ADMIN_OK : LEASE_ADMIN_UNAVAILABLE;
 }
 
 static int exit_of(lease_admin_status_t st)

@@ -53,6 +53,8 @@ struct lease_valkey {
     char host[256];
     int port;
     int64_t connect_timeout_ms;
+    char user[128];
+    char password[512]; /* "": no AUTH; wiped at close */
     int min_replicas; /* WAIT after each write function call (0: none) */
     char ns_key[NS_KEY_MAX];
 };
@@ -101,6 +103,25 @@ static bool conn_open(lease_valkey_t *v, valkey_conn_t *conn, char *err, size_t 
         if (c)
             redisFree(c);
         return false;
+    }
+    if (v->password[0] != '\0') {
+        /* AUTH [user] password as separate arguments: never formatted into
+         * a command text or a message */
+        redisReply *r = v->user[0] ? redisCommand(c, "AUTH %s %s", v->user, v->password)
+                                   : redisCommand(c, "AUTH %s", v->password);
+        bool ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+        if (!ok) {
+            /* the server's reason (WRONGPASS ...) does not quote the password */
+            set_err(err, errlen, "%s:%d refused the store URL's credentials: %s", v->host, v->port,
+                    r == NULL                       ? c->errstr
+                    : r->type == REDIS_REPLY_ERROR ? r->str
+                                                    : "unexpected answer");
+            if (r)
+                freeReplyObject(r);
+            redisFree(c);
+            return false;
+        }
+        freeReplyObject(r);
     }
     conn->ctx = c;
     return true;
@@ -253,6 +274,14 @@ lease_code_t lease_valkey_open(const lease_valkey_config_t *cfg, lease_valkey_t 
         v->free_list[v->nfree++] = i;
     snprintf(v->host, sizeof v->host, "%s", cfg->host);
     v->port = cfg->port;
+    if ((cfg->user && strlen(cfg->user) >= sizeof v->user) ||
+        (cfg->password && strlen(cfg->password) >= sizeof v->password)) {
+        lease_valkey_close(v);
+        set_err(err, errlen, "the store's user or password is too long");
+        return LEASE_BACKEND_UNAVAILABLE;
+    }
+    snprintf(v->user, sizeof v->user, "%s", cfg->user ? cfg->user : "");
+    snprintf(v->password, sizeof v->password, "%s", cfg->password ? cfg->password : "");
     v->connect_timeout_ms = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 2000;
     v->min_replicas = cfg->min_replicas > 0 ? cfg->min_replicas : 0;
     snprintf(v->ns_key, sizeof v->ns_key, "lease:{%s}:ns", cfg->ns);
@@ -292,6 +321,9 @@ void lease_valkey_close(lease_valkey_t *v)
         conn_drop(&v->conns[i]);
     free(v->conns);
     free(v->free_list);
+    volatile char *pw = (volatile char *)v->password;
+    for (size_t i = 0; i < sizeof v->password; i++)
+        pw[i] = 0;
     pthread_cond_destroy(&v->free);
     pthread_mutex_destroy(&v->mu);
     free(v);
