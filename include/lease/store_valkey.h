@@ -11,7 +11,8 @@
  * leased runs on it with LEASE_STORE_URL=redis://... (docs/backends.md
  * says what is not built and how each such operation answers).
  *
- * Thread safety: one connection behind a mutex; any thread may call.
+ * Thread safety: any thread may call; each call takes one of the pool's
+ * connections (lease_valkey_config_t.pool_size) for its duration.
  */
 #ifndef LEASE_STORE_VALKEY_H
 #define LEASE_STORE_VALKEY_H
@@ -37,6 +38,12 @@ typedef struct lease_valkey_config {
                                  * by the call's deadline) and its answer is
                                  * lease_outcome_unknown unless n replicas
                                  * acknowledged it; 0: no WAIT */
+    const char *user;           /* AUTH user (NULL or "": the default user) */
+    const char *password;       /* NULL or "": no AUTH; copied, and wiped at
+                                 * close; never in a message */
+    int pool_size;              /* connections (LEASE_DB_POOL_SIZE under
+                                 * leased); 0: one. Each call takes one for
+                                 * the call and its WAIT */
 } lease_valkey_config_t;
 
 /* Connects, refuses a server without appendonly yes, appendfsync always and
@@ -47,6 +54,10 @@ typedef struct lease_valkey_config {
 LEASE_MUST_USE lease_code_t lease_valkey_open(const lease_valkey_config_t *cfg,
                                               lease_valkey_t **out, char *err, size_t errlen);
 void lease_valkey_close(lease_valkey_t *v);
+/* The pool's size: connections it may open (lease_valkey_config_t.pool_size). */
+int lease_valkey_pool_size(const lease_valkey_t *v);
+/* Connections lent out to calls now. */
+int lease_valkey_pool_in_use(lease_valkey_t *v);
 
 /* Binds a new namespace to the server's current incarnation (leasectl
  * migrate's part); repeating it on the same incarnation changes nothing.
@@ -58,6 +69,16 @@ LEASE_MUST_USE lease_code_t lease_valkey_bind(lease_valkey_t *v, int64_t floor_t
 LEASE_MUST_USE lease_code_t lease_valkey_rebind(lease_valkey_t *v, const char *reason,
                                                 int64_t floor_token, int64_t *epoch,
                                                 int64_t *leases_revoked, char *err, size_t errlen);
+/* The same, on behalf of operator_id (leasectl recover: recorded as the
+ * principal of its audit events; NULL: none). LEASE_INVALID_LEASE_REQUEST:
+ * the function refused (no reason, namespace not bound, a replica, no
+ * epoch left; why in err); LEASE_BACKEND_UNAVAILABLE: it did not run or
+ * its answer was lost. Audited in the same call: one target_lease_recover
+ * event and one target_lease_revoke per lease it revokes. */
+LEASE_MUST_USE lease_code_t lease_valkey_rebind_by(lease_valkey_t *v, const char *reason,
+                                                   const char *operator_id, int64_t floor_token,
+                                                   int64_t *epoch, int64_t *leases_revoked,
+                                                   char *err, size_t errlen);
 
 /* The lease operations, as lease_store_ops declares them. */
 LEASE_MUST_USE lease_code_t lease_valkey_acquire(lease_valkey_t *v, const lease_acquire_req_t *req,
@@ -130,14 +151,21 @@ LEASE_MUST_USE lease_code_t lease_valkey_store_open(const lease_valkey_config_t 
 /* The adapter behind a store opened by lease_valkey_store_open, else NULL. */
 lease_valkey_t *lease_valkey_of(lease_store_t *s);
 
-/* Store URLs: redis://HOST[:PORT][/0][?namespace=NAME] (valkey:// alike;
- * port 6379, namespace "leased" by default). rediss:// (TLS) and
- * user:password@ are refused with a message saying they are not supported. */
+/* Store URLs: redis://[USER:PASSWORD@]HOST[:PORT][/0][?namespace=NAME]
+ * (valkey:// alike; port 6379, namespace "leased" by default; USER and
+ * PASSWORD percent-encoded, USER empty for the default user). rediss://
+ * (TLS) is refused with a message saying it is not supported. Messages
+ * never quote the credentials. */
 typedef struct lease_valkey_url {
     char host[256];
     int port;
     char ns[65];
+    char user[128];     /* "": AUTH password (the default user) */
+    char password[512]; /* "": no AUTH; lease_valkey_url_wipe when done */
 } lease_valkey_url_t;
+
+/* Overwrites the parsed password. */
+void lease_valkey_url_wipe(lease_valkey_url_t *u);
 
 /* Whether url names a Valkey/Redis store (rediss:// included). */
 bool lease_valkey_url_is(const char *url);

@@ -43,7 +43,7 @@ const char *ctl_database_url(const char *flag_value)
     const char *url = ctl_store_url(flag_value);
     if (url && ctl_valkey_url(url)) {
         fprintf(stderr, "leasectl: this command needs the PostgreSQL backend; on Valkey/Redis "
-                        "only migrate and credential are built (docs/backends.md)\n");
+                        "only migrate, recover and credential are built (docs/backends.md)\n");
         return NULL;
     }
     return url;

@@ -5,6 +5,8 @@
  *   leasectl recover --reason TEXT [--floor N] [--database-url URL]
  *       raises every fencing counter by the epoch stride (or to the floor),
  *       revokes every live lease, unseals; prints the SQL function's answer.
+ *       On Valkey (a redis:// URL) the same is a rebind of the namespace
+ *       (ctl_valkey_recover): a higher epoch, above N when given.
  *   leasectl verify [--database-url URL]
  *       prints {"consistent":bool,"problems":[...]}; exit 0 when consistent,
  *       1 when not.
@@ -16,6 +18,7 @@
 #include <stdlib.h>
 
 #include "ctl.h"
+#include "ctl_valkey.h"
 #include "lease/store_admin.h"
 
 /* The exit status of a recovery call: the database refusing the input
@@ -59,7 +62,9 @@ int ctl_recover_main(int argc, char **argv)
         case 'h':
             printf("usage: leasectl recover --reason TEXT [--floor N] [--database-url URL]\n"
                    "Raises every fencing counter by the policy's epoch stride (or to N),\n"
-                   "revokes every live lease and unseals the namespace (lease.recover_epoch).\n");
+                   "revokes every live lease and unseals the namespace (lease.recover_epoch).\n"
+                   "On Valkey/Redis (LEASE_STORE_URL=redis://...): rebinds the namespace to\n"
+                   "the server it runs on now, in a higher epoch (above N when given).\n");
             return LEASE_EXIT_OK;
         default:
             return LEASE_EXIT_USAGE;
@@ -78,9 +83,11 @@ int ctl_recover_main(int argc, char **argv)
             return LEASE_EXIT_USAGE;
         }
     }
-    const char *url = ctl_database_url(url_flag);
+    const char *url = ctl_store_url(url_flag);
     if (!url)
         return LEASE_EXIT_USAGE;
+    if (ctl_valkey_url(url))
+        return ctl_valkey_recover(url, reason, floor_arg ? strtoll(floor_arg, NULL, 10) : 0);
     char err[1024] = "";
     char *out = NULL;
     int rc = exit_for(lease_admin_recover(url, reason, floor_arg, &out, err, sizeof err), err);

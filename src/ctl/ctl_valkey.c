@@ -5,9 +5,11 @@
  */
 #include "ctl_valkey.h"
 
+#include <pwd.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lease/clock.h"
 #include "lease/result.h"
@@ -28,11 +30,15 @@ static lease_admin_status_t open_url(const char *url, bool check_only, lease_val
     *v = NULL;
     if (!lease_valkey_url_parse(url, u, err, errsz))
         return LEASE_ADMIN_INVALID;
-    lease_valkey_config_t cfg = {
-        .host = u->host, .port = u->port, .ns = u->ns, .check_only = check_only};
-    if (lease_valkey_open(&cfg, v, err, errsz) != LEASE_INSPECTED)
-        return LEASE_ADMIN_UNAVAILABLE;
-    return LEASE_ADMIN_OK;
+    lease_valkey_config_t cfg = {.host = u->host,
+                                 .port = u->port,
+                                 .ns = u->ns,
+                                 .check_only = check_only,
+                                 .user = u->user,
+                                 .password = u->password};
+    bool opened = lease_valkey_open(&cfg, v, err, errsz) == LEASE_INSPECTED;
+    lease_valkey_url_wipe(u); /* the adapter keeps its own copy */
+    return opened ? LEASE_ADMIN_OK : LEASE_ADMIN_UNAVAILABLE;
 }
 
 static int exit_of(lease_admin_status_t st)
@@ -189,6 +195,59 @@ lease_admin_status_t ctl_valkey_credential_list(const char *url, json_t **rows, 
     return LEASE_ADMIN_OK;
 }
 
+/* Who runs leasectl, as the audit records it: "leasectl:" and the login
+ * name (lease._sql_principal's "sql:" and the session user on PostgreSQL),
+ * characters outside [A-Za-z0-9._:-] as '_'. */
+static void operator_id(char *out, size_t outsz)
+{
+    const struct passwd *pw = getpwuid(geteuid());
+    const char *name = pw && pw->pw_name ? pw->pw_name : "unknown";
+    int n = snprintf(out, outsz, "leasectl:%s", name);
+    for (size_t i = 9; n > 0 && i < (size_t)n && i < outsz; i++) {
+        char c = out[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '_' || c == ':' || c == '-';
+        if (!ok)
+            out[i] = '_';
+    }
+}
+
+int ctl_valkey_recover(const char *url, const char *reason, int64_t floor_token)
+{
+    char err[1024] = "";
+    lease_valkey_t *v = NULL;
+    lease_valkey_url_t u;
+    lease_admin_status_t st = open_url(url, true, &v, &u, err, sizeof err);
+    if (st != LEASE_ADMIN_OK) {
+        fprintf(stderr, "leasectl recover: %s\n", err);
+        return exit_of(st);
+    }
+    char who[128];
+    operator_id(who, sizeof who);
+    int64_t epoch = 0, revoked = 0;
+    lease_code_t c =
+        lease_valkey_rebind_by(v, reason, who, floor_token, &epoch, &revoked, err, sizeof err);
+    lease_valkey_close(v);
+    if (c != LEASE_INSPECTED) {
+        fprintf(stderr, "leasectl recover: %s\n", err);
+        return c == LEASE_INVALID_LEASE_REQUEST ? LEASE_EXIT_INVALID : LEASE_EXIT_UNAVAILABLE;
+    }
+    /* every token from now on is above token_floor (docs/backends.md,
+     * "Token layout"): epoch * 2^32 */
+    json_t *out = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I}", "backend", "valkey", "namespace",
+                            u.ns, "epoch", (json_int_t)epoch, "token_floor",
+                            (json_int_t)(epoch * 4294967296LL), "first_token",
+                            (json_int_t)(epoch * 4294967296LL + 1), "leases_revoked",
+                            (json_int_t)revoked);
+    char *text = json_dumps(out, JSON_COMPACT);
+    json_decref(out);
+    if (text) {
+        puts(text);
+        free(text);
+    }
+    return LEASE_EXIT_OK;
+}
+
 #else /* built without hiredis */
 
 static const char without[] =
@@ -206,6 +265,15 @@ int ctl_valkey_migrate(const char *url, bool status_only)
     (void)url;
     (void)status_only;
     fprintf(stderr, "leasectl migrate: %s\n", without);
+    return LEASE_EXIT_UNAVAILABLE;
+}
+
+int ctl_valkey_recover(const char *url, const char *reason, int64_t floor_token)
+{
+    (void)url;
+    (void)reason;
+    (void)floor_token;
+    fprintf(stderr, "leasectl recover: %s\n", without);
     return LEASE_EXIT_UNAVAILABLE;
 }
 

@@ -1,6 +1,6 @@
 /*
  * ctl_valkey.h - leasectl's administrative commands on the Valkey/Redis
- * backend (docs/backends.md): `migrate` and `credential create|revoke|list`
+ * backend (docs/backends.md): `migrate`, `recover` and `credential create|revoke|list`
  * against LEASE_STORE_URL=redis://... . Each goes through the Valkey adapter
  * (include/lease/store_valkey.h), whose function library decides; nothing
  * here repeats its rules. The statuses are lease_admin_status_t's, so the
@@ -12,6 +12,7 @@
 #include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #include "lease/store_admin.h"
 
@@ -22,6 +23,14 @@ bool ctl_valkey_url(const char *url);
  * the function library and binds the namespace to the server's incarnation
  * (repeatable); prints one JSON object. Returns the exit status. */
 int ctl_valkey_migrate(const char *url, bool status_only);
+
+/* `leasectl recover` on Valkey: rebinds the namespace to the server it
+ * runs on now (leased_v1_rebind: a higher epoch, above floor_token when
+ * > 0; every live lease revoked; unsealed; audited in the same call) and
+ * prints {"backend","namespace","epoch","token_floor","first_token",
+ * "leases_revoked"}. Loads nothing: the library must be this build's.
+ * Returns the exit status (65 when the function refuses). */
+int ctl_valkey_recover(const char *url, const char *reason, int64_t floor_token);
 
 /* As lease_admin_credential_create / _revoke / _list, on Valkey. request
  * has lease.credential_create's members; its "expires_at" (RFC 3339) is

@@ -276,6 +276,7 @@ static bool check_store(const leased_config_t *cfg, char *err, size_t errsz)
         snprintf(err, errsz, "store url (LEASE_STORE_URL): %s", why);
         return false;
     }
+    lease_valkey_url_wipe(&u);
     return true;
 #else
     snprintf(err, errsz,

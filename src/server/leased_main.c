@@ -76,9 +76,15 @@ static bool open_store(parts_t *p, char *err, size_t errsz)
                                     .port = u.port,
                                     .ns = u.ns,
                                     .connect_timeout_ms = cfg->db_connect_timeout_ms,
-                                    .min_replicas = (int)cfg->valkey_min_replicas};
+                                    .min_replicas = (int)cfg->valkey_min_replicas,
+                                    /* the same setting as PostgreSQL's pool */
+                                    .pool_size = (int)cfg->db_pool_size,
+                                    .user = u.user,
+                                    .password = u.password};
         char why[400];
-        if (lease_valkey_store_open(&vc, &p->store, why, sizeof why) != LEASE_INSPECTED) {
+        bool opened = lease_valkey_store_open(&vc, &p->store, why, sizeof why) == LEASE_INSPECTED;
+        lease_valkey_url_wipe(&u); /* the adapter keeps its own copy */
+        if (!opened) {
             snprintf(err, errsz, "valkey store %.100s:%d: %.300s", u.host, u.port, why);
             return false;
         }

@@ -380,8 +380,25 @@ static void store_urls(void **state)
     assert_string_equal(u.ns, "leased");
     assert_false(lease_valkey_url_parse("rediss://h:1", &u, err, sizeof err));
     assert_non_null(strstr(err, "TLS"));
-    assert_false(lease_valkey_url_parse("redis://user:pw@h:1", &u, err, sizeof err));
-    assert_non_null(strstr(err, "authentication"));
+    /* credentials, percent-decoded; messages never quote them */
+    assert_true(lease_valkey_url_parse("redis://svc:p%40ss%3Aw%2Frd@h:1/0?namespace=n", &u, err,
+                                       sizeof err));
+    assert_string_equal(u.user, "svc");
+    assert_string_equal(u.password, "p@ss:w/rd");
+    assert_string_equal(u.host, "h");
+    assert_int_equal(u.port, 1);
+    assert_string_equal(u.ns, "n");
+    lease_valkey_url_wipe(&u);
+    assert_string_equal(u.password, "");
+    assert_true(lease_valkey_url_parse("redis://:only-pw@h", &u, err, sizeof err));
+    assert_string_equal(u.user, "");
+    assert_string_equal(u.password, "only-pw");
+    assert_false(lease_valkey_url_parse("redis://svc@h", &u, err, sizeof err));
+    assert_false(lease_valkey_url_parse("redis://svc:@h", &u, err, sizeof err));
+    assert_false(lease_valkey_url_parse("redis://svc:qx7%zzpw@h", &u, err, sizeof err));
+    assert_null(strstr(err, "qx7"));
+    assert_false(lease_valkey_url_parse("redis://svc:secretpw@h:99999", &u, err, sizeof err));
+    assert_null(strstr(err, "secretpw"));
     assert_false(lease_valkey_url_parse("redis://h:1/3", &u, err, sizeof err));
     assert_false(lease_valkey_url_parse("redis://h:99999", &u, err, sizeof err));
     assert_false(lease_valkey_url_parse("redis://h?namespace=A!", &u, err, sizeof err));

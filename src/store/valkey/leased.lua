@@ -925,11 +925,35 @@ local function rebind(keys, args)
             live[#live + 1] = rec
         end
     end
+    local operator = str_or_nil(p.operator)
+    local why = 'epoch rebind: ' .. p.reason
     for _, rec in ipairs(live) do
-        end_lease(ks, ns, rec, 'revoked', t, 'epoch rebind: ' .. p.reason, nil)
+        end_lease(ks, ns, rec, 'revoked', t, why, nil)
+        -- each revocation the rebind implies, as lease.recover_epoch's
+        -- _to_history records it
+        audit_append(ks, ns, t, {
+            'event_type', 'target_lease_revoke', 'occurred_at_ms', t, 'code', 'lease_revoked',
+            'decision', 'allow', 'backend_health', 'ok', 'source', 'function',
+            'principal_id', operator, 'tenant_id', rec.tenant_id, 'program_id', rec.program_id,
+            'target_namespace', rec.target_namespace, 'target_id', rec.target_id,
+            'actor_name', rec.actor_name, 'workflow_name', rec.workflow_name,
+            'operation_class', rec.operation_class, 'lease_id', rec.lease_id,
+            'fencing_token', tonumber(rec.token), 'previous_state', 'active',
+            'resulting_state', 'revoked', 'service_instance_id', str_or_nil(rec.sid),
+            'reason', why,
+        })
     end
     redis.call('HSET', ks.ns, 'run_id', inc.run_id, 'replid', inc.replid, 'epoch', I(epoch),
                'sealed', '0', 'sealed_reason', '', 'rebound_at_ms', I(t))
+    -- the rebind itself, high priority (lease.recover_epoch's
+    -- target_lease_recover): who, why, the epoch and the floor it moved to
+    audit_append(ks, ns, t, {
+        'event_type', 'target_lease_recover', 'occurred_at_ms', t, 'code', 'lease_revoked',
+        'decision', 'allow', 'backend_health', 'ok', 'source', 'function', 'priority', 'high',
+        'principal_id', operator, 'reason', why, 'incident_id', str_or_nil(p.incident_id),
+        'epoch', epoch, 'previous_epoch', ns.epoch, 'floor_token', floor > 0 and floor or nil,
+        'token_floor', epoch * SEQ_SPAN, 'leases_revoked', #live,
+    })
     return {'epoch', epoch, 'leases_revoked', #live}
 end
 

@@ -1,7 +1,17 @@
 /*
- * store_valkey.c - the Valkey/Redis adapter: one connection, one FCALL per
- * operation, transport failures mapped onto the closed set of codes
- * (store_valkey.h). The functions decide; nothing here does.
+ * store_valkey.c - the Valkey/Redis adapter: a pool of connections, one
+ * FCALL per operation on one of them, transport failures mapped onto the
+ * closed set of codes (store_valkey.h). The functions decide; nothing here
+ * does.
+ *
+ * Pool: each call takes a free connection for the call (and its WAIT: WAIT
+ * counts the replicas that acknowledged this connection's last write), so
+ * a call waiting for replicas holds one connection, not the adapter; a call
+ * that finds none free waits for one until its deadline (then nothing was
+ * sent). A broken connection is dropped and opened again by the next call
+ * that takes it. The server runs one function at a time anyway: what the
+ * pool buys is the network round trips and WAITs of other calls overlapping
+ * (docs/backends.md, "Connection pool").
  *
  * Failure mapping: a failure before the call was sent is
  * lease_backend_unavailable; a failure after a mutation was sent (timeout,
@@ -19,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "lease/clock.h"
 #include "valkey_codec.h"
@@ -27,12 +38,23 @@
 #define NS_MAX 64
 #define NS_KEY_MAX (NS_MAX + 16)
 
+/* One pooled connection; owned by one call at a time. */
+typedef struct valkey_conn {
+    redisContext *ctx; /* NULL: reconnect at its next use */
+} valkey_conn_t;
+
 struct lease_valkey {
-    pthread_mutex_t mu;
-    redisContext *ctx; /* NULL: reconnect at the next call */
+    pthread_mutex_t mu;  /* the free list */
+    pthread_cond_t free; /* a connection was given back (CLOCK_MONOTONIC) */
+    valkey_conn_t *conns;
+    int nconns;
+    int *free_list; /* indexes of the free connections */
+    int nfree;
     char host[256];
     int port;
     int64_t connect_timeout_ms;
+    char user[128];
+    char password[512]; /* "": no AUTH; wiped at close */
     int min_replicas; /* WAIT after each write function call (0: none) */
     char ns_key[NS_KEY_MAX];
 };
@@ -69,10 +91,10 @@ static bool ns_ok(const char *ns)
     return true;
 }
 
-/* Under mu. */
-static bool connect_locked(lease_valkey_t *v, char *err, size_t errlen)
+/* Opens conn's connection if it has none. By its owner only. */
+static bool conn_open(lease_valkey_t *v, valkey_conn_t *conn, char *err, size_t errlen)
 {
-    if (v->ctx != NULL)
+    if (conn->ctx != NULL)
         return true;
     redisContext *c = redisConnectWithTimeout(v->host, v->port, ms_tv(v->connect_timeout_ms));
     if (c == NULL || c->err) {
@@ -82,16 +104,68 @@ static bool connect_locked(lease_valkey_t *v, char *err, size_t errlen)
             redisFree(c);
         return false;
     }
-    v->ctx = c;
+    if (v->password[0] != '\0') {
+        /* AUTH [user] password as separate arguments: never formatted into
+         * a command text or a message */
+        redisReply *r = v->user[0] ? redisCommand(c, "AUTH %s %s", v->user, v->password)
+                                   : redisCommand(c, "AUTH %s", v->password);
+        bool ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+        if (!ok) {
+            /* the server's reason (WRONGPASS ...) does not quote the password */
+            set_err(err, errlen, "%s:%d refused the store URL's credentials: %s", v->host, v->port,
+                    r == NULL                       ? c->errstr
+                    : r->type == REDIS_REPLY_ERROR ? r->str
+                                                    : "unexpected answer");
+            if (r)
+                freeReplyObject(r);
+            redisFree(c);
+            return false;
+        }
+        freeReplyObject(r);
+    }
+    conn->ctx = c;
     return true;
 }
 
-static void drop_locked(lease_valkey_t *v)
+/* Drops a broken (or possibly out of step) connection: its next user
+ * connects again. */
+static void conn_drop(valkey_conn_t *conn)
 {
-    if (v->ctx) {
-        redisFree(v->ctx);
-        v->ctx = NULL;
+    if (conn->ctx) {
+        redisFree(conn->ctx);
+        conn->ctx = NULL;
     }
+}
+
+/* Takes a free connection, waiting for one until deadline_mono_ns (0: no
+ * bound); NULL when none came free in time. */
+static valkey_conn_t *conn_take(lease_valkey_t *v, int64_t deadline_mono_ns)
+{
+    pthread_mutex_lock(&v->mu);
+    while (v->nfree == 0) {
+        if (deadline_mono_ns == 0) {
+            pthread_cond_wait(&v->free, &v->mu);
+            continue;
+        }
+        /* the deadline is CLOCK_MONOTONIC nanoseconds, as the condvar's clock */
+        struct timespec ts = {.tv_sec = deadline_mono_ns / 1000000000,
+                              .tv_nsec = deadline_mono_ns % 1000000000};
+        if (pthread_cond_timedwait(&v->free, &v->mu, &ts) != 0 && v->nfree == 0) {
+            pthread_mutex_unlock(&v->mu);
+            return NULL;
+        }
+    }
+    valkey_conn_t *conn = &v->conns[v->free_list[--v->nfree]];
+    pthread_mutex_unlock(&v->mu);
+    return conn;
+}
+
+static void conn_give(lease_valkey_t *v, valkey_conn_t *conn)
+{
+    pthread_mutex_lock(&v->mu);
+    v->free_list[v->nfree++] = (int)(conn - v->conns);
+    pthread_cond_signal(&v->free);
+    pthread_mutex_unlock(&v->mu);
 }
 
 /* CONFIG GET name equals want. */
@@ -182,17 +256,42 @@ lease_code_t lease_valkey_open(const lease_valkey_config_t *cfg, lease_valkey_t 
         return LEASE_BACKEND_UNAVAILABLE;
     }
     pthread_mutex_init(&v->mu, NULL);
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&v->free, &ca);
+    pthread_condattr_destroy(&ca);
+    v->nconns = cfg->pool_size > 0 ? cfg->pool_size : 1;
+    v->conns = calloc((size_t)v->nconns, sizeof *v->conns);
+    v->free_list = calloc((size_t)v->nconns, sizeof *v->free_list);
+    if (v->conns == NULL || v->free_list == NULL) {
+        lease_valkey_close(v);
+        set_err(err, errlen, "out of memory");
+        return LEASE_BACKEND_UNAVAILABLE;
+    }
+    /* the first connection is checked now; the others open at first use */
+    for (int i = v->nconns - 1; i >= 0; i--)
+        v->free_list[v->nfree++] = i;
     snprintf(v->host, sizeof v->host, "%s", cfg->host);
     v->port = cfg->port;
+    if ((cfg->user && strlen(cfg->user) >= sizeof v->user) ||
+        (cfg->password && strlen(cfg->password) >= sizeof v->password)) {
+        lease_valkey_close(v);
+        set_err(err, errlen, "the store's user or password is too long");
+        return LEASE_BACKEND_UNAVAILABLE;
+    }
+    snprintf(v->user, sizeof v->user, "%s", cfg->user ? cfg->user : "");
+    snprintf(v->password, sizeof v->password, "%s", cfg->password ? cfg->password : "");
     v->connect_timeout_ms = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 2000;
     v->min_replicas = cfg->min_replicas > 0 ? cfg->min_replicas : 0;
     snprintf(v->ns_key, sizeof v->ns_key, "lease:{%s}:ns", cfg->ns);
-    bool ok = connect_locked(v, err, errlen) &&
-              redisSetTimeout(v->ctx, ms_tv(v->connect_timeout_ms)) == REDIS_OK &&
-              config_is(v->ctx, "appendonly", "yes", err, errlen) &&
-              config_is(v->ctx, "appendfsync", "always", err, errlen) &&
-              config_is(v->ctx, "maxmemory-policy", "noeviction", err, errlen) &&
-              load_library(v->ctx, cfg->check_only, err, errlen);
+    valkey_conn_t *first = &v->conns[0];
+    bool ok = conn_open(v, first, err, errlen) &&
+              redisSetTimeout(first->ctx, ms_tv(v->connect_timeout_ms)) == REDIS_OK &&
+              config_is(first->ctx, "appendonly", "yes", err, errlen) &&
+              config_is(first->ctx, "appendfsync", "always", err, errlen) &&
+              config_is(first->ctx, "maxmemory-policy", "noeviction", err, errlen) &&
+              load_library(first->ctx, cfg->check_only, err, errlen);
     if (!ok) {
         lease_valkey_close(v);
         return LEASE_BACKEND_UNAVAILABLE;
@@ -201,11 +300,31 @@ lease_code_t lease_valkey_open(const lease_valkey_config_t *cfg, lease_valkey_t 
     return LEASE_INSPECTED;
 }
 
+int lease_valkey_pool_size(const lease_valkey_t *v)
+{
+    return v->nconns;
+}
+
+int lease_valkey_pool_in_use(lease_valkey_t *v)
+{
+    pthread_mutex_lock(&v->mu);
+    int n = v->nconns - v->nfree;
+    pthread_mutex_unlock(&v->mu);
+    return n;
+}
+
 void lease_valkey_close(lease_valkey_t *v)
 {
     if (v == NULL)
         return;
-    drop_locked(v);
+    for (int i = 0; v->conns != NULL && i < v->nconns; i++)
+        conn_drop(&v->conns[i]);
+    free(v->conns);
+    free(v->free_list);
+    volatile char *pw = (volatile char *)v->password;
+    for (size_t i = 0; i < sizeof v->password; i++)
+        pw[i] = 0;
+    pthread_cond_destroy(&v->free);
     pthread_mutex_destroy(&v->mu);
     free(v);
 }
@@ -220,19 +339,19 @@ typedef enum call_failure {
 
 /* WAIT min_replicas, bounded by what is left of budget_ms (WAIT 0 would
  * wait for ever), on the connection that made the write (WAIT counts the
- * replicas that acknowledged this client's last write). Under mu. */
-static call_failure_t wait_replicas_locked(lease_valkey_t *v, int64_t budget_ms)
+ * replicas that acknowledged this client's last write). */
+static call_failure_t wait_replicas(lease_valkey_t *v, valkey_conn_t *conn, int64_t budget_ms)
 {
     if (budget_ms < 1)
         budget_ms = 1;
     /* the server answers WAIT at its timeout: read a little past it */
-    if (redisSetTimeout(v->ctx, ms_tv(budget_ms + 1000)) != REDIS_OK) {
-        drop_locked(v);
+    if (redisSetTimeout(conn->ctx, ms_tv(budget_ms + 1000)) != REDIS_OK) {
+        conn_drop(conn);
         return CALL_NO_ANSWER;
     }
-    redisReply *w = redisCommand(v->ctx, "WAIT %d %lld", v->min_replicas, (long long)budget_ms);
+    redisReply *w = redisCommand(conn->ctx, "WAIT %d %lld", v->min_replicas, (long long)budget_ms);
     if (w == NULL) {
-        drop_locked(v);
+        conn_drop(conn);
         return CALL_NO_ANSWER;
     }
     bool confirmed = w->type == REDIS_REPLY_INTEGER && w->integer >= v->min_replicas;
@@ -258,18 +377,30 @@ static call_failure_t fcall(lease_valkey_t *v, const char *fn, const char *arg,
         if (budget <= 0)
             return CALL_NOT_SENT;
     }
-    pthread_mutex_lock(&v->mu);
-    if (!connect_locked(v, NULL, 0) || redisSetTimeout(v->ctx, ms_tv(budget)) != REDIS_OK) {
-        drop_locked(v);
-        pthread_mutex_unlock(&v->mu);
+    valkey_conn_t *conn =
+        conn_take(v, deadline != NULL ? deadline->mono_ns
+                                      : lease_mono_now_ns() + v->connect_timeout_ms * 1000000);
+    if (conn == NULL)
+        return CALL_NOT_SENT; /* every connection busy until the deadline */
+    if (deadline != NULL) {
+        /* what is left after waiting for the connection */
+        budget = (deadline->mono_ns - lease_mono_now_ns()) / 1000000;
+        if (budget <= 0) {
+            conn_give(v, conn);
+            return CALL_NOT_SENT;
+        }
+    }
+    if (!conn_open(v, conn, NULL, 0) || redisSetTimeout(conn->ctx, ms_tv(budget)) != REDIS_OK) {
+        conn_drop(conn);
+        conn_give(v, conn);
         return CALL_NOT_SENT;
     }
-    redisReply *r = redisCommand(v->ctx, "FCALL %s 1 %s %s", fn, v->ns_key, arg);
+    redisReply *r = redisCommand(conn->ctx, "FCALL %s 1 %s %s", fn, v->ns_key, arg);
     if (r == NULL) {
         /* hiredis wrote and waited in one step: whether the command left
          * this process is not known, so a mutation's outcome is unknown */
-        drop_locked(v);
-        pthread_mutex_unlock(&v->mu);
+        conn_drop(conn);
+        conn_give(v, conn);
         return CALL_NO_ANSWER;
     }
     if (write && v->min_replicas > 0 && r->type != REDIS_REPLY_ERROR) {
@@ -277,15 +408,15 @@ static call_failure_t fcall(lease_valkey_t *v, const char *fn, const char *arg,
          * deadline, confirmed or not */
         int64_t left = deadline != NULL ? (deadline->mono_ns - lease_mono_now_ns()) / 1000000
                                         : v->connect_timeout_ms;
-        call_failure_t w = wait_replicas_locked(v, left);
+        call_failure_t w = wait_replicas(v, conn, left);
         if (w != CALL_OK) {
-            pthread_mutex_unlock(&v->mu);
+            conn_give(v, conn);
             freeReplyObject(r);
             snprintf(reason, reason_len, "%s", "replicas_unconfirmed");
             return w;
         }
     }
-    pthread_mutex_unlock(&v->mu);
+    conn_give(v, conn);
     if (r->type == REDIS_REPLY_ERROR) {
         const char *why = strncmp(r->str, "OOM", 3) == 0        ? "out_of_memory"
                           : strncmp(r->str, "READONLY", 8) == 0 ? "read_only"
@@ -494,8 +625,18 @@ lease_code_t lease_valkey_bind(lease_valkey_t *v, int64_t floor_token, int64_t *
 lease_code_t lease_valkey_rebind(lease_valkey_t *v, const char *reason, int64_t floor_token,
                                  int64_t *epoch, int64_t *leases_revoked, char *err, size_t errlen)
 {
+    return lease_valkey_rebind_by(v, reason, NULL, floor_token, epoch, leases_revoked, err,
+                                  errlen);
+}
+
+lease_code_t lease_valkey_rebind_by(lease_valkey_t *v, const char *reason, const char *operator_id,
+                                    int64_t floor_token, int64_t *epoch, int64_t *leases_revoked,
+                                    char *err, size_t errlen)
+{
     json_t *o = json_object();
     json_object_set_new(o, "reason", json_string(reason ? reason : ""));
+    if (operator_id != NULL && *operator_id)
+        json_object_set_new(o, "operator", json_string(operator_id));
     if (floor_token > 0)
         json_object_set_new(o, "floor_token", json_integer(floor_token));
     char *arg = json_dumps(o, JSON_COMPACT);
@@ -505,10 +646,11 @@ lease_code_t lease_valkey_rebind(lease_valkey_t *v, const char *reason, int64_t 
         return LEASE_BACKEND_UNAVAILABLE;
     }
     redisReply *r = NULL;
-    bool called = admin_call(v, "leased_v1_rebind", arg, &r, err, errlen);
+    bool refused = false;
+    bool called = admin_call_r(v, "leased_v1_rebind", arg, &r, &refused, err, errlen);
     free(arg);
     if (!called)
-        return LEASE_BACKEND_UNAVAILABLE;
+        return refused ? LEASE_INVALID_LEASE_REQUEST : LEASE_BACKEND_UNAVAILABLE;
     long long e = 0, n = 0;
     bool ok = valkey_int_field(r, "epoch", &e) && valkey_int_field(r, "leases_revoked", &n);
     freeReplyObject(r);

@@ -178,7 +178,8 @@ static void v_stats(lease_store_t *s, lease_store_stats_t *out)
 {
     store_valkey_t *sv = impl(s);
     memset(out, 0, sizeof *out);
-    out->pool_size = 1; /* one connection behind a mutex */
+    out->pool_size = lease_valkey_pool_size(sv->v);
+    out->pool_in_use = lease_valkey_pool_in_use(sv->v);
     out->outcome_unknown = atomic_load(&sv->outcome_unknown);
     out->backend_errors = atomic_load(&sv->backend_errors);
     out->sealed_refusals = atomic_load(&sv->sealed_refusals);
@@ -244,6 +245,39 @@ bool lease_valkey_url_is(const char *url)
             strncmp(url, "rediss://", 9) == 0 || strncmp(url, "valkeys://", 10) == 0);
 }
 
+/* Percent-decodes in[0..n) into out (NUL-terminated); false when it does
+ * not fit or an escape is malformed or decodes to NUL. */
+static bool pct_decode(const char *in, size_t n, char *out, size_t outsz)
+{
+    size_t o = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = in[i];
+        if (c == '%') {
+            if (i + 2 >= n)
+                return false;
+            char hx[3] = {in[i + 1], in[i + 2], 0};
+            char *end = NULL;
+            long v = strtol(hx, &end, 16);
+            if (end != hx + 2 || v == 0)
+                return false;
+            c = (char)v;
+            i += 2;
+        }
+        if (o + 1 >= outsz)
+            return false;
+        out[o++] = c;
+    }
+    out[o] = '\0';
+    return true;
+}
+
+void lease_valkey_url_wipe(lease_valkey_url_t *u)
+{
+    volatile char *p = (volatile char *)u->password;
+    for (size_t i = 0; i < sizeof u->password; i++)
+        p[i] = 0;
+}
+
 bool lease_valkey_url_parse(const char *url, lease_valkey_url_t *out, char *err, size_t errlen)
 {
     memset(out, 0, sizeof *out);
@@ -265,11 +299,27 @@ bool lease_valkey_url_parse(const char *url, lease_valkey_url_t *out, char *err,
         return false;
     }
     size_t authority = strcspn(rest, "/?");
-    if (memchr(rest, '@', authority) != NULL) {
-        snprintf(err, errlen,
-                 "Valkey/Redis authentication (user:password@) is not supported "
-                 "yet (docs/backends.md)");
-        return false;
+    const char *at = memchr(rest, '@', authority);
+    if (at != NULL) {
+        /* [user][:password]@: AUTH at every connection. The messages never
+         * quote the credentials. */
+        size_t userinfo = (size_t)(at - rest);
+        const char *colon = memchr(rest, ':', userinfo);
+        size_t ulen = colon ? (size_t)(colon - rest) : userinfo;
+        if (!colon) {
+            snprintf(err, errlen, "the store URL's user needs a password (redis://USER:PASSWORD@HOST)");
+            return false;
+        }
+        if (!pct_decode(rest, ulen, out->user, sizeof out->user) ||
+            !pct_decode(colon + 1, userinfo - ulen - 1, out->password, sizeof out->password) ||
+            out->password[0] == '\0') {
+            lease_valkey_url_wipe(out);
+            snprintf(err, errlen,
+                     "the store URL's user or password is empty, too long or badly "
+                     "percent-encoded");
+            return false;
+        }
+        rest = at + 1;
     }
     size_t hostlen = strcspn(rest, ":/?");
     if (hostlen == 0 || hostlen >= sizeof out->host) {

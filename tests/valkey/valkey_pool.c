@@ -1,0 +1,285 @@
+/*
+ * valkey_pool.c - the Valkey adapter's connection pool (docs/backends.md,
+ * "Connection pool"), against real servers. With LEASE_VALKEY_MIN_REPLICAS
+ * and a frozen replica a write holds its connection in WAIT until its
+ * deadline: with LEASE_DB_POOL_SIZE=1 a read behind it waits as long; with
+ * 4 the read takes another connection and answers at once. Connections the
+ * server kills (CLIENT KILL) are dropped by the call that meets them and
+ * opened again by the next, so the adapter recovers by itself.
+ */
+#include <pthread.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "http_client.h"
+#include "leased_proc.h"
+#include "lease/clock.h"
+#include "lease/hex.h"
+#include "lease/store_valkey.h"
+#include "lease/token.h"
+#include "valkey_fixture.h"
+
+#define TENANT "tenant-main"
+#define PROGRAM "program-a"
+
+static char *make_credential(lease_valkey_t *v, const char *principal)
+{
+    char id[LEASE_CREDENTIAL_ID_LEN + 1];
+    unsigned char secret[LEASE_SECRET_BYTES], digest[32];
+    char token[LEASE_TOKEN_MAX + 1], hex[65];
+    assert_true(lease_token_generate(id, secret, token));
+    lease_token_digest(secret, NULL, digest);
+    lease_hex_encode(digest, sizeof digest, hex);
+    char req[1024];
+    snprintf(req, sizeof req,
+             "{\"credential_id\":\"%s\",\"principal_id\":\"%s\",\"client_id\":\"cl_%s\","
+             "\"tenant_id\":\"" TENANT "\",\"program_id\":\"" PROGRAM "\",\"actor_names\":[\"*\"],"
+             "\"capabilities\":[\"targets:lease\",\"targets:read\"],\"secret_digest\":\"%s\"}",
+             id, principal, principal, hex);
+    char *row = NULL;
+    char err[256] = "";
+    if (lease_valkey_credential_create(v, req, &row, err, sizeof err) != LEASE_INSPECTED)
+        fail_msg("credential: %s", err);
+    free(row);
+    return strdup(token);
+}
+
+static json_t *identity(const char *target)
+{
+    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "tenant_id", TENANT, "program_id", PROGRAM,
+                     "target_namespace", "starintel-target", "target_id", target, "actor_name",
+                     "usernamegen", "workflow_name", "default");
+}
+
+static http_resp_t *post(const char *base, const char *path, const char *token, json_t *obj,
+                         int deadline_ms)
+{
+    json_object_set_new(obj, "deadline_ms", json_integer(deadline_ms));
+    char *body = json_dumps(obj, JSON_COMPACT);
+    json_decref(obj);
+    http_resp_t *r = http_call(base, "POST", path, token, body);
+    free(body);
+    assert_non_null(r);
+    return r;
+}
+
+static json_t *acquire_req(const char *rid, const char *target)
+{
+    return json_pack("{s:s, s:o, s:s, s:s, s:s, s:i}", "request_id", rid, "lock_identity",
+                     identity(target), "service_instance_id", "inst_a", "execution_id", "exec_1",
+                     "job_id", "job_1", "ttl_ms", 60000);
+}
+
+static void expect_code(const http_resp_t *r, long status, const char *code)
+{
+    const char *got = http_resp_str(r, "code");
+    if (r->status != status || !got || strcmp(got, code) != 0)
+        fail_msg("expected %ld %s, got %ld %s", status, code, r->status, r->body);
+}
+
+typedef struct waiting_write {
+    const char *base, *token, *rid;
+    long status;
+} waiting_write_t;
+
+/* An acquire that waits in WAIT for a frozen replica until its deadline. */
+static void *write_that_waits(void *arg)
+{
+    waiting_write_t *w = arg;
+    http_resp_t *r = post(w->base, "/v1/leases/acquire", w->token, acquire_req(w->rid, w->rid),
+                          2500);
+    w->status = r->status;
+    http_resp_free(r);
+    return NULL;
+}
+
+static long long connected_clients(vk_server_t *s)
+{
+    redisReply *r = vk_cmd(s, "INFO clients");
+    const char *m = r->type == REDIS_REPLY_STRING
+                        ? strstr(r->str, "connected_clients:")
+                        : NULL;
+    long long n = m ? atoll(m + strlen("connected_clients:")) : -1;
+    freeReplyObject(r);
+    return n;
+}
+
+/* A gauge of leased's /metrics, or -1. */
+static long long metric(const char *base, const char *name)
+{
+    http_resp_t *r = http_call(base, "GET", "/metrics", NULL, NULL);
+    assert_non_null(r);
+    char needle[128];
+    snprintf(needle, sizeof needle, "\n%s ", name);
+    const char *m = strstr(r->body, needle);
+    long long v = m ? atoll(m + strlen(needle)) : -1;
+    http_resp_free(r);
+    return v;
+}
+
+/* How long (ms) an inspect takes while a write of the same leased waits
+ * in WAIT for the frozen replica; pool: LEASE_DB_POOL_SIZE. *clients: the
+ * primary's connected clients meanwhile. */
+static int64_t read_behind_a_wait(vk_server_t *primary, vk_server_t *replica, const char *token,
+                                  int pool, long long *clients)
+{
+    char url[128], pool_env[64];
+    snprintf(url, sizeof url, "LEASE_STORE_URL=redis://127.0.0.1:%d", primary->port);
+    snprintf(pool_env, sizeof pool_env, "LEASE_DB_POOL_SIZE=%d", pool);
+    const char *env[] = {url, "LEASE_VALKEY_MIN_REPLICAS=1", pool_env, NULL};
+    leased_proc_t *srv = leased_proc_start(NULL, env);
+    const char *base = leased_proc_url(srv);
+    char rid[32];
+    snprintf(rid, sizeof rid, "held-%d", pool);
+    http_resp_t *r = post(base, "/v1/leases/acquire", token, acquire_req(rid, rid), 3000);
+    expect_code(r, 200, "lease_acquired"); /* the replica in sync */
+    http_resp_free(r);
+
+    pid_t rpid = vk_pid(replica);
+    assert_int_equal(kill(rpid, SIGSTOP), 0);
+    waiting_write_t w = {.base = base, .token = token};
+    char wrid[32];
+    snprintf(wrid, sizeof wrid, "waits-%d", pool);
+    w.rid = wrid;
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, write_that_waits, &w), 0);
+    lease_sleep_ms(300); /* the write is in its WAIT by now */
+    assert_int_equal(metric(base, "leased_db_pool_size"), pool);
+    assert_true(metric(base, "leased_db_pool_in_use") >= 1); /* the WAIT's */
+    int64_t began = lease_mono_now_ns();
+    r = post(base, "/v1/leases/inspect", token, json_pack("{s:o}", "lock_identity", identity(rid)),
+             5000);
+    int64_t took_ms = (lease_mono_now_ns() - began) / 1000000;
+    expect_code(r, 200, "lease_inspected");
+    http_resp_free(r);
+    *clients = connected_clients(primary);
+    pthread_join(th, NULL);
+    assert_int_equal(w.status, 503); /* lease_outcome_unknown: unconfirmed */
+    assert_int_equal(kill(rpid, SIGCONT), 0);
+    assert_int_equal(leased_proc_stop(srv), 0);
+    return took_ms;
+}
+
+static void a_wait_holds_one_connection(void **state)
+{
+    (void)state;
+    vk_server_t primary, replica;
+    memset(&primary, 0, sizeof primary);
+    memset(&replica, 0, sizeof replica);
+    assert_true(vk_start(&primary));
+    assert_true(vk_start_replica(&replica, &primary));
+    char err[256] = "";
+    lease_valkey_config_t cfg = {.host = "127.0.0.1", .port = primary.port, .ns = "leased"};
+    lease_valkey_t *v = NULL;
+    assert_int_equal(lease_valkey_open(&cfg, &v, err, sizeof err), LEASE_INSPECTED);
+    int64_t epoch = -1;
+    assert_int_equal(lease_valkey_bind(v, 0, &epoch, err, sizeof err), LEASE_INSPECTED);
+    char *alice = make_credential(v, "alice");
+    lease_valkey_close(v);
+
+    long long clients_one = 0, clients_four = 0;
+    int64_t one = read_behind_a_wait(&primary, &replica, alice, 1, &clients_one);
+    int64_t four = read_behind_a_wait(&primary, &replica, alice, 4, &clients_four);
+    print_message("inspect behind a WAIT: pool 1 %lld ms, pool 4 %lld ms\n", (long long)one,
+                  (long long)four);
+    /* one connection: the read waits out the write's WAIT (2.5 s deadline,
+     * begun 0.3 s before); four: another connection answers at once */
+    if (one < 1500)
+        fail_msg("with one connection the read did not wait for the WAIT: %lld ms",
+                 (long long)one);
+    if (four > 500)
+        fail_msg("with four connections the read waited: %lld ms", (long long)four);
+    /* the test's own connection (connected_clients leaves the replica's
+     * link out), plus leased's: one under pool 1, at least two (the WAIT's
+     * and the read's) under pool 4 */
+    assert_int_equal(clients_one, 2);
+    assert_true(clients_four >= 3);
+    free(alice);
+    vk_stop(&replica);
+    vk_stop(&primary);
+}
+
+typedef struct reader {
+    lease_valkey_t *v;
+    int ok;
+} reader_t;
+
+static void *health_calls(void *arg)
+{
+    reader_t *r = arg;
+    for (int i = 0; i < 50; i++) {
+        lease_deadline_t dl = lease_deadline_in(2000);
+        lease_health_t h;
+        if (lease_valkey_health(r->v, &dl, &h) == LEASE_INSPECTED)
+            r->ok++;
+    }
+    return NULL;
+}
+
+static void broken_connections_reconnect(void **state)
+{
+    (void)state;
+    vk_server_t s;
+    memset(&s, 0, sizeof s);
+    assert_true(vk_start(&s));
+    char err[256] = "";
+    lease_valkey_config_t cfg = {
+        .host = "127.0.0.1", .port = s.port, .ns = "leased", .pool_size = 3};
+    lease_valkey_t *v = NULL;
+    assert_int_equal(lease_valkey_open(&cfg, &v, err, sizeof err), LEASE_INSPECTED);
+    int64_t epoch = -1;
+    assert_int_equal(lease_valkey_bind(v, 0, &epoch, err, sizeof err), LEASE_INSPECTED);
+    /* six threads at once: every connection of the pool in use */
+    pthread_t th[6];
+    reader_t rd[6];
+    for (int i = 0; i < 6; i++) {
+        rd[i] = (reader_t){.v = v};
+        assert_int_equal(pthread_create(&th[i], NULL, health_calls, &rd[i]), 0);
+    }
+    for (int i = 0; i < 6; i++) {
+        pthread_join(th[i], NULL);
+        assert_int_equal(rd[i].ok, 50);
+    }
+    /* never more than the pool: 3 and the test's own */
+    assert_true(connected_clients(&s) <= 4);
+
+    /* the server drops every client but the test's own */
+    redisReply *k = vk_cmd(&s, "CLIENT KILL TYPE normal SKIPME yes");
+    assert_int_equal(k->type, REDIS_REPLY_INTEGER);
+    assert_true(k->integer >= 1);
+    freeReplyObject(k);
+    /* each dead connection fails the one call that meets it (nothing was
+     * decided: a read), then is opened again */
+    int failures = 0, in_a_row = 0;
+    for (int i = 0; i < 40 && in_a_row < 20; i++) {
+        lease_deadline_t dl = lease_deadline_in(2000);
+        lease_health_t h;
+        if (lease_valkey_health(v, &dl, &h) == LEASE_INSPECTED) {
+            in_a_row++;
+        } else {
+            failures++;
+            in_a_row = 0;
+        }
+    }
+    assert_int_equal(in_a_row, 20);
+    assert_true(failures <= 3);
+    lease_valkey_close(v);
+    vk_stop(&s);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(a_wait_holds_one_connection),
+        cmocka_unit_test(broken_connections_reconnect),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
