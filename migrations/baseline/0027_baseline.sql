@@ -214,6 +214,15 @@ $$;
 
 
 --
+-- Name: _audit_clean(text); Type: FUNCTION; Schema: lease; Owner: -
+--
+
+CREATE FUNCTION lease._audit_clean(t text) RETURNS text
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN regexp_replace(t, '[\u0001-\u001f\u007f-\u009f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]'::text, '�'::text, 'g'::text);
+
+
+--
 -- Name: _audit_reason_clean(); Type: FUNCTION; Schema: lease; Owner: -
 --
 
@@ -243,6 +252,15 @@ BEGIN
     RETURN NEW;
 END
 $$;
+
+
+--
+-- Name: _credential_expiry_limit(); Type: FUNCTION; Schema: lease; Owner: -
+--
+
+CREATE FUNCTION lease._credential_expiry_limit() RETURNS timestamp with time zone
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    RETURN '10000-01-01 00:00:00+00'::timestamp with time zone;
 
 
 --
@@ -312,6 +330,15 @@ CREATE TABLE lease.history (
 
 
 --
+-- Name: _insert_timeline(); Type: FUNCTION; Schema: lease; Owner: -
+--
+
+CREATE FUNCTION lease._insert_timeline() RETURNS integer
+    LANGUAGE sql
+    RETURN ((('x'::text || "left"(pg_walfile_name(pg_current_wal_lsn()), 8)))::bit(32))::integer;
+
+
+--
 -- Name: namespace_state; Type: TABLE; Schema: lease; Owner: -
 --
 
@@ -377,6 +404,15 @@ $$;
 
 
 --
+-- Name: _now(); Type: FUNCTION; Schema: lease; Owner: -
+--
+
+CREATE FUNCTION lease._now() RETURNS timestamp with time zone
+    LANGUAGE sql STABLE PARALLEL SAFE
+    RETURN date_trunc('milliseconds'::text, now());
+
+
+--
 -- Name: _outbox_ids_follow_epoch(); Type: FUNCTION; Schema: lease; Owner: -
 --
 
@@ -406,6 +442,32 @@ CREATE TABLE lease.secrets (
     CONSTRAINT secrets_page_token_key_check CHECK ((length(page_token_key) = 32)),
     CONSTRAINT secrets_singleton_check CHECK (singleton)
 );
+
+
+--
+-- Name: _record_namespace(); Type: FUNCTION; Schema: lease; Owner: -
+--
+
+CREATE FUNCTION lease._record_namespace() RETURNS void
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+    UPDATE lease.namespace_state
+       SET system_identifier = lease._system_identifier(),
+           timeline_id = lease._insert_timeline(),
+           relation_oid = 'lease.namespace_state'::regclass::oid,
+           checked_at = lease._now();
+END
+$$;
+
+
+--
+-- Name: _system_identifier(); Type: FUNCTION; Schema: lease; Owner: -
+--
+
+CREATE FUNCTION lease._system_identifier() RETURNS numeric
+    LANGUAGE sql STABLE
+    RETURN CASE WHEN has_function_privilege('pg_catalog.pg_control_system()'::text, 'EXECUTE'::text) THEN (pg_control_system()).system_identifier ELSE NULL::bigint END;
 
 
 --
@@ -930,6 +992,13 @@ REVOKE ALL ON FUNCTION lease._audit_append_only() FROM PUBLIC;
 
 
 --
+-- Name: FUNCTION _audit_clean(t text); Type: ACL; Schema: lease; Owner: -
+--
+
+REVOKE ALL ON FUNCTION lease._audit_clean(t text) FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION _audit_reason_clean(); Type: ACL; Schema: lease; Owner: -
 --
 
@@ -941,6 +1010,20 @@ REVOKE ALL ON FUNCTION lease._audit_reason_clean() FROM PUBLIC;
 --
 
 REVOKE ALL ON FUNCTION lease._credential_expiry_check() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION _credential_expiry_limit(); Type: ACL; Schema: lease; Owner: -
+--
+
+REVOKE ALL ON FUNCTION lease._credential_expiry_limit() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION _insert_timeline(); Type: ACL; Schema: lease; Owner: -
+--
+
+REVOKE ALL ON FUNCTION lease._insert_timeline() FROM PUBLIC;
 
 
 --
@@ -966,10 +1049,31 @@ REVOKE ALL ON FUNCTION lease._notify_lease_ended() FROM PUBLIC;
 
 
 --
+-- Name: FUNCTION _now(); Type: ACL; Schema: lease; Owner: -
+--
+
+REVOKE ALL ON FUNCTION lease._now() FROM PUBLIC;
+
+
+--
 -- Name: FUNCTION _outbox_ids_follow_epoch(); Type: ACL; Schema: lease; Owner: -
 --
 
 REVOKE ALL ON FUNCTION lease._outbox_ids_follow_epoch() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION _record_namespace(); Type: ACL; Schema: lease; Owner: -
+--
+
+REVOKE ALL ON FUNCTION lease._record_namespace() FROM PUBLIC;
+
+
+--
+-- Name: FUNCTION _system_identifier(); Type: ACL; Schema: lease; Owner: -
+--
+
+REVOKE ALL ON FUNCTION lease._system_identifier() FROM PUBLIC;
 
 
 --
@@ -998,8 +1102,46 @@ GRANT SELECT ON TABLE lease.schema_repeatables TO lease_operator;
 --
 
 
+-- explicit ACLs that equal the defaults, as the files' REVOKE ... FROM PUBLIC leave them
+REVOKE ALL ON SEQUENCE lease.audit_events_event_id_seq FROM PUBLIC;
+REVOKE ALL ON SEQUENCE lease.outbox_outbox_id_seq FROM PUBLIC;
+REVOKE ALL ON SEQUENCE lease.quarantine_quarantine_id_seq FROM PUBLIC;
+REVOKE ALL ON SEQUENCE lease.recoveries_recovery_id_seq FROM PUBLIC;
+REVOKE ALL ON TABLE lease.audit_events FROM PUBLIC;
+REVOKE ALL ON TABLE lease.credentials FROM PUBLIC;
+REVOKE ALL ON TABLE lease.fence_marks FROM PUBLIC;
+REVOKE ALL ON TABLE lease.fenced_documents FROM PUBLIC;
+REVOKE ALL ON TABLE lease.history FROM PUBLIC;
+REVOKE ALL ON TABLE lease.idempotency_keys FROM PUBLIC;
+REVOKE ALL ON TABLE lease.lease_index FROM PUBLIC;
+REVOKE ALL ON TABLE lease.locks FROM PUBLIC;
+REVOKE ALL ON TABLE lease.namespace_state FROM PUBLIC;
+REVOKE ALL ON TABLE lease.outbox FROM PUBLIC;
+REVOKE ALL ON TABLE lease.policy FROM PUBLIC;
+REVOKE ALL ON TABLE lease.quarantine FROM PUBLIC;
+REVOKE ALL ON TABLE lease.recoveries FROM PUBLIC;
+REVOKE ALL ON TABLE lease.secrets FROM PUBLIC;
 SELECT pg_catalog.set_config('search_path', pg_catalog.current_setting('lease.baseline_search_path'), true),
        pg_catalog.set_config('check_function_bodies', pg_catalog.current_setting('lease.baseline_check_function_bodies'), true);
+
+-- the rows the numbered files write on a new database (their own statements)
+INSERT INTO lease.policy DEFAULT VALUES;
+
+INSERT INTO lease.namespace_state DEFAULT VALUES;
+
+INSERT INTO lease.secrets (page_token_key)
+VALUES (sha256(convert_to(gen_random_uuid()::text || gen_random_uuid()::text
+                          || clock_timestamp()::text, 'UTF8')));
+
+UPDATE lease.namespace_state SET relation_oid = 'lease.namespace_state'::regclass::oid;
+
+DO $$
+BEGIN
+    IF (SELECT timeline_id IS NULL FROM lease.namespace_state) AND NOT pg_is_in_recovery() THEN
+        PERFORM lease._record_namespace();
+    END IF;
+END
+$$;
 
 -- what the numbered files record
 INSERT INTO lease.schema_migrations (version, name, checksum) VALUES (1, '0001_roles_and_schema.sql', 'f5cfb215f9d6d53f79711c18e8acfc5218bdc6f284835e11cdb560e68b3f57b1');
