@@ -2,6 +2,8 @@
 -- rerun it). The schema a new install starts from: what the numbered files up to
 -- 0027 make, minus the functions and views sql/ defines (docs/schema.md,
 -- "How the schema changes"). Runs in one transaction of leasectl migrate.
+-- Functions kept as 0027 left them, for the triggers, defaults and rows below
+-- (sql/ replaces them): _audit_append_only _audit_clean _audit_reason_clean _credential_expiry_check _credential_expiry_limit _insert_timeline _notify_lease_ended _now _outbox_ids_follow_epoch _record_namespace _system_identifier
 
 -- roles: the numbered files' own statements
 DO $$
