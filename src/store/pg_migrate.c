@@ -2,7 +2,9 @@
  * pg_migrate.c - applies migrations/NNNN_name.sql in order, then the
  * repeatable definitions of sql/ (every function and view, one file each,
  * listed in sql/ORDER; pg_repeatables.c) (lease/store_admin.h), on the
- * one-shot connection of pg_oneshot.c.
+ * one-shot connection of pg_oneshot.c. A database where nothing is applied
+ * starts from migrations/baseline/NNNN_baseline.sql instead of the files up
+ * to NNNN (find_baseline; docs/schema.md, "How the schema changes").
  *
  * Locking: every numbered file runs in its own transaction that first takes
  * pg_advisory_xact_lock(MIGRATE_LOCK_KEY), then re-reads what is applied, so
@@ -20,7 +22,7 @@
  * Roles: before 0001 runs, a preflight reads whether the project's group
  * roles exist (0001 makes three, 0012 lease_relay) and whether the
  * migrating user may create them and grant lease_operator to lease_admin
- * (0001 does). When it may not (a managed
+ * (0001 does; so does the baseline). When it may not (a managed
  * Postgres owner without CREATEROLE), nothing is applied and the error lists
  * every statement the provider's administrator must run (docs/schema.md).
  */
