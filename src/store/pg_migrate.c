@@ -2,7 +2,9 @@
  * pg_migrate.c - applies migrations/NNNN_name.sql in order, then the
  * repeatable definitions of sql/ (every function and view, one file each,
  * listed in sql/ORDER; pg_repeatables.c) (lease/store_admin.h), on the
- * one-shot connection of pg_oneshot.c.
+ * one-shot connection of pg_oneshot.c. A database where nothing is applied
+ * starts from migrations/baseline/NNNN_baseline.sql instead of the files up
+ * to NNNN (find_baseline; docs/schema.md, "How the schema changes").
  *
  * Locking: every numbered file runs in its own transaction that first takes
  * pg_advisory_xact_lock(MIGRATE_LOCK_KEY), then re-reads what is applied, so
@@ -20,7 +22,7 @@
  * Roles: before 0001 runs, a preflight reads whether the project's group
  * roles exist (0001 makes three, 0012 lease_relay) and whether the
  * migrating user may create them and grant lease_operator to lease_admin
- * (0001 does). When it may not (a managed
+ * (0001 does; so does the baseline). When it may not (a managed
  * Postgres owner without CREATEROLE), nothing is applied and the error lists
  * every statement the provider's administrator must run (docs/schema.md).
  */
@@ -379,19 +381,105 @@ static int check_roles(PGconn *c, const lease_migration_t *m, char *err, size_t 
 }
 
 /*
+ * The baseline (migrations/baseline/NNNN_baseline.sql, made by
+ * scripts/schema-baseline): the schema the numbered files up to NNNN make,
+ * minus the functions and views sql/ defines, recording the same rows of
+ * lease.schema_migrations the files would (docs/schema.md, "How the schema
+ * changes"). A database where nothing is applied yet starts from it; any
+ * other goes through the numbered files. Absent (a folder of numbered files
+ * only): the files, as before.
+ */
+typedef struct baseline {
+    int version; /* 0: none */
+    char path[4096];
+} baseline_t;
+
+static int find_baseline(const char *dir, baseline_t *b, char *err, size_t errsz)
+{
+    memset(b, 0, sizeof *b);
+    char folder[2048];
+    if (snprintf(folder, sizeof folder, "%s/baseline", dir) >= (int)sizeof folder)
+        return 0;
+    DIR *d = opendir(folder);
+    if (!d)
+        return 0;
+    struct dirent *e;
+    int rc = 0;
+    while ((e = readdir(d)) != NULL) {
+        const char *n = e->d_name;
+        size_t len = strlen(n);
+        if (len < 10 || strcmp(n + len - 4, ".sql") != 0)
+            continue;
+        char *end;
+        long v = strtol(n, &end, 10);
+        if (end != n + 4 || *end != '_' || v <= 0 || b->version) {
+            store_pg_set_err(err, errsz, "%s/%s: the baseline folder holds one NNNN_name.sql",
+                             folder, n);
+            rc = -1;
+            break;
+        }
+        if (snprintf(b->path, sizeof b->path, "%s/%s", folder, n) >= (int)sizeof b->path) {
+            store_pg_set_err(err, errsz, "baseline path %.40s... is too long", folder);
+            rc = -1;
+            break;
+        }
+        b->version = (int)v;
+    }
+    closedir(d);
+    return rc;
+}
+
+/* Inside the caller's transaction, on a database where nothing is applied:
+ * runs the baseline, then checks that it recorded exactly the plan's files
+ * up to its version with their checksums (a baseline out of step with the
+ * files fails here and rolls back). 0, or -1 with err set. */
+static int apply_baseline(PGconn *c, const baseline_t *b, lease_migration_plan_t *plan, char *err,
+                          size_t errsz)
+{
+    size_t len;
+    char *body = store_pg_read_file(b->path, &len);
+    if (!body) {
+        store_pg_set_err(err, errsz, "cannot read %s", b->path);
+        return -1;
+    }
+    PGresult *r = PQexec(c, body);
+    free(body);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK && PQresultStatus(r) != PGRES_TUPLES_OK) {
+        store_pg_set_err(err, errsz, "%s failed: %s", b->path, PQresultErrorMessage(r));
+        PQclear(r);
+        return -1;
+    }
+    PQclear(r);
+    for (size_t j = 0; j < plan->count; j++)
+        plan->items[j].applied = false;
+    if (compare_applied(c, plan, err, errsz) != 0)
+        return -1;
+    for (size_t j = 0; j < plan->count; j++)
+        if ((plan->items[j].version <= b->version) != plan->items[j].applied) {
+            store_pg_set_err(err, errsz,
+                             "%s does not record %s as the numbered files would; regenerate it "
+                             "(scripts/schema-baseline)",
+                             b->path, plan->items[j].name);
+            return -1;
+        }
+    return 0;
+}
+
+/*
  * One transaction under the advisory lock: numbered file idx when it is
  * still pending (another migrator may have applied it meanwhile), then,
- * when reps is not NULL, the repeatable definitions (pg_repeatables.c): all
+ * when last_step (or the baseline covers the last file), the repeatable
+ * definitions (pg_repeatables.c), and *defined says they ran: all
  * of them when *numbered (a numbered file was applied in this run), else
  * those whose checksum changed. The progress line goes to log only after
  * COMMIT, so it never reports what was rolled back.
  */
 static int apply_step(PGconn *c, const char *dir, FILE *log, lease_migration_plan_t *plan,
-                      size_t idx, const lease_repeatables_t *reps, bool *numbered, char *err,
-                      size_t errsz)
+                      size_t idx, const baseline_t *base, const lease_repeatables_t *reps,
+                      bool last_step, bool *numbered, bool *defined, char *err, size_t errsz)
 {
     lease_migration_t *m = idx < plan->count ? &plan->items[idx] : NULL;
-    bool applied_now = false;
+    bool applied_now = false, from_baseline = false;
     size_t reapplied = 0, dropped = 0;
     if (!store_pg_oneshot_exec(c, "BEGIN", err, errsz, "begin") ||
         !store_pg_oneshot_exec(c, "SELECT pg_advisory_xact_lock(" MIGRATE_LOCK_KEY ")", err, errsz,
@@ -403,14 +491,24 @@ static int apply_step(PGconn *c, const char *dir, FILE *log, lease_migration_pla
         plan->items[j].applied = false;
     if (compare_applied(c, plan, err, errsz) != 0)
         goto fail;
-    if (m && !m->applied) {
+    bool none_applied = true;
+    for (size_t j = 0; j < plan->count; j++)
+        none_applied = none_applied && !plan->items[j].applied;
+    if (m && !m->applied && none_applied && base->version && m->version <= base->version) {
+        /* the baseline makes the roles 0001 and 0012 make */
+        if (check_roles(c, m, err, errsz) != 0 || apply_baseline(c, base, plan, err, errsz) != 0)
+            goto fail;
+        applied_now = from_baseline = true;
+        /* it covers the last file too: the definitions share its transaction */
+        last_step = last_step || plan->items[plan->count - 1].version <= base->version;
+    } else if (m && !m->applied) {
         if (m->version == 1 && check_roles(c, m, err, errsz) != 0)
             goto fail;
         if (apply_one(c, dir, m, err, errsz) != 0)
             goto fail;
         applied_now = true;
     }
-    if (reps) {
+    if (last_step) {
         /* operators read what is applied, as they read schema_migrations */
         if (!store_pg_oneshot_exec(c,
                                    "DO $$BEGIN IF to_regrole('lease_operator') IS NOT NULL THEN "
@@ -423,10 +521,14 @@ static int apply_step(PGconn *c, const char *dir, FILE *log, lease_migration_pla
     }
     if (!store_pg_oneshot_exec(c, "COMMIT", err, errsz, "commit"))
         goto fail;
+    *defined = last_step;
     if (applied_now) {
         m->applied = true;
         *numbered = true;
-        if (log)
+        if (log && from_baseline)
+            fprintf(log, "applied %s (the schema of every migration up to %04d)\n", base->path,
+                     base->version);
+        else if (log)
             fprintf(log, "applied %s\n", m->name);
     }
     if (log && reapplied)
@@ -495,20 +597,29 @@ static bool shared_row_collision(const char *err)
 static int apply_all(PGconn *c, const char *dir, FILE *log, lease_migration_plan_t *plan, char *err,
                      size_t errsz)
 {
+    baseline_t base;
+    if (find_baseline(dir, &base, err, errsz) != 0)
+        return -1;
     lease_repeatables_t reps = {0};
     if (lease_repeatables_read(lease_repeatables_dir(dir), &reps, err, errsz) != 0)
         return -1;
-    bool numbered = false;
+    bool numbered = false, defined = false;
     int rc = 0;
     size_t last = plan->count ? plan->count - 1 : 0;
-    for (size_t i = 0; i <= last && rc == 0; i++)
+    for (size_t i = 0; i <= last && rc == 0 && !defined; i++) {
+        /* applied meanwhile (under the lock of an earlier step: the
+         * baseline, or another migrator); the last step still runs, for
+         * the definitions */
+        if (i != last && plan->items[i].applied)
+            continue;
         for (int attempt = 1;; attempt++) {
-            rc = apply_step(c, dir, log, plan, plan->count ? i : SIZE_MAX, i == last ? &reps : NULL,
-                            &numbered, err, errsz);
+            rc = apply_step(c, dir, log, plan, plan->count ? i : SIZE_MAX, &base,
+                            &reps, i == last, &numbered, &defined, err, errsz);
             if (rc == 0 || attempt == 5 || !shared_row_collision(err))
                 break;
             usleep(20000u * (unsigned)attempt);
         }
+    }
     if (rc == 0) { /* report what is recorded now, applied_at included */
         for (size_t j = 0; j < plan->count; j++)
             plan->items[j].applied = false;

@@ -16,7 +16,11 @@
  *   - a removed file's function is dropped, and only functions of schema
  *     lease that no file defines are;
  *   - several databases of one cluster migrate at once (the roles 0001
- *     makes are the cluster's).
+ *     makes are the cluster's);
+ *   - a new database starts from migrations/baseline and ends where the
+ *     numbered files applied one by one end (pg_dump and the catalogue),
+ *     and every released schema (the files up to N alone, each N) upgrades
+ *     to the catalogue of a new install.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -224,6 +228,172 @@ static void upgraded_fresh_and_template_end_in_the_same_catalogue(void **state)
     free(fresh);
     free(upgraded);
     run(out, sizeof out, "rm -rf '%s' '%s-m14'", empty, empty);
+}
+
+/* pg_dump of the whole database's schema into path (every function, view,
+ * table, column, constraint, index, statistics target, trigger, grant and
+ * comment); 0, or what failed. */
+static int dump_schema(const char *url, const char *path)
+{
+    char out[4096];
+    return run(out, sizeof out,
+               "pg_dump --schema-only -d '%s' | grep -v '^\\\\\\(un\\)\\{0,1\\}restrict ' > '%s'",
+               url, path);
+}
+
+/* 0 when the two dumps are equal, else the diff's status (its first lines
+ * printed). */
+static int diff_dumps(const char *a, const char *b)
+{
+    char out[16384];
+    int rc = run(out, sizeof out, "diff '%s' '%s' > '%s.diff'; rc=$?; head -n 40 '%s.diff'; exit $rc",
+                 a, b, a, a);
+    if (rc != 0)
+        printf("the schema dumps differ:\n%s\n", out);
+    return rc;
+}
+
+/* A new database starts from migrations/baseline (scripts/schema-baseline):
+ * it must end where the numbered files one by one end, to the byte of
+ * pg_dump and of the catalogue above, with the same rows recorded; and the
+ * comparison must see a baseline that drifted (a statistics target gone). */
+static void baseline_install_matches_the_numbered_files(void **state)
+{
+    (void)state;
+    char out[65536];
+    char dir[] = "/tmp/leased-baseline.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(run(out, sizeof out,
+                         "mkdir '%s/files' '%s/drifted' && cp '%s'/migrations/*.sql '%s/files/' && "
+                         "cp -r '%s'/migrations/. '%s/drifted/' && "
+                         "ls '%s'/drifted/baseline/*_baseline.sql",
+                         dir, dir, LEASE_TEST_SOURCE_DIR, dir, LEASE_TEST_SOURCE_DIR, dir, dir),
+                     0);
+
+    char *via_baseline = testpg_create_empty_db("schema_via_baseline");
+    int rc = run(out, sizeof out, "'%s' migrate --database-url '%s'", LEASE_TEST_LEASECTL,
+                 via_baseline);
+    if (rc != 0)
+        printf("%s\n", out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "_baseline.sql (the schema of every migration up to"));
+    assert_null(strstr(out, "applied 0001_"));
+
+    char *via_files = testpg_create_empty_db("schema_via_files");
+    rc = run(out, sizeof out, "LEASE_MIGRATIONS_DIR='%s/files' LEASE_SQL_DIR='%s/sql' '%s' migrate "
+                              "--database-url '%s'",
+             dir, LEASE_TEST_SOURCE_DIR, LEASE_TEST_LEASECTL, via_files);
+    if (rc != 0)
+        printf("%s\n", out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "applied 0001_roles_and_schema.sql"));
+
+    char a[4200], b[4200];
+    snprintf(a, sizeof a, "%s/via_baseline.sql", dir);
+    snprintf(b, sizeof b, "%s/via_files.sql", dir);
+    assert_int_equal(dump_schema(via_baseline, a), 0);
+    assert_int_equal(dump_schema(via_files, b), 0);
+    assert_int_equal(diff_dumps(a, b), 0);
+    char *cat_baseline = catalogue(via_baseline), *cat_files = catalogue(via_files);
+    assert_same_catalogue("baseline vs numbered files", cat_baseline, cat_files);
+    /* what lease.schema_migrations records is part of the catalogue above;
+     * status reads the same */
+    char st_a[65536], st_b[65536];
+    assert_int_equal(run(st_a, sizeof st_a,
+                         "'%s' migrate --status --database-url '%s' | sed 's/\"applied_at\":\"[^\"]*\"//g'",
+                         LEASE_TEST_LEASECTL, via_baseline),
+                     0);
+    assert_int_equal(run(st_b, sizeof st_b,
+                         "LEASE_MIGRATIONS_DIR='%s/files' LEASE_SQL_DIR='%s/sql' '%s' migrate "
+                         "--status --database-url '%s' | sed 's/\"applied_at\":\"[^\"]*\"//g'",
+                         dir, LEASE_TEST_SOURCE_DIR, LEASE_TEST_LEASECTL, via_files),
+                     0);
+    assert_string_equal(st_a, st_b);
+    /* the same rows (policy, namespace, secret key): values a database
+     * makes its own (times, the random key, an oid) only present alike */
+    char rows_a[65536], rows_b[65536];
+    static const char rows_cmd[] =
+        "pg_dump --data-only --column-inserts -n lease -T lease.schema_migrations "
+        "-T lease.schema_repeatables -d '%s' | grep '^INSERT' | "
+        "sed -E \"s/'[0-9]{4}-[0-9]{2}-[0-9]{2} [^']*'/TIME/g; s/'.x[0-9a-f]{64}'/BYTES/g; "
+        "s/, [0-9]+\\);$/, OID);/\"";
+    assert_int_equal(run(rows_a, sizeof rows_a, rows_cmd, via_baseline), 0);
+    assert_int_equal(run(rows_b, sizeof rows_b, rows_cmd, via_files), 0);
+    assert_non_null(strstr(rows_a, "INSERT INTO lease.secrets"));
+    assert_string_equal(rows_a, rows_b);
+
+    /* a drifted baseline: the comparison fails */
+    char *drifted = testpg_create_empty_db("schema_drifted");
+    rc = run(out, sizeof out,
+             "f=$(ls '%s'/drifted/baseline/*_baseline.sql) && "
+             "grep -q 'audit_events ALTER COLUMN event_id SET STATISTICS' \"$f\" && "
+             "sed -i '/audit_events ALTER COLUMN event_id SET STATISTICS/d' \"$f\" && "
+             "LEASE_MIGRATIONS_DIR='%s/drifted' LEASE_SQL_DIR='%s/sql' '%s' migrate "
+             "--database-url '%s'",
+             dir, dir, LEASE_TEST_SOURCE_DIR, LEASE_TEST_LEASECTL, drifted);
+    assert_int_equal(rc, 0);
+    char c[4200];
+    snprintf(c, sizeof c, "%s/drifted.sql", dir);
+    assert_int_equal(dump_schema(drifted, c), 0);
+    assert_int_not_equal(diff_dumps(c, b), 0);
+
+    free(cat_baseline);
+    free(cat_files);
+    testpg_drop_db(via_baseline);
+    testpg_drop_db(via_files);
+    testpg_drop_db(drifted);
+    free(via_baseline);
+    free(via_files);
+    free(drifted);
+    run(out, sizeof out, "rm -rf '%s'", dir);
+}
+
+/* Every released schema (the numbered files up to N alone, for each N),
+ * upgraded, ends in the catalogue of a new install (the baseline). */
+static void every_released_schema_upgrades_to_the_fresh_catalogue(void **state)
+{
+    (void)state;
+    char out[65536];
+    char dir[] = "/tmp/leased-released.XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    assert_int_equal(run(out, sizeof out, "mkdir '%s/sql' && touch '%s/sql/ORDER'", dir, dir), 0);
+    char *fresh = testpg_create_empty_db("schema_released_fresh");
+    assert_int_equal(run(out, sizeof out, "'%s' migrate --database-url '%s'", LEASE_TEST_LEASECTL,
+                         fresh),
+                     0);
+    char *fresh_cat = catalogue(fresh);
+    char versions[4096];
+    assert_int_equal(run(versions, sizeof versions,
+                         "ls '%s'/migrations | sed -n 's/^\\([0-9][0-9][0-9][0-9]\\)_.*\\.sql$/\\1/p'",
+                         LEASE_TEST_SOURCE_DIR),
+                     0);
+    int upgraded = 0;
+    for (char *v = strtok(versions, "\n"); v; v = strtok(NULL, "\n")) {
+        char *url = testpg_create_empty_db("schema_released");
+        int rc = run(out, sizeof out,
+                     "rm -rf '%s/m' && mkdir '%s/m' && for f in '%s'/migrations/[0-9]*.sql; do "
+                     "n=$(basename \"$f\" | cut -c1-4); [ \"$n\" -le %s ] && cp \"$f\" '%s/m/'; "
+                     "done; LEASE_SQL_DIR='%s/sql' LEASE_MIGRATIONS_DIR='%s/m' '%s' migrate "
+                     "--database-url '%s' && '%s' migrate --database-url '%s'",
+                     dir, dir, LEASE_TEST_SOURCE_DIR, v, dir, dir, dir, LEASE_TEST_LEASECTL, url,
+                     LEASE_TEST_LEASECTL, url);
+        if (rc != 0)
+            printf("from %s: %s\n", v, out);
+        assert_int_equal(rc, 0);
+        char *cat = catalogue(url);
+        char what[64];
+        snprintf(what, sizeof what, "upgraded from %s vs fresh", v);
+        assert_same_catalogue(what, cat, fresh_cat);
+        free(cat);
+        testpg_drop_db(url);
+        free(url);
+        upgraded++;
+    }
+    assert_true(upgraded >= 26);
+    free(fresh_cat);
+    testpg_drop_db(fresh);
+    free(fresh);
+    run(out, sizeof out, "rm -rf '%s'", dir);
 }
 
 static void changed_definition_is_applied_again_alone(void **state)
@@ -457,6 +627,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(upgraded_fresh_and_template_end_in_the_same_catalogue),
+        cmocka_unit_test(baseline_install_matches_the_numbered_files),
+        cmocka_unit_test(every_released_schema_upgrades_to_the_fresh_catalogue),
         cmocka_unit_test(changed_definition_is_applied_again_alone),
         cmocka_unit_test(unlisted_or_failing_definition_changes_nothing),
         cmocka_unit_test(removed_definition_is_dropped),
