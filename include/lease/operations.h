@@ -84,11 +84,13 @@
       OWNER_BATCH, operation, "target_lease_release", release_many, RELEASE_BATCH)                 \
     /* sessions (docs/api.md, "Sessions"): a keep-alive is written as a    \
      * mutation (no audit of its success: docs/contract.md leased-4) but the \
-     * database keeps no idempotency record of it */                                                \
+     * database keeps no idempotency record of it; its refusals are audited  \
+     * as the refused renewals they stand for (lease.audit_event_type has no \
+     * keep-alive type: migration 0028) */                                                          \
     X(SESSION_OPEN, "POST", "/v1/sessions", "session_open", LEASE_CAP_LEASE, true, SESSION,        \
       operation, "session_open", session_open, SESSION_OPEN)                                       \
     X(SESSION_KEEPALIVE, "POST", "/v1/sessions/{session_id}/keepalive", "session_keepalive",       \
-      LEASE_CAP_LEASE, true, SESSION, operation, "session_keepalive", session_keepalive,           \
+      LEASE_CAP_LEASE, true, SESSION, operation, "target_lease_renew", session_keepalive,           \
       SESSION_KEEPALIVE)                                                                           \
     X(SESSION_CLOSE, "POST", "/v1/sessions/{session_id}/close", "session_close", LEASE_CAP_LEASE,  \
       true, SESSION, operation, "session_close", session_close, SESSION_CLOSE)                     \
