@@ -85,7 +85,7 @@ RESET ROLE;
 SELECT is((:'p1'::jsonb) - ARRAY['idempotency_lag_ms', 'audit_lag_ms', 'history_lag_ms',
                                  'lease_index_lag_ms'],
           '{"ran": true, "more": true, "idempotency_purged": 2, "history_purged": 2,
-            "lease_index_purged": 2, "audit_purged": 2}'::jsonb,
+            "lease_index_purged": 2, "audit_purged": 2, "sessions_purged": 0}'::jsonb,
           'at most batch rows of each table, and more is due');
 SELECT ok((:'p1'::jsonb ->> 'idempotency_lag_ms')::bigint BETWEEN 3 * 3600000 - 60000 AND 3 * 3600000 + 60000,
           'idempotency lag: the oldest row left expired 3 hours ago');
@@ -106,7 +106,7 @@ RESET ROLE;
 SELECT is((:'p2'::jsonb ->> 'more')::boolean, true, 'a second step: still more (idempotency, audit)');
 SELECT is((SELECT count(*)::int FROM lease.lease_index), 0, 'the second step took the last lease id');
 SELECT is(:'p3'::jsonb, '{"ran": true, "more": false, "idempotency_purged": 1, "history_purged": 0,
-            "lease_index_purged": 0, "audit_purged": 1, "idempotency_lag_ms": 0,
+            "lease_index_purged": 0, "audit_purged": 1, "sessions_purged": 0, "idempotency_lag_ms": 0,
             "history_lag_ms": 0, "lease_index_lag_ms": 0, "audit_lag_ms": 0}'::jsonb,
           'the third step finishes: nothing left past retention, lag 0');
 SELECT set_eq($$SELECT answer ->> 'request_id' FROM lease.idempotency_keys$$, ARRAY['idem-0'],

@@ -44,7 +44,8 @@
  *            kind of request (LEASE_SHAPE_<SHAPE>): ACQUIRE, OWNER,
  *            OWNER_BATCH (items of owner requests), ADMIN (an administrator
  *            credential too), INSPECT, GET (the path's lease id, no body),
- *            LIST, COMMIT, NONE
+ *            LIST, COMMIT, SESSION (lease_session_req_t; a "{session_id}"
+ *            path segment names the session), NONE
  *   HANDLER  the route's handler in routes.c (handle_<HANDLER>)
  *   EVENT    the audit event type of its refusals and reads (a string), or
  *            NULL for routes that are not audited
@@ -81,6 +82,18 @@
       OWNER_BATCH, operation, "target_lease_renew", renew_many, RENEW_BATCH)                       \
     X(RELEASE_BATCH, "POST", "/v1/leases/release-batch", "release_batch", LEASE_CAP_LEASE, false,  \
       OWNER_BATCH, operation, "target_lease_release", release_many, RELEASE_BATCH)                 \
+    /* sessions (docs/api.md, "Sessions"): a keep-alive is written as a    \
+     * mutation (no audit of its success: docs/contract.md leased-4) but the \
+     * database keeps no idempotency record of it; its refusals are audited  \
+     * as the refused renewals they stand for (lease.audit_event_type has no \
+     * keep-alive type: migration 0028) */                                                          \
+    X(SESSION_OPEN, "POST", "/v1/sessions", "session_open", LEASE_CAP_LEASE, true, SESSION,        \
+      operation, "session_open", session_open, SESSION_OPEN)                                       \
+    X(SESSION_KEEPALIVE, "POST", "/v1/sessions/{session_id}/keepalive", "session_keepalive",       \
+      LEASE_CAP_LEASE, true, SESSION, operation, "target_lease_renew", session_keepalive,           \
+      SESSION_KEEPALIVE)                                                                           \
+    X(SESSION_CLOSE, "POST", "/v1/sessions/{session_id}/close", "session_close", LEASE_CAP_LEASE,  \
+      true, SESSION, operation, "session_close", session_close, SESSION_CLOSE)                     \
     X(HEALTHZ, "GET", "/healthz", "healthz", 0, false, NONE, healthz, NULL, none, NONE)            \
     X(READYZ, "GET", "/readyz", "readyz", 0, false, NONE, readyz, NULL, none, NONE)                \
     X(METRICS, "GET", "/metrics", "metrics", 0, false, NONE, metrics, NULL, none, NONE)
@@ -97,6 +110,7 @@ typedef enum lease_shape {
     LEASE_SHAPE_GET,
     LEASE_SHAPE_LIST,
     LEASE_SHAPE_COMMIT,
+    LEASE_SHAPE_SESSION,
     LEASE_SHAPE_NONE,
 } lease_shape_t;
 
@@ -114,7 +128,10 @@ typedef enum leased_op {
  * answer names):
  *   NAME     the JSON key
  *   KIND     LEASE_FIELD_<KIND>: how it is read (lease_field_kind_t)
- *   PRESENCE REQUIRED, OPTIONAL, or DIGEST_ONLY: not accepted in the body
+ *   PRESENCE REQUIRED, OPTIONAL, OPTIONAL_SET: optional, and digested only
+ *            when given (a field added after requests were stored: the
+ *            digest of a request without it stays what it was), or
+ *            DIGEST_ONLY: not accepted in the body
  *            but entered into the digest as its zero value (force-release's
  *            incident_id: force-release and revoke share one digest form)
  *   MEMBER   where it lands in the shape's store request (lease_acquire_req_t
@@ -138,6 +155,7 @@ typedef enum leased_op {
     F("ttl_ms", INT, OPTIONAL, ttl_ms, 1, INT32_MAX, true)                                         \
     F("maximum_lifetime_ms", INT, OPTIONAL, maximum_lifetime_ms, 1, INT64_MAX / 1000000, true)     \
     F("metadata", METADATA, OPTIONAL, metadata_json, 0, 0, true)                                   \
+    F("session_id", ID, OPTIONAL_SET, session_id, 0, 0, true)                                      \
     F("wait_ms", WAIT, OPTIONAL, call, 0, 0, false)                                                \
     LEASE_DEADLINE_FIELDS(F)
 
@@ -216,6 +234,17 @@ typedef enum leased_op {
     F("writes", WRITES, REQUIRED, writes, 1, LEASE_COMMIT_WRITES_MAX, true)                        \
     LEASE_DEADLINE_FIELDS(F)
 
+/* Sessions: the tenant is the credential's, the session id the path's. */
+#define LEASE_FIELDS_SESSION_OPEN(F)                                                               \
+    F("request_id", ID, REQUIRED, call.request_id, 0, 0, false)                                    \
+    F("service_instance_id", ID, REQUIRED, service_instance_id, 0, 0, true)                        \
+    F("ttl_ms", INT, OPTIONAL, ttl_ms, 1, INT32_MAX, true)                                         \
+    LEASE_DEADLINE_FIELDS(F)
+#define LEASE_FIELDS_SESSION_KEEPALIVE(F) LEASE_DEADLINE_FIELDS(F)
+#define LEASE_FIELDS_SESSION_CLOSE(F)                                                              \
+    F("request_id", ID, REQUIRED, call.request_id, 0, 0, false)                                    \
+    LEASE_DEADLINE_FIELDS(F)
+
 #define LEASE_FIELDS_NONE(F)
 
 /* How a field is read. */
@@ -237,6 +266,7 @@ typedef enum lease_field_presence {
     LEASE_FIELD_OPTIONAL = 0,
     LEASE_FIELD_REQUIRED,
     LEASE_FIELD_DIGEST_ONLY,
+    LEASE_FIELD_OPTIONAL_SET,
 } lease_field_presence_t;
 
 typedef struct lease_field {
@@ -314,8 +344,10 @@ extern const size_t lease_release_item_fields_n;
      LEASE_CODE_BIT(LEASE_BACKEND_UNAVAILABLE))
 
 #define LEASE_STORE_CALLS(C)                                                                       \
+    /* lease_lost: the session it names is not open, not unexpired or not the caller's */        \
     C(ACQUIRE, "acquire", true,                                                                    \
       LEASE_CODE_BIT(LEASE_ACQUIRED) | LEASE_CODE_BIT(LEASE_CONFLICT) |                            \
+          LEASE_CODE_BIT(LEASE_LOST) |                                                             \
           LEASE_CODE_BIT(LEASE_IDEMPOTENCY_CONFLICT) |                                             \
           LEASE_CODE_BIT(LEASE_INVALID_LEASE_REQUEST) | LEASE_CODE_BIT(LEASE_DEADLINE_EXCEEDED) |  \
           LEASE_CODE_BIT(LEASE_BACKEND_UNAVAILABLE))                                               \
@@ -334,6 +366,10 @@ extern const size_t lease_release_item_fields_n;
       LEASE_CODE_BIT(LEASE_COMMIT_ACCEPTED) | LEASE_CODE_BIT(LEASE_WRITE_CONFLICT) |               \
           LEASE_MUTATION_FAILURES)                                                                 \
     C(RENEW_MANY, "renew_many", true, 0)                                                           \
-    C(RELEASE_MANY, "release_many", true, 0)
+    C(RELEASE_MANY, "release_many", true, 0)                                                       \
+    C(SESSION_OPEN, "session_open", true, LEASE_CODE_BIT(LEASE_ACQUIRED) | LEASE_MUTATION_FAILURES) \
+    C(SESSION_KEEPALIVE, "session_keepalive", true,                                                \
+      LEASE_CODE_BIT(LEASE_RENEWED) | LEASE_MUTATION_FAILURES)                                     \
+    C(SESSION_CLOSE, "session_close", true, LEASE_CODE_BIT(LEASE_RELEASED) | LEASE_MUTATION_FAILURES)
 
 #endif

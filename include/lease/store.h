@@ -75,6 +75,7 @@ typedef struct lease_acquire_req {
     int64_t ttl_ms;              /* 0: policy default */
     int64_t maximum_lifetime_ms; /* 0: policy maximum */
     char metadata_json[LEASE_METADATA_MAX + 1]; /* validated compact object or "{}" */
+    char session_id[LEASE_ID_MAX + 1]; /* "": no session; else the lease lives in it */
 } lease_acquire_req_t;
 
 /* renew (ttl_ms 0: keep the lease's effective TTL) and release. */
@@ -96,6 +97,16 @@ typedef struct lease_admin_req {
     char reason[LEASE_REASON_MAX + 1];
     char incident_id[LEASE_ID_MAX + 1]; /* revoke only; may be "" */
 } lease_admin_req_t;
+
+/* A session call (docs/sql-api.md, "Sessions"): open names the instance
+ * and TTL, keep-alive and close the session; the tenant is the caller's. */
+typedef struct lease_session_req {
+    lease_call_t call;
+    char tenant_id[LEASE_NAME_MAX + 1];            /* from the credential's scope */
+    char session_id[LEASE_ID_MAX + 1];             /* keep-alive, close */
+    char service_instance_id[LEASE_ID_MAX + 1];    /* open */
+    int64_t ttl_ms;                                /* open; 0: the policy's default */
+} lease_session_req_t;
 
 /* What a caller may see: tenant, program ("*" = all), actor names. */
 typedef struct lease_scope {
@@ -274,6 +285,12 @@ typedef struct lease_store_ops {
     lease_code_t (*health)(lease_store_t *, const lease_deadline_t *, lease_health_t *);
     void (*stats)(lease_store_t *, lease_store_stats_t *);
     void (*close)(lease_store_t *);
+    /* Sessions (PostgreSQL, docs/sql-api.md "Sessions"); NULL on a backend
+     * that keeps none: the dispatchers refuse a request naming a session. */
+    lease_code_t (*session_open)(lease_store_t *, const lease_session_req_t *, lease_result_t *);
+    lease_code_t (*session_keepalive)(lease_store_t *, const lease_session_req_t *,
+                                      lease_result_t *);
+    lease_code_t (*session_close)(lease_store_t *, const lease_session_req_t *, lease_result_t *);
 } lease_store_ops_t;
 
 struct lease_store {
@@ -339,6 +356,18 @@ LEASE_MUST_USE lease_code_t lease_store_credential_lookup(lease_store_t *s,
                                                           lease_credential_t *out, bool *found);
 LEASE_MUST_USE lease_code_t lease_store_health(lease_store_t *s, const lease_deadline_t *deadline,
                                                lease_health_t *out);
+/* Sessions: open (lease_acquired with res->session), keep-alive
+ * (lease_renewed), close (lease_released, leases_ended, more). A backend
+ * without sessions answers invalid_lease_request naming session_id. */
+LEASE_MUST_USE lease_code_t lease_store_session_open(lease_store_t *s,
+                                                     const lease_session_req_t *req,
+                                                     lease_result_t *res);
+LEASE_MUST_USE lease_code_t lease_store_session_keepalive(lease_store_t *s,
+                                                          const lease_session_req_t *req,
+                                                          lease_result_t *res);
+LEASE_MUST_USE lease_code_t lease_store_session_close(lease_store_t *s,
+                                                      const lease_session_req_t *req,
+                                                      lease_result_t *res);
 void lease_store_stats(lease_store_t *s, lease_store_stats_t *out);
 /* Closes the store and frees it; NULL is accepted. */
 void lease_store_close(lease_store_t *s);

@@ -66,9 +66,26 @@ typedef struct lease_record {
     char metadata_json[LEASE_METADATA_MAX + 1]; /* compact JSON object, "{}" if none */
     char end_reason[LEASE_REASON_MAX + 1];      /* terminal: admin reason */
     char incident_id[LEASE_ID_MAX + 1];         /* terminal: revoke incident */
+    char session_id[LEASE_ID_MAX + 1];          /* the session it lives in, "" if none */
 } lease_record_t;
 
-/* The answer of every single-lease operation. */
+/* A session (docs/sql-api.md, "Sessions"): state "open", "expired" (open
+ * but past expires_at at backend time) or "closed" (expires_at is then the
+ * close time). */
+typedef struct lease_session {
+    char session_id[LEASE_ID_MAX + 1];
+    char tenant_id[LEASE_NAME_MAX + 1];
+    char owner_principal_id[LEASE_ID_MAX + 1];
+    char owner_credential_id[LEASE_ID_MAX + 1];
+    char service_instance_id[LEASE_ID_MAX + 1];
+    int64_t ttl_ms;
+    int64_t created_at_ms;
+    int64_t renewed_at_ms;
+    int64_t expires_at_ms;
+    char state[16];
+} lease_session_t;
+
+/* The answer of every single-lease operation, and of the session calls. */
 typedef struct lease_result {
     lease_code_t code;
     bool has_lease; /* lease is filled */
@@ -89,6 +106,12 @@ typedef struct lease_result {
      * client anchors its authority at min(first send + waited_ms, arrival)
      * (docs/executor.md). */
     int64_t waited_ms;
+    /* the session calls: the session, and for a close how many of its
+     * leases it released and whether the sweeper ends the rest (more) */
+    bool has_session;
+    lease_session_t session;
+    int64_t leases_ended;
+    bool more;
 } lease_result_t;
 
 typedef enum lease_list_by {

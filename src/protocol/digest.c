@@ -142,7 +142,7 @@ typedef struct canonical {
 
 static void add(canonical_t *c, member_t m)
 {
-    /* the largest digest has 16 members; a dropped one would let two
+    /* the largest digest has 17 members; a dropped one would let two
      * different requests share a digest, so finish_canonical refuses */
     if (c->n < MEMBERS_MAX)
         c->m[c->n++] = m;
@@ -268,6 +268,8 @@ bool lease_digest_fields(const char *op, const lease_call_t *call, const lease_i
         switch (f->kind) {
         case LEASE_FIELD_ID:
         case LEASE_FIELD_TEXT:
+            if (f->presence == LEASE_FIELD_OPTIONAL_SET && !p[0])
+                break; /* not given: the digest it had before the field existed */
             add(&c, (member_t){f->name, MEMBER_TEXT, p, f->size, 0});
             break;
         case LEASE_FIELD_INT:

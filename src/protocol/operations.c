@@ -14,6 +14,7 @@
 #define ROW_GET(...) LEASE_FIELD_OF(lease_inspect_req_t, __VA_ARGS__)
 #define ROW_LIST(...) LEASE_FIELD_OF(lease_list_req_t, __VA_ARGS__)
 #define ROW_COMMIT(...) LEASE_FIELD_OF(lease_commit_req_t, __VA_ARGS__)
+#define ROW_SESSION(...) LEASE_FIELD_OF(lease_session_req_t, __VA_ARGS__)
 #define ROW_NONE(...) LEASE_FIELD_OF(lease_acquire_req_t, __VA_ARGS__)
 
 /* Each list ends with a row without a name (the decoder's walks stop there). */

@@ -3,10 +3,46 @@
  */
 #include "lease/store.h"
 
+#include <stdio.h>
+#include <string.h>
+
+/* A session on a backend that keeps none: refused as the caller's request,
+ * before the backend sees it, so that no lease is held outside the
+ * session it names. */
+static lease_code_t sessions_refused(lease_result_t *res)
+{
+    memset(res, 0, sizeof *res);
+    res->code = LEASE_INVALID_LEASE_REQUEST;
+    snprintf(res->field, sizeof res->field, "session_id");
+    snprintf(res->detail, sizeof res->detail, "sessions need the PostgreSQL backend");
+    return res->code;
+}
+
 lease_code_t lease_store_acquire(lease_store_t *s, const lease_acquire_req_t *req,
                                  lease_result_t *res)
 {
+    if (req->session_id[0] && !s->ops->session_open)
+        return sessions_refused(res);
     return s->ops->acquire(s, req, res);
+}
+
+lease_code_t lease_store_session_open(lease_store_t *s, const lease_session_req_t *req,
+                                      lease_result_t *res)
+{
+    return s->ops->session_open ? s->ops->session_open(s, req, res) : sessions_refused(res);
+}
+
+lease_code_t lease_store_session_keepalive(lease_store_t *s, const lease_session_req_t *req,
+                                           lease_result_t *res)
+{
+    return s->ops->session_keepalive ? s->ops->session_keepalive(s, req, res)
+                                     : sessions_refused(res);
+}
+
+lease_code_t lease_store_session_close(lease_store_t *s, const lease_session_req_t *req,
+                                       lease_result_t *res)
+{
+    return s->ops->session_close ? s->ops->session_close(s, req, res) : sessions_refused(res);
 }
 
 lease_code_t lease_store_renew(lease_store_t *s, const lease_owner_req_t *req, lease_result_t *res)

@@ -661,6 +661,13 @@ bool leased_codec_decode(leased_op_t op, const char *body, size_t len, const cha
         ok = decode_list(&d, root, req); /* rules between its filters */
     else if (ok)
         ok = decode_fields(&d, root, desc->fields, &req->u, req);
+    if (ok && desc->shape == LEASE_SHAPE_SESSION && lease_id && lease_id[0]) {
+        /* keep-alive and close: the session the path names */
+        if (!lease_id_valid(lease_id))
+            ok = fail(&d, "", "session_id", "must be 1..128 of [A-Za-z0-9._:-]");
+        else
+            snprintf(req->u.session.session_id, sizeof req->u.session.session_id, "%s", lease_id);
+    }
 cleanup:
     json_decref(root);
     return ok;

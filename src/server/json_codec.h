@@ -65,6 +65,9 @@ typedef struct leased_view {
  * replays add replayed and current_state. */
 char *leased_codec_lease_envelope(const lease_result_t *res, const char *correlation_id,
                                   const leased_view_t *view);
+/* Success envelope of a session call: "session" (docs/api.md, "Sessions"),
+ * a close's "leases_ended" and "more", a replay's "replayed". */
+char *leased_codec_session_envelope(const lease_result_t *res, const char *correlation_id);
 /* Success envelope of a list page. */
 /* A batch renewal or release that was decided: {"status": "success", "code":
  * "lease_renewed" or "lease_released" (code), "correlation_id", "results": [...]}, each result

@@ -82,6 +82,7 @@ static void put_lease(out_t *b, const lease_record_t *rec, const leased_view_t *
         put_time(b, "ended_at", rec->ended_at_ms);
     lease_json_put_int(b, "ttl_ms", rec->ttl_ms);
     lease_json_put_int(b, "maximum_lifetime_ms", rec->maximum_lifetime_ms);
+    lease_json_put_str_opt(b, "session_id", rec->session_id);
     bool audit = view && view->audit_read;
     if (audit || viewer_owns(rec, view)) {
         lease_json_put_str_opt(b, "service_instance_id", rec->service_instance_id);
@@ -136,6 +137,33 @@ char *leased_codec_lease_envelope(const lease_result_t *res, const char *correla
 {
     out_t b = {0};
     put_lease_result(&b, res, correlation_id, view);
+    return finish(&b);
+}
+
+char *leased_codec_session_envelope(const lease_result_t *res, const char *correlation_id)
+{
+    const lease_session_t *s = &res->session;
+    out_t b = {0};
+    open_envelope(&b, res->code, correlation_id);
+    lease_json_key(&b, "session");
+    lease_json_raw(&b, "{", 1);
+    lease_json_put_str(&b, "session_id", s->session_id);
+    lease_json_put_str(&b, "tenant_id", s->tenant_id);
+    lease_json_put_str(&b, "owner_principal_id", s->owner_principal_id);
+    lease_json_put_str(&b, "owner_credential_id", s->owner_credential_id);
+    lease_json_put_str(&b, "service_instance_id", s->service_instance_id);
+    lease_json_put_int(&b, "ttl_ms", s->ttl_ms);
+    put_time(&b, "created_at", s->created_at_ms);
+    put_time(&b, "renewed_at", s->renewed_at_ms);
+    put_time(&b, "expires_at", s->expires_at_ms);
+    lease_json_put_str(&b, "state", s->state);
+    lease_json_raw(&b, "}", 1);
+    if (res->code == LEASE_RELEASED) {
+        lease_json_put_int(&b, "leases_ended", res->leases_ended);
+        put_bool(&b, "more", res->more);
+    }
+    if (res->replayed)
+        put_bool(&b, "replayed", true);
     return finish(&b);
 }
 

@@ -35,6 +35,7 @@ void leased_request_free(leased_request_t *req)
 #define CALL_GET offsetof(leased_request_t, u.inspect.call)
 #define CALL_LIST offsetof(leased_request_t, u.list.call)
 #define CALL_COMMIT offsetof(leased_request_t, u.commit.call)
+#define CALL_SESSION offsetof(leased_request_t, u.session.call)
 #define CALL_NONE offsetof(leased_request_t, u.acquire.call)
 
 static const size_t call_offsets[LEASED_OP_COUNT] = {

@@ -39,6 +39,7 @@ typedef struct leased_request {
         lease_inspect_req_t inspect; /* GET, INSPECT, WATCH */
         lease_list_req_t list;       /* LIST */
         lease_commit_req_t commit;   /* COMMIT */
+        lease_session_req_t session; /* SESSION_OPEN, SESSION_KEEPALIVE, SESSION_CLOSE */
     } u;
     /* COMMIT: the compact JSON the writes borrow (u.commit.writes[i].json);
      * freed by leased_request_free. */

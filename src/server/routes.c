@@ -78,7 +78,7 @@ const leased_route_t *leased_routes_match(const char *method, const char *path, 
     *miss = LEASED_ROUTE_NO_PATH;
     param[0] = '\0';
     for (size_t i = 0; i < N_ROUTES; i++) {
-        char scratch[LEASE_ID_MAX + 2];
+        char scratch[LEASE_ID_MAX + 2] = ""; /* a literal route names no id */
         if (!path_matches(route_table[i].path, path, scratch, sizeof scratch))
             continue;
         /* A literal route beats the {lease_id} pattern for the same path
@@ -146,6 +146,9 @@ static void reply_outcome(leased_exchange_t *ex, const leased_op_ctx_t *ctx, lea
     case LEASE_SHAPE_OWNER_BATCH:
         body =
             leased_codec_batch_envelope(code, out->items, out->n_items, ex->correlation_id, &view);
+        break;
+    case LEASE_SHAPE_SESSION:
+        body = leased_codec_session_envelope(&out->lease, ex->correlation_id);
         break;
     default:
         body = leased_codec_lease_envelope(&out->lease, ex->correlation_id, &view);

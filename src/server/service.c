@@ -408,6 +408,12 @@ static lease_code_t authorize_request(const leased_op_ctx_t *ctx, leased_request
                  c->principal.principal_id);
         return LEASE_CODE_COUNT;
     }
+    case LEASE_SHAPE_SESSION:
+        /* a session lives in the credential's tenant; the database checks
+         * that the session is the caller's (principal and credential) */
+        snprintf(req->u.session.tenant_id, sizeof req->u.session.tenant_id, "%s",
+                 c->scope.tenant_id);
+        return LEASE_CODE_COUNT;
     case LEASE_SHAPE_ADMIN:
         if (!c->admin)
             return LEASE_ACCESS_DENIED;
@@ -446,6 +452,15 @@ bool leased_service_digest(leased_request_t *req)
         return true;                    /* reads carry no digest */
     if (d->shape == LEASE_SHAPE_COMMIT) /* its writes have a form of their own */
         return lease_digest_commit(&req->u.commit, call->request_digest);
+    if (d->shape == LEASE_SHAPE_SESSION) {
+        /* no lock identity: the tenant and the session stand in for it */
+        lease_identity_t where;
+        memset(&where, 0, sizeof where);
+        snprintf(where.tenant_id, sizeof where.tenant_id, "%s", req->u.session.tenant_id);
+        snprintf(where.target_id, sizeof where.target_id, "%s", req->u.session.session_id);
+        return lease_digest_fields(d->name, call, &where, store_req(req), d->fields,
+                                   call->request_digest);
+    }
     const lease_identity_t *id = identity_of(req);
     return id &&
            lease_digest_fields(d->name, call, id, store_req(req), d->fields, call->request_digest);
@@ -590,6 +605,27 @@ static lease_code_t store_commit(leased_service_t *svc, const leased_op_ctx_t *c
 {
     (void)ctx;
     return lease_store_fenced_commit(svc->store, &req->u.commit, &out->commit);
+}
+
+static lease_code_t store_session_open(leased_service_t *svc, const leased_op_ctx_t *ctx,
+                                       leased_request_t *req, leased_outcome_t *out)
+{
+    (void)ctx;
+    return lease_store_session_open(svc->store, &req->u.session, &out->lease);
+}
+
+static lease_code_t store_session_keepalive(leased_service_t *svc, const leased_op_ctx_t *ctx,
+                                            leased_request_t *req, leased_outcome_t *out)
+{
+    (void)ctx;
+    return lease_store_session_keepalive(svc->store, &req->u.session, &out->lease);
+}
+
+static lease_code_t store_session_close(leased_service_t *svc, const leased_op_ctx_t *ctx,
+                                        leased_request_t *req, leased_outcome_t *out)
+{
+    (void)ctx;
+    return lease_store_session_close(svc->store, &req->u.session, &out->lease);
 }
 
 /* Batches: the store is called in owner_batch; the probes call none. */

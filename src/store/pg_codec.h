@@ -76,7 +76,7 @@ LEASE_MUST_USE char *store_pg_encode_commit(const lease_commit_req_t *req, int64
  * the default operation class, no TTL, no metadata); it points into the
  * request or into this struct, so both must outlive the call.
  */
-#define STORE_PG_TYPED_MAX_ARGS 24
+#define STORE_PG_TYPED_MAX_ARGS 25
 /*
  * The typed calls the service makes on every lease operation: each one's
  * SQL and the name a direct session prepares it under (store_pg.c,
@@ -119,6 +119,12 @@ LEASE_MUST_USE bool store_pg_encode_owner_typed(store_pg_op_t op, const lease_ow
 LEASE_MUST_USE bool store_pg_encode_acquire_typed(const lease_acquire_req_t *req,
                                                   int64_t now_mono_ns, store_pg_typed_args_t *out,
                                                   const char **bad_field);
+/* A session call's arguments (docs/sql-api.md, "Sessions"): op
+ * STORE_PG_OP_SESSION_OPEN, _KEEPALIVE or _CLOSE. The statement is sent as
+ * text (not prepared: a session call is rare beside a renewal). False when
+ * a string is not UTF-8. */
+LEASE_MUST_USE bool store_pg_encode_session_typed(store_pg_op_t op, const lease_session_req_t *req,
+                                                  int64_t now_mono_ns, store_pg_typed_args_t *out);
 /*
  * The arguments of lease.renew_many_brief_typed or release_many_brief_typed
  * (docs/sql-api.md, "Typed batches"): each argument of the single typed call

@@ -31,7 +31,7 @@ const store_pg_typed_call_t store_pg_typed_calls[STORE_PG_TYPED_COUNT] = {
     [STORE_PG_TYPED_ACQUIRE] = {"lease_acquire_brief_typed",
                                 "SELECT lease.acquire_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, "
                                 "$9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, "
-                                "$22, $23, $24, true)::text"},
+                                "$22, $23, $24, true, $25)::text"},
     [STORE_PG_TYPED_RENEW] = {"lease_renew_brief_typed",
                               "SELECT lease.renew_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, "
                               "$10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, "
@@ -374,6 +374,53 @@ bool store_pg_encode_acquire_typed(const lease_acquire_req_t *req, int64_t now_m
     /* absent means {} in SQL too: the empty object is not sent */
     out->values[n++] = has_metadata ? req->metadata_json : NULL;
     n = put_call_args(out, n, &req->call, now_mono_ns, CLIENT_FIRST, NULL, false);
+    /* the last argument, after brief (written in the statement) */
+    out->values[n++] = opt_arg(req->session_id);
+    return finish_typed(out, n);
+}
+
+bool store_pg_encode_session_typed(store_pg_op_t op, const lease_session_req_t *req,
+                                   int64_t now_mono_ns, store_pg_typed_args_t *out)
+{
+    memset(out, 0, sizeof *out);
+    const lease_call_t *call = &req->call;
+    const lease_principal_t *who = &call->principal;
+    lease_time_format(call->deadline.wall_ms, out->deadline_at);
+    int64_t latency_ms = 0;
+    if (call->received_mono_ns > 0 && now_mono_ns > call->received_mono_ns)
+        latency_ms = (now_mono_ns - call->received_mono_ns) / 1000000;
+    snprintf(out->latency_ms, sizeof out->latency_ms, "%lld", (long long)latency_ms);
+    int n = 0;
+    if (op == STORE_PG_OP_SESSION_OPEN) {
+        out->sql = "SELECT lease.session_open($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, "
+                   "$12)::text";
+        out->values[n++] = req->tenant_id;
+        out->values[n++] = req->service_instance_id;
+        if (req->ttl_ms > 0)
+            snprintf(out->ttl_ms, sizeof out->ttl_ms, "%lld", (long long)req->ttl_ms);
+        out->values[n++] = opt_arg(out->ttl_ms);
+    } else {
+        out->sql = op == STORE_PG_OP_SESSION_KEEPALIVE
+                       ? "SELECT lease.session_keepalive($1, $2, $3, $4, $5)::text"
+                       : "SELECT lease.session_close($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
+                         "$11)::text";
+        out->values[n++] = req->session_id;
+        out->values[n++] = req->tenant_id;
+    }
+    out->values[n++] = opt_arg(who->principal_id);
+    out->values[n++] = opt_arg(who->credential_id);
+    if (op == STORE_PG_OP_SESSION_KEEPALIVE) {
+        /* idempotent by value: no request id, digest or audit columns */
+        out->values[n++] = out->deadline_at;
+        return finish_typed(out, n);
+    }
+    out->values[n++] = opt_arg(who->principal_class);
+    out->values[n++] = opt_arg(call->request_id);
+    out->values[n++] = opt_arg(call->request_digest);
+    out->values[n++] = out->deadline_at;
+    out->values[n++] = opt_arg(call->correlation_id);
+    out->values[n++] = opt_arg(call->deadline_class);
+    out->values[n++] = out->latency_ms;
     return finish_typed(out, n);
 }
 

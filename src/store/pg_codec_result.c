@@ -284,7 +284,8 @@ static bool decode_record(json_t *o, lease_record_t *r, record_shape_t shape)
         !lease_json_get_str(o, "trace_id", r->trace_id, sizeof r->trace_id, false) ||
         !lease_json_get_str(o, "request_id", r->request_id, sizeof r->request_id, false) ||
         !lease_json_get_str(o, "end_reason", r->end_reason, sizeof r->end_reason, false) ||
-        !lease_json_get_str(o, "incident_id", r->incident_id, sizeof r->incident_id, false))
+        !lease_json_get_str(o, "incident_id", r->incident_id, sizeof r->incident_id, false) ||
+        !lease_json_get_str(o, "session_id", r->session_id, sizeof r->session_id, false))
         return false;
     json_t *meta = json_object_get(o, "metadata");
     if (!meta && partial)
@@ -338,6 +339,25 @@ static lease_code_t refuse_result(json_t *o, store_pg_op_t op, const char *why, 
     return malformed(op, why);
 }
 
+/* A session as the session functions answer it (lease._session_json). */
+static bool decode_session(const json_t *o, lease_session_t *s)
+{
+    return json_is_object(o) &&
+           lease_json_get_str(o, "session_id", s->session_id, sizeof s->session_id, true) &&
+           lease_json_get_str(o, "tenant_id", s->tenant_id, sizeof s->tenant_id, true) &&
+           lease_json_get_str(o, "owner_principal_id", s->owner_principal_id,
+                              sizeof s->owner_principal_id, true) &&
+           lease_json_get_str(o, "owner_credential_id", s->owner_credential_id,
+                              sizeof s->owner_credential_id, true) &&
+           lease_json_get_str(o, "service_instance_id", s->service_instance_id,
+                              sizeof s->service_instance_id, true) &&
+           lease_json_get_int(o, "ttl_ms", &s->ttl_ms, true, 1) &&
+           lease_json_get_time(o, "created_at", &s->created_at_ms, true) &&
+           lease_json_get_time(o, "renewed_at", &s->renewed_at_ms, true) &&
+           lease_json_get_time(o, "expires_at", &s->expires_at_ms, true) &&
+           lease_json_get_str(o, "state", s->state, sizeof s->state, true);
+}
+
 /* Decodes one operation's answer object; takes o (may be NULL). */
 static lease_code_t decode_result_object(store_pg_op_t op, json_t *o, lease_result_t *out)
 {
@@ -354,6 +374,17 @@ static lease_code_t decode_result_object(store_pg_op_t op, json_t *o, lease_resu
         }
         out->has_lease = true;
     }
+    json_t *session = json_object_get(o, "session");
+    if (session && !json_is_null(session)) {
+        if (!decode_session(session, &out->session)) {
+            why = "malformed session";
+            goto malformed;
+        }
+        out->has_session = true;
+    }
+    if (!lease_json_get_int(o, "leases_ended", &out->leases_ended, false, 0) ||
+        !lease_json_get_bool(o, "more", &out->more))
+        goto malformed;
     char current[16];
     char reason[32];
     if (!lease_json_get_bool(o, "replayed", &out->replayed) ||
@@ -365,7 +396,7 @@ static lease_code_t decode_result_object(store_pg_op_t op, json_t *o, lease_resu
         goto malformed;
     if (current[0] && !lease_state_parse(current, &out->current_state))
         goto malformed;
-    if (lease_code_is_success(code) && !out->has_lease) {
+    if (lease_code_is_success(code) && !out->has_lease && !out->has_session) {
         why = "success without a lease";
         goto malformed;
     }

@@ -405,7 +405,7 @@ static void absorb(PGresult *res, collect_t *c, store_pg_reply_t *out)
 
 #define SERIALIZABLE_PREFIX "SET TRANSACTION ISOLATION LEVEL SERIALIZABLE; "
 #define READ_COMMITTED_PREFIX "SET TRANSACTION ISOLATION LEVEL READ COMMITTED; "
-#define STMT_MAX_PARAMS 24
+#define STMT_MAX_PARAMS 25 /* an acquisition's typed call, session_id last (pg_codec.h) */
 
 /* The parameter a "$N" at sql names (1-based), its length in *len; 0 when
  * sql does not start a placeholder. */

@@ -676,6 +676,7 @@ static void complete_acquired(lease_result_t *res, const lease_acquire_req_t *re
     SET_IF_EMPTY(r->trace_id, req->trace_id[0] ? req->trace_id : req->call.trace_id);
     SET_IF_EMPTY(r->request_id, req->call.request_id);
     SET_IF_EMPTY(r->metadata_json, req->metadata_json[0] ? req->metadata_json : "{}");
+    SET_IF_EMPTY(r->session_id, req->session_id);
 }
 
 /* A typed call (docs/sql-api.md, "Typed calls": the jsonb request's
@@ -713,6 +714,37 @@ static lease_code_t pg_acquire(lease_store_t *s, const lease_acquire_req_t *req,
     typed_call(impl(s), STORE_PG_OP_ACQUIRE, &args, &req->call, &req->identity, res);
     complete_acquired(res, req);
     return res->code;
+}
+
+/* A session call: lease.session_open, session_keepalive or session_close
+ * (typed arguments, sent as text). */
+static lease_code_t session_call(lease_store_t *s, store_pg_op_t op,
+                                 const lease_session_req_t *req, lease_result_t *res)
+{
+    memset(res, 0, sizeof *res);
+    store_pg_typed_args_t args;
+    if (!store_pg_encode_session_typed(op, req, lease_mono_now_ns(), &args))
+        return encode_failed(NULL, &res->code, res->field, sizeof res->field);
+    typed_call(impl(s), op, &args, &req->call, NULL, res);
+    return res->code;
+}
+
+static lease_code_t pg_session_open(lease_store_t *s, const lease_session_req_t *req,
+                                    lease_result_t *res)
+{
+    return session_call(s, STORE_PG_OP_SESSION_OPEN, req, res);
+}
+
+static lease_code_t pg_session_keepalive(lease_store_t *s, const lease_session_req_t *req,
+                                         lease_result_t *res)
+{
+    return session_call(s, STORE_PG_OP_SESSION_KEEPALIVE, req, res);
+}
+
+static lease_code_t pg_session_close(lease_store_t *s, const lease_session_req_t *req,
+                                     lease_result_t *res)
+{
+    return session_call(s, STORE_PG_OP_SESSION_CLOSE, req, res);
 }
 
 /* One renewal or release: lease.renew_brief_typed or release_brief_typed. */
@@ -1068,6 +1100,9 @@ static const lease_store_ops_t pg_ops = {
     .health = pg_health,
     .stats = pg_stats,
     .close = pg_close,
+    .session_open = pg_session_open,
+    .session_keepalive = pg_session_keepalive,
+    .session_close = pg_session_close,
 };
 
 int lease_store_pg_open(const lease_store_pg_config_t *cfg, lease_store_t **out, char *err,

@@ -240,6 +240,9 @@ static void test_acquire_fields(void **state)
     EXPECT_CHANGES(A, SET(r_.metadata_json, "{\"zeta\":\"1\",\"alpha\":\"x\",\"mid\":true}"));
     EXPECT_CHANGES(A, SET(r_.metadata_json, "{\"zeta\":1,\"alpha\":\"x\"}"));
     EXPECT_CHANGES(A, SET(r_.metadata_json, "{}"));
+    /* a session changes what the acquisition does; none leaves the pin */
+    EXPECT_CHANGES(A, SET(r_.session_id, "session_01"));
+    EXPECT_CHANGES(A, SET(r_.session_id, "session_02"));
     NOT_DIGESTED(A);
     /* key order and spacing are not inputs */
     EXPECT_SAME(A, SET(r_.metadata_json, "{\"mid\":true,\"zeta\":1,\"alpha\":\"x\"}"));

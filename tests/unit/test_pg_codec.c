@@ -138,7 +138,7 @@ static void test_typed_calls(void **state)
     assert_string_equal(store_pg_typed_calls[STORE_PG_TYPED_ACQUIRE].sql,
                         "SELECT lease.acquire_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, "
                         "$10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, "
-                        "$24, true)::text");
+                        "$24, true, $25)::text");
     assert_string_equal(store_pg_typed_calls[STORE_PG_TYPED_RENEW].sql,
                         "SELECT lease.renew_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
                         "$11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, true)::text");
@@ -213,7 +213,7 @@ static void test_encode_acquire_typed(void **state)
         NULL,          "{\"attempt\":2,\"k\":\"v\",\"r\":0.1}",
         "prn_1",       "client_1",  "key_1",            "worker",
         "req-1",       DIGEST_A,    "2026-08-05T12:00:01.234Z",
-        "corr_abc",    "client",    "7"};
+        "corr_abc",    "client",    "7",              NULL};
     assert_args(&args, full, NARGS(full));
 
     /* the acquire's own trace id; no metadata ({}); a lifetime, no TTL; no
@@ -224,13 +224,15 @@ static void test_encode_acquire_typed(void **state)
     req.maximum_lifetime_ms = 60000;
     req.identity.operation_class[0] = '\0';
     req.call.correlation_id[0] = req.call.deadline_class[0] = '\0';
+    /* a session: the last argument, after brief (written in the statement) */
+    strcpy(req.session_id, "session_01");
     assert_true(store_pg_encode_acquire_typed(&req, now, &args, &why));
     static const char *const sparse[] = {
         "tenant-main", "program-a", "starintel-target", "Target_01", "usernamegen", "default",
         NULL,          "inst-1",    "exec-1",           "job-1",     "trace-own",   NULL,
         "60000",       NULL,        "prn_1",            "client_1",  "key_1",       "worker",
         "req-1",       DIGEST_A,    "2026-08-05T12:00:01.234Z",      NULL,          NULL,
-        "7"};
+        "7",           "session_01"};
     assert_args(&args, sparse, NARGS(sparse));
 
     /* no principal at all: a client id without one is not sent; no
@@ -244,7 +246,7 @@ static void test_encode_acquire_typed(void **state)
         NULL,          "inst-1",    "exec-1",           "job-1",     "trace-own",   NULL,
         "60000",       NULL,        NULL,               NULL,        NULL,          NULL,
         "req-1",       DIGEST_A,    "2026-08-05T12:00:01.234Z",      NULL,          NULL,
-        "7"};
+        "7",           "session_01"};
     assert_args(&args, anonymous, NARGS(anonymous));
 
     /* bad metadata is the caller's input: named, nothing sent */

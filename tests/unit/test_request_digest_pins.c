@@ -59,6 +59,14 @@ static const sample_t samples[] = {
      "{\"request_id\":\"req_acq_02\"," IDENTITY_CLASSED ",\"service_instance_id\":\"instance_01\","
      "\"execution_id\":\"execution_02\",\"job_id\":\"job_02\"}",
      {"294ac99707a8c07d883f5cb5faa682b071dbf61883b3e53210a2a1815db8dc1e"}},
+    /* session_id enters the digest only when given: acquire_minimal's pin
+     * above is the same body without it */
+    {"acquire_in_session",
+     LEASED_OP_ACQUIRE,
+     "{\"request_id\":\"req_acq_02\"," IDENTITY_CLASSED ",\"service_instance_id\":\"instance_01\","
+     "\"execution_id\":\"execution_02\",\"job_id\":\"job_02\","
+     "\"session_id\":\"session_0192f3a4b5c6d7e8f90a1b2c3d4e5f60\"}",
+     {"c1668b455d782a848e2d88ead4b4f22bb0f400a042906eb9af32a2860b3c505a"}},
     {"renew",
      LEASED_OP_RENEW,
      "{\"request_id\":\"req_ren_01\"," IDENTITY ",\"lease_id\":\"lease_01\","

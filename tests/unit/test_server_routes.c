@@ -58,6 +58,25 @@ static void test_match(void **state)
     assert_int_equal(miss, LEASED_ROUTE_NO_PATH);
     assert_null(leased_routes_match("POST", "/v1/commits/", param, sizeof param, &miss));
     assert_int_equal(miss, LEASED_ROUTE_NO_PATH);
+    /* sessions: a literal route and two with the session id segment */
+    r = leased_routes_match("POST", "/v1/sessions", param, sizeof param, &miss);
+    assert_non_null(r);
+    assert_int_equal(r->op, LEASED_OP_SESSION_OPEN);
+    assert_int_equal(r->caps_any, LEASE_CAP_LEASE);
+    r = leased_routes_match("POST", "/v1/sessions/session_ab/keepalive", param, sizeof param,
+                            &miss);
+    assert_non_null(r);
+    assert_int_equal(r->op, LEASED_OP_SESSION_KEEPALIVE);
+    assert_string_equal(param, "session_ab");
+    r = leased_routes_match("POST", "/v1/sessions/session_ab/close", param, sizeof param, &miss);
+    assert_non_null(r);
+    assert_int_equal(r->op, LEASED_OP_SESSION_CLOSE);
+    assert_string_equal(param, "session_ab");
+    assert_null(leased_routes_match("GET", "/v1/sessions/session_ab/close", param, sizeof param,
+                                    &miss));
+    assert_int_equal(miss, LEASED_ROUTE_NO_METHOD);
+    assert_null(leased_routes_match("POST", "/v1/sessions/session_ab", param, sizeof param, &miss));
+    assert_int_equal(miss, LEASED_ROUTE_NO_PATH);
     r = leased_routes_match("GET", "/healthz", param, sizeof param, &miss);
     assert_non_null(r);
     assert_true(r->on_event_thread);
@@ -78,7 +97,7 @@ static void test_table_invariants(void **state)
     (void)state;
     size_t n;
     const leased_route_t *t = leased_routes_table(&n);
-    assert_int_equal(n, 15);
+    assert_int_equal(n, 18);
     for (size_t i = 0; i < n; i++) {
         assert_int_equal(t[i].on_event_thread, t[i].caps_any == 0);
         assert_non_null(t[i].handler);
