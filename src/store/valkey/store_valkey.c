@@ -24,6 +24,7 @@
 
 #include <hiredis/hiredis.h>
 #include <jansson.h>
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -89,6 +90,23 @@ static bool ns_ok(const char *ns)
             return false;
     }
     return true;
+}
+
+/* Drops conn's connection when the server has closed it while it was idle
+ * (a restart, CLIENT KILL, a timeout): an idle connection has nothing to
+ * read, so a readable socket means end of file or an error. Checked at
+ * checkout, so a call is not sent on a connection known to be dead and
+ * answered lease_outcome_unknown for it; a close that arrives after this
+ * check is still unknown, as it must be. */
+static void conn_drop_if_closed(valkey_conn_t *conn)
+{
+    if (conn->ctx == NULL)
+        return;
+    struct pollfd p = {.fd = conn->ctx->fd, .events = POLLIN | POLLRDHUP};
+    if (poll(&p, 1, 0) != 0) {
+        redisFree(conn->ctx);
+        conn->ctx = NULL;
+    }
 }
 
 /* Opens conn's connection if it has none. By its owner only. */
@@ -390,6 +408,7 @@ static call_failure_t fcall(lease_valkey_t *v, const char *fn, const char *arg,
             return CALL_NOT_SENT;
         }
     }
+    conn_drop_if_closed(conn);
     if (!conn_open(v, conn, NULL, 0) || redisSetTimeout(conn->ctx, ms_tv(budget)) != REDIS_OK) {
         conn_drop(conn);
         conn_give(v, conn);
