@@ -129,7 +129,14 @@ def start_leased(args, token_env):
 
 def sample(args, base, t0, interval_s):
     m = metrics(base)
+    # Row counts are the statistics' live-tuple estimates, not count(*): a
+    # count(*) of every table each sample scanned about a million rows, and
+    # the paced soak's commits stalled for 150-290 ms at each sample (its own
+    # observer effect, docs/operators.md "Housekeeping").
     rows = psql(args.db_url, " UNION ALL ".join(
+        f"SELECT '{t}', n_live_tup, pg_total_relation_size('lease.{t}')"
+        f" FROM pg_stat_user_tables WHERE relid = 'lease.{t}'::regclass"
+        for t in TABLES) if not args.exact_counts else " UNION ALL ".join(
         f"SELECT '{t}', count(*), pg_total_relation_size('lease.{t}') FROM lease.{t}"
         for t in TABLES))
     tables = {}
@@ -219,6 +226,9 @@ def main():
                          " also checks that the rate was sustained and the p99 stayed flat")
     ap.add_argument("--p99-ratio", type=float, default=1.2,
                     help="with --rate: the largest last/first segment p99 allowed")
+    ap.add_argument("--exact-counts", action="store_true",
+                    help="count(*) each table at each sample (scans them; the default reads"
+                         " the statistics' estimates)")
     ap.add_argument("--pg-log")
     ap.add_argument("--out", default=None)
     ap.add_argument("--no-assert", action="store_true",
