@@ -228,7 +228,8 @@ lease_held_t *lease_held_acquire(lease_client_t *client, const lease_client_acqu
                 : res->lease.service_instance_id,
             0};
         lease_result_t released;
-        (void)lease_client_release(client, &rel, NULL, &released);
+        lease_code_t given_back = lease_client_release(client, &rel, NULL, &released);
+        (void)given_back; /* best effort: it ends at its expiry otherwise */
     }
     return h;
 }

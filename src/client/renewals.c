@@ -434,7 +434,8 @@ void renewal_group_free(renewal_group_t *g)
          * best effort and brief, it would expire at its TTL anyway */
         lease_client_call_t call = {.deadline_ms = SESSION_CLOSE_DEADLINE_MS};
         lease_result_t res;
-        (void)lease_client_session_close(g->client, g->session_id, &call, &res);
+        lease_code_t closed = lease_client_session_close(g->client, g->session_id, &call, &res);
+        (void)closed;
     }
     pthread_cond_destroy(&g->idle);
     pthread_cond_destroy(&g->wake);

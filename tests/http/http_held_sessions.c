@@ -18,6 +18,7 @@
  *     renewed on its own.
  */
 #include <poll.h>
+#include <signal.h>
 #include <stdatomic.h>
 
 #include "http_common.h"
@@ -89,10 +90,14 @@ static lease_held_t *hold(lease_client_t *c, const char *target, lease_record_t 
     return h;
 }
 
-static long long sql_int(const char *fmt, const char *arg)
+static long long sql_int(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static long long sql_int(const char *fmt, ...)
 {
     char sql[512];
-    snprintf(sql, sizeof sql, fmt, arg);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(sql, sizeof sql, fmt, ap);
+    va_end(ap);
     return testpg_query_int(fx.db, sql);
 }
 
@@ -261,6 +266,7 @@ static void per_lease_renewal_opts_out(void **state)
 
 int main(void)
 {
+    signal(SIGPIPE, SIG_IGN); /* the proxy writes to sockets that may close */
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(many_leases_one_keepalive_per_period),
         cmocka_unit_test(a_closed_session_loses_every_lease),
