@@ -12,7 +12,9 @@
  * own) go out as one POST /v1/leases/renew-batch, one call per period
  * however many leases the process holds. Each item's answer is judged
  * below exactly as a renewal of its own; lease_lost cancels that held
- * lease only. Callbacks may
+ * lease only. A lease held in the client's session (lease_held_acquire,
+ * the default; "Sessions" below) is not renewed at all: one keep-alive per
+ * session period keeps every such lease alive. Callbacks may
  * therefore run on the client's renewal thread: keep them short.
  *
  * Local authority is judged on CLOCK_MONOTONIC only, never on the service's
