@@ -247,6 +247,8 @@ static void keepalives_without_answers_in_time_lose_every_lease(void **state)
     int64_t delayed_at = lease_mono_now_ns();
     for (int i = 0; i < N; i++) {
         assert_true(readable_within(lease_held_cancel_fd(h[i]), 3 * TTL_MS));
+        /* the fd is written before the callback runs: wait for its note */
+        assert_true(test_wait_until(1000, atomic_load(&cancelled_at[i].at) != 0));
         int64_t at = atomic_load(&cancelled_at[i].at);
         lease_code_t code;
         assert_int_equal(lease_held_state(h[i], &code), LEASE_HELD_UNCONFIRMED);
