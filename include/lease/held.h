@@ -159,8 +159,8 @@ typedef struct lease_held lease_held_t;
  * already passed (e.g. after a long bounded wait), one renewal is made
  * before returning. A lease acquired in the client's session
  * (lease_held_session) is kept alive by the session's keep-alive instead
- * of renewed; any other lease is renewed, one by one or in batches. Returns NULL with *code set when the lease cannot be
- * held (LEASE_LOST, ..., or LEASE_BACKEND_UNAVAILABLE when no thread or
+ * of renewed; any other lease is renewed, one by one or in batches. Returns NULL with *code set
+ * when the lease cannot be held (LEASE_LOST, ..., or LEASE_BACKEND_UNAVAILABLE when no thread or
  * eventfd could be created).
  */
 LEASE_MUST_USE lease_held_t *lease_held_start(lease_client_t *client, const lease_record_t *lease,
@@ -231,8 +231,7 @@ LEASE_MUST_USE lease_code_t lease_held_session(lease_client_t *client,
 LEASE_MUST_USE lease_held_t *lease_held_acquire(lease_client_t *client,
                                                 const lease_client_acquire_t *req,
                                                 lease_client_call_t *call, lease_result_t *res,
-                                                const lease_held_config_t *cfg,
-                                                lease_code_t *code);
+                                                const lease_held_config_t *cfg, lease_code_t *code);
 
 /* An eventfd that becomes readable (POLLIN) once the lease is lost,
  * released or stopped, and stays readable: poll it, never read it. */

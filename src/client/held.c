@@ -169,8 +169,8 @@ lease_held_t *lease_held_start(lease_client_t *client, const lease_record_t *lea
 }
 
 lease_code_t lease_held_session(lease_client_t *client, const char *service_instance_id,
-                               int64_t ttl_ms, const char *request_id, char *session_id,
-                               size_t session_id_size)
+                                int64_t ttl_ms, const char *request_id, char *session_id,
+                                size_t session_id_size)
 {
     renewal_group_t *g = renewal_group_of(client);
     if (!g) {
@@ -220,13 +220,12 @@ lease_held_t *lease_held_acquire(lease_client_t *client, const lease_client_acqu
     lease_held_t *h = lease_held_start(client, &res->lease, call->anchor_mono_ns, cfg, code);
     if (!h) {
         /* nobody would hold it: give it back rather than block its target */
-        lease_client_owner_t rel = {
-            lease_client_identity_of(&res->lease.identity), res->lease.lease_id,
-            res->lease.fencing_token,
-            cfg && cfg->service_instance_id && *cfg->service_instance_id
-                ? cfg->service_instance_id
-                : res->lease.service_instance_id,
-            0};
+        lease_client_owner_t rel = {lease_client_identity_of(&res->lease.identity),
+                                    res->lease.lease_id, res->lease.fencing_token,
+                                    cfg && cfg->service_instance_id && *cfg->service_instance_id
+                                        ? cfg->service_instance_id
+                                        : res->lease.service_instance_id,
+                                    0};
         lease_result_t released;
         lease_code_t given_back = lease_client_release(client, &rel, NULL, &released);
         (void)given_back; /* best effort: it ends at its expiry otherwise */

@@ -222,9 +222,9 @@ void held_session_extend(lease_held_t *h, int64_t sent_ns, const lease_session_t
         int64_t session_end = session->expires_at_ms;
         int64_t own_end = h->lease.acquired_at_ms + h->lease.maximum_lifetime_ms;
         h->lease.renewed_at_ms = session->renewed_at_ms;
-        h->lease.expires_at_ms =
-            capped && h->lease.maximum_lifetime_ms > 0 && own_end < session_end ? own_end
-                                                                                : session_end;
+        h->lease.expires_at_ms = capped && h->lease.maximum_lifetime_ms > 0 && own_end < session_end
+                                     ? own_end
+                                     : session_end;
     }
     h->failures = 0;
     h->code = LEASE_RENEWED;

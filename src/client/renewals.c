@@ -146,8 +146,8 @@ static bool session_refused_for_good(lease_code_t code)
  * comes, until the session's cancel point. Its answer extends every
  * member, ends every member, or leaves them to their cancel points.
  */
-static void keep_session_alive(renewal_group_t *g, const char *session_id,
-                               int64_t cancel_ns, lease_held_t **members, size_t n)
+static void keep_session_alive(renewal_group_t *g, const char *session_id, int64_t cancel_ns,
+                               lease_held_t **members, size_t n)
 {
     int64_t started = lease_mono_now_ns();
     int64_t budget_ms = (cancel_ns - started) / NS_PER_MS;
@@ -158,20 +158,20 @@ static void keep_session_alive(renewal_group_t *g, const char *session_id,
     /* the first send: the service extended at or after it, whichever
      * attempt it answered (a keep-alive has no idempotency record) */
     int64_t sent = call.first_sent_mono_ns ? call.first_sent_mono_ns : now;
-    bool confirmed = code == LEASE_RENEWED && res.has_session &&
-                     strcmp(res.session.session_id, session_id) == 0;
+    bool confirmed =
+        code == LEASE_RENEWED && res.has_session && strcmp(res.session.session_id, session_id) == 0;
     if (confirmed &&
         !lease_held_answer_counts(now, lease_held_answer_deadline(started, cancel_ns))) {
         /* as for a renewal (docs/executor.md, "Late answers"): an answer
          * after its answer deadline grants nothing by itself; the next
          * keep-alive, at once, must be answered in time to count */
         if (n)
-            held_log(members[0],
-                     "keep-alive of session %s answered %lld ms after its local deadline; "
-                     "keeping alive again",
-                     session_id,
-                     (long long)((now - lease_held_answer_deadline(started, cancel_ns)) /
-                                 NS_PER_MS));
+            held_log(
+                members[0],
+                "keep-alive of session %s answered %lld ms after its local deadline; "
+                "keeping alive again",
+                session_id,
+                (long long)((now - lease_held_answer_deadline(started, cancel_ns)) / NS_PER_MS));
         confirmed = false;
         code = LEASE_OUTCOME_UNKNOWN;
     }
@@ -447,8 +447,8 @@ void renewal_group_free(renewal_group_t *g)
 bool renewal_group_session_is(renewal_group_t *g, const char *session_id)
 {
     pthread_mutex_lock(&g->lock);
-    bool is = session_id && *session_id && g->session_open &&
-              strcmp(g->session_id, session_id) == 0;
+    bool is =
+        session_id && *session_id && g->session_open && strcmp(g->session_id, session_id) == 0;
     pthread_mutex_unlock(&g->lock);
     return is;
 }

@@ -710,8 +710,7 @@ int ctl_session_main(int argc, char **argv)
         return usage_of(help_session, LEASE_EXIT_USAGE);
     }
     session_t s;
-    int status =
-        session_open(&s, argc - 1, argv + 1, CTL_OPT_OPERANDS, NULL, help_session, false);
+    int status = session_open(&s, argc - 1, argv + 1, CTL_OPT_OPERANDS, NULL, help_session, false);
     if (status >= 0)
         return status;
     s.cmd = "session close";

@@ -140,8 +140,8 @@ static void many_leases_one_keepalive_per_period(void **state)
     assert_true(l[0].session_id[0] != '\0');
     for (int i = 1; i < N; i++)
         assert_string_equal(l[i].session_id, l[0].session_id);
-    long long opened = sql_int("SELECT count(*) FROM lease.sessions WHERE session_id = '%s'",
-                               l[0].session_id);
+    long long opened =
+        sql_int("SELECT count(*) FROM lease.sessions WHERE session_id = '%s'", l[0].session_id);
     assert_int_equal(opened, 1);
     long long renewed_before = sql_int("SELECT (extract(epoch FROM renewed_at) * 1000)::bigint "
                                        "FROM lease.sessions WHERE session_id = '%s'",

@@ -82,8 +82,8 @@ static void session_closed_from_outside_cancels_the_command(void **state)
              lease_id);
     assert_int_equal(testpg_query_int(fx.db, sql), 1);
 
-    const char *close_args[] = {"session", "close", "--request-id", "req_close_run_1",
-                                session_id, NULL};
+    const char *close_args[] = {"session",         "close",    "--request-id",
+                                "req_close_run_1", session_id, NULL};
     json_t *answer = NULL;
     assert_int_equal(ctl(close_args, fx.base, worker_token, NULL, &answer), 0);
     assert_non_null(answer);
@@ -106,8 +106,7 @@ static void session_closed_from_outside_cancels_the_command(void **state)
     free(err);
 
     /* closed already: another close is lease_lost, exit 1 */
-    const char *again[] = {"session", "close", "--request-id", "req_close_run_2", session_id,
-                           NULL};
+    const char *again[] = {"session", "close", "--request-id", "req_close_run_2", session_id, NULL};
     assert_int_equal(ctl(again, fx.base, worker_token, NULL, &answer), 1);
     assert_string_equal(json_string_value(json_object_get(answer, "code")), "lease_lost");
     json_decref(answer);
@@ -126,8 +125,8 @@ static void frozen_past_its_session_ttl_cancels_the_command(void **state)
     assert_int_equal(kill(run.pid, SIGSTOP), 0);
     /* the session expires at the service: its lease with it */
     char sql[256];
-    snprintf(sql, sizeof sql,
-             "SELECT count(*) FROM lease.active_sessions WHERE session_id = '%s'", session_id);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM lease.active_sessions WHERE session_id = '%s'",
+             session_id);
     assert_true(test_wait_until(PATIENCE_MS, testpg_query_int(fx.db, sql) == 0));
     snprintf(sql, sizeof sql, "SELECT count(*) FROM lease.active_leases WHERE lease_id = '%s'",
              lease_id);
