@@ -6,6 +6,11 @@
  * thread, and release, stop and free. The layers, top down: held.c ->
  * renewals.c -> held_renewal.c -> schedule.c -> the client (client.c).
  *
+ * lease_held_acquire (issue 37) acquires in the client's session
+ * (renewals.c) and starts the hold; lease_held_start recognises a lease
+ * of that session, which the session's keep-alive keeps alive instead of
+ * renewals.
+ *
  * The watch thread long-polls GET .../watch and cancels as soon as the
  * service reports the lease ended; its HTTP call is aborted through the
  * cancel fd, so stopping never waits for a long-poll.

@@ -22,13 +22,27 @@
  * "method", or 404) is renewed one by one from then on. A lone due
  * renewal goes out as a plain /v1/leases/renew.
  *
+ * The client's session (issue 37) lives here too: opened on the first
+ * hold that asks for it (renewal_group_session, under open_lock so that
+ * concurrent first holds share one), kept alive by this thread with one
+ * POST /v1/sessions/{id}/keepalive per period (a third of its TTL) while
+ * it is open, closed by lease_client_free. Its members (in_session) are
+ * never renewed: each confirmed keep-alive extends every member's window
+ * (held_session_extend); lease_lost, or a refusal for good, cancels every
+ * member; a keep-alive without an answer is repeated until the session's
+ * cancel point, and each member is cancelled (unconfirmed) at its own;
+ * an answer after its answer deadline counts for nothing and is followed
+ * by another keep-alive at once. A service without sessions (400 naming
+ * session_id) is remembered (sessions_refused): holds renew from then on.
+ *
  * The group is the client's attachment (client_attachment): made on the
  * first lease_held_start, freed by lease_client_free, which never calls
  * up into this file.
  *
- * Locking: `lock` guards the member list and each member's in_flight; a
- * member's own lock is taken inside it, never the other way round. No lock
- * is held across an HTTP call or a cancel callback.
+ * Locking: `lock` guards the member list, each member's in_flight and the
+ * session's fields; a member's own lock is taken inside it, never the
+ * other way round. No lock is held across an HTTP call or a cancel
+ * callback (open_lock is, by design: it only orders opens).
  */
 #include <pthread.h>
 #include <stdlib.h>

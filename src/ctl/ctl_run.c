@@ -1,10 +1,12 @@
 /*
  * ctl_run.c - `leasectl run [options] -- COMMAND [ARGS...]`, the executor.
  *
- * Acquires the lease (bounded wait), starts COMMAND in its own process group
- * with the LEASE_* environment, keeps the lease renewed through the worker,
- * and waits on one poll() over a signalfd (SIGCHLD, SIGINT, SIGTERM,
- * SIGHUP, SIGQUIT) and the worker's cancel fd. Those signals are blocked in
+ * Acquires the lease (bounded wait) in the client's session (issue 37: one
+ * keep-alive per period keeps it; a session that ends loses it), starts
+ * COMMAND in its own process group with the LEASE_* environment, keeps the
+ * lease alive through the held lease, and waits on one poll() over a
+ * signalfd (SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT) and the held lease's
+ * cancel fd. Those signals are blocked in
  * every thread from the first line on (threads inherit the mask), so no
  * signal is lost or handled asynchronously and SIGCHLD cannot race waitpid.
  *
@@ -330,9 +332,10 @@ static const char synopsis[] = "IDENTITY [OPTIONS] -- COMMAND [ARGS...]";
 
 /* clang-format off */
 static const char help[] =
-    "Acquires the lease, runs COMMAND with it in its environment (LEASE_ID,\n"
-    "LEASE_FENCING_TOKEN, ...), renews it while COMMAND runs, cancels COMMAND\n"
-    "(SIGTERM, then SIGKILL) the moment the lease is lost, and releases it after.\n"
+    "Acquires the lease in a session, runs COMMAND with it in its environment\n"
+    "(LEASE_ID, LEASE_FENCING_TOKEN, ...), keeps the session alive while COMMAND\n"
+    "runs, cancels COMMAND (SIGTERM, then SIGKILL) the moment the lease or its\n"
+    "session is lost, and releases it after.\n"
     "Exit status: COMMAND's own (128+N: signal N); 75 held by another; 76 lease\n"
     "lost while running; 69 service unavailable; 77 credential refused.\n\n" CTL_HELP_IDENTITY
     "options:\n"
