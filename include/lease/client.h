@@ -98,6 +98,9 @@ typedef struct lease_client_acquire {
     int64_t maximum_lifetime_ms; /* 0: policy maximum */
     int64_t wait_ms;             /* 0: fail at once on conflict */
     const char *metadata_json;   /* optional JSON object text */
+    /* optional: acquire the lease in this session (lease_client_session_open),
+     * which then keeps it alive (docs/api.md, "Sessions"); NULL: none */
+    const char *session_id;
 } lease_client_acquire_t;
 
 /* renew and release (ttl_ms only for renew; 0 keeps the lease's TTL). */
@@ -250,6 +253,36 @@ LEASE_MUST_USE lease_code_t lease_client_commit(lease_client_t *client,
 LEASE_MUST_USE lease_code_t lease_client_health(lease_client_t *client, bool ready,
                                                 lease_client_call_t *call,
                                                 lease_client_health_t *out);
+
+/*
+ * Sessions (docs/api.md, "Sessions"; PostgreSQL backend only: another
+ * answers 400 invalid_lease_request naming session_id). A session keeps
+ * every lease acquired in it (lease_client_acquire_t.session_id) alive with
+ * one keep-alive. Answers fill res->session (res->has_session).
+ *
+ * open: POST /v1/sessions (LEASE_ACQUIRED), idempotent by the call's
+ * request id; ttl_ms 0 is the policy's default.
+ * keepalive: POST /v1/sessions/{id}/keepalive (LEASE_RENEWED): expires_at
+ * becomes the service's now + TTL. It carries no request id (a repeat
+ * extends again), so an unknown outcome is repeated as any mutation's;
+ * its authority starts at call->first_sent_mono_ns.
+ * close: POST /v1/sessions/{id}/close (LEASE_RELEASED): ends every lease
+ * in it (res->leases_ended, res->more).
+ * A session closed, expired, unknown or another principal's answers
+ * LEASE_LOST.
+ */
+LEASE_MUST_USE lease_code_t lease_client_session_open(lease_client_t *client,
+                                                      const char *service_instance_id,
+                                                      int64_t ttl_ms, lease_client_call_t *call,
+                                                      lease_result_t *res);
+LEASE_MUST_USE lease_code_t lease_client_session_keepalive(lease_client_t *client,
+                                                           const char *session_id,
+                                                           lease_client_call_t *call,
+                                                           lease_result_t *res);
+LEASE_MUST_USE lease_code_t lease_client_session_close(lease_client_t *client,
+                                                       const char *session_id,
+                                                       lease_client_call_t *call,
+                                                       lease_result_t *res);
 
 /* The borrowed raw view of a normalised identity, for feeding an answer's
  * identity back into the next request. */

@@ -12,7 +12,9 @@
  * own) go out as one POST /v1/leases/renew-batch, one call per period
  * however many leases the process holds. Each item's answer is judged
  * below exactly as a renewal of its own; lease_lost cancels that held
- * lease only. Callbacks may
+ * lease only. A lease held in the client's session (lease_held_acquire,
+ * the default; "Sessions" below) is not renewed at all: one keep-alive per
+ * session period keeps every such lease alive. Callbacks may
  * therefore run on the client's renewal thread: keep them short.
  *
  * Local authority is judged on CLOCK_MONOTONIC only, never on the service's
@@ -95,13 +97,16 @@ typedef struct lease_held_config {
     int jitter_permille;             /* 0: LEASE_HELD_JITTER_PERMILLE; < 0: no jitter */
     int64_t margin_ms;               /* 0: lease_held_margin_ms default */
     int64_t ttl_ms;                  /* renew with this TTL; 0 keeps the lease's */
-    bool no_watch;                   /* true: renewal only, no watch thread */
+    bool no_watch;                   /* true: renewal only, no watch thread (and no session) */
     int64_t watch_wait_ms;           /* one long-poll's wait; 0: LEASE_HELD_WATCH_WAIT_MS */
     const char *service_instance_id; /* NULL: the lease record's */
     lease_held_cancel_fn on_cancel;
     void *cancel_arg;
     lease_held_log_fn log;
     void *log_arg;
+    /* lease_held_acquire: true acquires without the client's session and
+     * renews this lease on its own (the behaviour before sessions) */
+    bool per_lease_renewal;
 } lease_held_config_t;
 
 /* One confirmed grant's local window (monotonic nanoseconds). */
@@ -119,7 +124,8 @@ typedef struct lease_held_window {
  * never negative. Server timestamps are only subtracted from each other. */
 int64_t lease_held_grant_ms(const lease_record_t *lease);
 /* Whether the maximum lifetime cut this grant short of the TTL (renewing
- * further cannot extend it). */
+ * further cannot extend it). For a lease in a session (session_id set),
+ * whether expires_at is its own lifetime's end rather than its session's. */
 bool lease_held_grant_capped(const lease_record_t *lease);
 /* The anchor of a grant: min(first_sent_ns + waited_ms, answered_ns);
  * waited_ms < 0 counts as 0, and answered_ns 0 (unknown) as no bound. */
@@ -151,13 +157,81 @@ typedef struct lease_held lease_held_t;
  * (first_sent_mono_ns would start a late-granted wait already expired). The
  * client is borrowed and must outlive the held lease. When the renewal point has
  * already passed (e.g. after a long bounded wait), one renewal is made
- * before returning. Returns NULL with *code set when the lease cannot be
- * held (LEASE_LOST, ..., or LEASE_BACKEND_UNAVAILABLE when no thread or
+ * before returning. A lease acquired in the client's session
+ * (lease_held_session) is kept alive by the session's keep-alive instead
+ * of renewed; any other lease is renewed, one by one or in batches. Returns NULL with *code set
+ * when the lease cannot be held (LEASE_LOST, ..., or LEASE_BACKEND_UNAVAILABLE when no thread or
  * eventfd could be created).
  */
 LEASE_MUST_USE lease_held_t *lease_held_start(lease_client_t *client, const lease_record_t *lease,
                                               int64_t sent_mono_ns, const lease_held_config_t *cfg,
                                               lease_code_t *code);
+
+/*
+ * Sessions (issue 37; docs/clients.md, "Sessions in the C client"). Every
+ * client has at most one session of its own, opened on the first hold that
+ * asks for it (lease_held_acquire, or lease_held_session). A lease acquired
+ * in it and held through the same client is not renewed: the client's
+ * renewal thread sends ONE keep-alive per session period (a third of the
+ * session's TTL, with jitter) for all of them, and each one's local window
+ * is the keep-alive's: anchored at the keep-alive's first send, granting
+ * the session's TTL, capped by the lease's own maximum lifetime.
+ *
+ *   keep-alive answered lease_lost (the session closed, expired, unknown)
+ *       or refused for good: every held lease of the session is cancelled,
+ *       LEASE_HELD_LOST with that code, as a lost renewal cancels today;
+ *   no answer, a 5xx, a timeout, a cut connection: repeated (the call
+ *       repeats the same keep-alive until its deadline, then the thread
+ *       retries with backoff) until the cancel point of the window of the
+ *       last confirmed keep-alive; past it every held lease of the session
+ *       is cancelled LEASE_HELD_UNCONFIRMED. Nothing the service did not
+ *       confirm is taken as alive.
+ *
+ * The session stays open while the client lives (kept alive even between
+ * holds, so a hold that waits to acquire finds it open); lease_client_free
+ * closes it. The watch stays on for each lease in it: it is what sees one
+ * lease ended while its session lives on (a force-release, a revoke). So a
+ * hold without the watch (no_watch) is never put in the session: it is
+ * renewed on its own, as before.
+ *
+ * A service without sessions (Valkey: 400 invalid_lease_request naming
+ * session_id) is remembered per client: from then on holds are acquired
+ * without a session and renewed one by one (lease/client.h's renew-batch),
+ * as lease_held_config_t.per_lease_renewal asks for one hold.
+ */
+
+/*
+ * The client's session for holds: copies its id into session_id (size at
+ * least LEASE_ID_MAX + 1) and returns LEASE_ACQUIRED, opening it first when
+ * the client has none or its last confirmed window has passed its cancel
+ * point. service_instance_id and ttl_ms (0: the policy's default) are the
+ * open's; request_id (NULL: generated) makes the open repeatable by a
+ * process that repeats its own request (leasectl run --request-id): a
+ * replayed open is kept alive once before it counts. Returns
+ * LEASE_INVALID_LEASE_REQUEST with session_id "" when the service has no
+ * sessions (remembered), or the open's failure. Put the id in
+ * lease_client_acquire_t.session_id and pass the answer to lease_held_start.
+ */
+LEASE_MUST_USE lease_code_t lease_held_session(lease_client_t *client,
+                                               const char *service_instance_id, int64_t ttl_ms,
+                                               const char *request_id, char *session_id,
+                                               size_t session_id_size);
+
+/*
+ * Acquires req (borrowed) and holds it: the C counterpart of the Python and
+ * Go clients' hold. The lease is acquired in the client's session
+ * (lease_held_session, opened with req's service instance and TTL) unless
+ * cfg->per_lease_renewal, req->session_id names one already, or the service
+ * has no sessions; an acquisition refused lease_lost because that session
+ * ended meanwhile is repeated once in a new session. call and res (may be
+ * NULL) receive the acquire's. Returns the held lease, or NULL with *code
+ * the acquire's code (LEASE_CONFLICT, ...) or lease_held_start's; a lease
+ * acquired but not holdable is released before returning.
+ */
+LEASE_MUST_USE lease_held_t *lease_held_acquire(lease_client_t *client,
+                                                const lease_client_acquire_t *req,
+                                                lease_client_call_t *call, lease_result_t *res,
+                                                const lease_held_config_t *cfg, lease_code_t *code);
 
 /* An eventfd that becomes readable (POLLIN) once the lease is lost,
  * released or stopped, and stays readable: poll it, never read it. */

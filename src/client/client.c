@@ -17,6 +17,7 @@
 
 #include "client_internal.h"
 #include "lease/client.h"
+#include "lease/json_fields.h"
 
 #define NS_PER_MS 1000000LL
 #define PAUSE_FIRST_MS 20
@@ -443,7 +444,8 @@ lease_code_t lease_client_acquire(lease_client_t *c, const lease_client_acquire_
         (req->ttl_ms > 0 && !set_int(o, "ttl_ms", req->ttl_ms)) ||
         (req->maximum_lifetime_ms > 0 &&
          !set_int(o, "maximum_lifetime_ms", req->maximum_lifetime_ms)) ||
-        (req->wait_ms > 0 && !set_int(o, "wait_ms", req->wait_ms))) {
+        (req->wait_ms > 0 && !set_int(o, "wait_ms", req->wait_ms)) ||
+        (req->session_id && *req->session_id && !set_str(o, "session_id", req->session_id))) {
         json_decref(o);
         return refuse(res, "lock_identity");
     }
@@ -612,6 +614,101 @@ lease_code_t lease_client_revoke(lease_client_t *c, const lease_client_admin_t *
     held_fields_t f = {.reason = req->reason, .incident_id = req->incident_id};
     return held_call(c, "/v1/leases/revoke", &req->identity, req->lease_id, req->fencing_token, &f,
                      call, res);
+}
+
+/* The answer of a session route: the session, and a close's count. */
+static lease_code_t session_result(lease_code_t code, bool mutation, client_envelope_t *env,
+                                   lease_result_t *res)
+{
+    memset(res, 0, sizeof *res);
+    res->code = code;
+    if (env->typed) {
+        res->retry_after_ms = env->retry_after_ms;
+        snprintf(res->field, sizeof res->field, "%s", env->field);
+        res->replayed = env->replayed;
+        const json_t *session = json_object_get(env->root, "session");
+        if (session)
+            res->has_session = client_session_decode(session, &res->session);
+        int64_t ended = 0;
+        if (lease_json_get_int(env->root, "leases_ended", &ended, false, 0))
+            res->leases_ended = ended;
+        res->more = json_is_true(json_object_get(env->root, "more"));
+    }
+    if (lease_code_is_success(code) && !res->has_session)
+        res->code = mutation ? LEASE_OUTCOME_UNKNOWN : LEASE_BACKEND_UNAVAILABLE;
+    client_envelope_clear(env);
+    return res->code;
+}
+
+/* "/v1/sessions/" + the id as one path segment + "/" + verb; false when the
+ * id is empty, too long or not of the id alphabet (refused locally). */
+static bool session_path(const char *session_id, const char *verb, char *path, size_t pathsz)
+{
+    if (!session_id || !*session_id || strlen(session_id) > LEASE_ID_MAX)
+        return false;
+    for (const unsigned char *p = (const unsigned char *)session_id; *p; p++)
+        if (!((*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
+              *p == '.' || *p == '_' || *p == ':' || *p == '-'))
+            return false;
+    return (size_t)snprintf(path, pathsz, "/v1/sessions/%s/%s", session_id, verb) < pathsz;
+}
+
+/* One session call: body o (consumed) to path. */
+static lease_code_t session_call(lease_client_t *c, const char *path, json_t *o, bool with_id,
+                                 call_ctx_t *ctx, lease_result_t *res)
+{
+    char *body = finish_body(o, ctx, with_id);
+    if (!body)
+        return refuse(res, "body");
+    client_envelope_t env;
+    lease_code_t code = exchange(c, "POST", path, body, true, &ctx->deadline, ctx->call, &env);
+    free(body);
+    return session_result(code, true, &env, res);
+}
+
+lease_code_t lease_client_session_open(lease_client_t *c, const char *service_instance_id,
+                                       int64_t ttl_ms, lease_client_call_t *call,
+                                       lease_result_t *res)
+{
+    call_ctx_t ctx;
+    if (!begin(&ctx, call, true))
+        return refuse(res, "request_id");
+    json_t *o = json_object();
+    if (!o || !set_str(o, "service_instance_id", service_instance_id) ||
+        (ttl_ms > 0 && !set_int(o, "ttl_ms", ttl_ms))) {
+        json_decref(o);
+        return refuse(res, "service_instance_id");
+    }
+    return session_call(c, "/v1/sessions", o, true, &ctx, res);
+}
+
+lease_code_t lease_client_session_keepalive(lease_client_t *c, const char *session_id,
+                                            lease_client_call_t *call, lease_result_t *res)
+{
+    call_ctx_t ctx;
+    (void)begin(&ctx, call, false); /* no request id: the route takes none */
+    char path[64 + LEASE_ID_MAX];
+    if (!session_path(session_id, "keepalive", path, sizeof path))
+        return refuse(res, "session_id");
+    json_t *o = json_object();
+    if (!o)
+        return refuse(res, "body");
+    return session_call(c, path, o, false, &ctx, res);
+}
+
+lease_code_t lease_client_session_close(lease_client_t *c, const char *session_id,
+                                        lease_client_call_t *call, lease_result_t *res)
+{
+    call_ctx_t ctx;
+    if (!begin(&ctx, call, true))
+        return refuse(res, "request_id");
+    char path[64 + LEASE_ID_MAX];
+    if (!session_path(session_id, "close", path, sizeof path))
+        return refuse(res, "session_id");
+    json_t *o = json_object();
+    if (!o)
+        return refuse(res, "body");
+    return session_call(c, path, o, true, &ctx, res);
 }
 
 /* "/v1/leases/" + the id as one path segment: ids are [A-Za-z0-9._:-];

@@ -47,7 +47,8 @@ bool client_lease_decode(const json_t *obj, lease_record_t *out)
         !lease_json_get_str(obj, "owner_credential_id", out->owner_credential_id,
                             sizeof out->owner_credential_id, false) ||
         !lease_json_get_str(obj, "end_reason", out->end_reason, sizeof out->end_reason, false) ||
-        !lease_json_get_str(obj, "incident_id", out->incident_id, sizeof out->incident_id, false))
+        !lease_json_get_str(obj, "incident_id", out->incident_id, sizeof out->incident_id, false) ||
+        !lease_json_get_str(obj, "session_id", out->session_id, sizeof out->session_id, false))
         return false;
     const json_t *meta = json_object_get(obj, "metadata");
     strcpy(out->metadata_json, "{}");
@@ -63,6 +64,25 @@ bool client_lease_decode(const json_t *obj, lease_record_t *out)
             return false;
     }
     return true;
+}
+
+bool client_session_decode(const json_t *o, lease_session_t *s)
+{
+    memset(s, 0, sizeof *s);
+    return json_is_object(o) &&
+           lease_json_get_str(o, "session_id", s->session_id, sizeof s->session_id, true) &&
+           lease_json_get_str(o, "tenant_id", s->tenant_id, sizeof s->tenant_id, false) &&
+           lease_json_get_str(o, "owner_principal_id", s->owner_principal_id,
+                              sizeof s->owner_principal_id, false) &&
+           lease_json_get_str(o, "owner_credential_id", s->owner_credential_id,
+                              sizeof s->owner_credential_id, false) &&
+           lease_json_get_str(o, "service_instance_id", s->service_instance_id,
+                              sizeof s->service_instance_id, false) &&
+           lease_json_get_int(o, "ttl_ms", &s->ttl_ms, true, 1) &&
+           lease_json_get_time(o, "created_at", &s->created_at_ms, false) &&
+           lease_json_get_time(o, "renewed_at", &s->renewed_at_ms, true) &&
+           lease_json_get_time(o, "expires_at", &s->expires_at_ms, true) &&
+           lease_json_get_str(o, "state", s->state, sizeof s->state, true);
 }
 
 bool client_envelope_decode(const char *body, size_t len, client_envelope_t *env)

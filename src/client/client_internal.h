@@ -82,6 +82,10 @@ void client_envelope_clear(client_envelope_t *env);
  * field is missing or malformed. */
 LEASE_MUST_USE bool client_lease_decode(const json_t *obj, lease_record_t *out);
 
+/* Decodes a session object of docs/api.md ("Sessions"); false when a
+ * required field is missing or malformed. */
+LEASE_MUST_USE bool client_session_decode(const json_t *obj, lease_session_t *out);
+
 /* The lock_identity object of a request; operation_class NULL is omitted. */
 json_t *client_identity_json(const lease_identity_input_t *id);
 

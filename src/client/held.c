@@ -6,6 +6,11 @@
  * thread, and release, stop and free. The layers, top down: held.c ->
  * renewals.c -> held_renewal.c -> schedule.c -> the client (client.c).
  *
+ * lease_held_acquire (issue 37) acquires in the client's session
+ * (renewals.c) and starts the hold; lease_held_start recognises a lease
+ * of that session, which the session's keep-alive keeps alive instead of
+ * renewals.
+ *
  * The watch thread long-polls GET .../watch and cancels as soon as the
  * service reports the lease ended; its HTTP call is aborted through the
  * cancel fd, so stopping never waits for a long-poll.
@@ -127,24 +132,31 @@ lease_held_t *lease_held_start(lease_client_t *client, const lease_record_t *lea
         return NULL;
     }
     h->lease = *lease;
+    /* in a session, the acquire's grant is what was left of the session
+     * then (expires_at - renewed_at), anchored at the acquire's send */
     h->window = lease_held_plan(sent_mono_ns, lease_held_grant_ms(lease), &h->cfg,
                                 lease_jitter(UINT64_MAX));
     h->capped = lease_held_grant_capped(lease);
+    h->group = renewal_group_of(client);
+    if (!h->group) {
+        *code = LEASE_BACKEND_UNAVAILABLE;
+        held_destroy(h);
+        return NULL;
+    }
+    /* a lease in this client's session is kept alive by its keep-alive;
+     * any other (no session, another's) is renewed as before */
+    h->in_session = !h->cfg.no_watch && renewal_group_session_is(h->group, lease->session_id);
+    if (h->in_session)
+        snprintf(h->session_id, sizeof h->session_id, "%s", lease->session_id);
 
     /* Past the renewal point already (a long bounded wait, a slow answer):
      * renew now, so the holder starts work with a fresh window, or not at all. */
-    if (!h->capped && lease_mono_now_ns() >= h->window.renew_ns)
+    if (!h->capped && !h->in_session && lease_mono_now_ns() >= h->window.renew_ns)
         held_renew_once(h);
     if (h->state == LEASE_HELD_ACTIVE && lease_mono_now_ns() >= h->window.cancel_ns)
         h->state = LEASE_HELD_UNCONFIRMED;
     if (h->state != LEASE_HELD_ACTIVE) {
         *code = h->code == LEASE_RENEWED ? LEASE_LOST : h->code;
-        held_destroy(h);
-        return NULL;
-    }
-    h->group = renewal_group_of(client);
-    if (!h->group) {
-        *code = LEASE_BACKEND_UNAVAILABLE;
         held_destroy(h);
         return NULL;
     }
@@ -158,6 +170,71 @@ lease_held_t *lease_held_start(lease_client_t *client, const lease_record_t *lea
                      h->lease.lease_id);
     }
     *code = LEASE_ACQUIRED;
+    return h;
+}
+
+lease_code_t lease_held_session(lease_client_t *client, const char *service_instance_id,
+                                int64_t ttl_ms, const char *request_id, char *session_id,
+                                size_t session_id_size)
+{
+    renewal_group_t *g = renewal_group_of(client);
+    if (!g) {
+        if (session_id_size > 0)
+            session_id[0] = '\0';
+        return LEASE_BACKEND_UNAVAILABLE;
+    }
+    return renewal_group_session(g, service_instance_id, ttl_ms, request_id, session_id,
+                                 session_id_size);
+}
+
+lease_held_t *lease_held_acquire(lease_client_t *client, const lease_client_acquire_t *req,
+                                 lease_client_call_t *call, lease_result_t *res,
+                                 const lease_held_config_t *cfg, lease_code_t *code)
+{
+    lease_client_call_t local_call = {0};
+    lease_result_t local_res;
+    if (!call)
+        call = &local_call;
+    if (!res)
+        res = &local_res;
+    lease_client_acquire_t in_session = *req;
+    char sid[LEASE_ID_MAX + 1] = "";
+    /* without the watch, only a renewal of its own learns that one lease
+     * ended while its session lives on (a force-release, a revoke) */
+    bool own_session = !(cfg && (cfg->per_lease_renewal || cfg->no_watch)) &&
+                       !(req->session_id && *req->session_id);
+    /* two tries: an acquisition refused lease_lost because the session
+     * ended since its last keep-alive is repeated once in a new one */
+    for (int attempt = 0; attempt < 2; attempt++) {
+        if (own_session) {
+            /* no session (the service has none, or cannot open one now):
+             * this lease is renewed on its own */
+            lease_code_t sc = lease_held_session(client, req->service_instance_id, req->ttl_ms,
+                                                 NULL, sid, sizeof sid);
+            in_session.session_id = sc == LEASE_ACQUIRED ? sid : NULL;
+        }
+        *code = lease_client_acquire(client, &in_session, call, res);
+        if (*code != LEASE_LOST || !own_session || !sid[0])
+            break;
+        renewal_group_t *g = renewal_group_of(client);
+        if (g)
+            renewal_group_session_ended(g, sid);
+    }
+    if (*code != LEASE_ACQUIRED)
+        return NULL;
+    lease_held_t *h = lease_held_start(client, &res->lease, call->anchor_mono_ns, cfg, code);
+    if (!h) {
+        /* nobody would hold it: give it back rather than block its target */
+        lease_client_owner_t rel = {lease_client_identity_of(&res->lease.identity),
+                                    res->lease.lease_id, res->lease.fencing_token,
+                                    cfg && cfg->service_instance_id && *cfg->service_instance_id
+                                        ? cfg->service_instance_id
+                                        : res->lease.service_instance_id,
+                                    0};
+        lease_result_t released;
+        lease_code_t given_back = lease_client_release(client, &rel, NULL, &released);
+        (void)given_back; /* best effort: it ends at its expiry otherwise */
+    }
     return h;
 }
 

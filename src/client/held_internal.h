@@ -35,6 +35,10 @@ struct lease_held {
     lease_held_t *group_next;
     bool in_group;
     bool in_flight;
+    /* set at start, then read-only: kept alive by the keep-alive of the
+     * client's session session_id (renewals.c), never renewed on its own */
+    bool in_session;
+    char session_id[LEASE_ID_MAX + 1];
 
     pthread_mutex_t lock;
     lease_record_t lease;
@@ -82,6 +86,14 @@ void held_log(lease_held_t *h, const char *fmt, ...) __attribute__((format(print
  * and the cancel callback, once. */
 void held_signal_cancel(lease_held_t *h, lease_held_state_t why, lease_code_t code);
 
+/* A confirmed keep-alive of h's session, first sent at sent_ns: h's window
+ * becomes the session's grant (capped by h's own lifetime), unless the
+ * window h has reaches further. */
+void held_session_extend(lease_held_t *h, int64_t sent_ns, const lease_session_t *session);
+/* A keep-alive of h's session that may still pass (code transient): kept
+ * as h's last outcome, which names the cause if its cancel point comes. */
+void held_session_failed(lease_held_t *h, lease_code_t code);
+
 /* --- renewals.c --- */
 
 /* The client's renewal group (created with its thread on first use);
@@ -92,6 +104,16 @@ void renewal_group_join(renewal_group_t *g, lease_held_t *h);
 /* Removes h and waits until the group thread no longer uses it (unless
  * called from the group thread itself, e.g. from a cancel callback). */
 void renewal_group_leave(renewal_group_t *g, lease_held_t *h);
+/* Whether h's lease is in g's open session (then h joins as its member:
+ * in_session). */
+bool renewal_group_session_is(renewal_group_t *g, const char *session_id);
+/* lease_held_session on g (held.h). */
+lease_code_t renewal_group_session(renewal_group_t *g, const char *service_instance_id,
+                                   int64_t ttl_ms, const char *request_id, char *session_id,
+                                   size_t session_id_size);
+/* The service refused an acquisition in session_id (lease_lost): g opens a
+ * new one next time. */
+void renewal_group_session_ended(renewal_group_t *g, const char *session_id);
 /* Stops and frees the group (through lease_client_free; no member left). */
 void renewal_group_free(renewal_group_t *g);
 

@@ -194,6 +194,51 @@ void held_renew_once(lease_held_t *h)
                        answered);
 }
 
+void held_session_extend(lease_held_t *h, int64_t sent_ns, const lease_session_t *session)
+{
+    pthread_mutex_lock(&h->lock);
+    if (h->state != LEASE_HELD_ACTIVE || h->stop) {
+        pthread_mutex_unlock(&h->lock);
+        return;
+    }
+    /* server times only subtracted from each other: what the keep-alive
+     * granted, and what is left of the lease's own lifetime at that moment */
+    int64_t grant = session->expires_at_ms - session->renewed_at_ms;
+    if (session->ttl_ms > 0 && session->ttl_ms < grant)
+        grant = session->ttl_ms;
+    bool capped = false;
+    if (h->lease.maximum_lifetime_ms > 0) {
+        int64_t life_left =
+            h->lease.acquired_at_ms + h->lease.maximum_lifetime_ms - session->renewed_at_ms;
+        if (life_left <= grant) {
+            grant = life_left;
+            capped = true;
+        }
+    }
+    lease_held_window_t w = lease_held_plan(sent_ns, grant, &h->cfg, lease_jitter(UINT64_MAX));
+    if (grant > 0 && w.cancel_ns > h->window.cancel_ns) {
+        h->window = w;
+        h->capped = capped;
+        int64_t session_end = session->expires_at_ms;
+        int64_t own_end = h->lease.acquired_at_ms + h->lease.maximum_lifetime_ms;
+        h->lease.renewed_at_ms = session->renewed_at_ms;
+        h->lease.expires_at_ms = capped && h->lease.maximum_lifetime_ms > 0 && own_end < session_end
+                                     ? own_end
+                                     : session_end;
+    }
+    h->failures = 0;
+    h->code = LEASE_RENEWED;
+    pthread_mutex_unlock(&h->lock);
+}
+
+void held_session_failed(lease_held_t *h, lease_code_t code)
+{
+    pthread_mutex_lock(&h->lock);
+    h->failures++;
+    h->code = code;
+    pthread_mutex_unlock(&h->lock);
+}
+
 bool held_past_cancel_point(lease_held_t *h, int64_t now_ns)
 {
     pthread_mutex_lock(&h->lock);
@@ -222,8 +267,9 @@ int64_t held_next_ns(lease_held_t *h, int64_t now_ns, bool *due, bool *gatherabl
     int64_t next = INT64_MAX;
     if (h->state == LEASE_HELD_ACTIVE && !h->stop) {
         const lease_held_window_t *win = &h->window;
-        /* a capped grant cannot be extended: just wait for its end */
-        bool renews = !h->capped && win->renew_ns <= win->cancel_ns;
+        /* a capped grant cannot be extended: just wait for its end; a
+         * lease in the client's session waits for the session's keep-alive */
+        bool renews = !h->capped && !h->in_session && win->renew_ns <= win->cancel_ns;
         next = renews ? win->renew_ns : win->cancel_ns;
         if (now_ns >= win->cancel_ns)
             next = win->cancel_ns;

@@ -21,6 +21,12 @@ int64_t lease_held_grant_ms(const lease_record_t *lease)
 
 bool lease_held_grant_capped(const lease_record_t *lease)
 {
+    if (lease->session_id[0]) {
+        /* its session's expiry comes and goes with keep-alives; only its own
+         * lifetime's end is final (one millisecond of slack: truncation) */
+        return lease->maximum_lifetime_ms > 0 &&
+               lease->expires_at_ms + 1 >= lease->acquired_at_ms + lease->maximum_lifetime_ms;
+    }
     /* one millisecond of slack: both timestamps are truncated to ms */
     return lease->expires_at_ms - lease->renewed_at_ms + 1 < lease->ttl_ms;
 }

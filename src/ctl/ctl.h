@@ -33,6 +33,8 @@ int ctl_force_release_main(int argc, char **argv);
 int ctl_revoke_main(int argc, char **argv);
 int ctl_commit_main(int argc, char **argv);
 int ctl_run_main(int argc, char **argv);
+/* `leasectl session close SESSION_ID` (ctl_lease.c) */
+int ctl_session_main(int argc, char **argv);
 /* run's own options (--grace-ms into *grace_ms), for ctl_options_parse:
  * the one table, shared with tests/unit/test_ctl_options.c. */
 ctl_extra_t ctl_run_extra(int64_t *grace_ms);

@@ -124,6 +124,16 @@ static const char help_commit[] =
     "  --lease-id ID --fencing-token N --execution-id ID [--trace-id ID] and the identity\n"
     CTL_HELP_IDENTITY "options:\n" CTL_HELP_REQUEST_ID CTL_HELP_COMMON;
 
+static const char help_session[] =
+    "usage: leasectl session close [OPTIONS] SESSION_ID\n"
+    "Closes a session: every lease in it ends at once (released, each with its history\n"
+    "row and audit event) and its holders lose them. Needs the credential that opened\n"
+    "it (targets:lease). Prints the answer as JSON: the session, leases_ended and more\n"
+    "(true: the sweeper ends the rest). Exit 0 closed; 1 lease_lost (closed, expired,\n"
+    "unknown or another principal's); 65 on a backend without sessions.\n"
+    "Open sessions are listed in SQL: lease.active_sessions (docs/operators.md).\n\n"
+    "options:\n" CTL_HELP_REQUEST_ID CTL_HELP_COMMON;
+
 /* clang-format on */
 
 static int usage_of(const char *help, int status)
@@ -685,6 +695,31 @@ int ctl_commit_main(int argc, char **argv)
                                  o->trace_id, a.n,         a.writes};
     lease_commit_result_t res;
     lease_code_t code = lease_client_commit(s.client, &req, &s.call, &res);
+    status = report(&s, &s.call, code, res.field);
+    session_close(&s);
+    return status;
+}
+
+int ctl_session_main(int argc, char **argv)
+{
+    bool help = argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
+    if (help)
+        return usage_of(help_session, LEASE_EXIT_OK);
+    if (argc < 2 || strcmp(argv[1], "close") != 0) {
+        fprintf(stderr, "leasectl session: expected 'close SESSION_ID'\n");
+        return usage_of(help_session, LEASE_EXIT_USAGE);
+    }
+    session_t s;
+    int status = session_open(&s, argc - 1, argv + 1, CTL_OPT_OPERANDS, NULL, help_session, false);
+    if (status >= 0)
+        return status;
+    s.cmd = "session close";
+    /* argv + 1 is "close", its operands follow */
+    if (s.first_operand != argc - 2)
+        return session_usage(&s, "exactly one SESSION_ID is required");
+    const char *session_id = argv[1 + s.first_operand];
+    lease_result_t res;
+    lease_code_t code = lease_client_session_close(s.client, session_id, &s.call, &res);
     status = report(&s, &s.call, code, res.field);
     session_close(&s);
     return status;

@@ -1,10 +1,12 @@
 /*
  * ctl_run.c - `leasectl run [options] -- COMMAND [ARGS...]`, the executor.
  *
- * Acquires the lease (bounded wait), starts COMMAND in its own process group
- * with the LEASE_* environment, keeps the lease renewed through the worker,
- * and waits on one poll() over a signalfd (SIGCHLD, SIGINT, SIGTERM,
- * SIGHUP, SIGQUIT) and the worker's cancel fd. Those signals are blocked in
+ * Acquires the lease (bounded wait) in the client's session (issue 37: one
+ * keep-alive per period keeps it; a session that ends loses it), starts
+ * COMMAND in its own process group with the LEASE_* environment, keeps the
+ * lease alive through the held lease, and waits on one poll() over a
+ * signalfd (SIGCHLD, SIGINT, SIGTERM, SIGHUP, SIGQUIT) and the held lease's
+ * cancel fd. Those signals are blocked in
  * every thread from the first line on (threads inherit the mask), so no
  * signal is lost or handled asynchronously and SIGCHLD cannot race waitpid.
  *
@@ -31,6 +33,7 @@
 #include <unistd.h>
 
 #include <openssl/crypto.h>
+#include <openssl/sha.h>
 
 #include "ctl.h"
 #include "ctl_options.h"
@@ -329,9 +332,10 @@ static const char synopsis[] = "IDENTITY [OPTIONS] -- COMMAND [ARGS...]";
 
 /* clang-format off */
 static const char help[] =
-    "Acquires the lease, runs COMMAND with it in its environment (LEASE_ID,\n"
-    "LEASE_FENCING_TOKEN, ...), renews it while COMMAND runs, cancels COMMAND\n"
-    "(SIGTERM, then SIGKILL) the moment the lease is lost, and releases it after.\n"
+    "Acquires the lease in a session, runs COMMAND with it in its environment\n"
+    "(LEASE_ID, LEASE_FENCING_TOKEN, ...), keeps the session alive while COMMAND\n"
+    "runs, cancels COMMAND (SIGTERM, then SIGKILL) the moment the lease or its\n"
+    "session is lost, and releases it after.\n"
     "Exit status: COMMAND's own (128+N: signal N); 75 held by another; 76 lease\n"
     "lost while running; 69 service unavailable; 77 credential refused.\n\n" CTL_HELP_IDENTITY
     "options:\n"
@@ -411,9 +415,11 @@ cleanup:
 #define RUN_PAUSE_MAX_MS 2000
 
 static lease_code_t acquire_waiting(const ctl_options_t *o, lease_client_t *client,
-                                    lease_client_call_t *call, lease_result_t *res)
+                                    const char *session_id, lease_client_call_t *call,
+                                    lease_result_t *res)
 {
     lease_client_acquire_t req = ctl_options_acquire_req(o);
+    req.session_id = session_id && *session_id ? session_id : NULL;
     int64_t start = lease_mono_now_ns();
     int64_t wait_end = start + o->wait_ms * 1000000;
     int64_t budget_ms = o->deadline_ms > 0 ? o->deadline_ms : CTL_DEFAULT_DEADLINE_MS + o->wait_ms;
@@ -476,6 +482,38 @@ static lease_code_t renew_replayed_grant(const ctl_options_t *o, lease_client_t 
     return LEASE_ACQUIRED;
 }
 
+/*
+ * The session run holds its lease in (issue 37: kept alive by one
+ * keep-alive per period, lost with it). With --request-id the open's
+ * request id is derived from it, so a repeated run repeats the open (the
+ * same session, kept alive once before it counts) and its acquire is the
+ * same request. "" when the service has no sessions (Valkey) or none could
+ * be opened: the lease is then renewed on its own, as before.
+ */
+static void run_session(const ctl_options_t *o, lease_client_t *client, char *sid, size_t sidsz)
+{
+    char derived[LEASE_ID_MAX + 1];
+    const char *request_id = NULL;
+    if (o->request_id) {
+        unsigned char md[SHA256_DIGEST_LENGTH];
+        char text[LEASE_ID_MAX + 16];
+        snprintf(text, sizeof text, "session:%s", o->request_id);
+        SHA256((const unsigned char *)text, strlen(text), md);
+        char hex[2 * SHA256_DIGEST_LENGTH + 1];
+        for (size_t i = 0; i < sizeof md; i++)
+            snprintf(hex + 2 * i, 3, "%02x", md[i]);
+        snprintf(derived, sizeof derived, "req_session_%.32s", hex);
+        request_id = derived;
+    }
+    lease_code_t code =
+        lease_held_session(client, o->service_instance_id, o->ttl_ms, request_id, sid, sidsz);
+    /* unreachable: the acquire that follows says so, with the URL */
+    if (code != LEASE_ACQUIRED && code != LEASE_INVALID_LEASE_REQUEST &&
+        code != LEASE_BACKEND_UNAVAILABLE)
+        fprintf(stderr, "leasectl run: no session (%s): the lease is renewed on its own\n",
+                lease_code_name(code));
+}
+
 /* Acquires, holds the lease while the command runs, releases. */
 static int hold_and_run(const ctl_options_t *o, lease_client_t *client, char **command,
                         int64_t grace_ms, const sigset_t *handled, const sigset_t *original,
@@ -483,7 +521,9 @@ static int hold_and_run(const ctl_options_t *o, lease_client_t *client, char **c
 {
     lease_client_call_t call;
     lease_result_t res;
-    lease_code_t code = acquire_waiting(o, client, &call, &res);
+    char sid[LEASE_ID_MAX + 1] = "";
+    run_session(o, client, sid, sizeof sid);
+    lease_code_t code = acquire_waiting(o, client, sid, &call, &res);
     if (code == LEASE_ACQUIRED && res.replayed && res.current_state != LEASE_STATE_ACTIVE &&
         res.current_state != LEASE_STATE_NONE)
         code = LEASE_LOST; /* a replayed --request-id whose lease has ended since */

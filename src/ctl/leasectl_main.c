@@ -25,6 +25,7 @@ static const ctl_command_t commands[] = {
     {"revoke", ctl_revoke_main, "administrator: revoke a lease, with a reason"},
     {"commit", ctl_commit_main, "fenced commit of documents and publications"},
     {"run", ctl_run_main, "run a command while holding a lease (the executor)"},
+    {"session", ctl_session_main, "close a session: every lease in it ends (session close)"},
     {"recover", ctl_recover_main, "raise fencing counters by an epoch, revoke leases, unseal"},
     {"verify", ctl_verify_main, "report fencing and record inconsistencies"},
 };

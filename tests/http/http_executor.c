@@ -8,8 +8,9 @@
  *      margin, exit 76, and a commit with the old token is lease_lost;
  *  (b) the database stops under `run`: the command is cancelled before the
  *      lease's expires_at;
- *  (c) renewal answers delayed past their local deadline (a slow TCP proxy,
- *      tests/harness/tcp_proxy.c) do not extend local authority;
+ *  (c) keep-alive answers of run's session delayed past their local
+ *      deadline (a slow TCP proxy, tests/harness/tcp_proxy.c) do not extend
+ *      local authority;
  *  (d) normal completion releases at once and passes the command's code;
  *  (e) acquire outcome unknown (answer dropped by the proxy; backends
  *      terminated mid-call) resolves by request id: never two leases,
@@ -113,12 +114,13 @@ static void force_release_cancels_the_command(void **state)
     proc_t run = run_start("exec-a", "3000", fx.base);
     char *lease_id = env_value(&run, "LEASE_ID");
 
-    /* past one TTL the command still runs: renewals keep the lease (the
-     * lease is active at a database time past its first expiry) */
+    /* past one TTL the command still runs: its session's keep-alives keep
+     * the lease (the lease is active at a database time past its first
+     * expiry) */
     char alive[512];
     snprintf(alive, sizeof alive,
              "SELECT count(*) FROM lease.active_leases WHERE lease_id = '%s' AND "
-             "renewed_at > acquired_at AND now() > acquired_at + interval '3000 ms'",
+             "now() > acquired_at + interval '3000 ms'",
              lease_id);
     assert_true(test_wait_until(PATIENCE_MS, testpg_query_int(fx.db, alive) == 1));
     assert_false(wait_file(&run, "term", 0));
@@ -190,12 +192,12 @@ static void database_outage_cancels_before_expiry(void **state)
     proc_t run = run_start("exec-b", "4000", fx.base);
     char *lease_id = env_value(&run, "LEASE_ID");
 
-    /* Stop the database after a renewal (so the command has outlived its
-     * first grant through the service); the expiry to beat is read after
-     * the outage. */
+    /* Stop the database after a keep-alive of the lease's session (so the
+     * command has outlived its first grant through the service: its
+     * expires_at moved on); the expiry to beat is read after the outage. */
     char sql[256];
     snprintf(sql, sizeof sql,
-             "SELECT (extract(epoch FROM renewed_at) * 1000)::bigint FROM lease.active_leases "
+             "SELECT (extract(epoch FROM expires_at) * 1000)::bigint FROM lease.active_leases "
              "WHERE lease_id = '%s'",
              lease_id);
     long long first = testpg_query_int(fx.db, sql);
@@ -243,14 +245,20 @@ static void late_renewals_do_not_extend_authority(void **state)
     assert_true(tcp_proxy_start(&px, service_port()));
     char url[64];
     tcp_proxy_url(&px, url, sizeof url);
-    /* 9 s grant from the acquire sent at S: cancel point C = S + 8.1 s
-     * (margin 10 %), renewal R = S + 3 s +- 0.3 s, its answer deadline
-     * halfway to C (R + 2.4..2.7 s). Answers delayed by 2.8 s arrive after
-     * that deadline but, with up to 2 s of service time to spare, before
-     * the call itself gives up at C; the inspection that follows cannot be
-     * answered before C at all. */
+    /* 9 s grant from the session's open sent at S: cancel point C = S +
+     * 8.1 s (margin 10 %), keep-alive R = S + 3 s +- 0.3 s, its answer
+     * deadline halfway to C (R + 2.4..2.7 s). Answers delayed by 2.8 s
+     * arrive after that deadline but, with up to 2 s of service time to
+     * spare, before the call itself gives up at C; the keep-alive that
+     * follows at once cannot be answered before C at all. */
     proc_t run = run_start("exec-c", "9000", url);
     char *lease_id = env_value(&run, "LEASE_ID");
+    char session_sql[256];
+    snprintf(session_sql, sizeof session_sql,
+             "SELECT session_id FROM lease.active_leases WHERE lease_id = '%s'", lease_id);
+    char *session_id = testpg_query_value(fx.db, session_sql);
+    assert_non_null(session_id);
+    assert_true(session_id[0] != '\0'); /* run holds its lease in a session */
 
     atomic_store(&px.delay_ms, 2800);
     int64_t delayed_at = lease_mono_now_ns();
@@ -275,16 +283,16 @@ static void late_renewals_do_not_extend_authority(void **state)
 
     char *err = proc_file(&run, "err");
     assert_non_null(strstr(err, "after its local deadline"));
-    assert_non_null(strstr(err, "authority not proven"));
+    assert_non_null(strstr(err, "unconfirmed"));
     free(err);
-    /* the service did grant the late renewal: only the answer was late */
+    /* the service did grant the late keep-alive: only the answer was late */
     char sql[512];
     snprintf(sql, sizeof sql,
-             "SELECT (extract(epoch FROM max(renewed_at)) * 1000)::bigint FROM ("
-             "SELECT renewed_at FROM lease.lease_history WHERE lease_id = '%s' UNION ALL "
-             "SELECT renewed_at FROM lease.active_leases WHERE lease_id = '%s') r",
-             lease_id, lease_id);
+             "SELECT (extract(epoch FROM renewed_at) * 1000)::bigint FROM lease.sessions "
+             "WHERE session_id = '%s'",
+             session_id);
     assert_true(testpg_query_int(fx.db, sql) > delayed_wall);
+    free(session_id);
     free(lease_id);
     proc_cleanup(&run);
 }

@@ -57,6 +57,32 @@ static void grant_is_ttl_or_what_is_left_of_the_lifetime(void **state)
     assert_int_equal(lease_held_grant_ms(&backwards), 0);
 }
 
+/* A lease in a session (issue 37): expires_at is the session's end while
+ * that comes first; a keep-alive moves it, so only the lease's own
+ * lifetime's end caps it. Its grant is what is left of the session. */
+static void a_session_lease_is_capped_only_by_its_own_lifetime(void **state)
+{
+    (void)state;
+    /* acquired 500 ms into a 1 500 ms session: 1 000 ms left, TTL 1 500 */
+    lease_record_t in_session = record(1722859200000, 1722859201000, 1500);
+    in_session.maximum_lifetime_ms = 3600000;
+    strcpy(in_session.session_id, "session_0192");
+    assert_int_equal(lease_held_grant_ms(&in_session), 1000);
+    assert_false(lease_held_grant_capped(&in_session));
+    /* the same record without a session: the maximum lifetime cut it */
+    lease_record_t plain = in_session;
+    plain.session_id[0] = '\0';
+    assert_true(lease_held_grant_capped(&plain));
+    /* its own lifetime ends first: capped (within the millisecond) */
+    lease_record_t ending = record(1722859200000, 1722859201000, 1500);
+    ending.maximum_lifetime_ms = 1001;
+    strcpy(ending.session_id, "session_0192");
+    assert_true(lease_held_grant_capped(&ending));
+    /* no maximum lifetime reported: never capped */
+    ending.maximum_lifetime_ms = 0;
+    assert_false(lease_held_grant_capped(&ending));
+}
+
 static void margin_defaults_and_bounds(void **state)
 {
     (void)state;
@@ -260,6 +286,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(grant_is_ttl_or_what_is_left_of_the_lifetime),
+        cmocka_unit_test(a_session_lease_is_capped_only_by_its_own_lifetime),
         cmocka_unit_test(margin_defaults_and_bounds),
         cmocka_unit_test(window_is_judged_from_the_send_time),
         cmocka_unit_test(jitter_stays_within_its_bounds_and_reaches_them),
