@@ -60,6 +60,15 @@ LEASE_MUST_USE lease_admin_status_t lease_admin_credential_list(const char *data
                                                                 json_t **rows, char *err,
                                                                 size_t errsz);
 
+/* ---- sessions (`leasectl session list`) ------------------------------- */
+
+/* The open sessions of lease.active_sessions (all tenants, or tenant_id's
+ * when not NULL) as a JSON array of objects, oldest first; remaining_ms is
+ * what is left of each at backend time (caller decrefs *rows). */
+LEASE_MUST_USE lease_admin_status_t lease_admin_session_list(const char *database_url,
+                                                             const char *tenant_id, json_t **rows,
+                                                             char *err, size_t errsz);
+
 /* ---- recovery (`leasectl recover`, `leasectl verify`) ----------------- */
 
 /*

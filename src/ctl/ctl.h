@@ -10,6 +10,7 @@
 
 #include "ctl_options.h"
 #include "lease/result.h"
+#include "lease/store_admin.h"
 
 typedef struct ctl_command {
     const char *name;
@@ -33,8 +34,11 @@ int ctl_force_release_main(int argc, char **argv);
 int ctl_revoke_main(int argc, char **argv);
 int ctl_commit_main(int argc, char **argv);
 int ctl_run_main(int argc, char **argv);
-/* `leasectl session close SESSION_ID` (ctl_lease.c) */
+/* `leasectl session close SESSION_ID` (ctl_lease.c); `session list` is
+ * ctl_session_list (ctl_session_list.c), an operator's read of the database */
 int ctl_session_main(int argc, char **argv);
+int ctl_session_list(int argc, char **argv);
+
 /* run's own options (--grace-ms into *grace_ms), for ctl_options_parse:
  * the one table, shared with tests/unit/test_ctl_options.c. */
 ctl_extra_t ctl_run_extra(int64_t *grace_ms);
@@ -50,5 +54,8 @@ const char *ctl_store_url(const char *flag_value);
 /* As ctl_store_url, for commands that need PostgreSQL: a Valkey URL is
  * refused (NULL, after saying so). */
 const char *ctl_database_url(const char *flag_value);
+/* The exit status of an administrative call (docs/executor.md): 0, 65
+ * invalid, 77 denied, 69 unavailable, 1 anything else (ctl_credential.c). */
+int ctl_admin_exit(lease_admin_status_t st);
 
 #endif

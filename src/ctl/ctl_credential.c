@@ -78,7 +78,7 @@ static void usage(FILE *out)
                  "'leasectl credential create --help' describes create.\n");
 }
 
-static int exit_for(lease_admin_status_t st)
+int ctl_admin_exit(lease_admin_status_t st)
 {
     switch (st) {
     case LEASE_ADMIN_OK:
@@ -466,7 +466,7 @@ static int credential_create(int argc, char **argv)
                                   : lease_admin_credential_create(url, req, &row, err, sizeof err);
     if (st != LEASE_ADMIN_OK) {
         fprintf(stderr, "leasectl credential create: %s\n", err);
-        rc = exit_for(st);
+        rc = ctl_admin_exit(st);
         goto cleanup;
     }
     json_t *stored_id = json_object_get(row, "credential_id");
@@ -558,7 +558,7 @@ static int credential_revoke(int argc, char **argv)
                             : lease_admin_credential_revoke(url, id, &revoked, err, sizeof err);
     if (st != LEASE_ADMIN_OK) {
         fprintf(stderr, "leasectl credential revoke: %s\n", err);
-        return exit_for(st);
+        return ctl_admin_exit(st);
     }
     json_t *out = json_pack("{s:s, s:b}", "credential_id", id, "revoked", revoked);
     rc = print_json(out);
@@ -587,7 +587,7 @@ static int credential_list(int argc, char **argv)
                                   : lease_admin_credential_list(url, &rows, err, sizeof err);
     if (st != LEASE_ADMIN_OK) {
         fprintf(stderr, "leasectl credential list: %s\n", err);
-        return exit_for(st);
+        return ctl_admin_exit(st);
     }
     /* One object on stdout, like every other command. */
     json_t *out = json_is_array(rows) ? json_pack("{s:O}", "credentials", rows) : json_incref(rows);

@@ -125,14 +125,18 @@ static const char help_commit[] =
     CTL_HELP_IDENTITY "options:\n" CTL_HELP_REQUEST_ID CTL_HELP_COMMON;
 
 static const char help_session[] =
-    "usage: leasectl session close [OPTIONS] SESSION_ID\n"
-    "Closes a session: every lease in it ends at once (released, each with its history\n"
+    "usage: leasectl session list [--database-url URL] [--tenant TENANT]\n"
+    "       leasectl session close [OPTIONS] SESSION_ID\n"
+    "list prints the open sessions of lease.active_sessions as JSON ({\"sessions\":[...]},\n"
+    "each with its owner, TTL, times, remaining_ms and leases), oldest first; it reads\n"
+    "the database (--database-url, default LEASE_DATABASE_URL; PostgreSQL only).\n"
+    "close ends a session: every lease in it ends at once (released, each with its history\n"
     "row and audit event) and its holders lose them. Needs the credential that opened\n"
     "it (targets:lease). Prints the answer as JSON: the session, leases_ended and more\n"
     "(true: the sweeper ends the rest). Exit 0 closed; 1 lease_lost (closed, expired,\n"
     "unknown or another principal's); 65 on a backend without sessions.\n"
-    "Open sessions are listed in SQL: lease.active_sessions (docs/operators.md).\n\n"
-    "options:\n" CTL_HELP_REQUEST_ID CTL_HELP_COMMON;
+    "\n"
+    "options of close:\n" CTL_HELP_REQUEST_ID CTL_HELP_COMMON;
 
 /* clang-format on */
 
@@ -705,8 +709,10 @@ int ctl_session_main(int argc, char **argv)
     bool help = argc >= 2 && (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0);
     if (help)
         return usage_of(help_session, LEASE_EXIT_OK);
+    if (argc >= 2 && strcmp(argv[1], "list") == 0)
+        return ctl_session_list(argc - 1, argv + 1);
     if (argc < 2 || strcmp(argv[1], "close") != 0) {
-        fprintf(stderr, "leasectl session: expected 'close SESSION_ID'\n");
+        fprintf(stderr, "leasectl session: expected 'list' or 'close SESSION_ID'\n");
         return usage_of(help_session, LEASE_EXIT_USAGE);
     }
     session_t s;

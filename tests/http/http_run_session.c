@@ -4,7 +4,10 @@
  * `leasectl session close`. The real leased, leasectl, child processes and
  * the throwaway Postgres:
  *
- *  1. the session closed from outside (`leasectl session close`, the same
+ *  1. `leasectl session list` (an operator's read of lease.active_sessions)
+ *     shows run's session with its tenant, TTL, time left and one lease,
+ *     under its tenant and not another's, and no more once it is closed;
+ *     the session closed from outside (`leasectl session close`, the same
  *     credential): SIGTERM to the command, run exits 76; the close printed
  *     lease_released with leases_ended 1 and exited 0; closing it again
  *     with another request id is lease_lost (exit 1);
@@ -60,6 +63,32 @@ static char *session_of(const char *lease_id)
     return id;
 }
 
+/* `leasectl session list --database-url` (with --tenant when not NULL):
+ * its exit status, and its sessions array in *sessions (owned). */
+static int session_list(const char *tenant, json_t **answer, json_t **sessions)
+{
+    const char *args[] = {"session", "list", "--database-url", fx.db,
+                          tenant ? "--tenant" : NULL, tenant, NULL};
+    *answer = NULL;
+    int rc = ctl(args, fx.base, worker_token, NULL, answer);
+    *sessions = *answer ? json_object_get(*answer, "sessions") : NULL;
+    return rc;
+}
+
+/* The entry of session_id in a session list, or NULL. */
+static json_t *listed(json_t *sessions, const char *session_id)
+{
+    size_t i;
+    json_t *s;
+    json_array_foreach(sessions, i, s)
+    {
+        const char *id = json_string_value(json_object_get(s, "session_id"));
+        if (id && strcmp(id, session_id) == 0)
+            return s;
+    }
+    return NULL;
+}
+
 static void print_stderr(const proc_t *p)
 {
     char *err = proc_file(p, "err");
@@ -82,9 +111,26 @@ static void session_closed_from_outside_cancels_the_command(void **state)
              lease_id);
     assert_int_equal(testpg_query_int(fx.db, sql), 1);
 
+    /* an operator lists it: its tenant, its one lease, time left */
+    json_t *answer = NULL, *sessions = NULL;
+    assert_int_equal(session_list(NULL, &answer, &sessions), 0);
+    json_t *entry = listed(sessions, session_id);
+    assert_non_null(entry);
+    assert_string_equal(json_string_value(json_object_get(entry, "tenant_id")), TENANT);
+    assert_int_equal(json_integer_value(json_object_get(entry, "leases")), 1);
+    assert_int_equal(json_integer_value(json_object_get(entry, "ttl_ms")), 1500);
+    json_int_t remaining = json_integer_value(json_object_get(entry, "remaining_ms"));
+    assert_true(remaining > 0 && remaining <= 1500);
+    json_decref(answer);
+    assert_int_equal(session_list(TENANT, &answer, &sessions), 0);
+    assert_non_null(listed(sessions, session_id));
+    json_decref(answer);
+    assert_int_equal(session_list("tenant-nobody", &answer, &sessions), 0);
+    assert_int_equal(json_array_size(sessions), 0);
+    json_decref(answer);
+
     const char *close_args[] = {"session",         "close",    "--request-id",
                                 "req_close_run_1", session_id, NULL};
-    json_t *answer = NULL;
     assert_int_equal(ctl(close_args, fx.base, worker_token, NULL, &answer), 0);
     assert_non_null(answer);
     assert_string_equal(json_string_value(json_object_get(answer, "code")), "lease_released");
@@ -104,6 +150,11 @@ static void session_closed_from_outside_cancels_the_command(void **state)
     char *err = proc_file(&run, "err");
     assert_non_null(strstr(err, "lost (lease_lost)"));
     free(err);
+
+    /* a closed session is no longer listed */
+    assert_int_equal(session_list(NULL, &answer, &sessions), 0);
+    assert_null(listed(sessions, session_id));
+    json_decref(answer);
 
     /* closed already: another close is lease_lost, exit 1 */
     const char *again[] = {"session", "close", "--request-id", "req_close_run_2", session_id, NULL};

@@ -144,8 +144,8 @@ static const help_case_t help_cases[] = {
      {"--ttl-ms", "--wait-ms", "--grace-ms", "--tenant", "--request-id"},
      {"--lease-id", "--fencing-token", "--page-size", "--reason", "--document"}},
     {"session",
-     {"close", "SESSION_ID", "--request-id", "--url", "lease.active_sessions"},
-     {"--ttl-ms", "--wait-ms", "--lease-id", "--tenant", "--page-size", "--reason"}},
+     {"list", "--tenant", "close", "SESSION_ID", "--request-id", "--url", "lease.active_sessions"},
+     {"--ttl-ms", "--wait-ms", "--lease-id", "--page-size", "--reason"}},
 };
 
 static void test_help_per_command(void **state)
