@@ -105,6 +105,14 @@ LEASE_MUST_USE lease_code_t lease_valkey_revoke(lease_valkey_t *v, const lease_a
                                                 lease_result_t *res);
 LEASE_MUST_USE lease_code_t lease_valkey_inspect(lease_valkey_t *v, const lease_inspect_req_t *req,
                                                  lease_result_t *res);
+/* A fenced commit of documents (lease.fenced_commit on Valkey:
+ * leased_v1_fenced_commit): commit_accepted with one revision per write,
+ * write_conflict (field, current_revision), lease_lost, or a failure; a
+ * commit with a publication is refused (lease_backend_unavailable: the
+ * outbox needs PostgreSQL) and nothing is written. */
+LEASE_MUST_USE lease_code_t lease_valkey_fenced_commit(lease_valkey_t *v,
+                                                       const lease_commit_req_t *req,
+                                                       lease_commit_result_t *res);
 /* The active, unexpired leases of one tenant/program (target, owner) in
  * the caller's scope, a page at a time (res->leases: lease_list_result_free). */
 LEASE_MUST_USE lease_code_t lease_valkey_list(lease_valkey_t *v, const lease_list_req_t *req,
@@ -143,8 +151,9 @@ LEASE_MUST_USE lease_code_t lease_valkey_health(lease_valkey_t *v, const lease_d
                                                 lease_health_t *out);
 
 /* The adapter as a lease_store_t (lease_store_ops): the operations above
- * and audit events; what the library does not decide yet (fenced_commit)
- * is refused with lease_backend_unavailable (docs/backends.md). Opening
+ * and audit events; what the library does not decide (publications of a
+ * fenced commit, the old sweep) is refused with lease_backend_unavailable
+ * (docs/backends.md). Opening
  * refuses a server without the durability settings, as lease_valkey_open. */
 LEASE_MUST_USE lease_code_t lease_valkey_store_open(const lease_valkey_config_t *cfg,
                                                     lease_store_t **out, char *err, size_t errlen);

@@ -5,8 +5,8 @@
  * started with LEASE_STORE_URL=redis://... and no database. Acquire, renew,
  * inspect, list, release, their batches, a conflict, a takeover after
  * expiry with a greater token, a revoked credential refused, and the typed
- * refusals of what needs PostgreSQL (watch, fenced commits); then a server without the durability
- * settings and a TLS URL, which leased refuses to start on.
+ * refusals of what needs PostgreSQL (watch, a fenced commit's publication); then a server
+ * without the durability settings and a TLS URL, which leased refuses to start on.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -166,12 +166,13 @@ static void leases_over_http(void **state)
     assert_non_null(strstr(r->body, "requires_postgres"));
     http_resp_free(r);
 
-    json_t *commit = json_pack("{s:s, s:o, s:O, s:O, s:s, s:s, s:[{s:s, s:s, s:i, s:{s:i}}]}",
+    json_t *commit = json_pack("{s:s, s:o, s:O, s:O, s:s, s:s, s:[{s:s, s:s, s:{s:i}}]}",
                                "request_id", "r7", "lock_identity", vk_identity("t1"), "lease_id",
                                http_resp_get(c, "lease.lease_id"), "fencing_token",
                                http_resp_get(c, "lease.fencing_token"), "execution_id", "exec_1",
-                               "trace_id", "trace_1", "writes", "kind", "document", "key", "doc-1",
-                               "expected_revision", 0, "body", "x", 1);
+                               "trace_id", "trace_1", "writes", "kind", "publication", "topic",
+                               "results", "payload", "x", 1);
+    /* a publication: the outbox is PostgreSQL's (documents: valkey_commits) */
     r = vk_post_expect(base, "/v1/commits", alice, commit, 503, "lease_backend_unavailable");
     http_resp_free(r);
 

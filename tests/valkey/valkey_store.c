@@ -300,9 +300,14 @@ static void credentials_digest_only(void **state)
 static void not_built_answers_typed(void **state)
 {
     fixture_t *f = *state;
+    /* a fenced commit with a publication: the outbox is PostgreSQL's */
     lease_commit_req_t cq;
     memset(&cq, 0, sizeof cq);
     vk_fill_call(&cq.call, "p1", "c1", 'c', 5000);
+    cq.n_writes = 1;
+    cq.writes[0].kind = LEASE_WRITE_PUBLICATION;
+    snprintf(cq.writes[0].key, sizeof cq.writes[0].key, "results");
+    cq.writes[0].json = "{\"n\":1}";
     lease_commit_result_t cr;
     assert_int_equal(lease_store_fenced_commit(f->store, &cq, &cr), LEASE_BACKEND_UNAVAILABLE);
     assert_int_equal(cr.code, LEASE_BACKEND_UNAVAILABLE);

@@ -194,6 +194,9 @@ local function keyspace(nskey)
             return prefix .. 'i:' .. op .. ':' .. principal .. ':' .. request_id .. ':'
                 .. canonical
         end,
+        -- a fenced document: the canonical tuple ends in '"]' and holds no
+        -- other '"', so the document key after it cannot shift the split
+        doc = function(canonical, key) return prefix .. 'd:' .. canonical .. ':' .. key end,
         active = prefix .. 'act',
         audit = prefix .. 'audit',
     }
@@ -467,14 +470,20 @@ local function audit_mutation(ks, ns, t, op, i, p, answer)
     })
 end
 
-local function remember(ks, ns, op, i, p, answer, lease_id, t)
-    audit_mutation(ks, ns, t, op, i, p, answer)
+-- The answer stored under the request id (its retention), then marked as
+-- not replayed.
+local function store_answer(ks, ns, op, i, p, answer, lease_id)
     local key = ks.idem(op, i.canonical, p.principal.principal_id, p.request_id)
     redis.call('HSET', key, 'd', p.request_digest, 'r', cmsgpack.pack(answer),
                'lid', lease_id)
     redis.call('PEXPIRE', key, I(ns.idempotency_retention_ms))
     answer[#answer + 1] = 'replayed'; answer[#answer + 1] = 0
     return answer
+end
+
+local function remember(ks, ns, op, i, p, answer, lease_id, t)
+    audit_mutation(ks, ns, t, op, i, p, answer)
+    return store_answer(ks, ns, op, i, p, answer, lease_id)
 end
 
 local function retry_after(expires_at, t)
@@ -810,11 +819,29 @@ local function inspect(keys, args)
 end
 
 -- ---------------------------------------------------------------------------
+-- Fencing (lease._fence, lease._accept_token): a write fenced by a lease
+-- may happen only while that lease is the active, unexpired, exact lease of
+-- its identity and its token is not below the identity's high-water mark
+-- of accepted tokens (hw, in the identity record, never lowered).
+
+-- The identity's high-water mark (0: none accepted yet).
+local function high_water(rec)
+    return (rec and tonumber(rec.hw or '0')) or 0
+end
+
+-- Records token as accepted (raises hw; never lowers it).
+local function accept_token(ks, i, rec, token)
+    if token > high_water(rec) then
+        redis.call('HSET', ks.ident(i.canonical), 'hw', I(token))
+    end
+end
+
 -- fence_check (lease.fence_check): whether a write fenced by this lease may
 -- happen now. Postgres raises LS010/LS011 into the caller's transaction;
--- here the answer is lease_lost with reason fence_lost or fence_stale_token,
--- or lease_inspected with expires_at. An accepted token is recorded as the
--- identity's high-water mark (hw); a lower token is refused afterwards.
+-- here the answer is lease_lost with reason fence_stale_token (the token is
+-- below the high-water mark, whatever else) or fence_lost (not the live
+-- lease), as lease.fence_check chooses between them, or lease_inspected
+-- with expires_at; the token is then recorded as accepted.
 
 local function fence_check(keys, args)
     local p, ks, ns, t = begin(keys, args, false)
@@ -828,17 +855,157 @@ local function fence_check(keys, args)
     if why then return unavailable(why) end
     local rec = read_ident(ks, i)
     if rec == false then return unavailable('corrupt_record') end
+    if p.fencing_token < high_water(rec) then
+        return result('lease_lost', 'reason', 'fence_stale_token')
+    end
     if not matches(rec, p, t, false) or (owner and rec.owner ~= owner) then
         return result('lease_lost', 'reason', 'fence_lost')
     end
-    local hw = tonumber(rec.hw or '0') or 0
-    if p.fencing_token < hw then
-        return result('lease_lost', 'reason', 'fence_stale_token')
-    end
-    if p.fencing_token > hw then
-        redis.call('HSET', ks.ident(i.canonical), 'hw', I(p.fencing_token))
-    end
+    accept_token(ks, i, rec, p.fencing_token)
     return result('lease_inspected', 'expires_at', tonumber(rec.expires_at))
+end
+
+-- ---------------------------------------------------------------------------
+-- fenced_commit (lease.fenced_commit): documents written only while the
+-- presented lease is the active, unexpired, exact lease of its identity,
+-- held by the caller for the same execution, and its token not below the
+-- high-water mark. The request id is looked up first (a repeated commit
+-- must not meet its own documents' new revisions as a write_conflict); then
+-- every document's expected revision is compared before the first write, so
+-- a conflict writes nothing. A document is lease:{ns}:d:<identity>:<key>
+-- (revision, body as the caller's JSON text, and the fence that wrote it),
+-- never expired, as lease.fenced_documents rows are not.
+-- Publications (lease.outbox) need PostgreSQL and its relay: a commit with
+-- one is refused whole (lease_backend_unavailable, outbox_requires_postgres)
+-- before anything is written.
+
+local WRITES_MAX = 32
+local DOC_KEY_MAX = 256
+local TOPIC_MAX = 255     -- an AMQP short string (docs/relay.md)
+local REVISION_MAX = 9007199254740990
+
+local WRITE_MEMBERS = {document = {kind = true, key = true, expected_revision = true,
+                                   body_json = true},
+                       publication = {kind = true, topic = true, payload_json = true}}
+
+-- A JSON object given as text (stored byte for byte), else nil.
+local function object_text(v)
+    if not is_str(v) or not v:find('^%s*{') then return nil end
+    local ok, o = pcall(cjson.decode, v)
+    if not ok or type(o) ~= 'table' then return nil end
+    return v
+end
+
+local function name_ok(v, max)
+    return is_str(v) and #v >= 1 and #v <= max and not v:find('[^A-Za-z0-9._:/-]')
+end
+
+-- The offending field of the writes (lease._bad_writes), or nil.
+local function bad_writes(w)
+    if type(w) ~= 'table' or #w < 1 or #w > WRITES_MAX then return 'writes' end
+    local seen = {}
+    for idx = 1, #w do
+        local x = w[idx]
+        local f = 'writes[' .. (idx - 1) .. ']'
+        if type(x) ~= 'table' then return f end
+        local members = WRITE_MEMBERS[x.kind]
+        if members == nil then return f .. '.kind' end
+        for k in pairs(x) do
+            if not members[k] then
+                return f .. '.' .. tostring(k):gsub('_json$', '')
+            end
+        end
+        if x.kind == 'document' then
+            if not name_ok(x.key, DOC_KEY_MAX) or seen[x.key] then return f .. '.key' end
+            seen[x.key] = true
+            local er = x.expected_revision
+            if type(er) ~= 'number' or er ~= er or er < 0 or er > REVISION_MAX
+               or math.floor(er) ~= er then
+                return f .. '.expected_revision'
+            end
+            if not object_text(x.body_json) then return f .. '.body' end
+        else
+            if not name_ok(x.topic, TOPIC_MAX) then return f .. '.topic' end
+            if not object_text(x.payload_json) then return f .. '.payload' end
+        end
+    end
+    return nil
+end
+
+local function fenced_commit(keys, args)
+    local p, ks, ns, t = begin(keys, args, true)
+    if p == nil then return ks end
+    local i, bad = lease_ref(p)
+    if i == nil then return invalid(bad) end
+    if not id_ok(p.execution_id) then return invalid('execution_id') end
+    local trace = p.trace_id
+    if trace == cjson.null then trace = nil end
+    if trace ~= nil and not id_ok(trace) then return invalid('trace_id') end
+    bad = bad_writes(p.writes)
+    if bad then return invalid(bad) end
+    for idx = 1, #p.writes do
+        if p.writes[idx].kind == 'publication' then
+            return unavailable('outbox_requires_postgres')
+        end
+    end
+    local why = guard(ks, ns, false)
+    if why then return unavailable(why) end
+    local r = replay(ks, 'commit', i, p, t)
+    if r then return r end
+
+    local rec = read_ident(ks, i)
+    if rec == false then return unavailable('corrupt_record') end
+    if not matches(rec, p, t, false) or rec.owner ~= p.principal.principal_id
+       or rec.execution_id ~= p.execution_id or p.fencing_token < high_water(rec) then
+        return result('lease_lost')
+    end
+    -- every expected revision first: a conflict writes nothing
+    local docs = {}
+    for idx = 1, #p.writes do
+        local x = p.writes[idx]
+        local key = ks.doc(i.canonical, x.key)
+        local cur = tonumber(redis.call('HGET', key, 'revision') or '0')
+        if cur == nil then return unavailable('corrupt_record') end
+        if cur ~= x.expected_revision then
+            return result('write_conflict', 'field',
+                          'writes[' .. (idx - 1) .. '].expected_revision',
+                          'current_revision', cur)
+        end
+        docs[idx] = key
+    end
+
+    -- Decided: the writes.
+    local results = {}
+    for idx = 1, #p.writes do
+        local x = p.writes[idx]
+        local revision = x.expected_revision + 1
+        redis.call('HSET', docs[idx], 'revision', I(revision), 'body', x.body_json,
+                   'fencing_token', I(p.fencing_token), 'lease_id', rec.lease_id,
+                   'execution_id', rec.execution_id, 'trace_id', trace or '',
+                   'updated_at', I(t))
+        results[idx] = {'kind', 'document', 'key', x.key, 'revision', revision}
+    end
+    accept_token(ks, i, rec, p.fencing_token)
+    local answer = result('commit_accepted', 'lease_id', rec.lease_id,
+                          'fencing_token', p.fencing_token, 'results', results)
+    local pr = p.principal
+    audit_append(ks, ns, t, {
+        'event_type', 'target_lease_commit', 'occurred_at_ms', t, 'code', 'commit_accepted',
+        'decision', 'allow', 'backend_health', 'ok', 'source', 'function',
+        'principal_id', str_or_nil(pr.principal_id), 'client_id', str_or_nil(pr.client_id),
+        'credential_id', str_or_nil(pr.credential_id),
+        'request_id', str_or_nil(p.request_id), 'correlation_id', str_or_nil(p.correlation_id),
+        'trace_id', trace or false,
+        'tenant_id', i.tenant_id, 'program_id', i.program_id,
+        'target_namespace', i.target_namespace, 'target_id', i.target_id,
+        'actor_name', i.actor_name, 'workflow_name', i.workflow_name,
+        'operation_class', i.operation_class,
+        'lease_id', rec.lease_id, 'fencing_token', p.fencing_token,
+        'previous_state', 'active', 'resulting_state', 'active',
+        'service_instance_id', rec.sid, 'execution_id', rec.execution_id,
+        'job_id', rec.job_id,
+    })
+    return store_answer(ks, ns, 'commit', i, p, answer, rec.lease_id)
 end
 
 -- ---------------------------------------------------------------------------
@@ -1247,6 +1414,7 @@ redis.register_function('leased_v1_revoke', revoke)
 redis.register_function{function_name = 'leased_v1_inspect', callback = inspect,
                         flags = {'no-writes'}}
 redis.register_function('leased_v1_fence_check', fence_check)
+redis.register_function('leased_v1_fenced_commit', fenced_commit)
 redis.register_function('leased_v1_bind', bind)
 redis.register_function('leased_v1_rebind', rebind)
 redis.register_function{function_name = 'leased_v1_health', callback = health,

@@ -449,50 +449,65 @@ static call_failure_t fcall(lease_valkey_t *v, const char *fn, const char *arg,
     return CALL_OK;
 }
 
+/* The call half of a lease operation: FCALL fn with arg (consumed). On
+ * success the answer (caller frees); otherwise NULL, *code the failure
+ * (mutation: a lost answer is lease_outcome_unknown) and reason its word. */
+static redisReply *op_call(lease_valkey_t *v, const char *fn, char *arg,
+                           const lease_deadline_t *deadline, bool mutation, lease_code_t *code,
+                           char *reason, size_t reason_len)
+{
+    reason[0] = '\0';
+    if (arg == NULL) {
+        *code = LEASE_BACKEND_UNAVAILABLE;
+        return NULL;
+    }
+    if (deadline->mono_ns <= lease_mono_now_ns()) {
+        free(arg);
+        *code = LEASE_DEADLINE_EXCEEDED;
+        return NULL;
+    }
+    redisReply *r = NULL;
+    char why[32] = "";
+    call_failure_t f = fcall(v, fn, arg, deadline, mutation, &r, why, sizeof why);
+    free(arg);
+    switch (f) {
+    case CALL_OK:
+        return r;
+    case CALL_NOT_SENT:
+        *code = LEASE_BACKEND_UNAVAILABLE;
+        break;
+    case CALL_NO_ANSWER:
+        *code = mutation ? LEASE_OUTCOME_UNKNOWN : LEASE_BACKEND_UNAVAILABLE;
+        break;
+    case CALL_UNCONFIRMED:
+        /* decided and applied on the primary, not yet on enough replicas:
+         * a failover could lose it; repeating the request id resolves it */
+        *code = LEASE_OUTCOME_UNKNOWN;
+        snprintf(reason, reason_len, "%s", why);
+        break;
+    case CALL_ERROR:
+        *code = LEASE_BACKEND_UNAVAILABLE;
+        snprintf(reason, reason_len, "%s", why);
+        break;
+    }
+    return NULL;
+}
+
 /* One lease operation: encode, call, decode. mutation: a lost answer is
  * lease_outcome_unknown. */
 static lease_code_t lease_op(lease_valkey_t *v, const char *fn, char *arg,
                              const lease_deadline_t *deadline, bool mutation, lease_result_t *res)
 {
     memset(res, 0, sizeof *res);
-    if (arg == NULL) {
-        res->code = LEASE_BACKEND_UNAVAILABLE;
+    redisReply *r =
+        op_call(v, fn, arg, deadline, mutation, &res->code, res->reason, sizeof res->reason);
+    if (r == NULL)
         return res->code;
-    }
-    if (deadline->mono_ns <= lease_mono_now_ns()) {
-        free(arg);
-        res->code = LEASE_DEADLINE_EXCEEDED;
-        return res->code;
-    }
-    redisReply *r = NULL;
-    char reason[32] = "";
-    call_failure_t f = fcall(v, fn, arg, deadline, mutation, &r, reason, sizeof reason);
-    free(arg);
-    switch (f) {
-    case CALL_OK:
-        if (!valkey_decode_result(r, res)) {
-            memset(res, 0, sizeof *res);
-            res->code = mutation ? LEASE_OUTCOME_UNKNOWN : LEASE_BACKEND_UNAVAILABLE;
-        }
-        freeReplyObject(r);
-        break;
-    case CALL_NOT_SENT:
-        res->code = LEASE_BACKEND_UNAVAILABLE;
-        break;
-    case CALL_NO_ANSWER:
+    if (!valkey_decode_result(r, res)) {
+        memset(res, 0, sizeof *res);
         res->code = mutation ? LEASE_OUTCOME_UNKNOWN : LEASE_BACKEND_UNAVAILABLE;
-        break;
-    case CALL_UNCONFIRMED:
-        /* decided and applied on the primary, not yet on enough replicas:
-         * a failover could lose it; repeating the request id resolves it */
-        res->code = LEASE_OUTCOME_UNKNOWN;
-        snprintf(res->reason, sizeof res->reason, "%s", reason);
-        break;
-    case CALL_ERROR:
-        res->code = LEASE_BACKEND_UNAVAILABLE;
-        snprintf(res->reason, sizeof res->reason, "%s", reason);
-        break;
     }
+    freeReplyObject(r);
     return res->code;
 }
 
@@ -536,6 +551,29 @@ lease_code_t lease_valkey_inspect(lease_valkey_t *v, const lease_inspect_req_t *
 {
     return lease_op(v, "leased_v1_inspect", valkey_encode_inspect(req), &req->call.deadline, false,
                     res);
+}
+
+lease_code_t lease_valkey_fenced_commit(lease_valkey_t *v, const lease_commit_req_t *req,
+                                        lease_commit_result_t *res)
+{
+    memset(res, 0, sizeof *res);
+    if (req->n_writes == 0 || req->n_writes > LEASE_COMMIT_WRITES_MAX) {
+        res->code = LEASE_INVALID_LEASE_REQUEST;
+        snprintf(res->field, sizeof res->field, "writes");
+        return res->code;
+    }
+    char reason[LEASE_REASON_MAX + 1];
+    redisReply *r = op_call(v, "leased_v1_fenced_commit", valkey_encode_commit(req),
+                            &req->call.deadline, true, &res->code, reason, sizeof reason);
+    if (r == NULL)
+        return res->code;
+    if (!valkey_decode_commit(r, req->n_writes, res)) {
+        /* it ran; what it decided cannot be read: repeat the request id */
+        memset(res, 0, sizeof *res);
+        res->code = LEASE_OUTCOME_UNKNOWN;
+    }
+    freeReplyObject(r);
+    return res->code;
 }
 
 /* renew_many / release_many: each item's answer in results[i]; the
