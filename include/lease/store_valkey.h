@@ -142,6 +142,20 @@ LEASE_MUST_USE lease_code_t lease_valkey_credential_revoke(lease_valkey_t *v,
 LEASE_MUST_USE lease_code_t lease_valkey_record_audit(lease_valkey_t *v,
                                                       const lease_audit_event_t *events, size_t n,
                                                       const lease_deadline_t *deadline);
+/* The audit export (docs/backends.md, "Audit export"). audit_read: up to
+ * count (1..1000; 0: 100) entries after `after` (NULL or "": after the
+ * export cursor, else from the start) as *page_json (free()):
+ * {"entries":[{"id":"MS-SEQ",FIELD:VALUE,...},...],"cursor":"MS-SEQ"|null,
+ * "first":"MS-SEQ"|null} ("first": the oldest entry kept). Reads only.
+ * audit_ack: the export has taken every entry up to id: the cursor moves
+ * there (never back, never past the last entry; "0-0" registers an export
+ * that has taken nothing), so that no entry after it is trimmed, and what
+ * the retention allows now goes at once (*trimmed entries). Both:
+ * LEASE_INVALID_LEASE_REQUEST when the function refused (why in err). */
+LEASE_MUST_USE lease_code_t lease_valkey_audit_read(lease_valkey_t *v, const char *after, int count,
+                                                    char **page_json, char *err, size_t errlen);
+LEASE_MUST_USE lease_code_t lease_valkey_audit_ack(lease_valkey_t *v, const char *id,
+                                                   long long *trimmed, char *err, size_t errlen);
 /* Every credential, oldest first, without digests: *rows_json (free()) is
  * a JSON array of lease.credential_list's objects (times as
  * "2026-08-05T12:00:00.000Z", null when none). */

@@ -400,16 +400,36 @@ end
 -- PostgreSQL audits inside the mutation's transaction); the service appends
 -- the events of everything else (refusals, reads) through record_audit.
 -- Each append trims entries older than the audit retention (MINID, entry
--- ids being the server's ms clock): retention only, there is no export
--- cursor to respect yet.
+-- ids being the server's ms clock), but never one an audit export has not
+-- taken yet: once an export has acknowledged an entry (audit_ack), the
+-- namespace's export cursor (audit_export_id) bounds the trimming too.
 
 local AUDIT_RETENTION_DEFAULT = 7776000000   -- 90 days, lease.policy's default
 local AUDIT_BATCH_MAX = 1000
 
+-- A Stream entry id "ms-seq" as {ms, seq}, or nil (15 digits each at most:
+-- exact as Lua numbers).
+local function stream_id(v)
+    if not is_str(v) then return nil end
+    local ms, seq = v:match('^(%d+)%-(%d+)$')
+    if not ms or #ms > 15 or #seq > 15 then return nil end
+    return {tonumber(ms), tonumber(seq)}
+end
+
+local function stream_id_less(a, b)
+    return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2])
+end
+
+-- The MINID of a trim: entries older than the retention go, unless the
+-- export cursor is older still; then only the entries before it (the entry
+-- at the cursor itself is kept: taken already, one entry of slack).
 local function audit_minid(ns, t)
     local keep = (type(ns) == 'table' and tonumber(ns.audit_retention_ms))
                  or AUDIT_RETENTION_DEFAULT
-    return I(math.max(0, t - keep))
+    local minid = {math.max(0, t - keep), 0}
+    local cursor = type(ns) == 'table' and stream_id(ns.audit_export_id)
+    if cursor and stream_id_less(cursor, minid) then minid = cursor end
+    return I(minid[1]) .. '-' .. I(minid[2])
 end
 
 -- fields: name/value pairs; empty values are left out.
@@ -1376,6 +1396,75 @@ local function record_audit(keys, args)
     return result('audit_recorded', 'count', #rows)
 end
 
+-- ---------------------------------------------------------------------------
+-- The audit export: an exporter reads the Stream a page at a time after the
+-- last entry it has taken (audit_read, no writes), stores the page where it
+-- keeps the audit, then acknowledges its last entry (audit_ack). The first
+-- acknowledgement registers the export: from then on no entry after the
+-- cursor is trimmed, whatever its age (audit_minid), so an export that
+-- stops makes the Stream grow until it catches up (docs/backends.md).
+-- Administrative: answers are name/value pairs, or {'error', why}.
+
+local EXPORT_PAGE_DEFAULT, EXPORT_PAGE_MAX = 100, 1000
+
+-- The first and the last entry id of the Stream (false: empty).
+local function stream_ends(ks)
+    local first = redis.call('XRANGE', ks.audit, '-', '+', 'COUNT', 1)
+    local last = redis.call('XREVRANGE', ks.audit, '+', '-', 'COUNT', 1)
+    return first[1] and first[1][1] or false, last[1] and last[1][1] or false
+end
+
+-- {'entries', {{id, {field, value, ...}}, ...}, 'cursor', id, 'first', id}:
+-- up to count entries after `after` (absent: after the export cursor, or
+-- from the start); 'first' is the oldest entry kept, so an exporter can
+-- tell when entries it never read were trimmed (before it registered).
+local function audit_read(keys, args)
+    local p = decode_request(args) or {}
+    local ks = keyspace(keys[1])
+    local cursor = redis.call('HGET', ks.ns, 'audit_export_id')
+    local after = p.after
+    if after == nil or after == cjson.null or after == '' then after = cursor or '0-0' end
+    if not stream_id(after) then return {'error', 'after must be a Stream entry id (ms-seq)'} end
+    local count = EXPORT_PAGE_DEFAULT
+    if p.count ~= nil and p.count ~= cjson.null then
+        count = posint(p.count)
+        if not count or count > EXPORT_PAGE_MAX then
+            return {'error', 'count must be 1..' .. EXPORT_PAGE_MAX}
+        end
+    end
+    local entries = redis.call('XRANGE', ks.audit, '(' .. after, '+', 'COUNT', count)
+    local first = stream_ends(ks)
+    return {'entries', entries, 'cursor', cursor or false, 'first', first}
+end
+
+-- The export has taken every entry up to id: the cursor moves there (never
+-- back, never past the last entry; "0-0" registers an export that has
+-- taken nothing yet), and what the retention and the cursor now allow is
+-- trimmed at once. Allowed when the server is out of memory: it frees it.
+local function audit_ack(keys, args)
+    local p = decode_request(args) or {}
+    local ks = keyspace(keys[1])
+    local ns = load_ns(ks)
+    local why = guard(ks, ns, false)
+    if why then return {'error', why} end
+    local id = stream_id(p.id)
+    if not id then return {'error', 'id must be a Stream entry id (ms-seq)'} end
+    local cursor = stream_id(ns.audit_export_id)
+    if cursor and stream_id_less(id, cursor) then
+        return {'error', 'id is below the export cursor ' .. ns.audit_export_id}
+    end
+    local _, last = stream_ends(ks)
+    local last_id = last and stream_id(last) or {0, 0}
+    if stream_id_less(last_id, id) then
+        return {'error', 'id is after the last entry of the audit Stream'}
+    end
+    local text = I(id[1]) .. '-' .. I(id[2])
+    redis.call('HSET', ks.ns, 'audit_export_id', text)
+    ns.audit_export_id = text
+    local trimmed = redis.call('XTRIM', ks.audit, 'MINID', audit_minid(ns, now_ms()))
+    return {'cursor', text, 'trimmed', trimmed}
+end
+
 -- Every credential (lease.credential_list), oldest first, never a digest:
 -- an array of name/value arrays; times Unix ms (false: none).
 local function credential_list(keys, args)
@@ -1426,5 +1515,9 @@ redis.register_function{function_name = 'leased_v1_credential_lookup',
                         callback = credential_lookup, flags = {'no-writes'}}
 redis.register_function('leased_v1_credential_revoke', credential_revoke)
 redis.register_function('leased_v1_record_audit', record_audit)
+redis.register_function{function_name = 'leased_v1_audit_read', callback = audit_read,
+                        flags = {'no-writes'}}
+redis.register_function{function_name = 'leased_v1_audit_ack', callback = audit_ack,
+                        flags = {'allow-oom'}}
 redis.register_function{function_name = 'leased_v1_credential_list',
                         callback = credential_list, flags = {'no-writes'}}

@@ -56,7 +56,7 @@ struct lease_valkey {
     int64_t connect_timeout_ms;
     char user[128];
     char password[512]; /* "": no AUTH; wiped at close */
-    int min_replicas; /* WAIT after each write function call (0: none) */
+    int min_replicas;   /* WAIT after each write function call (0: none) */
     char ns_key[NS_KEY_MAX];
 };
 
@@ -131,9 +131,9 @@ static bool conn_open(lease_valkey_t *v, valkey_conn_t *conn, char *err, size_t 
         if (!ok) {
             /* the server's reason (WRONGPASS ...) does not quote the password */
             set_err(err, errlen, "%s:%d refused the store URL's credentials: %s", v->host, v->port,
-                    r == NULL                       ? c->errstr
+                    r == NULL                      ? c->errstr
                     : r->type == REDIS_REPLY_ERROR ? r->str
-                                                    : "unexpected answer");
+                                                   : "unexpected answer");
             if (r)
                 freeReplyObject(r);
             redisFree(c);
@@ -627,8 +627,9 @@ static bool admin_call_r(lease_valkey_t *v, const char *fn, const char *arg, red
     if (refused)
         *refused = false;
     char reason[32] = "";
-    /* every administrative function writes but the list */
-    bool write = strcmp(fn, "leased_v1_credential_list") != 0;
+    /* every administrative function writes but the two listings */
+    bool write =
+        strcmp(fn, "leased_v1_credential_list") != 0 && strcmp(fn, "leased_v1_audit_read") != 0;
     call_failure_t f = fcall(v, fn, arg, NULL, write, r, reason, sizeof reason);
     if (f != CALL_OK) {
         set_err(err, errlen, "%s: %s", fn,
@@ -657,6 +658,28 @@ static bool admin_call(lease_valkey_t *v, const char *fn, const char *arg, redis
     return admin_call_r(v, fn, arg, r, NULL, err, errlen);
 }
 
+/* An administrative function called with the JSON object q (consumed):
+ * LEASE_INSPECTED with its answer in *r (caller frees),
+ * LEASE_INVALID_LEASE_REQUEST when it refused, LEASE_BACKEND_UNAVAILABLE
+ * when it did not run or its answer was lost (why in err for both). */
+static lease_code_t admin_json_call(lease_valkey_t *v, const char *fn, json_t *q, redisReply **r,
+                                    char *err, size_t errlen)
+{
+    *r = NULL;
+    char *arg = q != NULL ? json_dumps(q, JSON_COMPACT) : NULL;
+    json_decref(q);
+    if (arg == NULL) {
+        set_err(err, errlen, "out of memory");
+        return LEASE_BACKEND_UNAVAILABLE;
+    }
+    bool refused = false;
+    bool called = admin_call_r(v, fn, arg, r, &refused, err, errlen);
+    free(arg);
+    if (!called)
+        return refused ? LEASE_INVALID_LEASE_REQUEST : LEASE_BACKEND_UNAVAILABLE;
+    return LEASE_INSPECTED;
+}
+
 lease_code_t lease_valkey_bind(lease_valkey_t *v, int64_t floor_token, int64_t *epoch, char *err,
                                size_t errlen)
 {
@@ -682,8 +705,7 @@ lease_code_t lease_valkey_bind(lease_valkey_t *v, int64_t floor_token, int64_t *
 lease_code_t lease_valkey_rebind(lease_valkey_t *v, const char *reason, int64_t floor_token,
                                  int64_t *epoch, int64_t *leases_revoked, char *err, size_t errlen)
 {
-    return lease_valkey_rebind_by(v, reason, NULL, floor_token, epoch, leases_revoked, err,
-                                  errlen);
+    return lease_valkey_rebind_by(v, reason, NULL, floor_token, epoch, leases_revoked, err, errlen);
 }
 
 lease_code_t lease_valkey_rebind_by(lease_valkey_t *v, const char *reason, const char *operator_id,
@@ -696,18 +718,10 @@ lease_code_t lease_valkey_rebind_by(lease_valkey_t *v, const char *reason, const
         json_object_set_new(o, "operator", json_string(operator_id));
     if (floor_token > 0)
         json_object_set_new(o, "floor_token", json_integer(floor_token));
-    char *arg = json_dumps(o, JSON_COMPACT);
-    json_decref(o);
-    if (arg == NULL) {
-        set_err(err, errlen, "out of memory");
-        return LEASE_BACKEND_UNAVAILABLE;
-    }
     redisReply *r = NULL;
-    bool refused = false;
-    bool called = admin_call_r(v, "leased_v1_rebind", arg, &r, &refused, err, errlen);
-    free(arg);
-    if (!called)
-        return refused ? LEASE_INVALID_LEASE_REQUEST : LEASE_BACKEND_UNAVAILABLE;
+    lease_code_t called = admin_json_call(v, "leased_v1_rebind", o, &r, err, errlen);
+    if (called != LEASE_INSPECTED)
+        return called;
     long long e = 0, n = 0;
     bool ok = valkey_int_field(r, "epoch", &e) && valkey_int_field(r, "leases_revoked", &n);
     freeReplyObject(r);
@@ -853,18 +867,10 @@ lease_code_t lease_valkey_credential_revoke(lease_valkey_t *v, const char *crede
     *revoked = false;
     json_t *o = json_object();
     json_object_set_new(o, "credential_id", json_string(credential_id ? credential_id : ""));
-    char *arg = json_dumps(o, JSON_COMPACT);
-    json_decref(o);
-    if (arg == NULL) {
-        set_err(err, errlen, "out of memory");
-        return LEASE_BACKEND_UNAVAILABLE;
-    }
     redisReply *r = NULL;
-    bool refused = false;
-    bool called = admin_call_r(v, "leased_v1_credential_revoke", arg, &r, &refused, err, errlen);
-    free(arg);
-    if (!called)
-        return refused ? LEASE_INVALID_LEASE_REQUEST : LEASE_BACKEND_UNAVAILABLE;
+    lease_code_t called = admin_json_call(v, "leased_v1_credential_revoke", o, &r, err, errlen);
+    if (called != LEASE_INSPECTED)
+        return called;
     long long n = 0;
     bool ok = valkey_int_field(r, "revoked", &n);
     freeReplyObject(r);
@@ -963,4 +969,77 @@ lease_code_t lease_valkey_record_audit(lease_valkey_t *v, const lease_audit_even
         code && code->type == REDIS_REPLY_STRING && strcmp(code->str, "invalid_lease_request") == 0;
     freeReplyObject(r);
     return ok ? LEASE_INSPECTED : invalid ? LEASE_INVALID_LEASE_REQUEST : LEASE_BACKEND_UNAVAILABLE;
+}
+
+/* An entry of XRANGE ({id, {field, value, ...}}) as {"id": id, field: value}. */
+static json_t *audit_entry(const redisReply *e)
+{
+    if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
+        e->element[0]->type != REDIS_REPLY_STRING || e->element[1]->type != REDIS_REPLY_ARRAY)
+        return NULL;
+    json_t *o = json_pack("{s:s}", "id", e->element[0]->str);
+    const redisReply *f = e->element[1];
+    for (size_t i = 0; o && i + 1 < f->elements; i += 2)
+        if (f->element[i]->type == REDIS_REPLY_STRING &&
+            f->element[i + 1]->type == REDIS_REPLY_STRING)
+            json_object_set_new(o, f->element[i]->str, json_string(f->element[i + 1]->str));
+    return o;
+}
+
+/* A Stream id answered (a string) as JSON, or null. */
+static json_t *id_or_null(const redisReply *v)
+{
+    return v != NULL && v->type == REDIS_REPLY_STRING ? json_string(v->str) : json_null();
+}
+
+lease_code_t lease_valkey_audit_read(lease_valkey_t *v, const char *after, int count,
+                                     char **page_json, char *err, size_t errlen)
+{
+    *page_json = NULL;
+    json_t *q = json_object();
+    if (after != NULL && after[0] != '\0')
+        json_object_set_new(q, "after", json_string(after));
+    if (count > 0)
+        json_object_set_new(q, "count", json_integer(count));
+    redisReply *r = NULL;
+    lease_code_t called = admin_json_call(v, "leased_v1_audit_read", q, &r, err, errlen);
+    if (called != LEASE_INSPECTED)
+        return called;
+    const redisReply *entries = valkey_field(r, "entries");
+    json_t *list = json_array();
+    bool ok = entries != NULL && entries->type == REDIS_REPLY_ARRAY;
+    for (size_t i = 0; ok && i < entries->elements; i++) {
+        json_t *e = audit_entry(entries->element[i]);
+        ok = e != NULL && json_array_append_new(list, e) == 0;
+    }
+    json_t *page = json_pack("{s:o, s:o, s:o}", "entries", list, "cursor",
+                             id_or_null(valkey_field(r, "cursor")), "first",
+                             id_or_null(valkey_field(r, "first")));
+    freeReplyObject(r);
+    if (ok && page != NULL)
+        *page_json = json_dumps(page, JSON_COMPACT);
+    json_decref(page);
+    if (*page_json == NULL) {
+        set_err(err, errlen, "leased_v1_audit_read: unreadable answer");
+        return LEASE_BACKEND_UNAVAILABLE;
+    }
+    return LEASE_INSPECTED;
+}
+
+lease_code_t lease_valkey_audit_ack(lease_valkey_t *v, const char *id, long long *trimmed,
+                                    char *err, size_t errlen)
+{
+    *trimmed = 0;
+    redisReply *r = NULL;
+    lease_code_t called = admin_json_call(v, "leased_v1_audit_ack",
+                                          json_pack("{s:s}", "id", id ? id : ""), &r, err, errlen);
+    if (called != LEASE_INSPECTED)
+        return called;
+    bool ok = valkey_int_field(r, "trimmed", trimmed);
+    freeReplyObject(r);
+    if (!ok) {
+        set_err(err, errlen, "leased_v1_audit_ack: unreadable answer");
+        return LEASE_BACKEND_UNAVAILABLE;
+    }
+    return LEASE_INSPECTED;
 }
