@@ -136,6 +136,15 @@ LEASE_MUST_USE lease_code_t lease_valkey_credential_create(lease_valkey_t *v,
 LEASE_MUST_USE lease_code_t lease_valkey_credential_revoke(lease_valkey_t *v,
                                                            const char *credential_id, bool *revoked,
                                                            char *err, size_t errlen);
+/* The same, recording who revoked it (operator_id, e.g. "leasectl:alice";
+ * NULL: nobody named) in its audit event; credential_create's request
+ * takes the same as its "operator" member. Both are audited in the call
+ * (credential_create / credential_revoke, priority high). */
+LEASE_MUST_USE lease_code_t lease_valkey_credential_revoke_by(lease_valkey_t *v,
+                                                              const char *credential_id,
+                                                              const char *operator_id,
+                                                              bool *revoked, char *err,
+                                                              size_t errlen);
 /* Appends audit events to the namespace's Stream (leased_v1_record_audit,
  * which trims it by the audit retention). LEASE_INSPECTED when appended;
  * never waits for replicas (LEASE_VALKEY_MIN_REPLICAS is for decisions). */

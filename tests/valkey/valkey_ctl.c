@@ -164,6 +164,27 @@ static long acquire(const char *base, const char *token, const char *rid, const 
     return status;
 }
 
+/* The one audit event of type with reason: by "leasectl:<user>", high
+ * priority, appended by the function. */
+static void credential_event_by_leasectl(vk_server_t *s, const char *type, const char *reason)
+{
+    assert_int_equal(
+        vk_audit_count(s, "lease:{leased}:audit", "event_type", type, "reason", reason), 1);
+    redisReply *x = vk_cmd(s, "XRANGE lease:{leased}:audit - +");
+    for (size_t i = 0; i < x->elements; i++) {
+        const redisReply *f = x->element[i]->element[1];
+        const char *t = vk_str(f, "event_type"), *r = vk_str(f, "reason");
+        if (!t || strcmp(t, type) != 0 || !r || strcmp(r, reason) != 0)
+            continue;
+        assert_string_equal(vk_str(f, "priority"), "high");
+        assert_string_equal(vk_str(f, "source"), "function");
+        assert_string_equal(vk_str(f, "tenant_id"), "tenant-main");
+        assert_non_null(vk_str(f, "principal_id"));
+        assert_true(strncmp(vk_str(f, "principal_id"), "leasectl:", 9) == 0);
+    }
+    freeReplyObject(x);
+}
+
 static void credentials_made_by_leasectl(void **state)
 {
     (void)state;
@@ -214,6 +235,10 @@ static void credentials_made_by_leasectl(void **state)
     assert_null(json_object_get(o, "secret_digest"));
     json_decref(o);
     free(out);
+    /* audited in the same call, by leasectl's user, high priority */
+    char reason[96];
+    snprintf(reason, sizeof reason, "credential %s for bob", bob_id);
+    credential_event_by_leasectl(&s, "credential_create", reason);
     /* only the digest is stored */
     redisReply *r = vk_cmd(&s, "HGET lease:{leased}:cred:%s secret_digest", bob_id);
     assert_int_equal(r->type, REDIS_REPLY_STRING);
@@ -264,6 +289,8 @@ static void credentials_made_by_leasectl(void **state)
     assert_true(json_is_true(json_object_get(o, "revoked")));
     json_decref(o);
     free(out);
+    snprintf(reason, sizeof reason, "credential %s", bob_id);
+    credential_event_by_leasectl(&s, "credential_revoke", reason);
     long status = 200;
     int n = 0;
     while (status == 200 && (lease_mono_now_ns() - revoked_at) / 1000000 < 3000) {

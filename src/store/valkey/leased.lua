@@ -1321,6 +1321,14 @@ local function credential_create(keys, args)
                'description', desc or '', 'created_at', I(t),
                'expires_at', expires and I(expires) or '')
     redis.call('SADD', cred_index(ks), id)
+    -- audited in the same call, as lease.credential_create is in its
+    -- transaction (who: leasectl's login name, as for the rebind)
+    audit_append(ks, hgetall(ks.ns), t, {
+        'event_type', 'credential_create', 'occurred_at_ms', t, 'code', 'credential_created',
+        'decision', 'allow', 'backend_health', 'ok', 'source', 'function', 'priority', 'high',
+        'principal_id', id_ok(p.operator) and p.operator or false, 'tenant_id', tenant,
+        'program_id', program, 'reason', 'credential ' .. id .. ' for ' .. p.principal_id,
+    })
     return {'credential_id', id, 'principal_id', p.principal_id, 'client_id', p.client_id,
             'tenant_id', tenant, 'program_id', program, 'created_at', t,
             'expires_at', expires or false}
@@ -1353,10 +1361,19 @@ end
 local function credential_revoke(keys, args)
     local p = decode_request(args)
     if p == nil or not id_ok(p.credential_id) then return {'error', 'invalid credential_id'} end
-    local key = cred_key(keyspace(keys[1]), p.credential_id)
+    local ks = keyspace(keys[1])
+    local key = cred_key(ks, p.credential_id)
     local c = hgetall(key)
     if c == nil or (c.revoked_at or '') ~= '' then return {'revoked', 0} end
-    redis.call('HSET', key, 'revoked_at', I(now_ms()))
+    local t = now_ms()
+    redis.call('HSET', key, 'revoked_at', I(t))
+    audit_append(ks, hgetall(ks.ns), t, {
+        'event_type', 'credential_revoke', 'occurred_at_ms', t, 'code', 'credential_revoked',
+        'decision', 'allow', 'backend_health', 'ok', 'source', 'function', 'priority', 'high',
+        'principal_id', id_ok(p.operator) and p.operator or false,
+        'tenant_id', c.tenant_id or false, 'program_id', c.program_id or false,
+        'reason', 'credential ' .. p.credential_id,
+    })
     return {'revoked', 1}
 end
 

@@ -864,9 +864,18 @@ lease_code_t lease_valkey_credential_create(lease_valkey_t *v, const char *reque
 lease_code_t lease_valkey_credential_revoke(lease_valkey_t *v, const char *credential_id,
                                             bool *revoked, char *err, size_t errlen)
 {
+    return lease_valkey_credential_revoke_by(v, credential_id, NULL, revoked, err, errlen);
+}
+
+lease_code_t lease_valkey_credential_revoke_by(lease_valkey_t *v, const char *credential_id,
+                                               const char *operator_id, bool *revoked, char *err,
+                                               size_t errlen)
+{
     *revoked = false;
     json_t *o = json_object();
     json_object_set_new(o, "credential_id", json_string(credential_id ? credential_id : ""));
+    if (operator_id != NULL && *operator_id)
+        json_object_set_new(o, "operator", json_string(operator_id));
     redisReply *r = NULL;
     lease_code_t called = admin_json_call(v, "leased_v1_credential_revoke", o, &r, err, errlen);
     if (called != LEASE_INSPECTED)
