@@ -151,6 +151,14 @@ LEASE_MUST_USE lease_code_t lease_valkey_credential_revoke_by(lease_valkey_t *v,
 LEASE_MUST_USE lease_code_t lease_valkey_record_audit(lease_valkey_t *v,
                                                       const lease_audit_event_t *events, size_t n,
                                                       const lease_deadline_t *deadline);
+/* The expiry step (lease.expire_due; leased_v1_expire_due): moves up to
+ * batch (1..10000) leases expired at least grace_ms (0..3600000) ago into
+ * history, oldest first: res->ran, expired, more, lag_ms. Never waits for
+ * replicas (housekeeping, not a decision). LEASE_INSPECTED, or
+ * LEASE_BACKEND_UNAVAILABLE (a sealed namespace, a failure). */
+LEASE_MUST_USE lease_code_t lease_valkey_expire_due(lease_valkey_t *v, int batch, int64_t grace_ms,
+                                                    const lease_deadline_t *deadline,
+                                                    lease_housekeeping_result_t *res);
 /* The audit export (docs/backends.md, "Audit export"). audit_read: up to
  * count (1..1000; 0: 100) entries after `after` (NULL or "": after the
  * export cursor, else from the start) as *page_json (free()):

@@ -794,6 +794,68 @@ static void full_server_writes_nothing(void **state)
     freeReplyObject(r);
 }
 
+/* The expiry step (lease.expire_due): a lease nobody takes goes to
+ * history once it expired grace_ms ago, oldest first, found through the
+ * expiry index; a renewed one does not; its counter stays. */
+static void expire_due_moves_leases_nobody_takes(void **state)
+{
+    vk_server_t *s = *state;
+    redisReply *a = acquire(s, "r1", "target_01", 50);
+    redisReply *b = acquire(s, "r2", "target_02", 30000);
+    assert_code(a, "lease_acquired");
+    assert_code(b, "lease_acquired");
+    const char *due = "{\"batch\":10,\"grace_ms\":0}";
+    redisReply *r = vk_cmd(s, "FCALL leased_v1_expire_due 1 %s %s", VK_NS_KEY, due);
+    assert_int_equal(vk_int(r, "expired"), 0); /* nothing expired yet */
+    freeReplyObject(r);
+    sleep_ms(300);
+    /* a grace longer than the time since the expiry: not yet */
+    r = vk_cmd(s, "FCALL leased_v1_expire_due 1 %s %s", VK_NS_KEY,
+               "{\"batch\":10,\"grace_ms\":60000}");
+    assert_int_equal(vk_int(r, "expired"), 0);
+    freeReplyObject(r);
+    r = vk_cmd(s, "FCALL leased_v1_expire_due 1 %s %s", VK_NS_KEY, due);
+    assert_int_equal(vk_int(r, "ran"), 1);
+    assert_int_equal(vk_int(r, "expired"), 1);
+    assert_int_equal(vk_int(r, "more"), 0);
+    assert_true(vk_int(r, "lag_ms") >= 200);
+    freeReplyObject(r);
+    /* in history, ended at its expiry; the identity free, out of the live
+     * set and the index; target_02 untouched */
+    const char *lid = vk_str(vk_lease(a), "lease_id");
+    r = vk_cmd(s, "HGET lease:{t}:h:%s state", lid);
+    assert_string_equal(r->str, "expired");
+    freeReplyObject(r);
+    r = vk_cmd(s, "HGET lease:{t}:h:%s ended_at", lid);
+    assert_int_equal(atoll(r->str), vk_int(vk_lease(a), "expires_at"));
+    freeReplyObject(r);
+    r = vk_cmd(s, "SCARD lease:{t}:act");
+    assert_int_equal(r->integer, 1);
+    freeReplyObject(r);
+    r = vk_cmd(s, "ZCARD lease:{t}:exp");
+    assert_int_equal(r->integer, 1);
+    freeReplyObject(r);
+    r = vk_cmd(s, "FCALL leased_v1_expire_due 1 %s %s", VK_NS_KEY, due);
+    assert_int_equal(vk_int(r, "expired"), 0);
+    freeReplyObject(r);
+    /* the counter stays: the next acquisition's token is the next one */
+    r = acquire(s, "r3", "target_01", 0);
+    assert_code(r, "lease_acquired");
+    assert_int_equal(vk_int(vk_lease(r), "fencing_token"), 2);
+    assert_string_equal(vk_str(r, "previous_state"), "none");
+    freeReplyObject(r);
+    /* bad arguments; a sealed namespace: refused, nothing moved */
+    r = vk_cmd(s, "FCALL leased_v1_expire_due 1 %s %s", VK_NS_KEY, "{\"batch\":0}");
+    assert_non_null(vk_str(r, "error"));
+    freeReplyObject(r);
+    assert_true(vk_restart(s, NULL));
+    r = vk_cmd(s, "FCALL leased_v1_expire_due 1 %s %s", VK_NS_KEY, due);
+    assert_string_equal(vk_str(r, "error"), "namespace_sealed");
+    freeReplyObject(r);
+    freeReplyObject(b);
+    freeReplyObject(a);
+}
+
 static void unbound_namespace_refuses(void **state)
 {
     vk_server_t *s = *state;
@@ -894,6 +956,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(older_aof_copy_seals_and_rebind_is_above_lost_tokens, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(full_server_writes_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(expire_due_moves_leases_nobody_takes, setup, teardown),
         cmocka_unit_test_setup_teardown(unbound_namespace_refuses, setup, teardown),
         cmocka_unit_test_setup_teardown(batches_decide_item_by_item, setup, teardown),
     };

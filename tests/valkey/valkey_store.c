@@ -354,6 +354,35 @@ static void not_built_answers_typed(void **state)
                      LEASE_BACKEND_UNAVAILABLE);
 }
 
+/* The sweeper's expiry step on Valkey: a lease nobody takes goes to
+ * history once expired grace_ms ago (leased_v1_expire_due). */
+static void expire_step_moves_leases_nobody_takes(void **state)
+{
+    fixture_t *f = *state;
+    lease_record_t l = acquire(f, "p1", "prog-a", "t-exp", "actor-a", 1100);
+    lease_deadline_t dl = lease_deadline_in(5000);
+    lease_housekeeping_result_t h;
+    assert_int_equal(lease_store_housekeep(f->store, LEASE_STEP_EXPIRE, 10, 0, &dl, &h),
+                     LEASE_INSPECTED);
+    assert_true(h.ran);
+    assert_int_equal(h.expired, 0);
+    lease_sleep_ms(1300);
+    dl = lease_deadline_in(5000);
+    assert_int_equal(lease_store_housekeep(f->store, LEASE_STEP_EXPIRE, 10, 0, &dl, &h),
+                     LEASE_INSPECTED);
+    assert_true(h.ran);
+    assert_int_equal(h.expired, 1);
+    assert_false(h.more);
+    assert_true(h.lag_ms >= 100);
+    redisReply *r = vk_cmd(&f->server, "HGET lease:{t}:h:%s state", l.lease_id);
+    assert_string_equal(r->str, "expired");
+    freeReplyObject(r);
+    dl = lease_deadline_in(5000);
+    assert_int_equal(lease_store_housekeep(f->store, LEASE_STEP_EXPIRE, 10, 0, &dl, &h),
+                     LEASE_INSPECTED);
+    assert_int_equal(h.expired, 0);
+}
+
 static void store_urls(void **state)
 {
     (void)state;
@@ -402,6 +431,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(list_scoped_and_paged, setup, teardown),
         cmocka_unit_test_setup_teardown(credentials_digest_only, setup, teardown),
         cmocka_unit_test_setup_teardown(not_built_answers_typed, setup, teardown),
+        cmocka_unit_test_setup_teardown(expire_step_moves_leases_nobody_takes, setup, teardown),
         cmocka_unit_test(store_urls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -198,6 +198,8 @@ local function keyspace(nskey)
         -- other '"', so the document key after it cannot shift the split
         doc = function(canonical, key) return prefix .. 'd:' .. canonical .. ':' .. key end,
         active = prefix .. 'act',
+        -- live leases by expiry (score: expires_at), for the expiry sweep
+        expiring = prefix .. 'exp',
         audit = prefix .. 'audit',
     }
 end
@@ -357,6 +359,7 @@ local function end_lease(ks, ns, rec, terminal, ended_at, reason, incident)
     redis.call('DEL', ks.index(rec.lease_id))
     redis.call('HSET', ks.ident(rec.c), 'state', 'free')
     redis.call('SREM', ks.active, rec.c)
+    redis.call('ZREM', ks.expiring, rec.c)
     local out = {}
     for k, v in pairs(rec) do out[k] = v end
     out.ended_at = I(ended_at)
@@ -627,6 +630,7 @@ local function acquire(keys, args)
     redis.call('HSET', ks.ident(i.canonical), unpack(flat))
     redis.call('SET', ks.index(lease_id), i.canonical)
     redis.call('SADD', ks.active, i.canonical)
+    redis.call('ZADD', ks.expiring, I(expires), i.canonical)
     local answer = result('lease_acquired', 'lease', lease_pairs(new, 'active'),
                           'previous_state', prev)
     remember(ks, ns, 'acquire', i, p, answer, lease_id, t)
@@ -679,6 +683,7 @@ local function renew_decide(ks, ns, t, p)
     local expires = math.min(t + ttl, tonumber(rec.acquired_at) + tonumber(rec.maxlife_ms))
     redis.call('HSET', ks.ident(i.canonical), 'renewed_at', I(t), 'expires_at', I(expires),
                'ttl_ms', I(ttl))
+    redis.call('ZADD', ks.expiring, I(expires), i.canonical)
     rec.renewed_at, rec.expires_at, rec.ttl_ms = I(t), I(expires), I(ttl)
     local answer = result('lease_renewed', 'lease', lease_pairs(rec, 'active'))
     remember(ks, ns, 'renew', i, p, answer, rec.lease_id, t)
@@ -1026,6 +1031,55 @@ local function fenced_commit(keys, args)
         'job_id', rec.job_id,
     })
     return store_answer(ks, ns, 'commit', i, p, answer, rec.lease_id)
+end
+
+-- ---------------------------------------------------------------------------
+-- expire_due (lease.expire_due): the service's expiry step. Moves up to
+-- batch leases that expired at least grace_ms ago (server TIME) into
+-- history, oldest first, as an acquisition of their identity would
+-- (ended_at: their expiry; not audited, as on PostgreSQL), so that a lease
+-- nobody takes does not stay an active-shaped record. Found through the
+-- index of live leases by expiry (lease:{ns}:exp), not a scan. An index
+-- entry that names no such lease (a record changed behind the library's
+-- back) is dropped from the index, nothing else. The incarnation check
+-- applies. {'ran', 1, 'expired', n, 'more', 0|1, 'lag_ms', ms} or
+-- {'error', why}.
+
+local function expire_due(keys, args)
+    local p = decode_request(args) or {}
+    local batch = posint(p.batch)
+    if not batch or batch > 10000 then return {'error', 'batch must be 1..10000'} end
+    local grace = p.grace_ms
+    if type(grace) ~= 'number' or grace < 0 or grace > 3600000 or math.floor(grace) ~= grace then
+        return {'error', 'grace_ms must be 0..3600000'}
+    end
+    local ks = keyspace(keys[1])
+    local ns = load_ns(ks)
+    local why = guard(ks, ns, false)
+    if why then return {'error', why} end
+    local t = now_ms()
+    local due = redis.call('ZRANGEBYSCORE', ks.expiring, '-inf', I(t - grace), 'LIMIT', 0, batch)
+    -- every record read and checked before the first write
+    local ending, stale = {}, {}
+    for _, c in ipairs(due) do
+        local rec = hgetall(ks.ident(c))
+        local expires = rec and tonumber(rec.expires_at)
+        if rec and rec.v == '1' and rec.c == c and rec.state == 'active' and rec.lease_id
+           and expires and expires <= t - grace then
+            ending[#ending + 1] = rec
+        else
+            stale[#stale + 1] = c
+        end
+    end
+    local oldest = nil
+    for _, rec in ipairs(ending) do
+        local expires = tonumber(rec.expires_at)
+        oldest = oldest and math.min(oldest, expires) or expires
+        end_lease(ks, ns, rec, 'expired', expires, nil, nil)
+    end
+    if #stale > 0 then redis.call('ZREM', ks.expiring, unpack(stale)) end
+    return {'ran', 1, 'expired', #ending, 'more', #due == batch and 1 or 0,
+            'lag_ms', oldest and (t - oldest) or 0}
 end
 
 -- ---------------------------------------------------------------------------
@@ -1521,6 +1575,7 @@ redis.register_function{function_name = 'leased_v1_inspect', callback = inspect,
                         flags = {'no-writes'}}
 redis.register_function('leased_v1_fence_check', fence_check)
 redis.register_function('leased_v1_fenced_commit', fenced_commit)
+redis.register_function('leased_v1_expire_due', expire_due)
 redis.register_function('leased_v1_bind', bind)
 redis.register_function('leased_v1_rebind', rebind)
 redis.register_function{function_name = 'leased_v1_health', callback = health,

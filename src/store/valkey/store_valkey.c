@@ -980,6 +980,36 @@ lease_code_t lease_valkey_record_audit(lease_valkey_t *v, const lease_audit_even
     return ok ? LEASE_INSPECTED : invalid ? LEASE_INVALID_LEASE_REQUEST : LEASE_BACKEND_UNAVAILABLE;
 }
 
+lease_code_t lease_valkey_expire_due(lease_valkey_t *v, int batch, int64_t grace_ms,
+                                     const lease_deadline_t *deadline,
+                                     lease_housekeeping_result_t *res)
+{
+    memset(res, 0, sizeof *res);
+    if (deadline->mono_ns <= lease_mono_now_ns())
+        return LEASE_DEADLINE_EXCEEDED;
+    char arg[96];
+    snprintf(arg, sizeof arg, "{\"batch\":%d,\"grace_ms\":%lld}", batch, (long long)grace_ms);
+    redisReply *r = NULL;
+    char reason[32] = "";
+    /* a write, but housekeeping: no WAIT (an expiry lost with a failover
+     * is found again by the next step, or by the next acquisition) */
+    call_failure_t f =
+        fcall(v, "leased_v1_expire_due", arg, deadline, false, &r, reason, sizeof reason);
+    if (f != CALL_OK)
+        return LEASE_BACKEND_UNAVAILABLE;
+    long long ran = 0, expired = 0, more = 0, lag = 0;
+    bool ok = valkey_int_field(r, "ran", &ran) && valkey_int_field(r, "expired", &expired) &&
+              valkey_int_field(r, "more", &more) && valkey_int_field(r, "lag_ms", &lag);
+    freeReplyObject(r);
+    if (!ok) /* refused (sealed, a bad batch) or unreadable */
+        return LEASE_BACKEND_UNAVAILABLE;
+    res->ran = ran == 1;
+    res->expired = expired;
+    res->more = more == 1;
+    res->lag_ms = lag;
+    return LEASE_INSPECTED;
+}
+
 /* An entry of XRANGE ({id, {field, value, ...}}) as {"id": id, field: value}. */
 static json_t *audit_entry(const redisReply *e)
 {

@@ -6,11 +6,13 @@
  * What the function library does not decide answers a typed refusal,
  * never a silent degrade (docs/backends.md, "What needs PostgreSQL"): a
  * fenced commit with publications (the outbox) and the old sweep are
- * lease_backend_unavailable and say so in the log once. Audit events go to the namespace's Stream
- * (the functions append those of the mutations themselves). Housekeeping: the namespace step checks
- * the incarnation (health); retention is the server's own (PEXPIRE on idempotency and history
- * records), so the purge step has nothing to delete; expired leases move to history when the
- * identity is next taken, so the expire step moves none.
+ * lease_backend_unavailable and say so in the log once. Audit events go to
+ * the namespace's Stream (the functions append those of the mutations
+ * themselves). Housekeeping: the namespace step checks the incarnation
+ * (health); the expire step moves leases nobody took into history
+ * (leased_v1_expire_due); retention is the server's own (PEXPIRE on
+ * idempotency and history records), so the purge step has nothing to
+ * delete.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -145,8 +147,6 @@ static lease_code_t v_housekeep(lease_store_t *s, lease_housekeeping_step_t step
                                 int64_t grace_ms, const lease_deadline_t *deadline,
                                 lease_housekeeping_result_t *res)
 {
-    (void)batch;
-    (void)grace_ms;
     memset(res, 0, sizeof *res);
     if (step == LEASE_STEP_NAMESPACE) {
         /* the incarnation check, read-only: a restart or promotion is
@@ -160,9 +160,11 @@ static lease_code_t v_housekeep(lease_store_t *s, lease_housekeeping_step_t step
             return seen(s, LEASE_BACKEND_UNAVAILABLE, "namespace_sealed");
         return LEASE_INSPECTED;
     }
+    if (step == LEASE_STEP_EXPIRE)
+        /* leases nobody takes: to history once expired grace_ms ago */
+        return seen(s, lease_valkey_expire_due(impl(s)->v, batch, grace_ms, deadline, res), NULL);
     /* purge: the server expires idempotency and history records itself
-     * (PEXPIRE); expire: an expired lease moves to history when its
-     * identity is next taken (no sweep of leases nobody takes yet) */
+     * (PEXPIRE) */
     res->ran = true;
     return LEASE_INSPECTED;
 }
