@@ -304,6 +304,48 @@ static void sealed_after_restart_over_http(void **state)
     vk_stop(&s);
 }
 
+/* leased's sweeper on Valkey: a lease nobody takes goes to history once
+ * expired (leased_v1_expire_due), counted in leased_sweep_expired_total. */
+static void expired_leases_are_swept(void **state)
+{
+    (void)state;
+    vk_server_t s;
+    memset(&s, 0, sizeof s);
+    assert_true(vk_start(&s));
+    char *alice = vk_worker(&s, "alice");
+    const char *extra[] = {"LEASE_SWEEP_INTERVAL_MS=200", NULL};
+    leased_proc_t *srv = vk_leased_start(&s, extra);
+    const char *base = leased_proc_url(srv);
+    http_resp_t *a =
+        vk_post_expect(base, "/v1/leases/acquire", alice,
+                       vk_http_acquire("x1", "t1", "inst_a", 1500), 200, "lease_acquired");
+    const char *lease_id = json_string_value(http_resp_get(a, "lease.lease_id"));
+    long long swept = 0;
+    for (int i = 0; i < 100 && swept < 1; i++) {
+        lease_sleep_ms(100);
+        swept = vk_metric(base, "leased_sweep_expired_total");
+    }
+    assert_int_equal(swept, 1);
+    redisReply *r = vk_cmd(&s, "HGET lease:{leased}:h:%s state", lease_id);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_string_equal(r->str, "expired");
+    freeReplyObject(r);
+    r = vk_cmd(&s, "SCARD lease:{leased}:act");
+    assert_int_equal(r->integer, 0);
+    freeReplyObject(r);
+    char path[160];
+    snprintf(path, sizeof path, "/v1/leases/%s", lease_id);
+    http_resp_t *g = http_call(base, "GET", path, alice, NULL);
+    assert_non_null(g);
+    vk_expect_code(g, 200, "lease_inspected");
+    assert_string_equal(json_string_value(http_resp_get(g, "lease.state")), "expired");
+    http_resp_free(g);
+    http_resp_free(a);
+    assert_int_equal(leased_proc_stop(srv), 0);
+    free(alice);
+    vk_stop(&s);
+}
+
 static void refuses_weak_server(void **state)
 {
     (void)state;
@@ -347,6 +389,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(leases_over_http),
         cmocka_unit_test(sealed_after_restart_over_http),
+        cmocka_unit_test(expired_leases_are_swept),
         cmocka_unit_test(refuses_weak_server),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
