@@ -105,6 +105,14 @@ LEASE_MUST_USE lease_code_t lease_valkey_revoke(lease_valkey_t *v, const lease_a
                                                 lease_result_t *res);
 LEASE_MUST_USE lease_code_t lease_valkey_inspect(lease_valkey_t *v, const lease_inspect_req_t *req,
                                                  lease_result_t *res);
+/* A fenced commit of documents (lease.fenced_commit on Valkey:
+ * leased_v1_fenced_commit): commit_accepted with one revision per write,
+ * write_conflict (field, current_revision), lease_lost, or a failure; a
+ * commit with a publication is refused (lease_backend_unavailable: the
+ * outbox needs PostgreSQL) and nothing is written. */
+LEASE_MUST_USE lease_code_t lease_valkey_fenced_commit(lease_valkey_t *v,
+                                                       const lease_commit_req_t *req,
+                                                       lease_commit_result_t *res);
 /* The active, unexpired leases of one tenant/program (target, owner) in
  * the caller's scope, a page at a time (res->leases: lease_list_result_free). */
 LEASE_MUST_USE lease_code_t lease_valkey_list(lease_valkey_t *v, const lease_list_req_t *req,
@@ -128,12 +136,43 @@ LEASE_MUST_USE lease_code_t lease_valkey_credential_create(lease_valkey_t *v,
 LEASE_MUST_USE lease_code_t lease_valkey_credential_revoke(lease_valkey_t *v,
                                                            const char *credential_id, bool *revoked,
                                                            char *err, size_t errlen);
+/* The same, recording who revoked it (operator_id, e.g. "leasectl:alice";
+ * NULL: nobody named) in its audit event; credential_create's request
+ * takes the same as its "operator" member. Both are audited in the call
+ * (credential_create / credential_revoke, priority high). */
+LEASE_MUST_USE lease_code_t lease_valkey_credential_revoke_by(lease_valkey_t *v,
+                                                              const char *credential_id,
+                                                              const char *operator_id,
+                                                              bool *revoked, char *err,
+                                                              size_t errlen);
 /* Appends audit events to the namespace's Stream (leased_v1_record_audit,
  * which trims it by the audit retention). LEASE_INSPECTED when appended;
  * never waits for replicas (LEASE_VALKEY_MIN_REPLICAS is for decisions). */
 LEASE_MUST_USE lease_code_t lease_valkey_record_audit(lease_valkey_t *v,
                                                       const lease_audit_event_t *events, size_t n,
                                                       const lease_deadline_t *deadline);
+/* The expiry step (lease.expire_due; leased_v1_expire_due): moves up to
+ * batch (1..10000) leases expired at least grace_ms (0..3600000) ago into
+ * history, oldest first: res->ran, expired, more, lag_ms. Never waits for
+ * replicas (housekeeping, not a decision). LEASE_INSPECTED, or
+ * LEASE_BACKEND_UNAVAILABLE (a sealed namespace, a failure). */
+LEASE_MUST_USE lease_code_t lease_valkey_expire_due(lease_valkey_t *v, int batch, int64_t grace_ms,
+                                                    const lease_deadline_t *deadline,
+                                                    lease_housekeeping_result_t *res);
+/* The audit export (docs/backends.md, "Audit export"). audit_read: up to
+ * count (1..1000; 0: 100) entries after `after` (NULL or "": after the
+ * export cursor, else from the start) as *page_json (free()):
+ * {"entries":[{"id":"MS-SEQ",FIELD:VALUE,...},...],"cursor":"MS-SEQ"|null,
+ * "first":"MS-SEQ"|null} ("first": the oldest entry kept). Reads only.
+ * audit_ack: the export has taken every entry up to id: the cursor moves
+ * there (never back, never past the last entry; "0-0" registers an export
+ * that has taken nothing), so that no entry after it is trimmed, and what
+ * the retention allows now goes at once (*trimmed entries). Both:
+ * LEASE_INVALID_LEASE_REQUEST when the function refused (why in err). */
+LEASE_MUST_USE lease_code_t lease_valkey_audit_read(lease_valkey_t *v, const char *after, int count,
+                                                    char **page_json, char *err, size_t errlen);
+LEASE_MUST_USE lease_code_t lease_valkey_audit_ack(lease_valkey_t *v, const char *id,
+                                                   long long *trimmed, char *err, size_t errlen);
 /* Every credential, oldest first, without digests: *rows_json (free()) is
  * a JSON array of lease.credential_list's objects (times as
  * "2026-08-05T12:00:00.000Z", null when none). */
@@ -143,8 +182,9 @@ LEASE_MUST_USE lease_code_t lease_valkey_health(lease_valkey_t *v, const lease_d
                                                 lease_health_t *out);
 
 /* The adapter as a lease_store_t (lease_store_ops): the operations above
- * and audit events; what the library does not decide yet (fenced_commit)
- * is refused with lease_backend_unavailable (docs/backends.md). Opening
+ * and audit events; what the library does not decide (publications of a
+ * fenced commit, the old sweep) is refused with lease_backend_unavailable
+ * (docs/backends.md). Opening
  * refuses a server without the durability settings, as lease_valkey_open. */
 LEASE_MUST_USE lease_code_t lease_valkey_store_open(const lease_valkey_config_t *cfg,
                                                     lease_store_t **out, char *err, size_t errlen);

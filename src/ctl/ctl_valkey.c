@@ -91,6 +91,23 @@ int ctl_valkey_migrate(const char *url, bool status_only)
     return rc;
 }
 
+/* Who runs leasectl, as the audit records it: "leasectl:" and the login
+ * name (lease._sql_principal's "sql:" and the session user on PostgreSQL),
+ * characters outside [A-Za-z0-9._:-] as '_'. */
+static void operator_id(char *out, size_t outsz)
+{
+    const struct passwd *pw = getpwuid(geteuid());
+    const char *name = pw && pw->pw_name ? pw->pw_name : "unknown";
+    int n = snprintf(out, outsz, "leasectl:%s", name);
+    for (size_t i = 9; n > 0 && i < (size_t)n && i < outsz; i++) {
+        char c = out[i];
+        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                  c == '.' || c == '_' || c == ':' || c == '-';
+        if (!ok)
+            out[i] = '_';
+    }
+}
+
 lease_admin_status_t ctl_valkey_credential_create(const char *url, const json_t *request,
                                                   json_t **row, char *err, size_t errsz)
 {
@@ -111,6 +128,9 @@ lease_admin_status_t ctl_valkey_credential_create(const char *url, const json_t 
         json_object_set_new(req, "expires_at_ms", json_integer(ms));
     }
     json_object_del(req, "expires_at");
+    char who[128];
+    operator_id(who, sizeof who);
+    json_object_set_new(req, "operator", json_string(who)); /* for the audit */
     char *text = json_dumps(req, JSON_COMPACT);
     /* the request carries the secret's digest: wiped once sent */
     json_t *digest = json_object_get(req, "secret_digest");
@@ -165,7 +185,9 @@ lease_admin_status_t ctl_valkey_credential_revoke(const char *url, const char *c
     lease_admin_status_t st = open_url(url, false, &v, &u, err, errsz);
     if (st != LEASE_ADMIN_OK)
         return st;
-    lease_code_t c = lease_valkey_credential_revoke(v, credential_id, revoked, err, errsz);
+    char who[128];
+    operator_id(who, sizeof who);
+    lease_code_t c = lease_valkey_credential_revoke_by(v, credential_id, who, revoked, err, errsz);
     lease_valkey_close(v);
     return c == LEASE_INSPECTED               ? LEASE_ADMIN_OK
            : c == LEASE_INVALID_LEASE_REQUEST ? LEASE_ADMIN_INVALID
@@ -195,23 +217,6 @@ lease_admin_status_t ctl_valkey_credential_list(const char *url, json_t **rows, 
     return LEASE_ADMIN_OK;
 }
 
-/* Who runs leasectl, as the audit records it: "leasectl:" and the login
- * name (lease._sql_principal's "sql:" and the session user on PostgreSQL),
- * characters outside [A-Za-z0-9._:-] as '_'. */
-static void operator_id(char *out, size_t outsz)
-{
-    const struct passwd *pw = getpwuid(geteuid());
-    const char *name = pw && pw->pw_name ? pw->pw_name : "unknown";
-    int n = snprintf(out, outsz, "leasectl:%s", name);
-    for (size_t i = 9; n > 0 && i < (size_t)n && i < outsz; i++) {
-        char c = out[i];
-        bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                  c == '.' || c == '_' || c == ':' || c == '-';
-        if (!ok)
-            out[i] = '_';
-    }
-}
-
 int ctl_valkey_recover(const char *url, const char *reason, int64_t floor_token)
 {
     char err[1024] = "";
@@ -234,11 +239,10 @@ int ctl_valkey_recover(const char *url, const char *reason, int64_t floor_token)
     }
     /* every token from now on is above token_floor (docs/backends.md,
      * "Token layout"): epoch * 2^32 */
-    json_t *out = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I}", "backend", "valkey", "namespace",
-                            u.ns, "epoch", (json_int_t)epoch, "token_floor",
-                            (json_int_t)(epoch * 4294967296LL), "first_token",
-                            (json_int_t)(epoch * 4294967296LL + 1), "leases_revoked",
-                            (json_int_t)revoked);
+    json_t *out = json_pack(
+        "{s:s, s:s, s:I, s:I, s:I, s:I}", "backend", "valkey", "namespace", u.ns, "epoch",
+        (json_int_t)epoch, "token_floor", (json_int_t)(epoch * 4294967296LL), "first_token",
+        (json_int_t)(epoch * 4294967296LL + 1), "leases_revoked", (json_int_t)revoked);
     char *text = json_dumps(out, JSON_COMPACT);
     json_decref(out);
     if (text) {

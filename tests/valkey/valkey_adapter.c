@@ -20,7 +20,7 @@
 
 #include "lease/clock.h"
 #include "lease/store_valkey.h"
-#include "valkey_fixture.h"
+#include "valkey_service.h"
 
 typedef struct fixture {
     vk_server_t server;
@@ -64,19 +64,12 @@ static int teardown(void **state)
     return 0;
 }
 
+/* The call of every request here: vk_fill_call, in the default class. */
 static void fill_call(lease_call_t *c, const char *principal, const char *rid, char dg,
                       int64_t deadline_ms)
 {
-    memset(c, 0, sizeof *c);
-    snprintf(c->request_id, sizeof c->request_id, "%s", rid);
-    memset(c->request_digest, dg, 64);
-    c->request_digest[64] = '\0';
+    vk_fill_call(c, principal, rid, dg, deadline_ms);
     snprintf(c->deadline_class, sizeof c->deadline_class, "default");
-    c->deadline = lease_deadline_in(deadline_ms);
-    snprintf(c->principal.principal_id, sizeof c->principal.principal_id, "%s", principal);
-    snprintf(c->principal.client_id, sizeof c->principal.client_id, "client-1");
-    snprintf(c->principal.credential_id, sizeof c->principal.credential_id, "key_1");
-    snprintf(c->principal.principal_class, sizeof c->principal.principal_class, "worker");
 }
 
 static void fill_identity(lease_identity_t *i, const char *target)

@@ -24,32 +24,11 @@
 #include "http_client.h"
 #include "leased_proc.h"
 #include "lease/result.h"
-#include "valkey_fixture.h"
+#include "valkey_service.h"
 
 #define ACL_PASSWORD "acl-Pw-7391"
 #define DEFAULT_PASSWORD "def@ult:Pw/4410" /* percent-encoded in the URL */
 #define DEFAULT_PASSWORD_URL "def%40ult%3APw%2F4410"
-
-static int ctl(const char *const *args, const char *const *env, char **out)
-{
-    char *argv[40];
-    size_t n = 0;
-    argv[n++] = strdup(LEASE_TEST_LEASECTL);
-    for (const char *const *a = args; *a && n < 39; a++)
-        argv[n++] = strdup(*a);
-    argv[n] = NULL;
-    child_daemon_t d;
-    child_daemon_init(&d, "leasectl", "valkey-auth", "out");
-    char **e = child_proc_env(env, NULL);
-    child_daemon_spawn(&d, argv[0], argv, e);
-    child_proc_env_free(e);
-    int status = child_daemon_wait(&d, 30000);
-    *out = child_proc_read_file(d.log_path);
-    child_daemon_release(&d);
-    for (size_t i = 0; i < n; i++)
-        free(argv[i]);
-    return status;
-}
 
 static void no_password_in(const char *text)
 {
@@ -81,11 +60,11 @@ static void auth_from_the_url(void **state)
     const char *migrate[] = {"migrate", NULL};
     const char *env_plain[] = {plain, NULL};
     char *out = NULL;
-    assert_int_equal(ctl(migrate, env_plain, &out), LEASE_EXIT_UNAVAILABLE);
+    assert_int_equal(vk_leasectl(migrate, env_plain, &out), LEASE_EXIT_UNAVAILABLE);
     assert_non_null(strstr(out, "NOAUTH"));
     free(out);
     const char *env_wrong[] = {wrong, NULL};
-    assert_int_equal(ctl(migrate, env_wrong, &out), LEASE_EXIT_UNAVAILABLE);
+    assert_int_equal(vk_leasectl(migrate, env_wrong, &out), LEASE_EXIT_UNAVAILABLE);
     assert_non_null(strstr(out, "refused the store URL's credentials"));
     assert_non_null(strstr(out, "WRONGPASS"));
     assert_null(strstr(out, "not-it-55"));
@@ -107,17 +86,17 @@ static void auth_from_the_url(void **state)
     char file_env[440];
     snprintf(file_env, sizeof file_env, "LEASE_STORE_URL_FILE=%s", path);
     const char *env_file[] = {file_env, NULL};
-    assert_int_equal(ctl(migrate, env_file, &out), LEASE_EXIT_OK);
+    assert_int_equal(vk_leasectl(migrate, env_file, &out), LEASE_EXIT_OK);
     assert_non_null(strstr(out, "\"bound\":true"));
     no_password_in(out);
     free(out);
 
     /* the ACL user: a credential by leasectl, then leases over HTTP */
     const char *env_acl[] = {acl, NULL};
-    const char *create[] = {"credential", "create", "--principal", "alice", "--client",
-                            "cl_alice", "--tenant", "tenant-main", "--program", "program-a",
-                            "--actor", "*", "--capability", "targets:lease", NULL};
-    assert_int_equal(ctl(create, env_acl, &out), LEASE_EXIT_OK);
+    const char *create[] = {"credential", "create",   "--principal",  "alice",         "--client",
+                            "cl_alice",   "--tenant", "tenant-main",  "--program",     "program-a",
+                            "--actor",    "*",        "--capability", "targets:lease", NULL};
+    assert_int_equal(vk_leasectl(create, env_acl, &out), LEASE_EXIT_OK);
     no_password_in(out);
     const char *tok = strstr(out, "lsk_");
     assert_non_null(tok);

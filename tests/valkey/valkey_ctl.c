@@ -22,57 +22,12 @@
 #include "leased_proc.h"
 #include "lease/clock.h"
 #include "lease/result.h"
-#include "valkey_fixture.h"
-
-#define TENANT "tenant-main"
-#define PROGRAM "program-a"
-
-/* Runs leasectl ARGS (NULL-terminated) with extra environment; its exit
- * status; *out its stdout and stderr (heap). */
-static int ctl(const char *const *args, const char *const *env, char **out)
-{
-    char *argv[40];
-    size_t n = 0;
-    argv[n++] = strdup(LEASE_TEST_LEASECTL);
-    for (const char *const *a = args; *a && n < 39; a++)
-        argv[n++] = strdup(*a);
-    argv[n] = NULL;
-    child_daemon_t d;
-    child_daemon_init(&d, "leasectl", "valkey-ctl", "out");
-    char **e = child_proc_env(env, NULL);
-    child_daemon_spawn(&d, argv[0], argv, e);
-    child_proc_env_free(e);
-    int status = child_daemon_wait(&d, 30000);
-    *out = child_proc_read_file(d.log_path);
-    child_daemon_release(&d);
-    for (size_t i = 0; i < n; i++)
-        free(argv[i]);
-    return status;
-}
-
-/* The JSON object leasectl printed (the line starting with '{'), or NULL. */
-static json_t *printed(const char *out)
-{
-    const char *line = out;
-    while (line && *line) {
-        if (*line == '{') {
-            const char *nl = strchr(line, '\n');
-            size_t len = nl ? (size_t)(nl - line) : strlen(line);
-            json_t *o = json_loadb(line, len, 0, NULL);
-            if (o)
-                return o;
-        }
-        line = strchr(line, '\n');
-        if (line)
-            line++;
-    }
-    return NULL;
-}
+#include "valkey_service.h"
 
 /* Runs leasectl (ctl) and requires exit status want; *out as ctl's. */
 static void expect(const char *const *args, const char *const *env, int want, char **out)
 {
-    int status = ctl(args, env, out);
+    int status = vk_leasectl(args, env, out);
     if (status != want)
         fail_msg("leasectl %s exited %d, expected %d: %s", args[0], status, want, *out);
 }
@@ -101,7 +56,7 @@ static void migrate_loads_checks_and_binds(void **state)
     /* migrate (LEASE_STORE_URL): loads and binds */
     const char *migrate_args[] = {"migrate", NULL};
     expect(migrate_args, by_env, LEASE_EXIT_OK, &out);
-    json_t *o = printed(out);
+    json_t *o = vk_printed(out);
     assert_non_null(o);
     assert_string_equal(json_string_value(json_object_get(o, "backend")), "valkey");
     assert_string_equal(json_string_value(json_object_get(o, "library")), "leased_v1");
@@ -122,7 +77,7 @@ static void migrate_loads_checks_and_binds(void **state)
     expect(migrate_args, by_env, LEASE_EXIT_OK, &out);
     free(out);
     expect(status_args, NULL, LEASE_EXIT_OK, &out);
-    o = printed(out);
+    o = vk_printed(out);
     assert_non_null(o);
     assert_true(json_is_true(json_object_get(o, "bound")));
     json_decref(o);
@@ -196,23 +151,10 @@ static void migrate_loads_checks_and_binds(void **state)
     vk_stop(&s);
 }
 
-static json_t *identity(const char *target)
-{
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "tenant_id", TENANT, "program_id", PROGRAM,
-                     "target_namespace", "starintel-target", "target_id", target, "actor_name",
-                     "usernamegen", "workflow_name", "default");
-}
-
 static long acquire(const char *base, const char *token, const char *rid, const char *target)
 {
-    json_t *req = json_pack("{s:s, s:o, s:s, s:s, s:s, s:i}", "request_id", rid, "lock_identity",
-                            identity(target), "service_instance_id", "inst", "execution_id",
-                            "exec_1", "job_id", "job_1", "ttl_ms", 30000);
-    char *body = json_dumps(req, JSON_COMPACT);
-    json_decref(req);
-    http_resp_t *r = http_call(base, "POST", "/v1/leases/acquire", token, body);
-    free(body);
-    assert_non_null(r);
+    http_resp_t *r =
+        vk_post(base, "/v1/leases/acquire", token, vk_http_acquire(rid, target, "inst", 30000));
     long status = r->status;
     if (status == 200)
         assert_string_equal(http_resp_str(r, "code"), "lease_acquired");
@@ -220,6 +162,27 @@ static long acquire(const char *base, const char *token, const char *rid, const 
         assert_string_equal(http_resp_str(r, "code"), "invalid_credential");
     http_resp_free(r);
     return status;
+}
+
+/* The one audit event of type with reason: by "leasectl:<user>", high
+ * priority, appended by the function. */
+static void credential_event_by_leasectl(vk_server_t *s, const char *type, const char *reason)
+{
+    assert_int_equal(
+        vk_audit_count(s, "lease:{leased}:audit", "event_type", type, "reason", reason), 1);
+    redisReply *x = vk_cmd(s, "XRANGE lease:{leased}:audit - +");
+    for (size_t i = 0; i < x->elements; i++) {
+        const redisReply *f = x->element[i]->element[1];
+        const char *t = vk_str(f, "event_type"), *r = vk_str(f, "reason");
+        if (!t || strcmp(t, type) != 0 || !r || strcmp(r, reason) != 0)
+            continue;
+        assert_string_equal(vk_str(f, "priority"), "high");
+        assert_string_equal(vk_str(f, "source"), "function");
+        assert_string_equal(vk_str(f, "tenant_id"), "tenant-main");
+        assert_non_null(vk_str(f, "principal_id"));
+        assert_true(strncmp(vk_str(f, "principal_id"), "leasectl:", 9) == 0);
+    }
+    freeReplyObject(x);
 }
 
 static void credentials_made_by_leasectl(void **state)
@@ -241,8 +204,8 @@ static void credentials_made_by_leasectl(void **state)
     char alice_id[32];
     char *alice = leased_proc_credential(url,
                                          &(leased_cred_spec_t){.principal = "alice",
-                                                               .tenant = TENANT,
-                                                               .program = PROGRAM,
+                                                               .tenant = VK_TENANT,
+                                                               .program = VK_PROGRAM,
                                                                .capabilities = "targets:lease"},
                                          alice_id);
     const char *create_bob[] = {"credential",
@@ -254,7 +217,7 @@ static void credentials_made_by_leasectl(void **state)
                                 "--tenant",
                                 "Tenant-Main",
                                 "--program",
-                                PROGRAM,
+                                VK_PROGRAM,
                                 "--capability",
                                 "targets:lease",
                                 "--expires-in",
@@ -263,7 +226,7 @@ static void credentials_made_by_leasectl(void **state)
                                 "bob's",
                                 NULL};
     expect(create_bob, by_env, LEASE_EXIT_OK, &out);
-    json_t *o = printed(out);
+    json_t *o = vk_printed(out);
     assert_non_null(o);
     char *bob = strdup(json_string_value(json_object_get(o, "token")));
     char *bob_id = strdup(json_string_value(json_object_get(o, "credential_id")));
@@ -272,6 +235,10 @@ static void credentials_made_by_leasectl(void **state)
     assert_null(json_object_get(o, "secret_digest"));
     json_decref(o);
     free(out);
+    /* audited in the same call, by leasectl's user, high priority */
+    char reason[96];
+    snprintf(reason, sizeof reason, "credential %s for bob", bob_id);
+    credential_event_by_leasectl(&s, "credential_create", reason);
     /* only the digest is stored */
     redisReply *r = vk_cmd(&s, "HGET lease:{leased}:cred:%s secret_digest", bob_id);
     assert_int_equal(r->type, REDIS_REPLY_STRING);
@@ -294,7 +261,7 @@ static void credentials_made_by_leasectl(void **state)
     expect(list_args, by_env, LEASE_EXIT_OK, &out);
     assert_null(strstr(out, "secret_digest"));
     assert_null(strstr(out, "lsk_"));
-    o = printed(out);
+    o = vk_printed(out);
     assert_non_null(o);
     json_t *creds = json_object_get(o, "credentials");
     assert_int_equal(json_array_size(creds), 2);
@@ -317,11 +284,13 @@ static void credentials_made_by_leasectl(void **state)
     const char *revoke_args[] = {"credential", "revoke", bob_id, "--database-url", url, NULL};
     int64_t revoked_at = lease_mono_now_ns();
     expect(revoke_args, NULL, LEASE_EXIT_OK, &out);
-    o = printed(out);
+    o = vk_printed(out);
     assert_non_null(o);
     assert_true(json_is_true(json_object_get(o, "revoked")));
     json_decref(o);
     free(out);
+    snprintf(reason, sizeof reason, "credential %s", bob_id);
+    credential_event_by_leasectl(&s, "credential_revoke", reason);
     long status = 200;
     int n = 0;
     while (status == 200 && (lease_mono_now_ns() - revoked_at) / 1000000 < 3000) {
@@ -344,7 +313,7 @@ static void credentials_made_by_leasectl(void **state)
     assert_non_null(strstr(out, "already revoked"));
     free(out);
     expect(list_args, by_env, LEASE_EXIT_OK, &out);
-    o = printed(out);
+    o = vk_printed(out);
     creds = json_object_get(o, "credentials");
     assert_true(json_is_null(json_object_get(json_array_get(creds, 0), "revoked_at")));
     assert_true(json_is_string(json_object_get(json_array_get(creds, 1), "revoked_at")));

@@ -19,24 +19,12 @@
 
 #include "lease/clock.h"
 #include "lease/store_valkey.h"
-#include "valkey_fixture.h"
+#include "valkey_service.h"
 
 typedef struct pair {
     vk_server_t primary;
     vk_server_t replica;
 } pair_t;
-
-static lease_valkey_t *open_store(vk_server_t *s)
-{
-    lease_valkey_config_t cfg = {.host = "127.0.0.1", .port = s->port, .ns = "t"};
-    lease_valkey_t *v = NULL;
-    char err[256] = "";
-    if (lease_valkey_open(&cfg, &v, err, sizeof err) != LEASE_INSPECTED) {
-        fprintf(stderr, "open: %s\n", err);
-        return NULL;
-    }
-    return v;
-}
 
 static int setup(void **state)
 {
@@ -44,10 +32,8 @@ static int setup(void **state)
     *state = p;
     if (!vk_start(&p->primary))
         return -1;
-    lease_valkey_t *v = open_store(&p->primary);
-    int64_t epoch = -1;
-    char err[256];
-    bool ok = v && lease_valkey_bind(v, 0, &epoch, err, sizeof err) == LEASE_INSPECTED;
+    lease_valkey_t *v = vk_open_bound(&p->primary, "t");
+    bool ok = v != NULL;
     lease_valkey_close(v);
     return ok && vk_start_replica(&p->replica, &p->primary) ? 0 : -1;
 }
@@ -107,7 +93,7 @@ static int64_t cycle(lease_valkey_t *v, int i)
 static void lagging_replica_promoted_never_regresses(void **state)
 {
     pair_t *p = *state;
-    lease_valkey_t *v = open_store(&p->primary);
+    lease_valkey_t *v = vk_open(&p->primary, "t");
     assert_non_null(v);
     int64_t token = 0;
     for (int i = 0; i < 3; i++)
@@ -117,7 +103,7 @@ static void lagging_replica_promoted_never_regresses(void **state)
     freeReplyObject(w);
 
     /* a replica refuses every write function (nothing is decided there) */
-    lease_valkey_t *rv = open_store(&p->replica);
+    lease_valkey_t *rv = vk_open(&p->replica, "t");
     assert_non_null(rv); /* the library came by replication, byte for byte */
     lease_acquire_req_t a = acquire_req("on-replica", 'a');
     lease_result_t r;
@@ -150,7 +136,7 @@ static void lagging_replica_promoted_never_regresses(void **state)
     assert_string_equal(pr->str, "3");
     freeReplyObject(pr);
 
-    rv = open_store(&p->replica);
+    rv = vk_open(&p->replica, "t");
     assert_non_null(rv);
     a = acquire_req("after-1", 'b');
     assert_int_equal(lease_valkey_acquire(rv, &a, &r), LEASE_BACKEND_UNAVAILABLE);

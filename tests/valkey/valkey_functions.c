@@ -473,7 +473,138 @@ static void fence_check_accepts_only_the_live_lease(void **state)
                  fence_req(vk_str(vk_lease(b), "lease_id"), vk_int(vk_lease(b), "fencing_token")));
     assert_code(r, "lease_inspected");
     freeReplyObject(r);
+    /* below the token now accepted: stale (LS011), as lease.fence_check
+     * answers it whether or not the lease is also gone */
+    r = vk_fcall(s, "fence_check", fence_req(lid, token));
+    assert_code(r, "lease_lost");
+    assert_string_equal(vk_str(r, "reason"), "fence_stale_token");
+    freeReplyObject(r);
     freeReplyObject(b);
+    freeReplyObject(a);
+}
+
+/* A fenced commit of target_01's lease (lid, token) by p1, execution exec-1. */
+static json_t *commit_req(const char *rid, char dg, const char *lid, long long token,
+                          json_t *writes)
+{
+    json_t *o = vk_call("p1", rid, dg);
+    json_object_set_new(o, "lock_identity", vk_identity("target_01"));
+    json_object_set_new(o, "lease_id", json_string(lid));
+    json_object_set_new(o, "fencing_token", json_integer(token));
+    json_object_set_new(o, "execution_id", json_string("exec-1"));
+    json_object_set_new(o, "writes", writes);
+    return o;
+}
+
+/* One document write, its body as JSON text. */
+static json_t *doc_write(const char *key, json_int_t expected, const char *body)
+{
+    return json_pack("{s:s, s:s, s:I, s:s}", "kind", "document", "key", key, "expected_revision",
+                     expected, "body_json", body);
+}
+
+/* How many fenced documents the namespace holds. */
+static size_t documents(vk_server_t *s)
+{
+    redisReply *r = vk_cmd(s, "KEYS lease:{t}:d:*");
+    size_t n = r->elements;
+    freeReplyObject(r);
+    return n;
+}
+
+/* lease._bad_writes' fields, the outbox refused, every revision compared
+ * before the first write, the stored answer replayed, and the incarnation
+ * check: nothing is written by a commit that is not accepted. */
+static void fenced_commit_decides_before_writing(void **state)
+{
+    vk_server_t *s = *state;
+    redisReply *a = acquire(s, "r1", "target_01", 0);
+    const char *lid = vk_str(vk_lease(a), "lease_id");
+    long long token = vk_int(vk_lease(a), "fencing_token");
+    const struct {
+        json_t *writes;
+        const char *field;
+    } bad[] = {
+        {json_array(), "writes"},
+        {json_pack("[o, o]", doc_write("doc-1", 0, "{}"), doc_write("doc-1", 0, "{}")),
+         "writes[1].key"},
+        {json_pack("[{s:s}]", "kind", "file"), "writes[0].kind"},
+        {json_pack("[o]", doc_write("a b", 0, "{}")), "writes[0].key"},
+        {json_pack("[o]", doc_write("doc-1", -1, "{}")), "writes[0].expected_revision"},
+        {json_pack("[o]", doc_write("doc-1", 0, "[1]")), "writes[0].body"},
+        {json_pack("[{s:s, s:s, s:s}]", "kind", "publication", "topic", "", "payload_json", "{}"),
+         "writes[0].topic"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        redisReply *r =
+            vk_fcall(s, "fenced_commit", commit_req("c0", 'b', lid, token, bad[i].writes));
+        assert_code(r, "invalid_lease_request");
+        assert_string_equal(vk_str(r, "field"), bad[i].field);
+        freeReplyObject(r);
+    }
+    /* a publication: the outbox is PostgreSQL's, the documents beside it
+     * are not written either */
+    redisReply *r = vk_fcall(
+        s, "fenced_commit",
+        commit_req("c1", 'c', lid, token,
+                   json_pack("[o, {s:s, s:s, s:s}]", doc_write("doc-1", 0, "{}"), "kind",
+                             "publication", "topic", "results", "payload_json", "{\"n\":1}")));
+    assert_code(r, "lease_backend_unavailable");
+    assert_string_equal(vk_str(r, "reason"), "outbox_requires_postgres");
+    freeReplyObject(r);
+    assert_int_equal(documents(s), 0);
+
+    r = vk_fcall(s, "fenced_commit",
+                 commit_req("c2", 'd', lid, token,
+                            json_pack("[o, o]", doc_write("doc-1", 0, "{\"n\": 1.50}"),
+                                      doc_write("doc-2", 0, "{}"))));
+    assert_code(r, "commit_accepted");
+    assert_int_equal(vk_int(r, "fencing_token"), token);
+    assert_int_equal(vk_int(r, "replayed"), 0);
+    const redisReply *results = NULL;
+    for (size_t i = 0; i + 1 < r->elements; i += 2)
+        if (strcmp(r->element[i]->str, "results") == 0)
+            results = r->element[i + 1];
+    assert_non_null(results);
+    assert_int_equal(results->elements, 2);
+    assert_int_equal(vk_int(results->element[0], "revision"), 1);
+    assert_string_equal(vk_str(results->element[1], "key"), "doc-2");
+    freeReplyObject(r);
+    assert_int_equal(documents(s), 2);
+    /* the body as given, byte for byte */
+    r = vk_cmd(s, "HGET lease:{t}:d:[\"v1\",\"tenant-main\",\"program-a\",\"starintel-target\","
+                  "\"target_01\",\"usernamegen\",\"default\",\"default\"]:doc-1 body");
+    assert_string_equal(r->str, "{\"n\": 1.50}");
+    freeReplyObject(r);
+
+    /* doc-3 is new, doc-1 is at revision 1: the conflict writes nothing */
+    r = vk_fcall(
+        s, "fenced_commit",
+        commit_req("c3", 'e', lid, token,
+                   json_pack("[o, o]", doc_write("doc-3", 0, "{}"), doc_write("doc-1", 0, "{}"))));
+    assert_code(r, "write_conflict");
+    assert_string_equal(vk_str(r, "field"), "writes[1].expected_revision");
+    assert_int_equal(vk_int(r, "current_revision"), 1);
+    freeReplyObject(r);
+    assert_int_equal(documents(s), 2);
+
+    /* the stored answer, not a conflict with its own revisions */
+    r = vk_fcall(s, "fenced_commit",
+                 commit_req("c2", 'd', lid, token,
+                            json_pack("[o, o]", doc_write("doc-1", 0, "{\"n\": 1.50}"),
+                                      doc_write("doc-2", 0, "{}"))));
+    assert_code(r, "commit_accepted");
+    assert_int_equal(vk_int(r, "replayed"), 1);
+    freeReplyObject(r);
+
+    /* a restart: sealed before anything is written */
+    assert_true(vk_restart(s, NULL));
+    r = vk_fcall(s, "fenced_commit",
+                 commit_req("c4", 'f', lid, token, json_pack("[o]", doc_write("doc-4", 0, "{}"))));
+    assert_code(r, "lease_backend_unavailable");
+    assert_string_equal(vk_str(r, "reason"), "namespace_sealed");
+    freeReplyObject(r);
+    assert_int_equal(documents(s), 2);
     freeReplyObject(a);
 }
 
@@ -663,6 +794,68 @@ static void full_server_writes_nothing(void **state)
     freeReplyObject(r);
 }
 
+/* The expiry step (lease.expire_due): a lease nobody takes goes to
+ * history once it expired grace_ms ago, oldest first, found through the
+ * expiry index; a renewed one does not; its counter stays. */
+static void expire_due_moves_leases_nobody_takes(void **state)
+{
+    vk_server_t *s = *state;
+    redisReply *a = acquire(s, "r1", "target_01", 50);
+    redisReply *b = acquire(s, "r2", "target_02", 30000);
+    assert_code(a, "lease_acquired");
+    assert_code(b, "lease_acquired");
+    const char *due = "{\"batch\":10,\"grace_ms\":0}";
+    redisReply *r = vk_cmd(s, "FCALL leased_v1_expire_due 1 %s %s", VK_NS_KEY, due);
+    assert_int_equal(vk_int(r, "expired"), 0); /* nothing expired yet */
+    freeReplyObject(r);
+    sleep_ms(300);
+    /* a grace longer than the time since the expiry: not yet */
+    r = vk_cmd(s, "FCALL leased_v1_expire_due 1 %s %s", VK_NS_KEY,
+               "{\"batch\":10,\"grace_ms\":60000}");
+    assert_int_equal(vk_int(r, "expired"), 0);
+    freeReplyObject(r);
+    r = vk_cmd(s, "FCALL leased_v1_expire_due 1 %s %s", VK_NS_KEY, due);
+    assert_int_equal(vk_int(r, "ran"), 1);
+    assert_int_equal(vk_int(r, "expired"), 1);
+    assert_int_equal(vk_int(r, "more"), 0);
+    assert_true(vk_int(r, "lag_ms") >= 200);
+    freeReplyObject(r);
+    /* in history, ended at its expiry; the identity free, out of the live
+     * set and the index; target_02 untouched */
+    const char *lid = vk_str(vk_lease(a), "lease_id");
+    r = vk_cmd(s, "HGET lease:{t}:h:%s state", lid);
+    assert_string_equal(r->str, "expired");
+    freeReplyObject(r);
+    r = vk_cmd(s, "HGET lease:{t}:h:%s ended_at", lid);
+    assert_int_equal(atoll(r->str), vk_int(vk_lease(a), "expires_at"));
+    freeReplyObject(r);
+    r = vk_cmd(s, "SCARD lease:{t}:act");
+    assert_int_equal(r->integer, 1);
+    freeReplyObject(r);
+    r = vk_cmd(s, "ZCARD lease:{t}:exp");
+    assert_int_equal(r->integer, 1);
+    freeReplyObject(r);
+    r = vk_cmd(s, "FCALL leased_v1_expire_due 1 %s %s", VK_NS_KEY, due);
+    assert_int_equal(vk_int(r, "expired"), 0);
+    freeReplyObject(r);
+    /* the counter stays: the next acquisition's token is the next one */
+    r = acquire(s, "r3", "target_01", 0);
+    assert_code(r, "lease_acquired");
+    assert_int_equal(vk_int(vk_lease(r), "fencing_token"), 2);
+    assert_string_equal(vk_str(r, "previous_state"), "none");
+    freeReplyObject(r);
+    /* bad arguments; a sealed namespace: refused, nothing moved */
+    r = vk_cmd(s, "FCALL leased_v1_expire_due 1 %s %s", VK_NS_KEY, "{\"batch\":0}");
+    assert_non_null(vk_str(r, "error"));
+    freeReplyObject(r);
+    assert_true(vk_restart(s, NULL));
+    r = vk_cmd(s, "FCALL leased_v1_expire_due 1 %s %s", VK_NS_KEY, due);
+    assert_string_equal(vk_str(r, "error"), "namespace_sealed");
+    freeReplyObject(r);
+    freeReplyObject(b);
+    freeReplyObject(a);
+}
+
 static void unbound_namespace_refuses(void **state)
 {
     vk_server_t *s = *state;
@@ -757,11 +950,13 @@ int main(void)
         cmocka_unit_test_setup_teardown(force_release_and_revoke, setup, teardown),
         cmocka_unit_test_setup_teardown(inspect_never_crosses_scope, setup, teardown),
         cmocka_unit_test_setup_teardown(fence_check_accepts_only_the_live_lease, setup, teardown),
+        cmocka_unit_test_setup_teardown(fenced_commit_decides_before_writing, setup, teardown),
         cmocka_unit_test_setup_teardown(corrupt_record_fails_closed, setup, teardown),
         cmocka_unit_test_setup_teardown(restart_seals_and_rebind_never_regresses, setup, teardown),
         cmocka_unit_test_setup_teardown(older_aof_copy_seals_and_rebind_is_above_lost_tokens, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(full_server_writes_nothing, setup, teardown),
+        cmocka_unit_test_setup_teardown(expire_due_moves_leases_nobody_takes, setup, teardown),
         cmocka_unit_test_setup_teardown(unbound_namespace_refuses, setup, teardown),
         cmocka_unit_test_setup_teardown(batches_decide_item_by_item, setup, teardown),
     };

@@ -5,8 +5,8 @@
  * started with LEASE_STORE_URL=redis://... and no database. Acquire, renew,
  * inspect, list, release, their batches, a conflict, a takeover after
  * expiry with a greater token, a revoked credential refused, and the typed
- * refusals of what needs PostgreSQL (watch, fenced commits); then a server without the durability
- * settings and a TLS URL, which leased refuses to start on.
+ * refusals of what needs PostgreSQL (watch, a fenced commit's publication); then a server
+ * without the durability settings and a TLS URL, which leased refuses to start on.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,81 +21,9 @@
 #include "http_client.h"
 #include "leased_proc.h"
 #include "lease/clock.h"
-#include "lease/hex.h"
 #include "lease/store_valkey.h"
 #include "lease/token.h"
-#include "valkey_fixture.h"
-
-#define TENANT "tenant-main"
-#define PROGRAM "program-a"
-
-/* A worker credential of principal in the namespace "leased"; its token. */
-static char *make_credential(lease_valkey_t *v, const char *principal,
-                             char id[LEASE_CREDENTIAL_ID_LEN + 1])
-{
-    unsigned char secret[LEASE_SECRET_BYTES], digest[32];
-    char token[LEASE_TOKEN_MAX + 1], hex[65];
-    assert_true(lease_token_generate(id, secret, token));
-    lease_token_digest(secret, NULL, digest);
-    lease_hex_encode(digest, sizeof digest, hex);
-    char req[1024];
-    snprintf(req, sizeof req,
-             "{\"credential_id\":\"%s\",\"principal_id\":\"%s\",\"client_id\":\"cl_%s\","
-             "\"tenant_id\":\"" TENANT "\",\"program_id\":\"" PROGRAM "\",\"actor_names\":[\"*\"],"
-             "\"capabilities\":[\"targets:lease\",\"targets:read\"],\"secret_digest\":\"%s\"}",
-             id, principal, principal, hex);
-    char *row = NULL;
-    char err[256] = "";
-    if (lease_valkey_credential_create(v, req, &row, err, sizeof err) != LEASE_INSPECTED)
-        fail_msg("credential: %s", err);
-    free(row);
-    return strdup(token);
-}
-
-static json_t *identity(const char *target)
-{
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "tenant_id", TENANT, "program_id", PROGRAM,
-                     "target_namespace", "starintel-target", "target_id", target, "actor_name",
-                     "usernamegen", "workflow_name", "default");
-}
-
-/* POSTs obj (consumed); the answer must have status and code. */
-static http_resp_t *post(const char *base, const char *path, const char *token, json_t *obj,
-                         long status, const char *code)
-{
-    char *body = json_dumps(obj, JSON_COMPACT);
-    json_decref(obj);
-    http_resp_t *r = http_call(base, "POST", path, token, body);
-    free(body);
-    assert_non_null(r);
-    if (r->status != status || !http_resp_str(r, "code") ||
-        strcmp(http_resp_str(r, "code"), code) != 0)
-        fail_msg("%s: expected %ld %s, got %ld %s", path, status, code, r->status, r->body);
-    return r;
-}
-
-static json_t *acquire_req(const char *rid, const char *target, const char *instance, int ttl)
-{
-    return json_pack("{s:s, s:o, s:s, s:s, s:s, s:i}", "request_id", rid, "lock_identity",
-                     identity(target), "service_instance_id", instance, "execution_id", "exec_1",
-                     "job_id", "job_1", "ttl_ms", ttl);
-}
-
-static json_t *owner_req(const char *rid, const char *target, const http_resp_t *held,
-                         const char *instance)
-{
-    return json_pack("{s:s, s:o, s:O, s:O, s:s}", "request_id", rid, "lock_identity",
-                     identity(target), "lease_id", http_resp_get(held, "lease.lease_id"),
-                     "fencing_token", http_resp_get(held, "lease.fencing_token"),
-                     "service_instance_id", instance);
-}
-
-static long long token_of(const http_resp_t *r)
-{
-    json_t *t = http_resp_get(r, "lease.fencing_token");
-    assert_true(json_is_integer(t));
-    return (long long)json_integer_value(t);
-}
+#include "valkey_service.h"
 
 static void leases_over_http(void **state)
 {
@@ -104,64 +32,62 @@ static void leases_over_http(void **state)
     memset(&s, 0, sizeof s);
     assert_true(vk_start(&s));
     char err[256] = "";
-    lease_valkey_config_t cfg = {.host = "127.0.0.1", .port = s.port, .ns = "leased"};
-    lease_valkey_t *v = NULL;
-    assert_int_equal(lease_valkey_open(&cfg, &v, err, sizeof err), LEASE_INSPECTED);
-    int64_t epoch = -1;
-    assert_int_equal(lease_valkey_bind(v, 0, &epoch, err, sizeof err), LEASE_INSPECTED);
+    lease_valkey_t *v = vk_open_bound(&s, "leased");
+    assert_non_null(v);
     char alice_id[LEASE_CREDENTIAL_ID_LEN + 1], bob_id[LEASE_CREDENTIAL_ID_LEN + 1];
-    char *alice = make_credential(v, "alice", alice_id);
-    char *bob = make_credential(v, "bob", bob_id);
+    char *alice = vk_make_credential(v, "alice", alice_id);
+    char *bob = vk_make_credential(v, "bob", bob_id);
 
-    char url[128];
-    snprintf(url, sizeof url, "LEASE_STORE_URL=redis://127.0.0.1:%d", s.port);
-    const char *env[] = {url, "LEASE_CREDENTIAL_CACHE_MS=100", NULL};
-    leased_proc_t *srv = leased_proc_start(NULL, env);
+    const char *extra[] = {"LEASE_CREDENTIAL_CACHE_MS=100", NULL};
+    leased_proc_t *srv = vk_leased_start(&s, extra);
     const char *base = leased_proc_url(srv);
 
     /* an unknown token is refused before any lease access */
-    http_resp_t *r =
-        post(base, "/v1/leases/acquire",
-             "lsk_key_aaaaaaaaaaaaaaaaaaaaaaaaaa_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
-             acquire_req("r0", "t1", "inst_a", 30000), 401, "invalid_credential");
+    http_resp_t *r = vk_post_expect(
+        base, "/v1/leases/acquire",
+        "lsk_key_aaaaaaaaaaaaaaaaaaaaaaaaaa_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA",
+        vk_http_acquire("r0", "t1", "inst_a", 30000), 401, "invalid_credential");
     http_resp_free(r);
 
-    http_resp_t *a = post(base, "/v1/leases/acquire", alice,
-                          acquire_req("r1", "t1", "inst_a", 30000), 200, "lease_acquired");
-    long long first = token_of(a);
+    http_resp_t *a =
+        vk_post_expect(base, "/v1/leases/acquire", alice,
+                       vk_http_acquire("r1", "t1", "inst_a", 30000), 200, "lease_acquired");
+    long long first = vk_token_of(a);
     assert_int_equal(first, 1);
     assert_string_equal(json_string_value(http_resp_get(a, "lease.state")), "active");
 
     /* the same request id again: the stored answer */
-    r = post(base, "/v1/leases/acquire", alice, acquire_req("r1", "t1", "inst_a", 30000), 200,
-             "lease_acquired");
-    assert_int_equal(token_of(r), first);
+    r = vk_post_expect(base, "/v1/leases/acquire", alice,
+                       vk_http_acquire("r1", "t1", "inst_a", 30000), 200, "lease_acquired");
+    assert_int_equal(vk_token_of(r), first);
     assert_true(json_is_true(http_resp_get(r, "replayed")));
     http_resp_free(r);
 
-    r = post(base, "/v1/leases/acquire", bob, acquire_req("b1", "t1", "inst_b", 30000), 409,
-             "lease_conflict");
+    r = vk_post_expect(base, "/v1/leases/acquire", bob,
+                       vk_http_acquire("b1", "t1", "inst_b", 30000), 409, "lease_conflict");
     http_resp_free(r);
 
-    json_t *renew = owner_req("r2", "t1", a, "inst_a");
+    json_t *renew = vk_http_owner("r2", "t1", a, "inst_a");
     json_object_set_new(renew, "ttl_ms", json_integer(45000));
-    r = post(base, "/v1/leases/renew", alice, renew, 200, "lease_renewed");
-    assert_int_equal(token_of(r), first);
+    r = vk_post_expect(base, "/v1/leases/renew", alice, renew, 200, "lease_renewed");
+    assert_int_equal(vk_token_of(r), first);
     assert_int_equal(json_integer_value(http_resp_get(r, "lease.ttl_ms")), 45000);
     http_resp_free(r);
 
-    r = post(base, "/v1/leases/inspect", alice, json_pack("{s:o}", "lock_identity", identity("t1")),
-             200, "lease_inspected");
+    r = vk_post_expect(base, "/v1/leases/inspect", alice,
+                       json_pack("{s:o}", "lock_identity", vk_identity("t1")), 200,
+                       "lease_inspected");
     assert_string_equal(json_string_value(http_resp_get(r, "lease.lease_id")),
                         json_string_value(http_resp_get(a, "lease.lease_id")));
     http_resp_free(r);
 
-    http_resp_t *a2 = post(base, "/v1/leases/acquire", alice,
-                           acquire_req("r3", "t2", "inst_a", 30000), 200, "lease_acquired");
-    r = post(base, "/v1/leases/list", bob,
-             json_pack("{s:s, s:s, s:s, s:i}", "by", "program", "tenant_id", TENANT, "program_id",
-                       PROGRAM, "page_size", 1),
-             200, "lease_listed");
+    http_resp_t *a2 =
+        vk_post_expect(base, "/v1/leases/acquire", alice,
+                       vk_http_acquire("r3", "t2", "inst_a", 30000), 200, "lease_acquired");
+    r = vk_post_expect(base, "/v1/leases/list", bob,
+                       json_pack("{s:s, s:s, s:s, s:i}", "by", "program", "tenant_id", VK_TENANT,
+                                 "program_id", VK_PROGRAM, "page_size", 1),
+                       200, "lease_listed");
     json_t *leases = http_resp_get(r, "leases");
     assert_int_equal(json_array_size(leases), 1);
     assert_string_equal(
@@ -170,11 +96,11 @@ static void leases_over_http(void **state)
         "t1");
     const char *next = http_resp_str(r, "next_page_token");
     assert_non_null(next);
-    http_resp_t *r2 =
-        post(base, "/v1/leases/list", bob,
-             json_pack("{s:s, s:s, s:s, s:i, s:s}", "by", "program", "tenant_id", TENANT,
-                       "program_id", PROGRAM, "page_size", 1, "page_token", next),
-             200, "lease_listed");
+    http_resp_t *r2 = vk_post_expect(base, "/v1/leases/list", bob,
+                                     json_pack("{s:s, s:s, s:s, s:i, s:s}", "by", "program",
+                                               "tenant_id", VK_TENANT, "program_id", VK_PROGRAM,
+                                               "page_size", 1, "page_token", next),
+                                     200, "lease_listed");
     leases = http_resp_get(r2, "leases");
     assert_int_equal(json_array_size(leases), 1);
     assert_string_equal(
@@ -185,43 +111,47 @@ static void leases_over_http(void **state)
     http_resp_free(r2);
     http_resp_free(r);
     /* by owner: bob holds nothing */
-    r = post(
-        base, "/v1/leases/list", bob,
-        json_pack("{s:s, s:s, s:s}", "by", "owner", "tenant_id", TENANT, "program_id", PROGRAM),
-        200, "lease_listed");
+    r = vk_post_expect(base, "/v1/leases/list", bob,
+                       json_pack("{s:s, s:s, s:s}", "by", "owner", "tenant_id", VK_TENANT,
+                                 "program_id", VK_PROGRAM),
+                       200, "lease_listed");
     assert_int_equal(json_array_size(http_resp_get(r, "leases")), 0);
     http_resp_free(r);
 
-    r = post(base, "/v1/leases/release", alice, owner_req("r4", "t1", a, "inst_a"), 200,
-             "lease_released");
+    r = vk_post_expect(base, "/v1/leases/release", alice, vk_http_owner("r4", "t1", a, "inst_a"),
+                       200, "lease_released");
     assert_string_equal(json_string_value(http_resp_get(r, "lease.state")), "released");
     http_resp_free(r);
     /* a release of a lease no longer held */
-    r = post(base, "/v1/leases/renew", alice, owner_req("r5", "t1", a, "inst_a"), 409,
-             "lease_lost");
+    r = vk_post_expect(base, "/v1/leases/renew", alice, vk_http_owner("r5", "t1", a, "inst_a"), 409,
+                       "lease_lost");
     http_resp_free(r);
 
     /* takeover: bob after the release, alice after bob's lease expired */
-    http_resp_t *b = post(base, "/v1/leases/acquire", bob, acquire_req("b2", "t1", "inst_b", 1500),
-                          200, "lease_acquired");
-    assert_true(token_of(b) > first);
+    http_resp_t *b =
+        vk_post_expect(base, "/v1/leases/acquire", bob, vk_http_acquire("b2", "t1", "inst_b", 1500),
+                       200, "lease_acquired");
+    assert_true(vk_token_of(b) > first);
     lease_sleep_ms(1700);
-    r = post(base, "/v1/leases/renew", bob, owner_req("b3", "t1", b, "inst_b"), 409, "lease_lost");
+    r = vk_post_expect(base, "/v1/leases/renew", bob, vk_http_owner("b3", "t1", b, "inst_b"), 409,
+                       "lease_lost");
     http_resp_free(r);
-    http_resp_t *c = post(base, "/v1/leases/acquire", alice,
-                          acquire_req("r6", "t1", "inst_a", 30000), 200, "lease_acquired");
-    assert_true(token_of(c) > token_of(b));
+    http_resp_t *c =
+        vk_post_expect(base, "/v1/leases/acquire", alice,
+                       vk_http_acquire("r6", "t1", "inst_a", 30000), 200, "lease_acquired");
+    assert_true(vk_token_of(c) > vk_token_of(b));
 
     /* an acquire that waits: bob's wait outlasts alice's short lease */
-    http_resp_t *short_lease = post(base, "/v1/leases/acquire", alice,
-                                    acquire_req("w1", "t5", "inst_a", 1500), 200, "lease_acquired");
-    json_t *waiting = acquire_req("w2", "t5", "inst_b", 30000);
+    http_resp_t *short_lease =
+        vk_post_expect(base, "/v1/leases/acquire", alice,
+                       vk_http_acquire("w1", "t5", "inst_a", 1500), 200, "lease_acquired");
+    json_t *waiting = vk_http_acquire("w2", "t5", "inst_b", 30000);
     json_object_set_new(waiting, "wait_ms", json_integer(5000));
     int64_t began = lease_mono_now_ns();
-    r = post(base, "/v1/leases/acquire", bob, waiting, 200, "lease_acquired");
+    r = vk_post_expect(base, "/v1/leases/acquire", bob, waiting, 200, "lease_acquired");
     int64_t waited_ms = (lease_mono_now_ns() - began) / 1000000;
     assert_true(waited_ms >= 800); /* it waited for the expiry */
-    assert_true(token_of(r) > token_of(short_lease));
+    assert_true(vk_token_of(r) > vk_token_of(short_lease));
     http_resp_free(r);
     http_resp_free(short_lease);
 
@@ -236,21 +166,22 @@ static void leases_over_http(void **state)
     assert_non_null(strstr(r->body, "requires_postgres"));
     http_resp_free(r);
 
-    json_t *commit = json_pack("{s:s, s:o, s:O, s:O, s:s, s:s, s:[{s:s, s:s, s:i, s:{s:i}}]}",
-                               "request_id", "r7", "lock_identity", identity("t1"), "lease_id",
+    json_t *commit = json_pack("{s:s, s:o, s:O, s:O, s:s, s:s, s:[{s:s, s:s, s:{s:i}}]}",
+                               "request_id", "r7", "lock_identity", vk_identity("t1"), "lease_id",
                                http_resp_get(c, "lease.lease_id"), "fencing_token",
                                http_resp_get(c, "lease.fencing_token"), "execution_id", "exec_1",
-                               "trace_id", "trace_1", "writes", "kind", "document", "key", "doc-1",
-                               "expected_revision", 0, "body", "x", 1);
-    r = post(base, "/v1/commits", alice, commit, 503, "lease_backend_unavailable");
+                               "trace_id", "trace_1", "writes", "kind", "publication", "topic",
+                               "results", "payload", "x", 1);
+    /* a publication: the outbox is PostgreSQL's (documents: valkey_commits) */
+    r = vk_post_expect(base, "/v1/commits", alice, commit, 503, "lease_backend_unavailable");
     http_resp_free(r);
 
     /* batches: each item decided as alone */
     json_t *items = json_array();
-    json_array_append_new(items, owner_req("r8", "t1", c, "inst_a"));
-    json_array_append_new(items, owner_req("r9", "t1", b, "inst_b")); /* bob's, ended */
-    r = post(base, "/v1/leases/renew-batch", alice, json_pack("{s:o}", "renewals", items), 200,
-             "lease_renewed");
+    json_array_append_new(items, vk_http_owner("r8", "t1", c, "inst_a"));
+    json_array_append_new(items, vk_http_owner("r9", "t1", b, "inst_b")); /* bob's, ended */
+    r = vk_post_expect(base, "/v1/leases/renew-batch", alice, json_pack("{s:o}", "renewals", items),
+                       200, "lease_renewed");
     json_t *results = http_resp_get(r, "results");
     assert_int_equal(json_array_size(results), 2);
     assert_string_equal(json_string_value(json_object_get(json_array_get(results, 0), "code")),
@@ -259,20 +190,20 @@ static void leases_over_http(void **state)
                         "lease_lost");
     http_resp_free(r);
     items = json_array();
-    json_array_append_new(items, owner_req("r10", "t1", c, "inst_a"));
-    json_array_append_new(items, owner_req("r11", "t2", a2, "inst_a"));
-    r = post(base, "/v1/leases/release-batch", alice, json_pack("{s:o}", "releases", items), 200,
-             "lease_released");
+    json_array_append_new(items, vk_http_owner("r10", "t1", c, "inst_a"));
+    json_array_append_new(items, vk_http_owner("r11", "t2", a2, "inst_a"));
+    r = vk_post_expect(base, "/v1/leases/release-batch", alice,
+                       json_pack("{s:o}", "releases", items), 200, "lease_released");
     results = http_resp_get(r, "results");
     assert_int_equal(json_array_size(results), 2);
     for (size_t i = 0; i < 2; i++)
         assert_string_equal(json_string_value(json_object_get(json_array_get(results, i), "code")),
                             "lease_released");
     http_resp_free(r);
-    r = post(
-        base, "/v1/leases/list", alice,
-        json_pack("{s:s, s:s, s:s}", "by", "program", "tenant_id", TENANT, "program_id", PROGRAM),
-        200, "lease_listed");
+    r = vk_post_expect(base, "/v1/leases/list", alice,
+                       json_pack("{s:s, s:s, s:s}", "by", "program", "tenant_id", VK_TENANT,
+                                 "program_id", VK_PROGRAM),
+                       200, "lease_listed");
     json_t *left = http_resp_get(r, "leases"); /* bob's waited-for lease only */
     assert_int_equal(json_array_size(left), 1);
     json_t *li = json_object_get(json_array_get(left, 0), "lock_identity");
@@ -286,11 +217,11 @@ static void leases_over_http(void **state)
                      LEASE_INSPECTED);
     assert_true(revoked);
     lease_sleep_ms(300);
-    r = post(base, "/v1/leases/acquire", bob, acquire_req("b4", "t9", "inst_b", 30000), 401,
-             "invalid_credential");
+    r = vk_post_expect(base, "/v1/leases/acquire", bob,
+                       vk_http_acquire("b4", "t9", "inst_b", 30000), 401, "invalid_credential");
     http_resp_free(r);
-    r = post(base, "/v1/leases/acquire", alice, acquire_req("r12", "t9", "inst_a", 30000), 200,
-             "lease_acquired");
+    r = vk_post_expect(base, "/v1/leases/acquire", alice,
+                       vk_http_acquire("r12", "t9", "inst_a", 30000), 200, "lease_acquired");
     http_resp_free(r);
     lease_valkey_close(v);
 
@@ -314,27 +245,18 @@ static void sealed_after_restart_over_http(void **state)
     memset(&s, 0, sizeof s);
     assert_true(vk_start(&s));
     char err[256] = "";
-    lease_valkey_config_t cfg = {.host = "127.0.0.1", .port = s.port, .ns = "leased"};
-    lease_valkey_t *v = NULL;
-    assert_int_equal(lease_valkey_open(&cfg, &v, err, sizeof err), LEASE_INSPECTED);
-    int64_t epoch = -1;
-    assert_int_equal(lease_valkey_bind(v, 0, &epoch, err, sizeof err), LEASE_INSPECTED);
-    char id[LEASE_CREDENTIAL_ID_LEN + 1];
-    char *alice = make_credential(v, "alice", id);
-    lease_valkey_close(v);
-    char url[128];
-    snprintf(url, sizeof url, "LEASE_STORE_URL=redis://127.0.0.1:%d", s.port);
-    const char *env[] = {url, NULL};
-    leased_proc_t *srv = leased_proc_start(NULL, env);
+    char *alice = vk_worker(&s, "alice");
+    leased_proc_t *srv = vk_leased_start(&s, NULL);
     const char *base = leased_proc_url(srv);
-    http_resp_t *a = post(base, "/v1/leases/acquire", alice,
-                          acquire_req("s1", "t1", "inst_a", 30000), 200, "lease_acquired");
-    assert_int_equal(token_of(a), 1);
+    http_resp_t *a =
+        vk_post_expect(base, "/v1/leases/acquire", alice,
+                       vk_http_acquire("s1", "t1", "inst_a", 30000), 200, "lease_acquired");
+    assert_int_equal(vk_token_of(a), 1);
 
     assert_true(vk_restart(&s, NULL));
     /* the first call on the connection the restart cut may have been sent:
      * lease_outcome_unknown, resolved by repeating its request id */
-    json_t *again = acquire_req("s2", "t2", "inst_a", 30000);
+    json_t *again = vk_http_acquire("s2", "t2", "inst_a", 30000);
     char *body = json_dumps(again, JSON_COMPACT);
     json_decref(again);
     http_resp_t *r = http_call(base, "POST", "/v1/leases/acquire", alice, body);
@@ -349,8 +271,8 @@ static void sealed_after_restart_over_http(void **state)
     assert_string_equal(http_resp_str(r, "code"), "lease_backend_unavailable");
     assert_non_null(strstr(r->body, "namespace_sealed"));
     http_resp_free(r);
-    r = post(base, "/v1/leases/renew", alice, owner_req("s3", "t1", a, "inst_a"), 503,
-             "lease_backend_unavailable");
+    r = vk_post_expect(base, "/v1/leases/renew", alice, vk_http_owner("s3", "t1", a, "inst_a"), 503,
+                       "lease_backend_unavailable");
     http_resp_free(r);
     /* readiness follows the health probe (200 ms here) */
     long status = 0;
@@ -362,18 +284,62 @@ static void sealed_after_restart_over_http(void **state)
     }
     assert_int_equal(status, 503);
 
-    assert_int_equal(lease_valkey_open(&cfg, &v, err, sizeof err), LEASE_INSPECTED);
-    int64_t revoked = -1;
+    lease_valkey_t *v = vk_open(&s, "leased");
+    assert_non_null(v);
+    int64_t epoch = -1, revoked = -1;
     assert_int_equal(lease_valkey_rebind(v, "test restart", 0, &epoch, &revoked, err, sizeof err),
                      LEASE_INSPECTED);
     assert_int_equal(epoch, 1);
     assert_int_equal(revoked, 1);
     lease_valkey_close(v);
-    http_resp_t *b = post(base, "/v1/leases/acquire", alice,
-                          acquire_req("s4", "t1", "inst_a", 30000), 200, "lease_acquired");
-    assert_true(token_of(b) > token_of(a));
-    assert_int_equal(token_of(b), 4294967297LL); /* 2^32 + 1: epoch 1, seq 1 */
+    http_resp_t *b =
+        vk_post_expect(base, "/v1/leases/acquire", alice,
+                       vk_http_acquire("s4", "t1", "inst_a", 30000), 200, "lease_acquired");
+    assert_true(vk_token_of(b) > vk_token_of(a));
+    assert_int_equal(vk_token_of(b), 4294967297LL); /* 2^32 + 1: epoch 1, seq 1 */
     http_resp_free(b);
+    http_resp_free(a);
+    assert_int_equal(leased_proc_stop(srv), 0);
+    free(alice);
+    vk_stop(&s);
+}
+
+/* leased's sweeper on Valkey: a lease nobody takes goes to history once
+ * expired (leased_v1_expire_due), counted in leased_sweep_expired_total. */
+static void expired_leases_are_swept(void **state)
+{
+    (void)state;
+    vk_server_t s;
+    memset(&s, 0, sizeof s);
+    assert_true(vk_start(&s));
+    char *alice = vk_worker(&s, "alice");
+    const char *extra[] = {"LEASE_SWEEP_INTERVAL_MS=200", NULL};
+    leased_proc_t *srv = vk_leased_start(&s, extra);
+    const char *base = leased_proc_url(srv);
+    http_resp_t *a =
+        vk_post_expect(base, "/v1/leases/acquire", alice,
+                       vk_http_acquire("x1", "t1", "inst_a", 1500), 200, "lease_acquired");
+    const char *lease_id = json_string_value(http_resp_get(a, "lease.lease_id"));
+    long long swept = 0;
+    for (int i = 0; i < 100 && swept < 1; i++) {
+        lease_sleep_ms(100);
+        swept = vk_metric(base, "leased_sweep_expired_total");
+    }
+    assert_int_equal(swept, 1);
+    redisReply *r = vk_cmd(&s, "HGET lease:{leased}:h:%s state", lease_id);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    assert_string_equal(r->str, "expired");
+    freeReplyObject(r);
+    r = vk_cmd(&s, "SCARD lease:{leased}:act");
+    assert_int_equal(r->integer, 0);
+    freeReplyObject(r);
+    char path[160];
+    snprintf(path, sizeof path, "/v1/leases/%s", lease_id);
+    http_resp_t *g = http_call(base, "GET", path, alice, NULL);
+    assert_non_null(g);
+    vk_expect_code(g, 200, "lease_inspected");
+    assert_string_equal(json_string_value(http_resp_get(g, "lease.state")), "expired");
+    http_resp_free(g);
     http_resp_free(a);
     assert_int_equal(leased_proc_stop(srv), 0);
     free(alice);
@@ -423,6 +389,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(leases_over_http),
         cmocka_unit_test(sealed_after_restart_over_http),
+        cmocka_unit_test(expired_leases_are_swept),
         cmocka_unit_test(refuses_weak_server),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

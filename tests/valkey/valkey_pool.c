@@ -22,68 +22,8 @@
 #include "http_client.h"
 #include "leased_proc.h"
 #include "lease/clock.h"
-#include "lease/hex.h"
 #include "lease/store_valkey.h"
-#include "lease/token.h"
-#include "valkey_fixture.h"
-
-#define TENANT "tenant-main"
-#define PROGRAM "program-a"
-
-static char *make_credential(lease_valkey_t *v, const char *principal)
-{
-    char id[LEASE_CREDENTIAL_ID_LEN + 1];
-    unsigned char secret[LEASE_SECRET_BYTES], digest[32];
-    char token[LEASE_TOKEN_MAX + 1], hex[65];
-    assert_true(lease_token_generate(id, secret, token));
-    lease_token_digest(secret, NULL, digest);
-    lease_hex_encode(digest, sizeof digest, hex);
-    char req[1024];
-    snprintf(req, sizeof req,
-             "{\"credential_id\":\"%s\",\"principal_id\":\"%s\",\"client_id\":\"cl_%s\","
-             "\"tenant_id\":\"" TENANT "\",\"program_id\":\"" PROGRAM "\",\"actor_names\":[\"*\"],"
-             "\"capabilities\":[\"targets:lease\",\"targets:read\"],\"secret_digest\":\"%s\"}",
-             id, principal, principal, hex);
-    char *row = NULL;
-    char err[256] = "";
-    if (lease_valkey_credential_create(v, req, &row, err, sizeof err) != LEASE_INSPECTED)
-        fail_msg("credential: %s", err);
-    free(row);
-    return strdup(token);
-}
-
-static json_t *identity(const char *target)
-{
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "tenant_id", TENANT, "program_id", PROGRAM,
-                     "target_namespace", "starintel-target", "target_id", target, "actor_name",
-                     "usernamegen", "workflow_name", "default");
-}
-
-static http_resp_t *post(const char *base, const char *path, const char *token, json_t *obj,
-                         int deadline_ms)
-{
-    json_object_set_new(obj, "deadline_ms", json_integer(deadline_ms));
-    char *body = json_dumps(obj, JSON_COMPACT);
-    json_decref(obj);
-    http_resp_t *r = http_call(base, "POST", path, token, body);
-    free(body);
-    assert_non_null(r);
-    return r;
-}
-
-static json_t *acquire_req(const char *rid, const char *target)
-{
-    return json_pack("{s:s, s:o, s:s, s:s, s:s, s:i}", "request_id", rid, "lock_identity",
-                     identity(target), "service_instance_id", "inst_a", "execution_id", "exec_1",
-                     "job_id", "job_1", "ttl_ms", 60000);
-}
-
-static void expect_code(const http_resp_t *r, long status, const char *code)
-{
-    const char *got = http_resp_str(r, "code");
-    if (r->status != status || !got || strcmp(got, code) != 0)
-        fail_msg("expected %ld %s, got %ld %s", status, code, r->status, r->body);
-}
+#include "valkey_service.h"
 
 typedef struct waiting_write {
     const char *base, *token, *rid;
@@ -94,8 +34,8 @@ typedef struct waiting_write {
 static void *write_that_waits(void *arg)
 {
     waiting_write_t *w = arg;
-    http_resp_t *r = post(w->base, "/v1/leases/acquire", w->token, acquire_req(w->rid, w->rid),
-                          2500);
+    http_resp_t *r = vk_post_within(w->base, "/v1/leases/acquire", w->token,
+                                    vk_http_acquire(w->rid, w->rid, "inst_a", 60000), 2500);
     w->status = r->status;
     http_resp_free(r);
     return NULL;
@@ -104,25 +44,10 @@ static void *write_that_waits(void *arg)
 static long long connected_clients(vk_server_t *s)
 {
     redisReply *r = vk_cmd(s, "INFO clients");
-    const char *m = r->type == REDIS_REPLY_STRING
-                        ? strstr(r->str, "connected_clients:")
-                        : NULL;
+    const char *m = r->type == REDIS_REPLY_STRING ? strstr(r->str, "connected_clients:") : NULL;
     long long n = m ? atoll(m + strlen("connected_clients:")) : -1;
     freeReplyObject(r);
     return n;
-}
-
-/* A gauge of leased's /metrics, or -1. */
-static long long metric(const char *base, const char *name)
-{
-    http_resp_t *r = http_call(base, "GET", "/metrics", NULL, NULL);
-    assert_non_null(r);
-    char needle[128];
-    snprintf(needle, sizeof needle, "\n%s ", name);
-    const char *m = strstr(r->body, needle);
-    long long v = m ? atoll(m + strlen(needle)) : -1;
-    http_resp_free(r);
-    return v;
 }
 
 /* How long (ms) an inspect takes while a write of the same leased waits
@@ -131,16 +56,16 @@ static long long metric(const char *base, const char *name)
 static int64_t read_behind_a_wait(vk_server_t *primary, vk_server_t *replica, const char *token,
                                   int pool, long long *clients)
 {
-    char url[128], pool_env[64];
-    snprintf(url, sizeof url, "LEASE_STORE_URL=redis://127.0.0.1:%d", primary->port);
+    char pool_env[64];
     snprintf(pool_env, sizeof pool_env, "LEASE_DB_POOL_SIZE=%d", pool);
-    const char *env[] = {url, "LEASE_VALKEY_MIN_REPLICAS=1", pool_env, NULL};
-    leased_proc_t *srv = leased_proc_start(NULL, env);
+    const char *extra[] = {"LEASE_VALKEY_MIN_REPLICAS=1", pool_env, NULL};
+    leased_proc_t *srv = vk_leased_start(primary, extra);
     const char *base = leased_proc_url(srv);
     char rid[32];
     snprintf(rid, sizeof rid, "held-%d", pool);
-    http_resp_t *r = post(base, "/v1/leases/acquire", token, acquire_req(rid, rid), 3000);
-    expect_code(r, 200, "lease_acquired"); /* the replica in sync */
+    http_resp_t *r = vk_post_within(base, "/v1/leases/acquire", token,
+                                    vk_http_acquire(rid, rid, "inst_a", 60000), 3000);
+    vk_expect_code(r, 200, "lease_acquired"); /* the replica in sync */
     http_resp_free(r);
 
     pid_t rpid = vk_pid(replica);
@@ -152,13 +77,13 @@ static int64_t read_behind_a_wait(vk_server_t *primary, vk_server_t *replica, co
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, write_that_waits, &w), 0);
     lease_sleep_ms(300); /* the write is in its WAIT by now */
-    assert_int_equal(metric(base, "leased_db_pool_size"), pool);
-    assert_true(metric(base, "leased_db_pool_in_use") >= 1); /* the WAIT's */
+    assert_int_equal(vk_metric(base, "leased_db_pool_size"), pool);
+    assert_true(vk_metric(base, "leased_db_pool_in_use") >= 1); /* the WAIT's */
     int64_t began = lease_mono_now_ns();
-    r = post(base, "/v1/leases/inspect", token, json_pack("{s:o}", "lock_identity", identity(rid)),
-             5000);
+    r = vk_post_within(base, "/v1/leases/inspect", token,
+                       json_pack("{s:o}", "lock_identity", vk_identity(rid)), 5000);
     int64_t took_ms = (lease_mono_now_ns() - began) / 1000000;
-    expect_code(r, 200, "lease_inspected");
+    vk_expect_code(r, 200, "lease_inspected");
     http_resp_free(r);
     *clients = connected_clients(primary);
     pthread_join(th, NULL);
@@ -176,14 +101,7 @@ static void a_wait_holds_one_connection(void **state)
     memset(&replica, 0, sizeof replica);
     assert_true(vk_start(&primary));
     assert_true(vk_start_replica(&replica, &primary));
-    char err[256] = "";
-    lease_valkey_config_t cfg = {.host = "127.0.0.1", .port = primary.port, .ns = "leased"};
-    lease_valkey_t *v = NULL;
-    assert_int_equal(lease_valkey_open(&cfg, &v, err, sizeof err), LEASE_INSPECTED);
-    int64_t epoch = -1;
-    assert_int_equal(lease_valkey_bind(v, 0, &epoch, err, sizeof err), LEASE_INSPECTED);
-    char *alice = make_credential(v, "alice");
-    lease_valkey_close(v);
+    char *alice = vk_worker(&primary, "alice");
 
     long long clients_one = 0, clients_four = 0;
     int64_t one = read_behind_a_wait(&primary, &replica, alice, 1, &clients_one);
@@ -193,8 +111,7 @@ static void a_wait_holds_one_connection(void **state)
     /* one connection: the read waits out the write's WAIT (2.5 s deadline,
      * begun 0.3 s before); four: another connection answers at once */
     if (one < 1500)
-        fail_msg("with one connection the read did not wait for the WAIT: %lld ms",
-                 (long long)one);
+        fail_msg("with one connection the read did not wait for the WAIT: %lld ms", (long long)one);
     if (four > 500)
         fail_msg("with four connections the read waited: %lld ms", (long long)four);
     /* the test's own connection (connected_clients leaves the replica's

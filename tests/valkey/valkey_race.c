@@ -28,7 +28,7 @@
 
 #include "lease/clock.h"
 #include "lease/store_valkey.h"
-#include "valkey_fixture.h"
+#include "valkey_service.h"
 
 #define THREADS 8
 #define ROUNDS 40
@@ -36,27 +36,13 @@
 #define CRASH_TARGETS 4
 #define MAX_ACKS 100000
 
-static lease_valkey_t *open_store(vk_server_t *s)
-{
-    lease_valkey_config_t cfg = {.host = "127.0.0.1", .port = s->port, .ns = "t"};
-    lease_valkey_t *v = NULL;
-    char err[256] = "";
-    if (lease_valkey_open(&cfg, &v, err, sizeof err) != LEASE_INSPECTED) {
-        fprintf(stderr, "open: %s\n", err);
-        return NULL;
-    }
-    return v;
-}
-
 static int setup(void **state)
 {
     vk_server_t *s = calloc(1, sizeof *s);
     if (!vk_start(s))
         return -1;
-    lease_valkey_t *v = open_store(s);
-    int64_t epoch = -1;
-    char err[256];
-    bool ok = v && lease_valkey_bind(v, 0, &epoch, err, sizeof err) == LEASE_INSPECTED;
+    lease_valkey_t *v = vk_open_bound(s, "t");
+    bool ok = v != NULL;
     lease_valkey_close(v);
     *state = s;
     return ok ? 0 : -1;
@@ -126,7 +112,7 @@ typedef struct racer {
 static void *race(void *arg)
 {
     racer_t *r = arg;
-    lease_valkey_t *v = open_store(r->server);
+    lease_valkey_t *v = vk_open(r->server, "t");
     for (int round = 0; round < ROUNDS; round++) {
         char rid[32], who[16];
         snprintf(rid, sizeof rid, "t%d-r%d", r->id, round);
@@ -204,7 +190,7 @@ typedef struct worker {
 static void *load(void *arg)
 {
     worker_t *w = arg;
-    lease_valkey_t *v = open_store(w->server);
+    lease_valkey_t *v = vk_open(w->server, "t");
     for (long i = 0; v && !atomic_load(w->stop) && w->n_acks < MAX_ACKS; i++) {
         int t = (int)(i % CRASH_TARGETS);
         char rid[48], who[16], target[16];
@@ -298,7 +284,7 @@ static void kill9_loses_no_acknowledged_token(void **state)
     assert_true(total > 0);
 
     /* sealed until rebound, then above everything */
-    lease_valkey_t *v = open_store(s);
+    lease_valkey_t *v = vk_open(s, "t");
     assert_non_null(v);
     lease_acquire_req_t a;
     make_acquire(&a, "p9", "after-1", "t0");

@@ -23,58 +23,12 @@
 #include "http_client.h"
 #include "leased_proc.h"
 #include "lease/clock.h"
-#include "lease/hex.h"
 #include "lease/result.h"
 #include "lease/store_valkey.h"
-#include "lease/token.h"
-#include "valkey_fixture.h"
+#include "valkey_service.h"
 
-#define TENANT "tenant-main"
-#define PROGRAM "program-a"
 #define AUDIT_KEY "lease:{leased}:audit"
 #define SPAN 4294967296LL /* 2^32: tokens per epoch */
-
-/* Runs leasectl ARGS (NULL-terminated) with extra environment; its exit
- * status; *out its stdout and stderr (heap). */
-static int ctl(const char *const *args, const char *const *env, char **out)
-{
-    char *argv[40];
-    size_t n = 0;
-    argv[n++] = strdup(LEASE_TEST_LEASECTL);
-    for (const char *const *a = args; *a && n < 39; a++)
-        argv[n++] = strdup(*a);
-    argv[n] = NULL;
-    child_daemon_t d;
-    child_daemon_init(&d, "leasectl", "valkey-recover", "out");
-    char **e = child_proc_env(env, NULL);
-    child_daemon_spawn(&d, argv[0], argv, e);
-    child_proc_env_free(e);
-    int status = child_daemon_wait(&d, 30000);
-    *out = child_proc_read_file(d.log_path);
-    child_daemon_release(&d);
-    for (size_t i = 0; i < n; i++)
-        free(argv[i]);
-    return status;
-}
-
-/* The JSON object leasectl printed (the line starting with '{'); fails
- * the test when there is none. */
-static json_t *printed(const char *out)
-{
-    for (const char *line = out; line && *line;) {
-        if (*line == '{') {
-            const char *nl = strchr(line, '\n');
-            json_t *o = json_loadb(line, nl ? (size_t)(nl - line) : strlen(line), 0, NULL);
-            if (o)
-                return o;
-        }
-        line = strchr(line, '\n');
-        if (line)
-            line++;
-    }
-    fail_msg("leasectl printed no JSON object: %s", out);
-    return NULL;
-}
 
 static long long int_member(const json_t *o, const char *name)
 {
@@ -84,41 +38,12 @@ static long long int_member(const json_t *o, const char *name)
     return (long long)json_integer_value(v);
 }
 
-/* A worker credential of principal; its token. */
-static char *make_credential(lease_valkey_t *v, const char *principal)
-{
-    char id[LEASE_CREDENTIAL_ID_LEN + 1];
-    unsigned char secret[LEASE_SECRET_BYTES], digest[32];
-    char token[LEASE_TOKEN_MAX + 1], hex[65];
-    assert_true(lease_token_generate(id, secret, token));
-    lease_token_digest(secret, NULL, digest);
-    lease_hex_encode(digest, sizeof digest, hex);
-    char req[1024];
-    snprintf(req, sizeof req,
-             "{\"credential_id\":\"%s\",\"principal_id\":\"%s\",\"client_id\":\"cl_%s\","
-             "\"tenant_id\":\"" TENANT "\",\"program_id\":\"" PROGRAM "\",\"actor_names\":[\"*\"],"
-             "\"capabilities\":[\"targets:lease\",\"targets:read\"],\"secret_digest\":\"%s\"}",
-             id, principal, principal, hex);
-    char *row = NULL;
-    char err[256] = "";
-    if (lease_valkey_credential_create(v, req, &row, err, sizeof err) != LEASE_INSPECTED)
-        fail_msg("credential: %s", err);
-    free(row);
-    return strdup(token);
-}
-
 /* POST /v1/leases/acquire of target; the answer (an outcome_unknown, from
  * the connection a restart cut, is repeated with the same request id). */
 static http_resp_t *acquire(const char *base, const char *token, const char *rid,
                             const char *target)
 {
-    json_t *o = json_pack("{s:s, s:{s:s, s:s, s:s, s:s, s:s, s:s}, s:s, s:s, s:s, s:i}",
-                          "request_id", rid,
-                          "lock_identity", "tenant_id", TENANT, "program_id", PROGRAM,
-                          "target_namespace", "starintel-target", "target_id", target,
-                          "actor_name", "usernamegen", "workflow_name", "default",
-                          "service_instance_id", "inst_a", "execution_id", "exec_1", "job_id",
-                          "job_1", "ttl_ms", 60000);
+    json_t *o = vk_http_acquire(rid, target, "inst_a", 60000);
     char *body = json_dumps(o, JSON_COMPACT);
     json_decref(o);
     http_resp_t *r = NULL;
@@ -138,9 +63,7 @@ static long long acquired_token(http_resp_t *r)
 {
     if (r->status != 200)
         fail_msg("acquire: %ld %s", r->status, r->body);
-    json_t *t = http_resp_get(r, "lease.fencing_token");
-    assert_true(json_is_integer(t));
-    return (long long)json_integer_value(t);
+    return vk_token_of(r);
 }
 
 static long readyz_settled(const char *base, long want)
@@ -156,21 +79,6 @@ static long readyz_settled(const char *base, long want)
     return status;
 }
 
-/* The Stream entries with event_type type (and lease_id, when given). */
-static int audit_count(vk_server_t *s, const char *type, const char *lease_id)
-{
-    redisReply *x = vk_cmd(s, "XRANGE " AUDIT_KEY " - +");
-    int n = 0;
-    for (size_t i = 0; i < x->elements; i++) {
-        const redisReply *f = x->element[i]->element[1];
-        const char *t = vk_str(f, "event_type"), *l = vk_str(f, "lease_id");
-        if (t && strcmp(t, type) == 0 && (!lease_id || (l && strcmp(l, lease_id) == 0)))
-            n++;
-    }
-    freeReplyObject(x);
-    return n;
-}
-
 static void recover_after_kill_9(void **state)
 {
     (void)state;
@@ -184,14 +92,12 @@ static void recover_after_kill_9(void **state)
     const char *none[] = {NULL};
     char *out = NULL;
     const char *migrate[] = {"migrate", NULL};
-    assert_int_equal(ctl(migrate, env, &out), LEASE_EXIT_OK);
+    assert_int_equal(vk_leasectl(migrate, env, &out), LEASE_EXIT_OK);
     free(out);
 
-    char err[256] = "";
-    lease_valkey_config_t cfg = {.host = "127.0.0.1", .port = s.port, .ns = "leased"};
-    lease_valkey_t *v = NULL;
-    assert_int_equal(lease_valkey_open(&cfg, &v, err, sizeof err), LEASE_INSPECTED);
-    char *alice = make_credential(v, "alice");
+    lease_valkey_t *v = vk_open(&s, "leased");
+    assert_non_null(v);
+    char *alice = vk_make_credential(v, "alice", NULL);
     lease_valkey_close(v);
 
     const char *lenv[] = {store_env, "LEASE_HEALTH_INTERVAL_MS=200", NULL};
@@ -223,7 +129,7 @@ static void recover_after_kill_9(void **state)
 
     /* no --reason: refused, and nothing changed (still sealed) */
     const char *bare[] = {"recover", "--database-url", url, NULL};
-    assert_int_equal(ctl(bare, none, &out), LEASE_EXIT_USAGE);
+    assert_int_equal(vk_leasectl(bare, none, &out), LEASE_EXIT_USAGE);
     assert_non_null(strstr(out, "--reason is required"));
     free(out);
     r = acquire(base, alice, "b2", "t4");
@@ -233,14 +139,15 @@ static void recover_after_kill_9(void **state)
 
     /* verify still needs PostgreSQL */
     const char *verify[] = {"verify", NULL};
-    assert_int_equal(ctl(verify, env, &out), LEASE_EXIT_USAGE);
+    assert_int_equal(vk_leasectl(verify, env, &out), LEASE_EXIT_USAGE);
     assert_non_null(strstr(out, "needs the PostgreSQL backend"));
     free(out);
 
     /* the rebind, through LEASE_STORE_URL */
     const char *rec[] = {"recover", "--reason", "kill -9 drill INC-7", NULL};
-    assert_int_equal(ctl(rec, env, &out), LEASE_EXIT_OK);
-    json_t *o = printed(out);
+    assert_int_equal(vk_leasectl(rec, env, &out), LEASE_EXIT_OK);
+    json_t *o = vk_printed(out);
+    assert_non_null(o);
     free(out);
     assert_string_equal(json_string_value(json_object_get(o, "backend")), "valkey");
     assert_string_equal(json_string_value(json_object_get(o, "namespace")), "leased");
@@ -253,9 +160,12 @@ static void recover_after_kill_9(void **state)
 
     /* audited: the rebind (high priority, by leasectl's user) and each
      * revocation it implied */
-    assert_int_equal(audit_count(&s, "target_lease_recover", NULL), 1);
+    assert_int_equal(
+        vk_audit_count(&s, AUDIT_KEY, "event_type", "target_lease_recover", NULL, NULL), 1);
     for (int i = 0; i < 3; i++)
-        assert_int_equal(audit_count(&s, "target_lease_revoke", held_ids[i]), 1);
+        assert_int_equal(vk_audit_count(&s, AUDIT_KEY, "event_type", "target_lease_revoke",
+                                        "lease_id", held_ids[i]),
+                         1);
     redisReply *x = vk_cmd(&s, "XRANGE " AUDIT_KEY " - +");
     const redisReply *ev = NULL;
     for (size_t i = 0; i < x->elements; i++) {
@@ -291,10 +201,11 @@ static void recover_after_kill_9(void **state)
     assert_true(vk_restart(&s, NULL));
     char floor_arg[32];
     snprintf(floor_arg, sizeof floor_arg, "%lld", 4 * SPAN + 17);
-    const char *rec_floor[] = {"recover", "--reason", "restore", "--floor", floor_arg,
-                               "--database-url", url, NULL};
-    assert_int_equal(ctl(rec_floor, none, &out), LEASE_EXIT_OK);
-    o = printed(out);
+    const char *rec_floor[] = {"recover", "--reason",       "restore", "--floor",
+                               floor_arg, "--database-url", url,       NULL};
+    assert_int_equal(vk_leasectl(rec_floor, none, &out), LEASE_EXIT_OK);
+    o = vk_printed(out);
+    assert_non_null(o);
     free(out);
     assert_int_equal(int_member(o, "epoch"), 5);
     assert_int_equal(int_member(o, "leases_revoked"), 4);
@@ -307,7 +218,7 @@ static void recover_after_kill_9(void **state)
     char other[160];
     snprintf(other, sizeof other, "%s?namespace=never-bound", url);
     const char *rec_other[] = {"recover", "--reason", "x", "--database-url", other, NULL};
-    assert_int_equal(ctl(rec_other, none, &out), LEASE_EXIT_INVALID);
+    assert_int_equal(vk_leasectl(rec_other, none, &out), LEASE_EXIT_INVALID);
     assert_non_null(strstr(out, "not bound"));
     free(out);
 

@@ -23,69 +23,8 @@
 #include "http_client.h"
 #include "leased_proc.h"
 #include "lease/clock.h"
-#include "lease/hex.h"
 #include "lease/store_valkey.h"
-#include "lease/token.h"
-#include "valkey_fixture.h"
-
-#define TENANT "tenant-main"
-#define PROGRAM "program-a"
-
-static char *make_credential(lease_valkey_t *v, const char *principal)
-{
-    char id[LEASE_CREDENTIAL_ID_LEN + 1];
-    unsigned char secret[LEASE_SECRET_BYTES], digest[32];
-    char token[LEASE_TOKEN_MAX + 1], hex[65];
-    assert_true(lease_token_generate(id, secret, token));
-    lease_token_digest(secret, NULL, digest);
-    lease_hex_encode(digest, sizeof digest, hex);
-    char req[1024];
-    snprintf(req, sizeof req,
-             "{\"credential_id\":\"%s\",\"principal_id\":\"%s\",\"client_id\":\"cl_%s\","
-             "\"tenant_id\":\"" TENANT "\",\"program_id\":\"" PROGRAM "\",\"actor_names\":[\"*\"],"
-             "\"capabilities\":[\"targets:lease\",\"targets:read\"],\"secret_digest\":\"%s\"}",
-             id, principal, principal, hex);
-    char *row = NULL;
-    char err[256] = "";
-    if (lease_valkey_credential_create(v, req, &row, err, sizeof err) != LEASE_INSPECTED)
-        fail_msg("credential: %s", err);
-    free(row);
-    return strdup(token);
-}
-
-static json_t *identity(const char *target)
-{
-    return json_pack("{s:s, s:s, s:s, s:s, s:s, s:s}", "tenant_id", TENANT, "program_id", PROGRAM,
-                     "target_namespace", "starintel-target", "target_id", target, "actor_name",
-                     "usernamegen", "workflow_name", "default");
-}
-
-/* POST body (consumed) with deadline_ms; the answer (caller frees). */
-static http_resp_t *post(const char *base, const char *path, const char *token, json_t *obj,
-                         int deadline_ms)
-{
-    json_object_set_new(obj, "deadline_ms", json_integer(deadline_ms));
-    char *body = json_dumps(obj, JSON_COMPACT);
-    json_decref(obj);
-    http_resp_t *r = http_call(base, "POST", path, token, body);
-    free(body);
-    assert_non_null(r);
-    return r;
-}
-
-static json_t *acquire_req(const char *rid, const char *target)
-{
-    return json_pack("{s:s, s:o, s:s, s:s, s:s, s:i}", "request_id", rid, "lock_identity",
-                     identity(target), "service_instance_id", "inst_a", "execution_id", "exec_1",
-                     "job_id", "job_1", "ttl_ms", 60000);
-}
-
-static void expect_code(const http_resp_t *r, long status, const char *code)
-{
-    const char *got = http_resp_str(r, "code");
-    if (r->status != status || !got || strcmp(got, code) != 0)
-        fail_msg("expected %ld %s, got %ld %s", status, code, r->status, r->body);
-}
+#include "valkey_service.h"
 
 /* Whether the server holds key (EXISTS). */
 static bool has_key(vk_server_t *s, const char *key)
@@ -104,24 +43,16 @@ static void writes_wait_for_a_replica(void **state)
     memset(&replica, 0, sizeof replica);
     assert_true(vk_start(&primary));
     assert_true(vk_start_replica(&replica, &primary));
-    char err[256] = "";
-    lease_valkey_config_t cfg = {.host = "127.0.0.1", .port = primary.port, .ns = "leased"};
-    lease_valkey_t *v = NULL;
-    assert_int_equal(lease_valkey_open(&cfg, &v, err, sizeof err), LEASE_INSPECTED);
-    int64_t epoch = -1;
-    assert_int_equal(lease_valkey_bind(v, 0, &epoch, err, sizeof err), LEASE_INSPECTED);
-    char *alice = make_credential(v, "alice");
-    lease_valkey_close(v);
+    char *alice = vk_worker(&primary, "alice");
 
-    char url[128];
-    snprintf(url, sizeof url, "LEASE_STORE_URL=redis://127.0.0.1:%d", primary.port);
-    const char *env[] = {url, "LEASE_VALKEY_MIN_REPLICAS=1", NULL};
-    leased_proc_t *srv = leased_proc_start(NULL, env);
+    const char *extra[] = {"LEASE_VALKEY_MIN_REPLICAS=1", NULL};
+    leased_proc_t *srv = vk_leased_start(&primary, extra);
     const char *base = leased_proc_url(srv);
 
     /* in sync: answered after WAIT, so the replica has it already */
-    http_resp_t *a = post(base, "/v1/leases/acquire", alice, acquire_req("r1", "t1"), 3000);
-    expect_code(a, 200, "lease_acquired");
+    http_resp_t *a = vk_post_within(base, "/v1/leases/acquire", alice,
+                                    vk_http_acquire("r1", "t1", "inst_a", 60000), 3000);
+    vk_expect_code(a, 200, "lease_acquired");
     char key[200];
     snprintf(key, sizeof key, "lease:{leased}:l:%s",
              json_string_value(http_resp_get(a, "lease.lease_id")));
@@ -132,9 +63,10 @@ static void writes_wait_for_a_replica(void **state)
     assert_true(rpid > 0);
     assert_int_equal(kill(rpid, SIGSTOP), 0);
     int64_t began = lease_mono_now_ns();
-    http_resp_t *r = post(base, "/v1/leases/acquire", alice, acquire_req("r2", "t2"), 800);
+    http_resp_t *r = vk_post_within(base, "/v1/leases/acquire", alice,
+                                    vk_http_acquire("r2", "t2", "inst_a", 60000), 800);
     int64_t took_ms = (lease_mono_now_ns() - began) / 1000000;
-    expect_code(r, 503, "lease_outcome_unknown");
+    vk_expect_code(r, 503, "lease_outcome_unknown");
     assert_true(json_is_true(http_resp_get(r, "retryable")));
     /* it waited for the replica, and not past the request's deadline */
     if (took_ms < 500 || took_ms > 800 + 1500)
@@ -142,31 +74,33 @@ static void writes_wait_for_a_replica(void **state)
     http_resp_free(r);
     /* ... but the write is on the primary: a read shows it, without waiting */
     began = lease_mono_now_ns();
-    r = post(base, "/v1/leases/inspect", alice, json_pack("{s:o}", "lock_identity", identity("t2")),
-             3000);
-    expect_code(r, 200, "lease_inspected");
+    r = vk_post_within(base, "/v1/leases/inspect", alice,
+                       json_pack("{s:o}", "lock_identity", vk_identity("t2")), 3000);
+    vk_expect_code(r, 200, "lease_inspected");
     assert_string_equal(json_string_value(http_resp_get(r, "lease.state")), "active");
     assert_true((lease_mono_now_ns() - began) / 1000000 < 500);
     char *pending_id = strdup(json_string_value(http_resp_get(r, "lease.lease_id")));
     long long pending_token = json_integer_value(http_resp_get(r, "lease.fencing_token"));
     http_resp_free(r);
     /* the same request id again: still unconfirmed */
-    r = post(base, "/v1/leases/acquire", alice, acquire_req("r2", "t2"), 600);
-    expect_code(r, 503, "lease_outcome_unknown");
+    r = vk_post_within(base, "/v1/leases/acquire", alice,
+                       vk_http_acquire("r2", "t2", "inst_a", 60000), 600);
+    vk_expect_code(r, 503, "lease_outcome_unknown");
     http_resp_free(r);
     /* a renew of the confirmed lease: unconfirmed too */
-    json_t *renew =
-        json_pack("{s:s, s:o, s:O, s:O, s:s}", "request_id", "r3", "lock_identity", identity("t1"),
-                  "lease_id", http_resp_get(a, "lease.lease_id"), "fencing_token",
-                  http_resp_get(a, "lease.fencing_token"), "service_instance_id", "inst_a");
-    r = post(base, "/v1/leases/renew", alice, renew, 600);
-    expect_code(r, 503, "lease_outcome_unknown");
+    json_t *renew = json_pack("{s:s, s:o, s:O, s:O, s:s}", "request_id", "r3", "lock_identity",
+                              vk_identity("t1"), "lease_id", http_resp_get(a, "lease.lease_id"),
+                              "fencing_token", http_resp_get(a, "lease.fencing_token"),
+                              "service_instance_id", "inst_a");
+    r = vk_post_within(base, "/v1/leases/renew", alice, renew, 600);
+    vk_expect_code(r, 503, "lease_outcome_unknown");
     http_resp_free(r);
 
     /* the replica back: repeating the request id answers the stored result */
     assert_int_equal(kill(rpid, SIGCONT), 0);
-    r = post(base, "/v1/leases/acquire", alice, acquire_req("r2", "t2"), 5000);
-    expect_code(r, 200, "lease_acquired");
+    r = vk_post_within(base, "/v1/leases/acquire", alice,
+                       vk_http_acquire("r2", "t2", "inst_a", 60000), 5000);
+    vk_expect_code(r, 200, "lease_acquired");
     assert_true(json_is_true(http_resp_get(r, "replayed")));
     assert_string_equal(json_string_value(http_resp_get(r, "lease.lease_id")), pending_id);
     assert_int_equal(json_integer_value(http_resp_get(r, "lease.fencing_token")), pending_token);
@@ -177,19 +111,16 @@ static void writes_wait_for_a_replica(void **state)
 
     /* the replica stopped for good: releases are unconfirmed, and applied */
     vk_stop(&replica);
-    json_t *release =
-        json_pack("{s:s, s:o, s:O, s:O, s:s}", "request_id", "r4", "lock_identity", identity("t1"),
-                  "lease_id", http_resp_get(a, "lease.lease_id"), "fencing_token",
-                  http_resp_get(a, "lease.fencing_token"), "service_instance_id", "inst_a");
-    r = post(base, "/v1/leases/release", alice, release, 600);
-    expect_code(r, 503, "lease_outcome_unknown");
+    r = vk_post_within(base, "/v1/leases/release", alice, vk_http_owner("r4", "t1", a, "inst_a"),
+                       600);
+    vk_expect_code(r, 503, "lease_outcome_unknown");
     http_resp_free(r);
     char path[128];
     snprintf(path, sizeof path, "/v1/leases/%s",
              json_string_value(http_resp_get(a, "lease.lease_id")));
     r = http_call(base, "GET", path, alice, NULL);
     assert_non_null(r);
-    expect_code(r, 200, "lease_inspected");
+    vk_expect_code(r, 200, "lease_inspected");
     assert_string_equal(json_string_value(http_resp_get(r, "lease.state")), "released");
     http_resp_free(r);
 
@@ -209,24 +140,14 @@ static void no_wait_without_the_setting(void **state)
     memset(&replica, 0, sizeof replica);
     assert_true(vk_start(&primary));
     assert_true(vk_start_replica(&replica, &primary));
-    char err[256] = "";
-    lease_valkey_config_t cfg = {.host = "127.0.0.1", .port = primary.port, .ns = "leased"};
-    lease_valkey_t *v = NULL;
-    assert_int_equal(lease_valkey_open(&cfg, &v, err, sizeof err), LEASE_INSPECTED);
-    int64_t epoch = -1;
-    assert_int_equal(lease_valkey_bind(v, 0, &epoch, err, sizeof err), LEASE_INSPECTED);
-    char *alice = make_credential(v, "alice");
-    lease_valkey_close(v);
-    char url[128];
-    snprintf(url, sizeof url, "LEASE_STORE_URL=redis://127.0.0.1:%d", primary.port);
-    const char *env[] = {url, NULL};
-    leased_proc_t *srv = leased_proc_start(NULL, env);
+    char *alice = vk_worker(&primary, "alice");
+    leased_proc_t *srv = vk_leased_start(&primary, NULL);
     pid_t rpid = vk_pid(&replica);
     assert_int_equal(kill(rpid, SIGSTOP), 0);
     int64_t began = lease_mono_now_ns();
-    http_resp_t *r =
-        post(leased_proc_url(srv), "/v1/leases/acquire", alice, acquire_req("n1", "t1"), 800);
-    expect_code(r, 200, "lease_acquired");
+    http_resp_t *r = vk_post_within(leased_proc_url(srv), "/v1/leases/acquire", alice,
+                                    vk_http_acquire("n1", "t1", "inst_a", 60000), 800);
+    vk_expect_code(r, 200, "lease_acquired");
     assert_true((lease_mono_now_ns() - began) / 1000000 < 500);
     http_resp_free(r);
     assert_int_equal(kill(rpid, SIGCONT), 0);

@@ -19,7 +19,7 @@
 
 #include "lease/clock.h"
 #include "lease/store_valkey.h"
-#include "valkey_fixture.h"
+#include "valkey_service.h"
 
 typedef struct fixture {
     vk_server_t server;
@@ -56,19 +56,6 @@ static int teardown(void **state)
     return 0;
 }
 
-static void fill_call(lease_call_t *c, const char *principal, const char *rid, char dg)
-{
-    memset(c, 0, sizeof *c);
-    snprintf(c->request_id, sizeof c->request_id, "%s", rid);
-    memset(c->request_digest, dg, 64);
-    c->request_digest[64] = '\0';
-    c->deadline = lease_deadline_in(5000);
-    snprintf(c->principal.principal_id, sizeof c->principal.principal_id, "%s", principal);
-    snprintf(c->principal.client_id, sizeof c->principal.client_id, "client-1");
-    snprintf(c->principal.credential_id, sizeof c->principal.credential_id, "key_1");
-    snprintf(c->principal.principal_class, sizeof c->principal.principal_class, "worker");
-}
-
 static lease_record_t acquire(fixture_t *f, const char *principal, const char *program,
                               const char *target, const char *actor, int64_t ttl_ms)
 {
@@ -77,7 +64,7 @@ static lease_record_t acquire(fixture_t *f, const char *principal, const char *p
     snprintf(rid, sizeof rid, "acq-%d", ++n);
     lease_acquire_req_t r;
     memset(&r, 0, sizeof r);
-    fill_call(&r.call, principal, rid, 'a');
+    vk_fill_call(&r.call, principal, rid, 'a', 5000);
     snprintf(r.identity.tenant_id, sizeof r.identity.tenant_id, "tenant-main");
     snprintf(r.identity.program_id, sizeof r.identity.program_id, "%s", program);
     snprintf(r.identity.target_namespace, sizeof r.identity.target_namespace, "ns");
@@ -101,7 +88,7 @@ static lease_list_req_t list_req(lease_list_by_t by, int page_size)
 {
     lease_list_req_t q;
     memset(&q, 0, sizeof q);
-    fill_call(&q.call, "p1", "", 'l');
+    vk_fill_call(&q.call, "p1", "", 'l', 5000);
     snprintf(q.scope.tenant_id, sizeof q.scope.tenant_id, "tenant-main");
     snprintf(q.scope.program_id, sizeof q.scope.program_id, "*");
     q.scope.all_actors = true;
@@ -313,9 +300,14 @@ static void credentials_digest_only(void **state)
 static void not_built_answers_typed(void **state)
 {
     fixture_t *f = *state;
+    /* a fenced commit with a publication: the outbox is PostgreSQL's */
     lease_commit_req_t cq;
     memset(&cq, 0, sizeof cq);
-    fill_call(&cq.call, "p1", "c1", 'c');
+    vk_fill_call(&cq.call, "p1", "c1", 'c', 5000);
+    cq.n_writes = 1;
+    cq.writes[0].kind = LEASE_WRITE_PUBLICATION;
+    snprintf(cq.writes[0].key, sizeof cq.writes[0].key, "results");
+    cq.writes[0].json = "{\"n\":1}";
     lease_commit_result_t cr;
     assert_int_equal(lease_store_fenced_commit(f->store, &cq, &cr), LEASE_BACKEND_UNAVAILABLE);
     assert_int_equal(cr.code, LEASE_BACKEND_UNAVAILABLE);
@@ -326,7 +318,7 @@ static void not_built_answers_typed(void **state)
     ev[0].code = LEASE_NOT_FOUND;
     ev[0].decision = "deny";
     ev[0].occurred_at_ms = 1700000000000;
-    fill_call(&ev[0].call, "p1", "c1", 'c');
+    vk_fill_call(&ev[0].call, "p1", "c1", 'c', 5000);
     ev[1] = ev[0];
     ev[1].event_type = "target_lease_acquire";
     ev[1].code = LEASE_CONFLICT;
@@ -360,6 +352,35 @@ static void not_built_answers_typed(void **state)
     dl = lease_deadline_in(5000);
     assert_int_equal(lease_store_housekeep(f->store, LEASE_STEP_NAMESPACE, 10, 0, &dl, &h),
                      LEASE_BACKEND_UNAVAILABLE);
+}
+
+/* The sweeper's expiry step on Valkey: a lease nobody takes goes to
+ * history once expired grace_ms ago (leased_v1_expire_due). */
+static void expire_step_moves_leases_nobody_takes(void **state)
+{
+    fixture_t *f = *state;
+    lease_record_t l = acquire(f, "p1", "prog-a", "t-exp", "actor-a", 1100);
+    lease_deadline_t dl = lease_deadline_in(5000);
+    lease_housekeeping_result_t h;
+    assert_int_equal(lease_store_housekeep(f->store, LEASE_STEP_EXPIRE, 10, 0, &dl, &h),
+                     LEASE_INSPECTED);
+    assert_true(h.ran);
+    assert_int_equal(h.expired, 0);
+    lease_sleep_ms(1300);
+    dl = lease_deadline_in(5000);
+    assert_int_equal(lease_store_housekeep(f->store, LEASE_STEP_EXPIRE, 10, 0, &dl, &h),
+                     LEASE_INSPECTED);
+    assert_true(h.ran);
+    assert_int_equal(h.expired, 1);
+    assert_false(h.more);
+    assert_true(h.lag_ms >= 100);
+    redisReply *r = vk_cmd(&f->server, "HGET lease:{t}:h:%s state", l.lease_id);
+    assert_string_equal(r->str, "expired");
+    freeReplyObject(r);
+    dl = lease_deadline_in(5000);
+    assert_int_equal(lease_store_housekeep(f->store, LEASE_STEP_EXPIRE, 10, 0, &dl, &h),
+                     LEASE_INSPECTED);
+    assert_int_equal(h.expired, 0);
 }
 
 static void store_urls(void **state)
@@ -410,6 +431,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(list_scoped_and_paged, setup, teardown),
         cmocka_unit_test_setup_teardown(credentials_digest_only, setup, teardown),
         cmocka_unit_test_setup_teardown(not_built_answers_typed, setup, teardown),
+        cmocka_unit_test_setup_teardown(expire_step_moves_leases_nobody_takes, setup, teardown),
         cmocka_unit_test(store_urls),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

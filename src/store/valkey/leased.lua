@@ -194,7 +194,12 @@ local function keyspace(nskey)
             return prefix .. 'i:' .. op .. ':' .. principal .. ':' .. request_id .. ':'
                 .. canonical
         end,
+        -- a fenced document: the canonical tuple ends in '"]' and holds no
+        -- other '"', so the document key after it cannot shift the split
+        doc = function(canonical, key) return prefix .. 'd:' .. canonical .. ':' .. key end,
         active = prefix .. 'act',
+        -- live leases by expiry (score: expires_at), for the expiry sweep
+        expiring = prefix .. 'exp',
         audit = prefix .. 'audit',
     }
 end
@@ -354,6 +359,7 @@ local function end_lease(ks, ns, rec, terminal, ended_at, reason, incident)
     redis.call('DEL', ks.index(rec.lease_id))
     redis.call('HSET', ks.ident(rec.c), 'state', 'free')
     redis.call('SREM', ks.active, rec.c)
+    redis.call('ZREM', ks.expiring, rec.c)
     local out = {}
     for k, v in pairs(rec) do out[k] = v end
     out.ended_at = I(ended_at)
@@ -397,16 +403,36 @@ end
 -- PostgreSQL audits inside the mutation's transaction); the service appends
 -- the events of everything else (refusals, reads) through record_audit.
 -- Each append trims entries older than the audit retention (MINID, entry
--- ids being the server's ms clock): retention only, there is no export
--- cursor to respect yet.
+-- ids being the server's ms clock), but never one an audit export has not
+-- taken yet: once an export has acknowledged an entry (audit_ack), the
+-- namespace's export cursor (audit_export_id) bounds the trimming too.
 
 local AUDIT_RETENTION_DEFAULT = 7776000000   -- 90 days, lease.policy's default
 local AUDIT_BATCH_MAX = 1000
 
+-- A Stream entry id "ms-seq" as {ms, seq}, or nil (15 digits each at most:
+-- exact as Lua numbers).
+local function stream_id(v)
+    if not is_str(v) then return nil end
+    local ms, seq = v:match('^(%d+)%-(%d+)$')
+    if not ms or #ms > 15 or #seq > 15 then return nil end
+    return {tonumber(ms), tonumber(seq)}
+end
+
+local function stream_id_less(a, b)
+    return a[1] < b[1] or (a[1] == b[1] and a[2] < b[2])
+end
+
+-- The MINID of a trim: entries older than the retention go, unless the
+-- export cursor is older still; then only the entries before it (the entry
+-- at the cursor itself is kept: taken already, one entry of slack).
 local function audit_minid(ns, t)
     local keep = (type(ns) == 'table' and tonumber(ns.audit_retention_ms))
                  or AUDIT_RETENTION_DEFAULT
-    return I(math.max(0, t - keep))
+    local minid = {math.max(0, t - keep), 0}
+    local cursor = type(ns) == 'table' and stream_id(ns.audit_export_id)
+    if cursor and stream_id_less(cursor, minid) then minid = cursor end
+    return I(minid[1]) .. '-' .. I(minid[2])
 end
 
 -- fields: name/value pairs; empty values are left out.
@@ -467,14 +493,20 @@ local function audit_mutation(ks, ns, t, op, i, p, answer)
     })
 end
 
-local function remember(ks, ns, op, i, p, answer, lease_id, t)
-    audit_mutation(ks, ns, t, op, i, p, answer)
+-- The answer stored under the request id (its retention), then marked as
+-- not replayed.
+local function store_answer(ks, ns, op, i, p, answer, lease_id)
     local key = ks.idem(op, i.canonical, p.principal.principal_id, p.request_id)
     redis.call('HSET', key, 'd', p.request_digest, 'r', cmsgpack.pack(answer),
                'lid', lease_id)
     redis.call('PEXPIRE', key, I(ns.idempotency_retention_ms))
     answer[#answer + 1] = 'replayed'; answer[#answer + 1] = 0
     return answer
+end
+
+local function remember(ks, ns, op, i, p, answer, lease_id, t)
+    audit_mutation(ks, ns, t, op, i, p, answer)
+    return store_answer(ks, ns, op, i, p, answer, lease_id)
 end
 
 local function retry_after(expires_at, t)
@@ -598,6 +630,7 @@ local function acquire(keys, args)
     redis.call('HSET', ks.ident(i.canonical), unpack(flat))
     redis.call('SET', ks.index(lease_id), i.canonical)
     redis.call('SADD', ks.active, i.canonical)
+    redis.call('ZADD', ks.expiring, I(expires), i.canonical)
     local answer = result('lease_acquired', 'lease', lease_pairs(new, 'active'),
                           'previous_state', prev)
     remember(ks, ns, 'acquire', i, p, answer, lease_id, t)
@@ -650,6 +683,7 @@ local function renew_decide(ks, ns, t, p)
     local expires = math.min(t + ttl, tonumber(rec.acquired_at) + tonumber(rec.maxlife_ms))
     redis.call('HSET', ks.ident(i.canonical), 'renewed_at', I(t), 'expires_at', I(expires),
                'ttl_ms', I(ttl))
+    redis.call('ZADD', ks.expiring, I(expires), i.canonical)
     rec.renewed_at, rec.expires_at, rec.ttl_ms = I(t), I(expires), I(ttl)
     local answer = result('lease_renewed', 'lease', lease_pairs(rec, 'active'))
     remember(ks, ns, 'renew', i, p, answer, rec.lease_id, t)
@@ -810,11 +844,29 @@ local function inspect(keys, args)
 end
 
 -- ---------------------------------------------------------------------------
+-- Fencing (lease._fence, lease._accept_token): a write fenced by a lease
+-- may happen only while that lease is the active, unexpired, exact lease of
+-- its identity and its token is not below the identity's high-water mark
+-- of accepted tokens (hw, in the identity record, never lowered).
+
+-- The identity's high-water mark (0: none accepted yet).
+local function high_water(rec)
+    return (rec and tonumber(rec.hw or '0')) or 0
+end
+
+-- Records token as accepted (raises hw; never lowers it).
+local function accept_token(ks, i, rec, token)
+    if token > high_water(rec) then
+        redis.call('HSET', ks.ident(i.canonical), 'hw', I(token))
+    end
+end
+
 -- fence_check (lease.fence_check): whether a write fenced by this lease may
 -- happen now. Postgres raises LS010/LS011 into the caller's transaction;
--- here the answer is lease_lost with reason fence_lost or fence_stale_token,
--- or lease_inspected with expires_at. An accepted token is recorded as the
--- identity's high-water mark (hw); a lower token is refused afterwards.
+-- here the answer is lease_lost with reason fence_stale_token (the token is
+-- below the high-water mark, whatever else) or fence_lost (not the live
+-- lease), as lease.fence_check chooses between them, or lease_inspected
+-- with expires_at; the token is then recorded as accepted.
 
 local function fence_check(keys, args)
     local p, ks, ns, t = begin(keys, args, false)
@@ -828,17 +880,206 @@ local function fence_check(keys, args)
     if why then return unavailable(why) end
     local rec = read_ident(ks, i)
     if rec == false then return unavailable('corrupt_record') end
+    if p.fencing_token < high_water(rec) then
+        return result('lease_lost', 'reason', 'fence_stale_token')
+    end
     if not matches(rec, p, t, false) or (owner and rec.owner ~= owner) then
         return result('lease_lost', 'reason', 'fence_lost')
     end
-    local hw = tonumber(rec.hw or '0') or 0
-    if p.fencing_token < hw then
-        return result('lease_lost', 'reason', 'fence_stale_token')
-    end
-    if p.fencing_token > hw then
-        redis.call('HSET', ks.ident(i.canonical), 'hw', I(p.fencing_token))
-    end
+    accept_token(ks, i, rec, p.fencing_token)
     return result('lease_inspected', 'expires_at', tonumber(rec.expires_at))
+end
+
+-- ---------------------------------------------------------------------------
+-- fenced_commit (lease.fenced_commit): documents written only while the
+-- presented lease is the active, unexpired, exact lease of its identity,
+-- held by the caller for the same execution, and its token not below the
+-- high-water mark. The request id is looked up first (a repeated commit
+-- must not meet its own documents' new revisions as a write_conflict); then
+-- every document's expected revision is compared before the first write, so
+-- a conflict writes nothing. A document is lease:{ns}:d:<identity>:<key>
+-- (revision, body as the caller's JSON text, and the fence that wrote it),
+-- never expired, as lease.fenced_documents rows are not.
+-- Publications (lease.outbox) need PostgreSQL and its relay: a commit with
+-- one is refused whole (lease_backend_unavailable, outbox_requires_postgres)
+-- before anything is written.
+
+local WRITES_MAX = 32
+local DOC_KEY_MAX = 256
+local TOPIC_MAX = 255     -- an AMQP short string (docs/relay.md)
+local REVISION_MAX = 9007199254740990
+
+local WRITE_MEMBERS = {document = {kind = true, key = true, expected_revision = true,
+                                   body_json = true},
+                       publication = {kind = true, topic = true, payload_json = true}}
+
+-- A JSON object given as text (stored byte for byte), else nil.
+local function object_text(v)
+    if not is_str(v) or not v:find('^%s*{') then return nil end
+    local ok, o = pcall(cjson.decode, v)
+    if not ok or type(o) ~= 'table' then return nil end
+    return v
+end
+
+local function name_ok(v, max)
+    return is_str(v) and #v >= 1 and #v <= max and not v:find('[^A-Za-z0-9._:/-]')
+end
+
+-- The offending field of the writes (lease._bad_writes), or nil.
+local function bad_writes(w)
+    if type(w) ~= 'table' or #w < 1 or #w > WRITES_MAX then return 'writes' end
+    local seen = {}
+    for idx = 1, #w do
+        local x = w[idx]
+        local f = 'writes[' .. (idx - 1) .. ']'
+        if type(x) ~= 'table' then return f end
+        local members = WRITE_MEMBERS[x.kind]
+        if members == nil then return f .. '.kind' end
+        for k in pairs(x) do
+            if not members[k] then
+                return f .. '.' .. tostring(k):gsub('_json$', '')
+            end
+        end
+        if x.kind == 'document' then
+            if not name_ok(x.key, DOC_KEY_MAX) or seen[x.key] then return f .. '.key' end
+            seen[x.key] = true
+            local er = x.expected_revision
+            if type(er) ~= 'number' or er ~= er or er < 0 or er > REVISION_MAX
+               or math.floor(er) ~= er then
+                return f .. '.expected_revision'
+            end
+            if not object_text(x.body_json) then return f .. '.body' end
+        else
+            if not name_ok(x.topic, TOPIC_MAX) then return f .. '.topic' end
+            if not object_text(x.payload_json) then return f .. '.payload' end
+        end
+    end
+    return nil
+end
+
+local function fenced_commit(keys, args)
+    local p, ks, ns, t = begin(keys, args, true)
+    if p == nil then return ks end
+    local i, bad = lease_ref(p)
+    if i == nil then return invalid(bad) end
+    if not id_ok(p.execution_id) then return invalid('execution_id') end
+    local trace = p.trace_id
+    if trace == cjson.null then trace = nil end
+    if trace ~= nil and not id_ok(trace) then return invalid('trace_id') end
+    bad = bad_writes(p.writes)
+    if bad then return invalid(bad) end
+    for idx = 1, #p.writes do
+        if p.writes[idx].kind == 'publication' then
+            return unavailable('outbox_requires_postgres')
+        end
+    end
+    local why = guard(ks, ns, false)
+    if why then return unavailable(why) end
+    local r = replay(ks, 'commit', i, p, t)
+    if r then return r end
+
+    local rec = read_ident(ks, i)
+    if rec == false then return unavailable('corrupt_record') end
+    if not matches(rec, p, t, false) or rec.owner ~= p.principal.principal_id
+       or rec.execution_id ~= p.execution_id or p.fencing_token < high_water(rec) then
+        return result('lease_lost')
+    end
+    -- every expected revision first: a conflict writes nothing
+    local docs = {}
+    for idx = 1, #p.writes do
+        local x = p.writes[idx]
+        local key = ks.doc(i.canonical, x.key)
+        local cur = tonumber(redis.call('HGET', key, 'revision') or '0')
+        if cur == nil then return unavailable('corrupt_record') end
+        if cur ~= x.expected_revision then
+            return result('write_conflict', 'field',
+                          'writes[' .. (idx - 1) .. '].expected_revision',
+                          'current_revision', cur)
+        end
+        docs[idx] = key
+    end
+
+    -- Decided: the writes.
+    local results = {}
+    for idx = 1, #p.writes do
+        local x = p.writes[idx]
+        local revision = x.expected_revision + 1
+        redis.call('HSET', docs[idx], 'revision', I(revision), 'body', x.body_json,
+                   'fencing_token', I(p.fencing_token), 'lease_id', rec.lease_id,
+                   'execution_id', rec.execution_id, 'trace_id', trace or '',
+                   'updated_at', I(t))
+        results[idx] = {'kind', 'document', 'key', x.key, 'revision', revision}
+    end
+    accept_token(ks, i, rec, p.fencing_token)
+    local answer = result('commit_accepted', 'lease_id', rec.lease_id,
+                          'fencing_token', p.fencing_token, 'results', results)
+    local pr = p.principal
+    audit_append(ks, ns, t, {
+        'event_type', 'target_lease_commit', 'occurred_at_ms', t, 'code', 'commit_accepted',
+        'decision', 'allow', 'backend_health', 'ok', 'source', 'function',
+        'principal_id', str_or_nil(pr.principal_id), 'client_id', str_or_nil(pr.client_id),
+        'credential_id', str_or_nil(pr.credential_id),
+        'request_id', str_or_nil(p.request_id), 'correlation_id', str_or_nil(p.correlation_id),
+        'trace_id', trace or false,
+        'tenant_id', i.tenant_id, 'program_id', i.program_id,
+        'target_namespace', i.target_namespace, 'target_id', i.target_id,
+        'actor_name', i.actor_name, 'workflow_name', i.workflow_name,
+        'operation_class', i.operation_class,
+        'lease_id', rec.lease_id, 'fencing_token', p.fencing_token,
+        'previous_state', 'active', 'resulting_state', 'active',
+        'service_instance_id', rec.sid, 'execution_id', rec.execution_id,
+        'job_id', rec.job_id,
+    })
+    return store_answer(ks, ns, 'commit', i, p, answer, rec.lease_id)
+end
+
+-- ---------------------------------------------------------------------------
+-- expire_due (lease.expire_due): the service's expiry step. Moves up to
+-- batch leases that expired at least grace_ms ago (server TIME) into
+-- history, oldest first, as an acquisition of their identity would
+-- (ended_at: their expiry; not audited, as on PostgreSQL), so that a lease
+-- nobody takes does not stay an active-shaped record. Found through the
+-- index of live leases by expiry (lease:{ns}:exp), not a scan. An index
+-- entry that names no such lease (a record changed behind the library's
+-- back) is dropped from the index, nothing else. The incarnation check
+-- applies. {'ran', 1, 'expired', n, 'more', 0|1, 'lag_ms', ms} or
+-- {'error', why}.
+
+local function expire_due(keys, args)
+    local p = decode_request(args) or {}
+    local batch = posint(p.batch)
+    if not batch or batch > 10000 then return {'error', 'batch must be 1..10000'} end
+    local grace = p.grace_ms
+    if type(grace) ~= 'number' or grace < 0 or grace > 3600000 or math.floor(grace) ~= grace then
+        return {'error', 'grace_ms must be 0..3600000'}
+    end
+    local ks = keyspace(keys[1])
+    local ns = load_ns(ks)
+    local why = guard(ks, ns, false)
+    if why then return {'error', why} end
+    local t = now_ms()
+    local due = redis.call('ZRANGEBYSCORE', ks.expiring, '-inf', I(t - grace), 'LIMIT', 0, batch)
+    -- every record read and checked before the first write
+    local ending, stale = {}, {}
+    for _, c in ipairs(due) do
+        local rec = hgetall(ks.ident(c))
+        local expires = rec and tonumber(rec.expires_at)
+        if rec and rec.v == '1' and rec.c == c and rec.state == 'active' and rec.lease_id
+           and expires and expires <= t - grace then
+            ending[#ending + 1] = rec
+        else
+            stale[#stale + 1] = c
+        end
+    end
+    local oldest = nil
+    for _, rec in ipairs(ending) do
+        local expires = tonumber(rec.expires_at)
+        oldest = oldest and math.min(oldest, expires) or expires
+        end_lease(ks, ns, rec, 'expired', expires, nil, nil)
+    end
+    if #stale > 0 then redis.call('ZREM', ks.expiring, unpack(stale)) end
+    return {'ran', 1, 'expired', #ending, 'more', #due == batch and 1 or 0,
+            'lag_ms', oldest and (t - oldest) or 0}
 end
 
 -- ---------------------------------------------------------------------------
@@ -1134,6 +1375,14 @@ local function credential_create(keys, args)
                'description', desc or '', 'created_at', I(t),
                'expires_at', expires and I(expires) or '')
     redis.call('SADD', cred_index(ks), id)
+    -- audited in the same call, as lease.credential_create is in its
+    -- transaction (who: leasectl's login name, as for the rebind)
+    audit_append(ks, hgetall(ks.ns), t, {
+        'event_type', 'credential_create', 'occurred_at_ms', t, 'code', 'credential_created',
+        'decision', 'allow', 'backend_health', 'ok', 'source', 'function', 'priority', 'high',
+        'principal_id', id_ok(p.operator) and p.operator or false, 'tenant_id', tenant,
+        'program_id', program, 'reason', 'credential ' .. id .. ' for ' .. p.principal_id,
+    })
     return {'credential_id', id, 'principal_id', p.principal_id, 'client_id', p.client_id,
             'tenant_id', tenant, 'program_id', program, 'created_at', t,
             'expires_at', expires or false}
@@ -1166,10 +1415,19 @@ end
 local function credential_revoke(keys, args)
     local p = decode_request(args)
     if p == nil or not id_ok(p.credential_id) then return {'error', 'invalid credential_id'} end
-    local key = cred_key(keyspace(keys[1]), p.credential_id)
+    local ks = keyspace(keys[1])
+    local key = cred_key(ks, p.credential_id)
     local c = hgetall(key)
     if c == nil or (c.revoked_at or '') ~= '' then return {'revoked', 0} end
-    redis.call('HSET', key, 'revoked_at', I(now_ms()))
+    local t = now_ms()
+    redis.call('HSET', key, 'revoked_at', I(t))
+    audit_append(ks, hgetall(ks.ns), t, {
+        'event_type', 'credential_revoke', 'occurred_at_ms', t, 'code', 'credential_revoked',
+        'decision', 'allow', 'backend_health', 'ok', 'source', 'function', 'priority', 'high',
+        'principal_id', id_ok(p.operator) and p.operator or false,
+        'tenant_id', c.tenant_id or false, 'program_id', c.program_id or false,
+        'reason', 'credential ' .. p.credential_id,
+    })
     return {'revoked', 1}
 end
 
@@ -1207,6 +1465,75 @@ local function record_audit(keys, args)
         audit_append(ks, ns, t, rows[k])
     end
     return result('audit_recorded', 'count', #rows)
+end
+
+-- ---------------------------------------------------------------------------
+-- The audit export: an exporter reads the Stream a page at a time after the
+-- last entry it has taken (audit_read, no writes), stores the page where it
+-- keeps the audit, then acknowledges its last entry (audit_ack). The first
+-- acknowledgement registers the export: from then on no entry after the
+-- cursor is trimmed, whatever its age (audit_minid), so an export that
+-- stops makes the Stream grow until it catches up (docs/backends.md).
+-- Administrative: answers are name/value pairs, or {'error', why}.
+
+local EXPORT_PAGE_DEFAULT, EXPORT_PAGE_MAX = 100, 1000
+
+-- The first and the last entry id of the Stream (false: empty).
+local function stream_ends(ks)
+    local first = redis.call('XRANGE', ks.audit, '-', '+', 'COUNT', 1)
+    local last = redis.call('XREVRANGE', ks.audit, '+', '-', 'COUNT', 1)
+    return first[1] and first[1][1] or false, last[1] and last[1][1] or false
+end
+
+-- {'entries', {{id, {field, value, ...}}, ...}, 'cursor', id, 'first', id}:
+-- up to count entries after `after` (absent: after the export cursor, or
+-- from the start); 'first' is the oldest entry kept, so an exporter can
+-- tell when entries it never read were trimmed (before it registered).
+local function audit_read(keys, args)
+    local p = decode_request(args) or {}
+    local ks = keyspace(keys[1])
+    local cursor = redis.call('HGET', ks.ns, 'audit_export_id')
+    local after = p.after
+    if after == nil or after == cjson.null or after == '' then after = cursor or '0-0' end
+    if not stream_id(after) then return {'error', 'after must be a Stream entry id (ms-seq)'} end
+    local count = EXPORT_PAGE_DEFAULT
+    if p.count ~= nil and p.count ~= cjson.null then
+        count = posint(p.count)
+        if not count or count > EXPORT_PAGE_MAX then
+            return {'error', 'count must be 1..' .. EXPORT_PAGE_MAX}
+        end
+    end
+    local entries = redis.call('XRANGE', ks.audit, '(' .. after, '+', 'COUNT', count)
+    local first = stream_ends(ks)
+    return {'entries', entries, 'cursor', cursor or false, 'first', first}
+end
+
+-- The export has taken every entry up to id: the cursor moves there (never
+-- back, never past the last entry; "0-0" registers an export that has
+-- taken nothing yet), and what the retention and the cursor now allow is
+-- trimmed at once. Allowed when the server is out of memory: it frees it.
+local function audit_ack(keys, args)
+    local p = decode_request(args) or {}
+    local ks = keyspace(keys[1])
+    local ns = load_ns(ks)
+    local why = guard(ks, ns, false)
+    if why then return {'error', why} end
+    local id = stream_id(p.id)
+    if not id then return {'error', 'id must be a Stream entry id (ms-seq)'} end
+    local cursor = stream_id(ns.audit_export_id)
+    if cursor and stream_id_less(id, cursor) then
+        return {'error', 'id is below the export cursor ' .. ns.audit_export_id}
+    end
+    local _, last = stream_ends(ks)
+    local last_id = last and stream_id(last) or {0, 0}
+    if stream_id_less(last_id, id) then
+        return {'error', 'id is after the last entry of the audit Stream'}
+    end
+    local text = I(id[1]) .. '-' .. I(id[2])
+    redis.call('HSET', ks.ns, 'audit_export_id', text)
+    ns.audit_export_id = text
+    local trimmed = redis.call('XTRIM', ks.audit, 'MINID', audit_minid(ns, now_ms()))
+    return {'cursor', text, 'trimmed', trimmed}
 end
 
 -- Every credential (lease.credential_list), oldest first, never a digest:
@@ -1247,6 +1574,8 @@ redis.register_function('leased_v1_revoke', revoke)
 redis.register_function{function_name = 'leased_v1_inspect', callback = inspect,
                         flags = {'no-writes'}}
 redis.register_function('leased_v1_fence_check', fence_check)
+redis.register_function('leased_v1_fenced_commit', fenced_commit)
+redis.register_function('leased_v1_expire_due', expire_due)
 redis.register_function('leased_v1_bind', bind)
 redis.register_function('leased_v1_rebind', rebind)
 redis.register_function{function_name = 'leased_v1_health', callback = health,
@@ -1258,5 +1587,9 @@ redis.register_function{function_name = 'leased_v1_credential_lookup',
                         callback = credential_lookup, flags = {'no-writes'}}
 redis.register_function('leased_v1_credential_revoke', credential_revoke)
 redis.register_function('leased_v1_record_audit', record_audit)
+redis.register_function{function_name = 'leased_v1_audit_read', callback = audit_read,
+                        flags = {'no-writes'}}
+redis.register_function{function_name = 'leased_v1_audit_ack', callback = audit_ack,
+                        flags = {'allow-oom'}}
 redis.register_function{function_name = 'leased_v1_credential_list',
                         callback = credential_list, flags = {'no-writes'}}

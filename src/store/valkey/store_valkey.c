@@ -56,7 +56,7 @@ struct lease_valkey {
     int64_t connect_timeout_ms;
     char user[128];
     char password[512]; /* "": no AUTH; wiped at close */
-    int min_replicas; /* WAIT after each write function call (0: none) */
+    int min_replicas;   /* WAIT after each write function call (0: none) */
     char ns_key[NS_KEY_MAX];
 };
 
@@ -131,9 +131,9 @@ static bool conn_open(lease_valkey_t *v, valkey_conn_t *conn, char *err, size_t 
         if (!ok) {
             /* the server's reason (WRONGPASS ...) does not quote the password */
             set_err(err, errlen, "%s:%d refused the store URL's credentials: %s", v->host, v->port,
-                    r == NULL                       ? c->errstr
+                    r == NULL                      ? c->errstr
                     : r->type == REDIS_REPLY_ERROR ? r->str
-                                                    : "unexpected answer");
+                                                   : "unexpected answer");
             if (r)
                 freeReplyObject(r);
             redisFree(c);
@@ -449,50 +449,65 @@ static call_failure_t fcall(lease_valkey_t *v, const char *fn, const char *arg,
     return CALL_OK;
 }
 
+/* The call half of a lease operation: FCALL fn with arg (consumed). On
+ * success the answer (caller frees); otherwise NULL, *code the failure
+ * (mutation: a lost answer is lease_outcome_unknown) and reason its word. */
+static redisReply *op_call(lease_valkey_t *v, const char *fn, char *arg,
+                           const lease_deadline_t *deadline, bool mutation, lease_code_t *code,
+                           char *reason, size_t reason_len)
+{
+    reason[0] = '\0';
+    if (arg == NULL) {
+        *code = LEASE_BACKEND_UNAVAILABLE;
+        return NULL;
+    }
+    if (deadline->mono_ns <= lease_mono_now_ns()) {
+        free(arg);
+        *code = LEASE_DEADLINE_EXCEEDED;
+        return NULL;
+    }
+    redisReply *r = NULL;
+    char why[32] = "";
+    call_failure_t f = fcall(v, fn, arg, deadline, mutation, &r, why, sizeof why);
+    free(arg);
+    switch (f) {
+    case CALL_OK:
+        return r;
+    case CALL_NOT_SENT:
+        *code = LEASE_BACKEND_UNAVAILABLE;
+        break;
+    case CALL_NO_ANSWER:
+        *code = mutation ? LEASE_OUTCOME_UNKNOWN : LEASE_BACKEND_UNAVAILABLE;
+        break;
+    case CALL_UNCONFIRMED:
+        /* decided and applied on the primary, not yet on enough replicas:
+         * a failover could lose it; repeating the request id resolves it */
+        *code = LEASE_OUTCOME_UNKNOWN;
+        snprintf(reason, reason_len, "%s", why);
+        break;
+    case CALL_ERROR:
+        *code = LEASE_BACKEND_UNAVAILABLE;
+        snprintf(reason, reason_len, "%s", why);
+        break;
+    }
+    return NULL;
+}
+
 /* One lease operation: encode, call, decode. mutation: a lost answer is
  * lease_outcome_unknown. */
 static lease_code_t lease_op(lease_valkey_t *v, const char *fn, char *arg,
                              const lease_deadline_t *deadline, bool mutation, lease_result_t *res)
 {
     memset(res, 0, sizeof *res);
-    if (arg == NULL) {
-        res->code = LEASE_BACKEND_UNAVAILABLE;
+    redisReply *r =
+        op_call(v, fn, arg, deadline, mutation, &res->code, res->reason, sizeof res->reason);
+    if (r == NULL)
         return res->code;
-    }
-    if (deadline->mono_ns <= lease_mono_now_ns()) {
-        free(arg);
-        res->code = LEASE_DEADLINE_EXCEEDED;
-        return res->code;
-    }
-    redisReply *r = NULL;
-    char reason[32] = "";
-    call_failure_t f = fcall(v, fn, arg, deadline, mutation, &r, reason, sizeof reason);
-    free(arg);
-    switch (f) {
-    case CALL_OK:
-        if (!valkey_decode_result(r, res)) {
-            memset(res, 0, sizeof *res);
-            res->code = mutation ? LEASE_OUTCOME_UNKNOWN : LEASE_BACKEND_UNAVAILABLE;
-        }
-        freeReplyObject(r);
-        break;
-    case CALL_NOT_SENT:
-        res->code = LEASE_BACKEND_UNAVAILABLE;
-        break;
-    case CALL_NO_ANSWER:
+    if (!valkey_decode_result(r, res)) {
+        memset(res, 0, sizeof *res);
         res->code = mutation ? LEASE_OUTCOME_UNKNOWN : LEASE_BACKEND_UNAVAILABLE;
-        break;
-    case CALL_UNCONFIRMED:
-        /* decided and applied on the primary, not yet on enough replicas:
-         * a failover could lose it; repeating the request id resolves it */
-        res->code = LEASE_OUTCOME_UNKNOWN;
-        snprintf(res->reason, sizeof res->reason, "%s", reason);
-        break;
-    case CALL_ERROR:
-        res->code = LEASE_BACKEND_UNAVAILABLE;
-        snprintf(res->reason, sizeof res->reason, "%s", reason);
-        break;
     }
+    freeReplyObject(r);
     return res->code;
 }
 
@@ -536,6 +551,29 @@ lease_code_t lease_valkey_inspect(lease_valkey_t *v, const lease_inspect_req_t *
 {
     return lease_op(v, "leased_v1_inspect", valkey_encode_inspect(req), &req->call.deadline, false,
                     res);
+}
+
+lease_code_t lease_valkey_fenced_commit(lease_valkey_t *v, const lease_commit_req_t *req,
+                                        lease_commit_result_t *res)
+{
+    memset(res, 0, sizeof *res);
+    if (req->n_writes == 0 || req->n_writes > LEASE_COMMIT_WRITES_MAX) {
+        res->code = LEASE_INVALID_LEASE_REQUEST;
+        snprintf(res->field, sizeof res->field, "writes");
+        return res->code;
+    }
+    char reason[LEASE_REASON_MAX + 1];
+    redisReply *r = op_call(v, "leased_v1_fenced_commit", valkey_encode_commit(req),
+                            &req->call.deadline, true, &res->code, reason, sizeof reason);
+    if (r == NULL)
+        return res->code;
+    if (!valkey_decode_commit(r, req->n_writes, res)) {
+        /* it ran; what it decided cannot be read: repeat the request id */
+        memset(res, 0, sizeof *res);
+        res->code = LEASE_OUTCOME_UNKNOWN;
+    }
+    freeReplyObject(r);
+    return res->code;
 }
 
 /* renew_many / release_many: each item's answer in results[i]; the
@@ -589,8 +627,9 @@ static bool admin_call_r(lease_valkey_t *v, const char *fn, const char *arg, red
     if (refused)
         *refused = false;
     char reason[32] = "";
-    /* every administrative function writes but the list */
-    bool write = strcmp(fn, "leased_v1_credential_list") != 0;
+    /* every administrative function writes but the two listings */
+    bool write =
+        strcmp(fn, "leased_v1_credential_list") != 0 && strcmp(fn, "leased_v1_audit_read") != 0;
     call_failure_t f = fcall(v, fn, arg, NULL, write, r, reason, sizeof reason);
     if (f != CALL_OK) {
         set_err(err, errlen, "%s: %s", fn,
@@ -619,6 +658,28 @@ static bool admin_call(lease_valkey_t *v, const char *fn, const char *arg, redis
     return admin_call_r(v, fn, arg, r, NULL, err, errlen);
 }
 
+/* An administrative function called with the JSON object q (consumed):
+ * LEASE_INSPECTED with its answer in *r (caller frees),
+ * LEASE_INVALID_LEASE_REQUEST when it refused, LEASE_BACKEND_UNAVAILABLE
+ * when it did not run or its answer was lost (why in err for both). */
+static lease_code_t admin_json_call(lease_valkey_t *v, const char *fn, json_t *q, redisReply **r,
+                                    char *err, size_t errlen)
+{
+    *r = NULL;
+    char *arg = q != NULL ? json_dumps(q, JSON_COMPACT) : NULL;
+    json_decref(q);
+    if (arg == NULL) {
+        set_err(err, errlen, "out of memory");
+        return LEASE_BACKEND_UNAVAILABLE;
+    }
+    bool refused = false;
+    bool called = admin_call_r(v, fn, arg, r, &refused, err, errlen);
+    free(arg);
+    if (!called)
+        return refused ? LEASE_INVALID_LEASE_REQUEST : LEASE_BACKEND_UNAVAILABLE;
+    return LEASE_INSPECTED;
+}
+
 lease_code_t lease_valkey_bind(lease_valkey_t *v, int64_t floor_token, int64_t *epoch, char *err,
                                size_t errlen)
 {
@@ -644,8 +705,7 @@ lease_code_t lease_valkey_bind(lease_valkey_t *v, int64_t floor_token, int64_t *
 lease_code_t lease_valkey_rebind(lease_valkey_t *v, const char *reason, int64_t floor_token,
                                  int64_t *epoch, int64_t *leases_revoked, char *err, size_t errlen)
 {
-    return lease_valkey_rebind_by(v, reason, NULL, floor_token, epoch, leases_revoked, err,
-                                  errlen);
+    return lease_valkey_rebind_by(v, reason, NULL, floor_token, epoch, leases_revoked, err, errlen);
 }
 
 lease_code_t lease_valkey_rebind_by(lease_valkey_t *v, const char *reason, const char *operator_id,
@@ -658,18 +718,10 @@ lease_code_t lease_valkey_rebind_by(lease_valkey_t *v, const char *reason, const
         json_object_set_new(o, "operator", json_string(operator_id));
     if (floor_token > 0)
         json_object_set_new(o, "floor_token", json_integer(floor_token));
-    char *arg = json_dumps(o, JSON_COMPACT);
-    json_decref(o);
-    if (arg == NULL) {
-        set_err(err, errlen, "out of memory");
-        return LEASE_BACKEND_UNAVAILABLE;
-    }
     redisReply *r = NULL;
-    bool refused = false;
-    bool called = admin_call_r(v, "leased_v1_rebind", arg, &r, &refused, err, errlen);
-    free(arg);
-    if (!called)
-        return refused ? LEASE_INVALID_LEASE_REQUEST : LEASE_BACKEND_UNAVAILABLE;
+    lease_code_t called = admin_json_call(v, "leased_v1_rebind", o, &r, err, errlen);
+    if (called != LEASE_INSPECTED)
+        return called;
     long long e = 0, n = 0;
     bool ok = valkey_int_field(r, "epoch", &e) && valkey_int_field(r, "leases_revoked", &n);
     freeReplyObject(r);
@@ -812,21 +864,22 @@ lease_code_t lease_valkey_credential_create(lease_valkey_t *v, const char *reque
 lease_code_t lease_valkey_credential_revoke(lease_valkey_t *v, const char *credential_id,
                                             bool *revoked, char *err, size_t errlen)
 {
+    return lease_valkey_credential_revoke_by(v, credential_id, NULL, revoked, err, errlen);
+}
+
+lease_code_t lease_valkey_credential_revoke_by(lease_valkey_t *v, const char *credential_id,
+                                               const char *operator_id, bool *revoked, char *err,
+                                               size_t errlen)
+{
     *revoked = false;
     json_t *o = json_object();
     json_object_set_new(o, "credential_id", json_string(credential_id ? credential_id : ""));
-    char *arg = json_dumps(o, JSON_COMPACT);
-    json_decref(o);
-    if (arg == NULL) {
-        set_err(err, errlen, "out of memory");
-        return LEASE_BACKEND_UNAVAILABLE;
-    }
+    if (operator_id != NULL && *operator_id)
+        json_object_set_new(o, "operator", json_string(operator_id));
     redisReply *r = NULL;
-    bool refused = false;
-    bool called = admin_call_r(v, "leased_v1_credential_revoke", arg, &r, &refused, err, errlen);
-    free(arg);
-    if (!called)
-        return refused ? LEASE_INVALID_LEASE_REQUEST : LEASE_BACKEND_UNAVAILABLE;
+    lease_code_t called = admin_json_call(v, "leased_v1_credential_revoke", o, &r, err, errlen);
+    if (called != LEASE_INSPECTED)
+        return called;
     long long n = 0;
     bool ok = valkey_int_field(r, "revoked", &n);
     freeReplyObject(r);
@@ -925,4 +978,107 @@ lease_code_t lease_valkey_record_audit(lease_valkey_t *v, const lease_audit_even
         code && code->type == REDIS_REPLY_STRING && strcmp(code->str, "invalid_lease_request") == 0;
     freeReplyObject(r);
     return ok ? LEASE_INSPECTED : invalid ? LEASE_INVALID_LEASE_REQUEST : LEASE_BACKEND_UNAVAILABLE;
+}
+
+lease_code_t lease_valkey_expire_due(lease_valkey_t *v, int batch, int64_t grace_ms,
+                                     const lease_deadline_t *deadline,
+                                     lease_housekeeping_result_t *res)
+{
+    memset(res, 0, sizeof *res);
+    if (deadline->mono_ns <= lease_mono_now_ns())
+        return LEASE_DEADLINE_EXCEEDED;
+    char arg[96];
+    snprintf(arg, sizeof arg, "{\"batch\":%d,\"grace_ms\":%lld}", batch, (long long)grace_ms);
+    redisReply *r = NULL;
+    char reason[32] = "";
+    /* a write, but housekeeping: no WAIT (an expiry lost with a failover
+     * is found again by the next step, or by the next acquisition) */
+    call_failure_t f =
+        fcall(v, "leased_v1_expire_due", arg, deadline, false, &r, reason, sizeof reason);
+    if (f != CALL_OK)
+        return LEASE_BACKEND_UNAVAILABLE;
+    long long ran = 0, expired = 0, more = 0, lag = 0;
+    bool ok = valkey_int_field(r, "ran", &ran) && valkey_int_field(r, "expired", &expired) &&
+              valkey_int_field(r, "more", &more) && valkey_int_field(r, "lag_ms", &lag);
+    freeReplyObject(r);
+    if (!ok) /* refused (sealed, a bad batch) or unreadable */
+        return LEASE_BACKEND_UNAVAILABLE;
+    res->ran = ran == 1;
+    res->expired = expired;
+    res->more = more == 1;
+    res->lag_ms = lag;
+    return LEASE_INSPECTED;
+}
+
+/* An entry of XRANGE ({id, {field, value, ...}}) as {"id": id, field: value}. */
+static json_t *audit_entry(const redisReply *e)
+{
+    if (e->type != REDIS_REPLY_ARRAY || e->elements != 2 ||
+        e->element[0]->type != REDIS_REPLY_STRING || e->element[1]->type != REDIS_REPLY_ARRAY)
+        return NULL;
+    json_t *o = json_pack("{s:s}", "id", e->element[0]->str);
+    const redisReply *f = e->element[1];
+    for (size_t i = 0; o && i + 1 < f->elements; i += 2)
+        if (f->element[i]->type == REDIS_REPLY_STRING &&
+            f->element[i + 1]->type == REDIS_REPLY_STRING)
+            json_object_set_new(o, f->element[i]->str, json_string(f->element[i + 1]->str));
+    return o;
+}
+
+/* A Stream id answered (a string) as JSON, or null. */
+static json_t *id_or_null(const redisReply *v)
+{
+    return v != NULL && v->type == REDIS_REPLY_STRING ? json_string(v->str) : json_null();
+}
+
+lease_code_t lease_valkey_audit_read(lease_valkey_t *v, const char *after, int count,
+                                     char **page_json, char *err, size_t errlen)
+{
+    *page_json = NULL;
+    json_t *q = json_object();
+    if (after != NULL && after[0] != '\0')
+        json_object_set_new(q, "after", json_string(after));
+    if (count > 0)
+        json_object_set_new(q, "count", json_integer(count));
+    redisReply *r = NULL;
+    lease_code_t called = admin_json_call(v, "leased_v1_audit_read", q, &r, err, errlen);
+    if (called != LEASE_INSPECTED)
+        return called;
+    const redisReply *entries = valkey_field(r, "entries");
+    json_t *list = json_array();
+    bool ok = entries != NULL && entries->type == REDIS_REPLY_ARRAY;
+    for (size_t i = 0; ok && i < entries->elements; i++) {
+        json_t *e = audit_entry(entries->element[i]);
+        ok = e != NULL && json_array_append_new(list, e) == 0;
+    }
+    json_t *page = json_pack("{s:o, s:o, s:o}", "entries", list, "cursor",
+                             id_or_null(valkey_field(r, "cursor")), "first",
+                             id_or_null(valkey_field(r, "first")));
+    freeReplyObject(r);
+    if (ok && page != NULL)
+        *page_json = json_dumps(page, JSON_COMPACT);
+    json_decref(page);
+    if (*page_json == NULL) {
+        set_err(err, errlen, "leased_v1_audit_read: unreadable answer");
+        return LEASE_BACKEND_UNAVAILABLE;
+    }
+    return LEASE_INSPECTED;
+}
+
+lease_code_t lease_valkey_audit_ack(lease_valkey_t *v, const char *id, long long *trimmed,
+                                    char *err, size_t errlen)
+{
+    *trimmed = 0;
+    redisReply *r = NULL;
+    lease_code_t called = admin_json_call(v, "leased_v1_audit_ack",
+                                          json_pack("{s:s}", "id", id ? id : ""), &r, err, errlen);
+    if (called != LEASE_INSPECTED)
+        return called;
+    bool ok = valkey_int_field(r, "trimmed", trimmed);
+    freeReplyObject(r);
+    if (!ok) {
+        set_err(err, errlen, "leased_v1_audit_ack: unreadable answer");
+        return LEASE_BACKEND_UNAVAILABLE;
+    }
+    return LEASE_INSPECTED;
 }

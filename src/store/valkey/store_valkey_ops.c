@@ -3,15 +3,16 @@
  * lease_store_ops vtable over the lease_valkey_* calls (store_valkey.c), and
  * store URLs (redis://, valkey://).
  *
- * What the function library does not decide yet answers a typed refusal,
- * never a silent degrade (docs/backends.md, "What needs PostgreSQL"):
- * fenced_commit and the old sweep are lease_backend_unavailable and say so
- * in the log once. Audit events go to the namespace's Stream (the
- * functions append those of the mutations themselves). Housekeeping: the
- * namespace step checks the incarnation (health); retention is the server's
- * own (PEXPIRE on idempotency and history records), so the purge step has
- * nothing to delete; expired leases move to history when the identity is
- * next taken, so the expire step moves none.
+ * What the function library does not decide answers a typed refusal,
+ * never a silent degrade (docs/backends.md, "What needs PostgreSQL"): a
+ * fenced commit with publications (the outbox) and the old sweep are
+ * lease_backend_unavailable and say so in the log once. Audit events go to
+ * the namespace's Stream (the functions append those of the mutations
+ * themselves). Housekeeping: the namespace step checks the incarnation
+ * (health); the expire step moves leases nobody took into history
+ * (leased_v1_expire_due); retention is the server's own (PEXPIRE on
+ * idempotency and history records), so the purge step has nothing to
+ * delete.
  */
 #include <stdatomic.h>
 #include <stdio.h>
@@ -27,7 +28,7 @@ typedef struct store_valkey {
     atomic_uint_fast64_t outcome_unknown;
     atomic_uint_fast64_t backend_errors;
     atomic_uint_fast64_t sealed_refusals;
-    atomic_int warned_commit;
+    atomic_int warned_outbox;
     atomic_int warned_sweep;
 } store_valkey_t;
 
@@ -107,14 +108,21 @@ static void warn_once(atomic_int *flag, const char *what)
                  what);
 }
 
+/* Documents are decided by leased_v1_fenced_commit; publications need the
+ * outbox and relay of PostgreSQL: such a commit is refused whole before
+ * anything is sent, so none of its documents is written either. */
 static lease_code_t v_fenced_commit(lease_store_t *s, const lease_commit_req_t *req,
                                     lease_commit_result_t *res)
 {
-    (void)req;
-    memset(res, 0, sizeof *res);
-    warn_once(&impl(s)->warned_commit, "a fenced commit (documents, outbox)");
-    res->code = LEASE_BACKEND_UNAVAILABLE;
-    return seen(s, res->code, NULL);
+    for (size_t i = 0; i < req->n_writes && i < LEASE_COMMIT_WRITES_MAX; i++) {
+        if (req->writes[i].kind == LEASE_WRITE_PUBLICATION) {
+            memset(res, 0, sizeof *res);
+            warn_once(&impl(s)->warned_outbox, "a fenced commit's publications (the outbox)");
+            res->code = LEASE_BACKEND_UNAVAILABLE;
+            return seen(s, res->code, NULL);
+        }
+    }
+    return seen(s, lease_valkey_fenced_commit(impl(s)->v, req, res), NULL);
 }
 
 static lease_code_t v_sweep(lease_store_t *s, int batch, const lease_deadline_t *deadline,
@@ -139,8 +147,6 @@ static lease_code_t v_housekeep(lease_store_t *s, lease_housekeeping_step_t step
                                 int64_t grace_ms, const lease_deadline_t *deadline,
                                 lease_housekeeping_result_t *res)
 {
-    (void)batch;
-    (void)grace_ms;
     memset(res, 0, sizeof *res);
     if (step == LEASE_STEP_NAMESPACE) {
         /* the incarnation check, read-only: a restart or promotion is
@@ -154,9 +160,11 @@ static lease_code_t v_housekeep(lease_store_t *s, lease_housekeeping_step_t step
             return seen(s, LEASE_BACKEND_UNAVAILABLE, "namespace_sealed");
         return LEASE_INSPECTED;
     }
+    if (step == LEASE_STEP_EXPIRE)
+        /* leases nobody takes: to history once expired grace_ms ago */
+        return seen(s, lease_valkey_expire_due(impl(s)->v, batch, grace_ms, deadline, res), NULL);
     /* purge: the server expires idempotency and history records itself
-     * (PEXPIRE); expire: an expired lease moves to history when its
-     * identity is next taken (no sweep of leases nobody takes yet) */
+     * (PEXPIRE) */
     res->ran = true;
     return LEASE_INSPECTED;
 }
@@ -307,7 +315,8 @@ bool lease_valkey_url_parse(const char *url, lease_valkey_url_t *out, char *err,
         const char *colon = memchr(rest, ':', userinfo);
         size_t ulen = colon ? (size_t)(colon - rest) : userinfo;
         if (!colon) {
-            snprintf(err, errlen, "the store URL's user needs a password (redis://USER:PASSWORD@HOST)");
+            snprintf(err, errlen,
+                     "the store URL's user needs a password (redis://USER:PASSWORD@HOST)");
             return false;
         }
         if (!pct_decode(rest, ulen, out->user, sizeof out->user) ||

@@ -133,12 +133,21 @@ char *valkey_encode_acquire(const lease_acquire_req_t *req)
     return finish(o);
 }
 
+/* The members of every request that names a lease: the call, the
+ * identity, the lease id and its token. */
+static json_t *lease_ref_json(const lease_call_t *call, const lease_identity_t *identity,
+                              const char *lease_id, int64_t fencing_token)
+{
+    json_t *o = call_json(call);
+    json_object_set_new(o, "lock_identity", identity_json(identity));
+    put_str(o, "lease_id", lease_id);
+    json_object_set_new(o, "fencing_token", json_integer(fencing_token));
+    return o;
+}
+
 static json_t *owner_json(const lease_owner_req_t *req, bool renew)
 {
-    json_t *o = call_json(&req->call);
-    json_object_set_new(o, "lock_identity", identity_json(&req->identity));
-    put_str(o, "lease_id", req->lease_id);
-    json_object_set_new(o, "fencing_token", json_integer(req->fencing_token));
+    json_t *o = lease_ref_json(&req->call, &req->identity, req->lease_id, req->fencing_token);
     put_str(o, "service_instance_id", req->service_instance_id);
     if (renew && req->ttl_ms != 0)
         json_object_set_new(o, "ttl_ms", json_integer(req->ttl_ms));
@@ -162,12 +171,34 @@ char *valkey_encode_owner_many(const lease_owner_req_t *reqs, size_t n, bool ren
 
 char *valkey_encode_admin(const lease_admin_req_t *req)
 {
-    json_t *o = call_json(&req->call);
-    json_object_set_new(o, "lock_identity", identity_json(&req->identity));
-    put_str(o, "lease_id", req->lease_id);
-    json_object_set_new(o, "fencing_token", json_integer(req->fencing_token));
+    json_t *o = lease_ref_json(&req->call, &req->identity, req->lease_id, req->fencing_token);
     put_str(o, "reason", req->reason);
     put_opt(o, "incident_id", req->incident_id);
+    return finish(o);
+}
+
+char *valkey_encode_commit(const lease_commit_req_t *req)
+{
+    json_t *o = lease_ref_json(&req->call, &req->identity, req->lease_id, req->fencing_token);
+    put_str(o, "execution_id", req->execution_id);
+    put_opt(o, "trace_id", req->trace_id);
+    json_t *writes = json_array();
+    json_object_set_new(o, "writes", writes);
+    for (size_t i = 0; i < req->n_writes && i < LEASE_COMMIT_WRITES_MAX; i++) {
+        const lease_write_t *w = &req->writes[i];
+        bool doc = w->kind == LEASE_WRITE_DOCUMENT;
+        if ((!doc && w->kind != LEASE_WRITE_PUBLICATION) || w->json == NULL) {
+            json_decref(o);
+            return NULL;
+        }
+        json_t *x = json_object();
+        put_str(x, "kind", doc ? "document" : "publication");
+        put_str(x, doc ? "key" : "topic", w->key);
+        if (doc)
+            json_object_set_new(x, "expected_revision", json_integer(w->expected_revision));
+        put_str(x, doc ? "body_json" : "payload_json", w->json);
+        json_array_append_new(writes, x);
+    }
     return finish(o);
 }
 
@@ -379,6 +410,35 @@ lease_code_t valkey_decode_list(const redisReply *reply, lease_list_result_t *re
         res->count++;
     }
     return c;
+}
+
+bool valkey_decode_commit(const redisReply *reply, size_t n_writes, lease_commit_result_t *res)
+{
+    memset(res, 0, sizeof *res);
+    const redisReply *code = valkey_field(reply, "code");
+    if (code == NULL || code->type != REDIS_REPLY_STRING ||
+        !lease_code_parse(code->str, &res->code))
+        return false;
+    if (!STR(reply, "field", res->field) ||
+        !copy_int(reply, "retry_after_ms", &res->retry_after_ms) ||
+        !copy_int(reply, "current_revision", &res->current_revision))
+        return false;
+    long long replayed = 0;
+    res->replayed = valkey_int_field(reply, "replayed", &replayed) && replayed == 1;
+    if (res->code != LEASE_COMMIT_ACCEPTED)
+        return true;
+    const redisReply *results = valkey_field(reply, "results");
+    if (results == NULL || results->type != REDIS_REPLY_ARRAY || results->elements != n_writes ||
+        n_writes > LEASE_COMMIT_WRITES_MAX)
+        return false;
+    for (size_t i = 0; i < n_writes; i++) {
+        long long revision = 0;
+        if (!valkey_int_field(results->element[i], "revision", &revision) || revision < 1)
+            return false;
+        res->revisions[i] = revision;
+    }
+    res->n_writes = n_writes;
+    return true;
 }
 
 /* An array of strings: each is handed to each(); false when not strings. */

@@ -19,6 +19,11 @@ char *valkey_encode_owner_many(const lease_owner_req_t *reqs, size_t n, bool ren
 char *valkey_encode_admin(const lease_admin_req_t *req);
 char *valkey_encode_inspect(const lease_inspect_req_t *req);
 char *valkey_encode_list(const lease_list_req_t *req);
+/* A fenced commit: the lease reference, execution and trace, and each
+ * write with its body or payload as JSON text ("body_json",
+ * "payload_json": stored byte for byte). NULL also when a write's kind is
+ * unknown. */
+char *valkey_encode_commit(const lease_commit_req_t *req);
 /* Audit events: {"events": [{field: value, ...}, ...]}, the fields of the
  * audit Stream (docs/backends.md), empty ones left out. */
 char *valkey_encode_audit(const lease_audit_event_t *events, size_t n);
@@ -43,6 +48,12 @@ bool valkey_decode_many(const redisReply *reply, size_t n, lease_result_t *resul
 /* A list's answer into res (leases on the heap: lease_list_result_free).
  * Returns its code, or LEASE_CODE_COUNT when malformed (res freed). */
 lease_code_t valkey_decode_list(const redisReply *reply, lease_list_result_t *res);
+
+/* A fenced commit's answer into res: its code, and for commit_accepted one
+ * revision per write (n_writes of them), for write_conflict the field and
+ * current_revision. False when malformed (also when the results do not
+ * match the writes). */
+bool valkey_decode_commit(const redisReply *reply, size_t n_writes, lease_commit_result_t *res);
 
 /* credential_lookup's answer: {"found", 0}, or the row (its secret's
  * digest included: the caller wipes it). False when malformed. */
