@@ -23,11 +23,11 @@ type HoldOptions struct {
 	Metadata          map[string]any
 	Margin            time.Duration // 0: G/10 clamped to [100 ms, 5 s]
 	NoWatch           bool          // renewals alone find a loss (later); renewed per lease
-	// NoSession renews this lease on its own (renew-batch with the
+	// PerLeaseRenewal renews this lease on its own (renew-batch with the
 	// client's other such holds) instead of acquiring it in the client's
 	// session, kept alive by one keep-alive per period (docs/clients.md,
 	// "Sessions"). A hold with NoWatch renews per lease too.
-	NoSession bool
+	PerLeaseRenewal bool
 }
 
 // ErrReleased is Lease.Err() after Release.
@@ -96,7 +96,7 @@ func (c *Client) Hold(ctx context.Context, identity Identity, opts HoldOptions) 
 	// a session's keep-alive says nothing of one lease: a lease ended by
 	// force-release or revoke is seen by its watch; without one the hold
 	// renews per lease, so that its renewal still tells it
-	if opts.NoSession || opts.NoWatch {
+	if opts.PerLeaseRenewal || opts.NoWatch {
 		return c.holdIn(ctx, identity, opts, nil)
 	}
 	g := c.renewals()

@@ -188,10 +188,10 @@ func TestASessionNotKeptAliveExpiresAndItsHoldsAreLost(t *testing.T) {
 	}
 }
 
-func TestNoSessionRenewsPerLease(t *testing.T) {
+func TestPerLeaseRenewalOptsOut(t *testing.T) {
 	s := newSuite(t)
 	renew0, open0 := requestsOf(t, s.srv, "renew"), requestsOf(t, s.srv, "session_open")
-	l, err := s.worker.Hold(ctxFor(t, 10*time.Second), identity(t), HoldOptions{TTL: sessionTTL, NoSession: true})
+	l, err := s.worker.Hold(ctxFor(t, 10*time.Second), identity(t), HoldOptions{TTL: sessionTTL, PerLeaseRenewal: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,6 +203,6 @@ func TestNoSessionRenewsPerLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	if requestsOf(t, s.srv, "renew") == renew0 || requestsOf(t, s.srv, "session_open") != open0 {
-		t.Fatal("NoSession: renewals not per lease, or a session opened")
+		t.Fatal("PerLeaseRenewal: renewals not per lease, or a session opened")
 	}
 }

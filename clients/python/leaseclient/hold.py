@@ -479,11 +479,11 @@ class Hold:
     watcher; leaving stops them and releases the lease. Options: those of
     Client.acquire, plus ``watch`` (default True), ``watch_wait_ms``
     (30 000), ``margin_ms`` (0: the documented G/10 clamped to [100 ms, 5 s]),
-    ``on_lost`` (a callback, run on a background thread) and ``session``
-    (default True: the lease is acquired in the client's session and kept
-    alive by its one keep-alive per period; False renews it per lease, as
-    does a hold without a watch, or one whose service keeps no sessions:
-    docs/clients.md, "Sessions").
+    ``on_lost`` (a callback, run on a background thread) and
+    ``per_lease_renewal`` (default False: the lease is acquired in the
+    client's session and kept alive by its one keep-alive per period; True
+    renews it on its own, as is a hold without a watch, or one whose
+    service keeps no sessions: docs/clients.md, "Sessions").
     """
 
     def __init__(self, client: Calls, identity: Identity, *, ttl_ms: Optional[int] = None,
@@ -494,7 +494,7 @@ class Hold:
                  deadline_ms: Optional[int] = None, watch: bool = True,
                  watch_wait_ms: int = 30000, margin_ms: int = 0,
                  on_lost: Optional[Callable[[HeldLease], None]] = None,
-                 session: bool = True) -> None:
+                 per_lease_renewal: bool = False) -> None:
         self._client = client
         self._identity = identity
         self._ttl_ms = ttl_ms
@@ -511,7 +511,7 @@ class Hold:
         # A session's keep-alive says nothing of one lease: a lease ended by
         # force-release or revoke is seen by its watch. A hold without one
         # renews per lease, so that its renewal still tells it.
-        self._session = session and watch
+        self._session = watch and not per_lease_renewal
         self.held: Optional[HeldLease] = None
 
     def start(self) -> HeldLease:

@@ -147,7 +147,7 @@ def test_opting_out_renews_per_lease(own_leased, tokens, identity):
     c = Client(own_leased.url, tokens["worker"])
     renew0 = requests_of(own_leased, "renew")
     open0 = requests_of(own_leased, "session_open")
-    with c.hold(identity(), ttl_ms=TTL_MS, session=False) as lease:
+    with c.hold(identity(), ttl_ms=TTL_MS, per_lease_renewal=True) as lease:
         time.sleep(TTL_MS / 1000)
         assert lease.renewals >= 1
         assert psql("SELECT coalesce(session_id, 'none') FROM lease.locks "
