@@ -8,6 +8,7 @@ package leaseclient
 
 import (
 	"errors"
+	"os/exec"
 	"testing"
 	"time"
 )
@@ -204,5 +205,43 @@ func TestPerLeaseRenewalOptsOut(t *testing.T) {
 	}
 	if requestsOf(t, s.srv, "renew") == renew0 || requestsOf(t, s.srv, "session_open") != open0 {
 		t.Fatal("PerLeaseRenewal: renewals not per lease, or a session opened")
+	}
+}
+
+// The service ends the session early (its expiry moved to now in the
+// database, as a clock jump or an operator would): the client believes it
+// alive until its next keep-alive, answered lease_lost, and every hold of
+// the session is lost at once.
+func TestASessionTheServiceExpiredIsToldByTheKeepalive(t *testing.T) {
+	s := newSuite(t)
+	var leases []*HeldLease
+	for i := 0; i < 3; i++ {
+		l, err := s.worker.Hold(ctxFor(t, 10*time.Second), identity(t), HoldOptions{TTL: sessionTTL})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Release()
+		leases = append(leases, l)
+	}
+	g := s.worker.renewals()
+	g.mu.Lock()
+	sid := g.session.id
+	g.mu.Unlock()
+	out, err := exec.Command("psql", "-X", "-A", "-t", "-v", "ON_ERROR_STOP=1", s.db.ownerURL, "-c",
+		"UPDATE lease.sessions SET expires_at = now() WHERE session_id = '"+sid+"'").CombinedOutput()
+	if err != nil {
+		t.Fatalf("psql: %v: %s", err, out)
+	}
+	for _, l := range leases {
+		select {
+		case <-l.Context().Done():
+		case <-time.After(sessionTTL):
+			t.Fatal("a hold outlived its expired session")
+		}
+		var lost *LostError
+		if !errors.As(l.Err(), &lost) || lost.Reason != "lost" || !errors.Is(l.Err(), ErrLeaseLost) {
+			t.Fatalf("expired session: %v", l.Err())
+		}
+		t.Logf("session expired by the service: %v", l.Err())
 	}
 }

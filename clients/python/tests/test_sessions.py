@@ -155,3 +155,24 @@ def test_opting_out_renews_per_lease(own_leased, tokens, identity):
     assert requests_of(own_leased, "renew") > renew0
     assert requests_of(own_leased, "session_open") == open0
     assert c._renewal_group().session is None
+
+
+def test_a_session_the_service_expired_is_told_by_the_keepalive(own_leased, tokens, identity):
+    """The service ends the session early (its expiry moved to now in the
+    database, as a clock jump or an operator would): the client still
+    believes it alive until its next keep-alive, which is answered
+    lease_lost, and every hold of the session is lost at once."""
+    c = Client(own_leased.url, tokens["worker"])
+    holds = [c.hold(identity(), ttl_ms=TTL_MS) for _ in range(3)]
+    leases = [h.start() for h in holds]
+    group = c._renewal_group()
+    sid = group.session.session_id
+    kept = group.keepalives
+    psql(f"UPDATE lease.sessions SET expires_at = now() WHERE session_id = '{sid}'")
+    for x in leases:
+        assert x.lost.wait(TTL_MS / 1000), "a hold outlived its expired session"
+        assert (x.reason, x.code) == ("lost", "lease_lost")
+        print(f"\nsession expired by the service: hold lost ({x.detail})")
+    assert group.keepalives == kept
+    for h in holds:
+        h.__exit__(None, None, None)
