@@ -75,6 +75,10 @@ type call struct {
 	requestID    string         // mutations: resend until a typed answer
 	firstSent    *time.Time     // the request value's, kept across calls
 	timeout      time.Duration  // used when ctx has no deadline
+	// byValue: a write idempotent by value (a session's keep-alive), resent
+	// like a mutation when its answer is lost, with no request id (the
+	// route takes none)
+	byValue bool
 }
 
 // envelope is every answer's shape.
@@ -94,7 +98,10 @@ type envelope struct {
 	Leases          []LeaseRecord     `json:"leases"`
 	NextPageToken   string            `json:"next_page_token"`
 	Commit          *commitEnvelope   `json:"commit"`
-	Results         []json.RawMessage `json:"results"` // renew-batch, release-batch
+	Results         []json.RawMessage `json:"results"`      // renew-batch, release-batch
+	Session         *SessionRecord    `json:"session"`      // sessions
+	LeasesEnded     *int64            `json:"leases_ended"` // session close
+	More            *bool             `json:"more"`         // session close
 }
 
 type commitEnvelope struct {
@@ -150,7 +157,7 @@ func (c *Client) exchange(ctx context.Context, k call) (envelope, Answer, error)
 		ctx, cancel = context.WithTimeout(ctx, t)
 		defer cancel()
 	}
-	mutation := k.requestID != ""
+	mutation := k.requestID != "" || k.byValue
 	everSent := k.firstSent != nil && !k.firstSent.IsZero()
 	var lastErr error
 	backoff := 50 * time.Millisecond
@@ -276,7 +283,7 @@ func (c *Client) giveUp(k call, everSent bool, ctxErr, cause error) error {
 	if cause == nil {
 		cause = ctxErr
 	}
-	if k.requestID != "" && everSent {
+	if (k.requestID != "" || k.byValue) && everSent {
 		return &Error{Code: CodeLeaseOutcomeUnknown, ClientMade: true, RequestID: k.requestID,
 			Retryable: true, Err: cause,
 			Message: "no answer after the request was sent; it may have happened"}
@@ -351,6 +358,9 @@ func (c *Client) Acquire(ctx context.Context, r *AcquireRequest) (*LeaseAnswer, 
 	}
 	if r.Metadata != nil {
 		body["metadata"] = r.Metadata
+	}
+	if r.SessionID != "" {
+		body["session_id"] = r.SessionID
 	}
 	timeout := DefaultTimeout + r.Wait
 	if timeout > 30*time.Second {

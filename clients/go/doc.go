@@ -1,7 +1,9 @@
 // Package leaseclient is the Go client of leased: one method per route of
-// docs/api.md with typed errors, Hold (acquire, renew on the schedule of
-// docs/executor.md, watch for loss, cancel a context the moment the lease
-// is lost, fenced commits, release), and Consumer, which drops duplicate
+// docs/api.md with typed errors, Hold (acquire, keep alive on the schedule
+// of docs/executor.md: by default in the client's one session, one
+// keep-alive per period for all its holds; watch for loss, cancel a
+// context the moment the lease is lost, fenced commits, release), and
+// Consumer, which drops duplicate
 // and stale deliveries of leased-relay messages (docs/relay.md).
 //
 // Standard library only (Go 1.19). The module path is

@@ -22,7 +22,12 @@ type HoldOptions struct {
 	TraceID           string
 	Metadata          map[string]any
 	Margin            time.Duration // 0: G/10 clamped to [100 ms, 5 s]
-	NoWatch           bool          // renewals alone find a loss (later)
+	NoWatch           bool          // renewals alone find a loss (later); renewed per lease
+	// PerLeaseRenewal renews this lease on its own (renew-batch with the
+	// client's other such holds) instead of acquiring it in the client's
+	// session, kept alive by one keep-alive per period (docs/clients.md,
+	// "Sessions"). A hold with NoWatch renews per lease too.
+	PerLeaseRenewal bool
 }
 
 // ErrReleased is Lease.Err() after Release.
@@ -72,6 +77,11 @@ type HeldLease struct {
 	renewals int
 	failures int   // temporary renewal failures in a row
 	lastErr  error // the last of them: why nothing was confirmed
+	// held in a session (nil: renewed alone): its keep-alive moves window,
+	// never past lifetime (the maximum lifetime's window from the acquire)
+	session  *clientSession
+	lifetime *Window
+	capped   bool // in a session: the window is the lifetime's
 }
 
 // Hold acquires identity (waiting up to opts.Wait while another holds it),
@@ -80,11 +90,70 @@ type HeldLease struct {
 // lease's Context() is cancelled the moment the lease is lost; Err() says
 // why.
 func (c *Client) Hold(ctx context.Context, identity Identity, opts HoldOptions) (*HeldLease, error) {
+	if opts.ServiceInstanceID == "" {
+		opts.ServiceInstanceID = hostInstance()
+	}
+	// a session's keep-alive says nothing of one lease: a lease ended by
+	// force-release or revoke is seen by its watch; without one the hold
+	// renews per lease, so that its renewal still tells it
+	if opts.PerLeaseRenewal || opts.NoWatch {
+		return c.holdIn(ctx, identity, opts, nil)
+	}
+	g := c.renewals()
+	key := sessionKey{ttl: opts.TTL, instance: opts.ServiceInstanceID}
+	for attempt := 0; ; attempt++ {
+		s, err := g.sessionFor(ctx, key)
+		if err != nil {
+			return nil, err
+		}
+		if s == nil {
+			return c.holdIn(ctx, identity, opts, nil)
+		}
+		l, err := c.holdIn(ctx, identity, opts, s)
+		g.sessionDone(s)
+		var e *Error
+		switch {
+		case err == nil:
+			return l, nil
+		case errors.As(err, &e) && e.Code == CodeInvalidLeaseRequest && e.Field == "session_id":
+			g.refused() // the service keeps no sessions
+			return c.holdIn(ctx, identity, opts, nil)
+		case errors.Is(err, errSessionGone):
+			// the session ended before the acquire reached it (nothing
+			// was written): its holds are lost; once more in a new one
+			g.sessionLost(s, err)
+			if attempt == 0 {
+				continue
+			}
+			var lost *sessionGone
+			errors.As(err, &lost)
+			return nil, lost.err
+		}
+		return nil, err
+	}
+}
+
+// errSessionGone marks an acquire in a session answered lease_lost.
+var errSessionGone = errors.New("leaseclient: the session is not open")
+
+type sessionGone struct{ err error }
+
+func (e *sessionGone) Error() string        { return e.err.Error() }
+func (e *sessionGone) Unwrap() error        { return e.err }
+func (e *sessionGone) Is(target error) bool { return target == errSessionGone }
+
+func (c *Client) holdIn(ctx context.Context, identity Identity, opts HoldOptions, s *clientSession) (*HeldLease, error) {
 	req := &AcquireRequest{Identity: identity, ServiceInstanceID: opts.ServiceInstanceID,
 		ExecutionID: opts.ExecutionID, JobID: opts.JobID, TraceID: opts.TraceID, TTL: opts.TTL,
 		MaximumLifetime: opts.MaximumLifetime, Wait: opts.Wait, Metadata: opts.Metadata}
+	if s != nil {
+		req.SessionID = s.id
+	}
 	ans, err := c.Acquire(ctx, req)
 	if err != nil {
+		if s != nil && errors.Is(err, ErrLeaseLost) {
+			return nil, &sessionGone{err}
+		}
 		return nil, err
 	}
 	opts.ServiceInstanceID, opts.ExecutionID, opts.TraceID = req.ServiceInstanceID, req.ExecutionID, ans.Lease.TraceID
@@ -92,7 +161,18 @@ func (c *Client) Hold(ctx context.Context, identity Identity, opts HoldOptions) 
 	// the context carries the lease, so that a call cut short by its
 	// cancellation can say the lease ended (ended.go)
 	l.ctx, l.cancel = context.WithCancel(context.WithValue(context.Background(), heldLeaseKey{}, l))
-	l.window = l.plan(Anchor(ans.FirstSent, ans.WaitedMS, ans.Answered), &ans.Lease)
+	start := Anchor(ans.FirstSent, ans.WaitedMS, ans.Answered)
+	l.window = l.plan(start, &ans.Lease)
+	if s != nil {
+		l.session = s
+		if ans.Lease.MaximumLifetimeMS > 0 {
+			lw := Plan(start, time.Duration(ans.Lease.MaximumLifetimeMS)*time.Millisecond, opts.Margin, 0)
+			l.lifetime = &lw
+			if !lw.Expiry.After(l.window.Expiry) {
+				l.window, l.capped = lw, true
+			}
+		}
+	}
 	if !time.Now().Before(l.window.Cancel) {
 		// granted with no authority left (an anchor at the send time of a
 		// long wait): say so rather than run unfenced
@@ -281,6 +361,13 @@ func (l *HeldLease) standing(now time.Time) (standing, time.Time) {
 		return idle, time.Time{}
 	}
 	w := l.window
+	if l.session != nil {
+		// the session's keep-alive moves the window, not a renewal
+		if !now.Before(w.Cancel) {
+			return over, w.Cancel
+		}
+		return idle, w.Cancel
+	}
 	// the maximum lifetime: a renewal cannot extend it
 	renews := !GrantCapped(&l.record) && !w.Renew.After(w.Cancel)
 	next := w.Cancel
@@ -304,6 +391,9 @@ func (l *HeldLease) standing(now time.Time) (standing, time.Time) {
 func (l *HeldLease) cancelPoint() {
 	l.mu.Lock()
 	capped, cause, w := GrantCapped(&l.record), l.lastErr, l.window
+	if l.session != nil {
+		capped = l.capped // a record in a session shows the session's expiry
+	}
 	l.mu.Unlock()
 	if capped {
 		l.lose(&LostError{Reason: "expired"})
@@ -352,6 +442,41 @@ func (l *HeldLease) unconfirmed(w Window, observed error) *LostError {
 	}
 	return &LostError{Reason: "unconfirmed",
 		Cause: errors.New(stalled + "; leased still shows it active, but no renewal was confirmed in time")}
+}
+
+// kept: the session's keep-alive, first sent at firstSent, was
+// confirmed. The window starts there with the session's grant, never past
+// the maximum lifetime; the record shows what the service would answer
+// (the session's expiry, or the lease's own bound when earlier).
+func (l *HeldLease) kept(s *SessionRecord, firstSent time.Time) {
+	w := Plan(firstSent, SessionGrant(s), l.opts.Margin, jitter())
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.ctx.Err() != nil || !w.Expiry.After(l.window.Expiry) {
+		return
+	}
+	if l.lifetime != nil && !w.Expiry.Before(l.lifetime.Expiry) {
+		w, l.capped = *l.lifetime, true
+	}
+	l.record.RenewedAt, l.record.ExpiresAt = s.RenewedAt, s.ExpiresAt
+	if l.record.MaximumLifetimeMS > 0 {
+		own := l.record.AcquiredAt.Add(time.Duration(l.record.MaximumLifetimeMS) * time.Millisecond)
+		if own.Before(s.ExpiresAt) {
+			l.record.ExpiresAt = own
+		}
+	}
+	l.window = w
+	l.renewals++
+	l.failures, l.lastErr = 0, nil
+}
+
+// sessionFailed: the session's keep-alive failed in a way that may pass
+// (retried until the session's cancel point).
+func (l *HeldLease) sessionFailed(err error) {
+	l.mu.Lock()
+	l.failures++
+	l.lastErr = err
+	l.mu.Unlock()
 }
 
 // renewal is one attempt: what was held, its window, and the request.

@@ -77,6 +77,18 @@ func fakeLease(body map[string]any) map[string]any {
 		"service_instance_id": "fake", "execution_id": "exec_fake", "trace_id": strings.Repeat("0", 32)}
 }
 
+// fakeSession is the session of /v1/sessions[/{id}/verb] as leased answers it.
+func fakeSession(path string) map[string]any {
+	id := "session_fake0001"
+	if parts := strings.Split(path, "/"); len(parts) > 3 {
+		id = parts[3]
+	}
+	return map[string]any{"session_id": id, "tenant_id": "tenant-main", "owner_principal_id": "prn_fake",
+		"owner_credential_id": "key_fake", "service_instance_id": "fake", "ttl_ms": fakeTTL.Milliseconds(),
+		"created_at": fakeTime(0), "renewed_at": fakeTime(0), "expires_at": fakeTime(fakeTTL),
+		"state": "open"}
+}
+
 func (s *misbehavingServer) serve(c net.Conn) {
 	defer c.Close()
 	req, err := http.ReadRequest(bufio.NewReader(c))
@@ -97,7 +109,14 @@ func (s *misbehavingServer) serve(c net.Conn) {
 		fmt.Fprintf(c, "HTTP/1.1 %d X\r\nContent-Type: application/json\r\nContent-Length: %d\r\n"+
 			"Connection: close\r\n\r\n%s", status, len(b), b)
 	}
-	switch s.rule(req.Method, req.URL.Path) {
+	how := s.rule(req.Method, req.URL.Path)
+	if how == "refuse_session_acquire" {
+		how = ""
+		if _, named := body["session_id"]; named {
+			how = "sessions_refused"
+		}
+	}
+	switch how {
 	case "slow_head":
 		time.Sleep(120 * time.Second)
 	case "slow_body":
@@ -142,6 +161,22 @@ func (s *misbehavingServer) serve(c net.Conn) {
 	case "lease_lost":
 		send(409, map[string]any{"status": "error", "code": "lease_lost", "msg": "lease lost",
 			"correlation_id": "corr_fake"})
+	case "session_closed": // a keep-alive's success naming the session closed
+		fs := fakeSession(req.URL.Path)
+		fs["state"] = "closed"
+		send(200, map[string]any{"status": "success", "code": "lease_renewed", "session": fs})
+	case "wrong_session_types":
+		fs := fakeSession(req.URL.Path)
+		fs["session_id"], fs["ttl_ms"], fs["expires_at"], fs["state"] = 17, "3000", 12, []string{"open"}
+		send(200, map[string]any{"status": "success", "code": "lease_renewed", "session": fs})
+	case "lease_instead_of_session": // a success with a lease where the session belongs
+		send(200, map[string]any{"status": "success", "code": "lease_renewed", "lease": fakeLease(body)})
+	case "sessions_refused": // leased on Valkey (src/protocol/store.c)
+		send(400, map[string]any{"status": "error", "code": "invalid_lease_request",
+			"field": "session_id", "msg": "sessions need the PostgreSQL backend"})
+	case "bare_503": // a proxy's page: no typed envelope
+		io.WriteString(c, "HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/html\r\n"+
+			"Content-Length: 11\r\nConnection: close\r\n\r\nunavailable")
 	case "reset":
 		c.(*net.TCPConn).SetLinger(0) // close sends RST, the request read whole
 	default: // as leased
@@ -149,9 +184,15 @@ func (s *misbehavingServer) serve(c net.Conn) {
 			time.Sleep(30 * time.Second)
 		}
 		code := map[string]string{"acquire": "lease_acquired", "renew": "lease_renewed",
-			"release": "lease_released"}[req.URL.Path[strings.LastIndex(req.URL.Path, "/")+1:]]
+			"release": "lease_released", "sessions": "lease_acquired", "keepalive": "lease_renewed",
+			"close": "lease_released"}[req.URL.Path[strings.LastIndex(req.URL.Path, "/")+1:]]
 		if code == "" {
 			code = "lease_inspected"
+		}
+		if strings.HasPrefix(req.URL.Path, "/v1/sessions") {
+			send(200, map[string]any{"status": "success", "code": code, "session": fakeSession(req.URL.Path),
+				"leases_ended": 0, "more": false})
+			return
 		}
 		send(200, map[string]any{"status": "success", "code": code, "lease": fakeLease(body)})
 	}

@@ -19,6 +19,10 @@ package leaseclient
 // one by one at once; a leased without the route (400 naming "method", or
 // 404) one by one from then on. A lone due renewal is a plain
 // /v1/leases/renew.
+//
+// By default the holds acquire their leases in the client's one session
+// instead, and this goroutine sends one keep-alive per period for all of
+// them (session_keeper.go).
 
 import (
 	"context"
@@ -35,6 +39,12 @@ type renewalGroup struct {
 	wake     chan struct{} // a hold joined
 	oneByOne bool          // the service has no renew-batch route
 	batches  int           // renew-batch calls made (tests)
+	// the holds' session (session_keeper.go), opened one at a time
+	openMu          sync.Mutex
+	session         *clientSession
+	sessionsRefused bool // the service keeps none: per lease from then on
+	keepalives      int  // keep-alives confirmed (tests)
+	pauseKeepalives bool // tests: a frozen keep-alive (the session expires)
 }
 
 func (c *Client) renewals() *renewalGroup {
@@ -48,12 +58,21 @@ func (c *Client) renewals() *renewalGroup {
 func (g *renewalGroup) join(l *HeldLease) {
 	g.mu.Lock()
 	g.members[l] = struct{}{}
-	start := !g.running
-	g.running = true
+	g.kickLocked()
 	g.mu.Unlock()
-	if start {
+	g.poke()
+}
+
+// kickLocked starts the goroutine when none runs (g.mu held).
+func (g *renewalGroup) kickLocked() {
+	if !g.running {
+		g.running = true
 		go g.loop()
 	}
+}
+
+// poke wakes the goroutine to look again.
+func (g *renewalGroup) poke() {
 	select {
 	case g.wake <- struct{}{}:
 	default:
@@ -84,7 +103,9 @@ const (
 func (g *renewalGroup) loop() {
 	for {
 		g.mu.Lock()
-		if len(g.members) == 0 {
+		s := g.session
+		kept := s != nil && !s.ended && (s.users > 0 || len(g.membersOf(s)) > 0)
+		if len(g.members) == 0 && !kept {
 			g.running = false
 			g.mu.Unlock()
 			return
@@ -106,9 +127,32 @@ func (g *renewalGroup) loop() {
 				next = at
 			}
 		}
+		var keep *clientSession
+		if kept {
+			switch {
+			case !now.Before(s.window.Cancel):
+				s.ended = true // unconfirmed: its holds are over at their own points
+			case !now.Before(s.nextAt) && !g.pauseKeepalives:
+				keep = s
+			case g.pauseKeepalives:
+				if s.window.Cancel.Before(next) {
+					next = s.window.Cancel
+				}
+			default:
+				if s.nextAt.Before(next) {
+					next = s.nextAt
+				}
+			}
+		}
 		oneByOne := g.oneByOne
 		g.mu.Unlock()
+		if keep != nil {
+			g.keepalive(keep)
+		}
 		if len(overs) == 0 && len(dues) == 0 {
+			if keep != nil {
+				continue
+			}
 			timer := time.NewTimer(time.Until(next))
 			select {
 			case <-timer.C:

@@ -130,7 +130,10 @@ type AcquireRequest struct {
 	MaximumLifetime   time.Duration
 	Wait              time.Duration // retry a conflict for up to this long (wait_ms)
 	Metadata          map[string]any
-	firstSent         time.Time
+	// SessionID acquires the lease in that session (SessionOpen), which
+	// keeps it alive: lease_lost when it is not open and the caller's
+	SessionID string
+	firstSent time.Time
 }
 
 // OwnerRequest: renew and release of a held lease.

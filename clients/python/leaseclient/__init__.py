@@ -37,7 +37,8 @@ from .errors import (
 )
 from .hold import HeldLease, Hold
 from .transport import MAX_ANSWER_BYTES
-from .types import CommitResult, Identity, Lease, LeaseRecord, Page, document, publication
+from .types import (CommitResult, Identity, Lease, LeaseRecord, Page, SessionRecord, document,
+                    publication)
 
 __version__ = "0.1.0"
 
@@ -51,6 +52,6 @@ __all__ = [
     "LeaseRecord",
     "LeaseConflict", "LeaseError", "LeaseLost", "LeaseNotFound", "MAX_ANSWER_BYTES", "OutcomeUnknown",
     "Page",
-    "RateLimited", "Verdict", "WriteConflict", "document", "new_id", "new_trace_id",
+    "RateLimited", "SessionRecord", "Verdict", "WriteConflict", "document", "new_id", "new_trace_id",
     "parse_delivery", "publication",
 ]

@@ -17,7 +17,7 @@ from typing import (Any, Dict, Iterator, List, Mapping, Optional, Protocol, Sequ
 from .errors import (ERRORS_BY_CODE, SUCCESS_CODES, InvalidLeaseRequest, LeaseError,
                      OutcomeUnknown, error_from_envelope)
 from .transport import Abort, Answer, Transport
-from .types import CommitResult, Identity, IdentityLike, LeaseRecord, Page
+from .types import CommitResult, Identity, IdentityLike, LeaseRecord, Page, SessionRecord
 
 BATCH_MAX = 100  # renew-batch and release-batch take 1 to 100 items
 
@@ -107,14 +107,18 @@ class Calls:
     def _call(self, method: str, path: str, body: Optional[Dict[str, Any]], *, mutation: bool,
               request_id: Optional[str], deadline_ms: Optional[int],
               deadline_at: Optional[datetime.datetime], default_deadline_ms: int = DEFAULT_DEADLINE_MS,
-              abort: Optional[Abort] = None, batch: bool = False) -> Answer:
+              abort: Optional[Abort] = None, batch: bool = False,
+              by_value: bool = False) -> Answer:
+        """One route's exchange. ``by_value``: a write idempotent by value (a
+        session's keep-alive): resent like a mutation when its answer is
+        lost, but without a request id (the route takes none)."""
         if deadline_ms is not None and deadline_at is not None:
             raise InvalidLeaseRequest("deadline_ms and deadline_at exclude each other",
                                       field="deadline_ms")
         if deadline_ms is not None and (isinstance(deadline_ms, bool) or
                                         not isinstance(deadline_ms, int) or deadline_ms < 1):
             raise InvalidLeaseRequest("deadline_ms must be an integer >= 1", field="deadline_ms")
-        if mutation and not batch:  # a batch's items carry their own request ids
+        if mutation and not batch and not by_value:  # a batch's items carry their own ids
             request_id = request_id or new_id("req_")
             if not (1 <= len(request_id) <= 128):
                 raise InvalidLeaseRequest("request_id must have 1..128 characters",
@@ -128,7 +132,7 @@ class Calls:
         data: Optional[bytes] = None
         if body is not None:
             body = dict(body)
-            if mutation and not batch:
+            if mutation and not batch and not by_value:
                 body["request_id"] = request_id
             if deadline_at is not None:
                 body["deadline_at"] = _rfc3339(deadline_at)
@@ -164,22 +168,25 @@ class Calls:
                 job_id: Optional[str] = None, trace_id: Optional[str] = None,
                 metadata: Optional[Mapping[str, Any]] = None, request_id: Optional[str] = None,
                 deadline_ms: Optional[int] = None,
-                deadline_at: Optional[datetime.datetime] = None) -> LeaseRecord:
+                deadline_at: Optional[datetime.datetime] = None,
+                session_id: Optional[str] = None) -> LeaseRecord:
         """Acquires the lease of ``identity``; with ``wait_ms`` the service retries a
-        conflict up to that long. Raises LeaseConflict when it stays held."""
+        conflict up to that long. Raises LeaseConflict when it stays held.
+        ``session_id``: acquired in that session (session_open), which keeps
+        it alive; LeaseLost when the session is not open and this caller's."""
         return self._acquire(identity, ttl_ms=ttl_ms, wait_ms=wait_ms,
                              maximum_lifetime_ms=maximum_lifetime_ms,
                              service_instance_id=service_instance_id, execution_id=execution_id,
                              job_id=job_id, trace_id=trace_id, metadata=metadata,
                              request_id=request_id, deadline_ms=deadline_ms,
-                             deadline_at=deadline_at)[0]
+                             deadline_at=deadline_at, session_id=session_id)[0]
 
     def _acquire(self, identity: IdentityLike, *, ttl_ms: Optional[int], wait_ms: int,
                  maximum_lifetime_ms: Optional[int], service_instance_id: Optional[str],
                  execution_id: Optional[str], job_id: Optional[str], trace_id: Optional[str],
                  metadata: Optional[Mapping[str, Any]], request_id: Optional[str],
-                 deadline_ms: Optional[int], deadline_at: Optional[datetime.datetime]
-                 ) -> "tuple[LeaseRecord, Answer]":
+                 deadline_ms: Optional[int], deadline_at: Optional[datetime.datetime],
+                 session_id: Optional[str] = None) -> "tuple[LeaseRecord, Answer]":
         request_id = request_id or new_id("req_")
         # defaults derived from the request id, so that repeating it (to
         # resolve an unknown outcome) sends the same inputs
@@ -200,6 +207,8 @@ class Calls:
             body["wait_ms"] = wait_ms
         if metadata is not None:
             body["metadata"] = dict(metadata)
+        if session_id is not None:
+            body["session_id"] = session_id
         default = min(DEFAULT_DEADLINE_MS + max(wait_ms, 0), ACQUIRE_DEADLINE_CAP_MS)
         answer = self._call("POST", "/v1/leases/acquire", body, mutation=True,
                             request_id=request_id, deadline_ms=deadline_ms,
@@ -357,6 +366,72 @@ class Calls:
                             if isinstance(answer.envelope.get("correlation_id"), str) else None)
 
     # ------------------------------------------------------------------
+    # sessions (docs/api.md, "Sessions"; PostgreSQL backend only: another
+    # answers InvalidLeaseRequest with field "session_id")
+
+    def session_open(self, *, ttl_ms: Optional[int] = None,
+                     service_instance_id: Optional[str] = None,
+                     request_id: Optional[str] = None, deadline_ms: Optional[int] = None,
+                     deadline_at: Optional[datetime.datetime] = None) -> SessionRecord:
+        """``POST /v1/sessions``: opens a session of this credential (TTL
+        ``ttl_ms``, or the service's default). Acquire with its ``session_id``
+        and one ``session_keepalive`` keeps every lease in it alive."""
+        return self._session_open(ttl_ms=ttl_ms, service_instance_id=service_instance_id,
+                                  request_id=request_id, deadline_ms=deadline_ms,
+                                  deadline_at=deadline_at)[0]
+
+    def _session_open(self, *, ttl_ms: Optional[int], service_instance_id: Optional[str],
+                      request_id: Optional[str], deadline_ms: Optional[int],
+                      deadline_at: Optional[datetime.datetime]
+                      ) -> "tuple[SessionRecord, Answer]":
+        body: Dict[str, Any] = {
+            "service_instance_id": service_instance_id or self.service_instance_id}
+        if ttl_ms is not None:
+            body["ttl_ms"] = ttl_ms
+        answer = self._call("POST", "/v1/sessions", body, mutation=True, request_id=request_id,
+                            deadline_ms=deadline_ms, deadline_at=deadline_at)
+        return self._session(answer), answer
+
+    def session_keepalive(self, session_id: str, *, deadline_ms: Optional[int] = None,
+                          deadline_at: Optional[datetime.datetime] = None) -> SessionRecord:
+        """``POST /v1/sessions/{session_id}/keepalive``: extends the session,
+        and so every lease in it, to the service's now plus its TTL.
+        LeaseLost when it is closed, expired, unknown or another's. It takes
+        no request id (repeating it extends again): a lost answer is resent
+        until the deadline, then OutcomeUnknown."""
+        return self._session_keepalive(session_id, deadline_ms=deadline_ms,
+                                       deadline_at=deadline_at)[0]
+
+    def _session_keepalive(self, session_id: str, *, deadline_ms: Optional[int],
+                           deadline_at: Optional[datetime.datetime] = None,
+                           abort: Optional[Abort] = None) -> "tuple[SessionRecord, Answer]":
+        answer = self._call("POST", _session_path(session_id, "keepalive"), {}, mutation=True,
+                            request_id=None, deadline_ms=deadline_ms, deadline_at=deadline_at,
+                            abort=abort, by_value=True)
+        return self._session(answer), answer
+
+    def session_close(self, session_id: str, *, request_id: Optional[str] = None,
+                      deadline_ms: Optional[int] = None,
+                      deadline_at: Optional[datetime.datetime] = None) -> SessionRecord:
+        """``POST /v1/sessions/{session_id}/close``: ends the session and every
+        lease in it (``leases_ended`` of them now, ``more`` when the sweeper
+        ends the rest). Idempotent by request id."""
+        answer = self._call("POST", _session_path(session_id, "close"), {}, mutation=True,
+                            request_id=request_id, deadline_ms=deadline_ms,
+                            deadline_at=deadline_at)
+        return self._session(answer)
+
+    @staticmethod
+    def _session(answer: Answer) -> SessionRecord:
+        try:
+            return SessionRecord.from_json(answer.envelope.get("session"), answer.envelope,
+                                           answer.request_id)
+        except (KeyError, TypeError, ValueError, AttributeError) as e:
+            # "success" without a readable session: it may have happened
+            raise OutcomeUnknown(f"unreadable session in a success answer: {e}",
+                                 request_id=answer.request_id) from e
+
+    # ------------------------------------------------------------------
     # administrators
 
     def force_release(self, lease: LeaseLike, *, reason: str, request_id: Optional[str] = None,
@@ -448,6 +523,12 @@ class Calls:
     def _held_body(lease: LeaseRecord) -> Dict[str, Any]:
         return {"lock_identity": lease.identity.to_json(), "lease_id": lease.lease_id,
                 "fencing_token": lease.fencing_token}
+
+
+def _session_path(session_id: str, verb: str) -> str:
+    if not isinstance(session_id, str) or not 1 <= len(session_id) <= 128:
+        raise InvalidLeaseRequest("session_id must have 1..128 characters", field="session_id")
+    return "/v1/sessions/" + urllib.parse.quote(session_id, safe="") + "/" + verb
 
 
 def _lease_path(lease_id: str) -> str:

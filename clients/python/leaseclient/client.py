@@ -32,8 +32,10 @@ class Client(Calls):
     def hold(self, identity: IdentityLike, *, ttl_ms: Optional[int] = None, wait_ms: int = 0,
              **kw: Any) -> Hold:
         """``with client.hold(identity, ttl_ms=..., wait_ms=...) as lease:`` acquires,
-        renews on the schedule of docs/executor.md, watches for loss and
-        releases on exit (leaseclient.hold.Hold has the options)."""
+        keeps alive on the schedule of docs/executor.md (by default in this
+        client's one session: one keep-alive per period for all its holds;
+        ``per_lease_renewal=True`` renews this one on its own), watches for
+        loss and releases on exit (leaseclient.hold.Hold has the options)."""
         return Hold(self, Identity.of(identity), ttl_ms=ttl_ms, wait_ms=wait_ms, **kw)
 
     def hold_async(self, identity: IdentityLike, *, ttl_ms: Optional[int] = None,

@@ -1,8 +1,10 @@
 """Holding a lease: renewal on the documented schedule (by the client's
-renewal thread, renewals.py: every lease held through one Client renewed in
-one call per period), a watch (long poll) that reports an end the holder did
+renewal thread, renewals.py: by default every lease held through one Client
+acquired in one session and kept alive by one keep-alive per period, else
+renewed in one renew-batch per period), a watch (long poll) that reports an end the holder did
 not ask for, and one cancellation signal (``lost``) for the work. Above the
 calls (calls.py) and the renewal group, below client.py and aio.py."""
+import dataclasses
 import logging
 import random
 import threading
@@ -26,7 +28,9 @@ from .errors import (
 )
 from .transport import Abort, Aborted
 from .renewals import group_of
-from .types import CommitResult, Identity, LeaseRecord, parse_time_ms
+from .sessions import ClientSession
+from .types import (CommitResult, Identity, LeaseRecord, SessionRecord, format_time_ms,
+                    parse_time_ms)
 
 log = logging.getLogger("leaseclient")
 
@@ -57,7 +61,9 @@ class HeldLease:
     def __init__(self, client: Calls, lease: LeaseRecord, window: schedule.Window, *,
                  service_instance_id: str, ttl_ms: Optional[int], watch: bool,
                  watch_wait_ms: int, margin_ms: int,
-                 on_lost: Optional[Callable[["HeldLease"], None]] = None) -> None:
+                 on_lost: Optional[Callable[["HeldLease"], None]] = None,
+                 session: Optional[ClientSession] = None,
+                 lifetime: Optional[schedule.Window] = None) -> None:
         self.client = client
         self.lost = threading.Event()
         self.reason: Optional[str] = None
@@ -70,6 +76,15 @@ class HeldLease:
         self._lease = lease
         self._window = window
         self._capped = lease.grant_capped
+        # held in a session (None: renewed alone): the session's keep-alive
+        # extends its window up to ``lifetime``, the window of its maximum
+        # lifetime from the acquire (a renewal cannot pass it)
+        self._session = session
+        self._lifetime = lifetime
+        if session is not None:
+            # a lease's record in a session shows the session's expiry: a
+            # short span there is the session's, not the lifetime's
+            self._capped = lifetime is not None and lifetime.expiry <= window.expiry
         self._service_instance_id = service_instance_id
         self._ttl_ms = ttl_ms
         self._margin_ms = margin_ms
@@ -216,6 +231,11 @@ class HeldLease:
             if self._stop or self.lost.is_set():
                 return "ended", float("inf")
             w = self._window
+            if self._session is not None:
+                # the session's keep-alive moves the window, not a renewal
+                if now >= w.cancel:
+                    return "over", w.cancel
+                return "idle", w.cancel
             renews = not self._capped and w.renew <= w.cancel
             nxt = w.renew if renews else w.cancel
             if now >= w.cancel:
@@ -362,6 +382,37 @@ class HeldLease:
             self._last_code = "lease_renewed"
             self.renewals += 1
 
+    def _kept(self, record: SessionRecord, first_sent: float) -> None:
+        """The session's keep-alive, first sent at first_sent, was confirmed:
+        the window starts there with the session's grant, never past the
+        maximum lifetime; the record shows what the service would answer
+        (the session's expiry, or the lease's own bound when earlier)."""
+        w = schedule.plan(first_sent, record.grant_ms, margin_config_ms=self._margin_ms)
+        with self._cond:
+            if self._stop or self.lost.is_set() or w.expiry <= self._window.expiry:
+                return
+            if self._lifetime is not None and w.expiry >= self._lifetime.expiry:
+                w, self._capped = self._lifetime, True
+            lease = self._lease
+            expires_at = record.expires_at
+            acquired = parse_time_ms(lease.acquired_at)
+            if acquired is not None and lease.maximum_lifetime_ms:
+                own = acquired + lease.maximum_lifetime_ms
+                if own < (parse_time_ms(expires_at) or own):
+                    expires_at = format_time_ms(own)
+            self._lease = dataclasses.replace(lease, renewed_at=record.renewed_at,
+                                              expires_at=expires_at)
+            self._window = w
+            self._failures = 0
+            self._last_code = "lease_renewed"
+            self.renewals += 1
+
+    def _session_failed(self, code: str) -> None:
+        """The session's keep-alive failed in a way that may pass (retried)."""
+        with self._cond:
+            self._failures += 1
+            self._last_code = code
+
     def _confirm_by_inspect(self, renewed: LeaseRecord, cancel: float) -> bool:
         """A late renewal answer grants nothing unless an inspection, answered
         before the cancel point, shows the lease active with it applied."""
@@ -412,6 +463,14 @@ class HeldLease:
             retry = WATCH_RETRY_FIRST_S
 
 
+class _SessionGone(Exception):
+    """An acquire in a session answered lease_lost: the session is not open."""
+
+    def __init__(self, error: LeaseLost) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
 class Hold:
     """``with client.hold(identity, ttl_ms=..., wait_ms=...) as lease:``
 
@@ -419,8 +478,12 @@ class Hold:
     ``wait_ms``, or any other typed error) and starts the renewer and the
     watcher; leaving stops them and releases the lease. Options: those of
     Client.acquire, plus ``watch`` (default True), ``watch_wait_ms``
-    (30 000), ``margin_ms`` (0: the documented G/10 clamped to [100 ms, 5 s])
-    and ``on_lost`` (a callback, run on a background thread).
+    (30 000), ``margin_ms`` (0: the documented G/10 clamped to [100 ms, 5 s]),
+    ``on_lost`` (a callback, run on a background thread) and
+    ``per_lease_renewal`` (default False: the lease is acquired in the
+    client's session and kept alive by its one keep-alive per period; True
+    renews it on its own, as is a hold without a watch, or one whose
+    service keeps no sessions: docs/clients.md, "Sessions").
     """
 
     def __init__(self, client: Calls, identity: Identity, *, ttl_ms: Optional[int] = None,
@@ -430,7 +493,8 @@ class Hold:
                  metadata: Optional[Mapping[str, Any]] = None, request_id: Optional[str] = None,
                  deadline_ms: Optional[int] = None, watch: bool = True,
                  watch_wait_ms: int = 30000, margin_ms: int = 0,
-                 on_lost: Optional[Callable[[HeldLease], None]] = None) -> None:
+                 on_lost: Optional[Callable[[HeldLease], None]] = None,
+                 per_lease_renewal: bool = False) -> None:
         self._client = client
         self._identity = identity
         self._ttl_ms = ttl_ms
@@ -444,16 +508,67 @@ class Hold:
         self._watch_wait_ms = watch_wait_ms
         self._margin_ms = margin_ms
         self._on_lost = on_lost
+        # A session's keep-alive says nothing of one lease: a lease ended by
+        # force-release or revoke is seen by its watch. A hold without one
+        # renews per lease, so that its renewal still tells it.
+        self._session = watch and not per_lease_renewal
         self.held: Optional[HeldLease] = None
 
     def start(self) -> HeldLease:
-        lease, answer = self._client._acquire(self._identity, **self._acquire)
+        group = group_of(self._client)
+        session = (group.session_for((self._ttl_ms, self._service_instance_id))
+                   if self._session else None)
+        if session is None:
+            return self._start_in(None)
+        try:
+            try:
+                return self._start_in(session)
+            except _SessionGone as gone:
+                # the session ended before the acquire reached it (nothing
+                # was written): its holds are lost; once more in a new one
+                group.session_lost(session, gone.error.code, "an acquire in the session "
+                                   f"was answered {gone.error.code}")
+            except InvalidLeaseRequest as e:
+                if e.field != "session_id":
+                    raise
+                group.session_refused(e)
+                return self._start_in(None)
+        finally:
+            group.session_done(session)
+        again = group.session_for((self._ttl_ms, self._service_instance_id))
+        if again is None:
+            return self._start_in(None)
+        try:
+            return self._start_in(again)
+        except _SessionGone as gone:
+            group.session_lost(again, gone.error.code, "an acquire in the session was "
+                               f"answered {gone.error.code}")
+            raise gone.error from None
+        finally:
+            group.session_done(again)
+
+    def _start_in(self, session: Optional[ClientSession]) -> HeldLease:
+        try:
+            lease, answer = self._client._acquire(
+                self._identity, session_id=session.session_id if session else None,
+                **self._acquire)
+        except LeaseLost as e:
+            if session is None:
+                raise
+            raise _SessionGone(e) from e
         sent = schedule.anchor(answer.first_sent, lease.waited_ms, answer.answered)
         window = schedule.plan(sent, lease.grant_ms, margin_config_ms=self._margin_ms)
+        lifetime = None
+        if session is not None and lease.maximum_lifetime_ms:
+            lifetime = schedule.plan(sent, lease.maximum_lifetime_ms,
+                                     margin_config_ms=self._margin_ms)
+            if lifetime.expiry < window.expiry:
+                window = lifetime
         held = HeldLease(self._client, lease, window,
                          service_instance_id=self._service_instance_id, ttl_ms=self._ttl_ms,
                          watch=self._watch, watch_wait_ms=self._watch_wait_ms,
-                         margin_ms=self._margin_ms, on_lost=self._on_lost)
+                         margin_ms=self._margin_ms, on_lost=self._on_lost, session=session,
+                         lifetime=lifetime)
         if time.monotonic() >= window.cancel:
             # granted, but with no local authority left: give it back
             held.release()

@@ -15,17 +15,31 @@ malformed) tells nothing about each lease, so those holds are renewed one by
 one at once; a leased without the route (400 naming "method", or 404) one by
 one from then on. A
 lone due renewal is a plain ``/v1/leases/renew``.
+
+Sessions (sessions.py; docs/clients.md, "Sessions"): by default the holds
+of a Client acquire their leases in one session the group opens on the
+first hold, and the thread sends ONE keep-alive per period (G/3 of the
+session's TTL) instead of renewing each lease. A keep-alive answered
+``lease_lost`` (the session closed, expired, unknown) or refused for good
+ends every hold in it; one that may pass is retried on the renewal backoff
+until the session's cancel point, where each hold is over unconfirmed
+(nothing is reported alive that the service did not confirm). A service
+that keeps no sessions (400 naming ``session_id``) is remembered: holds
+renew per lease from then on.
 """
 import logging
 import threading
 import time
 from typing import Dict, List, Optional, Protocol, Tuple, Union
 
+from . import schedule
 from .calls import Calls
 from .errors import (BackendUnavailable, DeadlineExceeded, LeaseError, OutcomeUnknown,
                      RateLimited)
 from .schedule import Window
-from .types import LeaseRecord
+from .sessions import (TRANSIENT as SESSION_TRANSIENT, ClientSession, SessionKey,
+                       judge_keepalive, refuses_sessions)
+from .types import LeaseRecord, SessionRecord
 
 log = logging.getLogger("leaseclient")
 
@@ -40,6 +54,7 @@ class Member(Protocol):
     client: Calls
     _service_instance_id: str
     _ttl_ms: Optional[int]
+    _session: Optional[ClientSession]  # the session it was acquired in (None: renewed alone)
 
     def _standing(self, now: float) -> Tuple[str, float]: ...
 
@@ -52,6 +67,12 @@ class Member(Protocol):
     def _judge(self, held: LeaseRecord, window: Window, started: float,
                outcome: Union[LeaseRecord, LeaseError], first_sent: float,
                answered: float) -> None: ...
+
+    def _kept(self, record: SessionRecord, first_sent: float) -> None: ...
+
+    def _session_failed(self, code: str) -> None: ...
+
+    def _signal(self, reason: str, code: str, detail: str) -> None: ...
 
 
 def group_of(client: Calls) -> "RenewalGroup":
@@ -76,15 +97,151 @@ class RenewalGroup:
         self._thread: Optional[threading.Thread] = None
         self._one_by_one = False  # the service has no renew-batch route
         self.batches = 0  # renew-batch calls made (for tests and diagnostics)
+        # the holds' session (sessions.py): opened on the first hold that
+        # wants one, one at a time (_open_lock), kept alive by this thread
+        self._open_lock = threading.Lock()
+        self.session: Optional[ClientSession] = None
+        self.sessions_refused = False  # the service keeps none: per lease from then on
+        self.keepalives = 0  # keep-alives confirmed (for tests and diagnostics)
+        self.pause_keepalives = False  # tests: a frozen keep-alive (the session expires)
 
     def join(self, held: Member) -> None:
         with self._cond:
             self._members.append(held)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._main, daemon=True,
-                                                name="lease-renewals")
-                self._thread.start()
+            self._run()
+
+    def _run(self) -> None:
+        """Starts the thread when none runs (the lock held)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._main, daemon=True,
+                                            name="lease-renewals")
+            self._thread.start()
+        self._cond.notify_all()
+
+    # ------------------------------------------------------------------
+    # the session
+
+    def session_for(self, key: SessionKey) -> Optional[ClientSession]:
+        """A session for a hold to acquire in, kept alive until the hold
+        calls session_done; None when the service keeps none (remembered) or
+        the session open now was asked for other holds (another TTL or
+        service instance): that hold renews alone. Raises the open's
+        LeaseError otherwise (the hold does not start, as when its acquire
+        fails)."""
+        with self._open_lock:
+            with self._cond:
+                if self.sessions_refused:
+                    return None
+                s = self.session
+                now = time.monotonic()
+                if s is not None and not s.ended and now >= s.window.cancel:
+                    s.ended = True  # its holds are over at the same point
+                if s is not None and s.key != key:
+                    if not s.ended and (s.users or self._members_of(s)):
+                        return None
+                    s = None
+                if s is not None and s.usable(now):
+                    s.users += 1
+                    self._run()
+                    return s
+            if s is not None and not s.ended:
+                # idle since its last keep-alive: one now, or a new session
+                self._keepalive(s)
+                with self._cond:
+                    if s.usable(time.monotonic()):
+                        s.users += 1
+                        self._run()
+                        return s
+            try:
+                record, answer = self._client._session_open(
+                    ttl_ms=key[0], service_instance_id=key[1], request_id=None,
+                    deadline_ms=None, deadline_at=None)
+            except LeaseError as e:
+                if refuses_sessions(e):
+                    self._refused(e)
+                    return None
+                raise
+            fresh = ClientSession(record, schedule.plan(answer.first_sent, record.grant_ms), key)
+            with self._cond:
+                old = self.session
+                if old is not None:
+                    old.ended = True
+                self.session = fresh
+                fresh.users += 1
+                self._run()
+            log.info("lease session %s opened (ttl %d ms)", record.session_id, record.ttl_ms)
+            return fresh
+
+    def session_done(self, session: ClientSession) -> None:
+        """A hold acquiring in session has joined (or given up)."""
+        with self._cond:
+            session.users -= 1
             self._cond.notify_all()
+
+    def session_refused(self, e: LeaseError) -> None:
+        """An acquire in a session was refused as the service keeps none."""
+        self._refused(e)
+
+    def session_lost(self, session: ClientSession, code: str, detail: str) -> None:
+        """The service says the session is not open (a keep-alive or an
+        acquire in it answered lease_lost, or one was refused for good):
+        every hold in it is lost; the next hold opens a new session."""
+        with self._cond:
+            session.ended = True
+            members = self._members_of(session)
+        if members:
+            log.warning("lease session %s: %s (%s): %d hold(s) lost", session.session_id,
+                        detail, code, len(members))
+        for m in members:
+            m._signal("lost", code, detail)
+
+    def _refused(self, e: LeaseError) -> None:
+        with self._cond:
+            if not self.sessions_refused:
+                log.info("leased keeps no sessions (%s): holds renew per lease", e)
+            self.sessions_refused = True
+
+    def _members_of(self, session: ClientSession) -> List[Member]:
+        return [m for m in self._members if m._session is session]
+
+    def _keepalive(self, s: ClientSession) -> None:
+        """One keep-alive of s, bounded by its cancel point, judged for
+        every hold in it."""
+        with self._cond:
+            window = s.window
+        started = time.monotonic()
+        budget_ms = max(int((window.cancel - started) * 1000), 1)
+        try:
+            record, answer = self._client._session_keepalive(s.session_id, deadline_ms=budget_ms)
+        except SESSION_TRANSIENT as e:
+            answered = time.monotonic()
+            with self._cond:
+                s.failed(e.code, answered)
+                members = self._members_of(s)
+            log.info("lease session %s: keep-alive failed (%s, %d in a row); retrying",
+                     s.session_id, e.code, s.failures)
+            for m in members:
+                m._session_failed(e.code)
+            return
+        except LeaseError as e:
+            if refuses_sessions(e):
+                self._refused(e)
+            self.session_lost(s, e.code, f"the session's keep-alive was answered {e.code}")
+            return
+        why = judge_keepalive(s, record)
+        if why is not None:
+            self.session_lost(s, "lease_lost", why)
+            return
+        with self._cond:
+            if s.ended or s.confirm(record, answer.first_sent) is None:
+                return
+            self.keepalives += 1
+            members = self._members_of(s)
+        for m in members:
+            m._kept(record, answer.first_sent)
+
+    # ------------------------------------------------------------------
+    # the thread
 
     def leave(self, held: Member) -> None:
         """Takes a hold out. A renewal of it in flight is judged by a hold
@@ -97,7 +254,9 @@ class RenewalGroup:
     def _main(self) -> None:
         with self._cond:
             while True:
-                if not self._members:
+                s = self.session
+                kept = s is not None and not s.ended and (s.users > 0 or bool(self._members_of(s)))
+                if not self._members and not kept:
                     self._thread = None
                     return
                 now = time.monotonic()
@@ -111,13 +270,23 @@ class RenewalGroup:
                                                       "gatherable": gather}
                     lists.get(kind, []).append(m)
                     nxt = min(nxt, at)
-                if not over and not due:
+                keepalive: Optional[ClientSession] = None
+                if kept and s is not None:
+                    if now >= s.window.cancel:
+                        s.ended = True  # unconfirmed: its holds are over at their own points
+                    elif now >= s.next_at and not self.pause_keepalives:
+                        keepalive = s
+                    else:
+                        nxt = min(nxt, s.window.cancel if self.pause_keepalives else s.next_at)
+                if not over and not due and keepalive is None:
                     self._cond.wait(None if nxt == float("inf") else max(nxt - now, 0.0))
                     continue
                 batch = (due + gather)[:BATCH_MAX]
                 one_by_one = self._one_by_one
                 self._cond.release()
                 try:
+                    if keepalive is not None:
+                        self._keepalive(keepalive)
                     for m in over:
                         m._cancel_point()
                     if len(batch) == 1 or one_by_one:

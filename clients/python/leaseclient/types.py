@@ -154,6 +154,95 @@ _LEASE_FIELD_TYPES: Dict[str, Any] = {
 }
 _LEASE_REQUIRED = ("lease_id", "fencing_token")
 
+def format_time_ms(ms: int) -> str:
+    """The RFC 3339 text (UTC, milliseconds) of ms since the epoch, as the service writes it."""
+    dt = datetime.datetime.fromtimestamp(ms / 1000.0, datetime.timezone.utc)
+    return dt.strftime("%Y-%m-%dT%H:%M:%S.") + f"{(ms % 1000):03d}Z"
+
+
+@dataclass
+class SessionRecord:
+    """A session as the service answered it (docs/api.md, "Sessions"):
+    ``session_open``, ``session_keepalive`` and ``session_close`` answer one.
+    Its leases live while it does (and each within its own maximum
+    lifetime); one keep-alive extends them all."""
+
+    session_id: str
+    state: str
+    ttl_ms: int
+    renewed_at: str
+    expires_at: str
+    created_at: Optional[str] = None
+    tenant_id: Optional[str] = None
+    owner_principal_id: Optional[str] = None
+    owner_credential_id: Optional[str] = None
+    service_instance_id: Optional[str] = None
+    # of the answer, not of the session
+    code: Optional[str] = None
+    replayed: bool = False
+    leases_ended: Optional[int] = None  # session_close: leases it ended now
+    more: Optional[bool] = None  # session_close: the sweeper ends the rest
+    request_id: Optional[str] = None
+    correlation_id: Optional[str] = None
+    raw: Dict[str, Any] = field(default_factory=dict, repr=False)
+
+    @property
+    def grant_ms(self) -> int:
+        """What the answer granted: min(ttl_ms, expires_at - renewed_at)."""
+        exp, ren = parse_time_ms(self.expires_at), parse_time_ms(self.renewed_at)
+        span = (exp or 0) - (ren or 0)
+        return max(min(self.ttl_ms, span), 0)
+
+    @classmethod
+    def from_json(cls, obj: Any, envelope: Optional[Dict[str, Any]] = None,
+                  request_id: Optional[str] = None) -> "SessionRecord":
+        """Refuses (TypeError, ValueError) anything but the service's shape:
+        a session id that is a number, a TTL that is text, a time that is
+        not RFC 3339 are not trusted."""
+        env = envelope or {}
+        if not isinstance(obj, dict):
+            raise TypeError("a session must be an object")
+        for name in _SESSION_REQUIRED:
+            if name not in obj:
+                raise TypeError(f"session field {name} is missing")
+        for name, kind in _SESSION_FIELD_TYPES.items():
+            value = obj.get(name)
+            if (value is not None or name in _SESSION_REQUIRED) and (
+                    not isinstance(value, kind) or isinstance(value, bool)):
+                raise TypeError(f"session field {name} is {type(value).__name__}")
+        if not obj["session_id"] or obj["ttl_ms"] < 1:
+            raise ValueError("session_id empty or ttl_ms below 1")
+        for name in ("created_at", "renewed_at", "expires_at"):
+            if obj.get(name) is not None and parse_time_ms(obj[name]) is None:
+                raise ValueError(f"session field {name} is not an RFC 3339 time")
+        ended, more = env.get("leases_ended"), env.get("more")
+        if ended is not None and (not isinstance(ended, int) or isinstance(ended, bool)
+                                  or ended < 0):
+            raise TypeError(f"answer field leases_ended is {type(ended).__name__}")
+        if more is not None and not isinstance(more, bool):
+            raise TypeError(f"answer field more is {type(more).__name__}")
+        if "replayed" in env and not isinstance(env["replayed"], bool):
+            raise TypeError("answer field replayed is not a boolean")
+        corr = env.get("correlation_id")
+        return cls(session_id=obj["session_id"], state=obj["state"], ttl_ms=obj["ttl_ms"],
+                   renewed_at=obj["renewed_at"], expires_at=obj["expires_at"],
+                   created_at=obj.get("created_at"), tenant_id=obj.get("tenant_id"),
+                   owner_principal_id=obj.get("owner_principal_id"),
+                   owner_credential_id=obj.get("owner_credential_id"),
+                   service_instance_id=obj.get("service_instance_id"),
+                   code=env.get("code"), replayed=env.get("replayed") is True,
+                   leases_ended=ended, more=more, request_id=request_id,
+                   correlation_id=corr if isinstance(corr, str) else None, raw=obj)
+
+
+_SESSION_FIELD_TYPES: Dict[str, Any] = {
+    "session_id": str, "state": str, "ttl_ms": int, "renewed_at": str, "expires_at": str,
+    "created_at": str, "tenant_id": str, "owner_principal_id": str,
+    "owner_credential_id": str, "service_instance_id": str,
+}
+_SESSION_REQUIRED = ("session_id", "state", "ttl_ms", "renewed_at", "expires_at")
+
+
 # Deprecated: the record's earlier name (docs/clients.md, "Names"); the very
 # same class, so isinstance, construction and from_json work under either.
 Lease = LeaseRecord

@@ -38,6 +38,16 @@ def lease_json(body: Dict[str, object], ttl_ms: int) -> Dict[str, object]:
             "trace_id": "0" * 32}
 
 
+def session_json(path: str, ttl_ms: int) -> Dict[str, object]:
+    """The session of /v1/sessions[/{id}/verb] as leased answers it."""
+    parts = path.split("/")
+    sid = parts[3] if len(parts) > 3 else "session_fake0001"
+    return {"session_id": sid, "tenant_id": "tenant-main", "owner_principal_id": "prn_fake",
+            "owner_credential_id": "key_fake", "service_instance_id": "fake", "ttl_ms": ttl_ms,
+            "created_at": _now_ms(), "renewed_at": _now_ms(), "expires_at": _now_ms(ttl_ms),
+            "state": "open"}
+
+
 class MisbehavingServer:
     def __init__(self, rule: Rule, ttl_ms: int = 3000) -> None:
         self.rule = rule
@@ -118,10 +128,16 @@ class MisbehavingServer:
         if "/watch" in req.path:
             time.sleep(30)
         code = {"acquire": "lease_acquired", "renew": "lease_renewed",
-                "release": "lease_released"}.get(req.path.rsplit("/", 1)[-1], "lease_inspected")
+                "release": "lease_released", "sessions": "lease_acquired",
+                "keepalive": "lease_renewed", "close": "lease_released",
+                }.get(req.path.rsplit("/", 1)[-1], "lease_inspected")
         env: Dict[str, object] = {"status": "success", "code": code,
                                   "correlation_id": "corr_fake"}
-        if req.path == "/v1/commits":
+        if req.path.startswith("/v1/sessions"):
+            env["session"] = session_json(req.path, self.ttl_ms)
+            if req.path.endswith("/close"):
+                env.update(leases_ended=0, more=False)
+        elif req.path == "/v1/commits":
             env.update(code="commit_accepted", commit={
                 "lease_id": req.body.get("lease_id"), "fencing_token": 7, "results": []})
         else:
@@ -164,6 +180,41 @@ class MisbehavingServer:
                      expires_at=12, renewed_at={"at": 1})
         self._send(conn, 200, {"status": "success", "code": "lease_acquired", "lease": lease,
                                "waited_ms": "none", "replayed": "yes"})
+
+    def _wrong_session_types(self, conn: socket.socket, req: Request) -> None:
+        session = session_json(req.path, self.ttl_ms)
+        session.update(session_id=17, ttl_ms="3000", expires_at=12, state=["open"])
+        self._send(conn, 200, {"status": "success", "code": "lease_renewed", "session": session})
+
+    def _lease_instead_of_session(self, conn: socket.socket, req: Request) -> None:
+        """A success that answers a lease where a session belongs."""
+        self._send(conn, 200, {"status": "success", "code": "lease_renewed",
+                               "lease": lease_json(req.body, self.ttl_ms)})
+
+    def _session_closed(self, conn: socket.socket, req: Request) -> None:
+        """A keep-alive's success naming the session closed: not a confirmation."""
+        session = session_json(req.path, self.ttl_ms)
+        session["state"] = "closed"
+        self._send(conn, 200, {"status": "success", "code": "lease_renewed", "session": session})
+
+    def _session_lost(self, conn: socket.socket, req: Request) -> None:
+        self._send(conn, 409, {"status": "error", "code": "lease_lost", "retryable": False,
+                               "msg": "the session is not open", "correlation_id": "corr_fake"})
+
+    def _sessions_refused(self, conn: socket.socket, req: Request) -> None:
+        """What leased on the Valkey backend answers a session route or an
+        acquire naming session_id (src/protocol/store.c)."""
+        self._send(conn, 400, {"status": "error", "code": "invalid_lease_request",
+                               "retryable": False, "field": "session_id",
+                               "msg": "sessions need the PostgreSQL backend",
+                               "correlation_id": "corr_fake"})
+
+    def _bare_503(self, conn: socket.socket, req: Request) -> None:
+        """A proxy's 503 page: no typed envelope."""
+        data = b"<html>503 Service Unavailable</html>"
+        conn.sendall(f"HTTP/1.1 503 Service Unavailable\r\nContent-Type: text/html\r\n"
+                     f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode()
+                     + data)
 
     def _wrong_error_types(self, conn: socket.socket, req: Request) -> None:
         self._send(conn, 409, {"status": "error", "code": "lease_conflict", "msg": ["held"],

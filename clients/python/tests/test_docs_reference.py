@@ -7,7 +7,8 @@ import re
 import socket
 import typing
 
-from leaseclient import MAX_ANSWER_BYTES, Client, HeldLease, Hold, Identity, LeaseRecord
+from leaseclient import (MAX_ANSWER_BYTES, Client, HeldLease, Hold, Identity, LeaseRecord,
+                         SessionRecord)
 from leaseclient import schedule
 
 DOC = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "docs",
@@ -58,7 +59,15 @@ def _instances() -> "dict[str, object]":
                         current_state="active", request_id="req_x", correlation_id="corr_x")
     held = HeldLease(client, lease, schedule.plan(0.0, 3000), service_instance_id="h-1",
                      ttl_ms=3000, watch=False, watch_wait_ms=30000, margin_ms=0)
-    return {"`Client`": client, "`HeldLease`": held, "`LeaseRecord`": lease}
+    session = SessionRecord(session_id="session_doc", state="closed", ttl_ms=3000,
+                            renewed_at="2026-01-01T00:00:00.000Z",
+                            expires_at="2026-01-01T00:00:03.000Z",
+                            created_at="2026-01-01T00:00:00.000Z", tenant_id="tenant-main",
+                            owner_principal_id="prn_x", owner_credential_id="key_x",
+                            service_instance_id="h-1", code="lease_released", leases_ended=2,
+                            more=False, request_id="req_x", correlation_id="corr_x")
+    return {"`Client`": client, "`HeldLease`": held, "`LeaseRecord`": lease,
+            "`SessionRecord`": session}
 
 
 def _check(obj: object, kind: str, rows: "list[list[str]]", where: str) -> int:

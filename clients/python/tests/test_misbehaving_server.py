@@ -159,3 +159,142 @@ def test_a_reset_after_the_request_was_sent_is_an_unknown_outcome(identity):
             client.inspect("lease_fake0001", deadline_ms=CALL_DEADLINE_MS)
     finally:
         server.close()
+
+
+# ----------------------------------------------------------------------
+# sessions (issue 37): the hold's one keep-alive, and the session calls
+
+KEEPALIVE_BOUND_S = HOLD_BOUND_S
+
+
+def _keepalive(r) -> bool:
+    return r.path.endswith("/keepalive")
+
+
+@pytest.mark.parametrize("how", ["slow_head", "reset", "bare_503", "wrong_session_types",
+                                 "lease_instead_of_session"])
+def test_holds_whose_keepalives_misbehave_are_lost_within_the_ttl(identity, how):
+    """Each keep-alive meets the misbehaviour: an unknown outcome, retried
+    until the session's cancel point; then every hold of the session is
+    over, unconfirmed, before the service's expiry could pass."""
+    server = MisbehavingServer(lambda r: how if _keepalive(r) else None, ttl_ms=TTL_MS)
+    try:
+        client = Client(server.url, TOKEN)
+        start = time.monotonic()
+        holds = [client.hold(identity(), ttl_ms=TTL_MS) for _ in range(3)]
+        leases = [h.start() for h in holds]
+        for lease in leases:
+            lost = lease.lost.wait(HOLD_BOUND_S + 3)
+            at = time.monotonic() - start
+            assert lost, f"{how}: still held {at:.1f} s into a {TTL_MS} ms TTL"
+            assert at < KEEPALIVE_BOUND_S, f"{how}: lost only {at:.2f} s into {TTL_MS} ms"
+            assert (lease.reason, lease.code) == ("unconfirmed", "lease_outcome_unknown")
+        keeps = [s for s in server.seen if s.endswith("/keepalive")]
+        print(f"\nkeep-alives answered {how}: {len(keeps)} sent, 3 holds lost after "
+              f"{time.monotonic() - start:.2f} s ({leases[0].detail})")
+        assert len(keeps) >= 1
+        assert not any(s == "POST /v1/leases/renew" for s in server.seen)
+        if how in ("reset", "bare_503", "wrong_session_types", "lease_instead_of_session"):
+            assert len(keeps) >= 2  # an unknown outcome is asked again
+        for h in holds:
+            h.__exit__(None, None, None)
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("how", ["session_lost", "session_closed"])
+def test_a_keepalive_answered_lost_loses_every_hold_at_once(identity, how):
+    server = MisbehavingServer(lambda r: how if _keepalive(r) else None, ttl_ms=TTL_MS)
+    try:
+        client = Client(server.url, TOKEN)
+        holds = [client.hold(identity(), ttl_ms=TTL_MS) for _ in range(3)]
+        leases = [h.start() for h in holds]
+        window = leases[0].window
+        for lease in leases:
+            assert lease.lost.wait(HOLD_BOUND_S)
+            assert (lease.reason, lease.code) == ("lost", "lease_lost")
+        at = time.monotonic()
+        keeps = [s for s in server.seen if s.endswith("/keepalive")]
+        print(f"\nkeep-alive answered {how}: {len(keeps)} keep-alive, every hold lost "
+              f"{(window.cancel - at) * 1000:.0f} ms before its cancel point "
+              f"({leases[0].detail})")
+        assert len(keeps) == 1 and at < window.cancel
+        for h in holds:
+            h.__exit__(None, None, None)
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("where", ["open", "acquire"])
+def test_a_service_without_sessions_is_renewed_per_lease(identity, where):
+    """leased on Valkey answers a session route, or an acquire naming
+    session_id, 400 invalid_lease_request (field session_id): the hold
+    renews per lease, and the client remembers it."""
+    def rule(r):
+        if where == "open" and r.path.startswith("/v1/sessions"):
+            return "sessions_refused"
+        if where == "acquire" and r.path == "/v1/leases/acquire" and "session_id" in r.body:
+            return "sessions_refused"
+        return None
+    server = MisbehavingServer(rule, ttl_ms=TTL_MS)
+    try:
+        client = Client(server.url, TOKEN)
+        with client.hold(identity(), ttl_ms=TTL_MS) as lease:
+            time.sleep(TTL_MS / 1000 * 0.6)
+            assert not lease.lost.is_set() and lease.renewals >= 1
+        with client.hold(identity(), ttl_ms=TTL_MS):
+            pass
+        opens = server.seen.count("POST /v1/sessions")
+        acquires = server.seen.count("POST /v1/leases/acquire")
+        print(f"\nsessions refused at {where}: {server.seen}")
+        assert client._renewal_group().sessions_refused
+        assert opens == 1  # asked once, remembered
+        assert acquires == (3 if where == "acquire" else 2)
+        assert "POST /v1/leases/renew" in server.seen
+    finally:
+        server.close()
+
+
+@pytest.mark.parametrize("how", ["wrong_session_types", "lease_instead_of_session", "reset"])
+def test_session_calls_refuse_answers_of_the_wrong_shape(how):
+    server = MisbehavingServer(lambda r: how)
+    try:
+        client = Client(server.url, TOKEN)
+        with pytest.raises(OutcomeUnknown) as opened:
+            client.session_open(ttl_ms=TTL_MS, deadline_ms=CALL_DEADLINE_MS)
+        assert opened.value.request_id
+        start = time.monotonic()
+        with pytest.raises(OutcomeUnknown) as kept:
+            client.session_keepalive("session_fake0001", deadline_ms=CALL_DEADLINE_MS)
+        took = time.monotonic() - start
+        print(f"\nsession calls answered {how}: {type(kept.value).__name__} after "
+              f"{took:.2f} s: {kept.value}")
+        assert took < CALL_BOUND_S
+        with pytest.raises(OutcomeUnknown):
+            client.session_close("session_fake0001", deadline_ms=CALL_DEADLINE_MS)
+        # a keep-alive carries no request id (the route takes none)
+        keeps = [s for s in server.seen if s.endswith("/keepalive")]
+        assert keeps
+    finally:
+        server.close()
+
+
+def test_a_session_keepalive_never_sends_a_request_id():
+    server = MisbehavingServer(lambda r: None)
+    try:
+        got = Client(server.url, TOKEN).session_keepalive("session_fake0001")
+        assert got.session_id == "session_fake0001" and got.state == "open"
+        assert server.request_ids == []
+    finally:
+        server.close()
+
+
+def test_a_refused_session_call_is_the_typed_error():
+    server = MisbehavingServer(lambda r: "sessions_refused")
+    try:
+        from leaseclient import InvalidLeaseRequest
+        with pytest.raises(InvalidLeaseRequest) as caught:
+            Client(server.url, TOKEN).session_open(deadline_ms=CALL_DEADLINE_MS)
+        assert caught.value.field == "session_id"
+    finally:
+        server.close()
