@@ -50,25 +50,27 @@ credential() {
     "$(printf '%s' "$out" | grep -o '"token":"lsk_[^"]*"' | cut -d'"' -f4)"
 }
 
-# start_leased DB LOG [NAME=VALUE...]: prints the URL (as tests/bench/run and
-# fleet/run start it: 8 threads, 8 connections, admission limits out of the way)
+# start_leased VAR DB LOG [NAME=VALUE...]: starts leased on DB (as
+# tests/bench/run and fleet/run start it: 8 threads, 8 connections, log
+# level info as shipped, admission limits out of the way) and sets VAR to
+# its URL (not in a subshell: its pid is kept for the cleanup)
 start_leased() {
-  local db=$1 log=$2 port=""
-  shift 2
+  local var=$1 db=$2 log=$3 port=""
+  shift 3
   env $(env | sed -n 's/^\(LEASE_[A-Z_]*\)=.*/-u \1/p') \
-    LEASE_DATABASE_URL="$(app_url "$db")" LEASE_LISTEN=127.0.0.1:0 LEASE_LOG_LEVEL=warn \
+    LEASE_DATABASE_URL="$(app_url "$db")" LEASE_LISTEN=127.0.0.1:0 LEASE_LOG_LEVEL=info \
     LEASE_RATE_LIMIT=1000000/s LEASE_SOURCE_RATE_LIMIT=1000000/s LEASE_MAX_INFLIGHT=4096 \
     LEASE_MAX_INFLIGHT_PER_CREDENTIAL=4096 LEASE_MAX_INFLIGHT_PER_TENANT=4096 \
     LEASE_HTTP_THREADS=8 LEASE_DB_POOL_SIZE=8 "$@" "$build/leased" >"$log" 2>&1 &
   leased_pids+=($!)
   for _ in $(seq 300); do
-    port=$(grep -o 'listening on [0-9.]*:[0-9]*' "$log" | head -1 | sed 's/.*://') || true
+    port=$(grep -o 'listening on [0-9.]*:[0-9]*' "$log" 2>/dev/null | head -1 | sed 's/.*://') || true
     [ -n "$port" ] && break
     sleep 0.1
   done
   [ -n "$port" ] || { echo "leased did not start: $(tail -5 "$log")" >&2; exit 1; }
   for _ in $(seq 300); do curl -sf "http://127.0.0.1:$port/readyz" >/dev/null && break; sleep 0.1; done
-  echo "http://127.0.0.1:$port"
+  printf -v "$var" '%s' "http://127.0.0.1:$port"
 }
 
 sql_serializable() { PGOPTIONS='-c default_transaction_isolation=serializable' psql -X -q -At -v ON_ERROR_STOP=1 "$@"; }
