@@ -6,6 +6,13 @@
  * together at the session's expiry shifted by -6 .. +6 ms, so some rounds
  * fall before it and some after.
  *
+ * Then the same three-way question made deterministic: a keep-alive that
+ * began before the expiry is held up on the session's row (another
+ * transaction holds it FOR UPDATE, as a concurrent keep-alive or close
+ * does, and rolls back) until after the expiry; meanwhile another
+ * principal tries to take the lease over. The keep-alive decided "alive" at
+ * its start, the takeover decides "ended": only one of them may commit.
+ *
  * Never both: a keep-alive answered lease_renewed and the takeover answered
  * lease_acquired. And what each was answered is what the database holds:
  *   kept alive  -> the session is open, the lease row is still the holder's;
@@ -18,6 +25,7 @@
 #include <sys/time.h>
 
 #include "race_sessions.h"
+#include "race_blocker.h"
 
 #define APP "race_session_expiry_instant"
 #define ROUNDS 60
@@ -31,8 +39,11 @@ typedef struct round_ctx {
     lease_identity_t id;
     int64_t start_at_ms; /* wall clock: when the three calls go */
     lease_code_t kept, taken;
+    int64_t kept_until_ms; /* the keep-alive's answer: the session's new expiry */
     lease_record_t taker;
     char sweep[128];
+    bool held_up;   /* the held-up rounds: no start line */
+    int taken_done; /* the takeover answered (read while it runs) */
 } round_ctx_t;
 
 static int64_t wall_ms(void)
@@ -44,6 +55,8 @@ static int64_t wall_ms(void)
 
 static void wait_for(const round_ctx_t *c)
 {
+    if (c->held_up)
+        return;
     race_barrier_wait(&start_line);
     int64_t d = c->start_at_ms - wall_ms();
     if (d > 0)
@@ -56,6 +69,8 @@ static void *keepalive_main(void *arg)
     wait_for(c);
     lease_result_t res;
     c->kept = race_session_keepalive(env.store, "prn-holder", c->session_id, &res);
+    if (c->kept == LEASE_RENEWED)
+        c->kept_until_ms = res.session.expires_at_ms;
     return NULL;
 }
 
@@ -71,6 +86,7 @@ static void *takeover_main(void *arg)
     c->taken = lease_store_acquire(env.store, &req, &res);
     if (c->taken == LEASE_ACQUIRED)
         c->taker = res.lease;
+    __atomic_store_n(&c->taken_done, 1, __ATOMIC_RELEASE);
     return NULL;
 }
 
@@ -87,6 +103,75 @@ static void *sweeper_main(void *arg)
     PQclear(r);
     PQfinish(conn);
     return NULL;
+}
+
+/* One held-up round (see the top of the file). */
+static void held_up_keepalive(int round)
+{
+    round_ctx_t c = {0};
+    lease_session_t s = race_session_open(env.store, "prn-holder", 3000);
+    c.session_id = s.session_id;
+    char target[64];
+    snprintf(target, sizeof target, "held-up-%d", round);
+    race_identity(&c.id, target);
+    lease_record_t held = race_acquire_in_session(env.store, &c.id, "prn-holder", s.session_id);
+
+    PGconn *blocker = PQconnectdb(env.db_url);
+    CHECK(PQstatus(blocker) == CONNECTION_OK, "blocker connect");
+    char sql[512];
+    snprintf(sql, sizeof sql,
+             "BEGIN; SELECT 1 FROM lease.sessions WHERE session_id = '%s' FOR UPDATE",
+             s.session_id);
+    PGresult *r = PQexec(blocker, sql);
+    CHECK(PQresultStatus(r) == PGRES_TUPLES_OK, "blocker: %s", PQresultErrorMessage(r));
+    PQclear(r);
+
+    /* the keep-alive starts shortly before the expiry (so that what it
+     * extends the session to lies well past the takeover) and waits on
+     * the row */
+    CHECK(wall_ms() < s.expires_at_ms - 500, "round %d: too late to start before the expiry",
+          round);
+    lease_sleep_ms(s.expires_at_ms - 300 - wall_ms());
+    c.held_up = true; /* no start line: each call goes when started */
+    pthread_t k, a;
+    pthread_create(&k, NULL, keepalive_main, &c);
+    race_wait_for_lock_waiters(env.db_url, APP, 1);
+    /* past the expiry by the database's clock, the takeover */
+    snprintf(sql, sizeof sql,
+             "SELECT count(*) FROM lease.sessions WHERE session_id = '%s' AND expires_at <= now()",
+             s.session_id);
+    CHECK(test_wait_until(10000, testpg_query_int(env.db_url, sql) == 1), "never expired");
+    pthread_create(&a, NULL, takeover_main, &c);
+    /* it ends, or it waits on the session's row too */
+    for (int i = 0; i < 300; i++) {
+        snprintf(sql, sizeof sql,
+                 "SELECT count(*) FROM pg_stat_activity WHERE application_name = '%s' AND "
+                 "wait_event_type = 'Lock'",
+                 APP);
+        if (__atomic_load_n(&c.taken_done, __ATOMIC_ACQUIRE) ||
+            testpg_query_int(env.db_url, sql) >= 2)
+            break;
+        lease_sleep_ms(10);
+    }
+    r = PQexec(blocker, "ROLLBACK");
+    PQclear(r);
+    PQfinish(blocker);
+    pthread_join(k, NULL);
+    pthread_join(a, NULL);
+    printf("held up %d: keep-alive %s, takeover %s\n", round, CODE(c.kept), CODE(c.taken));
+    CHECK(!(c.kept == LEASE_RENEWED && c.taken == LEASE_ACQUIRED &&
+            c.taker.acquired_at_ms < c.kept_until_ms),
+          "held up %d: the session was kept alive to %lld and its lease taken over at %lld", round,
+          (long long)c.kept_until_ms, (long long)c.taker.acquired_at_ms);
+    CHECK(c.kept == LEASE_RENEWED || c.taken == LEASE_ACQUIRED, "held up %d: neither", round);
+    char key[512], q[1024];
+    race_key_sql(&c.id, key, sizeof key);
+    snprintf(q, sizeof q, "SELECT lease_id FROM lease.locks WHERE lock_key = %s", key);
+    char *row_lease = testpg_query_value(env.db_url, q);
+    CHECK(row_lease && strcmp(row_lease, c.kept == LEASE_RENEWED ? held.lease_id
+                                                                 : c.taker.lease_id) == 0,
+          "held up %d: the lease row is %s", round, row_lease);
+    free(row_lease);
 }
 
 int main(void)
@@ -116,8 +201,10 @@ int main(void)
               CODE(c.kept));
         CHECK(c.taken == LEASE_ACQUIRED || c.taken == LEASE_CONFLICT, "round %d: takeover %s",
               round, CODE(c.taken));
-        CHECK(!(c.kept == LEASE_RENEWED && c.taken == LEASE_ACQUIRED),
-              "round %d: the session was kept alive and its lease taken over", round);
+        CHECK(!(c.kept == LEASE_RENEWED && c.taken == LEASE_ACQUIRED &&
+                c.taker.acquired_at_ms < c.kept_until_ms),
+              "round %d: the session was kept alive to %lld and its lease taken over at %lld",
+              round, (long long)c.kept_until_ms, (long long)c.taker.acquired_at_ms);
 
         /* the database agrees with the answers */
         char key[512], sql[1024];
@@ -125,12 +212,8 @@ int main(void)
         snprintf(sql, sizeof sql, "SELECT lease_id FROM lease.locks WHERE lock_key = %s", key);
         char *row_lease = testpg_query_value(env.db_url, sql);
         char *state = race_session_value(env.db_url, s.session_id, "state");
-        if (c.kept == LEASE_RENEWED) {
-            kept++;
-            CHECK(strcmp(state, "open") == 0, "round %d: kept alive, session %s", round, state);
-            CHECK(row_lease && strcmp(row_lease, held.lease_id) == 0,
-                  "round %d: kept alive, but the lease row is %s", round, row_lease);
-        } else if (c.taken == LEASE_ACQUIRED) {
+        if (c.taken == LEASE_ACQUIRED) {
+            /* (after a keep-alive only once what it extended to had passed) */
             taken++;
             CHECK(c.taker.fencing_token > held.fencing_token, "round %d: token %lld after %lld",
                   round, (long long)c.taker.fencing_token, (long long)held.fencing_token);
@@ -142,6 +225,11 @@ int main(void)
                      held.lease_id);
             CHECK(testpg_query_int(env.db_url, sql) == 1, "round %d: no expired history row",
                   round);
+        } else if (c.kept == LEASE_RENEWED) {
+            kept++;
+            CHECK(strcmp(state, "open") == 0, "round %d: kept alive, session %s", round, state);
+            CHECK(row_lease && strcmp(row_lease, held.lease_id) == 0,
+                  "round %d: kept alive, but the lease row is %s", round, row_lease);
         } else {
             neither++;
         }
@@ -154,6 +242,8 @@ int main(void)
                   "round %d: a lost session came back", round);
         }
     }
+    for (int round = 0; round < 3; round++)
+        held_up_keepalive(round);
     printf("%d rounds: kept alive %d, taken over %d, neither (keep-alive late, takeover early) "
            "%d\n",
            ROUNDS, kept, taken, neither);
