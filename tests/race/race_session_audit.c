@@ -12,8 +12,7 @@
 static race_env_t env;
 
 /* Events of lease_id, and how many of them name session (NULL: none). */
-static void events_of(const char *lease_id, const char *session, long long *all,
-                      long long *named)
+static void events_of(const char *lease_id, const char *session, long long *all, long long *named)
 {
     char sql[512];
     snprintf(sql, sizeof sql, "SELECT count(*) FROM lease.audit_events WHERE lease_id = '%s'",
@@ -62,13 +61,14 @@ int main(void)
     long long all, named;
     events_of(a.lease_id, s.session_id, &all, &named);
     printf("a lease in a session: %lld events, %lld name the session\n", all, named);
-    CHECK(all == 3 && named == 3, "acquire, renew and release of a lease in a session: %lld of "
-                                  "%lld events name it",
+    CHECK(all == 3 && named == 3,
+          "acquire, renew and release of a lease in a session: %lld of "
+          "%lld events name it",
           named, all);
     events_of(b.lease_id, NULL, &all, &named);
     printf("a lease without a session: %lld events, %lld name none\n", all, named);
-    CHECK(all == 3 && named == 3, "a lease without a session: %lld of %lld events name none",
-          named, all);
+    CHECK(all == 3 && named == 3, "a lease without a session: %lld of %lld events name none", named,
+          all);
     race_teardown(&env);
     return 0;
 }

@@ -168,8 +168,8 @@ static void held_up_keepalive(int round)
     race_key_sql(&c.id, key, sizeof key);
     snprintf(q, sizeof q, "SELECT lease_id FROM lease.locks WHERE lock_key = %s", key);
     char *row_lease = testpg_query_value(env.db_url, q);
-    CHECK(row_lease && strcmp(row_lease, c.kept == LEASE_RENEWED ? held.lease_id
-                                                                 : c.taker.lease_id) == 0,
+    CHECK(row_lease &&
+              strcmp(row_lease, c.kept == LEASE_RENEWED ? held.lease_id : c.taker.lease_id) == 0,
           "held up %d: the lease row is %s", round, row_lease);
     free(row_lease);
 }

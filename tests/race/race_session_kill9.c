@@ -56,8 +56,8 @@ static void test_killed_holder_loses_by_ttl(void **state)
                                 dump(json_pack("{s:s, s:s, s:i}", "request_id", "req_k9_open",
                                                "service_instance_id", "inst_1", "ttl_ms", TTL_MS)));
     check_reply(r, 200, "lease_acquired", NULL);
-    char *sid = strdup(json_string_value(json_object_get(json_object_get(r->json, "session"),
-                                                         "session_id")));
+    char *sid = strdup(
+        json_string_value(json_object_get(json_object_get(r->json, "session"), "session_id")));
     http_resp_free(r);
     json_t *held[LEASES];
     for (int i = 0; i < LEASES; i++) {
@@ -104,12 +104,13 @@ static void test_killed_holder_loses_by_ttl(void **state)
         http_resp_free(r);
         /* the old token is fenced off */
         char sql[768];
-        snprintf(sql, sizeof sql,
-                 "BEGIN ISOLATION LEVEL SERIALIZABLE; SELECT lease.fence_check('{\"tenant_id\":\"%s\","
-                 "\"program_id\":\"%s\",\"target_namespace\":\"%s\",\"target_id\":\"%s\","
-                 "\"actor_name\":\"%s\",\"workflow_name\":\"default\"}'::jsonb, '%s', %lld); COMMIT",
-                 TENANT, PROGRAM, NAMESPACE, target, ACTOR,
-                 json_string_value(json_object_get(held[i], "lease_id")), old_token);
+        snprintf(
+            sql, sizeof sql,
+            "BEGIN ISOLATION LEVEL SERIALIZABLE; SELECT lease.fence_check('{\"tenant_id\":\"%s\","
+            "\"program_id\":\"%s\",\"target_namespace\":\"%s\",\"target_id\":\"%s\","
+            "\"actor_name\":\"%s\",\"workflow_name\":\"default\"}'::jsonb, '%s', %lld); COMMIT",
+            TENANT, PROGRAM, NAMESPACE, target, ACTOR,
+            json_string_value(json_object_get(held[i], "lease_id")), old_token);
         assert_false(testpg_exec(fx.db, sql));
         /* the killed holder's lease ended expired, in history */
         snprintf(sql, sizeof sql,

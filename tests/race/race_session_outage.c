@@ -68,7 +68,8 @@ static void lease_as_db_says(json_t *lease)
     http_resp_t *r = call(fx.base, "GET", path, alice, NULL);
     check_reply(r, 200, "lease_inspected", NULL);
     const char *state = json_string_value(json_object_get(lease_of(r), "state"));
-    snprintf(sql, sizeof sql, "SELECT count(*) FROM lease.active_leases WHERE lease_id = '%s'", lid);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM lease.active_leases WHERE lease_id = '%s'",
+             lid);
     long long active = testpg_query_int(fx.db, sql);
     printf("%s: GET says %s, lease.active_leases has %lld\n", lid, state, active);
     assert_string_equal(state, active ? "active" : "expired");
@@ -82,8 +83,8 @@ static void test_restart_under_a_session(void **state)
                                 dump(json_pack("{s:s, s:s, s:i}", "request_id", "req_out_open",
                                                "service_instance_id", "inst_1", "ttl_ms", TTL_MS)));
     check_reply(r, 200, "lease_acquired", NULL);
-    char *sid = strdup(json_string_value(json_object_get(json_object_get(r->json, "session"),
-                                                         "session_id")));
+    char *sid = strdup(
+        json_string_value(json_object_get(json_object_get(r->json, "session"), "session_id")));
     http_resp_free(r);
     json_t *held[LEASES];
     long long before[LEASES];

@@ -22,12 +22,12 @@ static int setup(void **state)
 
 static char *open_session(const char *rid)
 {
-    http_resp_t *r = call_owned(fx.base, "POST", "/v1/sessions", alice,
-                                dump(json_pack("{s:s, s:s}", "request_id", rid,
-                                               "service_instance_id", "inst_1")));
+    http_resp_t *r = call_owned(
+        fx.base, "POST", "/v1/sessions", alice,
+        dump(json_pack("{s:s, s:s}", "request_id", rid, "service_instance_id", "inst_1")));
     check_reply(r, 200, "lease_acquired", NULL);
-    char *sid = strdup(json_string_value(json_object_get(json_object_get(r->json, "session"),
-                                                         "session_id")));
+    char *sid = strdup(
+        json_string_value(json_object_get(json_object_get(r->json, "session"), "session_id")));
     http_resp_free(r);
     return sid;
 }
@@ -37,7 +37,8 @@ static long long sessions_purged(void)
 {
     http_resp_t *r = call(fx.base, "GET", "/metrics", NULL, NULL);
     assert_int_equal(r->status, 200);
-    const char *line = strstr(r->body, "leased_housekeeping_purged_rows_total{table=\"sessions\"} ");
+    const char *line =
+        strstr(r->body, "leased_housekeeping_purged_rows_total{table=\"sessions\"} ");
     long long v = line ? atoll(strchr(line, '}') + 2) : -1;
     http_resp_free(r);
     return v;

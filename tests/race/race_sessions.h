@@ -12,8 +12,7 @@
 #define RACE_DIGEST "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef"
 
 static inline void race_session_req(lease_session_req_t *r, const char *request_id,
-                                    const char *principal, const char *session_id,
-                                    int64_t ttl_ms)
+                                    const char *principal, const char *session_id, int64_t ttl_ms)
 {
     memset(r, 0, sizeof *r);
     race_call(&r->call, request_id, principal, 10000);
@@ -86,8 +85,7 @@ static inline void race_identity_json(const lease_identity_t *id, char *out, siz
 }
 
 /* A value of the session's row by SQL (heap string, NULL for no row). */
-static inline char *race_session_value(const char *db_url, const char *session_id,
-                                       const char *expr)
+static inline char *race_session_value(const char *db_url, const char *session_id, const char *expr)
 {
     char sql[512];
     snprintf(sql, sizeof sql, "SELECT %s FROM lease.sessions WHERE session_id = '%s'", expr,

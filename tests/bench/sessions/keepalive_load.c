@@ -139,7 +139,9 @@ static void keepalive(worker_t *w, const char *session, int64_t due)
         w->failed++;
         if (!w->first_error[0])
             snprintf(w->first_error, sizeof w->first_error, "%ld/%s", status,
-                     rc != CURLE_OK ? curl_easy_strerror(rc) : code ? code : "-");
+                     rc != CURLE_OK ? curl_easy_strerror(rc)
+                     : code         ? code
+                                    : "-");
         else
             w->other_errors++;
     }
