@@ -252,6 +252,7 @@ typedef struct lease_housekeeping_result {
     int64_t lag_ms;  /* LEASE_STEP_EXPIRE: how long ago the oldest lease it found expired */
     int64_t purged[LEASE_TABLE_COUNT];      /* LEASE_STEP_PURGE: rows deleted */
     int64_t purge_lag_ms[LEASE_TABLE_COUNT]; /* how far past retention the oldest row left is */
+    int64_t sessions_purged; /* LEASE_STEP_PURGE: ended sessions deleted (lease.purge_due) */
 } lease_housekeeping_result_t;
 
 typedef struct lease_store lease_store_t;

@@ -29,7 +29,7 @@ BEGIN
         credential_id, service_instance_id, tenant_id, program_id, target_namespace, target_id,
         actor_name, workflow_name, operation_class, lease_id, fencing_token, requested_ttl_ms,
         effective_ttl_ms, deadline_class, previous_state, resulting_state, reason, incident_id,
-        lease_acquired_at)
+        lease_acquired_at, session_id)
     OVERRIDING SYSTEM VALUE
     VALUES (
         eid, latency_ms, 'target_lease_' || op,
@@ -41,7 +41,9 @@ BEGIN
         l.lease_id, l.fencing_token, requested_ttl_ms, l.ttl_ms, left(deadline_class, 16),
         previous_state, resulting_state, reason, incident_id,
         -- what a renewal's replay answer needs and the event lacks
-        CASE WHEN op = 'renew' THEN l.acquired_at END);
+        CASE WHEN op = 'renew' THEN l.acquired_at END,
+        -- a lease held in a session: every event of it names the session
+        l.session_id);
     RETURN true;
 END
 $function$;

@@ -185,6 +185,28 @@ BEGIN
         END IF;
         -- an expired lease nobody swept yet: its terminal evidence first;
         -- the row is then free and the update above takes it
+        IF l.session_id IS NOT NULL THEN
+            -- Taken over because its session ended by time: record that end
+            -- here, as the sweeper does (lease._expire_sessions, with its one
+            -- session_expire event). The takeover then writes the session's
+            -- row, as a keep-alive does: a keep-alive that found the session
+            -- alive at its start cannot also commit after this takeover
+            -- found it ended (one of the two fails serialization and is
+            -- retried, and the retry sees the other's answer).
+            WITH ended AS (
+                UPDATE lease.sessions y SET state = 'expired', closed_at = y.expires_at
+                 WHERE y.session_id = l.session_id AND y.state = 'open'
+                   AND y.expires_at <= now()
+                RETURNING y.*)
+            INSERT INTO lease.audit_events (event_type, decision, result_code, principal_id,
+                                            credential_id, service_instance_id, tenant_id,
+                                            effective_ttl_ms, previous_state, resulting_state,
+                                            reason, session_id)
+            SELECT 'session_expire', 'allow', 'lease_lost', e.principal_id, e.credential_id,
+                   e.service_instance_id, e.tenant_id, e.ttl_ms, 'open', 'expired',
+                   'not kept alive', e.session_id
+              FROM ended e;
+        END IF;
         PERFORM lease._expire(k, l.lease_id, l.fencing_token);
         prev := 'expired';
     END LOOP; END IF;

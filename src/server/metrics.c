@@ -221,6 +221,10 @@ static void render_housekeeping(lease_prom_text_t *t, const leased_sweeper_stats
         lease_prom_emit(t, "leased_housekeeping_purged_rows_total{table=\"%s\"} %llu\n",
                         leased_table_name((lease_retention_table_t)i),
                         (unsigned long long)h->purged[i]);
+    /* ended sessions (lease.sessions, schema 28): no retention of their
+     * own (they go with the idempotency retention), so no lag below */
+    lease_prom_emit(t, "leased_housekeeping_purged_rows_total{table=\"sessions\"} %llu\n",
+                    (unsigned long long)h->sessions_purged);
     lease_prom_emit(t, "# HELP leased_housekeeping_retention_lag_seconds After the last purge: "
                        "how far past retention the oldest row left is (0: none), by table.\n"
                        "# TYPE leased_housekeeping_retention_lag_seconds gauge\n");

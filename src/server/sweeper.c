@@ -150,6 +150,8 @@ static bool run_step(leased_sweeper_t *s, lease_housekeeping_step_t step, sweep_
                 s->stats.purged[t] += (uint64_t)(r.purged[t] > 0 ? r.purged[t] : 0);
                 s->stats.purge_lag_ms[t] = r.purge_lag_ms[t];
             }
+        if (step == LEASE_STEP_PURGE && r.ran)
+            s->stats.sessions_purged += (uint64_t)(r.sessions_purged > 0 ? r.sessions_purged : 0);
     }
     uint64_t streak = st->failure_streak;
     pthread_mutex_unlock(&s->mutex);

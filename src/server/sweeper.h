@@ -46,6 +46,7 @@ typedef struct leased_sweeper_stats {
     leased_step_stats_t step[LEASE_STEP_COUNT];
     uint64_t purged[LEASE_TABLE_COUNT];     /* rows deleted past retention */
     int64_t purge_lag_ms[LEASE_TABLE_COUNT]; /* after the last purge: oldest row left past retention */
+    uint64_t sessions_purged; /* ended sessions deleted past retention (PostgreSQL) */
     int64_t expire_lag_ms; /* the last expiry step: how long ago the oldest lease it found expired */
     int64_t started_ns;    /* monotonic, when the sweeper was created */
     int64_t interval_ms;

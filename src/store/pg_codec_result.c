@@ -601,6 +601,10 @@ lease_code_t store_pg_decode_housekeeping(lease_housekeeping_step_t step, const 
     for (int t = 0; ok && out->ran && step == LEASE_STEP_PURGE && t < LEASE_TABLE_COUNT; t++)
         ok = lease_json_get_int(o, purged[t], &out->purged[t], true, 0) &&
              lease_json_get_int(o, lag[t], &out->purge_lag_ms[t], true, 0);
+    /* sessions (schema 28): ended ones past the idempotency retention;
+     * absent (0) from a purge that keeps none */
+    if (ok && out->ran && step == LEASE_STEP_PURGE)
+        ok = lease_json_get_int(o, "sessions_purged", &out->sessions_purged, false, 0);
     json_decref(o);
     if (!ok) {
         memset(out, 0, sizeof *out);
