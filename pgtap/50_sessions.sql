@@ -5,7 +5,7 @@
 -- session's row (no idempotency record, no audit event, no lease row).
 BEGIN ISOLATION LEVEL SERIALIZABLE;
 \ir helpers/fixtures.psql
-SELECT plan(79);
+SELECT plan(81);
 
 -- typed calls as the service makes them, principal p1 unless told
 CREATE FUNCTION t.sopen(rid text, ttl bigint DEFAULT 30000, p text DEFAULT 'p1',
@@ -230,15 +230,21 @@ SELECT cmp_ok((:'over'::jsonb #>> '{lease,fencing_token}')::bigint, '>',
 SELECT is((SELECT (state::text, ended_at, session_id) FROM lease.history WHERE lease_id = :'l1id'),
           ('expired'::text, now() - interval '1 millisecond', :'sl'::text),
           'its history: expired at the session''s end, naming the session');
+-- the takeover itself records the session's end (it writes the session row, so a
+-- keep-alive that began before the expiry cannot also commit: race_session_expiry_instant)
+SELECT is(((t.session(:'sl')).state, (t.session(:'sl')).closed_at), ('expired'::text, now() - interval '1 millisecond'),
+          'the takeover records the session expired, at its end');
+SELECT is((SELECT count(*) FROM lease.audit_events WHERE event_type = 'session_expire'
+             AND session_id = :'sl'), 1::bigint, '... with its one session_expire event');
 -- the sweeper moves the session's other lease and records the session expired
 SET LOCAL ROLE lease_service;
 SELECT is(lease.sweep_expired(100) ->> 'expired', '1', 'the sweeper moves the session''s remaining lease');
 RESET ROLE;
 SELECT is((SELECT state::text FROM lease.history WHERE lease_id = :'l3'::jsonb #>> '{lease,lease_id}'),
           'expired', '... into history');
-SELECT is((t.session(:'sl')).state, 'expired', 'the session is recorded expired');
+SELECT is((t.session(:'sl')).state, 'expired', 'the session is still recorded expired');
 SELECT is((SELECT count(*) FROM lease.audit_events WHERE event_type = 'session_expire'
-             AND session_id = :'sl'), 1::bigint, 'one session_expire event');
+             AND session_id = :'sl'), 1::bigint, 'still one session_expire event');
 
 -- close ends the session's leases, each with history and audit -----------------------
 SET LOCAL ROLE lease_service;
