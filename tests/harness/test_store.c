@@ -21,6 +21,41 @@ bool test_store_is_valkey(void)
     exit(2);
 }
 
+/* The servers started and not yet stopped: a test that exits early (a
+ * testpg_* call on Valkey exits the program, a failed setup) still stops
+ * them, so no redis-server outlives its test. */
+#define TEST_STORE_MAX 8
+static test_store_valkey_t *running[TEST_STORE_MAX];
+
+static void stop_server(const char *state)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s' stop '%s' >&2", LEASE_TEST_VALKEYSERVER_SCRIPT, state);
+    if (system(cmd) != 0)
+        fprintf(stderr, "test_store: valkeyserver stop failed\n");
+}
+
+static void stop_left_running(void)
+{
+    for (int i = 0; i < TEST_STORE_MAX; i++)
+        if (running[i])
+            test_store_valkey_stop(running[i]); /* clears running[i] */
+}
+
+static void track(test_store_valkey_t *v, bool on)
+{
+    static bool registered;
+    if (!registered) {
+        atexit(stop_left_running);
+        registered = true;
+    }
+    for (int i = 0; i < TEST_STORE_MAX; i++)
+        if (on ? running[i] == NULL : running[i] == v) {
+            running[i] = on ? v : NULL;
+            return;
+        }
+}
+
 static void fail(const char *what)
 {
     fprintf(stderr, "test_store: %s\n", what);
@@ -37,6 +72,7 @@ void test_store_valkey_start(test_store_valkey_t *v)
     snprintf(cmd, sizeof cmd, "'%s' start '%s' >&2", LEASE_TEST_VALKEYSERVER_SCRIPT, v->state);
     if (system(cmd) != 0)
         fail("valkeyserver start failed");
+    track(v, true);
     snprintf(cmd, sizeof cmd, "'%s' port '%s'", LEASE_TEST_VALKEYSERVER_SCRIPT, v->state);
     FILE *p = popen(cmd, "r");
     int port = 0;
@@ -52,10 +88,8 @@ void test_store_valkey_start(test_store_valkey_t *v)
 
 void test_store_valkey_stop(test_store_valkey_t *v)
 {
-    char cmd[1024];
-    snprintf(cmd, sizeof cmd, "'%s' stop '%s' >&2", LEASE_TEST_VALKEYSERVER_SCRIPT, v->state);
-    if (system(cmd) != 0)
-        fprintf(stderr, "test_store: valkeyserver stop failed\n");
+    track(v, false);
+    stop_server(v->state);
     unlink(v->state);
     char *slash = strrchr(v->state, '/');
     if (slash) {
