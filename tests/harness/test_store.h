@@ -17,8 +17,8 @@ bool test_store_is_valkey(void);
 /* A started redis-server with the leased_v1 library loaded and the
  * namespace bound by the real `leasectl migrate`. */
 typedef struct test_store_valkey {
-    char state[256]; /* the valkeyserver script's state file */
-    char url[64];    /* redis://127.0.0.1:PORT */
+    char state[256];  /* the valkeyserver script's state file */
+    char url[64];     /* redis://127.0.0.1:PORT */
     char setting[96]; /* LEASE_STORE_URL=<url>, for leased's environment */
 } test_store_valkey_t;
 

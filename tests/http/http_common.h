@@ -360,8 +360,8 @@ static inline void http_pending_join(http_pending_t *p)
  * (leasectl takes it as --database-url), and a test that reads Postgres
  * tables calls http_fx_needs_postgres first. */
 typedef struct http_fx {
-    char *db;           /* superuser URL of the file's own database, or the redis:// URL */
-    bool valkey;        /* LEASE_TEST_STORE=valkey */
+    char *db;    /* superuser URL of the file's own database, or the redis:// URL */
+    bool valkey; /* LEASE_TEST_STORE=valkey */
     test_store_valkey_t vk;
     leased_proc_t *srv; /* NULL until http_fx_serve */
     const char *base;   /* srv's "http://127.0.0.1:PORT" */
@@ -476,12 +476,12 @@ static inline void http_fx_serve(http_fx_t *fx, const char *const *extra_env)
  * Valkey the calling test is skipped, with why on stdout, and cmocka
  * counts it as skipped, never as passed. The test asserts nothing before
  * this call that it would then leave half done. */
-#define http_fx_needs_postgres(fx, why)                                                         \
-    do {                                                                                         \
-        if ((fx)->valkey) {                                                                      \
-            printf("SKIP on valkey (%s): %s\n", __func__, why);                                 \
-            skip();                                                                              \
-        }                                                                                        \
+#define http_fx_needs_postgres(fx, why)                                                            \
+    do {                                                                                           \
+        if ((fx)->valkey) {                                                                        \
+            printf("SKIP on valkey (%s): %s\n", __func__, why);                                    \
+            skip();                                                                                \
+        }                                                                                          \
     } while (0)
 
 /* Stops leased (it must exit 0), drops the database, frees the tokens. */

@@ -741,8 +741,8 @@ static void test_commit_shape(void **state)
 {
     (void)state;
     json_t *lease = acquire_lease(fx.base, worker, "if-com-acq", "t-com");
-    json_t *writes = json_pack("[{s:s, s:s, s:i, s:{s:i}}]", "kind", "document", "key",
-                               "doc-iface", "expected_revision", 0, "body", "n", 1);
+    json_t *writes = json_pack("[{s:s, s:s, s:i, s:{s:i}}]", "kind", "document", "key", "doc-iface",
+                               "expected_revision", 0, "body", "n", 1);
     http_resp_t *r = post("/v1/commits", worker, commit_req("if-com-1", "t-com", lease, writes));
     check_shape(r, 200, "commit_accepted", NULL);
     json_t *commit = json_object_get(r->json, "commit");
@@ -796,7 +796,8 @@ static void test_commit_publication_shape(void **state)
         json_pack("[{s:s, s:s, s:i, s:{s:i}}, {s:s, s:s, s:{s:s}}]", "kind", "document", "key",
                   "doc-iface-pub", "expected_revision", 0, "body", "n", 1, "kind", "publication",
                   "topic", "results.iface", "payload", "p", "q");
-    http_resp_t *r = post("/v1/commits", worker, commit_req("if-pub-1", "t-com-pub", lease, writes));
+    http_resp_t *r =
+        post("/v1/commits", worker, commit_req("if-pub-1", "t-com-pub", lease, writes));
     check_shape(r, 200, "commit_accepted", NULL);
     json_t *results = json_object_get(json_object_get(r->json, "commit"), "results");
     assert_int_equal(json_array_size(results), 2);
@@ -1094,13 +1095,19 @@ static void test_leasectl_options(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_acquire_shape),    cmocka_unit_test(test_acquire_policy),
-        cmocka_unit_test(test_request_fields),   cmocka_unit_test(test_renew_release_shape),
-        cmocka_unit_test(test_admin_shape),      cmocka_unit_test(test_inspect_shape),
-        cmocka_unit_test(test_list_shape),       cmocka_unit_test(test_commit_shape),
+        cmocka_unit_test(test_acquire_shape),
+        cmocka_unit_test(test_acquire_policy),
+        cmocka_unit_test(test_request_fields),
+        cmocka_unit_test(test_renew_release_shape),
+        cmocka_unit_test(test_admin_shape),
+        cmocka_unit_test(test_inspect_shape),
+        cmocka_unit_test(test_list_shape),
+        cmocka_unit_test(test_commit_shape),
         cmocka_unit_test(test_commit_publication_shape),
-        cmocka_unit_test(test_auth_and_headers), cmocka_unit_test(test_rate_limited),
-        cmocka_unit_test(test_health_shapes),    cmocka_unit_test(test_leasectl_options),
+        cmocka_unit_test(test_auth_and_headers),
+        cmocka_unit_test(test_rate_limited),
+        cmocka_unit_test(test_health_shapes),
+        cmocka_unit_test(test_leasectl_options),
     };
     return cmocka_run_group_tests(tests, setup, http_fx_teardown);
 }
