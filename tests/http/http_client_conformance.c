@@ -127,6 +127,10 @@ static void a_hold_outlives_five_ttls(void **state)
 static void force_release_elsewhere_cancels_within_a_second(void **state)
 {
     (void)state;
+    /* the holder learns of the end through its watch (GET .../watch), fed
+     * by PostgreSQL's LISTEN; on Valkey the watch answers 503 */
+    http_fx_needs_postgres(&fx,
+                           "the holder's watch needs the PostgreSQL backend (docs/backends.md)");
     lease_client_t *c = lease_client_new(fx.base, worker_token);
     lease_client_t *admin = lease_client_new(leased_proc_url(second), admin_token);
     lease_client_call_t call = {0};
@@ -173,6 +177,9 @@ static void *pending_acquire_main(void *arg)
 static void killed_during_acquire_resolves_by_request_id(void **state)
 {
     (void)state;
+    /* the acquire is held inside the database by a row lock of another
+     * session; Valkey runs each call to its end, nothing to hold it by */
+    http_fx_needs_postgres(&fx, "holds the acquire inside the store by a Postgres row lock");
     const char *env[] = {"LEASE_DB_CONNECT_TIMEOUT_MS=500", NULL};
     leased_proc_t *doomed = leased_proc_start(fx.db, env);
     assert_non_null(doomed);
@@ -385,7 +392,7 @@ static void every_code_is_typed(void **state)
     assert_int_equal(code, LEASE_DEADLINE_EXCEEDED);
     /* lease_rate_limited: a leased allowing 2 requests a second */
     const char *slow_env[] = {"LEASE_RATE_LIMIT=2/s", NULL};
-    leased_proc_t *slow = leased_proc_start(fx.db, slow_env);
+    leased_proc_t *slow = http_fx_start_leased(&fx, slow_env);
     lease_client_t *sc = lease_client_new(leased_proc_url(slow), worker_token);
     code = LEASE_INSPECTED;
     for (int i = 0; i < 10 && code != LEASE_RATE_LIMITED; i++)
@@ -476,7 +483,7 @@ static int group_setup(void **state)
     admin_token = http_fx_credential(&fx, "prn_conf_admin", "*",
                                      "targets:force-release,targets:revoke,targets:read", true);
     reader_token = http_fx_credential(&fx, "prn_conf_reader", PROGRAM, "targets:read", false);
-    second = leased_proc_start(fx.db, NULL);
+    second = http_fx_start_leased(&fx, NULL);
     assert_non_null(second);
     return 0;
 }

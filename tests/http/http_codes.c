@@ -181,11 +181,22 @@ static void test_deadline_exceeded(void **state)
     check_reply(r, 408, "deadline_exceeded", NULL);
     assert_true(json_is_true(json_object_get(r->json, "retryable")));
     http_resp_free(r);
-    assert_int_equal(
-        testpg_query_int(fx.db, "SELECT count(*) FROM lease.locks WHERE target_id = 't-408'"), 0);
-    assert_int_equal(testpg_query_int(fx.db, "SELECT count(*) FROM lease.idempotency i "
-                                             "WHERE i.request_id = 'late-1'"),
-                     0);
+    /* through the API, on either backend: no lease on the target, and the
+     * request id has no stored answer (the same request without the past
+     * deadline is granted, not replayed as 408) */
+    r = call_owned(fx.base, "POST", "/v1/leases/inspect", worker_a, inspect_body("t-408"));
+    check_reply(r, 404, "lease_not_found", NULL);
+    http_resp_free(r);
+    if (!fx.valkey) {
+        /* and in Postgres's tables: not even a lock row */
+        assert_int_equal(
+            testpg_query_int(fx.db, "SELECT count(*) FROM lease.locks WHERE target_id = 't-408'"),
+            0);
+        assert_int_equal(testpg_query_int(fx.db, "SELECT count(*) FROM lease.idempotency i "
+                                                 "WHERE i.request_id = 'late-1'"),
+                         0);
+    }
+    json_decref(acquire_lease(fx.base, worker_a, "late-1", "t-408"));
 }
 
 static void test_conflicts(void **state)
@@ -243,7 +254,7 @@ static void test_rate_limited(void **state)
 {
     (void)state;
     const char *env[] = {"LEASE_RATE_LIMIT=1/s", NULL};
-    leased_proc_t *srv = leased_proc_start(fx.db, env);
+    leased_proc_t *srv = http_fx_start_leased(&fx, env);
     http_resp_t *r1 = call_owned(leased_proc_url(srv), "POST", "/v1/leases/inspect", reader,
                                  inspect_body("t-429"));
     http_resp_t *r2 = call_owned(leased_proc_url(srv), "POST", "/v1/leases/inspect", reader,

@@ -133,13 +133,25 @@ static void expect_bad_token(const char *by, const char *token_text)
     http_resp_free(r);
 }
 
-static void test_tampered_tokens(void **state)
+/* A real next_page_token of the program listing (new reference). */
+static json_t *a_real_token(void)
 {
-    (void)state;
     int pages;
     json_t *token = NULL;
     json_decref(walk(mine, "program", &pages, &token));
     assert_non_null(token);
+    return token;
+}
+
+static void test_tampered_tokens(void **state)
+{
+    (void)state;
+    /* Valkey's token is the listing's fingerprint and the last identity in
+     * hex, not signed (docs/backends.md): a changed identity is a valid
+     * token that starts elsewhere, still inside the caller's scope */
+    http_fx_needs_postgres(&fx, "page tokens are not signed on Valkey: a changed character "
+                                "in the identity part is accepted (docs/backends.md)");
+    json_t *token = a_real_token();
     const char *good = json_string_value(token);
     size_t n = strlen(good);
     /* every position flipped is refused */
@@ -149,8 +161,16 @@ static void test_tampered_tokens(void **state)
         expect_bad_token("program", bad);
         free(bad);
     }
-    /* a valid token of another filter */
-    expect_bad_token("owner", good);
+    json_decref(token);
+}
+
+/* On both backends: a token is bound to its filter, and text that is no
+ * token is refused. */
+static void test_tokens_of_another_filter(void **state)
+{
+    (void)state;
+    json_t *token = a_real_token();
+    expect_bad_token("owner", json_string_value(token));
     expect_bad_token("program", "not-a-token");
     json_decref(token);
 }
@@ -160,6 +180,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_every_page_once),
         cmocka_unit_test(test_tampered_tokens),
+        cmocka_unit_test(test_tokens_of_another_filter),
     };
     return cmocka_run_group_tests(tests, setup, http_fx_teardown);
 }

@@ -157,8 +157,14 @@ static void test_table(void **state)
         check_refused(r, cases[i].field, cases[i].body);
         http_resp_free(r);
     }
-    /* none of them reached the store */
-    assert_int_equal(testpg_query_int(fx.db, "SELECT count(*) FROM lease.locks"), 0);
+    /* none of them reached the store: through the API on either backend
+     * (the list of the program's leases is empty), in the table on Postgres */
+    http_resp_t *l = call_owned(fx.base, "POST", "/v1/leases/list", worker, list_body("program"));
+    check_reply(l, 200, "lease_listed", NULL);
+    assert_int_equal(json_array_size(http_resp_get(l, "leases")), 0);
+    http_resp_free(l);
+    if (!fx.valkey)
+        assert_int_equal(testpg_query_int(fx.db, "SELECT count(*) FROM lease.locks"), 0);
 }
 
 /* Invalid UTF-8 inside a string names that field. */

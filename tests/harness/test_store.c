@@ -1,0 +1,100 @@
+/*
+ * test_store.c - the backend switch of the contract tests (test_store.h):
+ * the redis-server through the same script the Valkey tests use, the
+ * library and namespace through the real leasectl, as an operator would.
+ */
+#include "test_store.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+bool test_store_is_valkey(void)
+{
+    const char *v = getenv("LEASE_TEST_STORE");
+    if (!v || !*v || strcmp(v, "postgres") == 0)
+        return false;
+    if (strcmp(v, "valkey") == 0)
+        return true;
+    fprintf(stderr, "test_store: LEASE_TEST_STORE=%s is neither postgres nor valkey\n", v);
+    exit(2);
+}
+
+/* The servers started and not yet stopped: a test that exits early (a
+ * testpg_* call on Valkey exits the program, a failed setup) still stops
+ * them, so no redis-server outlives its test. */
+#define TEST_STORE_MAX 8
+static test_store_valkey_t *running[TEST_STORE_MAX];
+
+static void stop_server(const char *state)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s' stop '%s' >&2", LEASE_TEST_VALKEYSERVER_SCRIPT, state);
+    if (system(cmd) != 0)
+        fprintf(stderr, "test_store: valkeyserver stop failed\n");
+}
+
+static void stop_left_running(void)
+{
+    for (int i = 0; i < TEST_STORE_MAX; i++)
+        if (running[i])
+            test_store_valkey_stop(running[i]); /* clears running[i] */
+}
+
+static void track(test_store_valkey_t *v, bool on)
+{
+    static bool registered;
+    if (!registered) {
+        atexit(stop_left_running);
+        registered = true;
+    }
+    for (int i = 0; i < TEST_STORE_MAX; i++)
+        if (on ? running[i] == NULL : running[i] == v) {
+            running[i] = on ? v : NULL;
+            return;
+        }
+}
+
+static void fail(const char *what)
+{
+    fprintf(stderr, "test_store: %s\n", what);
+    exit(1);
+}
+
+void test_store_valkey_start(test_store_valkey_t *v)
+{
+    char dir[] = "/tmp/lease-test-store-XXXXXX";
+    if (!mkdtemp(dir))
+        fail("mkdtemp failed");
+    snprintf(v->state, sizeof v->state, "%s/valkey.state", dir);
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s' start '%s' >&2", LEASE_TEST_VALKEYSERVER_SCRIPT, v->state);
+    if (system(cmd) != 0)
+        fail("valkeyserver start failed");
+    track(v, true);
+    snprintf(cmd, sizeof cmd, "'%s' port '%s'", LEASE_TEST_VALKEYSERVER_SCRIPT, v->state);
+    FILE *p = popen(cmd, "r");
+    int port = 0;
+    if (!p || fscanf(p, "%d", &port) != 1 || port <= 0)
+        fail("valkeyserver port failed");
+    pclose(p);
+    snprintf(v->url, sizeof v->url, "redis://127.0.0.1:%d", port);
+    snprintf(v->setting, sizeof v->setting, "LEASE_STORE_URL=%s", v->url);
+    snprintf(cmd, sizeof cmd, "'%s' migrate --database-url '%s' >&2", LEASE_TEST_LEASECTL, v->url);
+    if (system(cmd) != 0)
+        fail("leasectl migrate on the redis-server failed");
+}
+
+void test_store_valkey_stop(test_store_valkey_t *v)
+{
+    track(v, false);
+    stop_server(v->state);
+    unlink(v->state);
+    char *slash = strrchr(v->state, '/');
+    if (slash) {
+        *slash = '\0';
+        rmdir(v->state);
+    }
+    *v = (test_store_valkey_t){0};
+}

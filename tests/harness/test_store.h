@@ -1,0 +1,30 @@
+/*
+ * test_store.h - which backend a contract test runs against, chosen by one
+ * setting: LEASE_TEST_STORE=valkey runs it against a throwaway redis-server
+ * (tests/harness/valkeyserver) with leased on LEASE_STORE_URL; unset (or
+ * "postgres") against the shared Postgres fixture. Anything else stops the
+ * test: a typo must not quietly run the other backend.
+ * (tests/CMakeLists.txt registers NAME_valkey entries with the setting.)
+ */
+#ifndef LEASE_TEST_STORE_H
+#define LEASE_TEST_STORE_H
+
+#include <stdbool.h>
+
+/* Whether LEASE_TEST_STORE asks for Valkey (exits 2 on an unknown value). */
+bool test_store_is_valkey(void);
+
+/* A started redis-server with the leased_v1 library loaded and the
+ * namespace bound by the real `leasectl migrate`. */
+typedef struct test_store_valkey {
+    char state[256];  /* the valkeyserver script's state file */
+    char url[64];     /* redis://127.0.0.1:PORT */
+    char setting[96]; /* LEASE_STORE_URL=<url>, for leased's environment */
+} test_store_valkey_t;
+
+/* Starts the server and migrates it; exits the test (1) on failure. */
+void test_store_valkey_start(test_store_valkey_t *v);
+/* Stops the server and removes its directory. */
+void test_store_valkey_stop(test_store_valkey_t *v);
+
+#endif
