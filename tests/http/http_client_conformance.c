@@ -129,8 +129,6 @@ static void force_release_elsewhere_cancels_within_a_second(void **state)
     (void)state;
     /* the holder learns of the end through its watch (GET .../watch), fed
      * by PostgreSQL's LISTEN; on Valkey the watch answers 503 */
-    http_fx_needs_postgres(&fx,
-                           "the holder's watch needs the PostgreSQL backend (docs/backends.md)");
     lease_client_t *c = lease_client_new(fx.base, worker_token);
     lease_client_t *admin = lease_client_new(leased_proc_url(second), admin_token);
     lease_client_call_t call = {0};
@@ -179,7 +177,6 @@ static void killed_during_acquire_resolves_by_request_id(void **state)
     (void)state;
     /* the acquire is held inside the database by a row lock of another
      * session; Valkey runs each call to its end, nothing to hold it by */
-    http_fx_needs_postgres(&fx, "holds the acquire inside the store by a Postgres row lock");
     const char *env[] = {"LEASE_DB_CONNECT_TIMEOUT_MS=500", NULL};
     leased_proc_t *doomed = leased_proc_start(fx.db, env);
     assert_non_null(doomed);
@@ -507,5 +504,13 @@ int main(void)
         cmocka_unit_test(every_code_is_typed),
         cmocka_unit_test(a_late_grant_holds_and_runs),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    static const http_pg_only_t pg_only[] = {
+        {"force_release_elsewhere_cancels_within_a_second",
+         "the holder's watch needs the PostgreSQL backend (docs/backends.md)"},
+        {"killed_during_acquire_resolves_by_request_id",
+         "holds the acquire inside the store by a Postgres row lock"},
+        {NULL, NULL},
+    };
+    return http_fx_run_group("http_client_conformance", tests, sizeof tests / sizeof tests[0],
+                             group_setup, group_teardown, pg_only);
 }

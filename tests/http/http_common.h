@@ -357,8 +357,9 @@ static inline void http_pending_join(http_pending_t *p)
 /* One test file's database, leased and credentials; http_fx_close frees
  * all of it. With LEASE_TEST_STORE=valkey (test_store.h) the store is a
  * redis-server of the file's own instead: db is then its redis:// URL
- * (leasectl takes it as --database-url), and a test that reads Postgres
- * tables calls http_fx_needs_postgres first. */
+ * (leasectl takes it as --database-url), and a case that must read
+ * Postgres's tables is named in its file's pg_only table
+ * (http_fx_run_group), which leaves it out of the Valkey run. */
 typedef struct http_fx {
     char *db;    /* superuser URL of the file's own database, or the redis:// URL */
     bool valkey; /* LEASE_TEST_STORE=valkey */
@@ -472,17 +473,38 @@ static inline void http_fx_serve(http_fx_t *fx, const char *const *extra_env)
     fx->base = leased_proc_url(fx->srv);
 }
 
-/* A check that reads Postgres's tables (or its sessions) directly: on
- * Valkey the calling test is skipped, with why on stdout, and cmocka
- * counts it as skipped, never as passed. The test asserts nothing before
- * this call that it would then leave half done. */
-#define http_fx_needs_postgres(fx, why)                                                            \
-    do {                                                                                           \
-        if ((fx)->valkey) {                                                                        \
-            printf("SKIP on valkey (%s): %s\n", __func__, why);                                    \
-            skip();                                                                                \
-        }                                                                                          \
-    } while (0)
+/* A case that needs the PostgreSQL backend, by its function's name, and
+ * why (docs/backends.md). */
+typedef struct http_pg_only {
+    const char *test;
+    const char *why;
+} http_pg_only_t;
+
+/* Runs the group as cmocka_run_group_tests does. Under LEASE_TEST_STORE=
+ * valkey the cases named in pg_only (ended by {NULL, NULL}) are left out
+ * of the run, each printed with its reason: never run, so never counted
+ * as passed or skipped; on PostgreSQL every case runs. */
+static inline int http_fx_run_group(const char *group, const struct CMUnitTest *tests, size_t n,
+                                    CMFixtureFunction setup, CMFixtureFunction teardown,
+                                    const http_pg_only_t *pg_only)
+{
+    struct CMUnitTest *kept = calloc(n ? n : 1, sizeof *kept);
+    assert_non_null(kept);
+    bool valkey = test_store_is_valkey();
+    size_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const http_pg_only_t *o = pg_only;
+        while (valkey && o && o->test && strcmp(o->test, tests[i].name) != 0)
+            o++;
+        if (valkey && o && o->test)
+            printf("not run on valkey: %s (%s)\n", o->test, o->why);
+        else
+            kept[k++] = tests[i];
+    }
+    int failed = _cmocka_run_group_tests(group, kept, k, setup, teardown);
+    free(kept);
+    return failed;
+}
 
 /* Stops leased (it must exit 0), drops the database, frees the tokens. */
 static inline void http_fx_close(http_fx_t *fx)

@@ -790,7 +790,6 @@ static void test_commit_shape(void **state)
 static void test_commit_publication_shape(void **state)
 {
     (void)state;
-    http_fx_needs_postgres(&fx, "publications (the outbox) need the PostgreSQL backend");
     json_t *lease = acquire_lease(fx.base, worker, "if-pub-acq", "t-com-pub");
     json_t *writes =
         json_pack("[{s:s, s:s, s:i, s:{s:i}}, {s:s, s:s, s:{s:s}}]", "kind", "document", "key",
@@ -1109,5 +1108,10 @@ int main(void)
         cmocka_unit_test(test_health_shapes),
         cmocka_unit_test(test_leasectl_options),
     };
-    return cmocka_run_group_tests(tests, setup, http_fx_teardown);
+    static const http_pg_only_t pg_only[] = {
+        {"test_commit_publication_shape", "publications (the outbox) need the PostgreSQL backend"},
+        {NULL, NULL},
+    };
+    return http_fx_run_group("http_interface", tests, sizeof tests / sizeof tests[0], setup,
+                             http_fx_teardown, pg_only);
 }
