@@ -39,6 +39,13 @@ BEGIN
         oldest := coalesce(oldest, r.closed_at);
         IF lease._expire(r.lock_key, r.lease_id, r.fencing_token) THEN
             expired := expired + 1;
+            -- The freed row leaves the session: a row kept pointing at it
+            -- stays a match of l.session_id = s.session_id that the next
+            -- batch reads again and filters out by state, so each batch cost
+            -- as much as the leases swept before it (issue 37: 1,121 buffers
+            -- for the first of 40 batches of 500, 3,496 for the last).
+            UPDATE lease.locks SET session_id = NULL
+             WHERE lock_key = r.lock_key AND state = 'free' AND session_id IS NOT NULL;
         END IF;
     END LOOP;
 END
