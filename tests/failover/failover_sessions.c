@@ -58,8 +58,8 @@ static void lease_as_db_says(const sessions_run_t *s, json_t *lease)
     char path[256], sql[256];
     snprintf(path, sizeof path, "/v1/leases/%s", lid);
     http_resp_t *r = call(s->base, "GET", path, s->token, NULL);
-    const char *state = r->status == 200 ? json_string_value(json_object_get(lease_of(r), "state"))
-                                         : "(not found)";
+    const char *state =
+        r->status == 200 ? json_string_value(json_object_get(lease_of(r), "state")) : "(not found)";
     snprintf(sql, sizeof sql, "SELECT count(*) FROM lease.active_leases WHERE lease_id = '%s'",
              lid);
     long long active = testpg_query_int(s->replica, sql);
@@ -95,9 +95,10 @@ static void run_until_promoted(sessions_run_t *s, bool seal_on_timeline_change)
     assert_non_null(s->srv);
     s->base = leased_proc_url(s->srv);
 
-    http_resp_t *r = call_owned(s->base, "POST", "/v1/sessions", s->token,
-                                dump(json_pack("{s:s, s:s, s:i}", "request_id", "req_fs_open",
-                                               "service_instance_id", "inst_fs", "ttl_ms", TTL_MS)));
+    http_resp_t *r =
+        call_owned(s->base, "POST", "/v1/sessions", s->token,
+                   dump(json_pack("{s:s, s:s, s:i}", "request_id", "req_fs_open",
+                                  "service_instance_id", "inst_fs", "ttl_ms", TTL_MS)));
     check_reply(r, 200, "lease_acquired", NULL);
     s->sid = strdup(
         json_string_value(json_object_get(json_object_get(r->json, "session"), "session_id")));
@@ -207,8 +208,8 @@ static void test_without_timeline_seal_the_session_goes_on(void **state)
     for (int i = 0; i < LEASES; i++)
         lease_as_db_says(&s, s.held[i]);
     char sql[256];
-    snprintf(sql, sizeof sql,
-             "SELECT count(*) FROM lease.active_leases WHERE session_id = '%s'", s.sid);
+    snprintf(sql, sizeof sql, "SELECT count(*) FROM lease.active_leases WHERE session_id = '%s'",
+             s.sid);
     assert_int_equal(testpg_query_int(s.replica, sql), LEASES);
 
     char path[256];

@@ -67,8 +67,8 @@ static char *session_of(const char *lease_id)
  * its exit status, and its sessions array in *sessions (owned). */
 static int session_list(const char *tenant, json_t **answer, json_t **sessions)
 {
-    const char *args[] = {"session", "list", "--database-url", fx.db,
-                          tenant ? "--tenant" : NULL, tenant, NULL};
+    const char *args[] = {"session", "list", "--database-url", fx.db, tenant ? "--tenant" : NULL,
+                          tenant,    NULL};
     *answer = NULL;
     int rc = ctl(args, fx.base, worker_token, NULL, answer);
     *sessions = *answer ? json_object_get(*answer, "sessions") : NULL;
