@@ -173,6 +173,39 @@ static inline char *drill_credential(const char *db)
                                   NULL);
 }
 
+/* A primary and its synchronous standby (synchronous_commit on), the
+ * drill's credential made on the primary, and the multi-host URL leased
+ * is given; seal_on_timeline_change false first when asked. */
+typedef struct drill_sync_pair {
+    testpair_t *pair;
+    char *primary, *replica, *both, *token;
+} drill_sync_pair_t;
+
+static inline void drill_sync_pair_start(drill_sync_pair_t *p, bool seal_on_timeline_change)
+{
+    p->pair = testpair_new();
+    p->primary = testpair_url(p->pair, "primary", "postgres");
+    p->replica = testpair_url(p->pair, "replica", "postgres");
+    p->token = drill_credential(p->primary);
+    if (!seal_on_timeline_change)
+        assert_true(testpg_exec(p->primary, "UPDATE lease.policy SET seal_on_timeline_change = "
+                                            "false"));
+    testpair_run(p->pair, "replica", "sync");
+    assert_int_equal(testpg_query_int(p->primary, "SELECT count(*) FROM pg_stat_replication "
+                                                  "WHERE sync_state = 'sync'"),
+                     1);
+    p->both = testpair_multi_url(p->pair, "primary,replica", "postgres");
+}
+
+static inline void drill_sync_pair_free(drill_sync_pair_t *p)
+{
+    free(p->both);
+    free(p->token);
+    free(p->replica);
+    free(p->primary);
+    testpair_free(p->pair);
+}
+
 static inline int64_t drill_now_ns(void)
 {
     struct timespec ts;

@@ -28,8 +28,8 @@
 #define TTL_MS 60000
 
 typedef struct sessions_run {
-    testpair_t *pair;
-    char *primary, *replica, *both, *token, *sid;
+    drill_sync_pair_t p;
+    char *sid;
     leased_proc_t *srv;
     const char *base;
     json_t *held[LEASES];
@@ -41,14 +41,14 @@ static http_resp_t *acquire_in(const sessions_run_t *s, const char *rid, const c
     json_t *o = parse_owned(acquire_body(rid, target));
     if (session)
         json_object_set_new(o, "session_id", json_string(session));
-    return call_owned(s->base, "POST", "/v1/leases/acquire", s->token, dump(o));
+    return call_owned(s->base, "POST", "/v1/leases/acquire", s->p.token, dump(o));
 }
 
 static http_resp_t *keepalive(const sessions_run_t *s)
 {
     char path[256];
     snprintf(path, sizeof path, "/v1/sessions/%s/keepalive", s->sid);
-    return call(s->base, "POST", path, s->token, "{}");
+    return call(s->base, "POST", path, s->p.token, "{}");
 }
 
 /* A lease as GET answers it, against the promoted database's own view. */
@@ -57,12 +57,12 @@ static void lease_as_db_says(const sessions_run_t *s, json_t *lease)
     const char *lid = json_string_value(json_object_get(lease, "lease_id"));
     char path[256], sql[256];
     snprintf(path, sizeof path, "/v1/leases/%s", lid);
-    http_resp_t *r = call(s->base, "GET", path, s->token, NULL);
+    http_resp_t *r = call(s->base, "GET", path, s->p.token, NULL);
     const char *state =
         r->status == 200 ? json_string_value(json_object_get(lease_of(r), "state")) : "(not found)";
     snprintf(sql, sizeof sql, "SELECT count(*) FROM lease.active_leases WHERE lease_id = '%s'",
              lid);
-    long long active = testpg_query_int(s->replica, sql);
+    long long active = testpg_query_int(s->p.replica, sql);
     printf("%s: GET says %ld %s, the promoted lease.active_leases has %lld\n", lid, r->status,
            state, active);
     if (active) {
@@ -79,24 +79,13 @@ static void lease_as_db_says(const sessions_run_t *s, json_t *lease)
  * replica promoted. */
 static void run_until_promoted(sessions_run_t *s, bool seal_on_timeline_change)
 {
-    s->pair = testpair_new();
-    s->primary = testpair_url(s->pair, "primary", "postgres");
-    s->replica = testpair_url(s->pair, "replica", "postgres");
-    s->token = drill_credential(s->primary);
-    if (!seal_on_timeline_change)
-        assert_true(testpg_exec(s->primary, "UPDATE lease.policy SET seal_on_timeline_change = "
-                                            "false"));
-    testpair_run(s->pair, "replica", "sync");
-    assert_int_equal(testpg_query_int(s->primary, "SELECT count(*) FROM pg_stat_replication "
-                                                  "WHERE sync_state = 'sync'"),
-                     1);
-    s->both = testpair_multi_url(s->pair, "primary,replica", "postgres");
-    s->srv = leased_proc_start(s->both, drill_leased_env);
+    drill_sync_pair_start(&s->p, seal_on_timeline_change);
+    s->srv = leased_proc_start(s->p.both, drill_leased_env);
     assert_non_null(s->srv);
     s->base = leased_proc_url(s->srv);
 
     http_resp_t *r =
-        call_owned(s->base, "POST", "/v1/sessions", s->token,
+        call_owned(s->base, "POST", "/v1/sessions", s->p.token,
                    dump(json_pack("{s:s, s:s, s:i}", "request_id", "req_fs_open",
                                   "service_instance_id", "inst_fs", "ttl_ms", TTL_MS)));
     check_reply(r, 200, "lease_acquired", NULL);
@@ -116,7 +105,7 @@ static void run_until_promoted(sessions_run_t *s, bool seal_on_timeline_change)
     check_reply(r, 200, "lease_renewed", NULL);
     http_resp_free(r);
 
-    testpair_run(s->pair, "kill", "primary");
+    testpair_run(s->p.pair, "kill", "primary");
     for (int i = 0; i < 4; i++) {
         r = keepalive(s);
         printf("keep-alive with the primary killed: %ld %s\n", r->status,
@@ -124,7 +113,7 @@ static void run_until_promoted(sessions_run_t *s, bool seal_on_timeline_change)
         assert_int_equal(r->status, 503);
         http_resp_free(r);
     }
-    testpair_run(s->pair, "promote", "replica");
+    testpair_run(s->p.pair, "promote", "replica");
 }
 
 /* Each identity acquired again (no session): a token greater than the
@@ -151,11 +140,7 @@ static void run_free(sessions_run_t *s)
     for (int i = 0; i < LEASES; i++)
         json_decref(s->held[i]);
     free(s->sid);
-    free(s->both);
-    free(s->token);
-    free(s->replica);
-    free(s->primary);
-    testpair_free(s->pair);
+    drill_sync_pair_free(&s->p);
 }
 
 static void test_sealed_by_default_then_recovered(void **state)
@@ -170,7 +155,7 @@ static void test_sealed_by_default_then_recovered(void **state)
     assert_int_equal(r->status, 503);
     http_resp_free(r);
 
-    free(drill_recover(s.replica, "failover drill: a session open across the promotion"));
+    free(drill_recover(s.p.replica, "failover drill: a session open across the promotion"));
     drill_wait_readyz(s.base, 200, NULL);
     /* recovery revoked every live lease: none of the session's is active;
      * the session itself is still open (printed, not asserted: either is
@@ -181,8 +166,8 @@ static void test_sealed_by_default_then_recovered(void **state)
     http_resp_free(r);
     for (int i = 0; i < LEASES; i++)
         lease_as_db_says(&s, s.held[i]);
-    assert_int_equal(testpg_query_int(s.replica, "SELECT count(*) FROM lease.active_leases "
-                                                 "WHERE target_id LIKE 'fs_t%'"),
+    assert_int_equal(testpg_query_int(s.p.replica, "SELECT count(*) FROM lease.active_leases "
+                                                   "WHERE target_id LIKE 'fs_t%'"),
                      0);
     taken_again_with_greater_tokens(&s);
     run_free(&s);
@@ -210,11 +195,11 @@ static void test_without_timeline_seal_the_session_goes_on(void **state)
     char sql[256];
     snprintf(sql, sizeof sql, "SELECT count(*) FROM lease.active_leases WHERE session_id = '%s'",
              s.sid);
-    assert_int_equal(testpg_query_int(s.replica, sql), LEASES);
+    assert_int_equal(testpg_query_int(s.p.replica, sql), LEASES);
 
     char path[256];
     snprintf(path, sizeof path, "/v1/sessions/%s/close", s.sid);
-    r = call(s.base, "POST", path, s.token, "{\"request_id\":\"req_fs_close\"}");
+    r = call(s.base, "POST", path, s.p.token, "{\"request_id\":\"req_fs_close\"}");
     check_reply(r, 200, "lease_released", NULL);
     assert_int_equal(http_resp_int(r, "leases_ended"), LEASES);
     http_resp_free(r);

@@ -19,8 +19,7 @@
 
 typedef struct sync_run {
     int64_t t0;
-    testpair_t *pair;
-    char *primary, *replica, *both, *token;
+    drill_sync_pair_t p;
     leased_proc_t *srv;
     pid_t pid;
     drill_t d;
@@ -31,36 +30,26 @@ typedef struct sync_run {
 static void run_until_promoted(sync_run_t *s, bool seal_on_timeline_change)
 {
     s->t0 = drill_now_ns();
-    s->pair = testpair_new();
-    s->primary = testpair_url(s->pair, "primary", "postgres");
-    s->replica = testpair_url(s->pair, "replica", "postgres");
-    s->token = drill_credential(s->primary);
-    if (!seal_on_timeline_change)
-        assert_true(testpg_exec(s->primary, "UPDATE lease.policy SET seal_on_timeline_change = "
-                                            "false"));
-    testpair_run(s->pair, "replica", "sync");
-    assert_true(testpg_query_int(s->primary, "SELECT count(*) FROM pg_stat_replication "
-                                             "WHERE sync_state = 'sync'") == 1);
-    s->both = testpair_multi_url(s->pair, "primary,replica", "postgres");
-    s->srv = leased_proc_start(s->both, drill_leased_env);
+    drill_sync_pair_start(&s->p, seal_on_timeline_change);
+    s->srv = leased_proc_start(s->p.both, drill_leased_env);
     s->pid = leased_proc_pid(s->srv);
 
-    drill_start(&s->d, leased_proc_url(s->srv), s->token);
+    drill_start(&s->d, leased_proc_url(s->srv), s->p.token);
     drill_wait_acks(&s->d, 150);
 
-    testpair_run(s->pair, "kill", "primary");
+    testpair_run(s->p.pair, "kill", "primary");
     drill_set_phase(&s->d, DRILL_KILLED);
     drill_wait_connections_dropped(&s->d);
     s->d.promote_issued_ns = drill_now_ns();
-    testpair_run(s->pair, "promote", "replica");
+    testpair_run(s->p.pair, "promote", "replica");
     drill_set_phase(&s->d, DRILL_PROMOTED);
 
     /* nothing acknowledged was lost: the promoted database knows every
      * acknowledged lease, and no counter is below an acknowledged token */
-    assert_int_equal(drill_missing_tokens(&s->d, s->replica, DRILL_STREAMING, DRILL_STREAMING, 0),
+    assert_int_equal(drill_missing_tokens(&s->d, s->p.replica, DRILL_STREAMING, DRILL_STREAMING, 0),
                      0);
     for (int id = 0; id < DRILL_IDENTITIES; id++)
-        assert_true(drill_counter(s->replica, s->d.ids[id].target) >=
+        assert_true(drill_counter(s->p.replica, s->d.ids[id].target) >=
                     drill_token_between(&s->d, id, DRILL_STREAMING, DRILL_STREAMING, false));
 }
 
@@ -84,11 +73,7 @@ static void run_free(sync_run_t *s)
 {
     assert_int_equal(leased_proc_stop(s->srv), 0);
     drill_free(&s->d);
-    free(s->both);
-    free(s->token);
-    free(s->replica);
-    free(s->primary);
-    testpair_free(s->pair);
+    drill_sync_pair_free(&s->p);
 }
 
 static void test_sync_standby_loses_nothing_and_seals_by_default(void **state)
@@ -100,13 +85,13 @@ static void test_sync_standby_loses_nothing_and_seals_by_default(void **state)
 
     drill_wait_sealed(&s.d, 20);
     drill_wait_readyz(base, 503, "sealed");
-    char *why = testpg_query_value(s.replica, "SELECT sealed_reason FROM lease.namespace_state "
-                                              "WHERE sealed AND sealed_reason LIKE "
-                                              "'timeline changed from 1 to 2%'");
+    char *why = testpg_query_value(s.p.replica, "SELECT sealed_reason FROM lease.namespace_state "
+                                                "WHERE sealed AND sealed_reason LIKE "
+                                                "'timeline changed from 1 to 2%'");
     assert_non_null(why);
     free(why);
 
-    free(drill_recover_and_settle(&s.d, s.replica, "failover drill: synchronous standby promoted",
+    free(drill_recover_and_settle(&s.d, s.p.replica, "failover drill: synchronous standby promoted",
                                   base, s.t0));
 
     check_after(&s, DRILL_RECOVERED);
@@ -142,7 +127,7 @@ static void test_sync_standby_without_timeline_seal_goes_on(void **state)
 
     check_after(&s, DRILL_KILLED);
     assert_int_equal(drill_sum(&s.d, s.d.sealed, DRILL_STREAMING, DRILL_PHASES - 1), 0);
-    assert_int_equal(testpg_query_int(s.replica, "SELECT sealed::int FROM lease.namespace_state"),
+    assert_int_equal(testpg_query_int(s.p.replica, "SELECT sealed::int FROM lease.namespace_state"),
                      0);
 
     drill_print_phases(&s.d, s.t0);
