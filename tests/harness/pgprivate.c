@@ -2,6 +2,7 @@
  * pgprivate.c - private clusters and PgBouncer for tests (see pgprivate.h),
  * through the tests/harness/pgprivate script.
  */
+#include "free_port.h"
 #include "pgprivate.h"
 
 #include <arpa/inet.h>
@@ -35,19 +36,6 @@ bool pg_private_available(void)
                                      "test -x /usr/sbin/pgbouncer") == 0;
 }
 
-int pg_private_free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof a;
-    if (fd < 0 || bind(fd, (struct sockaddr *)&a, sizeof a) != 0 ||
-        getsockname(fd, (struct sockaddr *)&a, &len) != 0)
-        die("no free port");
-    close(fd);
-    return ntohs(a.sin_port);
-}
-
 static void tail(const char *path)
 {
     char cmd[512];
@@ -62,7 +50,7 @@ pg_private_t *pg_private_start(const pg_private_opts_t *opts)
     snprintf(pg->dir, sizeof pg->dir, "/tmp/leased-pgp.XXXXXX");
     if (!mkdtemp(pg->dir))
         die("mkdtemp failed");
-    pg->port = pg_private_free_port();
+    pg->port = test_free_port();
     char cmd[1024];
     snprintf(cmd, sizeof cmd, "'%s' start '%s' %d %s%s%s", PGPRIVATE, pg->dir, pg->port,
              opts && opts->ssl_dir ? "'" : "", opts && opts->ssl_dir ? opts->ssl_dir : "",
@@ -106,7 +94,7 @@ pg_bouncer_t *pg_bouncer_start(const char *upstream_sockdir, int upstream_port,
     snprintf(b->dir, sizeof b->dir, "/tmp/leased-pgb.XXXXXX");
     if (!mkdtemp(b->dir))
         die("mkdtemp failed");
-    b->port = pg_private_free_port();
+    b->port = test_free_port();
     char cmd[2048];
     int n = snprintf(cmd, sizeof cmd, "'%s' bouncer '%s' %d '%s' %d %s %d", PGPRIVATE, b->dir,
                      b->port, upstream_sockdir, upstream_port, pool_mode, pool_size);

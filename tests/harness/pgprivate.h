@@ -31,9 +31,6 @@ typedef struct pg_private_opts {
 /* Whether private clusters and PgBouncer can run here. */
 bool pg_private_available(void);
 
-/* A free TCP port on 127.0.0.1 (released before returning: a small race). */
-int pg_private_free_port(void);
-
 pg_private_t *pg_private_start(const pg_private_opts_t *opts);
 /* postgresql:///db?host=DIR&port=PORT&user=user (Unix socket; heap). */
 char *pg_private_url(const pg_private_t *pg, const char *db, const char *user);

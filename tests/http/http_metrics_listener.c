@@ -16,6 +16,7 @@
 #include <sys/syscall.h>
 #include <time.h>
 
+#include "free_port.h"
 #include "http_common.h"
 
 static http_fx_t fx;
@@ -26,18 +27,6 @@ static int setup(void **state)
     http_fx_open(&fx, state, "http_metrics_listener");
     worker = http_fx_worker(&fx, "prn_metrics");
     return 0;
-}
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    socklen_t len = sizeof a;
-    getsockname(fd, (struct sockaddr *)&a, &len);
-    close(fd);
-    return ntohs(a.sin_port);
 }
 
 static long long mono_us(void)
@@ -114,7 +103,7 @@ static void measure(latency_t *out)
 static void test_probes_on_their_own_listener(void **state)
 {
     (void)state;
-    int port = free_port();
+    int port = test_free_port();
     char setting[64], probes[64];
     snprintf(setting, sizeof setting, "LEASE_METRICS_LISTEN=127.0.0.1:%d", port);
     snprintf(probes, sizeof probes, "http://127.0.0.1:%d", port);

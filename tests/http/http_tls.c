@@ -16,6 +16,7 @@
 
 extern char **environ;
 
+#include "free_port.h"
 #include "exec_common.h"
 #include "lease/client.h"
 #include "pgprivate.h"
@@ -190,7 +191,7 @@ static void test_https_through_a_terminator(void **state)
     snprintf(setting, sizeof setting, "LEASE_DATABASE_URL=%s", url);
     const char *env[] = {setting, NULL};
     leased_proc_t *srv = leased_proc_start(super, env);
-    int port = pg_private_free_port();
+    int port = test_free_port();
     pid_t proxy = tls_terminator(port, leased_proc_port(srv));
     char base[64];
     snprintf(base, sizeof base, "https://localhost:%d", port);

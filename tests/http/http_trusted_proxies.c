@@ -17,6 +17,7 @@
 #include <spawn.h>
 #include <sys/wait.h>
 
+#include "free_port.h"
 #include "http_common.h"
 #include "raw_http.h"
 
@@ -40,18 +41,6 @@ static int setup(void **state)
     http_fx_open(&fx, state, "http_trusted_proxies");
     worker = http_fx_worker(&fx, "prn_proxied");
     return 0;
-}
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET};
-    inet_pton(AF_INET, "127.0.0.1", &a.sin_addr);
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    socklen_t len = sizeof a;
-    getsockname(fd, (struct sockaddr *)&a, &len);
-    close(fd);
-    return ntohs(a.sin_port);
 }
 
 /* haproxy in front of leased: pp_port sends PROXY v2, http_port appends
@@ -119,7 +108,7 @@ static void test_client_address_from_a_trusted_proxy_only(void **state)
                          "LEASE_MAX_CONNECTIONS_PER_SOURCE=2", NULL};
     http_fx_serve(&fx, env);
     int leased_port = leased_proc_port(fx.srv);
-    int pp_port = free_port(), http_port = free_port();
+    int pp_port = test_free_port(), http_port = test_free_port();
     char cfg[128];
     snprintf(cfg, sizeof cfg, "/tmp/http_trusted_proxies_%d.cfg", (int)getpid());
     haproxy_pid = start_haproxy(cfg, pp_port, http_port, leased_port);

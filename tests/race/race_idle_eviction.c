@@ -26,6 +26,7 @@
 #include <sys/socket.h>
 #include <time.h>
 
+#include "free_port.h"
 #include "../http/http_common.h"
 #include "raw_http.h"
 
@@ -46,17 +47,6 @@ static int setup(void **state)
     }
     http_fx_open(&fx, state, "race_idle_eviction");
     return 0;
-}
-
-static int free_port(void)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    assert_int_equal(bind(fd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(getsockname(fd, (struct sockaddr *)&a, &len), 0);
-    close(fd);
-    return ntohs(a.sin_port);
 }
 
 /* One request on c and its answer's status (0: no answer, the connection
@@ -200,7 +190,7 @@ static void test_eviction_spares_the_connection_being_received(void **state)
 static void test_probe_listener_cannot_be_held(void **state)
 {
     (void)state;
-    int mport = free_port();
+    int mport = test_free_port();
     serve(mport);
 
     static raw_conn_t *c[PROBE_CONNS];
