@@ -109,28 +109,33 @@ char *test_store_valkey_cli(const test_store_valkey_t *v, const char *const *arg
     const char *cli = getenv("LEASE_TEST_REDIS_CLI");
     if (!cli || !*cli)
         cli = "redis-cli";
-    const char *argv[64] = {cli, "-p", port + 1};
+    /* copies: execvp takes char *const[] */
+    char *argv[64] = {strdup(cli), strdup("-p"), strdup(port + 1)};
     size_t n = 3;
     for (const char *const *a = args; *a && n < 63; a++)
-        argv[n++] = *a;
+        argv[n++] = strdup(*a);
     argv[n] = NULL;
     int out[2];
-    if (pipe(out) != 0)
-        return NULL;
-    pid_t pid = fork();
-    if (pid < 0) {
+    pid_t pid = pipe(out) == 0 ? fork() : -2;
+    if (pid == -1) {
         close(out[0]);
         close(out[1]);
+    }
+    if (pid < 0) {
+        for (size_t i = 0; i < n; i++)
+            free(argv[i]);
         return NULL;
     }
     if (pid == 0) {
         dup2(out[1], STDOUT_FILENO);
         close(out[0]);
         close(out[1]);
-        execvp(cli, (char *const *)argv);
+        execvp(argv[0], argv);
         _exit(127);
     }
     close(out[1]);
+    for (size_t i = 0; i < n; i++)
+        free(argv[i]);
     size_t len = 0, cap = 256;
     char *text = malloc(cap);
     ssize_t got;

@@ -435,10 +435,12 @@ local function audit_minid(ns, t)
     return I(minid[1]) .. '-' .. I(minid[2])
 end
 
--- fields: name/value pairs; empty values are left out.
+-- fields: name/value pairs; empty values are left out. A value may be nil
+-- (an absent member): the pairs are walked to table.maxn, since # stops at
+-- any nil of a table with holes and would drop every pair after it.
 local function audit_append(ks, ns, t, fields)
     local kept = {}
-    for k = 1, #fields, 2 do
+    for k = 1, table.maxn(fields), 2 do
         local v = fields[k + 1]
         if v ~= nil and v ~= false and v ~= '' and v ~= cjson.null then
             kept[#kept + 1] = fields[k]
