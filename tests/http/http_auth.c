@@ -268,6 +268,31 @@ static void test_admin_operations(void **state)
     const char *const forced[] = {"event_type", "target_lease_force_release", "reason",
                                   "host drained for maintenance", NULL};
     assert_int_equal(http_fx_audit_count(&fx, forced), 1);
+    /* the event names who, what and the lease's owner as it was (its
+     * service instance and execution, which the request does not carry),
+     * the change of state, and an administrator's high priority */
+    const char *const forced_whole[] = {"event_type",
+                                        "target_lease_force_release",
+                                        "request_id",
+                                        "adm-6",
+                                        "principal_id",
+                                        "prn_admin",
+                                        "lease_id",
+                                        json_string_value(json_object_get(lease, "lease_id")),
+                                        "service_instance_id",
+                                        "inst_1",
+                                        "execution_id",
+                                        "exec_1",
+                                        "job_id",
+                                        "job_1",
+                                        "previous_state",
+                                        "active",
+                                        "resulting_state",
+                                        "released",
+                                        "priority",
+                                        "high",
+                                        NULL};
+    assert_int_equal(http_fx_audit_count(&fx, forced_whole), 1);
     json_decref(lease);
 }
 
