@@ -125,6 +125,21 @@ static void test_mixed_batch(void **state)
                                                  " WHERE request_id = 'relb-rel-2'"),
                          0);
     }
+    /* the release's own event, in the same store call */
+    const char *const released_event[] = {"request_id",
+                                          "relb-rel-1",
+                                          "event_type",
+                                          "target_lease_release",
+                                          "result_code",
+                                          "lease_released",
+                                          "previous_state",
+                                          "active",
+                                          "resulting_state",
+                                          "released",
+                                          "service_instance_id",
+                                          "inst_1",
+                                          NULL};
+    assert_int_equal(http_fx_audit_count(&fx, released_event), 1);
     /* through the API: relb-rel-1's answer is stored (alone, the same
      * release replays it), the loss stored nothing (relb-rel-2 with the
      * right token releases) */

@@ -148,6 +148,16 @@ static void test_mixed_batch(void **state)
         usleep(50000);
     }
     assert_int_equal(renewals_audited(), audit_before + 2);
+    /* the renewal's event (by the store) and the loss's (by the service) */
+    const char *const renewed_event[] = {
+        "request_id",    "rb-renew-1",     "event_type", "target_lease_renew", "result_code",
+        "lease_renewed", "previous_state", "active",     "resulting_state",    "active",
+        "principal_id",  "prn_rbatch",     NULL};
+    assert_int_equal(http_fx_audit_count(&fx, renewed_event), 1);
+    const char *const lost_event[] = {
+        "request_id",  "rb-renew-2", "event_type", "target_lease_renew",
+        "result_code", "lease_lost", NULL};
+    assert_int_equal(http_fx_audit_count(&fx, lost_event), 1);
 
     /* rb-renew-1's answer is stored: alone, the same renewal replays it */
     r = call_owned(fx.base, "POST", "/v1/leases/renew", worker,
