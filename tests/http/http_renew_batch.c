@@ -149,10 +149,13 @@ static void test_mixed_batch(void **state)
     }
     assert_int_equal(renewals_audited(), audit_before + 2);
     /* the renewal's event (by the store) and the loss's (by the service) */
+    char granted_ttl[32]; /* the TTL the renewal granted: the lease's */
+    snprintf(granted_ttl, sizeof granted_ttl, "%lld",
+             (long long)json_integer_value(json_object_get(l1, "ttl_ms")));
     const char *const renewed_event[] = {
-        "request_id",    "rb-renew-1",     "event_type", "target_lease_renew", "result_code",
-        "lease_renewed", "previous_state", "active",     "resulting_state",    "active",
-        "principal_id",  "prn_rbatch",     NULL};
+        "request_id",    "rb-renew-1",     "event_type",       "target_lease_renew", "result_code",
+        "lease_renewed", "previous_state", "active",           "resulting_state",    "active",
+        "principal_id",  "prn_rbatch",     "effective_ttl_ms", granted_ttl,          NULL};
     assert_int_equal(http_fx_audit_count(&fx, renewed_event), 1);
     const char *const lost_event[] = {
         "request_id",  "rb-renew-2", "event_type", "target_lease_renew",

@@ -466,8 +466,9 @@ end
 -- The event of a mutation that changed state (answer: its result pairs),
 -- as lease._evidence_t writes it: the owner's service instance, execution
 -- and job from the lease (an administrator's request carries none), the
--- state before (an acquire's previous_state; otherwise the active lease it
--- renewed or ended) and after, high priority for an administrator's end.
+-- TTL it has (effective_ttl_ms), the state before (an acquire's
+-- previous_state; otherwise the active lease it renewed or ended) and
+-- after, high priority for an administrator's end.
 local ADMIN_OPS = {force_release = true, revoke = true}
 
 local function audit_mutation(ks, ns, t, op, i, p, answer)
@@ -501,6 +502,7 @@ local function audit_mutation(ks, ns, t, op, i, p, answer)
         'execution_id', str_or_nil(l.execution_id) or str_or_nil(p.execution_id),
         'job_id', str_or_nil(l.job_id) or str_or_nil(p.job_id),
         'requested_ttl_ms', type(p.ttl_ms) == 'number' and p.ttl_ms or nil,
+        'effective_ttl_ms', l.ttl_ms,
         'reason', str_or_nil(p.reason), 'incident_id', str_or_nil(p.incident_id),
     })
 end
