@@ -1,10 +1,12 @@
 /*
  * race_acquire_once.c - 32 threads acquire one identity at the same moment
- * through the Postgres store: exactly one lease_acquired, every other
- * answer lease_conflict, one token allocated (the durable counter moved by
- * one), one idempotency row. Three rounds cover the three ways the
- * identity can be free: no row yet, a freed row, and an expired lease that
- * was never swept.
+ * through the store: exactly one lease_acquired, every other answer
+ * lease_conflict, one token allocated (the durable counter moved by one),
+ * one stored result (the winner's request replays, a loser's is decided
+ * again). Three rounds cover the three ways the identity can be free: no
+ * record yet, a freed one, and an expired lease that was never swept.
+ * On both backends (race_util.h): Postgres's tables are also read on
+ * Postgres.
  */
 #include "race_util.h"
 
@@ -16,6 +18,7 @@ typedef struct round {
     int64_t ttl_ms;
     int round_no;
     race_barrier_t start;
+    lease_acquire_req_t reqs[THREADS]; /* as sent, for the replay check */
     lease_result_t results[THREADS];
 } round_t;
 
@@ -37,6 +40,7 @@ static void *acquire_at_once(void *arg)
     race_barrier_wait(&r->start);
     /* the deadline starts at the line, not while threads were created */
     req.call.deadline = lease_deadline_in(20000);
+    r->reqs[w->index] = req;
     lease_code_t c = lease_store_acquire(r->store, &req, &r->results[w->index]);
     CHECK(c == r->results[w->index].code, "returned and stored codes agree");
     return NULL;
@@ -76,14 +80,35 @@ static lease_record_t run_round(race_env_t *env, round_t *r, long long counter_b
     CHECK(!r->results[winner].replayed, "the winner's answer is not a replay");
     CHECK(lease.state == LEASE_STATE_ACTIVE, "winner's lease is active");
 
-    long long counter = race_counter(env->db_url, &r->id);
+    long long counter = race_env_counter(env, &r->id);
     CHECK(counter == counter_before + 1, "round %d: counter %lld, want %lld", r->round_no, counter,
           counter_before + 1);
     CHECK(lease.fencing_token == counter, "winner's token %lld is the counter %lld",
           (long long)lease.fencing_token, counter);
-    CHECK(race_count(env->db_url, "lease.idempotency", &r->id, "operation = 'acquire'") ==
-              r->round_no,
-          "one stored acquire result per round");
+    if (!env->valkey)
+        CHECK(race_count(env->db_url, "lease.idempotency", &r->id, "operation = 'acquire'") ==
+                  r->round_no,
+              "one stored acquire result per round");
+    /* the stored results on either backend: the winner's request replays
+     * its lease, a loser's (its conflict was not stored) is decided again
+     * and still conflicts; neither allocates a token */
+    for (int i = 0; i < THREADS; i++) {
+        lease_acquire_req_t again = r->reqs[i];
+        again.call.deadline = lease_deadline_in(20000);
+        lease_result_t seen;
+        lease_code_t c = lease_store_acquire(env->store, &again, &seen);
+        if (i == winner) {
+            CHECK(c == LEASE_ACQUIRED && seen.replayed, "round %d: the winner's retry: %s%s",
+                  r->round_no, CODE(c), seen.replayed ? " (replayed)" : "");
+            CHECK(race_same_lease(&seen.lease, &lease), "the replay is the winner's lease");
+        } else {
+            CHECK(c == LEASE_CONFLICT && !seen.replayed, "round %d: thread %d's retry: %s%s",
+                  r->round_no, i, CODE(c), seen.replayed ? " (replayed)" : "");
+        }
+    }
+    CHECK(race_env_counter(env, &r->id) == counter, "retries allocated nothing");
+    CHECK(race_env_audit_count(env, "target_lease_acquire", NULL) == r->round_no,
+          "one acquisition audited per round");
 
     lease_result_t seen;
     CHECK(race_inspect(env->store, &r->id, &seen) == LEASE_INSPECTED, "inspect after round");
@@ -127,8 +152,14 @@ int main(void)
     r->ttl_ms = 30000;
     lease_record_t third = run_round(&env, r, 2);
     CHECK(third.fencing_token > second.fencing_token, "tokens increase");
-    CHECK(race_count(env.db_url, "lease.history", &r->id, "state = 'expired'") == 1,
-          "the expired lease is in history");
+    if (!env.valkey)
+        CHECK(race_count(env.db_url, "lease.history", &r->id, "state = 'expired'") == 1,
+              "the expired lease is in history");
+    /* on either backend: the second lease, by its id, ended expired */
+    CHECK(race_inspect_id(env.store, second.lease_id, &res) == LEASE_INSPECTED,
+          "the expired lease by its id: %s", CODE(res.code));
+    CHECK(res.lease.state == LEASE_STATE_EXPIRED && res.lease.fencing_token == second.fencing_token,
+          "the second lease ended expired (%s)", lease_state_name(res.lease.state));
 
     lease_store_stats_t st;
     lease_store_stats(env.store, &st);

@@ -6,6 +6,13 @@
  *
  * These tests observe results: what each thread was answered and what the
  * database holds afterwards, never merely that a call returned.
+ *
+ * Both backends (issue 38, docs/backends.md "Contract tests on both
+ * backends"): with LEASE_TEST_STORE=valkey (test_store.h) race_setup opens
+ * the Valkey adapter on a redis-server of the test's own instead of a
+ * Postgres database; env.valkey says which, env.db_url is then NULL. The
+ * race_env_* probes below read the durable state on either backend; the
+ * SQL probes (race_counter, race_count, testpg_*) are Postgres's only.
  */
 #ifndef LEASE_RACE_UTIL_H
 #define LEASE_RACE_UTIL_H
@@ -22,6 +29,8 @@
 #include "lease/store.h"
 #include "test_wait.h"
 #include "lease/store_pg.h"
+#include "lease/store_valkey.h"
+#include "test_store.h"
 #include "testpg.h"
 
 #define CHECK(cond, ...)                                                                           \
@@ -38,9 +47,11 @@
 #define CODE(c) lease_code_name(c)
 
 typedef struct race_env {
-    char *db_url;  /* superuser: probes and setup */
-    char *svc_url; /* leased_app: what the store uses */
+    char *db_url;  /* superuser: probes and setup (NULL on Valkey) */
+    char *svc_url; /* leased_app: what the store uses (NULL on Valkey) */
     lease_store_t *store;
+    bool valkey;            /* LEASE_TEST_STORE=valkey */
+    test_store_valkey_t vk; /* its redis-server, namespace bound by leasectl */
 } race_env_t;
 
 static inline lease_store_t *race_open_store(const char *url, int pool_size, const char *app)
@@ -58,8 +69,36 @@ static inline lease_store_t *race_open_store(const char *url, int pool_size, con
     return s;
 }
 
+/* The Valkey adapter on v's server, pool_size connections, as leased
+ * opens it for LEASE_STORE_URL. */
+static inline lease_store_t *race_open_valkey_store(const test_store_valkey_t *v, int pool_size)
+{
+    lease_valkey_url_t u;
+    char err[256] = "";
+    CHECK(lease_valkey_url_parse(v->url, &u, err, sizeof err), "store url: %s", err);
+    lease_valkey_config_t cfg = {
+        .host = u.host,
+        .port = u.port,
+        .ns = u.ns,
+        .connect_timeout_ms = 5000,
+        .pool_size = pool_size,
+    };
+    lease_store_t *s = NULL;
+    lease_code_t rc = lease_valkey_store_open(&cfg, &s, err, sizeof err);
+    lease_valkey_url_wipe(&u);
+    CHECK(rc == LEASE_INSPECTED && s, "lease_valkey_store_open: %s (%s)", CODE(rc), err);
+    return s;
+}
+
 static inline void race_setup(race_env_t *env, const char *name, int pool_size, const char *app)
 {
+    *env = (race_env_t){.valkey = test_store_is_valkey()};
+    if (env->valkey) {
+        test_store_valkey_start(&env->vk);
+        env->store = race_open_valkey_store(&env->vk, pool_size);
+        printf("backend: valkey (%s)\n", env->vk.url);
+        return;
+    }
     env->db_url = testpg_create_db(name);
     env->svc_url = testpg_service_url(env->db_url);
     env->store = race_open_store(env->svc_url, pool_size, app);
@@ -68,6 +107,10 @@ static inline void race_setup(race_env_t *env, const char *name, int pool_size, 
 static inline void race_teardown(race_env_t *env)
 {
     lease_store_close(env->store);
+    if (env->valkey) {
+        test_store_valkey_stop(&env->vk);
+        return;
+    }
     testpg_drop_db(env->db_url);
     free(env->svc_url);
     free(env->db_url);
@@ -228,6 +271,7 @@ static inline void race_key_sql(const lease_identity_t *id, char *out, size_t n)
 /* The identity's durable fencing counter (0 when it has no row yet). */
 static inline long long race_counter(const char *db_url, const lease_identity_t *id)
 {
+    CHECK(db_url, "a Postgres probe (lease.locks) on a store without Postgres");
     char key[512], sql[1024];
     race_key_sql(id, key, sizeof key);
     snprintf(sql, sizeof sql,
@@ -240,11 +284,88 @@ static inline long long race_counter(const char *db_url, const lease_identity_t 
 static inline long long race_count(const char *db_url, const char *table,
                                    const lease_identity_t *id, const char *extra)
 {
+    CHECK(db_url, "a Postgres probe (%s) on a store without Postgres", table);
     char key[512], sql[1400];
     race_key_sql(id, key, sizeof key);
     snprintf(sql, sizeof sql, "SELECT count(*) FROM %s WHERE lock_key = %s%s%s", table, key,
              extra && *extra ? " AND " : "", extra ? extra : "");
     return testpg_query_int(db_url, sql);
+}
+
+/* What redis-cli printed for args on env's server (heap); fails the test
+ * when it could not run. */
+static inline char *race_valkey_cli(const race_env_t *env, const char *const *args)
+{
+    char *out = test_store_valkey_cli(&env->vk, args);
+    CHECK(out, "redis-cli %s failed", args[0]);
+    return out;
+}
+
+/* The key of an identity's record on Valkey (the namespace leasectl
+ * migrate bound, "leased"; docs/backends.md "Keys"): the durable counter
+ * and the live lease, never deleted, like a lease.locks row. */
+static inline void race_valkey_ident_key(const lease_identity_t *id, char *out, size_t n)
+{
+    snprintf(out, n, "lease:{leased}:id:[\"v1\",\"%s\",\"%s\",\"%s\",\"%s\",\"%s\",\"%s\",\"%s\"]",
+             id->tenant_id, id->program_id, id->target_namespace, id->target_id, id->actor_name,
+             id->workflow_name, id->operation_class);
+}
+
+/* The identity's durable fencing counter on either backend, as the token
+ * its last acquisition was given (0 when it has none yet): lease.locks'
+ * fencing_counter on Postgres; on Valkey the identity record's epoch and
+ * seq (token = epoch * 2^32 + seq, docs/backends.md "Fencing tokens"). */
+static inline long long race_env_counter(const race_env_t *env, const lease_identity_t *id)
+{
+    if (!env->valkey)
+        return race_counter(env->db_url, id);
+    char key[512];
+    race_valkey_ident_key(id, key, sizeof key);
+    const char *args[] = {"HMGET", key, "epoch", "seq", NULL};
+    char *out = race_valkey_cli(env, args);
+    long long epoch = 0, seq = 0;
+    char *nl = strchr(out, '\n');
+    if (nl && nl != out) { /* an absent record prints two empty lines */
+        epoch = atoll(out);
+        seq = atoll(nl + 1);
+    }
+    free(out);
+    return epoch * 4294967296LL + seq;
+}
+
+/* The store's audit events of event_type (lease.audit_events on Postgres,
+ * the namespace's audit Stream on Valkey: docs/backends.md "Audit
+ * events"), optionally only those of request_id (NULL: any). */
+static inline long long race_env_audit_count(const race_env_t *env, const char *event_type,
+                                             const char *request_id)
+{
+    if (!env->valkey) {
+        char sql[512];
+        snprintf(sql, sizeof sql,
+                 "SELECT count(*) FROM lease.audit_events WHERE event_type = '%s'%s%s%s",
+                 event_type, request_id ? " AND request_id = '" : "", request_id ? request_id : "",
+                 request_id ? "'" : "");
+        return testpg_query_int(env->db_url, sql);
+    }
+    static const char lua[] =
+        "local n = 0 "
+        "for _, e in ipairs(redis.call('XRANGE', KEYS[1], '-', '+')) do "
+        "  local f, t, r = e[2], false, ARGV[2] == '' "
+        "  for i = 1, #f, 2 do "
+        "    if f[i] == 'event_type' and f[i + 1] == ARGV[1] then t = true end "
+        "    if f[i] == 'request_id' and f[i + 1] == ARGV[2] then r = true end "
+        "  end "
+        "  if t and r then n = n + 1 end "
+        "end "
+        "return n";
+    const char *args[] = {
+        "EVAL", lua, "1", "lease:{leased}:audit", event_type, request_id ? request_id : "", NULL};
+    char *out = race_valkey_cli(env, args);
+    char *end = NULL;
+    long long n = strtoll(out, &end, 10);
+    CHECK(end != out, "audit count: redis-cli printed %s", out);
+    free(out);
+    return n;
 }
 
 /* A reusable start line for N threads. */
