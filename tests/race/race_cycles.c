@@ -7,7 +7,10 @@
  *  - tokens strictly increase per identity in acquisition order (the holder
  *    appends its token to the identity's log while it holds the flag);
  *  - afterwards the durable counter equals the number of acquisitions seen,
- *    history holds exactly those leases as released, and nothing is active.
+ *    history holds exactly those leases as released, and nothing is active; each
+ *    acquisition, renewal and release audited once.
+ * On both backends (race_util.h): Postgres's tables are also read on
+ * Postgres.
  */
 #include "race_util.h"
 
@@ -21,6 +24,7 @@ typedef struct hot {
     int holder; /* __atomic: 0 free, else thread index + 1 */
     int n_tokens;
     int64_t tokens[LOG_MAX];
+    char lease_ids[LOG_MAX][LEASE_ID_MAX + 1]; /* each acquisition's lease */
 } hot_t;
 
 typedef struct shared {
@@ -76,6 +80,7 @@ static void *cycle(void *arg)
             CHECK(res.lease.fencing_token > h->tokens[h->n_tokens - 1],
                   "token %lld after %lld on %s", (long long)res.lease.fencing_token,
                   (long long)h->tokens[h->n_tokens - 1], h->id.target_id);
+        snprintf(h->lease_ids[h->n_tokens], sizeof h->lease_ids[0], "%s", res.lease.lease_id);
         h->tokens[h->n_tokens++] = res.lease.fencing_token;
         lease_record_t lease = res.lease;
 
@@ -134,18 +139,42 @@ int main(void)
     int total = 0;
     for (int i = 0; i < IDENTITIES; i++) {
         hot_t *h = &s->hot[i];
-        long long counter = race_counter(env.db_url, &h->id);
+        long long counter = race_env_counter(&env, &h->id);
         CHECK(counter == h->n_tokens, "%s: counter %lld, %d acquisitions seen", h->id.target_id,
               counter, h->n_tokens);
         for (int k = 1; k < h->n_tokens; k++)
             CHECK(h->tokens[k] > h->tokens[k - 1], "tokens increase");
-        CHECK(race_count(env.db_url, "lease.history", &h->id, "state = 'released'") == h->n_tokens,
-              "%s: every acquisition ended released in history", h->id.target_id);
+        if (!env.valkey)
+            CHECK(race_count(env.db_url, "lease.history", &h->id, "state = 'released'") ==
+                      h->n_tokens,
+                  "%s: every acquisition ended released in history", h->id.target_id);
+        /* on either backend: each acquisition's lease, by its id, ended
+         * released with the token it was given */
+        for (int k = 0; k < h->n_tokens; k++) {
+            lease_result_t seen;
+            CHECK(race_inspect_id(env.store, h->lease_ids[k], &seen) == LEASE_INSPECTED,
+                  "%s: lease %s: %s", h->id.target_id, h->lease_ids[k], CODE(seen.code));
+            CHECK(seen.lease.state == LEASE_STATE_RELEASED &&
+                      seen.lease.fencing_token == h->tokens[k],
+                  "%s: lease %s is %s token %lld, want released token %lld", h->id.target_id,
+                  h->lease_ids[k], lease_state_name(seen.lease.state),
+                  (long long)seen.lease.fencing_token, (long long)h->tokens[k]);
+        }
+        lease_result_t now;
+        CHECK(race_inspect(env.store, &h->id, &now) == LEASE_NOT_FOUND, "%s: still held (%s)",
+              h->id.target_id, now.lease.lease_id);
         total += h->n_tokens;
     }
     CHECK(total == s->acquired, "acquisitions add up");
-    CHECK(testpg_query_int(env.db_url, "SELECT count(*) FROM lease.active_leases") == 0,
-          "nothing left active");
+    if (!env.valkey)
+        CHECK(testpg_query_int(env.db_url, "SELECT count(*) FROM lease.active_leases") == 0,
+              "nothing left active");
+    CHECK(race_env_audit_count(&env, "target_lease_acquire", NULL) == total,
+          "one acquisition audited per lease");
+    CHECK(race_env_audit_count(&env, "target_lease_release", NULL) == total,
+          "one release audited per lease (a retried release replays)");
+    CHECK(race_env_audit_count(&env, "target_lease_renew", NULL) == s->renewed,
+          "one renewal audited per renewal");
     lease_store_stats_t st;
     lease_store_stats(env.store, &st);
     printf("%d acquire attempts in %.1fs: %d acquired, %d conflicts, %d gave up after retries, "
