@@ -12,7 +12,10 @@
  *     the successor stays active and renewable (also fired concurrently);
  *  D. the sweeper running continuously while holders renew, release and
  *     abandon 1100 ms leases: no live lease is swept, each abandoned lease
- *     is recorded expired exactly once.
+ *     is recorded expired exactly once. (On Valkey the expire step
+ *     leased's sweeper runs there: it has no lease.sweep.)
+ * On both backends (race_util.h): Postgres's tables are also read on
+ * Postgres.
  */
 #include "race_util.h"
 
@@ -388,10 +391,19 @@ static void stale_after_reacquire(race_env_t *env)
 #define SWEEP_WORKERS 4
 #define SWEEP_IDS 3
 
+#define SWEEP_LOG 1024 /* leases per identity, far above what 6 s allow */
+
 typedef struct sweep_shared {
     lease_store_t *store;
-    const char *db_url;
+    const char *db_url; /* NULL on Valkey */
+    bool valkey;
     lease_identity_t ids[SWEEP_IDS];
+    /* every lease taken, and whether it was abandoned (else released), to
+     * read each one's end through the store afterwards */
+    pthread_mutex_t log_lock;
+    int n_log[SWEEP_IDS];
+    char log_id[SWEEP_IDS][SWEEP_LOG][LEASE_ID_MAX + 1];
+    bool log_abandoned[SWEEP_IDS][SWEEP_LOG];
     int stop;                 /* __atomic */
     int acquired[SWEEP_IDS];  /* __atomic */
     int abandoned[SWEEP_IDS]; /* __atomic */
@@ -406,36 +418,80 @@ typedef struct sweep_worker {
     int index;
 } sweep_worker_t;
 
-/* Whether the lease ended by expiry and no earlier: still the identity's
- * row with its expiry passed (not yet swept), or recorded expired no
- * sooner than its expires_at. */
-static bool expired_on_its_own(const char *db_url, const lease_identity_t *id,
+/* Whether the lease ended by expiry and no earlier, as the store shows it
+ * by its id: expired (still the identity's lease with its expiry passed,
+ * not yet swept, or recorded expired no sooner than its expires_at). On
+ * Postgres the tables must say the same: still the identity's row with
+ * its expiry passed, or a history row expired no sooner than expires_at. */
+static bool expired_on_its_own(const sweep_shared_t *s, const lease_identity_t *id,
                                const lease_record_t *lease)
 {
+    lease_result_t seen;
+    lease_code_t c = race_inspect_id(s->store, lease->lease_id, &seen);
+    CHECK(c == LEASE_INSPECTED, "lease %s by its id: %s", lease->lease_id, CODE(c));
+    bool expired = seen.lease.state == LEASE_STATE_EXPIRED &&
+                   (seen.lease.ended_at_ms == 0 || seen.lease.ended_at_ms >= lease->expires_at_ms);
+    if (s->valkey)
+        return expired;
     char cond[256];
     snprintf(cond, sizeof cond, "lease_id = '%s' AND expires_at <= now()", lease->lease_id);
-    if (race_count(db_url, "lease.locks", id, cond) == 1)
-        return true;
-    snprintf(cond, sizeof cond, "lease_id = '%s' AND state = 'expired' AND ended_at >= expires_at",
-             lease->lease_id);
-    return race_count(db_url, "lease.history", id, cond) == 1;
+    bool in_tables = race_count(s->db_url, "lease.locks", id, cond) == 1;
+    if (!in_tables) {
+        snprintf(cond, sizeof cond,
+                 "lease_id = '%s' AND state = 'expired' AND ended_at >= expires_at",
+                 lease->lease_id);
+        in_tables = race_count(s->db_url, "lease.history", id, cond) == 1;
+    }
+    CHECK(expired == in_tables, "lease %s: the store says %s, the tables %s", lease->lease_id,
+          lease_state_name(seen.lease.state), in_tables ? "expired on its own" : "not");
+    return expired;
+}
+
+/* One pass of the expiry housekeeping: on Postgres the sweep
+ * (lease.sweep); on Valkey, which has no such function (docs/backends.md),
+ * the expire step leased's sweeper runs there (leased_v1_expire_due, no
+ * grace). *expired: leases it moved to history. */
+static lease_code_t expire_pass(const sweep_shared_t *s, int batch, int64_t *expired)
+{
+    lease_deadline_t d = lease_deadline_in(5000);
+    if (s->valkey) {
+        lease_housekeeping_result_t hk;
+        lease_code_t c = lease_store_housekeep(s->store, LEASE_STEP_EXPIRE, batch, 0, &d, &hk);
+        *expired = hk.expired;
+        CHECK(c != LEASE_INSPECTED || hk.ran, "the expire step did not run");
+        return c;
+    }
+    lease_sweep_result_t res;
+    lease_code_t c = lease_store_sweep(s->store, batch, &d, &res);
+    *expired = res.expired;
+    CHECK(c != LEASE_INSPECTED || res.ran, "the sweep did not run");
+    return c;
 }
 
 static void *sweeper(void *arg)
 {
     sweep_shared_t *s = arg;
     while (!__atomic_load_n(&s->stop, __ATOMIC_SEQ_CST)) {
-        lease_deadline_t d = lease_deadline_in(5000);
-        lease_sweep_result_t res;
-        lease_code_t c = lease_store_sweep(s->store, 100, &d, &res);
+        int64_t expired = 0;
+        lease_code_t c = expire_pass(s, 100, &expired);
         CHECK(c == LEASE_INSPECTED || c == LEASE_BACKEND_UNAVAILABLE, "sweep: %s", CODE(c));
         if (c == LEASE_INSPECTED) {
             __atomic_add_fetch(&s->sweeps, 1, __ATOMIC_RELAXED);
-            __atomic_add_fetch(&s->swept, res.expired, __ATOMIC_RELAXED);
+            __atomic_add_fetch(&s->swept, expired, __ATOMIC_RELAXED);
         }
         lease_sleep_ms(20);
     }
     return NULL;
+}
+
+static void log_lease(sweep_shared_t *s, int k, const lease_record_t *lease, bool abandoned)
+{
+    pthread_mutex_lock(&s->log_lock);
+    int n = s->n_log[k]++;
+    CHECK(n < SWEEP_LOG, "more than %d leases of one identity", SWEEP_LOG);
+    snprintf(s->log_id[k][n], sizeof s->log_id[k][n], "%s", lease->lease_id);
+    s->log_abandoned[k][n] = abandoned;
+    pthread_mutex_unlock(&s->log_lock);
 }
 
 static void *sweep_holder(void *arg)
@@ -469,12 +525,13 @@ static void *sweep_holder(void *arg)
         do
             c = lease_store_renew(s->store, &ren, &res);
         while (c == LEASE_BACKEND_UNAVAILABLE);
-        if (c == LEASE_LOST && expired_on_its_own(s->db_url, &s->ids[k], &lease)) {
+        if (c == LEASE_LOST && expired_on_its_own(s, &s->ids[k], &lease)) {
             /* this thread reached the database only after the expiry (a
              * loaded machine): rightly refused, and the lease counts as
              * abandoned. Only a lease ended before its expiry is lost. */
             __atomic_add_fetch(&s->abandoned[k], 1, __ATOMIC_SEQ_CST);
             __atomic_add_fetch(&s->late, 1, __ATOMIC_RELAXED);
+            log_lease(s, k, &lease, true);
             continue;
         }
         CHECK(c == LEASE_RENEWED, "a live lease (%lld ms before expiry) was lost: %s",
@@ -483,6 +540,7 @@ static void *sweep_holder(void *arg)
         if (n % 2 == 0) {
             /* abandon it: expiry (the sweeper or the next acquire) ends it */
             __atomic_add_fetch(&s->abandoned[k], 1, __ATOMIC_SEQ_CST);
+            log_lease(s, k, &lease, true);
             continue;
         }
         race_rid(rid, sizeof rid, "sw-rel", w->index, n);
@@ -492,26 +550,36 @@ static void *sweep_holder(void *arg)
             c = lease_store_release(s->store, &rel, &res);
         while (c == LEASE_BACKEND_UNAVAILABLE);
         CHECK(c == LEASE_RELEASED, "release of a live lease: %s", CODE(c));
+        log_lease(s, k, &lease, false);
     }
     return NULL;
 }
 
-/* Leases of the sweep identities still unexpired in the database. */
+/* Leases of the sweep identities still unexpired: as the store shows each
+ * identity, and on Postgres also in lease.locks. */
 static long long live_leases(sweep_shared_t *s)
 {
     long long n = 0;
-    for (int i = 0; i < SWEEP_IDS; i++)
-        n += race_count(s->db_url, "lease.locks", &s->ids[i],
-                        "state = 'active' AND expires_at > now()");
+    for (int i = 0; i < SWEEP_IDS; i++) {
+        lease_result_t seen;
+        lease_code_t c = race_inspect(s->store, &s->ids[i], &seen);
+        CHECK(c == LEASE_INSPECTED || c == LEASE_NOT_FOUND, "inspect: %s", CODE(c));
+        n += c == LEASE_INSPECTED && seen.lease.state == LEASE_STATE_ACTIVE;
+        if (!s->valkey)
+            n += race_count(s->db_url, "lease.locks", &s->ids[i],
+                            "state = 'active' AND expires_at > now()");
+    }
     return n;
 }
 
 static void sweeper_racing(race_env_t *env)
 {
-    sweep_shared_t s;
+    static sweep_shared_t s; /* the lease log is large for a stack */
     memset(&s, 0, sizeof s);
     s.store = env->store;
     s.db_url = env->db_url;
+    s.valkey = env->valkey;
+    pthread_mutex_init(&s.log_lock, NULL);
     for (int i = 0; i < SWEEP_IDS; i++) {
         char target[32];
         snprintf(target, sizeof target, "swept-%d", i);
@@ -530,24 +598,44 @@ static void sweeper_racing(race_env_t *env)
     CHECK(test_wait_until(60000, live_leases(&s) == 0), "abandoned leases never expired");
     __atomic_store_n(&s.stop, 1, __ATOMIC_SEQ_CST);
     pthread_join(sw, NULL);
-    lease_deadline_t d = lease_deadline_in(10000);
-    lease_sweep_result_t res;
+    int64_t expired = 0;
     lease_code_t c;
     do
-        c = lease_store_sweep(env->store, 1000, &d, &res);
+        c = expire_pass(&s, 1000, &expired);
     while (c == LEASE_BACKEND_UNAVAILABLE);
-    CHECK(c == LEASE_INSPECTED && res.ran, "final sweep");
+    CHECK(c == LEASE_INSPECTED, "final sweep: %s", CODE(c));
     int acquired = 0;
     for (int i = 0; i < SWEEP_IDS; i++) {
-        CHECK(race_counter(env->db_url, &s.ids[i]) == s.acquired[i], "%s: counter %lld vs %d",
-              s.ids[i].target_id, race_counter(env->db_url, &s.ids[i]), s.acquired[i]);
-        CHECK(race_count(env->db_url, "lease.history", &s.ids[i], "state = 'expired'") ==
-                  s.abandoned[i],
-              "%s: each abandoned lease recorded expired exactly once", s.ids[i].target_id);
-        CHECK(race_count(env->db_url, "lease.history", &s.ids[i], "") == s.acquired[i],
-              "%s: every lease has one terminal record", s.ids[i].target_id);
+        CHECK(race_env_counter(env, &s.ids[i]) == s.acquired[i], "%s: counter %lld vs %d",
+              s.ids[i].target_id, race_env_counter(env, &s.ids[i]), s.acquired[i]);
+        if (!env->valkey) {
+            CHECK(race_count(env->db_url, "lease.history", &s.ids[i], "state = 'expired'") ==
+                      s.abandoned[i],
+                  "%s: each abandoned lease recorded expired exactly once", s.ids[i].target_id);
+            CHECK(race_count(env->db_url, "lease.history", &s.ids[i], "") == s.acquired[i],
+                  "%s: every lease has one terminal record", s.ids[i].target_id);
+        }
+        /* on either backend: every lease taken, by its id, ended as its
+         * holder left it (released, or expired no sooner than its expiry) */
+        CHECK(s.n_log[i] == s.acquired[i], "%s: %d leases logged, %d acquired", s.ids[i].target_id,
+              s.n_log[i], s.acquired[i]);
+        for (int k = 0; k < s.n_log[i]; k++) {
+            lease_result_t seen;
+            CHECK(race_inspect_id(env->store, s.log_id[i][k], &seen) == LEASE_INSPECTED,
+                  "lease %s by its id: %s", s.log_id[i][k], CODE(seen.code));
+            if (s.log_abandoned[i][k])
+                CHECK(seen.lease.state == LEASE_STATE_EXPIRED &&
+                          seen.lease.ended_at_ms >= seen.lease.expires_at_ms,
+                      "abandoned lease %s: %s, ended %lld, expires %lld", s.log_id[i][k],
+                      lease_state_name(seen.lease.state), (long long)seen.lease.ended_at_ms,
+                      (long long)seen.lease.expires_at_ms);
+            else
+                CHECK(seen.lease.state == LEASE_STATE_RELEASED, "released lease %s: %s",
+                      s.log_id[i][k], lease_state_name(seen.lease.state));
+        }
         acquired += s.acquired[i];
     }
+    pthread_mutex_destroy(&s.log_lock);
     CHECK(acquired >= 6, "enough leases changed hands (%d)", acquired);
     printf("D: %d leases, %d renewed while %d sweeps ran (%lld swept, %d renewals too late), "
            "no live lease lost\n",
