@@ -333,24 +333,24 @@ static inline long long race_env_counter(const race_env_t *env, const lease_iden
     return epoch * 4294967296LL + seq;
 }
 
-/* The store's audit events of event_type (lease.audit_events on Postgres,
- * the namespace's audit Stream on Valkey: docs/backends.md "Audit
- * events"), optionally only those of request_id (NULL: any). */
+/* The store's audit events of event_type (NULL: any), optionally only
+ * those of request_id (NULL: any): lease.audit_events on Postgres, the
+ * namespace's audit Stream on Valkey (docs/backends.md "Audit events"). */
 static inline long long race_env_audit_count(const race_env_t *env, const char *event_type,
                                              const char *request_id)
 {
     if (!env->valkey) {
         char sql[512];
-        snprintf(sql, sizeof sql,
-                 "SELECT count(*) FROM lease.audit_events WHERE event_type = '%s'%s%s%s",
-                 event_type, request_id ? " AND request_id = '" : "", request_id ? request_id : "",
-                 request_id ? "'" : "");
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM lease.audit_events WHERE true%s%s%s%s%s%s",
+                 event_type ? " AND event_type = '" : "", event_type ? event_type : "",
+                 event_type ? "'" : "", request_id ? " AND request_id = '" : "",
+                 request_id ? request_id : "", request_id ? "'" : "");
         return testpg_query_int(env->db_url, sql);
     }
     static const char lua[] =
         "local n = 0 "
         "for _, e in ipairs(redis.call('XRANGE', KEYS[1], '-', '+')) do "
-        "  local f, t, r = e[2], false, ARGV[2] == '' "
+        "  local f, t, r = e[2], ARGV[1] == '', ARGV[2] == '' "
         "  for i = 1, #f, 2 do "
         "    if f[i] == 'event_type' and f[i + 1] == ARGV[1] then t = true end "
         "    if f[i] == 'request_id' and f[i + 1] == ARGV[2] then r = true end "
@@ -358,8 +358,13 @@ static inline long long race_env_audit_count(const race_env_t *env, const char *
         "  if t and r then n = n + 1 end "
         "end "
         "return n";
-    const char *args[] = {
-        "EVAL", lua, "1", "lease:{leased}:audit", event_type, request_id ? request_id : "", NULL};
+    const char *args[] = {"EVAL",
+                          lua,
+                          "1",
+                          "lease:{leased}:audit",
+                          event_type ? event_type : "",
+                          request_id ? request_id : "",
+                          NULL};
     char *out = race_valkey_cli(env, args);
     char *end = NULL;
     long long n = strtoll(out, &end, 10);

@@ -474,7 +474,11 @@ static redisReply *op_call(lease_valkey_t *v, const char *fn, char *arg,
     case CALL_OK:
         return r;
     case CALL_NOT_SENT:
-        *code = LEASE_BACKEND_UNAVAILABLE;
+        /* the deadline passed while every pooled connection was busy:
+         * nothing was sent, deadline_exceeded, as the PostgreSQL pool
+         * answers; otherwise the server could not be reached */
+        *code = deadline->mono_ns <= lease_mono_now_ns() ? LEASE_DEADLINE_EXCEEDED
+                                                         : LEASE_BACKEND_UNAVAILABLE;
         break;
     case CALL_NO_ANSWER:
         *code = mutation ? LEASE_OUTCOME_UNKNOWN : LEASE_BACKEND_UNAVAILABLE;
@@ -595,6 +599,8 @@ static lease_code_t batch_op(lease_valkey_t *v, const char *fn, const lease_owne
     char reason[32] = "";
     call_failure_t f = fcall(v, fn, arg, deadline, true, &r, reason, sizeof reason);
     free(arg);
+    if (f == CALL_NOT_SENT && deadline->mono_ns <= lease_mono_now_ns())
+        return LEASE_DEADLINE_EXCEEDED; /* as op_call: the pool wait took the deadline */
     if (f == CALL_NOT_SENT || f == CALL_ERROR)
         return LEASE_BACKEND_UNAVAILABLE;
     if (f == CALL_NO_ANSWER || f == CALL_UNCONFIRMED)
@@ -739,9 +745,18 @@ lease_code_t lease_valkey_health(lease_valkey_t *v, const lease_deadline_t *dead
 {
     memset(out, 0, sizeof *out);
     out->expected_schema_version = 1;
+    /* a deadline that passed before the call or while every pooled
+     * connection was busy: deadline_exceeded, nothing sent, as on
+     * PostgreSQL */
+    if (deadline != NULL && deadline->mono_ns <= lease_mono_now_ns())
+        return LEASE_DEADLINE_EXCEEDED;
     redisReply *r = NULL;
     char reason[32] = "";
-    if (fcall(v, "leased_v1_health", "{}", deadline, false, &r, reason, sizeof reason) != CALL_OK)
+    call_failure_t f =
+        fcall(v, "leased_v1_health", "{}", deadline, false, &r, reason, sizeof reason);
+    if (f == CALL_NOT_SENT && deadline != NULL && deadline->mono_ns <= lease_mono_now_ns())
+        return LEASE_DEADLINE_EXCEEDED;
+    if (f != CALL_OK)
         return LEASE_BACKEND_UNAVAILABLE;
     long long version = 0, bound = 0, sealed = 0, active = 0;
     bool ok = valkey_int_field(r, "version", &version) && valkey_int_field(r, "bound", &bound) &&
