@@ -33,6 +33,18 @@
 #include "test_store.h"
 #include "testpg.h"
 
+/* The redis-server of a test on Valkey, stopped by CHECK before it exits:
+ * _exit runs no atexit handler (test_store.c's), and a failed test must
+ * not leave its server running. */
+static test_store_valkey_t *race_valkey_server;
+
+static inline void race_stop_valkey_server(void)
+{
+    if (race_valkey_server)
+        test_store_valkey_stop(race_valkey_server);
+    race_valkey_server = NULL;
+}
+
 #define CHECK(cond, ...)                                                                           \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
@@ -40,6 +52,7 @@
             fprintf(stderr, __VA_ARGS__);                                                          \
             fprintf(stderr, "\n");                                                                 \
             fflush(stderr);                                                                        \
+            race_stop_valkey_server();                                                             \
             _exit(1);                                                                              \
         }                                                                                          \
     } while (0)
@@ -95,6 +108,7 @@ static inline void race_setup(race_env_t *env, const char *name, int pool_size, 
     *env = (race_env_t){.valkey = test_store_is_valkey()};
     if (env->valkey) {
         test_store_valkey_start(&env->vk);
+        race_valkey_server = &env->vk;
         env->store = race_open_valkey_store(&env->vk, pool_size);
         printf("backend: valkey (%s)\n", env->vk.url);
         return;
@@ -108,6 +122,7 @@ static inline void race_teardown(race_env_t *env)
 {
     lease_store_close(env->store);
     if (env->valkey) {
+        race_valkey_server = NULL;
         test_store_valkey_stop(&env->vk);
         return;
     }
