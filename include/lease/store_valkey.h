@@ -60,7 +60,10 @@ int lease_valkey_pool_size(const lease_valkey_t *v);
 int lease_valkey_pool_in_use(lease_valkey_t *v);
 
 /* Binds a new namespace to the server's current incarnation (leasectl
- * migrate's part); repeating it on the same incarnation changes nothing.
+ * migrate's part); repeating it on the same incarnation changes nothing,
+ * except that a namespace without a page-token key (bound by an earlier
+ * build) gets one: 32 random bytes made here, which sign its list page
+ * tokens and are never answered by any function.
  * floor_token 0: none; else tokens start above it. *epoch: the epoch now. */
 LEASE_MUST_USE lease_code_t lease_valkey_bind(lease_valkey_t *v, int64_t floor_token,
                                               int64_t *epoch, char *err, size_t errlen);

@@ -30,6 +30,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include "lease/clock.h"
@@ -680,16 +681,46 @@ static lease_code_t admin_json_call(lease_valkey_t *v, const char *fn, json_t *q
     return LEASE_INSPECTED;
 }
 
+/* The key that signs the namespace's list page tokens, as the library
+ * stores it: PAGE_TOKEN_KEY_BYTES random bytes in lowercase hex. Made here
+ * because a function has no source of randomness; sent with every bind, kept
+ * by the library only when the namespace has none (docs/backends.md). */
+#define PAGE_TOKEN_KEY_BYTES 32
+
+static bool page_token_key_hex(char out[PAGE_TOKEN_KEY_BYTES * 2 + 1])
+{
+    unsigned char key[PAGE_TOKEN_KEY_BYTES];
+    if (getrandom(key, sizeof key, 0) != (ssize_t)sizeof key)
+        return false;
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < sizeof key; i++) {
+        out[2 * i] = digits[key[i] >> 4];
+        out[2 * i + 1] = digits[key[i] & 15];
+    }
+    out[2 * sizeof key] = '\0';
+    explicit_bzero(key, sizeof key);
+    return true;
+}
+
 lease_code_t lease_valkey_bind(lease_valkey_t *v, int64_t floor_token, int64_t *epoch, char *err,
                                size_t errlen)
 {
-    char arg[64];
+    char key[PAGE_TOKEN_KEY_BYTES * 2 + 1];
+    if (!page_token_key_hex(key)) {
+        set_err(err, errlen, "no random bytes for the page-token key");
+        return LEASE_BACKEND_UNAVAILABLE;
+    }
+    char arg[160];
     if (floor_token > 0)
-        snprintf(arg, sizeof arg, "{\"floor_token\":%lld}", (long long)floor_token);
+        snprintf(arg, sizeof arg, "{\"floor_token\":%lld,\"page_token_key\":\"%s\"}",
+                 (long long)floor_token, key);
     else
-        snprintf(arg, sizeof arg, "{}");
+        snprintf(arg, sizeof arg, "{\"page_token_key\":\"%s\"}", key);
+    explicit_bzero(key, sizeof key);
     redisReply *r = NULL;
-    if (!admin_call(v, "leased_v1_bind", arg, &r, err, errlen))
+    bool called = admin_call(v, "leased_v1_bind", arg, &r, err, errlen);
+    explicit_bzero(arg, sizeof arg);
+    if (!called)
         return LEASE_BACKEND_UNAVAILABLE;
     long long e = 0;
     bool ok = valkey_int_field(r, "epoch", &e);
