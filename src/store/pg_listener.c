@@ -40,7 +40,7 @@ typedef struct pg_listener {
     store_pg_connparams_t params;
     bool want_listen;
     PGconn *conn;
-    int64_t next_connect_ns;    /* no attempt before this (monotonic) */
+    int64_t next_connect_ns; /* no attempt before this (monotonic) */
     int64_t backoff_ms;
     bool down_logged; /* one warn line per outage, not per attempt */
 } pg_listener_t;

@@ -505,8 +505,6 @@ int main(void)
         cmocka_unit_test(a_late_grant_holds_and_runs),
     };
     static const http_pg_only_t pg_only[] = {
-        {"force_release_elsewhere_cancels_within_a_second",
-         "the holder's watch needs the PostgreSQL backend (docs/backends.md)"},
         {"killed_during_acquire_resolves_by_request_id",
          "holds the acquire inside the store by a Postgres row lock"},
         {NULL, NULL},

@@ -91,8 +91,8 @@ static bool make_session(valkey_listener_t *l)
     l->cmd = valkey_connect(l->host, l->port, l->connect_timeout_ms, l->user, l->password, msg,
                             sizeof msg);
     if (l->cmd && l->want_subscribe)
-        l->sub = valkey_connect(l->host, l->port, l->connect_timeout_ms, l->user, l->password,
-                                msg, sizeof msg);
+        l->sub = valkey_connect(l->host, l->port, l->connect_timeout_ms, l->user, l->password, msg,
+                                sizeof msg);
     if (!l->cmd || (l->want_subscribe && !l->sub)) {
         drop_session(l, "watch_connect_failed", msg);
         return false;
@@ -153,8 +153,10 @@ static bool read_messages(valkey_listener_t *l, lease_listener_ended_fn ended, v
         redisReply *r = got;
         /* ["message", channel, lease id] */
         if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
-            r->element[0]->type == REDIS_REPLY_STRING && r->element[1]->type == REDIS_REPLY_STRING &&
-            r->element[2]->type == REDIS_REPLY_STRING && strcmp(r->element[0]->str, "message") == 0 &&
+            r->element[0]->type == REDIS_REPLY_STRING &&
+            r->element[1]->type == REDIS_REPLY_STRING &&
+            r->element[2]->type == REDIS_REPLY_STRING &&
+            strcmp(r->element[0]->str, "message") == 0 &&
             strcmp(r->element[1]->str, l->channel) == 0 && r->element[2]->len > 0 && ended)
             ended(arg, r->element[2]->str);
         freeReplyObject(r);
@@ -246,7 +248,8 @@ int lease_valkey_listener_open(const lease_valkey_config_t *cfg, bool subscribe,
     *out = NULL;
     if (!cfg || !cfg->host || strlen(cfg->host) >= 256 || cfg->port <= 0 || cfg->port > 65535 ||
         !cfg->ns || strlen(cfg->ns) == 0 || strlen(cfg->ns) > 64 ||
-        (cfg->user && strlen(cfg->user) >= 128) || (cfg->password && strlen(cfg->password) >= 512)) {
+        (cfg->user && strlen(cfg->user) >= 128) ||
+        (cfg->password && strlen(cfg->password) >= 512)) {
         snprintf(err, errsz, "invalid configuration of the watch feed");
         return -1;
     }
