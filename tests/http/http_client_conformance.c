@@ -128,7 +128,7 @@ static void force_release_elsewhere_cancels_within_a_second(void **state)
 {
     (void)state;
     /* the holder learns of the end through its watch (GET .../watch), fed
-     * by PostgreSQL's LISTEN; on Valkey the watch answers 503 */
+     * by PostgreSQL's LISTEN, or on Valkey by the force-release's PUBLISH */
     lease_client_t *c = lease_client_new(fx.base, worker_token);
     lease_client_t *admin = lease_client_new(leased_proc_url(second), admin_token);
     lease_client_call_t call = {0};
