@@ -81,6 +81,27 @@ static void drop_session(valkey_listener_t *l, const char *why, const char *mess
     l->backoff_ms = l->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : l->backoff_ms * 2;
 }
 
+/* One of the feed's connections, named leased-watch (CLIENT LIST tells it
+ * from the pool's, as application_name does on PostgreSQL). NULL with why
+ * in msg. */
+static redisContext *connect_named(valkey_listener_t *l, char *msg, size_t msgsz)
+{
+    redisContext *c =
+        valkey_connect(l->host, l->port, l->connect_timeout_ms, l->user, l->password, msg, msgsz);
+    redisReply *r = c ? redisCommand(c, "CLIENT SETNAME leased-watch") : NULL;
+    if (c && (r == NULL || r->type != REDIS_REPLY_STATUS)) {
+        snprintf(msg, msgsz, "CLIENT SETNAME: %s",
+                 r == NULL                      ? c->errstr
+                 : r->type == REDIS_REPLY_ERROR ? r->str
+                                                : "unexpected answer");
+        redisFree(c);
+        c = NULL;
+    }
+    if (r)
+        freeReplyObject(r);
+    return c;
+}
+
 /* Connects both (or, polling only, one) and subscribes. True when a
  * session exists afterwards. */
 static bool make_session(valkey_listener_t *l)
@@ -88,11 +109,9 @@ static bool make_session(valkey_listener_t *l)
     if (lease_mono_now_ns() < l->next_connect_ns)
         return false;
     char msg[256] = "";
-    l->cmd = valkey_connect(l->host, l->port, l->connect_timeout_ms, l->user, l->password, msg,
-                            sizeof msg);
+    l->cmd = connect_named(l, msg, sizeof msg);
     if (l->cmd && l->want_subscribe)
-        l->sub = valkey_connect(l->host, l->port, l->connect_timeout_ms, l->user, l->password, msg,
-                                sizeof msg);
+        l->sub = connect_named(l, msg, sizeof msg);
     if (!l->cmd || (l->want_subscribe && !l->sub)) {
         drop_session(l, "watch_connect_failed", msg);
         return false;
