@@ -15,7 +15,8 @@
  *   its 60 s maximum, longer than the watch's wait) still answers
  *   "released": leased makes its session again and polls at once, as on
  *   PostgreSQL after a new LISTEN session; no notification was heard. The
- *   next end, on the new subscription, is pushed.
+ *   next end, on the new subscription, is pushed;
+ * - an ACL user without the channel: ends still answer, watches poll.
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -339,12 +340,58 @@ static void a_lost_message_is_found_by_the_poll(void **state)
     free(reader);
 }
 
+/* An ACL user without the channel (Redis 7's default for new users:
+ * acl-pubsub-default resetchannels): a function's PUBLISH is refused, yet
+ * the release it ends still answers lease_released (the publish is the
+ * call's last, best-effort write), and leased's watch, refused SUBSCRIBE,
+ * falls back to polling and still learns of the end. */
+static void a_user_without_the_channel_still_ends_and_polls(void **state)
+{
+    vk_server_t *s = *state;
+    freeReplyObject(vk_cmd(s, "ACL SETUSER nochan on >nochan-pw ~* resetchannels +@all"));
+    lease_valkey_t *v = vk_open_bound(s, "t");
+    assert_non_null(v);
+    char *worker = vk_make_credential(v, "worker", NULL);
+    lease_valkey_close(v);
+    char url[160];
+    snprintf(url, sizeof url, "LEASE_STORE_URL=redis://nochan:nochan-pw@127.0.0.1:%d?namespace=t",
+             s->port);
+    const char *env[] = {url, "LEASE_WATCH_POLL_MS=200", NULL};
+    leased_proc_t *srv = leased_proc_start(NULL, env);
+    assert_non_null(srv);
+    const char *base = leased_proc_url(srv);
+
+    http_resp_t *held =
+        vk_post_expect(base, "/v1/leases/acquire", worker,
+                       vk_http_acquire("a1", "nochan_1", "inst_a", 30000), 200, "lease_acquired");
+    watcher_t w;
+    watch_start(&w, base, worker, json_string_value(http_resp_get(held, "lease.lease_id")), 20000);
+    wait_metric(base, "leased_watches_waiting", 1);
+    http_resp_t *r =
+        vk_post_expect(base, "/v1/leases/release", worker,
+                       vk_http_owner("x1", "nochan_1", held, "inst_a"), 200, "lease_released");
+    http_resp_free(r);
+    char *st = watch_state(&w);
+    assert_string_equal(st, "released"); /* not "active" after 20 s */
+    free(st);
+    assert_int_equal(vk_metric(base, "leased_watch_session_up"), 1);
+    assert_int_equal(vk_metric(base, "leased_watch_listening"), 0);
+    char *log = leased_proc_log(srv);
+    assert_non_null(strstr(log, "polling only"));
+    free(log);
+    assert_int_equal(leased_proc_stop(srv), 0);
+    http_resp_free(held);
+    free(worker);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(every_end_publishes_its_lease_id, setup, teardown),
         cmocka_unit_test_setup_teardown(watch_ended_reports_what_is_not_active, setup, teardown),
         cmocka_unit_test_setup_teardown(a_lost_message_is_found_by_the_poll, setup, teardown),
+        cmocka_unit_test_setup_teardown(a_user_without_the_channel_still_ends_and_polls, setup,
+                                        teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

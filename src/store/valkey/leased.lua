@@ -375,9 +375,11 @@ end
 -- release too (PUBLISH takes no lock that commits would queue on, unlike
 -- NOTIFY). Pub/Sub is at-most-once: a subscriber that is not connected at
 -- that moment never gets it; leased's batched poll (watch_ended) finds it.
+-- So a refused PUBLISH (an ACL user without the channel) is ignored
+-- (pcall): the writes before it are made, and the call must answer them.
 local function publish_ended(ks, lease_ids)
     local channel = ks.ns:sub(1, #ks.ns - 2) .. 'ended'
-    for _, id in ipairs(lease_ids) do redis.call('PUBLISH', channel, id) end
+    for _, id in ipairs(lease_ids) do redis.pcall('PUBLISH', channel, id) end
 end
 
 -- The lease's state now, for a replay's current_state.

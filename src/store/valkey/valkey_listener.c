@@ -121,21 +121,33 @@ static bool make_session(valkey_listener_t *l)
         bool ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
                   r->element[0]->type == REDIS_REPLY_STRING &&
                   strcmp(r->element[0]->str, "subscribe") == 0;
+        bool refused = r && r->type == REDIS_REPLY_ERROR;
         snprintf(msg, sizeof msg, "%s",
-                 r == NULL                      ? l->sub->errstr
-                 : r->type == REDIS_REPLY_ERROR ? r->str
-                                                : "unexpected answer to SUBSCRIBE");
+                 r == NULL ? l->sub->errstr
+                 : refused ? r->str
+                           : "unexpected answer to SUBSCRIBE");
         if (r)
             freeReplyObject(r);
-        if (!ok) {
+        if (refused) {
+            /* the server said no (an ACL user without the channel): it will
+             * say so again; poll instead, as behind a pooler on PostgreSQL */
+            redisFree(l->sub);
+            l->sub = NULL;
+            LOG_WARN("watch: SUBSCRIBE %s refused (%s): ended leases are found by polling "
+                     "only; grant the store URL's user the channel (&%s)",
+                     l->channel, msg, l->channel);
+        } else if (!ok) {
             drop_session(l, "watch_subscribe_failed", msg);
             return false;
         }
+    }
+    if (l->sub) {
         lease_listener_set_mode(&l->base, LEASE_LISTENER_LISTENING);
         LOG_INFO("watch: subscribed to %s", l->channel);
     } else {
         lease_listener_set_mode(&l->base, LEASE_LISTENER_POLLING);
-        LOG_INFO("watch: SUBSCRIBE switched off (LEASE_WATCH_LISTEN=false): polling only");
+        if (!l->want_subscribe)
+            LOG_INFO("watch: SUBSCRIBE switched off (LEASE_WATCH_LISTEN=false): polling only");
     }
     l->down_logged = false;
     l->backoff_ms = BACKOFF_FIRST_MS;
