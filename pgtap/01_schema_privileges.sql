@@ -12,7 +12,7 @@ SELECT 'lease_service', f::regprocedure FROM unnest(ARRAY[
     'lease.acquire(jsonb)', 'lease.renew(jsonb,boolean)', 'lease.renew_many(jsonb)', 'lease.release(jsonb)', 'lease.release_many(jsonb)',
     'lease.renew_many_brief_typed(text[],text[],text[],text[],text[],text[],text[],text[],bigint[],bigint[],text[],text[],text[],text[],text[],text[],timestamp with time zone[],text[],text[],text[],integer[])',
     'lease.release_many_brief_typed(text[],text[],text[],text[],text[],text[],text[],text[],bigint[],text[],text[],text[],text[],text[],text[],timestamp with time zone[],text[],text[],text[],integer[])',
-    'lease.acquire_brief_typed(text,text,text,text,text,text,text,text,text,text,text,bigint,bigint,jsonb,text,text,text,text,text,text,timestamp with time zone,text,text,integer,boolean,text)',
+    'lease.acquire_brief_typed(lease.identity,lease.acquire_request,boolean)',
     'lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,boolean)',
     'lease.release_brief_typed(text,text,text,text,text,text,text,text,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer)',
     'lease.force_release(jsonb)', 'lease.revoke(jsonb)', 'lease.inspect(jsonb)',

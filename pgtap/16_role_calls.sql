@@ -86,7 +86,7 @@ INSERT INTO t.calls VALUES
  $q$SELECT t.renew_typed(t.ref(t.held())) ->> 'code' = 'lease_renewed'$q$),
 ('lease.release_brief_typed(text,text,text,text,text,text,text,text,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer)',
  $q$SELECT t.release_typed(t.ref(t.held())) ->> 'code' = 'lease_released'$q$),
-('lease.acquire_brief_typed(text,text,text,text,text,text,text,text,text,text,text,bigint,bigint,jsonb,text,text,text,text,text,text,timestamp with time zone,text,text,integer,boolean,text)',
+('lease.acquire_brief_typed(lease.identity,lease.acquire_request,boolean)',
  $q$SELECT t.acquire_typed(t.acq('target_calls_typed')) ->> 'code' = 'lease_acquired'$q$),
 ('lease.release_many(jsonb)',
  $q$SELECT lease.release_many(jsonb_build_object('releases', jsonb_build_array(t.ref(t.held()))))

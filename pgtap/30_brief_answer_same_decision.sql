@@ -18,7 +18,7 @@ SELECT hasnt_function('lease', '_end', ARRAY['jsonb', 'text', 'text', 'text'],
 SELECT ok(has_function_privilege('lease_service', f, 'EXECUTE')
           AND NOT has_function_privilege('public', f, 'EXECUTE'),
           f || ': the service may call it, PUBLIC may not')
-  FROM unnest(ARRAY['lease.acquire_brief_typed(text,text,text,text,text,text,text,text,text,text,text,bigint,bigint,jsonb,text,text,text,text,text,text,timestamp with time zone,text,text,integer,boolean,text)',
+  FROM unnest(ARRAY['lease.acquire_brief_typed(lease.identity,lease.acquire_request,boolean)',
                     'lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,boolean)',
                     'lease.release_brief_typed(text,text,text,text,text,text,text,text,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer)']) f;
 SELECT ok(NOT has_function_privilege('lease_service', f, 'EXECUTE'),

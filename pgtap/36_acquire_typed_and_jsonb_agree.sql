@@ -10,7 +10,7 @@ SELECT plan(27);
 SELECT ok(has_function_privilege('lease_service', f, 'EXECUTE')
           AND NOT has_function_privilege('public', f, 'EXECUTE'),
           'the service may call lease.acquire_brief_typed, PUBLIC may not')
-  FROM (VALUES ('lease.acquire_brief_typed(text,text,text,text,text,text,text,text,text,text,text,bigint,bigint,jsonb,text,text,text,text,text,text,timestamp with time zone,text,text,integer,boolean,text)')) v(f);
+  FROM (VALUES ('lease.acquire_brief_typed(lease.identity,lease.acquire_request,boolean)')) v(f);
 SELECT hasnt_function('lease', '_acquire_t', 'one decider: lease._acquire_t is gone');
 
 SET LOCAL ROLE lease_service;

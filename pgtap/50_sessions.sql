@@ -155,10 +155,12 @@ SET LOCAL ROLE lease_service;
 SELECT t.sopen('open-L') #>> '{session,session_id}' AS sl \gset
 SELECT t.acquire('ses_1', jsonb_build_object('session_id', :'sl')) AS l1 \gset
 SELECT t.acquire_typed(t.acq('ses_2')) AS nosession \gset
-SELECT lease.acquire_brief_typed('tenant-main', 'program-a', 'starintel-target', 'ses_3', 'usernamegen',
-           'default', 'default', 'inst-1', 'exec-1', 'job-1', NULL, NULL, NULL, NULL, 'p1',
-           'client-p1', 'cred-p1', 'worker', 'acq-typed-ses', t.digest(), now() + interval '1 hour',
-           NULL, NULL, NULL, true, :'sl') AS l3 \gset
+SELECT lease.acquire_brief_typed(
+           ROW('tenant-main', 'program-a', 'starintel-target', 'ses_3', 'usernamegen', 'default',
+               'default', NULL)::lease.identity,
+           ROW('inst-1', 'exec-1', 'job-1', NULL, NULL, NULL, NULL, 'p1', 'client-p1', 'cred-p1',
+               'worker', 'acq-typed-ses', t.digest(), now() + interval '1 hour', NULL, NULL, NULL,
+               :'sl')::lease.acquire_request, true) AS l3 \gset
 RESET ROLE;
 SELECT is((:'l1'::jsonb ->> 'code', (t.lock_of(:'l1'::jsonb #>> '{lease,lease_id}')).session_id),
           ('lease_acquired'::text, :'sl'::text), 'acquire with session_id: the lease is in the session');

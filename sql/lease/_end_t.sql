@@ -54,7 +54,7 @@ BEGIN
     END IF;
     -- the identity by lease.normalize_component (the rule a jsonb identity
     -- is held to), then the references, then an administrator's reason and
-    -- incident: the order lease._bad_reference and the jsonb request follow
+    -- incident: the order the jsonb request follows (lease._bad_lease_ref)
     i := lease._identity_text(tenant_id, program_id, target_namespace, target_id, actor_name,
                               workflow_name, operation_class);
     field := coalesce(identity_error, lease._identity_fault(i), CASE

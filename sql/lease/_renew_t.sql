@@ -22,7 +22,7 @@ BEGIN
         RETURN lease._result('deadline_exceeded');
     END IF;
     -- the identity by the rule lease._identity applies to a jsonb one
-    -- (lease.normalize_component), then the references lease._bad_reference
+    -- (lease.normalize_component), then the references lease._bad_lease_ref
     -- checks, in the same order
     i := lease._identity_text(tenant_id, program_id, target_namespace, target_id, actor_name,
                               workflow_name, operation_class);

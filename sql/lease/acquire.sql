@@ -19,13 +19,12 @@ BEGIN
         END IF;
         RETURN lease._invalid(m.bad_field);
     END IF;
-    -- lease.acquire_brief_typed decides. A JSON value of the wrong type becomes a
-    -- value that fails the same check there (NULL, chr(1) where NULL is
-    -- allowed, -1 for a TTL that is not an integer), so the field named is
-    -- the one it always was.
-    RETURN lease.acquire_brief_typed(
-        m.tenant_id, m.program_id, m.target_namespace, m.target_id, m.actor_name,
-        m.workflow_name, m.operation_class,
+    -- lease.acquire_brief_typed decides, on the identity as it was read (m)
+    -- and the other members as its lease.acquire_request. A JSON value of
+    -- the wrong type becomes a value that fails the same check there (NULL,
+    -- chr(1) where NULL is allowed, -1 for a TTL that is not an integer), so
+    -- the field named is the one it always was.
+    RETURN lease.acquire_brief_typed(m, ROW(
         CASE WHEN jsonb_typeof(p -> 'service_instance_id') = 'string'
              THEN p ->> 'service_instance_id' END,
         CASE WHEN jsonb_typeof(p -> 'execution_id') = 'string' THEN p ->> 'execution_id' END,
@@ -41,8 +40,8 @@ BEGIN
         p #>> '{principal,principal_id}', p #>> '{principal,client_id}',
         p #>> '{principal,credential_id}', p #>> '{principal,principal_class}',
         p ->> 'request_id', p ->> 'request_digest', deadline, p ->> 'correlation_id',
-        p ->> 'deadline_class', lease._int(p -> 'latency_ms')::integer, brief => false,
-        session_id => p ->> 'session_id');
+        p ->> 'deadline_class', lease._int(p -> 'latency_ms')::integer,
+        p ->> 'session_id')::lease.acquire_request, brief => false);
 END
 $function$;
 

@@ -1,10 +1,5 @@
 CREATE OR REPLACE FUNCTION lease.acquire_brief_typed(
-    tenant_id text, program_id text, target_namespace text, target_id text, actor_name text,
-    workflow_name text, operation_class text, service_instance_id text, execution_id text,
-    job_id text, trace_id text, ttl_ms bigint, maximum_lifetime_ms bigint, metadata jsonb,
-    principal_id text, client_id text, credential_id text, principal_class text, request_id text,
-    request_digest text, deadline_at timestamptz, correlation_id text, deadline_class text,
-    latency_ms integer, brief boolean DEFAULT true, session_id text DEFAULT NULL)
+    lock_identity lease.identity, request lease.acquire_request, brief boolean DEFAULT true)
  RETURNS jsonb
  LANGUAGE plpgsql
  SECURITY DEFINER
@@ -12,11 +7,12 @@ CREATE OR REPLACE FUNCTION lease.acquire_brief_typed(
 AS $function$
 DECLARE
     -- the checks every call shares (LS002, LS003)
-    deadline timestamptz := lease._call_deadline_t(deadline_at, principal_id, request_id,
-                                                   request_digest);
+    deadline timestamptz := lease._call_deadline_t(request.deadline_at, request.principal_id,
+                                                   request.request_id, request.request_digest);
     t timestamptz := lease._now();
     i lease.identity;
-    meta jsonb := CASE WHEN jsonb_typeof(metadata) = 'object' THEN metadata ELSE '{}' END;
+    meta jsonb := CASE WHEN jsonb_typeof(request.metadata) = 'object' THEN request.metadata
+                       ELSE '{}' END;
     k text;
     c text;
     s lease._settings;
@@ -36,24 +32,28 @@ BEGIN
     END IF;
     SELECT * INTO s FROM lease._settings;
     -- NULL: the policy's; out of its bounds: refused below
-    ttl := CASE WHEN ttl_ms IS NULL THEN s.default_ttl_ms
-                WHEN ttl_ms > s.minimum_ttl_ms AND ttl_ms <= s.maximum_ttl_ms THEN ttl_ms END;
-    maxlife := CASE WHEN maximum_lifetime_ms IS NULL THEN s.maximum_lifetime_ms
-                    WHEN maximum_lifetime_ms > s.minimum_ttl_ms
-                         AND maximum_lifetime_ms <= s.maximum_lifetime_ms
-                        THEN maximum_lifetime_ms END;
+    ttl := CASE WHEN request.ttl_ms IS NULL THEN s.default_ttl_ms
+                WHEN request.ttl_ms > s.minimum_ttl_ms AND request.ttl_ms <= s.maximum_ttl_ms
+                    THEN request.ttl_ms END;
+    maxlife := CASE WHEN request.maximum_lifetime_ms IS NULL THEN s.maximum_lifetime_ms
+                    WHEN request.maximum_lifetime_ms > s.minimum_ttl_ms
+                         AND request.maximum_lifetime_ms <= s.maximum_lifetime_ms
+                        THEN request.maximum_lifetime_ms END;
     -- the identity by lease.normalize_component (the rule a jsonb identity
     -- is held to), then the other members in the jsonb request's order
-    i := lease._identity_text(tenant_id, program_id, target_namespace, target_id, actor_name,
-                              workflow_name, operation_class);
+    i := lease._identity_text(lock_identity.tenant_id, lock_identity.program_id,
+                              lock_identity.target_namespace, lock_identity.target_id,
+                              lock_identity.actor_name, lock_identity.workflow_name,
+                              lock_identity.operation_class);
     field := coalesce(lease._identity_fault(i), CASE
-        WHEN NOT lease._id_text_ok(service_instance_id) THEN 'service_instance_id'
-        WHEN NOT lease._id_text_ok(execution_id) THEN 'execution_id'
-        WHEN NOT lease._id_text_ok(job_id) THEN 'job_id'
-        WHEN trace_id IS NOT NULL AND NOT lease._id_text_ok(trace_id) THEN 'trace_id'
+        WHEN NOT lease._id_text_ok(request.service_instance_id) THEN 'service_instance_id'
+        WHEN NOT lease._id_text_ok(request.execution_id) THEN 'execution_id'
+        WHEN NOT lease._id_text_ok(request.job_id) THEN 'job_id'
+        WHEN request.trace_id IS NOT NULL AND NOT lease._id_text_ok(request.trace_id)
+            THEN 'trace_id'
         WHEN ttl IS NULL THEN 'ttl_ms'
         WHEN maxlife IS NULL THEN 'maximum_lifetime_ms'
-        WHEN metadata IS NOT NULL THEN lease._bad_metadata(metadata) END);
+        WHEN request.metadata IS NOT NULL THEN lease._bad_metadata(request.metadata) END);
     IF field IS NOT NULL THEN
         RETURN lease._invalid(field, CASE field
             WHEN 'ttl_ms' THEN 'ttl_ms must be greater than ' || s.minimum_ttl_ms
@@ -68,17 +68,17 @@ BEGIN
             RETURN lease._sealed_result(why);
         END IF;
     END IF;
-    IF acquire_brief_typed.session_id IS NOT NULL THEN
+    IF request.session_id IS NOT NULL THEN
         -- A lease in a session: only in an open, unexpired session of this
         -- principal and credential, within the identity's tenant (one
         -- read by primary key: a keep-alive's write of the row does not
         -- fail this transaction). Its own expiry is its lifetime bound; the
         -- session keeps it alive (lease._effective_expiry).
         SELECT y.ttl_ms INTO ttl FROM lease.sessions y
-         WHERE y.session_id = acquire_brief_typed.session_id AND y.state = 'open'
+         WHERE y.session_id = request.session_id AND y.state = 'open'
            AND y.expires_at > now() AND y.tenant_id = i.tenant_id
-           AND y.principal_id = acquire_brief_typed.principal_id
-           AND y.credential_id = coalesce(acquire_brief_typed.credential_id, '');
+           AND y.principal_id = request.principal_id
+           AND y.credential_id = coalesce(request.credential_id, '');
         IF NOT FOUND THEN
             RETURN lease._result('lease_lost');
         END IF;
@@ -108,12 +108,13 @@ BEGIN
         service_instance_id, acquired_at, renewed_at, expires_at, ttl_ms, maximum_lifetime_ms,
         execution_id, job_id, trace_id, request_id, metadata, session_id)
     VALUES (k, i.tenant_id, i.program_id, i.target_namespace, i.target_id, i.actor_name,
-            i.workflow_name, i.operation_class, 1, t, 'active', lid, 1, principal_id,
-            coalesce(client_id, ''), coalesce(credential_id, ''), service_instance_id, t, t,
-            t + lease._ms(CASE WHEN acquire_brief_typed.session_id IS NULL THEN least(ttl, maxlife)
+            i.workflow_name, i.operation_class, 1, t, 'active', lid, 1, request.principal_id,
+            coalesce(request.client_id, ''), coalesce(request.credential_id, ''),
+            request.service_instance_id, t, t,
+            t + lease._ms(CASE WHEN request.session_id IS NULL THEN least(ttl, maxlife)
                                ELSE maxlife END),
-            ttl, maxlife, execution_id, job_id, trace_id, request_id, meta,
-            acquire_brief_typed.session_id)
+            ttl, maxlife, request.execution_id, request.job_id, request.trace_id,
+            request.request_id, meta, request.session_id)
     ON CONFLICT DO NOTHING
     RETURNING * INTO l;
     -- An existing identity: a free row of exactly this tuple, below the
@@ -125,17 +126,17 @@ BEGIN
         UPDATE lease.locks AS x
            SET fencing_counter = fencing_counter + 1, state = 'active', lease_id = lid,
                fencing_token = fencing_counter + 1,
-               owner_principal_id = acquire_brief_typed.principal_id,
-               owner_client_id = coalesce(acquire_brief_typed.client_id, ''),
-               owner_credential_id = coalesce(acquire_brief_typed.credential_id, ''),
-               service_instance_id = acquire_brief_typed.service_instance_id, acquired_at = t,
+               owner_principal_id = request.principal_id,
+               owner_client_id = coalesce(request.client_id, ''),
+               owner_credential_id = coalesce(request.credential_id, ''),
+               service_instance_id = request.service_instance_id, acquired_at = t,
                renewed_at = t,
-               expires_at = t + lease._ms(CASE WHEN acquire_brief_typed.session_id IS NULL
+               expires_at = t + lease._ms(CASE WHEN request.session_id IS NULL
                                                THEN least(ttl, maxlife) ELSE maxlife END),
-               ttl_ms = ttl, session_id = acquire_brief_typed.session_id,
-               maximum_lifetime_ms = maxlife, execution_id = acquire_brief_typed.execution_id,
-               job_id = acquire_brief_typed.job_id, trace_id = acquire_brief_typed.trace_id,
-               request_id = acquire_brief_typed.request_id, metadata = meta
+               ttl_ms = ttl, session_id = request.session_id,
+               maximum_lifetime_ms = maxlife, execution_id = request.execution_id,
+               job_id = request.job_id, trace_id = request.trace_id,
+               request_id = request.request_id, metadata = meta
          WHERE lock_key = k AND state = 'free' AND fencing_counter < s.token_limit
            AND record_version = 1
            -- the tuple compared as one text, as the canonical form: seven equalities
@@ -156,7 +157,8 @@ BEGIN
         END IF;
         IF l.state = 'active' AND lease._effective_expiry(l.session_id, l.expires_at) > now() THEN
             -- held: perhaps by this very request, committed before
-            replay := lease._replay_t(k, 'acquire', principal_id, request_id, request_digest);
+            replay := lease._replay_t(k, 'acquire', request.principal_id, request.request_id,
+                                      request.request_digest);
             IF replay IS NOT NULL THEN
                 RETURN replay;
             END IF;
@@ -167,12 +169,13 @@ BEGIN
             -- refuse before touching the row: a refusal leaves it as it was
             -- (an alert's writer takes the call as jsonb: the rare path builds it)
             PERFORM lease._audit(jsonb_build_object(
-                        'latency_ms', latency_ms, 'request_id', request_id,
-                        'correlation_id', correlation_id, 'trace_id', trace_id,
-                        'deadline_class', deadline_class,
-                        'principal', jsonb_build_object('principal_id', principal_id,
-                                                        'principal_class', principal_class,
-                                                        'credential_id', credential_id)),
+                        'latency_ms', request.latency_ms, 'request_id', request.request_id,
+                        'correlation_id', request.correlation_id, 'trace_id', request.trace_id,
+                        'deadline_class', request.deadline_class,
+                        'principal', jsonb_build_object(
+                                              'principal_id', request.principal_id,
+                                              'principal_class', request.principal_class,
+                                              'credential_id', request.credential_id)),
                     'target_lease_alert', 'lease_backend_unavailable',
                 jsonb_build_object('priority', 'high', 'decision', 'error',
                                    'lock_identity', lease._identity_json(l.tenant_id,
@@ -228,17 +231,20 @@ BEGIN
     -- the requested TTL: ttl_ms, NULL when the request named none (ttl is
     -- then the policy's default)
     RETURN CASE WHEN lease._evidence_t('acquire', l, result, s.idempotency_retention_ms, prev,
-                                       'active', ttl_ms, NULL, NULL, principal_id,
-                                       principal_class, credential_id, request_id,
-                                       request_digest, correlation_id, trace_id, deadline_class,
-                                       latency_ms)
+                                       'active', request.ttl_ms, NULL, NULL,
+                                       request.principal_id, request.principal_class,
+                                       request.credential_id, request.request_id,
+                                       request.request_digest, request.correlation_id,
+                                       request.trace_id, request.deadline_class,
+                                       request.latency_ms)
                 THEN result || '{"replayed": false, "current_state": "active"}'::jsonb END;
     EXCEPTION WHEN unique_violation THEN
         -- this request id committed before (its lease since ended, so the
         -- row was free): the stored answer, and nothing of this attempt
         GET STACKED DIAGNOSTICS cn = CONSTRAINT_NAME;
         replay := CASE WHEN cn = 'idempotency_pkey'
-                       THEN lease._replay_t(k, 'acquire', principal_id, request_id, request_digest)
+                       THEN lease._replay_t(k, 'acquire', request.principal_id,
+                                            request.request_id, request.request_digest)
                   END;
         IF replay IS NULL THEN
             RAISE;
@@ -248,8 +254,8 @@ BEGIN
 END
 $function$;
 
-COMMENT ON FUNCTION lease.acquire_brief_typed(text,text,text,text,text,text,text,text,text,text,text,bigint,bigint,jsonb,text,text,text,text,text,text,timestamp with time zone,text,text,integer,boolean,text) IS
-    'The one acquire-if-free decision, on typed values: what the service calls for an acquisition (briefly), and what lease.acquire calls with a jsonb request''s members (brief false: the whole record). A new identity is one INSERT ... ON CONFLICT DO NOTHING before anything reads it (the unique indexes decide, not a predicate-locking read: concurrent first acquisitions do not fail each other under SERIALIZABLE); an existing free or expired one (a lease in a session expires with its session: lease._effective_expiry) is one UPDATE with the exact condition; anything else is decided after reading the row (conflict, corrupt: fails closed LS001). The request id is looked up only after a conflict (the row held, or idempotency''s primary key refusing the evidence: the attempt rolls back to its savepoint and the stored answer is given), the same for every caller. Checks, in order: the shared call checks (LS002/LS003), the deadline, each identity component (operation_class NULL is the default), service_instance_id, execution_id, job_id, trace_id (NULL: none), ttl_ms and maximum_lifetime_ms (NULL: the policy''s), metadata (NULL: none; an object, by the rules of docs/api.md "Metadata"; lease._bad_metadata); request_digest is the 64 hex digits of the request''s SHA-256. Runs the namespace guard first; the idempotency record and audit event commit with the change. session_id (NULL: none): the lease is held in that session (lease.session_open), which must be open, unexpired and this principal''s and credential''s within the identity''s tenant (else lease_lost); its own expires_at is then its lifetime bound and the session keeps it alive. brief (the default): the short answer, what the database decided (docs/sql-api.md, "Result shape"); the answer given is what is stored for a repeat.';
+COMMENT ON FUNCTION lease.acquire_brief_typed(lease.identity,lease.acquire_request,boolean) IS
+    'The one acquire-if-free decision, on typed values, as two composites (migration 0029): the identity (lease.identity; its bad_field is not read) and the rest of the request (lease.acquire_request: a new optional field is one more attribute, not a new signature). What the service calls for an acquisition (briefly), and what lease.acquire calls with a jsonb request''s members (brief false: the whole record). A new identity is one INSERT ... ON CONFLICT DO NOTHING before anything reads it (the unique indexes decide, not a predicate-locking read: concurrent first acquisitions do not fail each other under SERIALIZABLE); an existing free or expired one (a lease in a session expires with its session: lease._effective_expiry) is one UPDATE with the exact condition; anything else is decided after reading the row (conflict, corrupt: fails closed LS001). The request id is looked up only after a conflict (the row held, or idempotency''s primary key refusing the evidence: the attempt rolls back to its savepoint and the stored answer is given), the same for every caller. Checks, in order: the shared call checks (LS002/LS003), the deadline, each identity component (operation_class NULL is the default), service_instance_id, execution_id, job_id, trace_id (NULL: none), ttl_ms and maximum_lifetime_ms (NULL: the policy''s), metadata (NULL: none; an object, by the rules of docs/api.md "Metadata"; lease._bad_metadata); request_digest is the 64 hex digits of the request''s SHA-256. Runs the namespace guard first; the idempotency record and audit event commit with the change. session_id (NULL: none): the lease is held in that session (lease.session_open), which must be open, unexpired and this principal''s and credential''s within the identity''s tenant (else lease_lost); its own expires_at is then its lifetime bound and the session keeps it alive. brief (the default): the short answer, what the database decided (docs/sql-api.md, "Result shape"); the answer given is what is stored for a repeat.';
 
-REVOKE ALL ON FUNCTION lease.acquire_brief_typed(text,text,text,text,text,text,text,text,text,text,text,bigint,bigint,jsonb,text,text,text,text,text,text,timestamp with time zone,text,text,integer,boolean,text) FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION lease.acquire_brief_typed(text,text,text,text,text,text,text,text,text,text,text,bigint,bigint,jsonb,text,text,text,text,text,text,timestamp with time zone,text,text,integer,boolean,text) TO lease_service;
+REVOKE ALL ON FUNCTION lease.acquire_brief_typed(lease.identity,lease.acquire_request,boolean) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION lease.acquire_brief_typed(lease.identity,lease.acquire_request,boolean) TO lease_service;

@@ -104,21 +104,29 @@ typedef struct store_pg_typed_args {
     const char *values[STORE_PG_TYPED_MAX_ARGS];
     char fencing_token[24], ttl_ms[24], maximum_lifetime_ms[24], latency_ms[24];
     char deadline_at[LEASE_TIME_LEN + 1];
+    char *literals; /* an acquisition's composites (store_pg_typed_args_free) */
 } store_pg_typed_args_t;
+/* The identity's components at the head of an acquisition's values. */
+#define STORE_PG_IDENTITY_FIELDS 7
 /* op: STORE_PG_OP_RENEW or STORE_PG_OP_RELEASE (a release's arguments are
  * a renewal's without ttl_ms, the tenth). Fills out from the request; false
  * when a string is not UTF-8 (the caller answers as for a failed
  * encoding). */
 LEASE_MUST_USE bool store_pg_encode_owner_typed(store_pg_op_t op, const lease_owner_req_t *req,
                                                 int64_t now_mono_ns, store_pg_typed_args_t *out);
-/* An acquisition's arguments, the same way. The metadata goes as the
- * request holds it (an object the request decoder validated and wrote);
- * none, or {}, is NULL. False with *bad_field "metadata" when it is not a
- * JSON object (the caller's input: invalid_lease_request), with
- * *bad_field NULL when a string is not UTF-8. */
+/* An acquisition's arguments: two, the text literals of lease.identity
+ * and lease.acquire_request (migration 0029), whose fields are the values
+ * the positional call had, in its order (the identity's seven, then the
+ * rest; session_id last). The metadata goes as the request holds it (an
+ * object the request decoder validated and wrote); none, or {}, is NULL.
+ * False with *bad_field "metadata" when it is not a JSON object (the
+ * caller's input: invalid_lease_request), with *bad_field NULL when a
+ * string is not UTF-8 or out of memory. On true, free with
+ * store_pg_typed_args_free after the call. */
 LEASE_MUST_USE bool store_pg_encode_acquire_typed(const lease_acquire_req_t *req,
                                                   int64_t now_mono_ns, store_pg_typed_args_t *out,
                                                   const char **bad_field);
+void store_pg_typed_args_free(store_pg_typed_args_t *a);
 /* A session call's arguments (docs/sql-api.md, "Sessions"): op
  * STORE_PG_OP_SESSION_OPEN, _KEEPALIVE or _CLOSE. The statement is sent as
  * text (not prepared: a session call is rare beside a renewal). False when

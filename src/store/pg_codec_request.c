@@ -26,12 +26,13 @@ static __thread char field_buf[LEASE_FIELD_MAX + 1];
  * given it at parse analysis, which reads and parses the default's
  * expression again for every statement that is not prepared (through a
  * pooler: every call), 13,500 instructions a renewal
- * (tests/bench/callgrind/pair --renew). */
+ * (tests/bench/callgrind/pair --renew). An acquisition's arguments are two
+ * composites (migration 0029), each one text literal: a new optional field
+ * is one more attribute of lease.acquire_request, not a new signature. */
 const store_pg_typed_call_t store_pg_typed_calls[STORE_PG_TYPED_COUNT] = {
     [STORE_PG_TYPED_ACQUIRE] = {"lease_acquire_brief_typed",
-                                "SELECT lease.acquire_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, "
-                                "$9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, "
-                                "$22, $23, $24, true, $25)::text"},
+                                "SELECT lease.acquire_brief_typed($1::lease.identity, "
+                                "$2::lease.acquire_request, true)::text"},
     [STORE_PG_TYPED_RENEW] = {"lease_renew_brief_typed",
                               "SELECT lease.renew_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, "
                               "$10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, "
@@ -266,15 +267,13 @@ bool store_pg_encode_owner_typed(store_pg_op_t op, const lease_owner_req_t *req,
     return finish_typed(out, n);
 }
 
-/* One element of an array literal: NULL, or the text double-quoted with
- * '"' and '\\' escaped (array_in's rules: a quoted element is taken
- * verbatim, so "NULL", "", braces and commas stay text). Returns the end. */
-static char *put_element(char *w, const char *v)
+/* v double-quoted with '"' and '\\' escaped: an element of an array
+ * literal or a field of a composite's (array_in's and record_in's rules:
+ * a quoted value is taken verbatim, so "NULL", "", braces, parentheses,
+ * commas and blanks stay text). At most 2 * strlen(v) + 2 bytes. Returns
+ * the end. */
+static char *put_quoted(char *w, const char *v)
 {
-    if (!v) {
-        memcpy(w, "NULL", 4);
-        return w + 4;
-    }
     *w++ = '"';
     for (; *v; v++) {
         if (*v == '"' || *v == '\\')
@@ -282,6 +281,33 @@ static char *put_element(char *w, const char *v)
         *w++ = *v;
     }
     *w++ = '"';
+    return w;
+}
+
+/* One element of an array literal: NULL, or the text quoted. */
+static char *put_element(char *w, const char *v)
+{
+    if (!v) {
+        memcpy(w, "NULL", 4);
+        return w + 4;
+    }
+    return put_quoted(w, v);
+}
+
+/* A composite's text literal: "(" the fields, comma-separated ")", a
+ * field quoted, or nothing for SQL NULL; then the NUL. At most
+ * 3 + the sum of each field's 2 * strlen + 3 bytes. Returns the end. */
+static char *put_record(char *w, const char *const *fields, int n)
+{
+    *w++ = '(';
+    for (int i = 0; i < n; i++) {
+        if (i > 0)
+            *w++ = ',';
+        if (fields[i])
+            w = put_quoted(w, fields[i]);
+    }
+    *w++ = ')';
+    *w++ = '\0';
     return w;
 }
 
@@ -376,7 +402,31 @@ bool store_pg_encode_acquire_typed(const lease_acquire_req_t *req, int64_t now_m
     n = put_call_args(out, n, &req->call, now_mono_ns, CLIENT_FIRST, NULL, false);
     /* the last argument, after brief (written in the statement) */
     out->values[n++] = opt_arg(req->session_id);
-    return finish_typed(out, n);
+    if (!finish_typed(out, n))
+        return false;
+    /* the 25 values above, in that order, as the two composites: the
+     * identity's seven (lease.identity's eighth, bad_field, is NULL) and
+     * lease.acquire_request's eighteen */
+    size_t size = 2 * 3 + 1;
+    for (int i = 0; i < n; i++)
+        size += (out->values[i] ? 2 * strlen(out->values[i]) + 2 : 0) + 1;
+    out->literals = malloc(size);
+    if (!out->literals)
+        return false;
+    const char *identity[STORE_PG_IDENTITY_FIELDS + 1] = {NULL};
+    memcpy(identity, out->values, STORE_PG_IDENTITY_FIELDS * sizeof *identity);
+    char *request = put_record(out->literals, identity, STORE_PG_IDENTITY_FIELDS + 1);
+    put_record(request, out->values + STORE_PG_IDENTITY_FIELDS, n - STORE_PG_IDENTITY_FIELDS);
+    out->values[0] = out->literals;
+    out->values[1] = request;
+    out->nargs = 2;
+    return true;
+}
+
+void store_pg_typed_args_free(store_pg_typed_args_t *a)
+{
+    free(a->literals);
+    a->literals = NULL;
 }
 
 bool store_pg_encode_session_typed(store_pg_op_t op, const lease_session_req_t *req,

@@ -702,7 +702,7 @@ static void typed_call(store_pg_t *pg, store_pg_op_t op, const store_pg_typed_ar
     lease_answer(pg, op, &out, res);
 }
 
-/* An acquisition: lease.acquire_brief_typed (typed arguments: typed_call). */
+/* An acquisition: lease.acquire_brief_typed (its two composites: typed_call). */
 static lease_code_t pg_acquire(lease_store_t *s, const lease_acquire_req_t *req,
                                lease_result_t *res)
 {
@@ -712,6 +712,7 @@ static lease_code_t pg_acquire(lease_store_t *s, const lease_acquire_req_t *req,
     if (!store_pg_encode_acquire_typed(req, lease_mono_now_ns(), &args, &bad))
         return encode_failed(bad, &res->code, res->field, sizeof res->field);
     typed_call(impl(s), STORE_PG_OP_ACQUIRE, &args, &req->call, &req->identity, res);
+    store_pg_typed_args_free(&args);
     complete_acquired(res, req);
     return res->code;
 }

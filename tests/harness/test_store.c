@@ -5,9 +5,11 @@
  */
 #include "test_store.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 bool test_store_is_valkey(void)
@@ -97,4 +99,67 @@ void test_store_valkey_stop(test_store_valkey_t *v)
         rmdir(v->state);
     }
     *v = (test_store_valkey_t){0};
+}
+
+char *test_store_valkey_cli(const test_store_valkey_t *v, const char *const *args)
+{
+    const char *port = strrchr(v->url, ':');
+    if (!port)
+        return NULL;
+    const char *cli = getenv("LEASE_TEST_REDIS_CLI");
+    if (!cli || !*cli)
+        cli = "redis-cli";
+    /* copies: execvp takes char *const[] */
+    char *argv[64] = {strdup(cli), strdup("-p"), strdup(port + 1)};
+    size_t n = 3;
+    for (const char *const *a = args; *a && n < 63; a++)
+        argv[n++] = strdup(*a);
+    argv[n] = NULL;
+    int out[2];
+    pid_t pid = pipe(out) == 0 ? fork() : -2;
+    if (pid == -1) {
+        close(out[0]);
+        close(out[1]);
+    }
+    if (pid < 0) {
+        for (size_t i = 0; i < n; i++)
+            free(argv[i]);
+        return NULL;
+    }
+    if (pid == 0) {
+        dup2(out[1], STDOUT_FILENO);
+        close(out[0]);
+        close(out[1]);
+        execvp(argv[0], argv);
+        _exit(127);
+    }
+    close(out[1]);
+    for (size_t i = 0; i < n; i++)
+        free(argv[i]);
+    size_t len = 0, cap = 256;
+    char *text = malloc(cap);
+    ssize_t got;
+    while (text && (got = read(out[0], text + len, cap - len - 1)) > 0) {
+        len += (size_t)got;
+        if (cap - len < 64) {
+            char *grown = realloc(text, cap * 2);
+            if (!grown) {
+                free(text);
+                text = NULL;
+                break;
+            }
+            text = grown;
+            cap *= 2;
+        }
+    }
+    close(out[0]);
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        ;
+    if (!text || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        free(text);
+        return NULL;
+    }
+    text[len] = '\0';
+    return text;
 }

@@ -27,4 +27,11 @@ void test_store_valkey_start(test_store_valkey_t *v);
 /* Stops the server and removes its directory. */
 void test_store_valkey_stop(test_store_valkey_t *v);
 
+/* Runs redis-cli (LEASE_TEST_REDIS_CLI, default redis-cli, as the
+ * valkeyserver script) on v's server with args (NULL-terminated, without
+ * program and port; passed as they are, no shell): what it printed (heap),
+ * or NULL when it could not run or exited non-zero. For a contract test's
+ * look into the store where a Postgres test reads a table. */
+char *test_store_valkey_cli(const test_store_valkey_t *v, const char *const *args);
+
 #endif

@@ -473,6 +473,107 @@ static inline void http_fx_serve(http_fx_t *fx, const char *const *extra_env)
     fx->base = leased_proc_url(fx->srv);
 }
 
+/* ------------------------------------------------------------------ */
+/* Outcomes observed on either backend                                 */
+
+/* The active lease of target as token's inspect answers it (new
+ * reference), or NULL when it answers 404 lease_not_found: whether a
+ * lease is held, through the API, on either backend. */
+static inline json_t *http_active_lease(const char *base, const char *token, const char *target)
+{
+    http_resp_t *r = call_owned(base, "POST", "/v1/leases/inspect", token, inspect_body(target));
+    json_t *lease = NULL;
+    if (r->status == 404) {
+        check_reply(r, 404, "lease_not_found", NULL);
+    } else {
+        check_reply(r, 200, "lease_inspected", NULL);
+        lease = json_deep_copy(lease_of(r));
+        assert_string_equal(json_string_value(json_object_get(lease, "state")), "active");
+    }
+    http_resp_free(r);
+    return lease;
+}
+
+/* A key of the namespace leasectl migrate bound on the test's
+ * redis-server (the default, "leased"; docs/backends.md "Keys"). */
+static inline void http_fx_valkey_key(char *out, size_t n, const char *suffix)
+{
+    snprintf(out, n, "lease:{leased}:%s", suffix);
+}
+
+/* Counts the Stream's entries of which, for each name/value pair of
+ * ARGV, a field has that name and value; name "*": any field's value
+ * contains the text. */
+#define HTTP_FX_AUDIT_COUNT_LUA                                                                    \
+    "local n = 0 "                                                                                 \
+    "for _, e in ipairs(redis.call('XRANGE', KEYS[1], '-', '+')) do "                              \
+    "  local f, ok = e[2], true "                                                                  \
+    "  for j = 1, #ARGV, 2 do "                                                                    \
+    "    local hit = false "                                                                       \
+    "    for i = 1, #f, 2 do "                                                                     \
+    "      if ARGV[j] == '*' then "                                                                \
+    "        if string.find(f[i + 1], ARGV[j + 1], 1, true) then hit = true end "                  \
+    "      elseif f[i] == ARGV[j] and f[i + 1] == ARGV[j + 1] then hit = true end "                \
+    "    end "                                                                                     \
+    "    ok = ok and hit "                                                                         \
+    "  end "                                                                                       \
+    "  if ok then n = n + 1 end "                                                                  \
+    "end "                                                                                         \
+    "return n"
+
+/*
+ * The audit events of fx's store that match every pair of match (NULL-
+ * terminated name, value, ...; names as lease.audit_events' columns:
+ * event_type, result_code, principal_id, request_id, reason; name "*":
+ * the event's text contains value). On Postgres a count of that view; on
+ * Valkey of the audit Stream's entries (docs/backends.md "Audit events",
+ * where result_code is "code"): the audit as each backend keeps it.
+ * Values are the tests' own constants (no quotes).
+ */
+static inline long long http_fx_audit_count(http_fx_t *fx, const char *const *match)
+{
+    if (!fx->valkey) {
+        char sql[1024] = "SELECT count(*) FROM lease.audit_events WHERE true";
+        for (const char *const *m = match; m[0] && m[1]; m += 2) {
+            size_t used = strlen(sql);
+            if (strcmp(m[0], "*") == 0)
+                snprintf(sql + used, sizeof sql - used, " AND strpos(audit_events::text, '%s') > 0",
+                         m[1]);
+            else
+                snprintf(sql + used, sizeof sql - used, " AND %s = '%s'", m[0], m[1]);
+        }
+        return testpg_query_int(fx->db, sql);
+    }
+    char key[128];
+    http_fx_valkey_key(key, sizeof key, "audit");
+    const char *args[40] = {"EVAL", HTTP_FX_AUDIT_COUNT_LUA, "1", key};
+    size_t n = 4;
+    for (const char *const *m = match; m[0] && m[1] && n < 38; m += 2) {
+        args[n++] = strcmp(m[0], "result_code") == 0 ? "code" : m[0];
+        args[n++] = m[1];
+    }
+    args[n] = NULL;
+    char *out = test_store_valkey_cli(&fx->vk, args);
+    assert_non_null(out);
+    char *end = NULL;
+    long long count = strtoll(out, &end, 10);
+    if (end == out)
+        fprintf(stderr, "audit count: redis-cli printed %s\n", out);
+    assert_true(end != out);
+    free(out);
+    return count;
+}
+
+/* Revokes a credential of fx's store with the real `leasectl credential
+ * revoke`, as an operator does, on either backend. */
+static inline void http_fx_revoke_credential(http_fx_t *fx, const char *credential_id)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "'%s' credential revoke '%s' --database-url '%s' >&2",
+             LEASE_TEST_LEASECTL, credential_id, fx->db);
+    assert_int_equal(system(cmd), 0);
+}
+
 /* A case that needs the PostgreSQL backend, by its function's name, and
  * why (docs/backends.md). */
 typedef struct http_pg_only {

@@ -2,7 +2,9 @@
  * http_idempotency.c - a retry of each mutation with the same request id and
  * body answers the original result (replayed) without doing the work again;
  * the same request id with another body answers idempotency_conflict and
- * changes nothing.
+ * changes nothing. Each outcome is observed through the API (inspect, the
+ * next token, a commit's revision) on either backend, and in Postgres's
+ * tables too when it is the store.
  */
 #include "http_common.h"
 
@@ -19,6 +21,8 @@ static int setup(void **state)
     return 0;
 }
 
+/* The identity's durable token counter, in Postgres's table (Postgres
+ * only: on both backends the next acquire's token says the same). */
 static long long counter_of(const char *target)
 {
     char sql[256];
@@ -43,6 +47,10 @@ static json_t *twice(const char *path, const char *token, const char *body, cons
                            http_resp_get(again, "lease.fencing_token")));
     assert_true(json_equal(http_resp_get(first, "lease.expires_at"),
                            http_resp_get(again, "lease.expires_at")));
+    /* the whole lease as first answered, member for member */
+    if (!json_equal(lease_of(first), lease_of(again)))
+        fprintf(stderr, "replay differs:\n%s\n%s\n", first->body, again->body);
+    assert_true(json_equal(lease_of(first), lease_of(again)));
     json_t *lease = json_deep_copy(lease_of(first));
     http_resp_free(first);
     http_resp_free(again);
@@ -63,15 +71,34 @@ static void test_acquire_renew_release(void **state)
     (void)state;
     char *body = acquire_body("idem-acq", "t-idem");
     json_t *lease = twice("/v1/leases/acquire", worker, body, "lease_acquired");
-    assert_int_equal(counter_of("t-idem"), 1); /* one token, not two */
+    assert_int_equal(json_integer_value(json_object_get(lease, "fencing_token")), 1);
+    if (!fx.valkey)
+        assert_int_equal(counter_of("t-idem"), 1); /* one token, not two */
     expect_idem_conflict("/v1/leases/acquire", worker, json_loads(body, 0, NULL), "job_id",
                          json_string("job_other"));
-    assert_int_equal(counter_of("t-idem"), 1);
+    /* the conflict changed nothing: the same lease, job_1 still its job */
+    json_t *held = http_active_lease(fx.base, worker, "t-idem");
+    assert_non_null(held);
+    assert_true(json_equal(json_object_get(held, "lease_id"), json_object_get(lease, "lease_id")));
+    assert_true(json_equal(json_object_get(held, "fencing_token"),
+                           json_object_get(lease, "fencing_token")));
+    assert_string_equal(json_string_value(json_object_get(held, "job_id")), "job_1");
+    json_decref(held);
+    if (!fx.valkey)
+        assert_int_equal(counter_of("t-idem"), 1);
 
     char *renew = owner_body("idem-renew", "t-idem", lease);
     json_t *renewed = twice("/v1/leases/renew", worker, renew, "lease_renewed");
     expect_idem_conflict("/v1/leases/renew", worker, json_loads(renew, 0, NULL), "ttl_ms",
                          json_integer(12345));
+    /* the conflict renewed nothing: the lease as the renewal left it */
+    held = http_active_lease(fx.base, worker, "t-idem");
+    assert_non_null(held);
+    assert_true(
+        json_equal(json_object_get(held, "expires_at"), json_object_get(renewed, "expires_at")));
+    assert_true(json_equal(json_object_get(held, "ttl_ms"), json_object_get(renewed, "ttl_ms")));
+    assert_int_not_equal(json_integer_value(json_object_get(held, "ttl_ms")), 12345);
+    json_decref(held);
 
     char *release = owner_body("idem-release", "t-idem", lease);
     json_t *released = twice("/v1/leases/release", worker, release, "lease_released");
@@ -86,8 +113,10 @@ static void test_acquire_renew_release(void **state)
     assert_string_equal(http_resp_str(r, "current_state"), "released");
     assert_true(json_equal(http_resp_get(r, "lease.lease_id"), json_object_get(lease, "lease_id")));
     http_resp_free(r);
-    assert_int_equal(counter_of("t-idem"), 1);
-    /* a new request id acquires anew with a greater token */
+    if (!fx.valkey)
+        assert_int_equal(counter_of("t-idem"), 1);
+    /* a new request id acquires anew with the next token: no replay, no
+     * conflict took one (the counter was 1, observed through the API) */
     r = acquire_call(fx.base, worker, "idem-acq-2", "t-idem");
     check_reply(r, 200, "lease_acquired", NULL);
     assert_int_equal(json_integer_value(http_resp_get(r, "lease.fencing_token")), 2);
@@ -122,17 +151,36 @@ static void test_admin_replays(void **state)
     }
 }
 
+/* A commit's write of result/N at expected_revision rev, by lease, as a
+ * new request (rid): the document's revision observed through the API. */
+static http_resp_t *commit_document(const char *rid, json_t *lease, int rev)
+{
+    return call_owned(
+        fx.base, "POST", "/v1/commits", worker,
+        dump(json_pack("{s:s, s:o, s:O, s:O, s:s, s:s, s:[{s:s, s:s, s:i, s:{s:s}}]}", "request_id",
+                       rid, "lock_identity", identity_json("t-idem-commit"), "lease_id",
+                       json_object_get(lease, "lease_id"), "fencing_token",
+                       json_object_get(lease, "fencing_token"), "execution_id", "exec_1",
+                       "trace_id", "trace_1", "writes", "kind", "document", "key", "result/1",
+                       "expected_revision", rev, "body", "status", "probe")));
+}
+
 static void test_commit_replay(void **state)
 {
     (void)state;
     json_t *lease = acquire_lease(fx.base, worker, "idem-c-acq", "t-idem-commit");
-    char *body = dump(json_pack(
-        "{s:s, s:o, s:O, s:O, s:s, s:s, s:[{s:s, s:s, s:i, s:{s:s}}, {s:s, s:s, s:{s:i}}]}",
-        "request_id", "idem-commit", "lock_identity", identity_json("t-idem-commit"), "lease_id",
-        json_object_get(lease, "lease_id"), "fencing_token",
-        json_object_get(lease, "fencing_token"), "execution_id", "exec_1", "trace_id", "trace_1",
-        "writes", "kind", "document", "key", "result/1", "expected_revision", 0, "body", "status",
-        "done", "kind", "publication", "topic", "results", "payload", "n", 1));
+    json_t *writes = json_pack("[{s:s, s:s, s:i, s:{s:s}}]", "kind", "document", "key", "result/1",
+                               "expected_revision", 0, "body", "status", "done");
+    /* and a publication where the store has an outbox (Postgres; Valkey
+     * refuses publications, tests/valkey/valkey_commits.c) */
+    if (!fx.valkey)
+        json_array_append_new(writes, json_pack("{s:s, s:s, s:{s:i}}", "kind", "publication",
+                                                "topic", "results", "payload", "n", 1));
+    char *body = dump(json_pack("{s:s, s:o, s:O, s:O, s:s, s:s, s:o}", "request_id", "idem-commit",
+                                "lock_identity", identity_json("t-idem-commit"), "lease_id",
+                                json_object_get(lease, "lease_id"), "fencing_token",
+                                json_object_get(lease, "fencing_token"), "execution_id", "exec_1",
+                                "trace_id", "trace_1", "writes", writes));
     http_resp_t *first = call(fx.base, "POST", "/v1/commits", worker, body);
     check_reply(first, 200, "commit_accepted", NULL);
     http_resp_t *again = call(fx.base, "POST", "/v1/commits", worker, body);
@@ -140,19 +188,34 @@ static void test_commit_replay(void **state)
     assert_true(json_is_true(json_object_get(again->json, "replayed")));
     assert_true(
         json_equal(http_resp_get(first, "commit.results"), http_resp_get(again, "commit.results")));
+    json_t *written = json_array_get(http_resp_get(first, "commit.results"), 0);
+    assert_string_equal(json_string_value(json_object_get(written, "key")), "result/1");
+    assert_int_equal(json_integer_value(json_object_get(written, "revision")), 1);
     http_resp_free(first);
     http_resp_free(again);
-    /* written once: revision 1, one outbox row */
-    assert_int_equal(testpg_query_int(fx.db, "SELECT revision FROM lease.fenced_documents "
-                                             "WHERE document_key = 'result/1'"),
-                     1);
-    assert_int_equal(testpg_query_int(fx.db, "SELECT count(*) FROM lease.outbox"), 1);
+    /* written once: revision 1 (a write expecting revision 0 finds 1) */
+    http_resp_t *r = commit_document("idem-commit-probe-0", lease, 0);
+    check_reply(r, 409, "write_conflict", NULL);
+    assert_int_equal(http_resp_int(r, "current_revision"), 1);
+    http_resp_free(r);
+    if (!fx.valkey) { /* and in Postgres's tables: revision 1, one outbox row */
+        assert_int_equal(testpg_query_int(fx.db, "SELECT revision FROM lease.fenced_documents "
+                                                 "WHERE document_key = 'result/1'"),
+                         1);
+        assert_int_equal(testpg_query_int(fx.db, "SELECT count(*) FROM lease.outbox"), 1);
+    }
     json_t *changed = json_loads(body, 0, NULL);
     json_object_set_new(changed, "execution_id", json_string("exec_other"));
-    http_resp_t *r = call_owned(fx.base, "POST", "/v1/commits", worker, dump(changed));
+    r = call_owned(fx.base, "POST", "/v1/commits", worker, dump(changed));
     check_reply(r, 409, "idempotency_conflict", NULL);
     http_resp_free(r);
-    assert_int_equal(testpg_query_int(fx.db, "SELECT count(*) FROM lease.outbox"), 1);
+    /* the conflict wrote nothing: still revision 1 */
+    r = commit_document("idem-commit-probe-1", lease, 0);
+    check_reply(r, 409, "write_conflict", NULL);
+    assert_int_equal(http_resp_int(r, "current_revision"), 1);
+    http_resp_free(r);
+    if (!fx.valkey)
+        assert_int_equal(testpg_query_int(fx.db, "SELECT count(*) FROM lease.outbox"), 1);
     free(body);
     json_decref(lease);
 }

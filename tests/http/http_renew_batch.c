@@ -4,7 +4,9 @@
  * the stored answer of a repeated request id, one is an idempotency
  * conflict; each answer is typed and in request order, all in one
  * transaction. A batch beyond 100 renewals, or with a malformed renewal,
- * is a 400 naming the field and changes nothing.
+ * is a 400 naming the field and changes nothing. Outcomes are observed
+ * through the API (inspect, replays by request id) and the audit as each
+ * backend keeps it, and in Postgres's tables too when it is the store.
  */
 #include "http_common.h"
 #include "lease/client.h"
@@ -20,13 +22,46 @@ static int setup(void **state)
     return 0;
 }
 
-/* What a refused batch must leave alone: idempotency rows and renewals
- * (its refusal itself is audited). */
+/* What a refused batch must leave alone, in Postgres's tables (Postgres
+ * only; through the API: unchanged leases, no stored answers): idempotency
+ * rows and renewals (its refusal itself is audited). */
 static long long writes(void)
 {
     return testpg_query_int(fx.db, "SELECT (SELECT count(*) FROM lease.idempotency)"
                                    " + (SELECT sum(extract(epoch FROM renewed_at) * 1000)::bigint"
                                    "      FROM lease.locks)");
+}
+
+/* The audit events of the renewals rb-renew-1 and rb-renew-2. */
+static long long renewals_audited(void)
+{
+    const char *const first[] = {"request_id", "rb-renew-1", NULL};
+    const char *const second[] = {"request_id", "rb-renew-2", NULL};
+    return http_fx_audit_count(&fx, first) + http_fx_audit_count(&fx, second);
+}
+
+/* Sends body (a renewal) alone to /v1/leases/renew: it must renew anew,
+ * not as a replay, so its request id had no stored answer. */
+static void renews_anew(char *body)
+{
+    http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/renew", worker, body);
+    check_reply(r, 200, "lease_renewed", NULL);
+    assert_null(json_object_get(r->json, "replayed"));
+    http_resp_free(r);
+}
+
+/* The lease of target is held as acquired: never renewed since. */
+static void held_as_acquired(const char *target, json_t *acquired)
+{
+    json_t *held = http_active_lease(fx.base, worker, target);
+    assert_non_null(held);
+    assert_true(
+        json_equal(json_object_get(held, "lease_id"), json_object_get(acquired, "lease_id")));
+    assert_true(
+        json_equal(json_object_get(held, "renewed_at"), json_object_get(held, "acquired_at")));
+    assert_true(
+        json_equal(json_object_get(held, "expires_at"), json_object_get(acquired, "expires_at")));
+    json_decref(held);
 }
 
 static const char *item_code(const http_resp_t *r, size_t i)
@@ -59,9 +94,7 @@ static void test_mixed_batch(void **state)
     json_array_append_new(items, other);
     char *body = dump(json_pack("{s:o}", "renewals", items));
 
-    long long audit_before =
-        testpg_query_int(fx.db, "SELECT count(*) FROM lease.audit_events"
-                                " WHERE request_id IN ('rb-renew-1', 'rb-renew-2')");
+    long long audit_before = renewals_audited();
     r = call(fx.base, "POST", "/v1/leases/renew-batch", worker, body);
     if (r->status != 200)
         fprintf(stderr, "unexpected reply %ld: %s\n", r->status, r->body);
@@ -72,6 +105,8 @@ static void test_mixed_batch(void **state)
     /* 1: renewed, the same lease and token */
     assert_string_equal(item_code(r, 0), "lease_renewed");
     json_t *i0 = json_array_get(json_object_get(r->json, "results"), 0);
+    json_t *renewed_expires =
+        json_deep_copy(json_object_get(json_object_get(i0, "lease"), "expires_at"));
     assert_true(json_equal(json_object_get(json_object_get(i0, "lease"), "lease_id"),
                            json_object_get(l1, "lease_id")));
     assert_true(json_equal(json_object_get(json_object_get(i0, "lease"), "fencing_token"),
@@ -94,27 +129,50 @@ static void test_mixed_batch(void **state)
 
     /* each renewal has its own evidence: one audit event for the renewal,
      * one for the loss (audited by the service), the lease 2 untouched */
-    assert_int_equal(testpg_query_int(fx.db, "SELECT count(*) FROM lease.idempotency"
-                                             " WHERE request_id = 'rb-renew-1'"),
-                     1);
-    assert_int_equal(testpg_query_int(fx.db, "SELECT count(*) FROM lease.idempotency"
-                                             " WHERE request_id = 'rb-renew-2'"),
-                     0);
-    assert_int_equal(testpg_query_int(fx.db, "SELECT count(*) FROM lease.locks"
-                                             " WHERE target_id = 't-rb-2'"
-                                             "   AND renewed_at = acquired_at"),
-                     1);
+    held_as_acquired("t-rb-2", l2);
+    if (!fx.valkey) {
+        assert_int_equal(testpg_query_int(fx.db, "SELECT count(*) FROM lease.idempotency"
+                                                 " WHERE request_id = 'rb-renew-1'"),
+                         1);
+        assert_int_equal(testpg_query_int(fx.db, "SELECT count(*) FROM lease.idempotency"
+                                                 " WHERE request_id = 'rb-renew-2'"),
+                         0);
+        assert_int_equal(testpg_query_int(fx.db, "SELECT count(*) FROM lease.locks"
+                                                 " WHERE target_id = 't-rb-2'"
+                                                 "   AND renewed_at = acquired_at"),
+                         1);
+    }
     for (int tries = 0; tries < 100; tries++) { /* the service's audit is queued */
-        if (testpg_query_int(fx.db, "SELECT count(*) FROM lease.audit_events"
-                                    " WHERE request_id IN ('rb-renew-1', 'rb-renew-2')") ==
-            audit_before + 2)
+        if (renewals_audited() == audit_before + 2)
             break;
         usleep(50000);
     }
-    assert_int_equal(testpg_query_int(fx.db, "SELECT count(*) FROM lease.audit_events"
-                                             " WHERE request_id IN ('rb-renew-1', 'rb-renew-2')"),
-                     audit_before + 2);
+    assert_int_equal(renewals_audited(), audit_before + 2);
+    /* the renewal's event (by the store) and the loss's (by the service) */
+    char granted_ttl[32]; /* the TTL the renewal granted: the lease's */
+    snprintf(granted_ttl, sizeof granted_ttl, "%lld",
+             (long long)json_integer_value(json_object_get(l1, "ttl_ms")));
+    const char *const renewed_event[] = {
+        "request_id",    "rb-renew-1",     "event_type",       "target_lease_renew", "result_code",
+        "lease_renewed", "previous_state", "active",           "resulting_state",    "active",
+        "principal_id",  "prn_rbatch",     "effective_ttl_ms", granted_ttl,          NULL};
+    assert_int_equal(http_fx_audit_count(&fx, renewed_event), 1);
+    const char *const lost_event[] = {
+        "request_id",  "rb-renew-2", "event_type", "target_lease_renew",
+        "result_code", "lease_lost", NULL};
+    assert_int_equal(http_fx_audit_count(&fx, lost_event), 1);
 
+    /* rb-renew-1's answer is stored: alone, the same renewal replays it */
+    r = call_owned(fx.base, "POST", "/v1/leases/renew", worker,
+                   owner_body("rb-renew-1", "t-rb-1", l1));
+    check_reply(r, 200, "lease_renewed", NULL);
+    assert_true(json_is_true(json_object_get(r->json, "replayed")));
+    assert_true(json_equal(http_resp_get(r, "lease.expires_at"), renewed_expires));
+    http_resp_free(r);
+    /* the loss stored nothing: rb-renew-2 with the right token renews */
+    renews_anew(owner_body("rb-renew-2", "t-rb-2", l2));
+
+    json_decref(renewed_expires);
     free(body);
     free(r3);
     json_decref(r3_expires);
@@ -127,7 +185,7 @@ static void test_refused_batches(void **state)
 {
     (void)state;
     json_t *l = acquire_lease(fx.base, worker, "rb-acq-9", "t-rb-9");
-    long long before = writes();
+    long long before = fx.valkey ? 0 : writes();
 
     json_t *many = json_array();
     for (int i = 0; i < 101; i++) {
@@ -156,7 +214,14 @@ static void test_refused_batches(void **state)
     assert_string_equal(http_resp_str(r, "field"), "renewals[1].lease_id");
     http_resp_free(r);
 
-    assert_int_equal(writes(), before);
+    if (!fx.valkey)
+        assert_int_equal(writes(), before);
+    /* through the API: the lease never renewed, and none of the refused
+     * batches' request ids has a stored answer (each renews anew alone) */
+    held_as_acquired("t-rb-9", l);
+    renews_anew(owner_body("rb-many-0", "t-rb-9", l));
+    renews_anew(owner_body("rb-many-100", "t-rb-9", l));
+    renews_anew(owner_body("rb-bad-1", "t-rb-9", l));
     json_decref(l);
 }
 

@@ -124,6 +124,69 @@ static void assert_args(const store_pg_typed_args_t *got, const char *const *wan
     }
 }
 
+/* A composite's text literal read back by record_in's rules: "(" fields
+ * ")", a field either double-quoted (backslash escapes the next byte, ""
+ * is one quote) or unquoted, empty unquoted being SQL NULL (stored as NULL
+ * in fields; the texts go into buf). Returns the number of fields. */
+static int read_record(const char *lit, char *buf, const char **fields, int max)
+{
+    assert_int_equal(*lit, '(');
+    const char *r = lit + 1;
+    int n = 0;
+    for (;;) {
+        assert_true(n < max);
+        if (*r == ',' || *r == ')') {
+            fields[n++] = NULL;
+        } else {
+            fields[n++] = buf;
+            while (*r != ',' && *r != ')') {
+                assert_int_not_equal(*r, '\0');
+                if (*r == '"') {
+                    for (r++;; r++) {
+                        if (*r == '\\')
+                            *buf++ = *++r;
+                        else if (r[0] == '"' && r[1] == '"')
+                            *buf++ = '"', r++;
+                        else if (*r == '"')
+                            break;
+                        else
+                            *buf++ = *r;
+                    }
+                    r++;
+                } else {
+                    *buf++ = *r++;
+                }
+            }
+            *buf++ = '\0';
+        }
+        if (*r++ == ')')
+            break;
+    }
+    assert_int_equal(*r, '\0');
+    return n;
+}
+
+/* An acquisition's two arguments (lease.identity, lease.acquire_request)
+ * read back: the seven components (the eighth, bad_field, NULL), then the
+ * request's fields, must be want, in order: the values the positional
+ * call sent (assert_args). */
+static void assert_acquire_args(store_pg_typed_args_t *got, const char *const *want, int n)
+{
+    assert_int_equal(got->nargs, 2);
+    static char buf[2][8192];
+    const char *identity[16], *request[32];
+    assert_int_equal(read_record(got->values[0], buf[0], identity, 16),
+                     STORE_PG_IDENTITY_FIELDS + 1);
+    assert_null(identity[STORE_PG_IDENTITY_FIELDS]);
+    int m = read_record(got->values[1], buf[1], request, 32);
+    store_pg_typed_args_t flat = {.nargs = STORE_PG_IDENTITY_FIELDS + m};
+    assert_true(flat.nargs <= STORE_PG_TYPED_MAX_ARGS);
+    memcpy(flat.values, identity, STORE_PG_IDENTITY_FIELDS * sizeof *identity);
+    memcpy(flat.values + STORE_PG_IDENTITY_FIELDS, request, (size_t)m * sizeof *request);
+    assert_args(&flat, want, n);
+    store_pg_typed_args_free(got);
+}
+
 #define DIGEST_A "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"
 #define NARGS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -136,9 +199,8 @@ static void test_typed_calls(void **state)
 {
     (void)state;
     assert_string_equal(store_pg_typed_calls[STORE_PG_TYPED_ACQUIRE].sql,
-                        "SELECT lease.acquire_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, "
-                        "$10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, $22, $23, "
-                        "$24, true, $25)::text");
+                        "SELECT lease.acquire_brief_typed($1::lease.identity, "
+                        "$2::lease.acquire_request, true)::text");
     assert_string_equal(store_pg_typed_calls[STORE_PG_TYPED_RENEW].sql,
                         "SELECT lease.renew_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
                         "$11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, true)::text");
@@ -214,7 +276,7 @@ static void test_encode_acquire_typed(void **state)
         "prn_1",       "client_1",  "key_1",            "worker",
         "req-1",       DIGEST_A,    "2026-08-05T12:00:01.234Z",
         "corr_abc",    "client",    "7",              NULL};
-    assert_args(&args, full, NARGS(full));
+    assert_acquire_args(&args, full, NARGS(full));
 
     /* the acquire's own trace id; no metadata ({}); a lifetime, no TTL; no
      * optional call members */
@@ -233,7 +295,7 @@ static void test_encode_acquire_typed(void **state)
         "60000",       NULL,        "prn_1",            "client_1",  "key_1",       "worker",
         "req-1",       DIGEST_A,    "2026-08-05T12:00:01.234Z",      NULL,          NULL,
         "7",           "session_01"};
-    assert_args(&args, sparse, NARGS(sparse));
+    assert_acquire_args(&args, sparse, NARGS(sparse));
 
     /* no principal at all: a client id without one is not sent; no
      * metadata at all is the same as {} */
@@ -247,7 +309,17 @@ static void test_encode_acquire_typed(void **state)
         "60000",       NULL,        NULL,               NULL,        NULL,          NULL,
         "req-1",       DIGEST_A,    "2026-08-05T12:00:01.234Z",      NULL,          NULL,
         "7",           "session_01"};
-    assert_args(&args, anonymous, NARGS(anonymous));
+    assert_acquire_args(&args, anonymous, NARGS(anonymous));
+
+    /* what a composite's literal must quote comes back as it was: commas,
+     * parentheses, quotes, backslashes, blanks */
+    strcpy(req.job_id, "j, (1) \"q\" \\ ");
+    assert_true(store_pg_encode_acquire_typed(&req, now, &args, &why));
+    const char *quoted[NARGS(anonymous)];
+    memcpy(quoted, anonymous, sizeof quoted);
+    quoted[9] = "j, (1) \"q\" \\ ";
+    assert_acquire_args(&args, quoted, NARGS(quoted));
+    strcpy(req.job_id, "job-1");
 
     /* bad metadata is the caller's input: named, nothing sent */
     const char *bad_meta[] = {"[1,2]", "{\"a\":", "\"x\"", "{\"a\":1,\"a\":2}", "{not json"};

@@ -449,10 +449,12 @@ local function audit_minid(ns, t)
     return I(minid[1]) .. '-' .. I(minid[2])
 end
 
--- fields: name/value pairs; empty values are left out.
+-- fields: name/value pairs; empty values are left out. A value may be nil
+-- (an absent member): the pairs are walked to table.maxn, since # stops at
+-- any nil of a table with holes and would drop every pair after it.
 local function audit_append(ks, ns, t, fields)
     local kept = {}
-    for k = 1, #fields, 2 do
+    for k = 1, table.maxn(fields), 2 do
         local v = fields[k + 1]
         if v ~= nil and v ~= false and v ~= '' and v ~= cjson.null then
             kept[#kept + 1] = fields[k]
@@ -475,12 +477,20 @@ local function str_or_nil(v)
     return nil
 end
 
--- The event of a mutation that changed state (answer: its result pairs).
+-- The event of a mutation that changed state (answer: its result pairs),
+-- as lease._evidence_t writes it: the owner's service instance, execution
+-- and job from the lease (an administrator's request carries none), the
+-- TTL it has (effective_ttl_ms), the state before (an acquire's
+-- previous_state; otherwise the active lease it renewed or ended) and
+-- after, high priority for an administrator's end.
+local ADMIN_OPS = {force_release = true, revoke = true}
+
 local function audit_mutation(ks, ns, t, op, i, p, answer)
-    local code, lease
+    local code, lease, previous = nil, nil, 'active'
     for k = 1, #answer - 1, 2 do
         if answer[k] == 'code' then code = answer[k + 1] end
         if answer[k] == 'lease' then lease = answer[k + 1] end
+        if answer[k] == 'previous_state' then previous = answer[k + 1] end
     end
     local l = {}
     if type(lease) == 'table' then
@@ -493,16 +503,20 @@ local function audit_mutation(ks, ns, t, op, i, p, answer)
         'principal_id', str_or_nil(pr.principal_id), 'client_id', str_or_nil(pr.client_id),
         'credential_id', str_or_nil(pr.credential_id),
         'request_id', str_or_nil(p.request_id), 'correlation_id', str_or_nil(p.correlation_id),
-        'trace_id', str_or_nil(p.trace_id),
+        'trace_id', str_or_nil(p.trace_id) or str_or_nil(l.trace_id),
+        'priority', ADMIN_OPS[op] and 'high' or 'normal',
         'tenant_id', i.tenant_id, 'program_id', i.program_id,
         'target_namespace', i.target_namespace, 'target_id', i.target_id,
         'actor_name', i.actor_name, 'workflow_name', i.workflow_name,
         'operation_class', i.operation_class,
         'lease_id', str_or_nil(l.lease_id), 'fencing_token', l.fencing_token,
-        'resulting_state', str_or_nil(l.state),
-        'service_instance_id', str_or_nil(p.service_instance_id),
-        'execution_id', str_or_nil(p.execution_id), 'job_id', str_or_nil(p.job_id),
+        'previous_state', previous, 'resulting_state', str_or_nil(l.state),
+        'service_instance_id', str_or_nil(l.service_instance_id)
+                               or str_or_nil(p.service_instance_id),
+        'execution_id', str_or_nil(l.execution_id) or str_or_nil(p.execution_id),
+        'job_id', str_or_nil(l.job_id) or str_or_nil(p.job_id),
         'requested_ttl_ms', type(p.ttl_ms) == 'number' and p.ttl_ms or nil,
+        'effective_ttl_ms', l.ttl_ms,
         'reason', str_or_nil(p.reason), 'incident_id', str_or_nil(p.incident_id),
     })
 end

@@ -89,9 +89,9 @@ fill_session() {
   local got
   got=$(sql_serializable -d "$(db_url "$1")" -c \
     "SELECT count(*) FROM generate_series(1, $7) g,
-            LATERAL lease.acquire_brief_typed('$2','bench','bench','$6-' || g,'bench','default',NULL,
-              'si-hold','e' || g,'j',NULL,30000,NULL,NULL,'$3','cl_$3','$4','worker','a$6-' || g,
-              '$digest','2099-01-01T00:00:00Z',NULL,NULL,NULL,true,'$5') r
+            LATERAL lease.acquire_brief_typed(
+              ROW('$2', 'bench', 'bench', '$6-' || g, 'bench', 'default', NULL, NULL)::lease.identity,
+              ROW('si-hold', 'e' || g, 'j', NULL, 30000, NULL, NULL, '$3', 'cl_$3', '$4', 'worker', 'a$6-' || g, '$digest', '2099-01-01T00:00:00Z', NULL, NULL, NULL, '$5')::lease.acquire_request, true) r
       WHERE r ->> 'code' = 'lease_acquired'")
   [ "$got" = "$7" ] || { echo "session $5: $got of $7 leases acquired" >&2; return 1; }
 }
