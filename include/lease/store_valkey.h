@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lease/listener.h"
 #include "lease/result.h"
 #include "lease/store.h"
 
@@ -193,6 +194,17 @@ LEASE_MUST_USE lease_code_t lease_valkey_store_open(const lease_valkey_config_t 
                                                     lease_store_t **out, char *err, size_t errlen);
 /* The adapter behind a store opened by lease_valkey_store_open, else NULL. */
 lease_valkey_t *lease_valkey_of(lease_store_t *s);
+
+/* The Valkey feed of ended leases behind GET /v1/leases/{id}/watch
+ * (lease/listener.h; valkey_listener.c): SUBSCRIBE lease:{ns}:ended on a
+ * connection of its own (every leased_v1 function that ends a lease
+ * publishes the id there), and the batched poll FCALL_RO
+ * leased_v1_watch_ended on another. cfg's host, port, ns, user, password
+ * and connect_timeout_ms are copied; subscribe false: poll only
+ * (LEASE_WATCH_LISTEN=false). Nothing connects until the first wait or
+ * poll. Returns 0, or -1 with a reason in err. */
+LEASE_MUST_USE int lease_valkey_listener_open(const lease_valkey_config_t *cfg, bool subscribe,
+                                              lease_listener_t **out, char *err, size_t errsz);
 
 /* Store URLs: redis://[USER:PASSWORD@]HOST[:PORT][/0][?namespace=NAME]
  * (valkey:// alike; port 6379, namespace "leased" by default; USER and

@@ -368,6 +368,20 @@ local function end_lease(ks, ns, rec, terminal, ended_at, reason, incident)
     return out
 end
 
+-- The push of ended leases behind GET /v1/leases/{id}/watch (NOTIFY
+-- lease_ended on PostgreSQL, migration 0013): the id of each lease the call
+-- ended, PUBLISHed on lease:{ns}:ended as the call's last writes, after
+-- every check and every other write. Every end publishes, an ordinary
+-- release too (PUBLISH takes no lock that commits would queue on, unlike
+-- NOTIFY). Pub/Sub is at-most-once: a subscriber that is not connected at
+-- that moment never gets it; leased's batched poll (watch_ended) finds it.
+-- So a refused PUBLISH (an ACL user without the channel) is ignored
+-- (pcall): the writes before it are made, and the call must answer them.
+local function publish_ended(ks, lease_ids)
+    local channel = ks.ns:sub(1, #ks.ns - 2) .. 'ended'
+    for _, id in ipairs(lease_ids) do redis.pcall('PUBLISH', channel, id) end
+end
+
 -- The lease's state now, for a replay's current_state.
 local function current_state(ks, canonical, lease_id, t)
     if lease_id == nil or lease_id == '' then return 'expired' end
@@ -648,6 +662,7 @@ local function acquire(keys, args)
     local answer = result('lease_acquired', 'lease', lease_pairs(new, 'active'),
                           'previous_state', prev)
     remember(ks, ns, 'acquire', i, p, answer, lease_id, t)
+    if prev == 'expired' then publish_ended(ks, {rec.lease_id}) end
     answer[#answer + 1] = 'current_state'; answer[#answer + 1] = 'active'
     return answer
 end
@@ -737,6 +752,7 @@ local function ending_decide(ks, ns, t, p, op, terminal, success)
     local ended = end_lease(ks, ns, rec, terminal, t, reason, incident)
     local answer = result(success, 'lease', lease_pairs(ended, terminal))
     remember(ks, ns, op, i, p, answer, rec.lease_id, t)
+    publish_ended(ks, {rec.lease_id})
     answer[#answer + 1] = 'current_state'; answer[#answer + 1] = terminal
     return answer
 end
@@ -1086,14 +1102,39 @@ local function expire_due(keys, args)
         end
     end
     local oldest = nil
+    local ended = {}
     for _, rec in ipairs(ending) do
         local expires = tonumber(rec.expires_at)
         oldest = oldest and math.min(oldest, expires) or expires
         end_lease(ks, ns, rec, 'expired', expires, nil, nil)
+        ended[#ended + 1] = rec.lease_id
     end
     if #stale > 0 then redis.call('ZREM', ks.expiring, unpack(stale)) end
+    publish_ended(ks, ended)
     return {'ran', 1, 'expired', #ending, 'more', #due == batch and 1 or 0,
             'lag_ms', oldest and (t - oldest) or 0}
+end
+
+-- ---------------------------------------------------------------------------
+-- watch_ended (lease.watch_ended): the batched poll of leased's watch hub.
+-- ARGV: lease ids (at most 100000). Answers those of them that are not
+-- active now (ended, expired at the server's TIME, or unknown), in the
+-- order given. Reads only; a lease reported here has ended for good, one
+-- reported active may end a moment later and is caught by the next poll.
+
+local function watch_ended(keys, args)
+    if #args > 100000 then return {'error', 'at most 100000 lease ids'} end
+    local ks = keyspace(keys[1])
+    local t = now_ms()
+    local ended = {}
+    for _, id in ipairs(args) do
+        local c = redis.call('GET', ks.index(id))
+        local f = c and redis.call('HMGET', ks.ident(c), 'lease_id', 'state', 'expires_at')
+        if not (f and f[1] == id and f[2] == 'active' and (tonumber(f[3]) or 0) > t) then
+            ended[#ended + 1] = id
+        end
+    end
+    return ended
 end
 
 -- ---------------------------------------------------------------------------
@@ -1233,6 +1274,9 @@ local function rebind(keys, args)
         'epoch', epoch, 'previous_epoch', ns.epoch, 'floor_token', floor > 0 and floor or nil,
         'token_floor', epoch * SEQ_SPAN, 'leases_revoked', #live,
     })
+    local ended = {}
+    for _, rec in ipairs(live) do ended[#ended + 1] = rec.lease_id end
+    publish_ended(ks, ended)
     return {'epoch', epoch, 'leases_revoked', #live}
 end
 
@@ -1653,6 +1697,8 @@ redis.register_function{function_name = 'leased_v1_inspect', callback = inspect,
 redis.register_function('leased_v1_fence_check', fence_check)
 redis.register_function('leased_v1_fenced_commit', fenced_commit)
 redis.register_function('leased_v1_expire_due', expire_due)
+redis.register_function{function_name = 'leased_v1_watch_ended', callback = watch_ended,
+                        flags = {'no-writes'}}
 redis.register_function('leased_v1_bind', bind)
 redis.register_function('leased_v1_rebind', rebind)
 redis.register_function{function_name = 'leased_v1_health', callback = health,

@@ -35,6 +35,7 @@
 
 #include "lease/clock.h"
 #include "valkey_codec.h"
+#include "valkey_connect.h"
 #include "valkey_library.h"
 
 #define NS_MAX 64
@@ -110,40 +111,48 @@ static void conn_drop_if_closed(valkey_conn_t *conn)
     }
 }
 
-/* Opens conn's connection if it has none. By its owner only. */
-static bool conn_open(lease_valkey_t *v, valkey_conn_t *conn, char *err, size_t errlen)
+redisContext *valkey_connect(const char *host, int port, int64_t timeout_ms, const char *user,
+                             const char *password, char *err, size_t errlen)
 {
-    if (conn->ctx != NULL)
-        return true;
-    redisContext *c = redisConnectWithTimeout(v->host, v->port, ms_tv(v->connect_timeout_ms));
+    redisContext *c = redisConnectWithTimeout(host, port, ms_tv(timeout_ms));
+    /* AUTH is answered within the connect timeout too (callers set their
+     * own timeouts for what follows) */
+    if (c != NULL && !c->err)
+        (void)redisSetTimeout(c, ms_tv(timeout_ms));
     if (c == NULL || c->err) {
-        set_err(err, errlen, "cannot connect to %s:%d: %s", v->host, v->port,
+        set_err(err, errlen, "cannot connect to %s:%d: %s", host, port,
                 c ? c->errstr : "out of memory");
         if (c)
             redisFree(c);
-        return false;
+        return NULL;
     }
-    if (v->password[0] != '\0') {
-        /* AUTH [user] password as separate arguments: never formatted into
-         * a command text or a message */
-        redisReply *r = v->user[0] ? redisCommand(c, "AUTH %s %s", v->user, v->password)
-                                   : redisCommand(c, "AUTH %s", v->password);
+    if (password[0] != '\0') {
+        redisReply *r = user[0] ? redisCommand(c, "AUTH %s %s", user, password)
+                                : redisCommand(c, "AUTH %s", password);
         bool ok = r != NULL && r->type == REDIS_REPLY_STATUS;
         if (!ok) {
             /* the server's reason (WRONGPASS ...) does not quote the password */
-            set_err(err, errlen, "%s:%d refused the store URL's credentials: %s", v->host, v->port,
+            set_err(err, errlen, "%s:%d refused the store URL's credentials: %s", host, port,
                     r == NULL                      ? c->errstr
                     : r->type == REDIS_REPLY_ERROR ? r->str
                                                    : "unexpected answer");
             if (r)
                 freeReplyObject(r);
             redisFree(c);
-            return false;
+            return NULL;
         }
         freeReplyObject(r);
     }
-    conn->ctx = c;
-    return true;
+    return c;
+}
+
+/* Opens conn's connection if it has none. By its owner only. */
+static bool conn_open(lease_valkey_t *v, valkey_conn_t *conn, char *err, size_t errlen)
+{
+    if (conn->ctx == NULL)
+        conn->ctx = valkey_connect(v->host, v->port, v->connect_timeout_ms, v->user, v->password,
+                                   err, errlen);
+    return conn->ctx != NULL;
 }
 
 /* Drops a broken (or possibly out of step) connection: its next user
