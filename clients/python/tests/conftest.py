@@ -55,18 +55,13 @@ def identity() -> Callable[..., Identity]:
 # reason: they read PostgreSQL's tables or hold its rows, or use what only
 # the PostgreSQL backend has. Left out means not collected: printed, and
 # counted nowhere (neither passed nor skipped). On PostgreSQL all run.
-_WATCH = "the end is pushed by the watch, which needs PostgreSQL's LISTEN"
 _SESSIONS = "sessions need the PostgreSQL backend"
 NOT_ON_VALKEY: Dict[str, str] = {
     "test_outcome_unknown_answered_by_the_service":
         "holds a PostgreSQL row lock and terminates leased's database session",
     "test_kill9_during_acquire_then_replay[in-database]":
         "holds the acquire inside PostgreSQL with a row lock",
-    "test_a_released_leases_watch_answers_at_once": "watches need the PostgreSQL backend",
     "test_commit_documents_and_publications": "publications (the outbox) need PostgreSQL",
-    "test_force_release_through_second_instance_cancels_within_1s": _WATCH,
-    "test_async_hold_cancels_the_body": _WATCH,
-    "test_https_with_a_private_ca": _WATCH + " (through the TLS front)",
     "test_session_calls": _SESSIONS,
     "test_holds_kept_alive_by_one_keepalive_per_period": _SESSIONS,
     "test_a_session_closed_from_outside_loses_every_hold": _SESSIONS,
