@@ -338,6 +338,18 @@ static void check(calls_t *c, const char *fn, json_t *req)
     freeReplyObject(call(c, fn, req));
 }
 
+/* FCALL leased_v1_watch_ended with lease ids (its arguments are ids, not a
+ * request document), checked and recorded as call() does. */
+static void check_watch_ended(calls_t *c, const char *lease_id)
+{
+    const char *name = "leased_v1_watch_ended";
+    redisReply *r = vk_cmd(c->s, "FCALL %s 1 %s %s lease_0000", name, VK_NS_KEY, lease_id);
+    assert_no_key(c->k, r, name);
+    freeReplyObject(r);
+    if (c->n < CALLED_MAX)
+        snprintf(c->names[c->n++], sizeof c->names[0], "%s", name);
+}
+
 static json_t *scope_all(void)
 {
     return json_pack("{s:s, s:s, s:[s]}", "tenant_id", VK_TENANT, "program_id", VK_PROGRAM,
@@ -431,6 +443,7 @@ static void the_key_is_never_answered(void **state)
     token = vk_int(vk_lease(a), "fencing_token");
     freeReplyObject(a);
     check(&c, "release", vk_owner_req("p1", "e1", 'l', "target_04", lid, token, "inst-1"));
+    check_watch_ended(&c, lid);
     check(&c, "expire_due", json_pack("{s:i, s:i}", "batch", 10, "grace_ms", 0));
     check(&c, "health", json_object());
     check(&c, "bind", json_object());
