@@ -42,6 +42,16 @@ func database(t *testing.T) testDB {
 	return db
 }
 
+// storeSetting is leased's store setting for url: LEASE_STORE_URL for a
+// redis:// or valkey:// URL (tests/clients/with_database with
+// LEASE_TEST_STORE=valkey; docs/config.md), else LEASE_DATABASE_URL.
+func storeSetting(url string) string {
+	if strings.HasPrefix(url, "redis://") || strings.HasPrefix(url, "valkey://") {
+		return "LEASE_STORE_URL=" + url
+	}
+	return "LEASE_DATABASE_URL=" + url
+}
+
 type leasedProc struct {
 	t     *testing.T
 	db    testDB
@@ -96,7 +106,7 @@ func (p *leasedProc) start() {
 			env = append(env, e)
 		}
 	}
-	env = append(env, "LEASE_DATABASE_URL="+p.db.serviceURL,
+	env = append(env, storeSetting(p.db.serviceURL),
 		fmt.Sprintf("LEASE_LISTEN=127.0.0.1:%d", p.port), "LEASE_LOG_LEVEL=info",
 		"LEASE_HEALTH_INTERVAL_MS=200")
 	env = append(env, p.extra...)

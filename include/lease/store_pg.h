@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lease/listener.h"
 #include "lease/store.h"
 
 typedef struct lease_store_pg_config {
@@ -34,5 +35,19 @@ typedef struct lease_store_pg_config {
  */
 LEASE_MUST_USE int lease_store_pg_open(const lease_store_pg_config_t *cfg, lease_store_t **out,
                                        char *err, size_t errsz);
+
+/* The PostgreSQL feed of ended leases (lease/listener.h): LISTEN
+ * lease_ended on a dedicated session and the poll lease.watch_ended. */
+typedef struct lease_listener_pg_config {
+    const char *conninfo;         /* libpq string or URI; a direct connection for LISTEN */
+    int64_t connect_timeout_ms;   /* per attempt */
+    const char *application_name; /* shown in pg_stat_activity */
+    bool listen;                  /* false: poll only */
+} lease_listener_pg_config_t;
+
+/* Makes the listener (no connection yet). Returns 0, or -1 with a reason in
+ * err (bad conninfo, out of memory). */
+LEASE_MUST_USE int lease_listener_pg_open(const lease_listener_pg_config_t *cfg,
+                                          lease_listener_t **out, char *err, size_t errsz);
 
 #endif

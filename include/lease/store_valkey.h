@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lease/listener.h"
 #include "lease/result.h"
 #include "lease/store.h"
 
@@ -60,7 +61,10 @@ int lease_valkey_pool_size(const lease_valkey_t *v);
 int lease_valkey_pool_in_use(lease_valkey_t *v);
 
 /* Binds a new namespace to the server's current incarnation (leasectl
- * migrate's part); repeating it on the same incarnation changes nothing.
+ * migrate's part); repeating it on the same incarnation changes nothing,
+ * except that a namespace without a page-token key (bound by an earlier
+ * build) gets one: 32 random bytes made here, which sign its list page
+ * tokens and are never answered by any function.
  * floor_token 0: none; else tokens start above it. *epoch: the epoch now. */
 LEASE_MUST_USE lease_code_t lease_valkey_bind(lease_valkey_t *v, int64_t floor_token,
                                               int64_t *epoch, char *err, size_t errlen);
@@ -190,6 +194,17 @@ LEASE_MUST_USE lease_code_t lease_valkey_store_open(const lease_valkey_config_t 
                                                     lease_store_t **out, char *err, size_t errlen);
 /* The adapter behind a store opened by lease_valkey_store_open, else NULL. */
 lease_valkey_t *lease_valkey_of(lease_store_t *s);
+
+/* The Valkey feed of ended leases behind GET /v1/leases/{id}/watch
+ * (lease/listener.h; valkey_listener.c): SUBSCRIBE lease:{ns}:ended on a
+ * connection of its own (every leased_v1 function that ends a lease
+ * publishes the id there), and the batched poll FCALL_RO
+ * leased_v1_watch_ended on another. cfg's host, port, ns, user, password
+ * and connect_timeout_ms are copied; subscribe false: poll only
+ * (LEASE_WATCH_LISTEN=false). Nothing connects until the first wait or
+ * poll. Returns 0, or -1 with a reason in err. */
+LEASE_MUST_USE int lease_valkey_listener_open(const lease_valkey_config_t *cfg, bool subscribe,
+                                              lease_listener_t **out, char *err, size_t errsz);
 
 /* Store URLs: redis://[USER:PASSWORD@]HOST[:PORT][/0][?namespace=NAME]
  * (valkey:// alike; port 6379, namespace "leased" by default; USER and

@@ -227,7 +227,7 @@ static const lease_setting_t settings[] = {
              "in transaction mode (default: the database url)"},
     {.name = "watch listen", .env = "LEASE_WATCH_LISTEN", .flag = "--watch-listen",
      .type = LEASE_SETTING_BOOL, .default_value = "true", .offset = AT(watch_listen),
-     .help = "true: LISTEN for ended leases; false: poll only"},
+     .help = "true: LISTEN (Valkey: SUBSCRIBE) for ended leases; false: poll only"},
     {.name = "watch poll interval", .env = "LEASE_WATCH_POLL_MS", .flag = "--watch-poll-ms",
      .type = LEASE_SETTING_INT, .default_value = "1000", .min = 50, .max = 60000,
      .offset = AT(watch_poll_ms),

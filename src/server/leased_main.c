@@ -97,21 +97,41 @@ static bool open_store(parts_t *p, char *err, size_t errsz)
     return lease_store_pg_open(&pg, &p->store, err, errsz) == 0;
 }
 
-/* The watch hub hears ended leases from PostgreSQL (LISTEN and polls): on
- * Valkey there is none, and the watch route answers that it needs
- * PostgreSQL (routes.c). */
-static bool open_watch(parts_t *p, char *err, size_t errsz)
+/* The watch hub's feed of ended leases (lease/listener.h), on the store's
+ * backend: PostgreSQL's LISTEN and polls, or Valkey's SUBSCRIBE and polls
+ * (LEASE_WATCH_LISTEN=false: polls only, on either). */
+static bool open_listener(const leased_config_t *cfg, lease_listener_t **out, char *err,
+                          size_t errsz)
 {
-    const leased_config_t *cfg = &p->cfg;
-    if (*cfg->store_url)
-        return true;
+#ifdef LEASE_HAVE_VALKEY
+    if (*cfg->store_url) {
+        lease_valkey_url_t u;
+        if (!lease_valkey_url_parse(cfg->store_url, &u, err, errsz))
+            return false;
+        lease_valkey_config_t vc = {.host = u.host,
+                                    .port = u.port,
+                                    .ns = u.ns,
+                                    .connect_timeout_ms = cfg->db_connect_timeout_ms,
+                                    .user = u.user,
+                                    .password = u.password};
+        int rc = lease_valkey_listener_open(&vc, cfg->watch_listen, out, err, errsz);
+        lease_valkey_url_wipe(&u); /* the listener keeps its own copy */
+        return rc == 0;
+    }
+#endif
     /* the watch hub's one session: LISTEN needs a direct connection, so it
      * may have a URL of its own when the pool goes through PgBouncer */
     lease_listener_pg_config_t lc = {*cfg->watch_database_url ? cfg->watch_database_url
                                                               : cfg->database_url,
                                      cfg->db_connect_timeout_ms, "leased-watch", cfg->watch_listen};
+    return lease_listener_pg_open(&lc, out, err, errsz) == 0;
+}
+
+static bool open_watch(parts_t *p, char *err, size_t errsz)
+{
+    const leased_config_t *cfg = &p->cfg;
     lease_listener_t *listener = NULL;
-    if (lease_listener_pg_open(&lc, &listener, err, errsz) != 0)
+    if (!open_listener(cfg, &listener, err, errsz))
         return false;
     leased_watch_config_t wc = {cfg->watch_poll_ms, cfg->max_watches};
     p->watch = leased_watch_new(listener, &wc);
@@ -161,7 +181,7 @@ static bool build(parts_t *p, char *err, size_t errsz)
         return false;
     }
     if (!leased_audit_queue_start(p->audit) || !leased_sweeper_start(p->sweeper) ||
-        (p->watch && !leased_watch_start(p->watch))) {
+        !leased_watch_start(p->watch)) {
         snprintf(err, errsz, "cannot start background threads");
         return false;
     }

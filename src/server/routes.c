@@ -422,16 +422,6 @@ static void handle_watch(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx
 {
     int64_t wait_ms = 0;
     watch_op_t *w = NULL;
-    if (app->watch == NULL) {
-        /* no watch hub: the store is Valkey, whose ended leases nothing
-         * feeds yet (docs/backends.md); said so, never a slow poll */
-        char *body =
-            leased_codec_error_envelope(LEASE_BACKEND_UNAVAILABLE, ex->correlation_id, NULL, 0, -1,
-                                        "requires_postgres", "watches need the PostgreSQL backend");
-        reply(ex, lease_code_http_status(LEASE_BACKEND_UNAVAILABLE),
-              lease_code_name(LEASE_BACKEND_UNAVAILABLE), body, "application/json");
-        return;
-    }
     leased_request_t *req = leased_request_new(LEASED_OP_WATCH);
     if (!req) {
         leased_routes_reply_error(ex, LEASE_BACKEND_UNAVAILABLE, NULL, 1000);
@@ -591,7 +581,7 @@ static void handle_metrics(leased_app_t *app, leased_exchange_t *ex, leased_op_c
     g.sweep_failures = ss.failures;
     g.housekeeping = ss;
     leased_watch_stats_t ws = {0};
-    if (app->watch) /* none on Valkey */
+    if (app->watch)
         leased_watch_stats(app->watch, &ws);
     g.watches_parked = ws.parked;
     g.watch_mode = (int)ws.mode;

@@ -7,9 +7,10 @@
  * no worker and no in-flight slot is held, and the hub calls its wake
  * function once, when one of these happens first:
  *
- * - the lease's id is heard on LISTEN lease_ended (lease/listener.h), i.e.
- *   some transaction, on any leased instance or in psql, ended it without
- *   its holder asking;
+ * - the lease's id is heard on the feed of ended leases (lease/listener.h):
+ *   LISTEN lease_ended on PostgreSQL (some transaction, on any leased
+ *   instance or in psql, ended it without its holder asking), SUBSCRIBE
+ *   lease:{ns}:ended on Valkey (any function call that ended it);
  * - the batched poll (every poll_ms while anything is parked) reports it is
  *   no longer active (an ordinary release, an end missed while the listening
  *   session was being made again, or every end when LISTEN is unavailable);

@@ -16,7 +16,7 @@
  * correctly and takes no predicate locks that could conflict with lease
  * operations.
  */
-#include "lease/listener.h"
+#include "lease/store_pg.h"
 
 #include <errno.h>
 #include <jansson.h>
@@ -35,29 +35,17 @@
 #define BACKOFF_FIRST_MS 100
 #define BACKOFF_MAX_MS 5000
 
-struct lease_listener {
+typedef struct pg_listener {
+    lease_listener_t base; /* base.mode: written by the hub's thread only */
     store_pg_connparams_t params;
     bool want_listen;
     PGconn *conn;
-    lease_listener_mode_t mode; /* written by the hub's thread only (set_mode);
-                                   read by others (lease_listener_mode) */
-    int64_t next_connect_ns;    /* no attempt before this (monotonic) */
+    int64_t next_connect_ns; /* no attempt before this (monotonic) */
     int64_t backoff_ms;
     bool down_logged; /* one warn line per outage, not per attempt */
-};
+} pg_listener_t;
 
-const char *lease_listener_mode_name(lease_listener_mode_t mode)
-{
-    switch (mode) {
-    case LEASE_LISTENER_LISTENING:
-        return "listening";
-    case LEASE_LISTENER_POLLING:
-        return "polling";
-    case LEASE_LISTENER_DOWN:
-        break;
-    }
-    return "down";
-}
+static const lease_listener_ops_t pg_listener_ops;
 
 static void log_event(store_pg_severity_t sev, const char *event, const char *message)
 {
@@ -71,7 +59,7 @@ int lease_listener_pg_open(const lease_listener_pg_config_t *cfg, lease_listener
                            size_t errsz)
 {
     *out = NULL;
-    lease_listener_t *l = calloc(1, sizeof *l);
+    pg_listener_t *l = calloc(1, sizeof *l);
     if (!l) {
         snprintf(err, errsz, "out of memory");
         return -1;
@@ -81,21 +69,20 @@ int lease_listener_pg_open(const lease_listener_pg_config_t *cfg, lease_listener
         free(l);
         return -1;
     }
+    l->base.ops = &pg_listener_ops;
     l->want_listen = cfg->listen;
     l->backoff_ms = BACKOFF_FIRST_MS;
-    *out = l;
+    *out = &l->base;
     return 0;
 }
 
-/* The hub's thread changes the mode; /metrics and /readyz read it from
- * request threads (lease_listener_mode), hence the atomic store. */
-static void set_mode(lease_listener_t *l, lease_listener_mode_t mode)
+static void set_mode(pg_listener_t *l, lease_listener_mode_t mode)
 {
-    __atomic_store_n(&l->mode, mode, __ATOMIC_RELEASE);
+    lease_listener_set_mode(&l->base, mode);
 }
 
 /* Ends the session (message may point into it: it is copied first). */
-static void drop_session(lease_listener_t *l, const char *why, const char *message)
+static void drop_session(pg_listener_t *l, const char *why, const char *message)
 {
     char copy[256];
     snprintf(copy, sizeof copy, "%s", message ? message : "");
@@ -112,23 +99,17 @@ static void drop_session(lease_listener_t *l, const char *why, const char *messa
     l->backoff_ms = l->backoff_ms * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : l->backoff_ms * 2;
 }
 
-void lease_listener_close(lease_listener_t *l)
+static void pg_close(lease_listener_t *base)
 {
-    if (!l)
-        return;
+    pg_listener_t *l = (pg_listener_t *)base;
     if (l->conn)
         PQfinish(l->conn);
     store_pg_connparams_free(&l->params);
     free(l);
 }
 
-lease_listener_mode_t lease_listener_mode(const lease_listener_t *l)
-{
-    return __atomic_load_n(&l->mode, __ATOMIC_ACQUIRE);
-}
-
 /* Hands every queued notification of our channel to ended. */
-static void drain_notifies(lease_listener_t *l, lease_listener_ended_fn ended, void *arg)
+static void drain_notifies(pg_listener_t *l, lease_listener_ended_fn ended, void *arg)
 {
     PGnotify *n;
     while ((n = PQnotifies(l->conn)) != NULL) {
@@ -159,7 +140,7 @@ static int ms_left(const lease_deadline_t *d)
  * without rows), or NULL when it failed (the reason in msg). Notifications
  * that arrive meanwhile stay queued in libpq for drain_notifies.
  */
-static char *run(lease_listener_t *l, const char *sql, const char *param,
+static char *run(pg_listener_t *l, const char *sql, const char *param,
                  const lease_deadline_t *deadline, char *msg, size_t msgsz)
 {
     const char *params[1] = {param};
@@ -228,7 +209,7 @@ static char *run(lease_listener_t *l, const char *sql, const char *param,
  * LISTEN when wanted and possible. Returns true when a session exists
  * afterwards.
  */
-static bool make_session(lease_listener_t *l)
+static bool make_session(pg_listener_t *l)
 {
     if (lease_mono_now_ns() < l->next_connect_ns)
         return false;
@@ -259,7 +240,7 @@ static bool make_session(lease_listener_t *l)
         free(ok);
         set_mode(l, LEASE_LISTENER_LISTENING);
     }
-    if (l->mode == LEASE_LISTENER_LISTENING)
+    if (lease_listener_mode(&l->base) == LEASE_LISTENER_LISTENING)
         LOG_INFO("watch: listening on %s", CHANNEL);
     else if (l->want_listen)
         LOG_WARN("watch: the watch connection goes through a pooler (the backend pid differs "
@@ -272,10 +253,10 @@ static bool make_session(lease_listener_t *l)
     return true;
 }
 
-lease_listener_mode_t lease_listener_wait(lease_listener_t *l, int wake_fd, int64_t timeout_ms,
-                                          lease_listener_ended_fn ended, void *arg,
-                                          bool *new_session)
+static lease_listener_mode_t pg_wait(lease_listener_t *base, int wake_fd, int64_t timeout_ms,
+                                     lease_listener_ended_fn ended, void *arg, bool *new_session)
 {
+    pg_listener_t *l = (pg_listener_t *)base;
     *new_session = false;
     int64_t end_ns = lease_mono_now_ns() + (timeout_ms > 0 ? timeout_ms : 0) * 1000000;
     if (!l->conn) {
@@ -287,10 +268,10 @@ lease_listener_mode_t lease_listener_wait(lease_listener_t *l, int wake_fd, int6
             struct pollfd pfd = {.fd = wake_fd, .events = POLLIN};
             if (ms > 0)
                 (void)wait_fds(&pfd, wake_fd >= 0 ? 1 : 0, (int)ms);
-            return l->mode;
+            return lease_listener_mode(base);
         }
         if (*new_session)
-            return l->mode; /* let the caller poll at once */
+            return lease_listener_mode(base); /* let the caller poll at once */
     }
     drain_notifies(l, ended, arg); /* any left from a statement */
     int64_t ms = (end_ns - lease_mono_now_ns() + 999999) / 1000000;
@@ -298,16 +279,16 @@ lease_listener_mode_t lease_listener_wait(lease_listener_t *l, int wake_fd, int6
                             {.fd = wake_fd, .events = POLLIN}};
     int rc = wait_fds(fds, wake_fd >= 0 ? 2 : 1, ms > 0 ? (int)(ms > 60000 ? 60000 : ms) : 0);
     if (rc < 0)
-        return l->mode;
+        return lease_listener_mode(base);
     if (fds[0].revents) {
         /* notifications, or the server leaving (terminated, shut down) */
         if (!PQconsumeInput(l->conn) || PQstatus(l->conn) != CONNECTION_OK) {
             drop_session(l, "watch_session_lost", PQerrorMessage(l->conn));
-            return l->mode;
+            return lease_listener_mode(base);
         }
         drain_notifies(l, ended, arg);
     }
-    return l->mode;
+    return lease_listener_mode(base);
 }
 
 /* The ids as a Postgres array literal; they hold no character that needs
@@ -341,10 +322,11 @@ static char *array_literal(const char *const *ids, size_t n)
     return out;
 }
 
-lease_code_t lease_listener_poll(lease_listener_t *l, const char *const *ids, size_t n,
-                                 const lease_deadline_t *deadline, lease_listener_ended_fn ended,
-                                 void *arg)
+static lease_code_t pg_poll(lease_listener_t *base, const char *const *ids, size_t n,
+                            const lease_deadline_t *deadline, lease_listener_ended_fn ended,
+                            void *arg)
 {
+    pg_listener_t *l = (pg_listener_t *)base;
     if (!l->conn && !make_session(l))
         return LEASE_BACKEND_UNAVAILABLE;
     if (n == 0)
@@ -379,3 +361,5 @@ lease_code_t lease_listener_poll(lease_listener_t *l, const char *const *ids, si
     drain_notifies(l, ended, arg);
     return LEASE_INSPECTED;
 }
+
+static const lease_listener_ops_t pg_listener_ops = {pg_wait, pg_poll, pg_close};

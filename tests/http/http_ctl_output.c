@@ -1,5 +1,6 @@
 /*
- * http_ctl_output.c - leasectl for people, against a real leased:
+ * http_ctl_output.c - leasectl for people, against a real leased, on either
+ * backend (LEASE_TEST_STORE; registered twice, tests/CMakeLists.txt):
  *
  * - `list` and `inspect` print JSON when stdout is not a terminal (a file
  *   here: what scripts see) and a table when it is one (a pseudo-terminal,

@@ -1,12 +1,16 @@
 /*
  * http_watch.c - GET /v1/leases/{lease_id}/watch against a real leased and
- * Postgres: a watch waits while its lease is active and answers as soon as
- * it ended (force-release, revoke: heard on LISTEN; ordinary release and
- * expiry: found by the batched poll; an end made in psql, not through
- * leased at all), or with the active lease when its wait is over; the
- * polling-only mode and a listening session that is killed still wake it;
+ * its store, on either backend (LEASE_TEST_STORE; registered twice,
+ * tests/CMakeLists.txt): a watch waits while its lease is active and
+ * answers as soon as it ended (force-release, revoke: heard on LISTEN, or
+ * on Valkey's SUBSCRIBE; ordinary release and expiry: found by the batched
+ * poll, or pushed on Valkey; an end made in psql, not through leased at
+ * all, on PostgreSQL), or with the active lease when its wait is over; the
+ * polling-only mode and a listening session that is killed (the Postgres
+ * backend terminated, the Valkey subscriber CLIENT KILLed) still wake it;
  * who may watch what; bad queries; the watch limit; a drain answers parked
- * watches at once.
+ * watches at once. (A Valkey message lost while the subscriber is down:
+ * tests/valkey/valkey_watch.c.)
  *
  * Nothing here asserts how fast: each test waits for the condition it
  * expects with a deadline far above any plausible latency, and the
@@ -138,8 +142,8 @@ static void test_revoke_wakes_watch(void **state)
     admin_end_wakes("/v1/leases/revoke", "lease_revoked", "revoked", "watch_revoke");
 }
 
-/* An ordinary release sends no notification (migration 0013): the batched
- * poll finds it. */
+/* An ordinary release sends no notification on PostgreSQL (migration
+ * 0013): the batched poll finds it. (On Valkey it is published too.) */
 static void test_release_found_by_poll(void **state)
 {
     (void)state;
@@ -287,10 +291,28 @@ static void test_who_may_watch(void **state)
     json_decref(own);
 }
 
-/* The listening session dies (an operator's pg_terminate_backend, a
- * failover): leased makes it again, and a watch parked across the gap still
- * wakes on the next end (heard on the new session, or found by the poll
- * that follows it). */
+/* Kills leased's listening connection: the Postgres backend of its watch
+ * session (pg_terminate_backend), or on Valkey its subscriber (CLIENT KILL
+ * TYPE pubsub, through the real redis-cli). Returns how many were killed. */
+static long long kill_listener(void)
+{
+    if (!fx.valkey)
+        return testpg_terminate_backends(fx.db, "leased-watch");
+    char cmd[256];
+    snprintf(cmd, sizeof cmd, "redis-cli -u '%s' CLIENT KILL TYPE pubsub", fx.db);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    long long killed = -1;
+    if (fscanf(p, "%lld", &killed) != 1)
+        killed = -1;
+    assert_int_equal(pclose(p), 0);
+    return killed;
+}
+
+/* The listening session dies (an operator's pg_terminate_backend or CLIENT
+ * KILL, a failover): leased makes it again, and a watch parked across the
+ * gap still wakes on the next end (heard on the new session, or found by
+ * the poll that follows it). */
 static void test_listener_killed(void **state)
 {
     (void)state;
@@ -298,7 +320,7 @@ static void test_listener_killed(void **state)
     watcher_t w;
     watch_start(&w, fx.base, worker, lease_id_of(lease), 60000);
     wait_parked(fx.base, 1);
-    assert_true(testpg_terminate_backends(fx.db, "leased-watch") >= 1);
+    assert_true(kill_listener() >= 1);
     http_resp_t *a = call_owned(fx.base, "POST", "/v1/leases/force-release", admin,
                                 admin_body("w-admin", "watch_killed", lease, "after the kill"));
     check_reply(a, 200, "lease_released", NULL);
@@ -328,7 +350,7 @@ static void test_polling_only_limit_and_drain(void **state)
     (void)state;
     const char *env[] = {"LEASE_WATCH_LISTEN=false", "LEASE_WATCH_POLL_MS=100",
                          "LEASE_MAX_WATCHES=1", NULL};
-    leased_proc_t *srv = leased_proc_start(fx.db, env);
+    leased_proc_t *srv = http_fx_start_leased(&fx, env);
     const char *base = leased_proc_url(srv);
     char *log = leased_proc_log(srv);
     assert_non_null(strstr(log, "polling only"));
@@ -386,5 +408,12 @@ int main(void)
         cmocka_unit_test(test_listener_killed),
         cmocka_unit_test(test_polling_only_limit_and_drain),
     };
-    return cmocka_run_group_tests(tests, setup, http_fx_teardown);
+    static const http_pg_only_t pg_only[] = {
+        {"test_end_in_psql_wakes_watch",
+         "ends the lease in psql (on Valkey every end goes through a leased_v1 function: "
+         "tests/valkey/valkey_watch.c)"},
+        {NULL, NULL},
+    };
+    return http_fx_run_group("http_watch", tests, sizeof tests / sizeof tests[0], setup,
+                             http_fx_teardown, pg_only);
 }

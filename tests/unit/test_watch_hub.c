@@ -17,6 +17,7 @@
 
 #include "lease/clock.h"
 #include "lease/listener.h"
+#include "lease/store_pg.h"
 #include "server/watch.h"
 
 typedef struct woken {

@@ -41,11 +41,24 @@ static void *write_that_waits(void *arg)
     return NULL;
 }
 
+/* The ordinary clients (no replica link, no subscriber) but leased's watch
+ * feed (named leased-watch): the test's own and leased's pool. */
 static long long connected_clients(vk_server_t *s)
 {
-    redisReply *r = vk_cmd(s, "INFO clients");
-    const char *m = r->type == REDIS_REPLY_STRING ? strstr(r->str, "connected_clients:") : NULL;
-    long long n = m ? atoll(m + strlen("connected_clients:")) : -1;
+    redisReply *r = vk_cmd(s, "CLIENT LIST TYPE normal");
+    long long n = -1;
+    if (r->type == REDIS_REPLY_STRING) {
+        n = 0;
+        for (const char *p = r->str; *p;) {
+            const char *end = strchr(p, '\n');
+            size_t len = end ? (size_t)(end - p) : strlen(p);
+            char line[1024];
+            snprintf(line, sizeof line, "%.*s", (int)len, p);
+            if (len > 1 && strstr(line, " name=leased-watch ") == NULL)
+                n++;
+            p += len + (end ? 1 : 0);
+        }
+    }
     freeReplyObject(r);
     return n;
 }

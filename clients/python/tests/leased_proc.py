@@ -24,6 +24,20 @@ def need(name: str) -> str:
     return value
 
 
+def on_valkey() -> bool:
+    """The suite runs against leased on Valkey (tests/clients/with_database
+    with LEASE_TEST_STORE=valkey): the store URL is redis://."""
+    return os.environ.get("LEASE_TEST_STORE") == "valkey"
+
+
+def store_setting(url: str) -> Dict[str, str]:
+    """leased's store setting for url: LEASE_STORE_URL for a redis:// or
+    valkey:// URL (docs/config.md), else LEASE_DATABASE_URL."""
+    if url.startswith(("redis://", "valkey://")):
+        return {"LEASE_STORE_URL": url}
+    return {"LEASE_DATABASE_URL": url}
+
+
 def _clean_env(extra: Dict[str, str]) -> Dict[str, str]:
     # no LEASE_* of the caller's reaches the program under test
     env = {k: v for k, v in os.environ.items() if not k.startswith("LEASE_")}
@@ -48,7 +62,7 @@ class LeasedProc:
 
     def start(self, wait_ready: bool = True) -> None:
         env = _clean_env({
-            "LEASE_DATABASE_URL": self.database_url,
+            **store_setting(self.database_url),
             "LEASE_LISTEN": f"127.0.0.1:{self.port}",
             "LEASE_LOG_LEVEL": "info",
             "LEASE_HEALTH_INTERVAL_MS": "200",

@@ -25,11 +25,16 @@ def test_acquire_renew_release_inspect(leased, tokens, identity):
     with pytest.raises(LeaseLost):
         c.renew(lease)
     assert c.inspect(lease.lease_id).state == "released"
-    # a released lease's watch answers at once
-    assert c.watch(lease.lease_id, wait_ms=5000).state == "released"
     again = c.acquire(ident)
     assert again.fencing_token > lease.fencing_token
     c.release(again)
+
+
+def test_a_released_leases_watch_answers_at_once(leased, tokens, identity):
+    c = Client(leased.url, tokens["worker"])
+    lease = c.acquire(identity(), ttl_ms=10000)
+    c.release(lease)
+    assert c.watch(lease.lease_id, wait_ms=5000).state == "released"
 
 
 def test_replay_by_request_id(leased, tokens, identity):
@@ -60,6 +65,18 @@ def test_list_pages(leased, tokens, identity):
     for x in held:
         c.release(x)
     assert c.list("owner").leases == []
+
+
+def test_commit_documents(leased, tokens, identity):
+    c = Client(leased.url, tokens["worker"])
+    lease = c.acquire(identity())
+    key = f"py/doc/{lease.lease_id}"
+    res = c.commit(lease, [document(key, {"ok": True})], request_id="py-commit-doc-1")
+    assert res.fencing_token == lease.fencing_token
+    assert res.results == [{"kind": "document", "key": key, "revision": 1}]
+    again = c.commit(lease, [document(key, {"ok": True})], request_id="py-commit-doc-1")
+    assert again.replayed and again.results == res.results
+    c.release(lease)
 
 
 def test_commit_documents_and_publications(leased, tokens, identity):

@@ -368,6 +368,20 @@ local function end_lease(ks, ns, rec, terminal, ended_at, reason, incident)
     return out
 end
 
+-- The push of ended leases behind GET /v1/leases/{id}/watch (NOTIFY
+-- lease_ended on PostgreSQL, migration 0013): the id of each lease the call
+-- ended, PUBLISHed on lease:{ns}:ended as the call's last writes, after
+-- every check and every other write. Every end publishes, an ordinary
+-- release too (PUBLISH takes no lock that commits would queue on, unlike
+-- NOTIFY). Pub/Sub is at-most-once: a subscriber that is not connected at
+-- that moment never gets it; leased's batched poll (watch_ended) finds it.
+-- So a refused PUBLISH (an ACL user without the channel) is ignored
+-- (pcall): the writes before it are made, and the call must answer them.
+local function publish_ended(ks, lease_ids)
+    local channel = ks.ns:sub(1, #ks.ns - 2) .. 'ended'
+    for _, id in ipairs(lease_ids) do redis.pcall('PUBLISH', channel, id) end
+end
+
 -- The lease's state now, for a replay's current_state.
 local function current_state(ks, canonical, lease_id, t)
     if lease_id == nil or lease_id == '' then return 'expired' end
@@ -648,6 +662,7 @@ local function acquire(keys, args)
     local answer = result('lease_acquired', 'lease', lease_pairs(new, 'active'),
                           'previous_state', prev)
     remember(ks, ns, 'acquire', i, p, answer, lease_id, t)
+    if prev == 'expired' then publish_ended(ks, {rec.lease_id}) end
     answer[#answer + 1] = 'current_state'; answer[#answer + 1] = 'active'
     return answer
 end
@@ -737,6 +752,7 @@ local function ending_decide(ks, ns, t, p, op, terminal, success)
     local ended = end_lease(ks, ns, rec, terminal, t, reason, incident)
     local answer = result(success, 'lease', lease_pairs(ended, terminal))
     remember(ks, ns, op, i, p, answer, rec.lease_id, t)
+    publish_ended(ks, {rec.lease_id})
     answer[#answer + 1] = 'current_state'; answer[#answer + 1] = terminal
     return answer
 end
@@ -1086,14 +1102,39 @@ local function expire_due(keys, args)
         end
     end
     local oldest = nil
+    local ended = {}
     for _, rec in ipairs(ending) do
         local expires = tonumber(rec.expires_at)
         oldest = oldest and math.min(oldest, expires) or expires
         end_lease(ks, ns, rec, 'expired', expires, nil, nil)
+        ended[#ended + 1] = rec.lease_id
     end
     if #stale > 0 then redis.call('ZREM', ks.expiring, unpack(stale)) end
+    publish_ended(ks, ended)
     return {'ran', 1, 'expired', #ending, 'more', #due == batch and 1 or 0,
             'lag_ms', oldest and (t - oldest) or 0}
+end
+
+-- ---------------------------------------------------------------------------
+-- watch_ended (lease.watch_ended): the batched poll of leased's watch hub.
+-- ARGV: lease ids (at most 100000). Answers those of them that are not
+-- active now (ended, expired at the server's TIME, or unknown), in the
+-- order given. Reads only; a lease reported here has ended for good, one
+-- reported active may end a moment later and is caught by the next poll.
+
+local function watch_ended(keys, args)
+    if #args > 100000 then return {'error', 'at most 100000 lease ids'} end
+    local ks = keyspace(keys[1])
+    local t = now_ms()
+    local ended = {}
+    for _, id in ipairs(args) do
+        local c = redis.call('GET', ks.index(id))
+        local f = c and redis.call('HMGET', ks.ident(c), 'lease_id', 'state', 'expires_at')
+        if not (f and f[1] == id and f[2] == 'active' and (tonumber(f[3]) or 0) > t) then
+            ended[#ended + 1] = id
+        end
+    end
+    return ended
 end
 
 -- ---------------------------------------------------------------------------
@@ -1104,6 +1145,13 @@ local POLICY_DEFAULTS = {
     maximum_lifetime_ms = 3600000, idempotency_retention_ms = 86400000,
     history_retention_ms = 2592000000, audit_retention_ms = AUDIT_RETENTION_DEFAULT,
 }
+
+-- The page-token key as stored: 32 random bytes in lowercase hex.
+local PAGE_KEY_BYTES = 32
+
+local function page_token_key_ok(v)
+    return is_str(v) and #v == PAGE_KEY_BYTES * 2 and not v:find('[^0-9a-f]')
+end
 
 -- The epoch that makes every token greater than floor_token (0: none).
 local function epoch_above(floor_token)
@@ -1121,8 +1169,21 @@ local function bind(keys, args)
     local ks = keyspace(keys[1])
     local ns = load_ns(ks)
     local inc = incarnation()
+    -- the key that signs list page tokens: random bytes made by the caller
+    -- (leasectl migrate, in C: a function has no randomness), stored once,
+    -- never answered, never in an error
+    local page_key = p.page_token_key
+    if page_key ~= nil and not page_token_key_ok(page_key) then
+        return {'error', 'page_token_key must be ' .. PAGE_KEY_BYTES * 2 .. ' hex digits'}
+    end
     if ns then
         if ns.run_id == inc.run_id and ns.replid == inc.replid and ns.sealed ~= '1' then
+            -- a namespace bound before page tokens were signed gets its key
+            -- at the next migrate; an existing key is never replaced (the
+            -- tokens it signed stay valid)
+            if page_key ~= nil and not page_token_key_ok(ns.page_token_key) then
+                redis.call('HSET', ks.ns, 'page_token_key', page_key)
+            end
             return {'bound', 0, 'epoch', ns.epoch, 'version', LIB_VERSION}
         end
         return {'error', 'namespace is bound to another incarnation or sealed: rebind it'}
@@ -1146,6 +1207,10 @@ local function bind(keys, args)
         end
         pol[#pol + 1] = k
         pol[#pol + 1] = I(v)
+    end
+    if page_key ~= nil then
+        pol[#pol + 1] = 'page_token_key'
+        pol[#pol + 1] = page_key
     end
     redis.call('HSET', ks.ns, 'version', I(LIB_VERSION), 'run_id', inc.run_id,
                'replid', inc.replid, 'epoch', I(epoch), 'lid_seq', '0', 'sealed', '0',
@@ -1209,6 +1274,9 @@ local function rebind(keys, args)
         'epoch', epoch, 'previous_epoch', ns.epoch, 'floor_token', floor > 0 and floor or nil,
         'token_floor', epoch * SEQ_SPAN, 'leases_revoked', #live,
     })
+    local ended = {}
+    for _, rec in ipairs(live) do ended[#ended + 1] = rec.lease_id end
+    publish_ended(ks, ended)
     return {'epoch', epoch, 'leases_revoked', #live}
 end
 
@@ -1242,6 +1310,43 @@ local function unhex(h)
     return (h:gsub('..', function(x) return string.char(tonumber(x, 16)) end))
 end
 
+-- HMAC-SHA1 (RFC 2104) of msg under key (raw bytes, at most one 64-byte
+-- block), in hex: redis.sha1hex is the only hash a function has. HMAC, not
+-- SHA-1(key || msg), which a caller could extend past its end.
+local function hmac_sha1_hex(key, msg)
+    local inner, outer = {}, {}
+    for i = 1, 64 do
+        local b = key:byte(i) or 0
+        inner[i] = string.char(bit.bxor(b, 0x36))
+        outer[i] = string.char(bit.bxor(b, 0x5c))
+    end
+    local h = unhex(redis.sha1hex(table.concat(inner) .. msg))
+    return redis.sha1hex(table.concat(outer) .. h)
+end
+
+-- A page token: the cursor (the last identity shown, after the part the
+-- filter fixes) in hex, '.', and the first 128 bits of its HMAC with the
+-- listing's fingerprint (lease._page_token's shape): a token is valid only
+-- for the listing that issued it, and one changed character is refused.
+local PAGE_MAC_HEX = 32
+
+local function page_token(key, print, cursor)
+    local payload = hex(cursor)
+    return payload .. '.' .. hmac_sha1_hex(key, print .. '.' .. payload):sub(1, PAGE_MAC_HEX)
+end
+
+-- The cursor of a token this listing issued, or nil (tampered, truncated,
+-- of another listing, not a token).
+local function page_cursor(key, print, tok)
+    if not is_str(tok) or #tok > 2048 then return nil end
+    local payload, mac = tok:match('^([0-9a-f]+)%.([0-9a-f]+)$')
+    if not payload or #mac ~= PAGE_MAC_HEX then return nil end
+    if hmac_sha1_hex(key, print .. '.' .. payload):sub(1, PAGE_MAC_HEX) ~= mac then
+        return nil
+    end
+    return unhex(payload)
+end
+
 local function list(keys, args)
     local p, ks, ns, t = begin(keys, args, false)
     if p == nil then return ks end
@@ -1267,19 +1372,20 @@ local function list(keys, args)
         size = posint(p.page_size)
         if not size or size > PAGE_MAX then return invalid('page_size') end
     end
-    -- the page token: a fingerprint of the listing's arguments and the last
-    -- identity shown (opaque to callers; a forged one only moves the start:
-    -- the scope is applied to every record of every page)
+    -- the page token, signed with the namespace's key (bind): the listing's
+    -- fingerprint and the last identity shown, checked before it is used
+    local key = page_token_key_ok(ns.page_token_key) and unhex(ns.page_token_key)
+    if not key then return unavailable('page_token_key_missing') end
     local print = redis.sha1hex(table.concat({p.by, tenant, program, tns, target, owner}, '\31'))
     local prefix = '["v1","' .. tenant .. '","' .. program .. '","'
     local want = prefix
     if p.by == 'target' then want = prefix .. tns .. '","' .. target .. '","' end
     local after = prefix
     if p.page_token ~= nil and p.page_token ~= cjson.null and p.page_token ~= '' then
-        local tok = p.page_token
-        local c = is_str(tok) and tok:sub(1, 40) == print and unhex(tok:sub(41))
-        if not c or c:sub(1, #want) ~= want then return invalid('page_token') end
-        after = c
+        local c = page_cursor(key, print, p.page_token)
+        if not c then return invalid('page_token') end
+        after = prefix .. c
+        if after:sub(1, #want) ~= want then return invalid('page_token') end
     end
     local found = {}
     for _, c in ipairs(redis.call('SMEMBERS', ks.active)) do
@@ -1302,7 +1408,8 @@ local function list(keys, args)
         end
     end
     return result('lease_listed', 'leases', page,
-                  'next_page_token', more and (print .. hex(last)) or false)
+                  'next_page_token',
+                  more and page_token(key, print, last:sub(#prefix + 1)) or false)
 end
 
 -- ---------------------------------------------------------------------------
@@ -1590,6 +1697,8 @@ redis.register_function{function_name = 'leased_v1_inspect', callback = inspect,
 redis.register_function('leased_v1_fence_check', fence_check)
 redis.register_function('leased_v1_fenced_commit', fenced_commit)
 redis.register_function('leased_v1_expire_due', expire_due)
+redis.register_function{function_name = 'leased_v1_watch_ended', callback = watch_ended,
+                        flags = {'no-writes'}}
 redis.register_function('leased_v1_bind', bind)
 redis.register_function('leased_v1_rebind', rebind)
 redis.register_function{function_name = 'leased_v1_health', callback = health,

@@ -30,10 +30,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include "lease/clock.h"
 #include "valkey_codec.h"
+#include "valkey_connect.h"
 #include "valkey_library.h"
 
 #define NS_MAX 64
@@ -109,40 +111,48 @@ static void conn_drop_if_closed(valkey_conn_t *conn)
     }
 }
 
-/* Opens conn's connection if it has none. By its owner only. */
-static bool conn_open(lease_valkey_t *v, valkey_conn_t *conn, char *err, size_t errlen)
+redisContext *valkey_connect(const char *host, int port, int64_t timeout_ms, const char *user,
+                             const char *password, char *err, size_t errlen)
 {
-    if (conn->ctx != NULL)
-        return true;
-    redisContext *c = redisConnectWithTimeout(v->host, v->port, ms_tv(v->connect_timeout_ms));
+    redisContext *c = redisConnectWithTimeout(host, port, ms_tv(timeout_ms));
+    /* AUTH is answered within the connect timeout too (callers set their
+     * own timeouts for what follows) */
+    if (c != NULL && !c->err)
+        (void)redisSetTimeout(c, ms_tv(timeout_ms));
     if (c == NULL || c->err) {
-        set_err(err, errlen, "cannot connect to %s:%d: %s", v->host, v->port,
+        set_err(err, errlen, "cannot connect to %s:%d: %s", host, port,
                 c ? c->errstr : "out of memory");
         if (c)
             redisFree(c);
-        return false;
+        return NULL;
     }
-    if (v->password[0] != '\0') {
-        /* AUTH [user] password as separate arguments: never formatted into
-         * a command text or a message */
-        redisReply *r = v->user[0] ? redisCommand(c, "AUTH %s %s", v->user, v->password)
-                                   : redisCommand(c, "AUTH %s", v->password);
+    if (password[0] != '\0') {
+        redisReply *r = user[0] ? redisCommand(c, "AUTH %s %s", user, password)
+                                : redisCommand(c, "AUTH %s", password);
         bool ok = r != NULL && r->type == REDIS_REPLY_STATUS;
         if (!ok) {
             /* the server's reason (WRONGPASS ...) does not quote the password */
-            set_err(err, errlen, "%s:%d refused the store URL's credentials: %s", v->host, v->port,
+            set_err(err, errlen, "%s:%d refused the store URL's credentials: %s", host, port,
                     r == NULL                      ? c->errstr
                     : r->type == REDIS_REPLY_ERROR ? r->str
                                                    : "unexpected answer");
             if (r)
                 freeReplyObject(r);
             redisFree(c);
-            return false;
+            return NULL;
         }
         freeReplyObject(r);
     }
-    conn->ctx = c;
-    return true;
+    return c;
+}
+
+/* Opens conn's connection if it has none. By its owner only. */
+static bool conn_open(lease_valkey_t *v, valkey_conn_t *conn, char *err, size_t errlen)
+{
+    if (conn->ctx == NULL)
+        conn->ctx = valkey_connect(v->host, v->port, v->connect_timeout_ms, v->user, v->password,
+                                   err, errlen);
+    return conn->ctx != NULL;
 }
 
 /* Drops a broken (or possibly out of step) connection: its next user
@@ -686,16 +696,46 @@ static lease_code_t admin_json_call(lease_valkey_t *v, const char *fn, json_t *q
     return LEASE_INSPECTED;
 }
 
+/* The key that signs the namespace's list page tokens, as the library
+ * stores it: PAGE_TOKEN_KEY_BYTES random bytes in lowercase hex. Made here
+ * because a function has no source of randomness; sent with every bind, kept
+ * by the library only when the namespace has none (docs/backends.md). */
+#define PAGE_TOKEN_KEY_BYTES 32
+
+static bool page_token_key_hex(char out[PAGE_TOKEN_KEY_BYTES * 2 + 1])
+{
+    unsigned char key[PAGE_TOKEN_KEY_BYTES];
+    if (getrandom(key, sizeof key, 0) != (ssize_t)sizeof key)
+        return false;
+    static const char digits[] = "0123456789abcdef";
+    for (size_t i = 0; i < sizeof key; i++) {
+        out[2 * i] = digits[key[i] >> 4];
+        out[2 * i + 1] = digits[key[i] & 15];
+    }
+    out[2 * sizeof key] = '\0';
+    explicit_bzero(key, sizeof key);
+    return true;
+}
+
 lease_code_t lease_valkey_bind(lease_valkey_t *v, int64_t floor_token, int64_t *epoch, char *err,
                                size_t errlen)
 {
-    char arg[64];
+    char key[PAGE_TOKEN_KEY_BYTES * 2 + 1];
+    if (!page_token_key_hex(key)) {
+        set_err(err, errlen, "no random bytes for the page-token key");
+        return LEASE_BACKEND_UNAVAILABLE;
+    }
+    char arg[160];
     if (floor_token > 0)
-        snprintf(arg, sizeof arg, "{\"floor_token\":%lld}", (long long)floor_token);
+        snprintf(arg, sizeof arg, "{\"floor_token\":%lld,\"page_token_key\":\"%s\"}",
+                 (long long)floor_token, key);
     else
-        snprintf(arg, sizeof arg, "{}");
+        snprintf(arg, sizeof arg, "{\"page_token_key\":\"%s\"}", key);
+    explicit_bzero(key, sizeof key);
     redisReply *r = NULL;
-    if (!admin_call(v, "leased_v1_bind", arg, &r, err, errlen))
+    bool called = admin_call(v, "leased_v1_bind", arg, &r, err, errlen);
+    explicit_bzero(arg, sizeof arg);
+    if (!called)
         return LEASE_BACKEND_UNAVAILABLE;
     long long e = 0;
     bool ok = valkey_int_field(r, "epoch", &e);
