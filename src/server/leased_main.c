@@ -61,6 +61,25 @@ static int wait_for_signal(const sigset_t *set)
     return sig;
 }
 
+#ifdef LEASE_HAVE_VALKEY
+/* LEASE_STORE_URL parsed into u and the connection settings the store and
+ * the watch's listener share; vc points into u, which the caller wipes once
+ * the adapter has made its own copy. */
+static bool valkey_config(const leased_config_t *cfg, lease_valkey_url_t *u,
+                          lease_valkey_config_t *vc, char *err, size_t errsz)
+{
+    if (!lease_valkey_url_parse(cfg->store_url, u, err, errsz))
+        return false;
+    *vc = (lease_valkey_config_t){.host = u->host,
+                                  .port = u->port,
+                                  .ns = u->ns,
+                                  .connect_timeout_ms = cfg->db_connect_timeout_ms,
+                                  .user = u->user,
+                                  .password = u->password};
+    return true;
+}
+#endif
+
 /* The store LEASE_STORE_URL or LEASE_DATABASE_URL names (config.c checked
  * that exactly one is set). Valkey: opening refuses a server without
  * appendonly yes, appendfsync always and maxmemory-policy noeviction. */
@@ -70,17 +89,11 @@ static bool open_store(parts_t *p, char *err, size_t errsz)
 #ifdef LEASE_HAVE_VALKEY
     if (*cfg->store_url) {
         lease_valkey_url_t u;
-        if (!lease_valkey_url_parse(cfg->store_url, &u, err, errsz))
+        lease_valkey_config_t vc;
+        if (!valkey_config(cfg, &u, &vc, err, errsz))
             return false;
-        lease_valkey_config_t vc = {.host = u.host,
-                                    .port = u.port,
-                                    .ns = u.ns,
-                                    .connect_timeout_ms = cfg->db_connect_timeout_ms,
-                                    .min_replicas = (int)cfg->valkey_min_replicas,
-                                    /* the same setting as PostgreSQL's pool */
-                                    .pool_size = (int)cfg->db_pool_size,
-                                    .user = u.user,
-                                    .password = u.password};
+        vc.min_replicas = (int)cfg->valkey_min_replicas;
+        vc.pool_size = (int)cfg->db_pool_size; /* the same setting as PostgreSQL's pool */
         char why[400];
         bool opened = lease_valkey_store_open(&vc, &p->store, why, sizeof why) == LEASE_INSPECTED;
         lease_valkey_url_wipe(&u); /* the adapter keeps its own copy */
@@ -106,14 +119,9 @@ static bool open_listener(const leased_config_t *cfg, lease_listener_t **out, ch
 #ifdef LEASE_HAVE_VALKEY
     if (*cfg->store_url) {
         lease_valkey_url_t u;
-        if (!lease_valkey_url_parse(cfg->store_url, &u, err, errsz))
+        lease_valkey_config_t vc;
+        if (!valkey_config(cfg, &u, &vc, err, errsz))
             return false;
-        lease_valkey_config_t vc = {.host = u.host,
-                                    .port = u.port,
-                                    .ns = u.ns,
-                                    .connect_timeout_ms = cfg->db_connect_timeout_ms,
-                                    .user = u.user,
-                                    .password = u.password};
         int rc = lease_valkey_listener_open(&vc, cfg->watch_listen, out, err, errsz);
         lease_valkey_url_wipe(&u); /* the listener keeps its own copy */
         return rc == 0;

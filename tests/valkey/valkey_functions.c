@@ -19,7 +19,7 @@
 
 #include <cmocka.h>
 
-#include "valkey_fixture.h"
+#include "valkey_service.h"
 
 #define TOKEN_EPOCH_SPAN 4294967296LL /* 2^32: docs/backends.md, token layout */
 
@@ -28,34 +28,6 @@ static void sleep_ms(long ms)
     struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
     while (nanosleep(&ts, &ts) != 0) {
     }
-}
-
-static int setup(void **state)
-{
-    vk_server_t *s = calloc(1, sizeof *s);
-    if (!vk_start(s) || !vk_load_library(s))
-        return -1;
-    redisReply *r = vk_cmd(s, "FCALL leased_v1_bind 1 %s %s", VK_NS_KEY,
-                           "{\"minimum_ttl_ms\":10,\"default_ttl_ms\":30000}");
-    int ok = vk_int(r, "bound") == 1 && vk_int(r, "epoch") == 0;
-    freeReplyObject(r);
-    *state = s;
-    return ok ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    vk_server_t *s = *state;
-    vk_stop(s);
-    free(s);
-    return 0;
-}
-
-static void assert_code(const redisReply *r, const char *code)
-{
-    const char *got = vk_str(r, "code");
-    if (got == NULL || strcmp(got, code) != 0)
-        fail_msg("expected %s, got %s", code, got ? got : "(no code)");
 }
 
 /* Acquires target for principal p1; returns the answer (caller frees). */
@@ -68,7 +40,7 @@ static void acquire_then_conflict(void **state)
 {
     vk_server_t *s = *state;
     redisReply *a = acquire(s, "r1", "target_01", 0);
-    assert_code(a, "lease_acquired");
+    vk_assert_code(a, "lease_acquired");
     const redisReply *l = vk_lease(a);
     assert_int_equal(vk_int(l, "fencing_token"), 1);
     assert_string_equal(vk_str(l, "state"), "active");
@@ -84,7 +56,7 @@ static void acquire_then_conflict(void **state)
     json_object_set_new(json_object_get(req, "lock_identity"), "tenant_id",
                         json_string("TENANT-Main"));
     redisReply *c = vk_fcall(s, "acquire", req);
-    assert_code(c, "lease_conflict");
+    vk_assert_code(c, "lease_conflict");
     long long retry = vk_int(c, "retry_after_ms");
     assert_true(retry >= 50 && retry <= 1000);
     assert_null(vk_lease(c));
@@ -92,7 +64,7 @@ static void acquire_then_conflict(void **state)
     /* target_id is case-sensitive: another identity, its own counter */
     redisReply *o =
         vk_fcall(s, "acquire", vk_acquire_req("p2", "r3", 'c', "TARGET_01", "inst-2", 0));
-    assert_code(o, "lease_acquired");
+    vk_assert_code(o, "lease_acquired");
     assert_int_equal(vk_int(vk_lease(o), "fencing_token"), 1);
     freeReplyObject(a);
     freeReplyObject(c);
@@ -103,26 +75,26 @@ static void invalid_requests_name_the_field(void **state)
 {
     vk_server_t *s = *state;
     redisReply *r = acquire(s, "r1", "bad/target", 0);
-    assert_code(r, "invalid_lease_request");
+    vk_assert_code(r, "invalid_lease_request");
     assert_string_equal(vk_str(r, "field"), "lock_identity.target_id");
     freeReplyObject(r);
 
     r = acquire(s, "r1", "target_01", 300001);
-    assert_code(r, "invalid_lease_request");
+    vk_assert_code(r, "invalid_lease_request");
     assert_string_equal(vk_str(r, "field"), "ttl_ms");
     assert_string_equal(vk_str(r, "detail"), "ttl_ms must be greater than 10 and at most 300000");
     freeReplyObject(r);
 
     json_t *req = vk_acquire_req("p1", "r1", 'a', "target_01", "inst 1", 0);
     r = vk_fcall(s, "acquire", req);
-    assert_code(r, "invalid_lease_request");
+    vk_assert_code(r, "invalid_lease_request");
     assert_string_equal(vk_str(r, "field"), "service_instance_id");
     freeReplyObject(r);
 
     req = vk_acquire_req("p1", "r1", 'a', "target_01", "inst-1", 0);
     json_object_set_new(req, "metadata_json", json_string("[1,2]"));
     r = vk_fcall(s, "acquire", req);
-    assert_code(r, "invalid_lease_request");
+    vk_assert_code(r, "invalid_lease_request");
     assert_string_equal(vk_str(r, "field"), "metadata");
     freeReplyObject(r);
 
@@ -130,7 +102,7 @@ static void invalid_requests_name_the_field(void **state)
      * refused as the backend being unable to answer (LS003 in Postgres) */
     req = vk_acquire_req("p1", "r1", 'A', "target_01", "inst-1", 0);
     r = vk_fcall(s, "acquire", req);
-    assert_code(r, "lease_backend_unavailable");
+    vk_assert_code(r, "lease_backend_unavailable");
     assert_string_equal(vk_str(r, "reason"), "malformed_call");
     freeReplyObject(r);
 
@@ -138,7 +110,7 @@ static void invalid_requests_name_the_field(void **state)
     req = vk_acquire_req("p1", "r1", 'a', "target_01", "inst-1", 0);
     json_object_set_new(req, "deadline_at_ms", json_integer(1000));
     r = vk_fcall(s, "acquire", req);
-    assert_code(r, "deadline_exceeded");
+    vk_assert_code(r, "deadline_exceeded");
     freeReplyObject(r);
 
     /* none of these wrote a lease */
@@ -151,30 +123,30 @@ static void renew_release_and_lost(void **state)
 {
     vk_server_t *s = *state;
     redisReply *a = acquire(s, "r1", "target_01", 20000);
-    assert_code(a, "lease_acquired");
+    vk_assert_code(a, "lease_acquired");
     const char *lid = vk_str(vk_lease(a), "lease_id");
     long long token = vk_int(vk_lease(a), "fencing_token");
 
     /* every owner field must match */
     redisReply *r =
         vk_fcall(s, "renew", vk_owner_req("p2", "n1", 'b', "target_01", lid, token, "inst-1"));
-    assert_code(r, "lease_lost");
+    vk_assert_code(r, "lease_lost");
     freeReplyObject(r);
     r = vk_fcall(s, "renew", vk_owner_req("p1", "n1", 'b', "target_01", lid, token, "inst-9"));
-    assert_code(r, "lease_lost");
+    vk_assert_code(r, "lease_lost");
     freeReplyObject(r);
     r = vk_fcall(s, "renew", vk_owner_req("p1", "n1", 'b', "target_01", lid, token + 1, "inst-1"));
-    assert_code(r, "lease_lost");
+    vk_assert_code(r, "lease_lost");
     freeReplyObject(r);
     r = vk_fcall(s, "renew",
                  vk_owner_req("p1", "n1", 'b', "target_01", "lease_other", token, "inst-1"));
-    assert_code(r, "lease_lost");
+    vk_assert_code(r, "lease_lost");
     freeReplyObject(r);
 
     json_t *req = vk_owner_req("p1", "n2", 'c', "target_01", lid, token, "inst-1");
     json_object_set_new(req, "ttl_ms", json_integer(60000));
     r = vk_fcall(s, "renew", req);
-    assert_code(r, "lease_renewed");
+    vk_assert_code(r, "lease_renewed");
     const redisReply *l = vk_lease(r);
     assert_int_equal(vk_int(l, "fencing_token"), token); /* renewal keeps the token */
     assert_int_equal(vk_int(l, "ttl_ms"), 60000);
@@ -182,22 +154,22 @@ static void renew_release_and_lost(void **state)
     freeReplyObject(r);
 
     r = vk_fcall(s, "release", vk_owner_req("p1", "x1", 'd', "target_01", lid, token, "inst-1"));
-    assert_code(r, "lease_released");
+    vk_assert_code(r, "lease_released");
     assert_string_equal(vk_str(vk_lease(r), "state"), "released");
     assert_true(vk_int(vk_lease(r), "ended_at") > 0);
     freeReplyObject(r);
 
     /* a released lease can be neither renewed nor released again */
     r = vk_fcall(s, "renew", vk_owner_req("p1", "n3", 'e', "target_01", lid, token, "inst-1"));
-    assert_code(r, "lease_lost");
+    vk_assert_code(r, "lease_lost");
     freeReplyObject(r);
     r = vk_fcall(s, "release", vk_owner_req("p1", "x2", 'e', "target_01", lid, token, "inst-1"));
-    assert_code(r, "lease_lost");
+    vk_assert_code(r, "lease_lost");
     freeReplyObject(r);
 
     /* the next acquisition gets a greater token */
     r = vk_fcall(s, "acquire", vk_acquire_req("p2", "r2", 'f', "target_01", "inst-2", 0));
-    assert_code(r, "lease_acquired");
+    vk_assert_code(r, "lease_acquired");
     assert_true(vk_int(vk_lease(r), "fencing_token") > token);
     freeReplyObject(r);
     freeReplyObject(a);
@@ -207,7 +179,7 @@ static void expiry_takeover_gets_a_greater_token(void **state)
 {
     vk_server_t *s = *state;
     redisReply *a = acquire(s, "r1", "target_01", 50);
-    assert_code(a, "lease_acquired");
+    vk_assert_code(a, "lease_acquired");
     const char *lid = vk_str(vk_lease(a), "lease_id");
     long long token = vk_int(vk_lease(a), "fencing_token");
     sleep_ms(300);
@@ -215,10 +187,10 @@ static void expiry_takeover_gets_a_greater_token(void **state)
     /* past expires_at at server TIME: lost for its owner */
     redisReply *r =
         vk_fcall(s, "renew", vk_owner_req("p1", "n1", 'b', "target_01", lid, token, "inst-1"));
-    assert_code(r, "lease_lost");
+    vk_assert_code(r, "lease_lost");
     freeReplyObject(r);
     r = vk_fcall(s, "release", vk_owner_req("p1", "x1", 'c', "target_01", lid, token, "inst-1"));
-    assert_code(r, "lease_lost");
+    vk_assert_code(r, "lease_lost");
     freeReplyObject(r);
 
     /* inspect reports it expired before anyone takes it */
@@ -228,19 +200,19 @@ static void expiry_takeover_gets_a_greater_token(void **state)
                                   "*", "actor_names", "*"));
     json_object_set_new(q, "lease_id", json_string(lid));
     r = vk_fcall(s, "inspect", json_deep_copy(q));
-    assert_code(r, "lease_inspected");
+    vk_assert_code(r, "lease_inspected");
     assert_string_equal(vk_str(vk_lease(r), "state"), "expired");
     freeReplyObject(r);
 
     r = vk_fcall(s, "acquire", vk_acquire_req("p2", "r2", 'd', "target_01", "inst-2", 0));
-    assert_code(r, "lease_acquired");
+    vk_assert_code(r, "lease_acquired");
     assert_true(vk_int(vk_lease(r), "fencing_token") > token);
     assert_string_equal(vk_str(r, "previous_state"), "expired");
     freeReplyObject(r);
 
     /* the old lease is terminal evidence now, still expired */
     r = vk_fcall(s, "inspect", q);
-    assert_code(r, "lease_inspected");
+    vk_assert_code(r, "lease_inspected");
     assert_string_equal(vk_str(vk_lease(r), "state"), "expired");
     assert_int_equal(vk_int(vk_lease(r), "fencing_token"), token);
     freeReplyObject(r);
@@ -251,12 +223,12 @@ static void idempotent_replay_and_digest_conflict(void **state)
 {
     vk_server_t *s = *state;
     redisReply *a = acquire(s, "r1", "target_01", 0);
-    assert_code(a, "lease_acquired");
+    vk_assert_code(a, "lease_acquired");
     const char *lid = vk_str(vk_lease(a), "lease_id");
     long long token = vk_int(vk_lease(a), "fencing_token");
 
     redisReply *b = acquire(s, "r1", "target_01", 0);
-    assert_code(b, "lease_acquired");
+    vk_assert_code(b, "lease_acquired");
     assert_string_equal(vk_str(vk_lease(b), "lease_id"), lid);
     assert_int_equal(vk_int(vk_lease(b), "fencing_token"), token);
     assert_int_equal(vk_int(b, "replayed"), 1);
@@ -265,36 +237,36 @@ static void idempotent_replay_and_digest_conflict(void **state)
 
     /* same request id, another digest */
     b = vk_fcall(s, "acquire", vk_acquire_req("p1", "r1", '0', "target_01", "inst-1", 0));
-    assert_code(b, "idempotency_conflict");
+    vk_assert_code(b, "idempotency_conflict");
     assert_null(vk_lease(b));
     freeReplyObject(b);
 
     /* renew and release replay too */
     redisReply *n =
         vk_fcall(s, "renew", vk_owner_req("p1", "n1", 'b', "target_01", lid, token, "inst-1"));
-    assert_code(n, "lease_renewed");
+    vk_assert_code(n, "lease_renewed");
     long long renewed_exp = vk_int(vk_lease(n), "expires_at");
     freeReplyObject(n);
     sleep_ms(20);
     n = vk_fcall(s, "renew", vk_owner_req("p1", "n1", 'b', "target_01", lid, token, "inst-1"));
-    assert_code(n, "lease_renewed");
+    vk_assert_code(n, "lease_renewed");
     assert_int_equal(vk_int(n, "replayed"), 1);
     assert_int_equal(vk_int(vk_lease(n), "expires_at"), renewed_exp); /* the stored answer */
     freeReplyObject(n);
 
     redisReply *x =
         vk_fcall(s, "release", vk_owner_req("p1", "x1", 'c', "target_01", lid, token, "inst-1"));
-    assert_code(x, "lease_released");
+    vk_assert_code(x, "lease_released");
     freeReplyObject(x);
     x = vk_fcall(s, "release", vk_owner_req("p1", "x1", 'c', "target_01", lid, token, "inst-1"));
-    assert_code(x, "lease_released");
+    vk_assert_code(x, "lease_released");
     assert_int_equal(vk_int(x, "replayed"), 1);
     freeReplyObject(x);
 
     /* the acquire's id, repeated after its lease ended: its stored answer,
      * not a second lease, with the lease's state now */
     b = acquire(s, "r1", "target_01", 0);
-    assert_code(b, "lease_acquired");
+    vk_assert_code(b, "lease_acquired");
     assert_string_equal(vk_str(vk_lease(b), "lease_id"), lid);
     assert_int_equal(vk_int(b, "replayed"), 1);
     assert_string_equal(vk_str(b, "current_state"), "released");
@@ -306,19 +278,19 @@ static void idempotent_replay_and_digest_conflict(void **state)
     /* a conflict is not stored: the same id acquires once the identity is free */
     redisReply *h =
         vk_fcall(s, "acquire", vk_acquire_req("p2", "r9", 'e', "target_01", "inst-2", 0));
-    assert_code(h, "lease_acquired");
+    vk_assert_code(h, "lease_acquired");
     redisReply *c =
         vk_fcall(s, "acquire", vk_acquire_req("p3", "r7", '7', "target_01", "inst-3", 0));
-    assert_code(c, "lease_conflict");
+    vk_assert_code(c, "lease_conflict");
     freeReplyObject(c);
     json_t *fr = vk_owner_req("admin", "f1", '8', "target_01", vk_str(vk_lease(h), "lease_id"),
                               vk_int(vk_lease(h), "fencing_token"), "x");
     json_object_set_new(fr, "reason", json_string("make room"));
     c = vk_fcall(s, "force_release", fr);
-    assert_code(c, "lease_released");
+    vk_assert_code(c, "lease_released");
     freeReplyObject(c);
     c = vk_fcall(s, "acquire", vk_acquire_req("p3", "r7", '7', "target_01", "inst-3", 0));
-    assert_code(c, "lease_acquired");
+    vk_assert_code(c, "lease_acquired");
     assert_int_equal(vk_int(c, "replayed"), 0);
     freeReplyObject(c);
     freeReplyObject(h);
@@ -345,7 +317,7 @@ static void force_release_and_revoke(void **state)
     long long token = vk_int(vk_lease(a), "fencing_token");
 
     redisReply *r = vk_fcall(s, "revoke", admin_req("v1", 'a', lid, token, NULL));
-    assert_code(r, "invalid_lease_request");
+    vk_assert_code(r, "invalid_lease_request");
     assert_string_equal(vk_str(r, "field"), "reason");
     freeReplyObject(r);
     r = vk_fcall(s, "revoke", admin_req("v1", 'a', lid, token, "   "));
@@ -362,13 +334,13 @@ static void force_release_and_revoke(void **state)
     freeReplyObject(r);
     /* a stale token names no live lease */
     r = vk_fcall(s, "revoke", admin_req("v1", 'a', lid, token + 1, "compromised"));
-    assert_code(r, "lease_lost");
+    vk_assert_code(r, "lease_lost");
     freeReplyObject(r);
 
     json_t *rv = admin_req("v2", 'c', lid, token, "compromised host");
     json_object_set_new(rv, "incident_id", json_string("inc-7"));
     r = vk_fcall(s, "revoke", rv);
-    assert_code(r, "lease_revoked");
+    vk_assert_code(r, "lease_revoked");
     assert_string_equal(vk_str(vk_lease(r), "state"), "revoked");
     assert_string_equal(vk_str(vk_lease(r), "end_reason"), "compromised host");
     assert_string_equal(vk_str(vk_lease(r), "incident_id"), "inc-7");
@@ -376,10 +348,10 @@ static void force_release_and_revoke(void **state)
 
     /* the owner has lost it; an admin cannot end it twice */
     r = vk_fcall(s, "renew", vk_owner_req("p1", "n1", 'd', "target_01", lid, token, "inst-1"));
-    assert_code(r, "lease_lost");
+    vk_assert_code(r, "lease_lost");
     freeReplyObject(r);
     r = vk_fcall(s, "force_release", admin_req("f2", 'e', lid, token, "again"));
-    assert_code(r, "lease_lost");
+    vk_assert_code(r, "lease_lost");
     freeReplyObject(r);
 
     /* force-release of the next lease */
@@ -387,7 +359,7 @@ static void force_release_and_revoke(void **state)
     r = vk_fcall(s, "force_release",
                  admin_req("f3", 'f', vk_str(vk_lease(b), "lease_id"),
                            vk_int(vk_lease(b), "fencing_token"), "maintenance window"));
-    assert_code(r, "lease_released");
+    vk_assert_code(r, "lease_released");
     assert_string_equal(vk_str(vk_lease(r), "state"), "released");
     assert_string_equal(vk_str(vk_lease(r), "end_reason"), "maintenance window");
     freeReplyObject(r);
@@ -416,7 +388,7 @@ static void inspect_never_crosses_scope(void **state)
             else
                 json_object_set_new(q, "lock_identity", vk_identity("target_01"));
             redisReply *r = vk_fcall(s, "inspect", q);
-            assert_code(r, "lease_not_found");
+            vk_assert_code(r, "lease_not_found");
             assert_null(vk_lease(r));
             freeReplyObject(r);
         }
@@ -427,7 +399,7 @@ static void inspect_never_crosses_scope(void **state)
                                   "program-a", "actor_names", "usernamegen"));
     json_object_set_new(q, "lock_identity", vk_identity("target_01"));
     redisReply *r = vk_fcall(s, "inspect", q);
-    assert_code(r, "lease_inspected");
+    vk_assert_code(r, "lease_inspected");
     assert_string_equal(vk_str(vk_lease(r), "lease_id"), lid);
     freeReplyObject(r);
     freeReplyObject(a);
@@ -449,7 +421,7 @@ static void fence_check_accepts_only_the_live_lease(void **state)
     const char *lid = vk_str(vk_lease(a), "lease_id");
     long long token = vk_int(vk_lease(a), "fencing_token");
     redisReply *r = vk_fcall(s, "fence_check", fence_req(lid, token));
-    assert_code(r, "lease_inspected");
+    vk_assert_code(r, "lease_inspected");
     assert_int_equal(vk_int(r, "expires_at"), vk_int(vk_lease(a), "expires_at"));
     freeReplyObject(r);
     redisReply *hw = vk_cmd(s, "HGET %s hw",
@@ -461,22 +433,22 @@ static void fence_check_accepts_only_the_live_lease(void **state)
 
     sleep_ms(300);
     r = vk_fcall(s, "fence_check", fence_req(lid, token));
-    assert_code(r, "lease_lost");
+    vk_assert_code(r, "lease_lost");
     assert_string_equal(vk_str(r, "reason"), "fence_lost");
     freeReplyObject(r);
 
     redisReply *b = acquire(s, "r2", "target_01", 0);
     r = vk_fcall(s, "fence_check", fence_req(lid, token)); /* the old holder */
-    assert_code(r, "lease_lost");
+    vk_assert_code(r, "lease_lost");
     freeReplyObject(r);
     r = vk_fcall(s, "fence_check",
                  fence_req(vk_str(vk_lease(b), "lease_id"), vk_int(vk_lease(b), "fencing_token")));
-    assert_code(r, "lease_inspected");
+    vk_assert_code(r, "lease_inspected");
     freeReplyObject(r);
     /* below the token now accepted: stale (LS011), as lease.fence_check
      * answers it whether or not the lease is also gone */
     r = vk_fcall(s, "fence_check", fence_req(lid, token));
-    assert_code(r, "lease_lost");
+    vk_assert_code(r, "lease_lost");
     assert_string_equal(vk_str(r, "reason"), "fence_stale_token");
     freeReplyObject(r);
     freeReplyObject(b);
@@ -538,7 +510,7 @@ static void fenced_commit_decides_before_writing(void **state)
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         redisReply *r =
             vk_fcall(s, "fenced_commit", commit_req("c0", 'b', lid, token, bad[i].writes));
-        assert_code(r, "invalid_lease_request");
+        vk_assert_code(r, "invalid_lease_request");
         assert_string_equal(vk_str(r, "field"), bad[i].field);
         freeReplyObject(r);
     }
@@ -549,7 +521,7 @@ static void fenced_commit_decides_before_writing(void **state)
         commit_req("c1", 'c', lid, token,
                    json_pack("[o, {s:s, s:s, s:s}]", doc_write("doc-1", 0, "{}"), "kind",
                              "publication", "topic", "results", "payload_json", "{\"n\":1}")));
-    assert_code(r, "lease_backend_unavailable");
+    vk_assert_code(r, "lease_backend_unavailable");
     assert_string_equal(vk_str(r, "reason"), "outbox_requires_postgres");
     freeReplyObject(r);
     assert_int_equal(documents(s), 0);
@@ -558,7 +530,7 @@ static void fenced_commit_decides_before_writing(void **state)
                  commit_req("c2", 'd', lid, token,
                             json_pack("[o, o]", doc_write("doc-1", 0, "{\"n\": 1.50}"),
                                       doc_write("doc-2", 0, "{}"))));
-    assert_code(r, "commit_accepted");
+    vk_assert_code(r, "commit_accepted");
     assert_int_equal(vk_int(r, "fencing_token"), token);
     assert_int_equal(vk_int(r, "replayed"), 0);
     const redisReply *results = NULL;
@@ -582,7 +554,7 @@ static void fenced_commit_decides_before_writing(void **state)
         s, "fenced_commit",
         commit_req("c3", 'e', lid, token,
                    json_pack("[o, o]", doc_write("doc-3", 0, "{}"), doc_write("doc-1", 0, "{}"))));
-    assert_code(r, "write_conflict");
+    vk_assert_code(r, "write_conflict");
     assert_string_equal(vk_str(r, "field"), "writes[1].expected_revision");
     assert_int_equal(vk_int(r, "current_revision"), 1);
     freeReplyObject(r);
@@ -593,7 +565,7 @@ static void fenced_commit_decides_before_writing(void **state)
                  commit_req("c2", 'd', lid, token,
                             json_pack("[o, o]", doc_write("doc-1", 0, "{\"n\": 1.50}"),
                                       doc_write("doc-2", 0, "{}"))));
-    assert_code(r, "commit_accepted");
+    vk_assert_code(r, "commit_accepted");
     assert_int_equal(vk_int(r, "replayed"), 1);
     freeReplyObject(r);
 
@@ -601,7 +573,7 @@ static void fenced_commit_decides_before_writing(void **state)
     assert_true(vk_restart(s, NULL));
     r = vk_fcall(s, "fenced_commit",
                  commit_req("c4", 'f', lid, token, json_pack("[o]", doc_write("doc-4", 0, "{}"))));
-    assert_code(r, "lease_backend_unavailable");
+    vk_assert_code(r, "lease_backend_unavailable");
     assert_string_equal(vk_str(r, "reason"), "namespace_sealed");
     freeReplyObject(r);
     assert_int_equal(documents(s), 2);
@@ -619,7 +591,7 @@ static void corrupt_record_fails_closed(void **state)
     freeReplyObject(r);
     sleep_ms(300);
     r = acquire(s, "r2", "target_01", 0);
-    assert_code(r, "lease_backend_unavailable");
+    vk_assert_code(r, "lease_backend_unavailable");
     assert_string_equal(vk_str(r, "reason"), "corrupt_record");
     freeReplyObject(r);
     /* nothing was taken over */
@@ -641,14 +613,14 @@ static void restart_seals_and_rebind_never_regresses(void **state)
         char rid[16];
         snprintf(rid, sizeof rid, "r%d", i);
         redisReply *a = acquire(s, rid, "target_01", 0);
-        assert_code(a, "lease_acquired");
+        vk_assert_code(a, "lease_acquired");
         highest = vk_int(vk_lease(a), "fencing_token");
         snprintf(lid, sizeof lid, "%s", vk_str(vk_lease(a), "lease_id"));
         freeReplyObject(a);
         if (i < 4) {
             redisReply *x = vk_fcall(
                 s, "release", vk_owner_req("p1", rid, '9', "target_01", lid, highest, "inst-1"));
-            assert_code(x, "lease_released");
+            vk_assert_code(x, "lease_released");
             freeReplyObject(x);
         }
     }
@@ -660,7 +632,7 @@ static void restart_seals_and_rebind_never_regresses(void **state)
     freeReplyObject(before);
     /* the library survives in the AOF; the lease survives, but nobody may decide */
     redisReply *r = acquire(s, "s1", "target_02", 0);
-    assert_code(r, "lease_backend_unavailable");
+    vk_assert_code(r, "lease_backend_unavailable");
     assert_string_equal(vk_str(r, "reason"), "namespace_sealed");
     freeReplyObject(r);
     r = vk_fcall(s, "renew", vk_owner_req("p1", "s2", 'b', "target_01", lid, highest, "inst-1"));
@@ -695,15 +667,15 @@ static void restart_seals_and_rebind_never_regresses(void **state)
 
     /* the old incarnation's lease was revoked */
     r = vk_fcall(s, "renew", vk_owner_req("p1", "s4", 'd', "target_01", lid, highest, "inst-1"));
-    assert_code(r, "lease_lost");
+    vk_assert_code(r, "lease_lost");
     freeReplyObject(r);
     /* an identity used before and one never used: both above every old token */
     r = acquire(s, "s5", "target_01", 0);
-    assert_code(r, "lease_acquired");
+    vk_assert_code(r, "lease_acquired");
     assert_int_equal(vk_int(vk_lease(r), "fencing_token"), TOKEN_EPOCH_SPAN + 1);
     freeReplyObject(r);
     r = acquire(s, "s6", "target_02", 0);
-    assert_code(r, "lease_acquired");
+    vk_assert_code(r, "lease_acquired");
     assert_int_equal(vk_int(vk_lease(r), "fencing_token"), TOKEN_EPOCH_SPAN + 1);
     freeReplyObject(r);
 }
@@ -723,12 +695,12 @@ static void older_aof_copy_seals_and_rebind_is_above_lost_tokens(void **state)
         char rid[16];
         snprintf(rid, sizeof rid, "r%d", i);
         redisReply *a = acquire(s, rid, "target_01", 0);
-        assert_code(a, "lease_acquired");
+        vk_assert_code(a, "lease_acquired");
         token = vk_int(vk_lease(a), "fencing_token");
         redisReply *x = vk_fcall(s, "release",
                                  vk_owner_req("p1", rid, '9', "target_01",
                                               vk_str(vk_lease(a), "lease_id"), token, "inst-1"));
-        assert_code(x, "lease_released");
+        vk_assert_code(x, "lease_released");
         freeReplyObject(x);
         freeReplyObject(a);
     }
@@ -745,7 +717,7 @@ static void older_aof_copy_seals_and_rebind_is_above_lost_tokens(void **state)
     assert_string_equal(r->str, "2");
     freeReplyObject(r);
     r = acquire(s, "t1", "target_01", 0);
-    assert_code(r, "lease_backend_unavailable");
+    vk_assert_code(r, "lease_backend_unavailable");
     assert_string_equal(vk_str(r, "reason"), "namespace_sealed");
     freeReplyObject(r);
 
@@ -753,7 +725,7 @@ static void older_aof_copy_seals_and_rebind_is_above_lost_tokens(void **state)
     assert_int_equal(vk_int(r, "epoch"), 1);
     freeReplyObject(r);
     r = acquire(s, "t2", "target_01", 0);
-    assert_code(r, "lease_acquired");
+    vk_assert_code(r, "lease_acquired");
     assert_true(vk_int(vk_lease(r), "fencing_token") > token);
     freeReplyObject(r);
 
@@ -764,7 +736,7 @@ static void older_aof_copy_seals_and_rebind_is_above_lost_tokens(void **state)
     assert_int_equal(vk_int(r, "epoch"), 8);
     freeReplyObject(r);
     r = acquire(s, "t3", "target_01", 0);
-    assert_code(r, "lease_acquired");
+    vk_assert_code(r, "lease_acquired");
     assert_int_equal(vk_int(vk_lease(r), "fencing_token"), 8 * TOKEN_EPOCH_SPAN + 1);
     freeReplyObject(r);
 }
@@ -789,7 +761,7 @@ static void full_server_writes_nothing(void **state)
     assert_int_equal(r->integer, 0);
     freeReplyObject(r);
     r = acquire(s, "r1", "target_01", 0);
-    assert_code(r, "lease_acquired");
+    vk_assert_code(r, "lease_acquired");
     assert_int_equal(vk_int(vk_lease(r), "fencing_token"), 1);
     freeReplyObject(r);
 }
@@ -802,8 +774,8 @@ static void expire_due_moves_leases_nobody_takes(void **state)
     vk_server_t *s = *state;
     redisReply *a = acquire(s, "r1", "target_01", 50);
     redisReply *b = acquire(s, "r2", "target_02", 30000);
-    assert_code(a, "lease_acquired");
-    assert_code(b, "lease_acquired");
+    vk_assert_code(a, "lease_acquired");
+    vk_assert_code(b, "lease_acquired");
     const char *due = "{\"batch\":10,\"grace_ms\":0}";
     redisReply *r = vk_cmd(s, "FCALL leased_v1_expire_due 1 %s %s", VK_NS_KEY, due);
     assert_int_equal(vk_int(r, "expired"), 0); /* nothing expired yet */
@@ -840,7 +812,7 @@ static void expire_due_moves_leases_nobody_takes(void **state)
     freeReplyObject(r);
     /* the counter stays: the next acquisition's token is the next one */
     r = acquire(s, "r3", "target_01", 0);
-    assert_code(r, "lease_acquired");
+    vk_assert_code(r, "lease_acquired");
     assert_int_equal(vk_int(vk_lease(r), "fencing_token"), 2);
     assert_string_equal(vk_str(r, "previous_state"), "none");
     freeReplyObject(r);
@@ -863,7 +835,7 @@ static void unbound_namespace_refuses(void **state)
     freeReplyObject(r);
     /* an empty server (all data lost) must not start tokens again at 1 */
     r = acquire(s, "r1", "target_01", 0);
-    assert_code(r, "lease_backend_unavailable");
+    vk_assert_code(r, "lease_backend_unavailable");
     assert_string_equal(vk_str(r, "reason"), "namespace_unbound");
     freeReplyObject(r);
     r = vk_cmd(s, "FCALL leased_v1_bind 1 %s %s", VK_NS_KEY, "{\"floor_token\":4294967301}");
@@ -895,26 +867,26 @@ static void batches_decide_item_by_item(void **state)
     assert_int_equal(r->type, REDIS_REPLY_ARRAY);
     const redisReply *res = r->element[1];
     assert_int_equal(res->elements, 5);
-    assert_code(res->element[0], "lease_renewed");
+    vk_assert_code(res->element[0], "lease_renewed");
     assert_int_equal(vk_int(res->element[0], "replayed"), 0);
-    assert_code(res->element[1], "lease_lost"); /* wrong token */
-    assert_code(res->element[2], "invalid_lease_request");
+    vk_assert_code(res->element[1], "lease_lost"); /* wrong token */
+    vk_assert_code(res->element[2], "invalid_lease_request");
     assert_string_equal(vk_str(res->element[2], "field"), "fencing_token");
-    assert_code(res->element[3], "lease_renewed"); /* the first item's request id again */
+    vk_assert_code(res->element[3], "lease_renewed"); /* the first item's request id again */
     assert_int_equal(vk_int(res->element[3], "replayed"), 1);
-    assert_code(res->element[4], "lease_backend_unavailable"); /* its digest is malformed */
+    vk_assert_code(res->element[4], "lease_backend_unavailable"); /* its digest is malformed */
     freeReplyObject(r);
 
     /* the shape: 1 to 100 items */
     r = vk_fcall(s, "renew_many", json_pack("{s:[]}", "renewals"));
-    assert_code(r, "invalid_lease_request");
+    vk_assert_code(r, "invalid_lease_request");
     assert_string_equal(vk_str(r, "field"), "renewals");
     freeReplyObject(r);
     items = json_array();
     for (int i = 0; i < 101; i++)
         json_array_append_new(items, vk_owner_req("p1", "z", '1', "target_01", la, 1, "inst-1"));
     r = vk_fcall(s, "release_many", json_pack("{s:o}", "releases", items));
-    assert_code(r, "invalid_lease_request");
+    vk_assert_code(r, "invalid_lease_request");
     assert_string_equal(vk_str(r, "field"), "releases");
     freeReplyObject(r);
     /* nothing of the refused batch was released */
@@ -928,9 +900,9 @@ static void batches_decide_item_by_item(void **state)
     json_array_append_new(items, vk_owner_req("p1", "x3", '6', "target_01", la, 1, "inst-1"));
     r = vk_fcall(s, "release_many", json_pack("{s:o}", "releases", items));
     res = r->element[1];
-    assert_code(res->element[0], "lease_released");
-    assert_code(res->element[1], "lease_released");
-    assert_code(res->element[2], "lease_lost"); /* released by the first item */
+    vk_assert_code(res->element[0], "lease_released");
+    vk_assert_code(res->element[1], "lease_released");
+    vk_assert_code(res->element[2], "lease_lost"); /* released by the first item */
     freeReplyObject(r);
     r = vk_cmd(s, "SCARD lease:{t}:act");
     assert_int_equal(r->integer, 0);
@@ -942,23 +914,38 @@ static void batches_decide_item_by_item(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(acquire_then_conflict, setup, teardown),
-        cmocka_unit_test_setup_teardown(invalid_requests_name_the_field, setup, teardown),
-        cmocka_unit_test_setup_teardown(renew_release_and_lost, setup, teardown),
-        cmocka_unit_test_setup_teardown(expiry_takeover_gets_a_greater_token, setup, teardown),
-        cmocka_unit_test_setup_teardown(idempotent_replay_and_digest_conflict, setup, teardown),
-        cmocka_unit_test_setup_teardown(force_release_and_revoke, setup, teardown),
-        cmocka_unit_test_setup_teardown(inspect_never_crosses_scope, setup, teardown),
-        cmocka_unit_test_setup_teardown(fence_check_accepts_only_the_live_lease, setup, teardown),
-        cmocka_unit_test_setup_teardown(fenced_commit_decides_before_writing, setup, teardown),
-        cmocka_unit_test_setup_teardown(corrupt_record_fails_closed, setup, teardown),
-        cmocka_unit_test_setup_teardown(restart_seals_and_rebind_never_regresses, setup, teardown),
-        cmocka_unit_test_setup_teardown(older_aof_copy_seals_and_rebind_is_above_lost_tokens, setup,
-                                        teardown),
-        cmocka_unit_test_setup_teardown(full_server_writes_nothing, setup, teardown),
-        cmocka_unit_test_setup_teardown(expire_due_moves_leases_nobody_takes, setup, teardown),
-        cmocka_unit_test_setup_teardown(unbound_namespace_refuses, setup, teardown),
-        cmocka_unit_test_setup_teardown(batches_decide_item_by_item, setup, teardown),
+        cmocka_unit_test_setup_teardown(acquire_then_conflict, vk_fixture_library_bound,
+                                        vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(invalid_requests_name_the_field, vk_fixture_library_bound,
+                                        vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(renew_release_and_lost, vk_fixture_library_bound,
+                                        vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(expiry_takeover_gets_a_greater_token,
+                                        vk_fixture_library_bound, vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(idempotent_replay_and_digest_conflict,
+                                        vk_fixture_library_bound, vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(force_release_and_revoke, vk_fixture_library_bound,
+                                        vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(inspect_never_crosses_scope, vk_fixture_library_bound,
+                                        vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(fence_check_accepts_only_the_live_lease,
+                                        vk_fixture_library_bound, vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(fenced_commit_decides_before_writing,
+                                        vk_fixture_library_bound, vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(corrupt_record_fails_closed, vk_fixture_library_bound,
+                                        vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(restart_seals_and_rebind_never_regresses,
+                                        vk_fixture_library_bound, vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(older_aof_copy_seals_and_rebind_is_above_lost_tokens,
+                                        vk_fixture_library_bound, vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(full_server_writes_nothing, vk_fixture_library_bound,
+                                        vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(expire_due_moves_leases_nobody_takes,
+                                        vk_fixture_library_bound, vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(unbound_namespace_refuses, vk_fixture_library_bound,
+                                        vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(batches_decide_item_by_item, vk_fixture_library_bound,
+                                        vk_fixture_stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

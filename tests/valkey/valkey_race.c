@@ -48,14 +48,6 @@ static int setup(void **state)
     return ok ? 0 : -1;
 }
 
-static int teardown(void **state)
-{
-    vk_server_t *s = *state;
-    vk_stop(s);
-    free(s);
-    return 0;
-}
-
 static void make_acquire(lease_acquire_req_t *r, const char *principal, const char *rid,
                          const char *target)
 {
@@ -310,8 +302,9 @@ static void kill9_loses_no_acknowledged_token(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(one_winner_per_round_tokens_increase, setup, teardown),
-        cmocka_unit_test_setup_teardown(kill9_loses_no_acknowledged_token, setup, teardown),
+        cmocka_unit_test_setup_teardown(one_winner_per_round_tokens_increase, setup,
+                                        vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(kill9_loses_no_acknowledged_token, setup, vk_fixture_stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -36,34 +36,6 @@
 
 #define CHANNEL "lease:{t}:ended" /* the channel of VK_NS_KEY's namespace */
 
-static int setup(void **state)
-{
-    vk_server_t *s = calloc(1, sizeof *s);
-    if (!vk_start(s) || !vk_load_library(s))
-        return -1;
-    redisReply *r = vk_cmd(s, "FCALL leased_v1_bind 1 %s %s", VK_NS_KEY,
-                           "{\"minimum_ttl_ms\":10,\"default_ttl_ms\":30000}");
-    int ok = vk_int(r, "bound") == 1;
-    freeReplyObject(r);
-    *state = s;
-    return ok ? 0 : -1;
-}
-
-static int teardown(void **state)
-{
-    vk_server_t *s = *state;
-    vk_stop(s);
-    free(s);
-    return 0;
-}
-
-static void assert_code(const redisReply *r, const char *code)
-{
-    const char *got = vk_str(r, "code");
-    if (got == NULL || strcmp(got, code) != 0)
-        fail_msg("expected %s, got %s", code, got ? got : "(no code)");
-}
-
 /* A connection of its own subscribed to CHANNEL. */
 static redisContext *subscriber(const vk_server_t *s)
 {
@@ -96,7 +68,7 @@ static void next_message_is(redisContext *sub, const char *lease_id)
 static redisReply *acquire(vk_server_t *s, const char *rid, const char *target, int64_t ttl)
 {
     redisReply *r = vk_fcall(s, "acquire", vk_acquire_req("p1", rid, 'a', target, "inst-1", ttl));
-    assert_code(r, "lease_acquired");
+    vk_assert_code(r, "lease_acquired");
     return r;
 }
 
@@ -135,16 +107,16 @@ static void every_end_publishes_its_lease_id(void **state)
     json_object_set_new(wrong, "fencing_token",
                         json_integer(vk_int(vk_lease(a), "fencing_token") + 1));
     redisReply *r = vk_fcall(s, "release", wrong);
-    assert_code(r, "lease_lost");
+    vk_assert_code(r, "lease_lost");
     freeReplyObject(r);
     r = vk_fcall(s, "renew", owner_req("n1", "w_release", a));
-    assert_code(r, "lease_renewed");
+    vk_assert_code(r, "lease_renewed");
     freeReplyObject(r);
     r = vk_fcall(s, "release", owner_req("x1", "w_release", a));
-    assert_code(r, "lease_released");
+    vk_assert_code(r, "lease_released");
     freeReplyObject(r);
     r = vk_fcall(s, "release", owner_req("x1", "w_release", a)); /* the replay */
-    assert_code(r, "lease_released");
+    vk_assert_code(r, "lease_released");
     assert_int_equal(vk_int(r, "replayed"), 1);
     freeReplyObject(r);
     next_message_is(sub, vk_str(vk_lease(a), "lease_id"));
@@ -158,12 +130,12 @@ static void every_end_publishes_its_lease_id(void **state)
     /* force_release and revoke */
     redisReply *c = acquire(s, "r3", "w_force", 0);
     r = vk_fcall(s, "force_release", admin_req("f1", "w_force", c));
-    assert_code(r, "lease_released");
+    vk_assert_code(r, "lease_released");
     freeReplyObject(r);
     next_message_is(sub, vk_str(vk_lease(c), "lease_id"));
     redisReply *d = acquire(s, "r4", "w_revoke", 0);
     r = vk_fcall(s, "revoke", admin_req("v1", "w_revoke", d));
-    assert_code(r, "lease_revoked");
+    vk_assert_code(r, "lease_revoked");
     freeReplyObject(r);
     next_message_is(sub, vk_str(vk_lease(d), "lease_id"));
 
@@ -171,7 +143,7 @@ static void every_end_publishes_its_lease_id(void **state)
     redisReply *e = acquire(s, "r5", "w_takeover", 50);
     sleep_ms(120);
     r = vk_fcall(s, "acquire", vk_acquire_req("p2", "r6", 'd', "w_takeover", "inst-2", 0));
-    assert_code(r, "lease_acquired");
+    vk_assert_code(r, "lease_acquired");
     assert_string_equal(vk_str(r, "previous_state"), "expired");
     freeReplyObject(r);
     next_message_is(sub, vk_str(vk_lease(e), "lease_id"));
@@ -212,7 +184,7 @@ static void watch_ended_reports_what_is_not_active(void **state)
     redisReply *gone = acquire(s, "r2", "p_gone", 0);
     redisReply *lapsed = acquire(s, "r3", "p_lapsed", 50);
     redisReply *r = vk_fcall(s, "release", owner_req("x1", "p_gone", gone));
-    assert_code(r, "lease_released");
+    vk_assert_code(r, "lease_released");
     freeReplyObject(r);
     sleep_ms(120); /* lapsed expired; nothing swept it */
     r = vk_cmd(s, "FCALL_RO leased_v1_watch_ended 1 %s %s %s %s %s", VK_NS_KEY,
@@ -311,7 +283,7 @@ static void a_lost_message_is_found_by_the_poll(void **state)
     assert_int_equal(r->type, REDIS_REPLY_ARRAY);
     assert_int_equal(r->elements, 2);
     assert_int_equal(r->element[0]->integer, 1); /* leased's subscriber */
-    assert_code(r->element[1], "lease_released");
+    vk_assert_code(r->element[1], "lease_released");
     freeReplyObject(r);
 
     char *st = watch_state(&w);
@@ -327,7 +299,7 @@ static void a_lost_message_is_found_by_the_poll(void **state)
     watch_start(&w, base, reader, vk_str(vk_lease(b), "lease_id"), 20000);
     wait_metric(base, "leased_watches_waiting", 1);
     r = vk_fcall(s, "release", owner_req("x2", "lost_2", b));
-    assert_code(r, "lease_released");
+    vk_assert_code(r, "lease_released");
     freeReplyObject(r);
     st = watch_state(&w);
     assert_string_equal(st, "released");
@@ -387,11 +359,14 @@ static void a_user_without_the_channel_still_ends_and_polls(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(every_end_publishes_its_lease_id, setup, teardown),
-        cmocka_unit_test_setup_teardown(watch_ended_reports_what_is_not_active, setup, teardown),
-        cmocka_unit_test_setup_teardown(a_lost_message_is_found_by_the_poll, setup, teardown),
-        cmocka_unit_test_setup_teardown(a_user_without_the_channel_still_ends_and_polls, setup,
-                                        teardown),
+        cmocka_unit_test_setup_teardown(every_end_publishes_its_lease_id, vk_fixture_library_bound,
+                                        vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(watch_ended_reports_what_is_not_active,
+                                        vk_fixture_library_bound, vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(a_lost_message_is_found_by_the_poll,
+                                        vk_fixture_library_bound, vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(a_user_without_the_channel_still_ends_and_polls,
+                                        vk_fixture_library_bound, vk_fixture_stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -231,3 +231,31 @@ int vk_audit_count(vk_server_t *s, const char *key, const char *field, const cha
     freeReplyObject(r);
     return n;
 }
+
+int vk_fixture_library_bound(void **state)
+{
+    vk_server_t *s = calloc(1, sizeof *s);
+    if (!s || !vk_start(s) || !vk_load_library(s))
+        return -1;
+    redisReply *r = vk_cmd(s, "FCALL leased_v1_bind 1 %s %s", VK_NS_KEY,
+                           "{\"minimum_ttl_ms\":10,\"default_ttl_ms\":30000}");
+    int ok = vk_int(r, "bound") == 1 && vk_int(r, "epoch") == 0;
+    freeReplyObject(r);
+    *state = s;
+    return ok ? 0 : -1;
+}
+
+int vk_fixture_stop(void **state)
+{
+    vk_server_t *s = *state;
+    vk_stop(s);
+    free(s);
+    return 0;
+}
+
+void vk_assert_code(const redisReply *r, const char *code)
+{
+    const char *got = vk_str(r, "code");
+    if (got == NULL || strcmp(got, code) != 0)
+        fail_msg("expected %s, got %s", code, got ? got : "(no code)");
+}

@@ -23,6 +23,14 @@
 #define VK_TENANT "tenant-main"
 #define VK_PROGRAM "program-a"
 
+/* cmocka fixtures: a server of its own (a vk_server_t in *state) with the
+ * function library loaded and namespace VK_NS_KEY bound at epoch 0
+ * (minimum_ttl_ms 10, so tests can wait out short TTLs); and its stop. */
+int vk_fixture_library_bound(void **state);
+int vk_fixture_stop(void **state);
+/* r's "code" is code, or the test fails naming both. */
+void vk_assert_code(const redisReply *r, const char *code);
+
 /* The adapter (one connection) on s's namespace ns; NULL with the reason on
  * stderr when it cannot open. */
 lease_valkey_t *vk_open(const vk_server_t *s, const char *ns);
