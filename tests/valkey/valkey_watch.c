@@ -273,7 +273,9 @@ static void a_lost_message_is_found_by_the_poll(void **state)
 
     /* the subscriber killed and the lease released in one transaction:
      * the message is published to nobody */
-    char *release = json_dumps(owner_req("x1", "lost_1", a), JSON_COMPACT);
+    json_t *release_req = owner_req("x1", "lost_1", a);
+    char *release = json_dumps(release_req, JSON_COMPACT);
+    json_decref(release_req);
     redisReply *r = vk_cmd(s, "MULTI");
     freeReplyObject(r);
     freeReplyObject(vk_cmd(s, "CLIENT KILL TYPE pubsub"));
