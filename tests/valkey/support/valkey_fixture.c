@@ -35,7 +35,7 @@ static bool connect_to(vk_server_t *s)
         if (strncmp(line, "port=", 5) == 0)
             s->port = atoi(line + 5);
         if (strncmp(line, "tls=", 4) == 0)
-            snprintf(s->tls, sizeof s->tls, "%s", line + 4);
+            snprintf(s->tls, sizeof s->tls, "%.*s", (int)sizeof s->tls - 1, line + 4);
     }
     fclose(f);
     if (s->tls[0])
