@@ -30,12 +30,23 @@ static lease_admin_status_t open_url(const char *url, bool check_only, lease_val
     *v = NULL;
     if (!lease_valkey_url_parse(url, u, err, errsz))
         return LEASE_ADMIN_INVALID;
+    /* rediss://: leased's TLS settings, from the environment */
+    const char *ca = getenv("LEASE_STORE_CACERT"), *cert = getenv("LEASE_STORE_CERT"),
+               *key = getenv("LEASE_STORE_KEY");
+    if (!lease_valkey_tls_files_check(u, ca, cert, key, err, errsz)) {
+        lease_valkey_url_wipe(u);
+        return LEASE_ADMIN_INVALID;
+    }
     lease_valkey_config_t cfg = {.host = u->host,
                                  .port = u->port,
                                  .ns = u->ns,
                                  .check_only = check_only,
                                  .user = u->user,
-                                 .password = u->password};
+                                 .password = u->password,
+                                 .tls = u->tls,
+                                 .tls_ca_file = ca,
+                                 .tls_cert_file = cert,
+                                 .tls_key_file = key};
     bool opened = lease_valkey_open(&cfg, v, err, errsz) == LEASE_INSPECTED;
     lease_valkey_url_wipe(u); /* the adapter keeps its own copy */
     return opened ? LEASE_ADMIN_OK : LEASE_ADMIN_UNAVAILABLE;
