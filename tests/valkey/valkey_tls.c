@@ -62,6 +62,24 @@ static void wait_metric(const char *base, const char *name, long long want)
         fail_msg("%s is %lld, not %lld", name, got, want);
 }
 
+/* CLIENT KILL TYPE type on s through the real redis-cli over TLS (the
+ * fixture's hiredis speaks none); how many were killed. */
+static long long kill_clients(const vk_server_t *s, const char *type)
+{
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd,
+             "redis-cli --tls --cacert '%s/ca.crt' --cert '%s/client.crt' --key '%s/client.key' "
+             "-h localhost -p %d CLIENT KILL TYPE %s",
+             s->tls, s->tls, s->tls, s->port, type);
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    long long killed = -1;
+    if (fscanf(p, "%lld", &killed) != 1)
+        killed = -1;
+    assert_int_equal(pclose(p), 0);
+    return killed;
+}
+
 /* Runs leased with env until it exits (it must refuse to start): its exit
  * status, and out contains want. */
 static void leased_refuses(const char *const *env, int status, const char *want)
@@ -162,6 +180,32 @@ static void leases_and_a_watch_over_tls(void **state)
     assert_string_equal(json_string_value(http_resp_get(w.resp, "lease.state")), "released");
     http_resp_free(w.resp);
     assert_int_equal(vk_metric(base, "leased_watch_notifications_total"), 1);
+
+    /* the server closes every idle TLS connection of the pool: the next
+     * call finds its connection closed before sending on it and connects
+     * again (not lease_outcome_unknown); the subscriber too, and the watch
+     * feed subscribes again */
+    assert_true(kill_clients(&s, "normal") >= 1);
+    assert_true(kill_clients(&s, "pubsub") == 1);
+    http_resp_t *b =
+        vk_post_expect(base, "/v1/leases/acquire", alice,
+                       vk_http_acquire("r4", "t2", "inst_a", 30000), 200, "lease_acquired");
+    wait_metric(base, "leased_watch_listening", 1);
+    memset(&w, 0, sizeof w);
+    snprintf(w.base, sizeof w.base, "%s", base);
+    snprintf(w.token, sizeof w.token, "%s", alice);
+    snprintf(w.path, sizeof w.path, "/v1/leases/%s/watch?wait_ms=20000",
+             json_string_value(http_resp_get(b, "lease.lease_id")));
+    assert_int_equal(pthread_create(&w.thread, NULL, watcher_main, &w), 0);
+    wait_metric(base, "leased_watches_waiting", 1);
+    r = vk_post_expect(base, "/v1/leases/release", alice, vk_http_owner("r5", "t2", b, "inst_a"),
+                       200, "lease_released");
+    http_resp_free(r);
+    pthread_join(w.thread, NULL);
+    assert_non_null(w.resp);
+    assert_string_equal(json_string_value(http_resp_get(w.resp, "lease.state")), "released");
+    http_resp_free(w.resp);
+    http_resp_free(b);
 
     /* the store URL's password never reaches the log (there is none here:
      * the URL is logged nowhere either) */
