@@ -62,32 +62,33 @@ static void wait_metric(const char *base, const char *name, long long want)
         fail_msg("%s is %lld, not %lld", name, got, want);
 }
 
-/* CLIENT KILL TYPE type on s through the real redis-cli over TLS (the
- * fixture's hiredis speaks none); how many were killed. */
-static long long kill_clients(const vk_server_t *s, const char *type)
+/* A command on s through the real redis-cli over TLS (the fixture's
+ * hiredis speaks none); the number it answers (-1: none). */
+static long long cli_tls(const vk_server_t *s, const char *command)
 {
     char cmd[1024];
     snprintf(cmd, sizeof cmd,
              "redis-cli --tls --cacert '%s/ca.crt' --cert '%s/client.crt' --key '%s/client.key' "
-             "-h localhost -p %d CLIENT KILL TYPE %s",
-             s->tls, s->tls, s->tls, s->port, type);
+             "-h localhost -p %d %s",
+             s->tls, s->tls, s->tls, s->port, command);
     FILE *p = popen(cmd, "r");
     assert_non_null(p);
-    long long killed = -1;
-    if (fscanf(p, "%lld", &killed) != 1)
-        killed = -1;
+    long long n = -1;
+    if (fscanf(p, "%lld", &n) != 1)
+        n = -1;
     assert_int_equal(pclose(p), 0);
-    return killed;
+    return n;
 }
 
 /* Runs leased with env until it exits (it must refuse to start): its exit
- * status, and out contains want. */
+ * status, and out contains want (and no password of this file's). */
 static void leased_refuses(const char *const *env, int status, const char *want)
 {
     const char *args[] = {NULL};
     char *out = NULL;
     int got = leased_proc_run_cli(args, env, &out);
-    if (got != status || strstr(out ? out : "", want) == NULL)
+    if (got != status || strstr(out ? out : "", want) == NULL ||
+        strstr(out ? out : "", "secret-pw"))
         fail_msg("leased exited %d (want %d), wanted \"%s\" in: %s", got, status, want,
                  out ? out : "");
     free(out);
@@ -185,8 +186,8 @@ static void leases_and_a_watch_over_tls(void **state)
      * call finds its connection closed before sending on it and connects
      * again (not lease_outcome_unknown); the subscriber too, and the watch
      * feed subscribes again */
-    assert_true(kill_clients(&s, "normal") >= 1);
-    assert_true(kill_clients(&s, "pubsub") == 1);
+    assert_true(cli_tls(&s, "CLIENT KILL TYPE normal") >= 1);
+    assert_true(cli_tls(&s, "CLIENT KILL TYPE pubsub") == 1);
     http_resp_t *b =
         vk_post_expect(base, "/v1/leases/acquire", alice,
                        vk_http_acquire("r4", "t2", "inst_a", 30000), 200, "lease_acquired");
@@ -249,6 +250,27 @@ static void certificates_that_do_not_fit_are_refused_at_start(void **state)
     tls_env(cert, sizeof cert, "LEASE_STORE_CERT", &s, "client.crt");
     const char *no_key[] = {url, ca, cert, NULL};
     leased_refuses(no_key, LEASE_EXIT_USAGE, "LEASE_STORE_KEY");
+
+    /* a password over TLS: AUTH in the session, never in a message */
+    (void)cli_tls(&s, "CONFIG SET requirepass tls-secret-pw");
+    char pw_url[200], bad_pw_url[200];
+    snprintf(pw_url, sizeof pw_url, "LEASE_STORE_URL=rediss://:tls-secret-pw@localhost:%d", s.port);
+    snprintf(bad_pw_url, sizeof bad_pw_url,
+             "LEASE_STORE_URL=rediss://:wrong-secret-pw@localhost:%d", s.port);
+    const char *migrate[] = {"migrate", NULL};
+    const char *pw_env[] = {pw_url, ca, NULL};
+    char *said = NULL;
+    int rc = vk_leasectl(migrate, pw_env, &said);
+    if (rc != LEASE_EXIT_OK || strstr(said, "secret-pw"))
+        fail_msg("leasectl migrate with the password exited %d: %s", rc, said);
+    free(said);
+    const char *bad_pw_env[] = {bad_pw_url, ca, NULL};
+    rc = vk_leasectl(migrate, bad_pw_env, &said);
+    if (rc != LEASE_EXIT_UNAVAILABLE || !strstr(said, "WRONGPASS") || strstr(said, "secret-pw"))
+        fail_msg("leasectl migrate with a wrong password exited %d: %s", rc, said);
+    free(said);
+    const char *bad_pw_leased[] = {bad_pw_url, ca, "LEASE_LISTEN=127.0.0.1:0", NULL};
+    leased_refuses(bad_pw_leased, LEASE_EXIT_FAILURE, "WRONGPASS");
 
     /* leasectl the same: unavailable (69), said why */
     const char *ctl_env[] = {url, other_ca, NULL};
