@@ -6,6 +6,7 @@
 #include "ctl_valkey.h"
 
 #include <pwd.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +31,10 @@ static lease_admin_status_t open_url(const char *url, bool check_only, lease_val
     *v = NULL;
     if (!lease_valkey_url_parse(url, u, err, errsz))
         return LEASE_ADMIN_INVALID;
+    /* OpenSSL writes a TLS session with write(): a server that closed it
+     * must give EPIPE (a message), not a SIGPIPE that ends leasectl
+     * silently. These commands start no child that could inherit it. */
+    signal(SIGPIPE, SIG_IGN);
     /* rediss://: leased's TLS settings, from the environment */
     const char *ca = getenv("LEASE_STORE_CACERT"), *cert = getenv("LEASE_STORE_CERT"),
                *key = getenv("LEASE_STORE_KEY");
