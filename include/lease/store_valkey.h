@@ -45,6 +45,15 @@ typedef struct lease_valkey_config {
     int pool_size;              /* connections (LEASE_DB_POOL_SIZE under
                                  * leased); 0: one. Each call takes one for
                                  * the call and its WAIT */
+    bool tls;                   /* rediss:// or valkeys://: every connection is
+                                 * TLS, the server's certificate verified
+                                 * (chain and host name); never plain */
+    const char *tls_ca_file;    /* LEASE_STORE_CACERT: PEM CAs that sign the
+                                 * server's certificate; NULL or "": the
+                                 * system's CAs */
+    const char *tls_cert_file;  /* LEASE_STORE_CERT, LEASE_STORE_KEY: a client
+                                 * certificate and its key, or NULL */
+    const char *tls_key_file;
 } lease_valkey_config_t;
 
 /* Connects, refuses a server without appendonly yes, appendfsync always and
@@ -199,8 +208,8 @@ lease_valkey_t *lease_valkey_of(lease_store_t *s);
  * (lease/listener.h; valkey_listener.c): SUBSCRIBE lease:{ns}:ended on a
  * connection of its own (every leased_v1 function that ends a lease
  * publishes the id there), and the batched poll FCALL_RO
- * leased_v1_watch_ended on another. cfg's host, port, ns, user, password
- * and connect_timeout_ms are copied; subscribe false: poll only
+ * leased_v1_watch_ended on another. cfg's host, port, ns, user, password,
+ * connect_timeout_ms and TLS settings are copied; subscribe false: poll only
  * (LEASE_WATCH_LISTEN=false). Nothing connects until the first wait or
  * poll. Returns 0, or -1 with a reason in err. */
 LEASE_MUST_USE int lease_valkey_listener_open(const lease_valkey_config_t *cfg, bool subscribe,
@@ -208,10 +217,10 @@ LEASE_MUST_USE int lease_valkey_listener_open(const lease_valkey_config_t *cfg, 
 
 /* Store URLs: redis://[USER:PASSWORD@]HOST[:PORT][/0][?namespace=NAME]
  * (valkey:// alike; port 6379, namespace "leased" by default; USER and
- * PASSWORD percent-encoded, USER empty for the default user). rediss://
- * (TLS) is refused with a message saying it is not supported. Messages
- * never quote the credentials. */
+ * PASSWORD percent-encoded, USER empty for the default user); rediss://
+ * and valkeys:// the same over TLS. Messages never quote the credentials. */
 typedef struct lease_valkey_url {
+    bool tls; /* rediss:// or valkeys:// */
     char host[256];
     int port;
     char ns[65];
@@ -226,5 +235,14 @@ void lease_valkey_url_wipe(lease_valkey_url_t *u);
 bool lease_valkey_url_is(const char *url);
 LEASE_MUST_USE bool lease_valkey_url_parse(const char *url, lease_valkey_url_t *out, char *err,
                                            size_t errlen);
+
+/* The TLS files (LEASE_STORE_CACERT, LEASE_STORE_CERT, LEASE_STORE_KEY;
+ * NULL or "": unset) go with the URL u: none with a plain URL, a client
+ * certificate with its key, every file readable now (a typo is a bad
+ * setting at start, not a store that never answers). False with why in
+ * err. */
+LEASE_MUST_USE bool lease_valkey_tls_files_check(const lease_valkey_url_t *u, const char *ca_file,
+                                                 const char *cert_file, const char *key_file,
+                                                 char *err, size_t errlen);
 
 #endif

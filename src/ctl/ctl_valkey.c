@@ -6,6 +6,7 @@
 #include "ctl_valkey.h"
 
 #include <pwd.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,12 +31,27 @@ static lease_admin_status_t open_url(const char *url, bool check_only, lease_val
     *v = NULL;
     if (!lease_valkey_url_parse(url, u, err, errsz))
         return LEASE_ADMIN_INVALID;
+    /* OpenSSL writes a TLS session with write(): a server that closed it
+     * must give EPIPE (a message), not a SIGPIPE that ends leasectl
+     * silently. These commands start no child that could inherit it. */
+    signal(SIGPIPE, SIG_IGN);
+    /* rediss://: leased's TLS settings, from the environment */
+    const char *ca = getenv("LEASE_STORE_CACERT"), *cert = getenv("LEASE_STORE_CERT"),
+               *key = getenv("LEASE_STORE_KEY");
+    if (!lease_valkey_tls_files_check(u, ca, cert, key, err, errsz)) {
+        lease_valkey_url_wipe(u);
+        return LEASE_ADMIN_INVALID;
+    }
     lease_valkey_config_t cfg = {.host = u->host,
                                  .port = u->port,
                                  .ns = u->ns,
                                  .check_only = check_only,
                                  .user = u->user,
-                                 .password = u->password};
+                                 .password = u->password,
+                                 .tls = u->tls,
+                                 .tls_ca_file = ca,
+                                 .tls_cert_file = cert,
+                                 .tls_key_file = key};
     bool opened = lease_valkey_open(&cfg, v, err, errsz) == LEASE_INSPECTED;
     lease_valkey_url_wipe(u); /* the adapter keeps its own copy */
     return opened ? LEASE_ADMIN_OK : LEASE_ADMIN_UNAVAILABLE;

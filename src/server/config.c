@@ -71,6 +71,16 @@ static const lease_setting_t settings[] = {
     {.name = "store url", .env = "LEASE_STORE_URL", .flag = "--store-url",
      .type = LEASE_SETTING_SECRET, .default_value = "", .offset = AT(store_url),
      .help = "redis://HOST:PORT or valkey://...: run on Valkey/Redis (docs/backends.md)"},
+    {.name = "store CA file", .env = "LEASE_STORE_CACERT", .flag = "--store-cacert",
+     .type = LEASE_SETTING_STRING, .default_value = "", .offset = AT(store_cacert),
+     .help = "rediss://: PEM file of the CAs that sign the server's certificate (none: the "
+             "system's CAs)"},
+    {.name = "store client certificate", .env = "LEASE_STORE_CERT", .flag = "--store-cert",
+     .type = LEASE_SETTING_STRING, .default_value = "", .offset = AT(store_cert),
+     .help = "rediss://: PEM client certificate for a server that asks for one"},
+    {.name = "store client key", .env = "LEASE_STORE_KEY", .flag = "--store-key",
+     .type = LEASE_SETTING_STRING, .default_value = "", .offset = AT(store_key),
+     .help = "rediss://: PEM private key of LEASE_STORE_CERT"},
     {.name = "valkey minimum replicas", .env = "LEASE_VALKEY_MIN_REPLICAS",
      .flag = "--valkey-min-replicas", .type = LEASE_SETTING_INT, .default_value = "0", .min = 0,
      .max = 100, .offset = AT(valkey_min_replicas),
@@ -277,6 +287,11 @@ static bool check_store(const leased_config_t *cfg, char *err, size_t errsz)
         return false;
     }
     lease_valkey_url_wipe(&u);
+    if (!lease_valkey_tls_files_check(&u, cfg->store_cacert, cfg->store_cert, cfg->store_key, why,
+                                      sizeof why)) {
+        snprintf(err, errsz, "store TLS: %s", why);
+        return false;
+    }
     return true;
 #else
     snprintf(err, errsz,

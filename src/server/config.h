@@ -24,6 +24,9 @@
 typedef struct leased_config {
     char *database_url; /* secret-bearing: never logged */
     char *store_url;    /* LEASE_STORE_URL: redis:// or valkey:// ("" = PostgreSQL) */
+    char *store_cacert; /* LEASE_STORE_CACERT: rediss://'s CA file ("": the system's) */
+    char *store_cert;   /* LEASE_STORE_CERT, LEASE_STORE_KEY: rediss://'s client */
+    char *store_key;    /* certificate and key ("": none) */
     char *listen;       /* "host:port" as given */
     char listen_host[LEASED_LISTEN_HOST_MAX + 1]; /* numeric IPv4/IPv6, no brackets */
     int listen_port;                              /* 0: any free port */

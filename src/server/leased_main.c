@@ -75,7 +75,11 @@ static bool valkey_config(const leased_config_t *cfg, lease_valkey_url_t *u,
                                   .ns = u->ns,
                                   .connect_timeout_ms = cfg->db_connect_timeout_ms,
                                   .user = u->user,
-                                  .password = u->password};
+                                  .password = u->password,
+                                  .tls = u->tls,
+                                  .tls_ca_file = cfg->store_cacert,
+                                  .tls_cert_file = cfg->store_cert,
+                                  .tls_key_file = cfg->store_key};
     return true;
 }
 #endif

@@ -399,8 +399,19 @@ static void store_urls(void **state)
     assert_true(lease_valkey_url_parse("valkey://db.example", &u, err, sizeof err));
     assert_int_equal(u.port, 6379);
     assert_string_equal(u.ns, "leased");
-    assert_false(lease_valkey_url_parse("rediss://h:1", &u, err, sizeof err));
-    assert_non_null(strstr(err, "TLS"));
+    /* TLS by the scheme; the rest read alike */
+    assert_true(lease_valkey_url_parse("rediss://h:1?namespace=n", &u, err, sizeof err));
+    assert_true(u.tls);
+    assert_string_equal(u.host, "h");
+    assert_int_equal(u.port, 1);
+    assert_string_equal(u.ns, "n");
+    assert_true(lease_valkey_url_parse("valkeys://:pw@h", &u, err, sizeof err));
+    assert_true(u.tls);
+    assert_string_equal(u.password, "pw");
+    assert_int_equal(u.port, 6379);
+    assert_true(lease_valkey_url_parse("redis://h", &u, err, sizeof err));
+    assert_false(u.tls);
+    assert_false(lease_valkey_url_parse("redisss://h", &u, err, sizeof err));
     /* credentials, percent-decoded; messages never quote them */
     assert_true(lease_valkey_url_parse("redis://svc:p%40ss%3Aw%2Frd@h:1/0?namespace=n", &u, err,
                                        sizeof err));

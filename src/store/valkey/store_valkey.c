@@ -24,7 +24,6 @@
 
 #include <hiredis/hiredis.h>
 #include <jansson.h>
-#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -43,7 +42,7 @@
 
 /* One pooled connection; owned by one call at a time. */
 typedef struct valkey_conn {
-    redisContext *ctx; /* NULL: reconnect at its next use */
+    valkey_transport_t *link; /* NULL: reconnect at its next use */
 } valkey_conn_t;
 
 struct lease_valkey {
@@ -53,12 +52,8 @@ struct lease_valkey {
     int nconns;
     int *free_list; /* indexes of the free connections */
     int nfree;
-    char host[256];
-    int port;
-    int64_t connect_timeout_ms;
-    char user[128];
-    char password[512]; /* "": no AUTH; wiped at close */
-    int min_replicas;   /* WAIT after each write function call (0: none) */
+    valkey_endpoint_t ep; /* where, as whom, TLS; its password wiped at close */
+    int min_replicas;     /* WAIT after each write function call (0: none) */
     char ns_key[NS_KEY_MAX];
 };
 
@@ -71,14 +66,6 @@ __attribute__((format(printf, 3, 4))) static void set_err(char *err, size_t errl
     va_start(ap, fmt);
     vsnprintf(err, errlen, fmt, ap);
     va_end(ap);
-}
-
-static struct timeval ms_tv(int64_t ms)
-{
-    if (ms < 1)
-        ms = 1;
-    struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
-    return tv;
 }
 
 static bool ns_ok(const char *ns)
@@ -96,52 +83,74 @@ static bool ns_ok(const char *ns)
 
 /* Drops conn's connection when the server has closed it while it was idle
  * (a restart, CLIENT KILL, a timeout): an idle connection has nothing to
- * read, so a readable socket means end of file or an error. Checked at
+ * read, so a readable socket means end of file or an error (TLS's own
+ * messages aside: valkey_transport_closed_while_idle). Checked at
  * checkout, so a call is not sent on a connection known to be dead and
  * answered lease_outcome_unknown for it; a close that arrives after this
  * check is still unknown, as it must be. */
 static void conn_drop_if_closed(valkey_conn_t *conn)
 {
-    if (conn->ctx == NULL)
-        return;
-    struct pollfd p = {.fd = conn->ctx->fd, .events = POLLIN | POLLRDHUP};
-    if (poll(&p, 1, 0) != 0) {
-        redisFree(conn->ctx);
-        conn->ctx = NULL;
+    if (conn->link != NULL && valkey_transport_closed_while_idle(conn->link)) {
+        valkey_transport_free(conn->link);
+        conn->link = NULL;
     }
 }
 
-redisContext *valkey_connect(const char *host, int port, int64_t timeout_ms, const char *user,
-                             const char *password, char *err, size_t errlen)
+bool valkey_endpoint_set(valkey_endpoint_t *e, const lease_valkey_config_t *cfg, char *err,
+                         size_t errlen)
 {
-    redisContext *c = redisConnectWithTimeout(host, port, ms_tv(timeout_ms));
+    memset(e, 0, sizeof *e);
+    const char *ca = cfg->tls_ca_file ? cfg->tls_ca_file : "";
+    const char *cert = cfg->tls_cert_file ? cfg->tls_cert_file : "";
+    const char *key = cfg->tls_key_file ? cfg->tls_key_file : "";
+    if (strlen(cfg->host) >= sizeof e->host || (cfg->user && strlen(cfg->user) >= sizeof e->user) ||
+        (cfg->password && strlen(cfg->password) >= sizeof e->password) ||
+        strlen(ca) >= sizeof e->tls.ca_file || strlen(cert) >= sizeof e->tls.cert_file ||
+        strlen(key) >= sizeof e->tls.key_file) {
+        set_err(err, errlen, "the store's host, user, password or a TLS file name is too long");
+        return false;
+    }
+    snprintf(e->host, sizeof e->host, "%s", cfg->host);
+    e->port = cfg->port;
+    e->connect_timeout_ms = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 2000;
+    snprintf(e->user, sizeof e->user, "%s", cfg->user ? cfg->user : "");
+    snprintf(e->password, sizeof e->password, "%s", cfg->password ? cfg->password : "");
+    e->tls.on = cfg->tls;
+    snprintf(e->tls.ca_file, sizeof e->tls.ca_file, "%s", ca);
+    snprintf(e->tls.cert_file, sizeof e->tls.cert_file, "%s", cert);
+    snprintf(e->tls.key_file, sizeof e->tls.key_file, "%s", key);
+    return true;
+}
+
+void valkey_endpoint_wipe(valkey_endpoint_t *e)
+{
+    volatile char *pw = (volatile char *)e->password;
+    for (size_t i = 0; i < sizeof e->password; i++)
+        pw[i] = 0;
+}
+
+valkey_transport_t *valkey_connect(const valkey_endpoint_t *e, char *err, size_t errlen)
+{
     /* AUTH is answered within the connect timeout too (callers set their
      * own timeouts for what follows) */
-    if (c != NULL && !c->err)
-        (void)redisSetTimeout(c, ms_tv(timeout_ms));
-    if (c == NULL || c->err) {
-        set_err(err, errlen, "cannot connect to %s:%d: %s", host, port,
-                c ? c->errstr : "out of memory");
-        if (c)
-            redisFree(c);
-        return NULL;
-    }
-    if (password[0] != '\0') {
-        redisReply *r = user[0] ? redisCommand(c, "AUTH %s %s", user, password)
-                                : redisCommand(c, "AUTH %s", password);
-        bool ok = r != NULL && r->type == REDIS_REPLY_STATUS;
-        if (!ok) {
-            /* the server's reason (WRONGPASS ...) does not quote the password */
-            set_err(err, errlen, "%s:%d refused the store URL's credentials: %s", host, port,
-                    r == NULL                      ? c->errstr
-                    : r->type == REDIS_REPLY_ERROR ? r->str
-                                                   : "unexpected answer");
-            if (r)
-                freeReplyObject(r);
-            redisFree(c);
-            return NULL;
-        }
+    valkey_transport_t *c =
+        valkey_transport_connect(e->host, e->port, e->connect_timeout_ms, &e->tls, err, errlen);
+    if (c == NULL || e->password[0] == '\0')
+        return c;
+    redisReply *r = e->user[0] ? valkey_transport_command(c, "AUTH %s %s", e->user, e->password)
+                               : valkey_transport_command(c, "AUTH %s", e->password);
+    bool ok = r != NULL && r->type == REDIS_REPLY_STATUS;
+    if (!ok)
+        /* the server's reason (WRONGPASS ...) does not quote the password */
+        set_err(err, errlen, "%s:%d refused the store URL's credentials: %s", e->host, e->port,
+                r == NULL                      ? valkey_transport_error(c)
+                : r->type == REDIS_REPLY_ERROR ? r->str
+                                               : "unexpected answer");
+    if (r)
         freeReplyObject(r);
+    if (!ok) {
+        valkey_transport_free(c);
+        return NULL;
     }
     return c;
 }
@@ -149,19 +158,18 @@ redisContext *valkey_connect(const char *host, int port, int64_t timeout_ms, con
 /* Opens conn's connection if it has none. By its owner only. */
 static bool conn_open(lease_valkey_t *v, valkey_conn_t *conn, char *err, size_t errlen)
 {
-    if (conn->ctx == NULL)
-        conn->ctx = valkey_connect(v->host, v->port, v->connect_timeout_ms, v->user, v->password,
-                                   err, errlen);
-    return conn->ctx != NULL;
+    if (conn->link == NULL)
+        conn->link = valkey_connect(&v->ep, err, errlen);
+    return conn->link != NULL;
 }
 
 /* Drops a broken (or possibly out of step) connection: its next user
  * connects again. */
 static void conn_drop(valkey_conn_t *conn)
 {
-    if (conn->ctx) {
-        redisFree(conn->ctx);
-        conn->ctx = NULL;
+    if (conn->link) {
+        valkey_transport_free(conn->link);
+        conn->link = NULL;
     }
 }
 
@@ -197,31 +205,35 @@ static void conn_give(lease_valkey_t *v, valkey_conn_t *conn)
 }
 
 /* CONFIG GET name equals want. */
-static bool config_is(redisContext *c, const char *name, const char *want, char *err, size_t errlen)
+static bool config_is(valkey_transport_t *c, const char *name, const char *want, char *err,
+                      size_t errlen)
 {
-    redisReply *r = redisCommand(c, "CONFIG GET %s", name);
-    bool ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+    redisReply *r = valkey_transport_command(c, "CONFIG GET %s", name);
+    if (r == NULL) {
+        /* the connection failed: nothing is known of the setting */
+        set_err(err, errlen, "no answer to CONFIG GET %s: %s", name, valkey_transport_error(c));
+        return false;
+    }
+    bool ok = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
               r->element[1]->type == REDIS_REPLY_STRING && strcmp(r->element[1]->str, want) == 0;
     if (!ok)
         set_err(err, errlen, "the server must run with %s %s (%s)", name, want,
-                r == NULL                      ? c->errstr
-                : r->type == REDIS_REPLY_ERROR ? r->str
+                r->type == REDIS_REPLY_ERROR ? r->str
                 : r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
                         r->element[1]->type == REDIS_REPLY_STRING
                     ? r->element[1]->str
                     : "unreadable");
-    if (r)
-        freeReplyObject(r);
+    freeReplyObject(r);
     return ok;
 }
 
 /* A library of this name is loaded, with the very same text as this
  * build's (a different one under this version's name would decide
  * differently). */
-static bool library_is_ours(redisContext *c, const char *code, char *err, size_t errlen)
+static bool library_is_ours(valkey_transport_t *c, const char *code, char *err, size_t errlen)
 {
-    redisReply *r =
-        redisCommand(c, "FUNCTION LIST LIBRARYNAME %s WITHCODE", LEASE_VALKEY_LIBRARY_NAME);
+    redisReply *r = valkey_transport_command(c, "FUNCTION LIST LIBRARYNAME %s WITHCODE",
+                                             LEASE_VALKEY_LIBRARY_NAME);
     bool ok = false;
     bool found = false;
     if (r && r->type == REDIS_REPLY_ARRAY) {
@@ -247,14 +259,14 @@ static bool library_is_ours(redisContext *c, const char *code, char *err, size_t
 
 /* Loads the library, or checks that the one loaded is this build's
  * (check_only: only checks). */
-static bool load_library(redisContext *c, bool check_only, char *err, size_t errlen)
+static bool load_library(valkey_transport_t *c, bool check_only, char *err, size_t errlen)
 {
     const char *code = (const char *)lease_valkey_library;
     if (check_only)
         return library_is_ours(c, code, err, errlen);
-    redisReply *r = redisCommand(c, "FUNCTION LOAD %s", code);
+    redisReply *r = valkey_transport_command(c, "FUNCTION LOAD %s", code);
     if (r == NULL) {
-        set_err(err, errlen, "FUNCTION LOAD: %s", c->errstr);
+        set_err(err, errlen, "FUNCTION LOAD: %s", valkey_transport_error(c));
         return false;
     }
     bool ok = r->type == REDIS_REPLY_STRING;
@@ -300,26 +312,19 @@ lease_code_t lease_valkey_open(const lease_valkey_config_t *cfg, lease_valkey_t 
     /* the first connection is checked now; the others open at first use */
     for (int i = v->nconns - 1; i >= 0; i--)
         v->free_list[v->nfree++] = i;
-    snprintf(v->host, sizeof v->host, "%s", cfg->host);
-    v->port = cfg->port;
-    if ((cfg->user && strlen(cfg->user) >= sizeof v->user) ||
-        (cfg->password && strlen(cfg->password) >= sizeof v->password)) {
+    if (!valkey_endpoint_set(&v->ep, cfg, err, errlen)) {
         lease_valkey_close(v);
-        set_err(err, errlen, "the store's user or password is too long");
         return LEASE_BACKEND_UNAVAILABLE;
     }
-    snprintf(v->user, sizeof v->user, "%s", cfg->user ? cfg->user : "");
-    snprintf(v->password, sizeof v->password, "%s", cfg->password ? cfg->password : "");
-    v->connect_timeout_ms = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 2000;
     v->min_replicas = cfg->min_replicas > 0 ? cfg->min_replicas : 0;
     snprintf(v->ns_key, sizeof v->ns_key, "lease:{%s}:ns", cfg->ns);
     valkey_conn_t *first = &v->conns[0];
     bool ok = conn_open(v, first, err, errlen) &&
-              redisSetTimeout(first->ctx, ms_tv(v->connect_timeout_ms)) == REDIS_OK &&
-              config_is(first->ctx, "appendonly", "yes", err, errlen) &&
-              config_is(first->ctx, "appendfsync", "always", err, errlen) &&
-              config_is(first->ctx, "maxmemory-policy", "noeviction", err, errlen) &&
-              load_library(first->ctx, cfg->check_only, err, errlen);
+              valkey_transport_set_timeout(first->link, v->ep.connect_timeout_ms) &&
+              config_is(first->link, "appendonly", "yes", err, errlen) &&
+              config_is(first->link, "appendfsync", "always", err, errlen) &&
+              config_is(first->link, "maxmemory-policy", "noeviction", err, errlen) &&
+              load_library(first->link, cfg->check_only, err, errlen);
     if (!ok) {
         lease_valkey_close(v);
         return LEASE_BACKEND_UNAVAILABLE;
@@ -349,9 +354,7 @@ void lease_valkey_close(lease_valkey_t *v)
         conn_drop(&v->conns[i]);
     free(v->conns);
     free(v->free_list);
-    volatile char *pw = (volatile char *)v->password;
-    for (size_t i = 0; i < sizeof v->password; i++)
-        pw[i] = 0;
+    valkey_endpoint_wipe(&v->ep);
     pthread_cond_destroy(&v->free);
     pthread_mutex_destroy(&v->mu);
     free(v);
@@ -373,11 +376,12 @@ static call_failure_t wait_replicas(lease_valkey_t *v, valkey_conn_t *conn, int6
     if (budget_ms < 1)
         budget_ms = 1;
     /* the server answers WAIT at its timeout: read a little past it */
-    if (redisSetTimeout(conn->ctx, ms_tv(budget_ms + 1000)) != REDIS_OK) {
+    if (!valkey_transport_set_timeout(conn->link, budget_ms + 1000)) {
         conn_drop(conn);
         return CALL_NO_ANSWER;
     }
-    redisReply *w = redisCommand(conn->ctx, "WAIT %d %lld", v->min_replicas, (long long)budget_ms);
+    redisReply *w =
+        valkey_transport_command(conn->link, "WAIT %d %lld", v->min_replicas, (long long)budget_ms);
     if (w == NULL) {
         conn_drop(conn);
         return CALL_NO_ANSWER;
@@ -397,7 +401,7 @@ static call_failure_t fcall(lease_valkey_t *v, const char *fn, const char *arg,
                             char *reason, size_t reason_len)
 {
     *reply = NULL;
-    int64_t budget = v->connect_timeout_ms;
+    int64_t budget = v->ep.connect_timeout_ms;
     if (deadline != NULL) {
         /* the wait is bounded on the monotonic clock; the function
          * compares the wall deadline with the server's TIME */
@@ -407,7 +411,7 @@ static call_failure_t fcall(lease_valkey_t *v, const char *fn, const char *arg,
     }
     valkey_conn_t *conn =
         conn_take(v, deadline != NULL ? deadline->mono_ns
-                                      : lease_mono_now_ns() + v->connect_timeout_ms * 1000000);
+                                      : lease_mono_now_ns() + v->ep.connect_timeout_ms * 1000000);
     if (conn == NULL)
         return CALL_NOT_SENT; /* every connection busy until the deadline */
     if (deadline != NULL) {
@@ -419,14 +423,14 @@ static call_failure_t fcall(lease_valkey_t *v, const char *fn, const char *arg,
         }
     }
     conn_drop_if_closed(conn);
-    if (!conn_open(v, conn, NULL, 0) || redisSetTimeout(conn->ctx, ms_tv(budget)) != REDIS_OK) {
+    if (!conn_open(v, conn, NULL, 0) || !valkey_transport_set_timeout(conn->link, budget)) {
         conn_drop(conn);
         conn_give(v, conn);
         return CALL_NOT_SENT;
     }
-    redisReply *r = redisCommand(conn->ctx, "FCALL %s 1 %s %s", fn, v->ns_key, arg);
+    redisReply *r = valkey_transport_command(conn->link, "FCALL %s 1 %s %s", fn, v->ns_key, arg);
     if (r == NULL) {
-        /* hiredis wrote and waited in one step: whether the command left
+        /* the command was written and its answer awaited in one step: whether the command left
          * this process is not known, so a mutation's outcome is unknown */
         conn_drop(conn);
         conn_give(v, conn);
@@ -436,7 +440,7 @@ static call_failure_t fcall(lease_valkey_t *v, const char *fn, const char *arg,
         /* the WAIT shares the call's budget: the answer is due by the
          * deadline, confirmed or not */
         int64_t left = deadline != NULL ? (deadline->mono_ns - lease_mono_now_ns()) / 1000000
-                                        : v->connect_timeout_ms;
+                                        : v->ep.connect_timeout_ms;
         call_failure_t w = wait_replicas(v, conn, left);
         if (w != CALL_OK) {
             conn_give(v, conn);

@@ -1,7 +1,7 @@
 /*
  * store_valkey_ops.c - the Valkey adapter as a lease_store_t: the
  * lease_store_ops vtable over the lease_valkey_* calls (store_valkey.c), and
- * store URLs (redis://, valkey://).
+ * store URLs (redis://, valkey://, and rediss://, valkeys:// for TLS).
  *
  * What the function library does not decide answers a typed refusal,
  * never a silent degrade (docs/backends.md, "What needs PostgreSQL"): a
@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "lease/log.h"
 #include "lease/store_valkey.h"
@@ -245,7 +246,8 @@ lease_valkey_t *lease_valkey_of(lease_store_t *s)
     return s != NULL && s->ops == &valkey_ops ? impl(s)->v : NULL;
 }
 
-/* redis://host[:port][/0][?namespace=NAME], valkey:// the same. */
+/* redis://host[:port][/0][?namespace=NAME], valkey:// the same; rediss://
+ * and valkeys:// over TLS. */
 bool lease_valkey_url_is(const char *url)
 {
     return url != NULL &&
@@ -292,20 +294,21 @@ bool lease_valkey_url_parse(const char *url, lease_valkey_url_t *out, char *err,
     snprintf(out->ns, sizeof out->ns, "leased");
     out->port = 6379;
     const char *rest;
-    if (strncmp(url, "rediss://", 9) == 0 || strncmp(url, "valkeys://", 10) == 0) {
-        snprintf(err, errlen,
-                 "TLS to Valkey/Redis (rediss://) is not supported yet: use "
-                 "redis:// on a trusted network (docs/backends.md)");
-        return false;
-    }
     if (strncmp(url, "redis://", 8) == 0)
         rest = url + 8;
     else if (strncmp(url, "valkey://", 9) == 0)
         rest = url + 9;
+    else if (strncmp(url, "rediss://", 9) == 0)
+        rest = url + 9;
+    else if (strncmp(url, "valkeys://", 10) == 0)
+        rest = url + 10;
     else {
-        snprintf(err, errlen, "a Valkey store URL starts with redis:// or valkey://");
+        snprintf(err, errlen,
+                 "a Valkey store URL starts with redis:// or valkey:// (rediss:// or valkeys:// "
+                 "for TLS)");
         return false;
     }
+    out->tls = strncmp(url, "rediss://", 9) == 0 || strncmp(url, "valkeys://", 10) == 0;
     size_t authority = strcspn(rest, "/?");
     const char *at = memchr(rest, '@', authority);
     if (at != NULL) {
@@ -375,5 +378,31 @@ bool lease_valkey_url_parse(const char *url, lease_valkey_url_t *out, char *err,
         snprintf(err, errlen, "cannot read the store URL after the host and port");
         return false;
     }
+    return true;
+}
+
+bool lease_valkey_tls_files_check(const lease_valkey_url_t *u, const char *ca_file,
+                                  const char *cert_file, const char *key_file, char *err,
+                                  size_t errlen)
+{
+    bool ca = ca_file && *ca_file, cert = cert_file && *cert_file, key = key_file && *key_file;
+    if ((ca || cert || key) && !u->tls) {
+        snprintf(err, errlen,
+                 "LEASE_STORE_CACERT, _CERT and _KEY are for rediss:// or valkeys:// URLs; the "
+                 "store URL is plain (no TLS)");
+        return false;
+    }
+    if (cert != key) {
+        snprintf(err, errlen,
+                 "a client certificate needs both LEASE_STORE_CERT and LEASE_STORE_KEY");
+        return false;
+    }
+    const char *names[] = {"LEASE_STORE_CACERT", "LEASE_STORE_CERT", "LEASE_STORE_KEY"};
+    const char *paths[] = {ca ? ca_file : NULL, cert ? cert_file : NULL, key ? key_file : NULL};
+    for (int i = 0; i < 3; i++)
+        if (paths[i] && access(paths[i], R_OK) != 0) {
+            snprintf(err, errlen, "%s: cannot read %s", names[i], paths[i]);
+            return false;
+        }
     return true;
 }

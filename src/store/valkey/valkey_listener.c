@@ -3,7 +3,8 @@
  * (include/lease/listener.h): SUBSCRIBE lease:{ns}:ended on a connection of
  * its own, and the batched poll FCALL_RO leased_v1_watch_ended on a second
  * one (a subscribed RESP2 connection takes no other command, and the
- * hiredis this builds on speaks no RESP3).
+ * hiredis this builds on speaks no RESP3). Both over plain TCP or TLS, as
+ * the store URL says (valkey_transport.h).
  *
  * Every function of leased_v1 that ends a lease PUBLISHes its id there as
  * its last write (leased.lua, publish_ended). Pub/Sub is at-most-once: a
@@ -37,16 +38,12 @@
 
 typedef struct valkey_listener {
     lease_listener_t base; /* base.mode: written by the hub's thread only */
-    char host[256];
-    int port;
-    int64_t connect_timeout_ms;
-    char user[128];
-    char password[512]; /* wiped at close */
-    char ns_key[96];    /* lease:{ns}:ns */
-    char channel[96];   /* lease:{ns}:ended */
+    valkey_endpoint_t ep;  /* the password wiped at close */
+    char ns_key[96];       /* lease:{ns}:ns */
+    char channel[96];      /* lease:{ns}:ended */
     bool want_subscribe;
-    redisContext *sub; /* subscribed; NULL when none (or polling only) */
-    redisContext *cmd; /* the poll's; NULL: no session */
+    valkey_transport_t *sub; /* subscribed; NULL when none (or polling only) */
+    valkey_transport_t *cmd; /* the poll's; NULL: no session */
     int64_t next_connect_ns;
     int64_t backoff_ms;
     bool down_logged;
@@ -54,22 +51,13 @@ typedef struct valkey_listener {
 
 static const lease_listener_ops_t valkey_listener_ops;
 
-static struct timeval ms_tv(int64_t ms)
-{
-    if (ms < 1)
-        ms = 1;
-    return (struct timeval){.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
-}
-
 /* Ends the session (message may point into it: it is copied first). */
 static void drop_session(valkey_listener_t *l, const char *why, const char *message)
 {
     char copy[256];
     snprintf(copy, sizeof copy, "%s", message ? message : "");
-    if (l->sub)
-        redisFree(l->sub);
-    if (l->cmd)
-        redisFree(l->cmd);
+    valkey_transport_free(l->sub);
+    valkey_transport_free(l->cmd);
     l->sub = l->cmd = NULL;
     if (!l->down_logged) {
         LOG_WARN("watch: %s: %s (ended leases are found again once the session is back)", why,
@@ -84,17 +72,16 @@ static void drop_session(valkey_listener_t *l, const char *why, const char *mess
 /* One of the feed's connections, named leased-watch (CLIENT LIST tells it
  * from the pool's, as application_name does on PostgreSQL). NULL with why
  * in msg. */
-static redisContext *connect_named(valkey_listener_t *l, char *msg, size_t msgsz)
+static valkey_transport_t *connect_named(valkey_listener_t *l, char *msg, size_t msgsz)
 {
-    redisContext *c =
-        valkey_connect(l->host, l->port, l->connect_timeout_ms, l->user, l->password, msg, msgsz);
-    redisReply *r = c ? redisCommand(c, "CLIENT SETNAME leased-watch") : NULL;
+    valkey_transport_t *c = valkey_connect(&l->ep, msg, msgsz);
+    redisReply *r = c ? valkey_transport_command(c, "CLIENT SETNAME leased-watch") : NULL;
     if (c && (r == NULL || r->type != REDIS_REPLY_STATUS)) {
         snprintf(msg, msgsz, "CLIENT SETNAME: %s",
-                 r == NULL                      ? c->errstr
+                 r == NULL                      ? valkey_transport_error(c)
                  : r->type == REDIS_REPLY_ERROR ? r->str
                                                 : "unexpected answer");
-        redisFree(c);
+        valkey_transport_free(c);
         c = NULL;
     }
     if (r)
@@ -117,13 +104,13 @@ static bool make_session(valkey_listener_t *l)
         return false;
     }
     if (l->sub) {
-        redisReply *r = redisCommand(l->sub, "SUBSCRIBE %s", l->channel);
+        redisReply *r = valkey_transport_command(l->sub, "SUBSCRIBE %s", l->channel);
         bool ok = r && r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
                   r->element[0]->type == REDIS_REPLY_STRING &&
                   strcmp(r->element[0]->str, "subscribe") == 0;
         bool refused = r && r->type == REDIS_REPLY_ERROR;
         snprintf(msg, sizeof msg, "%s",
-                 r == NULL ? l->sub->errstr
+                 r == NULL ? valkey_transport_error(l->sub)
                  : refused ? r->str
                            : "unexpected answer to SUBSCRIBE");
         if (r)
@@ -131,7 +118,7 @@ static bool make_session(valkey_listener_t *l)
         if (refused) {
             /* the server said no (an ACL user without the channel): it will
              * say so again; poll instead, as behind a pooler on PostgreSQL */
-            redisFree(l->sub);
+            valkey_transport_free(l->sub);
             l->sub = NULL;
             LOG_WARN("watch: SUBSCRIBE %s refused (%s): ended leases are found by polling "
                      "only; grant the store URL's user the channel (&%s)",
@@ -167,21 +154,20 @@ static int wait_fds(struct pollfd *fds, nfds_t n, int timeout_ms)
  * channel to ended; false when the connection failed (dropped here). */
 static bool read_messages(valkey_listener_t *l, lease_listener_ended_fn ended, void *arg)
 {
-    if (redisBufferRead(l->sub) != REDIS_OK) {
+    if (!valkey_transport_read_available(l->sub)) {
         /* end of file (the server closed it: CLIENT KILL, a restart, its
          * output buffer limit) or an error */
-        drop_session(l, "watch_session_lost", l->sub->errstr);
+        drop_session(l, "watch_session_lost", valkey_transport_error(l->sub));
         return false;
     }
     for (;;) {
-        void *got = NULL;
-        if (redisGetReplyFromReader(l->sub, &got) != REDIS_OK) {
-            drop_session(l, "watch_session_lost", l->sub->errstr);
+        redisReply *r = NULL;
+        if (!valkey_transport_next_reply(l->sub, &r)) {
+            drop_session(l, "watch_session_lost", valkey_transport_error(l->sub));
             return false;
         }
-        if (got == NULL)
+        if (r == NULL)
             return true; /* nothing more complete in the buffer */
-        redisReply *r = got;
         /* ["message", channel, lease id] */
         if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
             r->element[0]->type == REDIS_REPLY_STRING &&
@@ -209,7 +195,7 @@ static lease_listener_mode_t vl_wait(lease_listener_t *base, int wake_fd, int64_
     }
     int64_t ms = (end_ns - lease_mono_now_ns() + 999999) / 1000000;
     /* poll ignores a negative fd: no subscriber (polling only, or down) */
-    struct pollfd fds[2] = {{.fd = l->sub ? l->sub->fd : -1, .events = POLLIN},
+    struct pollfd fds[2] = {{.fd = l->sub ? valkey_transport_fd(l->sub) : -1, .events = POLLIN},
                             {.fd = wake_fd, .events = POLLIN}};
     int rc = wait_fds(fds, 2, ms > 0 ? (int)(ms > 60000 ? 60000 : ms) : 0);
     if (rc > 0 && fds[0].revents)
@@ -237,15 +223,15 @@ static lease_code_t vl_poll(lease_listener_t *base, const char *const *ids, size
     argv[3] = l->ns_key;
     memcpy(argv + 4, ids, n * sizeof *argv);
     redisReply *r = NULL;
-    if (redisSetTimeout(l->cmd, ms_tv(lease_deadline_remaining_ms(deadline))) == REDIS_OK)
-        r = redisCommandArgv(l->cmd, (int)(n + 4), argv, NULL);
+    if (valkey_transport_set_timeout(l->cmd, lease_deadline_remaining_ms(deadline)))
+        r = valkey_transport_command_argv(l->cmd, (int)(n + 4), argv, NULL);
     free(argv);
     bool ok = r && r->type == REDIS_REPLY_ARRAY;
     for (size_t i = 0; ok && i < r->elements; i++)
         ok = r->element[i]->type == REDIS_REPLY_STRING;
     if (!ok) {
         drop_session(l, "watch_poll_failed",
-                     r == NULL                      ? l->cmd->errstr
+                     r == NULL                      ? valkey_transport_error(l->cmd)
                      : r->type == REDIS_REPLY_ERROR ? r->str
                                                     : "leased_v1_watch_ended answered no ids");
         if (r)
@@ -261,13 +247,9 @@ static lease_code_t vl_poll(lease_listener_t *base, const char *const *ids, size
 static void vl_close(lease_listener_t *base)
 {
     valkey_listener_t *l = (valkey_listener_t *)base;
-    if (l->sub)
-        redisFree(l->sub);
-    if (l->cmd)
-        redisFree(l->cmd);
-    volatile char *pw = (volatile char *)l->password;
-    for (size_t i = 0; i < sizeof l->password; i++)
-        pw[i] = 0;
+    valkey_transport_free(l->sub);
+    valkey_transport_free(l->cmd);
+    valkey_endpoint_wipe(&l->ep);
     free(l);
 }
 
@@ -277,10 +259,8 @@ int lease_valkey_listener_open(const lease_valkey_config_t *cfg, bool subscribe,
                                lease_listener_t **out, char *err, size_t errsz)
 {
     *out = NULL;
-    if (!cfg || !cfg->host || strlen(cfg->host) >= 256 || cfg->port <= 0 || cfg->port > 65535 ||
-        !cfg->ns || strlen(cfg->ns) == 0 || strlen(cfg->ns) > 64 ||
-        (cfg->user && strlen(cfg->user) >= 128) ||
-        (cfg->password && strlen(cfg->password) >= 512)) {
+    if (!cfg || !cfg->host || cfg->port <= 0 || cfg->port > 65535 || !cfg->ns ||
+        strlen(cfg->ns) == 0 || strlen(cfg->ns) > 64) {
         snprintf(err, errsz, "invalid configuration of the watch feed");
         return -1;
     }
@@ -290,11 +270,10 @@ int lease_valkey_listener_open(const lease_valkey_config_t *cfg, bool subscribe,
         return -1;
     }
     l->base.ops = &valkey_listener_ops;
-    snprintf(l->host, sizeof l->host, "%s", cfg->host);
-    l->port = cfg->port;
-    l->connect_timeout_ms = cfg->connect_timeout_ms > 0 ? cfg->connect_timeout_ms : 2000;
-    snprintf(l->user, sizeof l->user, "%s", cfg->user ? cfg->user : "");
-    snprintf(l->password, sizeof l->password, "%s", cfg->password ? cfg->password : "");
+    if (!valkey_endpoint_set(&l->ep, cfg, err, errsz)) {
+        free(l);
+        return -1;
+    }
     snprintf(l->ns_key, sizeof l->ns_key, "lease:{%s}:ns", cfg->ns);
     snprintf(l->channel, sizeof l->channel, "lease:{%s}:ended", cfg->ns);
     l->want_subscribe = subscribe;

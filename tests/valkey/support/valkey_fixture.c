@@ -30,10 +30,16 @@ static bool connect_to(vk_server_t *s)
         return false;
     char line[512];
     s->port = 0;
-    while (fgets(line, sizeof line, f))
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = '\0';
         if (strncmp(line, "port=", 5) == 0)
             s->port = atoi(line + 5);
+        if (strncmp(line, "tls=", 4) == 0)
+            snprintf(s->tls, sizeof s->tls, "%.*s", (int)sizeof s->tls - 1, line + 4);
+    }
     fclose(f);
+    if (s->tls[0])
+        return s->port > 0; /* the fixture's hiredis speaks no TLS */
     if (s->c)
         redisFree(s->c);
     struct timeval tv = {5, 0};
@@ -46,7 +52,8 @@ static bool connect_to(vk_server_t *s)
     return true;
 }
 
-static bool start_as(vk_server_t *s, const char *primary_port)
+/* harness command cmd (start, start-tls) with its extra argument. */
+static bool start_as(vk_server_t *s, const char *cmd, const char *extra)
 {
     memset(s, 0, sizeof *s);
     const char *tmp = getenv("TMPDIR");
@@ -54,19 +61,24 @@ static bool start_as(vk_server_t *s, const char *primary_port)
     if (mkdtemp(s->dir) == NULL)
         return false;
     snprintf(s->state, sizeof s->state, "%s/state", s->dir);
-    return harness("start", s->state, primary_port) && connect_to(s);
+    return harness(cmd, s->state, extra) && connect_to(s);
 }
 
 bool vk_start(vk_server_t *s)
 {
-    return start_as(s, NULL);
+    return start_as(s, "start", NULL);
+}
+
+bool vk_start_tls(vk_server_t *s, const char *auth_clients)
+{
+    return start_as(s, "start-tls", auth_clients);
 }
 
 bool vk_start_replica(vk_server_t *s, const vk_server_t *primary)
 {
     char port[16];
     snprintf(port, sizeof port, "%d", primary->port);
-    if (!start_as(s, port))
+    if (!start_as(s, "start", port))
         return false;
     for (int i = 0; i < 200; i++) {
         redisReply *r = vk_cmd(s, "INFO replication");

@@ -17,11 +17,17 @@ typedef struct vk_server {
     char dir[256];   /* a temporary directory of the test's own */
     char state[300]; /* the harness's state file */
     int port;
-    redisContext *c;
+    redisContext *c; /* NULL for a TLS server (hiredis 0.14 has no TLS) */
+    char tls[300];   /* a TLS server's certificates (ca.crt, other-ca.crt,
+                      * client.crt/.key; the server's name is localhost) */
 } vk_server_t;
 
 /* Starts a server and connects; false (with a message) on failure. */
 bool vk_start(vk_server_t *s);
+/* Starts a server that speaks TLS only (tests/harness/valkeyserver
+ * start-tls), tls-auth-clients auth_clients ("no", "yes", "optional"); no
+ * connection of the fixture's (s->c NULL). */
+bool vk_start_tls(vk_server_t *s, const char *auth_clients);
 /* Starts a server as a replica of primary and waits until it is in sync. */
 bool vk_start_replica(vk_server_t *s, const vk_server_t *primary);
 /* kill -9 and start again (from_copy: from that copy of the AOF, or NULL). */
