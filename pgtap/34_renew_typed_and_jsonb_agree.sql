@@ -5,16 +5,23 @@
 -- refusal naming the field the jsonb request's refusal names.
 BEGIN ISOLATION LEVEL SERIALIZABLE;
 \ir helpers/fixtures.psql
-SELECT plan(28);
+SELECT plan(30);
 
 SELECT ok(has_function_privilege('lease_service', f, 'EXECUTE')
           AND NOT has_function_privilege('public', f, 'EXECUTE'),
           'the service may call lease.renew_brief_typed, PUBLIC may not')
-  FROM (VALUES ('lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,boolean)')) v(f);
+  FROM (VALUES ('lease.renew_brief_typed(lease.identity,lease.renew_request,boolean)')) v(f);
 SELECT ok(NOT has_function_privilege('lease_service', f, 'EXECUTE'), f || ': internal')
   FROM unnest(ARRAY['lease._renew_t(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,boolean,lease._settings)',
                     'lease._evidence_t(text,lease.locks,jsonb,bigint,text,text,bigint,text,text,text,text,text,text,text,text,text,text,integer)']) f;
 
+-- one signature: two composites (migration 0030), the positional one gone
+SELECT is(ARRAY(SELECT p.oid FROM pg_proc p
+                 WHERE p.pronamespace = 'lease'::regnamespace AND p.proname = 'renew_brief_typed'),
+          ARRAY['lease.renew_brief_typed(lease.identity,lease.renew_request,boolean)'::regprocedure::oid],
+          'lease.renew_brief_typed: one signature, on composites');
+SELECT is(to_regprocedure('lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,boolean)')::text, NULL,
+          'lease.renew_brief_typed''s positional signature is gone');
 SET LOCAL ROLE lease_service;
 SELECT t.acquire('typed_1') AS a1 \gset
 SELECT t.acquire('typed_2') AS a2 \gset
