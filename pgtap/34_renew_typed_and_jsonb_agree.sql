@@ -5,7 +5,7 @@
 -- refusal naming the field the jsonb request's refusal names.
 BEGIN ISOLATION LEVEL SERIALIZABLE;
 \ir helpers/fixtures.psql
-SELECT plan(30);
+SELECT plan(31);
 
 SELECT ok(has_function_privilege('lease_service', f, 'EXECUTE')
           AND NOT has_function_privilege('public', f, 'EXECUTE'),
@@ -102,6 +102,15 @@ SELECT throws_ok($$SELECT t.renew_typed(t.ref('$$ || :'a1' || $$'::jsonb, '{"req
                  'LS003', NULL, 'a digest that is not 64 hex digits: LS003, as for jsonb');
 SELECT throws_ok($$SELECT t.renew_typed(t.ref('$$ || :'a1' || $$'::jsonb, jsonb_build_object('principal', t.principal('a b'))))$$,
                  'LS003', NULL, 'a principal that is not an id: LS003');
+
+-- a new optional field is one more attribute of lease.renew_request
+-- (migration 0030), not a new signature: the function the service
+-- prepared, and its grants, stay (rolled back with the test)
+SELECT 'lease.renew_brief_typed(lease.identity,lease.renew_request,boolean)'::regprocedure::oid AS renew_oid \gset
+ALTER TYPE lease.renew_request ADD ATTRIBUTE example_field text;
+SELECT ok('lease.renew_brief_typed(lease.identity,lease.renew_request,boolean)'::regprocedure::oid = :'renew_oid'::oid
+          AND has_function_privilege('lease_service', :'renew_oid'::oid, 'EXECUTE'),
+          'ALTER TYPE ... ADD ATTRIBUTE keeps lease.renew_brief_typed and its grant');
 
 SELECT * FROM finish();
 ROLLBACK;

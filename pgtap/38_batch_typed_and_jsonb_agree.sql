@@ -6,7 +6,7 @@
 -- own refusal, and arrays that do not line up refused as a whole.
 BEGIN ISOLATION LEVEL SERIALIZABLE;
 \ir helpers/fixtures.psql
-SELECT plan(30);
+SELECT plan(29);
 
 SELECT ok(has_function_privilege('lease_service', f, 'EXECUTE')
           AND NOT has_function_privilege('public', f, 'EXECUTE'),
