@@ -6,7 +6,7 @@
 -- through lease._end_t too: their reason and incident rules hold.
 BEGIN ISOLATION LEVEL SERIALIZABLE;
 \ir helpers/fixtures.psql
-SELECT plan(25);
+SELECT plan(26);
 
 SELECT ok(has_function_privilege('lease_service', f, 'EXECUTE')
           AND NOT has_function_privilege('public', f, 'EXECUTE'),
@@ -97,6 +97,17 @@ SELECT is((SELECT ARRAY[state::text, ended_by_principal_id, end_reason, incident
              FROM lease.history WHERE lease_id = :'a3'::jsonb #>> '{lease,lease_id}'),
           ARRAY['revoked', 'adm1', 'stuck, OPS-2', 'inc-2'],
           'revoke: the administrator, reason and incident recorded');
+
+-- a new optional field is one more attribute of lease.release_request
+-- (migration 0030), not a new signature: the function the service
+-- prepared, its grant and its batch's stay (rolled back with the test)
+SELECT 'lease.release_brief_typed(lease.identity,lease.release_request)'::regprocedure::oid AS release_oid \gset
+SELECT 'lease.release_many_brief_typed(lease.identity[],lease.release_request[])'::regprocedure::oid AS many_oid \gset
+ALTER TYPE lease.release_request ADD ATTRIBUTE example_field text;
+SELECT ok('lease.release_brief_typed(lease.identity,lease.release_request)'::regprocedure::oid = :'release_oid'::oid
+          AND 'lease.release_many_brief_typed(lease.identity[],lease.release_request[])'::regprocedure::oid = :'many_oid'::oid
+          AND has_function_privilege('lease_service', :'release_oid'::oid, 'EXECUTE'),
+          'ALTER TYPE ... ADD ATTRIBUTE keeps lease.release_brief_typed, its batch and the grant');
 
 SELECT * FROM finish();
 ROLLBACK;
