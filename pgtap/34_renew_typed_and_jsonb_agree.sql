@@ -12,7 +12,7 @@ SELECT ok(has_function_privilege('lease_service', f, 'EXECUTE')
           'the service may call lease.renew_brief_typed, PUBLIC may not')
   FROM (VALUES ('lease.renew_brief_typed(lease.identity,lease.renew_request,boolean)')) v(f);
 SELECT ok(NOT has_function_privilege('lease_service', f, 'EXECUTE'), f || ': internal')
-  FROM unnest(ARRAY['lease._renew_t(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,boolean,lease._settings)',
+  FROM unnest(ARRAY['lease._renew_t(lease.identity,lease.renew_request,boolean,lease._settings)',
                     'lease._evidence_t(text,lease.locks,jsonb,bigint,text,text,bigint,text,text,text,text,text,text,text,text,text,text,integer)']) f;
 
 -- one signature: two composites (migration 0030), the positional one gone

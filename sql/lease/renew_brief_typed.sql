@@ -12,16 +12,8 @@ DECLARE
 BEGIN
     SELECT * INTO s FROM lease._settings;
     -- lease._renew_t is the rule this call and each item of a batch's first
-    -- pass share (docs/schema.md, "Functions"): the composites' fields, in
-    -- its order
-    RETURN lease._renew_t(lock_identity.tenant_id, lock_identity.program_id,
-                          lock_identity.target_namespace, lock_identity.target_id,
-                          lock_identity.actor_name, lock_identity.workflow_name,
-                          lock_identity.operation_class, request.lease_id, request.fencing_token,
-                          request.ttl_ms, request.service_instance_id, request.principal_id,
-                          request.principal_class, request.credential_id, request.request_id,
-                          request.request_digest, request.deadline_at, request.correlation_id,
-                          request.trace_id, request.deadline_class, request.latency_ms, brief, s);
+    -- pass share (docs/schema.md, "Functions")
+    RETURN lease._renew_t(lock_identity, request, brief, s);
 EXCEPTION WHEN unique_violation THEN
     -- The one replay path of a renewal, whatever form the request came in
     -- (lease.renew calls this function; a batch falls back to it item by
