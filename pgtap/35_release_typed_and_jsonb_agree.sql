@@ -13,7 +13,7 @@ SELECT ok(has_function_privilege('lease_service', f, 'EXECUTE')
           'the service may call lease.release_brief_typed, PUBLIC may not')
   FROM (VALUES ('lease.release_brief_typed(lease.identity,lease.release_request)')) v(f);
 SELECT ok(NOT has_function_privilege('lease_service', f, 'EXECUTE'), f || ': internal')
-  FROM unnest(ARRAY['lease._end_t(text,text,text,text,text,text,text,text,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,text,text,text,text,text,boolean,text,boolean)',
+  FROM unnest(ARRAY['lease._end_t(lease.identity,lease.release_request,text,text,text,text,text,boolean,text,boolean)',
                     'lease._to_history_t(lease.locks,text,timestamp with time zone,text,text,text,text)']) f;
 
 -- one signature: two composites (migration 0030), the positional one gone

@@ -7,17 +7,9 @@ CREATE OR REPLACE FUNCTION lease.release_brief_typed(
 AS $function$
 BEGIN
     -- lease._end_t decides every ending (release, force_release, revoke)
-    -- and answers a repeated request id in its own subtransaction: the
-    -- composites' fields, in its order
-    RETURN lease._end_t(lock_identity.tenant_id, lock_identity.program_id,
-                        lock_identity.target_namespace, lock_identity.target_id,
-                        lock_identity.actor_name, lock_identity.workflow_name,
-                        lock_identity.operation_class, request.lease_id, request.fencing_token,
-                        request.service_instance_id, request.principal_id,
-                        request.principal_class, request.credential_id, request.request_id,
-                        request.request_digest, request.deadline_at, request.correlation_id,
-                        request.trace_id, request.deadline_class, request.latency_ms, NULL, NULL,
-                        'release', 'released', 'lease_released', true, NULL, true);
+    -- and answers a repeated request id in its own subtransaction
+    RETURN lease._end_t(lock_identity, request, NULL, NULL, 'release', 'released',
+                        'lease_released', true, NULL, true);
 END
 $function$;
 

@@ -22,18 +22,14 @@ BEGIN
     -- As lease.release_many: lease._end_t per item in request order, one
     -- aggregate, one subtransaction for the batch; item by item, each in its
     -- own (lease._end_t's block), only when an item repeats a request id
-    -- whose lease still matched. unnest in FROM expands each composite into
-    -- its fields: lease.identity's eight (bad_field, bf, not read), then
-    -- lease.release_request's.
+    -- whose lease still matched. The elements pair up by position (unnest
+    -- in the select list, in step).
     BEGIN
         RETURN jsonb_build_object('results',
-            (SELECT jsonb_agg(lease._end_t(u.t, u.p, u.ns, u.tg, u.a, u.w, u.o, u.l, u.f, u.si,
-                                           u.pi, u.pc, u.ci, u.ri, u.rd, u.dl, u.co, u.tr, u.dc,
-                                           u.lm, NULL, NULL, 'release', 'released',
+            (SELECT jsonb_agg(lease._end_t(u.i, u.r, NULL, NULL, 'release', 'released',
                                            'lease_released', true, NULL, false) ORDER BY u.n)
-               FROM unnest(lock_identities, requests)
-                    WITH ORDINALITY AS u(t, p, ns, tg, a, w, o, bf, l, f, si, pi, pc, ci, ri, rd,
-                                         dl, co, tr, dc, lm, n)));
+               FROM (SELECT unnest(lock_identities) AS i, unnest(requests) AS r,
+                            generate_series(1, size) AS n) u));
     EXCEPTION WHEN unique_violation THEN
         RETURN jsonb_build_object('results',
             (SELECT jsonb_agg(lease.release_brief_typed(lock_identities[g.n], requests[g.n])
