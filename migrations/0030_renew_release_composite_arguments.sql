@@ -16,11 +16,15 @@
 -- read); lease.renew_request and lease.release_request, below, the rest of
 -- the request in the order the positional arguments had (a release's is a
 -- renewal's without ttl_ms). A batch takes one array of each, an element
--- per item. A new optional field of a renewal or a release is `ALTER TYPE
--- lease.renew_request ADD ATTRIBUTE ...` (or release_request's) in a
--- numbered file, appended last (leased writes the composite's text literal
--- in attribute order), and its use in sql/lease/_renew_t.sql or _end_t.sql;
--- the signatures, their grants and every psql caller of lease.renew(jsonb),
+-- per item. The rules the single calls and their batches share,
+-- lease._renew_t and lease._end_t, take the same two composites (_end_t
+-- also for force_release and revoke through lease._end: their request has
+-- no service_instance_id). A new optional field of a renewal or a release
+-- is `ALTER TYPE lease.renew_request ADD ATTRIBUTE ...` (or
+-- release_request's) in a numbered file, appended last (leased writes the
+-- composite's text literal in attribute order), and its use as
+-- request.<name> in sql/lease/_renew_t.sql or _end_t.sql; the signatures,
+-- their grants and every psql caller of lease.renew(jsonb),
 -- lease.release(jsonb), renew_many and release_many stay as they are.
 --
 -- The old signatures are dropped here (IF EXISTS, as 0029 does); sql/ then
