@@ -10,11 +10,11 @@ CREATE TABLE t.exec_grants (role name, fn regprocedure);
 INSERT INTO t.exec_grants
 SELECT 'lease_service', f::regprocedure FROM unnest(ARRAY[
     'lease.acquire(jsonb)', 'lease.renew(jsonb,boolean)', 'lease.renew_many(jsonb)', 'lease.release(jsonb)', 'lease.release_many(jsonb)',
-    'lease.renew_many_brief_typed(text[],text[],text[],text[],text[],text[],text[],text[],bigint[],bigint[],text[],text[],text[],text[],text[],text[],timestamp with time zone[],text[],text[],text[],integer[])',
-    'lease.release_many_brief_typed(text[],text[],text[],text[],text[],text[],text[],text[],bigint[],text[],text[],text[],text[],text[],text[],timestamp with time zone[],text[],text[],text[],integer[])',
+    'lease.renew_many_brief_typed(lease.identity[],lease.renew_request[])',
+    'lease.release_many_brief_typed(lease.identity[],lease.release_request[])',
     'lease.acquire_brief_typed(lease.identity,lease.acquire_request,boolean)',
-    'lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,boolean)',
-    'lease.release_brief_typed(text,text,text,text,text,text,text,text,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer)',
+    'lease.renew_brief_typed(lease.identity,lease.renew_request,boolean)',
+    'lease.release_brief_typed(lease.identity,lease.release_request)',
     'lease.force_release(jsonb)', 'lease.revoke(jsonb)', 'lease.inspect(jsonb)',
     'lease.list_by_owner(jsonb)', 'lease.list_by_target(jsonb)', 'lease.list_by_program(jsonb)',
     'lease.fenced_commit(jsonb)', 'lease.fence_check(jsonb,text,bigint,text)',

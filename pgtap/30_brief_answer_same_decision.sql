@@ -19,11 +19,11 @@ SELECT ok(has_function_privilege('lease_service', f, 'EXECUTE')
           AND NOT has_function_privilege('public', f, 'EXECUTE'),
           f || ': the service may call it, PUBLIC may not')
   FROM unnest(ARRAY['lease.acquire_brief_typed(lease.identity,lease.acquire_request,boolean)',
-                    'lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,boolean)',
-                    'lease.release_brief_typed(text,text,text,text,text,text,text,text,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer)']) f;
+                    'lease.renew_brief_typed(lease.identity,lease.renew_request,boolean)',
+                    'lease.release_brief_typed(lease.identity,lease.release_request)']) f;
 SELECT ok(NOT has_function_privilege('lease_service', f, 'EXECUTE'),
           f || ': internal, the service cannot choose the answer''s shape by argument')
-  FROM unnest(ARRAY['lease._end_t(text,text,text,text,text,text,text,text,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,text,text,text,text,text,boolean,text,boolean)',
+  FROM unnest(ARRAY['lease._end_t(lease.identity,lease.release_request,text,text,text,text,text,boolean,text,boolean)',
                     'lease._end(jsonb,text,text,text,boolean,boolean)']) f;
 -- an acquisition has one decider, the service's call; its brief argument
 -- (true unless lease.acquire asks for the whole record) is its only mode

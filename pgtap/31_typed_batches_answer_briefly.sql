@@ -13,8 +13,8 @@ SELECT plan(18);
 SELECT ok(has_function_privilege('lease_service', f, 'EXECUTE')
           AND NOT has_function_privilege('public', f, 'EXECUTE'),
           f || ': the service may call it, PUBLIC may not')
-  FROM unnest(ARRAY['lease.renew_many_brief_typed(text[],text[],text[],text[],text[],text[],text[],text[],bigint[],bigint[],text[],text[],text[],text[],text[],text[],timestamp with time zone[],text[],text[],text[],integer[])',
-                    'lease.release_many_brief_typed(text[],text[],text[],text[],text[],text[],text[],text[],bigint[],text[],text[],text[],text[],text[],text[],timestamp with time zone[],text[],text[],text[],integer[])']) f;
+  FROM unnest(ARRAY['lease.renew_many_brief_typed(lease.identity[],lease.renew_request[])',
+                    'lease.release_many_brief_typed(lease.identity[],lease.release_request[])']) f;
 SELECT ok(NOT EXISTS (SELECT FROM pg_proc WHERE pronamespace = 'lease'::regnamespace AND proname = f),
           'lease.' || f || ' is gone')
   FROM unnest(ARRAY['renew_many_brief', 'release_many_brief']) f;

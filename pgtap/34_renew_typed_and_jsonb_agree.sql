@@ -5,16 +5,23 @@
 -- refusal naming the field the jsonb request's refusal names.
 BEGIN ISOLATION LEVEL SERIALIZABLE;
 \ir helpers/fixtures.psql
-SELECT plan(28);
+SELECT plan(31);
 
 SELECT ok(has_function_privilege('lease_service', f, 'EXECUTE')
           AND NOT has_function_privilege('public', f, 'EXECUTE'),
           'the service may call lease.renew_brief_typed, PUBLIC may not')
-  FROM (VALUES ('lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,boolean)')) v(f);
+  FROM (VALUES ('lease.renew_brief_typed(lease.identity,lease.renew_request,boolean)')) v(f);
 SELECT ok(NOT has_function_privilege('lease_service', f, 'EXECUTE'), f || ': internal')
-  FROM unnest(ARRAY['lease._renew_t(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,boolean,lease._settings)',
+  FROM unnest(ARRAY['lease._renew_t(lease.identity,lease.renew_request,boolean,lease._settings)',
                     'lease._evidence_t(text,lease.locks,jsonb,bigint,text,text,bigint,text,text,text,text,text,text,text,text,text,text,integer)']) f;
 
+-- one signature: two composites (migration 0030), the positional one gone
+SELECT is(ARRAY(SELECT p.oid FROM pg_proc p
+                 WHERE p.pronamespace = 'lease'::regnamespace AND p.proname = 'renew_brief_typed'),
+          ARRAY['lease.renew_brief_typed(lease.identity,lease.renew_request,boolean)'::regprocedure::oid],
+          'lease.renew_brief_typed: one signature, on composites');
+SELECT is(to_regprocedure('lease.renew_brief_typed(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,boolean)')::text, NULL,
+          'lease.renew_brief_typed''s positional signature is gone');
 SET LOCAL ROLE lease_service;
 SELECT t.acquire('typed_1') AS a1 \gset
 SELECT t.acquire('typed_2') AS a2 \gset
@@ -95,6 +102,15 @@ SELECT throws_ok($$SELECT t.renew_typed(t.ref('$$ || :'a1' || $$'::jsonb, '{"req
                  'LS003', NULL, 'a digest that is not 64 hex digits: LS003, as for jsonb');
 SELECT throws_ok($$SELECT t.renew_typed(t.ref('$$ || :'a1' || $$'::jsonb, jsonb_build_object('principal', t.principal('a b'))))$$,
                  'LS003', NULL, 'a principal that is not an id: LS003');
+
+-- a new optional field is one more attribute of lease.renew_request
+-- (migration 0030), not a new signature: the function the service
+-- prepared, and its grants, stay (rolled back with the test)
+SELECT 'lease.renew_brief_typed(lease.identity,lease.renew_request,boolean)'::regprocedure::oid AS renew_oid \gset
+ALTER TYPE lease.renew_request ADD ATTRIBUTE example_field text;
+SELECT ok('lease.renew_brief_typed(lease.identity,lease.renew_request,boolean)'::regprocedure::oid = :'renew_oid'::oid
+          AND has_function_privilege('lease_service', :'renew_oid'::oid, 'EXECUTE'),
+          'ALTER TYPE ... ADD ATTRIBUTE keeps lease.renew_brief_typed and its grant');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -6,16 +6,23 @@
 -- through lease._end_t too: their reason and incident rules hold.
 BEGIN ISOLATION LEVEL SERIALIZABLE;
 \ir helpers/fixtures.psql
-SELECT plan(23);
+SELECT plan(26);
 
 SELECT ok(has_function_privilege('lease_service', f, 'EXECUTE')
           AND NOT has_function_privilege('public', f, 'EXECUTE'),
           'the service may call lease.release_brief_typed, PUBLIC may not')
-  FROM (VALUES ('lease.release_brief_typed(text,text,text,text,text,text,text,text,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer)')) v(f);
+  FROM (VALUES ('lease.release_brief_typed(lease.identity,lease.release_request)')) v(f);
 SELECT ok(NOT has_function_privilege('lease_service', f, 'EXECUTE'), f || ': internal')
-  FROM unnest(ARRAY['lease._end_t(text,text,text,text,text,text,text,text,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,text,text,text,text,text,boolean,text,boolean)',
+  FROM unnest(ARRAY['lease._end_t(lease.identity,lease.release_request,text,text,text,text,text,boolean,text,boolean)',
                     'lease._to_history_t(lease.locks,text,timestamp with time zone,text,text,text,text)']) f;
 
+-- one signature: two composites (migration 0030), the positional one gone
+SELECT is(ARRAY(SELECT p.oid FROM pg_proc p
+                 WHERE p.pronamespace = 'lease'::regnamespace AND p.proname = 'release_brief_typed'),
+          ARRAY['lease.release_brief_typed(lease.identity,lease.release_request)'::regprocedure::oid],
+          'lease.release_brief_typed: one signature, on composites');
+SELECT is(to_regprocedure('lease.release_brief_typed(text,text,text,text,text,text,text,text,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer)')::text, NULL,
+          'lease.release_brief_typed''s positional signature is gone');
 SET LOCAL ROLE lease_service;
 SELECT t.acquire('rtyped_1') AS a1 \gset
 SELECT t.acquire('rtyped_2') AS a2 \gset
@@ -90,6 +97,17 @@ SELECT is((SELECT ARRAY[state::text, ended_by_principal_id, end_reason, incident
              FROM lease.history WHERE lease_id = :'a3'::jsonb #>> '{lease,lease_id}'),
           ARRAY['revoked', 'adm1', 'stuck, OPS-2', 'inc-2'],
           'revoke: the administrator, reason and incident recorded');
+
+-- a new optional field is one more attribute of lease.release_request
+-- (migration 0030), not a new signature: the function the service
+-- prepared, its grant and its batch's stay (rolled back with the test)
+SELECT 'lease.release_brief_typed(lease.identity,lease.release_request)'::regprocedure::oid AS release_oid \gset
+SELECT 'lease.release_many_brief_typed(lease.identity[],lease.release_request[])'::regprocedure::oid AS many_oid \gset
+ALTER TYPE lease.release_request ADD ATTRIBUTE example_field text;
+SELECT ok('lease.release_brief_typed(lease.identity,lease.release_request)'::regprocedure::oid = :'release_oid'::oid
+          AND 'lease.release_many_brief_typed(lease.identity[],lease.release_request[])'::regprocedure::oid = :'many_oid'::oid
+          AND has_function_privilege('lease_service', :'release_oid'::oid, 'EXECUTE'),
+          'ALTER TYPE ... ADD ATTRIBUTE keeps lease.release_brief_typed, its batch and the grant');
 
 SELECT * FROM finish();
 ROLLBACK;

@@ -6,16 +6,27 @@
 -- own refusal, and arrays that do not line up refused as a whole.
 BEGIN ISOLATION LEVEL SERIALIZABLE;
 \ir helpers/fixtures.psql
-SELECT plan(25);
+SELECT plan(29);
 
 SELECT ok(has_function_privilege('lease_service', f, 'EXECUTE')
           AND NOT has_function_privilege('public', f, 'EXECUTE'),
           f || ': the service may call it, PUBLIC may not')
   FROM unnest(ARRAY[
-    'lease.renew_many_brief_typed(text[],text[],text[],text[],text[],text[],text[],text[],bigint[],bigint[],text[],text[],text[],text[],text[],text[],timestamp with time zone[],text[],text[],text[],integer[])',
-    'lease.release_many_brief_typed(text[],text[],text[],text[],text[],text[],text[],text[],bigint[],text[],text[],text[],text[],text[],text[],timestamp with time zone[],text[],text[],text[],integer[])']) f;
+    'lease.renew_many_brief_typed(lease.identity[],lease.renew_request[])',
+    'lease.release_many_brief_typed(lease.identity[],lease.release_request[])']) f;
 SELECT ok(NOT has_function_privilege('lease_service', 'lease._typed_batch_size(integer[])', 'EXECUTE'),
           'lease._typed_batch_size is internal');
+-- one signature each: the composites' arrays (migration 0030), the
+-- positional ones (an array per field) gone
+SELECT is(ARRAY(SELECT p.oid FROM pg_proc p
+                 WHERE p.pronamespace = 'lease'::regnamespace AND p.proname = f[1]),
+          ARRAY[f[2]::regprocedure::oid], f[1] || ': one signature, on composites')
+  FROM (VALUES (ARRAY['renew_many_brief_typed', 'lease.renew_many_brief_typed(lease.identity[],lease.renew_request[])']),
+               (ARRAY['release_many_brief_typed', 'lease.release_many_brief_typed(lease.identity[],lease.release_request[])'])) v(f);
+SELECT is(to_regprocedure(f)::text, NULL, f || ': gone')
+  FROM unnest(ARRAY[
+    'lease.renew_many_brief_typed(text[],text[],text[],text[],text[],text[],text[],text[],bigint[],bigint[],text[],text[],text[],text[],text[],text[],timestamp with time zone[],text[],text[],text[],integer[])',
+    'lease.release_many_brief_typed(text[],text[],text[],text[],text[],text[],text[],text[],bigint[],text[],text[],text[],text[],text[],text[],timestamp with time zone[],text[],text[],text[],integer[])']) f;
 
 SET LOCAL ROLE lease_service;
 SELECT t.acquire('many_typed_1') AS a1 \gset
@@ -33,14 +44,13 @@ SELECT t.ref(:'a2'::jsonb) AS r2 \gset
 SELECT t.renew_many_typed(jsonb_build_array(:'r3'::jsonb, :'r2'::jsonb)) AS json_then_typed \gset
 SELECT lease.renew(:'r1'::jsonb) AS typed_then_json \gset
 -- arrays that do not line up, none, too many; an absent optional array
-SELECT lease.renew_many_brief_typed(ARRAY['tenant-main'], NULL, NULL, NULL, NULL, NULL, NULL,
-           ARRAY['l1', 'l2'], NULL, NULL, NULL, NULL, NULL, NULL, ARRAY['q1', 'q2'], NULL, NULL,
-           NULL, NULL, NULL, NULL) AS ragged \gset
-SELECT lease.renew_many_brief_typed(NULL, NULL, NULL, NULL, NULL, NULL, NULL, '{}', NULL, NULL,
-           NULL, NULL, NULL, NULL, '{}', NULL, NULL, NULL, NULL, NULL, NULL) AS empty \gset
-SELECT lease.renew_many_brief_typed(NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
-           NULL, NULL, NULL, NULL, ARRAY(SELECT 'q' || g FROM generate_series(1, 101) g), NULL,
-           NULL, NULL, NULL, NULL, NULL) AS too_many \gset
+SELECT lease.renew_many_brief_typed(ARRAY[t.identity_of(:'r1'::jsonb)],
+           ARRAY[t.renew_request_of(:'r1'::jsonb), t.renew_request_of(:'r3'::jsonb)]) AS ragged \gset
+SELECT lease.renew_many_brief_typed('{}', '{}') AS empty \gset
+SELECT lease.renew_many_brief_typed(
+           ARRAY(SELECT t.identity_of(:'r1'::jsonb) FROM generate_series(1, 101)),
+           ARRAY(SELECT t.renew_request_of(:'r1'::jsonb || jsonb_build_object('request_id', 'q' || g))
+                   FROM generate_series(1, 101) g)) AS too_many \gset
 SELECT t.renew_many_typed(jsonb_build_array(t.ref(:'a4'::jsonb) - 'ttl_ms')) AS no_ttl \gset
 RESET ROLE;
 
@@ -82,7 +92,7 @@ SELECT is(:'ragged'::jsonb ->> 'field', 'renewals', 'arrays of different lengths
 SELECT is(:'empty'::jsonb ->> 'field', 'renewals', 'no renewal: refused');
 SELECT is(:'too_many'::jsonb ->> 'field', 'renewals', '101 renewals: refused');
 SELECT is(:'no_ttl'::jsonb #>> '{results,0,lease,ttl_ms}', '30000',
-          'a NULL array is NULL for every item (the lease keeps its TTL)');
+          'a NULL field is absent (the lease keeps its TTL)');
 
 -- release_many_brief_typed
 SET LOCAL ROLE lease_service;
@@ -90,8 +100,8 @@ SELECT t.ref(:'a1'::jsonb) AS l1 \gset
 SELECT t.release_many_typed(jsonb_build_array(:'l1'::jsonb, t.ref(:'a3'::jsonb, '{"fencing_token": 99}'))) AS lt \gset
 SELECT lease.release(:'l1'::jsonb) AS l1_again \gset
 SELECT t.release_many_typed(jsonb_build_array(:'l1'::jsonb, t.ref(:'a3'::jsonb))) AS lt_again \gset
-SELECT lease.release_many_brief_typed(NULL, NULL, NULL, NULL, NULL, NULL, NULL, ARRAY['l1'],
-           NULL, NULL, NULL, NULL, NULL, ARRAY['q1', 'q2'], NULL, NULL, NULL, NULL, NULL, NULL) AS lragged \gset
+SELECT lease.release_many_brief_typed(ARRAY[t.identity_of(:'l1'::jsonb)],
+           ARRAY[t.release_request_of(:'l1'::jsonb), t.release_request_of(:'r3'::jsonb)]) AS lragged \gset
 RESET ROLE;
 SELECT is(:'lt'::jsonb #>> '{results,0,code}', 'lease_released', 'typed: the first item is released');
 SELECT is(:'lt'::jsonb -> 'results' -> 1, '{"code":"lease_lost"}'::jsonb, 'a wrong token is lost');

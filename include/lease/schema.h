@@ -7,6 +7,6 @@
 #ifndef LEASE_SCHEMA_H
 #define LEASE_SCHEMA_H
 
-#define LEASE_SCHEMA_VERSION 29
+#define LEASE_SCHEMA_VERSION 30
 
 #endif

@@ -15,16 +15,15 @@ BEGIN
     -- shape (an object of the seven members) is lease._identity_members's
     -- bad_field.
     RETURN lease._end_t(
-        m.tenant_id, m.program_id, m.target_namespace, m.target_id, m.actor_name,
-        m.workflow_name, m.operation_class,
-        CASE WHEN jsonb_typeof(p -> 'lease_id') = 'string' THEN p ->> 'lease_id' END,
-        lease._int(p -> 'fencing_token'),
-        CASE WHEN jsonb_typeof(p -> 'service_instance_id') = 'string'
-             THEN p ->> 'service_instance_id' END,
-        p #>> '{principal,principal_id}', p #>> '{principal,principal_class}',
-        p #>> '{principal,credential_id}', p ->> 'request_id', p ->> 'request_digest', deadline,
-        p ->> 'correlation_id', p ->> 'trace_id', p ->> 'deadline_class',
-        lease._int(p -> 'latency_ms')::integer,
+        m,
+        ROW(CASE WHEN jsonb_typeof(p -> 'lease_id') = 'string' THEN p ->> 'lease_id' END,
+            lease._int(p -> 'fencing_token'),
+            CASE WHEN jsonb_typeof(p -> 'service_instance_id') = 'string'
+                 THEN p ->> 'service_instance_id' END,
+            p #>> '{principal,principal_id}', p #>> '{principal,principal_class}',
+            p #>> '{principal,credential_id}', p ->> 'request_id', p ->> 'request_digest',
+            deadline, p ->> 'correlation_id', p ->> 'trace_id', p ->> 'deadline_class',
+            lease._int(p -> 'latency_ms')::integer)::lease.release_request,
         CASE WHEN jsonb_typeof(p -> 'reason') = 'string' THEN p ->> 'reason' END,
         CASE WHEN coalesce(jsonb_typeof(p -> 'incident_id'), 'null') = 'null' THEN NULL
              WHEN jsonb_typeof(p -> 'incident_id') = 'string' THEN p ->> 'incident_id'

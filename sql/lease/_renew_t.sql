@@ -1,9 +1,5 @@
 CREATE OR REPLACE FUNCTION lease._renew_t(
-    tenant_id text, program_id text, target_namespace text, target_id text, actor_name text,
-    workflow_name text, operation_class text, lease_id text, fencing_token bigint, ttl_ms bigint,
-    service_instance_id text, principal_id text, principal_class text, credential_id text,
-    request_id text, request_digest text, deadline_at timestamptz, correlation_id text,
-    trace_id text, deadline_class text, latency_ms integer, brief boolean, s lease._settings)
+    lock_identity lease.identity, request lease.renew_request, brief boolean, s lease._settings)
  RETURNS jsonb
  LANGUAGE plpgsql
 AS $function$
@@ -18,23 +14,27 @@ DECLARE
 BEGIN
     -- the checks every call shares (lease._call_deadline's, on typed values):
     -- a call the service never sends raises LS002 or LS003
-    IF now() >= lease._call_deadline_t(deadline_at, principal_id, request_id, request_digest) THEN
+    IF now() >= lease._call_deadline_t(request.deadline_at, request.principal_id,
+                                       request.request_id, request.request_digest) THEN
         RETURN lease._result('deadline_exceeded');
     END IF;
     -- the identity by the rule lease._identity applies to a jsonb one
     -- (lease.normalize_component), then the references lease._bad_lease_ref
     -- checks, in the same order
-    i := lease._identity_text(tenant_id, program_id, target_namespace, target_id, actor_name,
-                              workflow_name, operation_class);
+    i := lease._identity_text(lock_identity.tenant_id, lock_identity.program_id,
+                              lock_identity.target_namespace, lock_identity.target_id,
+                              lock_identity.actor_name, lock_identity.workflow_name,
+                              lock_identity.operation_class);
     field := coalesce(lease._identity_fault(i), CASE
-        WHEN NOT lease._id_text_ok(lease_id) THEN 'lease_id'
-        WHEN coalesce(fencing_token, 0) <= 0 THEN 'fencing_token'
-        WHEN NOT lease._id_text_ok(service_instance_id) THEN 'service_instance_id'
+        WHEN NOT lease._id_text_ok(request.lease_id) THEN 'lease_id'
+        WHEN coalesce(request.fencing_token, 0) <= 0 THEN 'fencing_token'
+        WHEN NOT lease._id_text_ok(request.service_instance_id) THEN 'service_instance_id'
         END);
     IF field IS NOT NULL THEN
         RETURN lease._invalid(field);
     END IF;
-    IF ttl_ms IS NOT NULL AND NOT (ttl_ms > s.minimum_ttl_ms AND ttl_ms <= s.maximum_ttl_ms) THEN
+    IF request.ttl_ms IS NOT NULL
+       AND NOT (request.ttl_ms > s.minimum_ttl_ms AND request.ttl_ms <= s.maximum_ttl_ms) THEN
         RETURN lease._invalid('ttl_ms', 'ttl_ms must be greater than ' || s.minimum_ttl_ms
                                         || ' and at most ' || s.maximum_ttl_ms);
     END IF;
@@ -51,7 +51,7 @@ BEGIN
     -- repeated request id is looked up only after a conflict says it may be
     -- one (lease._unmatched_t, or idempotency's primary key in
     -- lease._evidence_t, whose unique_violation lease.renew_brief_typed's block answers).
-    IF NOT lease._lock_wait_until(deadline_at) THEN
+    IF NOT lease._lock_wait_until(request.deadline_at) THEN
         RETURN lease._result('deadline_exceeded');
     END IF;
     -- lease._now() in the statement, not a variable: the same backend time
@@ -59,14 +59,14 @@ BEGIN
     UPDATE lease.locks AS x
        SET renewed_at = lease._now(),
            expires_at = CASE WHEN x.session_id IS NOT NULL THEN x.expires_at  -- kept alive by its session
-                             ELSE least(lease._now() + lease._ms(coalesce(_renew_t.ttl_ms, x.ttl_ms)),
+                             ELSE least(lease._now() + lease._ms(coalesce(request.ttl_ms, x.ttl_ms)),
                                         x.acquired_at + lease._ms(x.maximum_lifetime_ms)) END,
-           ttl_ms = coalesce(_renew_t.ttl_ms, x.ttl_ms)
+           ttl_ms = coalesce(request.ttl_ms, x.ttl_ms)
      WHERE x.lock_key = k AND x.state = 'active' AND lease._effective_expiry(x.session_id, x.expires_at) > now()
-       AND x.record_version = 1 AND x.lease_id = _renew_t.lease_id
-       AND x.fencing_token = _renew_t.fencing_token
-       AND x.owner_principal_id = _renew_t.principal_id
-       AND x.service_instance_id = _renew_t.service_instance_id
+       AND x.record_version = 1 AND x.lease_id = request.lease_id
+       AND x.fencing_token = request.fencing_token
+       AND x.owner_principal_id = request.principal_id
+       AND x.service_instance_id = request.service_instance_id
        -- the tuple compared as one text, as the canonical form: seven equalities
        -- would match the unique index on the tuple, and a plan through it
        -- would take its predicate locks where neighbouring identities sit
@@ -75,8 +75,8 @@ BEGIN
                                x.actor_name, x.workflow_name, x.operation_class) = c
     RETURNING * INTO l;
     IF NOT FOUND THEN
-        RETURN lease._unmatched_t(k, 'renew', principal_id, request_id, request_digest,
-                                  c,
+        RETURN lease._unmatched_t(k, 'renew', request.principal_id, request.request_id,
+                                  request.request_digest, c,
                                   lease._result('lease_lost'));
     END IF;
 
@@ -86,15 +86,17 @@ BEGIN
         result := jsonb_build_object('code', 'lease_renewed', 'lease', lease._lease_json(l));
     END IF;
     RETURN CASE WHEN lease._evidence_t('renew', l, result, s.idempotency_retention_ms, 'active',
-                                       'active', ttl_ms, NULL, NULL, principal_id,
-                                       principal_class, credential_id, request_id,
-                                       request_digest, correlation_id, trace_id, deadline_class,
-                                       latency_ms)
+                                       'active', request.ttl_ms, NULL, NULL,
+                                       request.principal_id, request.principal_class,
+                                       request.credential_id, request.request_id,
+                                       request.request_digest, request.correlation_id,
+                                       request.trace_id, request.deadline_class,
+                                       request.latency_ms)
                 THEN result || '{"replayed": false, "current_state": "active"}'::jsonb END;
 END
 $function$;
 
-COMMENT ON FUNCTION lease._renew_t(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,boolean,lease._settings) IS
-    'The one renew-if-owner decision, on typed values: the exact identity, lease id, owner principal, service instance and token of the active, unexpired lease. renewed_at becomes backend time, expires_at min(now + ttl, acquired_at + lifetime) (ttl_ms NULL: the lease''s own); the token never changes. Behind lease.renew_brief_typed (what the service calls, and lease.renew with a jsonb request''s values), and each item of a batch''s first pass (lease.renew_many_brief_typed, lease.renew_many). Checks, in order: the shared call checks (LS002/LS003), the deadline, each identity component by lease.normalize_component, lease_id, fencing_token, service_instance_id, ttl_ms. `s` is lease._settings as the caller read it. No exception block of its own, so that a batch decides all its items in one subtransaction: a repeated request id whose lease still matched raises unique_violation at idempotency''s primary key, answered by lease.renew_brief_typed''s block (the one replay path of a renewal) or the batch''s.';
+COMMENT ON FUNCTION lease._renew_t(lease.identity,lease.renew_request,boolean,lease._settings) IS
+    'The one renew-if-owner decision, on the composites of lease.renew_brief_typed (lock_identity, its bad_field not read, and request; migration 0030): the exact identity, lease id, owner principal, service instance and token of the active, unexpired lease. renewed_at becomes backend time, expires_at min(now + ttl, acquired_at + lifetime) (ttl_ms NULL: the lease''s own); the token never changes. Behind lease.renew_brief_typed (what the service calls, and lease.renew with a jsonb request''s values), and each item of a batch''s first pass (lease.renew_many_brief_typed, lease.renew_many). Checks, in order: the shared call checks (LS002/LS003), the deadline, each identity component by lease.normalize_component, lease_id, fencing_token, service_instance_id, ttl_ms. `s` is lease._settings as the caller read it. No exception block of its own, so that a batch decides all its items in one subtransaction: a repeated request id whose lease still matched raises unique_violation at idempotency''s primary key, answered by lease.renew_brief_typed''s block (the one replay path of a renewal) or the batch''s.';
 
-REVOKE ALL ON FUNCTION lease._renew_t(text,text,text,text,text,text,text,text,bigint,bigint,text,text,text,text,text,text,timestamp with time zone,text,text,text,integer,boolean,lease._settings) FROM PUBLIC;
+REVOKE ALL ON FUNCTION lease._renew_t(lease.identity,lease.renew_request,boolean,lease._settings) FROM PUBLIC;

@@ -104,14 +104,17 @@ typedef struct store_pg_typed_args {
     const char *values[STORE_PG_TYPED_MAX_ARGS];
     char fencing_token[24], ttl_ms[24], maximum_lifetime_ms[24], latency_ms[24];
     char deadline_at[LEASE_TIME_LEN + 1];
-    char *literals; /* an acquisition's composites (store_pg_typed_args_free) */
+    char *literals; /* the call's composites (store_pg_typed_args_free) */
 } store_pg_typed_args_t;
-/* The identity's components at the head of an acquisition's values. */
+/* The identity's components at the head of a typed call's values. */
 #define STORE_PG_IDENTITY_FIELDS 7
-/* op: STORE_PG_OP_RENEW or STORE_PG_OP_RELEASE (a release's arguments are
- * a renewal's without ttl_ms, the tenth). Fills out from the request; false
- * when a string is not UTF-8 (the caller answers as for a failed
- * encoding). */
+/* op: STORE_PG_OP_RENEW or STORE_PG_OP_RELEASE. Two arguments, the text
+ * literals of lease.identity and lease.renew_request (a release:
+ * lease.release_request, the renewal's fields without ttl_ms; migration
+ * 0030), whose fields are the values the positional call had, in its
+ * order. False when a string is not UTF-8 or out of memory (the caller
+ * answers as for a failed encoding). On true, free with
+ * store_pg_typed_args_free after the call. */
 LEASE_MUST_USE bool store_pg_encode_owner_typed(store_pg_op_t op, const lease_owner_req_t *req,
                                                 int64_t now_mono_ns, store_pg_typed_args_t *out);
 /* An acquisition's arguments: two, the text literals of lease.identity
@@ -136,9 +139,10 @@ LEASE_MUST_USE bool store_pg_encode_session_typed(store_pg_op_t op, const lease_
 /*
  * The arguments of lease.renew_many_brief_typed or release_many_brief_typed
  * (docs/sql-api.md, "Typed batches"): each argument of the single typed call
- * (store_pg_encode_owner_typed, one place for what each argument is) as a
- * PostgreSQL array literal with one element per request, in order. values
- * point into `arrays` (store_pg_typed_many_free frees it).
+ * (store_pg_encode_owner_typed, one place for what each argument is: the
+ * two composites' literals) as a PostgreSQL array literal with one element
+ * per request, in order. values point into `arrays`
+ * (store_pg_typed_many_free frees it).
  */
 typedef struct store_pg_typed_many {
     const char *sql;

@@ -26,30 +26,28 @@ static __thread char field_buf[LEASE_FIELD_MAX + 1];
  * given it at parse analysis, which reads and parses the default's
  * expression again for every statement that is not prepared (through a
  * pooler: every call), 13,500 instructions a renewal
- * (tests/bench/callgrind/pair --renew). An acquisition's arguments are two
- * composites (migration 0029), each one text literal: a new optional field
- * is one more attribute of lease.acquire_request, not a new signature. */
+ * (tests/bench/callgrind/pair --renew). Every typed call's arguments are
+ * composites, each one text literal (pack_composites): lease.identity and
+ * the operation's request (lease.acquire_request, migration 0029;
+ * lease.renew_request and release_request, 0030), a batch an array of
+ * each; a new optional field is one more attribute of the request's type,
+ * not a new signature. */
 const store_pg_typed_call_t store_pg_typed_calls[STORE_PG_TYPED_COUNT] = {
     [STORE_PG_TYPED_ACQUIRE] = {"lease_acquire_brief_typed",
                                 "SELECT lease.acquire_brief_typed($1::lease.identity, "
                                 "$2::lease.acquire_request, true)::text"},
     [STORE_PG_TYPED_RENEW] = {"lease_renew_brief_typed",
-                              "SELECT lease.renew_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, "
-                              "$10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, "
-                              "true)::text"},
+                              "SELECT lease.renew_brief_typed($1::lease.identity, "
+                              "$2::lease.renew_request, true)::text"},
     [STORE_PG_TYPED_RELEASE] = {"lease_release_brief_typed",
-                                "SELECT lease.release_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, "
-                                "$9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)::text"},
-    [STORE_PG_TYPED_RENEW_MANY] =
-        {"lease_renew_many_brief_typed",
-         "SELECT lease.renew_many_brief_typed($1, $2, $3, $4, $5, $6, $7, "
-         "$8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, "
-         "$21)::text"},
-    [STORE_PG_TYPED_RELEASE_MANY] =
-        {"lease_release_many_brief_typed",
-         "SELECT lease.release_many_brief_typed($1, $2, $3, $4, $5, $6, "
-         "$7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, "
-         "$20)::text"},
+                                "SELECT lease.release_brief_typed($1::lease.identity, "
+                                "$2::lease.release_request)::text"},
+    [STORE_PG_TYPED_RENEW_MANY] = {"lease_renew_many_brief_typed",
+                                   "SELECT lease.renew_many_brief_typed($1::lease.identity[], "
+                                   "$2::lease.renew_request[])::text"},
+    [STORE_PG_TYPED_RELEASE_MANY] = {"lease_release_many_brief_typed",
+                                     "SELECT lease.release_many_brief_typed($1::lease.identity[], "
+                                     "$2::lease.release_request[])::text"},
 };
 
 static const char *indexed_field(const char *list, size_t i, const char *leaf)
@@ -244,29 +242,6 @@ static int put_identity_args(store_pg_typed_args_t *out, const lease_identity_t 
     return n;
 }
 
-bool store_pg_encode_owner_typed(store_pg_op_t op, const lease_owner_req_t *req,
-                                 int64_t now_mono_ns, store_pg_typed_args_t *out)
-{
-    bool renew = op == STORE_PG_OP_RENEW;
-    memset(out, 0, sizeof *out);
-    const store_pg_typed_call_t *callee =
-        &store_pg_typed_calls[renew ? STORE_PG_TYPED_RENEW : STORE_PG_TYPED_RELEASE];
-    out->sql = callee->sql;
-    out->prepared = callee->name;
-    int n = put_identity_args(out, &req->identity);
-    out->values[n++] = req->lease_id;
-    snprintf(out->fencing_token, sizeof out->fencing_token, "%lld", (long long)req->fencing_token);
-    out->values[n++] = out->fencing_token;
-    if (renew) {
-        if (req->ttl_ms > 0)
-            snprintf(out->ttl_ms, sizeof out->ttl_ms, "%lld", (long long)req->ttl_ms);
-        out->values[n++] = opt_arg(out->ttl_ms);
-    }
-    out->values[n++] = req->service_instance_id;
-    n = put_call_args(out, n, &req->call, now_mono_ns, CLASS_FIRST, req->call.trace_id, true);
-    return finish_typed(out, n);
-}
-
 /* v double-quoted with '"' and '\\' escaped: an element of an array
  * literal or a field of a composite's (array_in's and record_in's rules:
  * a quoted value is taken verbatim, so "NULL", "", braces, parentheses,
@@ -311,6 +286,55 @@ static char *put_record(char *w, const char *const *fields, int n)
     return w;
 }
 
+/* The n values written, in the positional order the call had (the
+ * identity's seven first), as the call's two composites: lease.identity
+ * (its eighth field, bad_field, NULL) and the operation's request type
+ * (the values after the identity's). out->values become the two literals,
+ * in out->literals (store_pg_typed_args_free). False when a string is not
+ * UTF-8 or out of memory. */
+static bool pack_composites(store_pg_typed_args_t *out, int n)
+{
+    if (!finish_typed(out, n))
+        return false;
+    size_t size = 2 * 3 + 1;
+    for (int i = 0; i < n; i++)
+        size += (out->values[i] ? 2 * strlen(out->values[i]) + 2 : 0) + 1;
+    out->literals = malloc(size);
+    if (!out->literals)
+        return false;
+    const char *identity[STORE_PG_IDENTITY_FIELDS + 1] = {NULL};
+    memcpy(identity, out->values, STORE_PG_IDENTITY_FIELDS * sizeof *identity);
+    char *request = put_record(out->literals, identity, STORE_PG_IDENTITY_FIELDS + 1);
+    put_record(request, out->values + STORE_PG_IDENTITY_FIELDS, n - STORE_PG_IDENTITY_FIELDS);
+    out->values[0] = out->literals;
+    out->values[1] = request;
+    out->nargs = 2;
+    return true;
+}
+
+bool store_pg_encode_owner_typed(store_pg_op_t op, const lease_owner_req_t *req,
+                                 int64_t now_mono_ns, store_pg_typed_args_t *out)
+{
+    bool renew = op == STORE_PG_OP_RENEW;
+    memset(out, 0, sizeof *out);
+    const store_pg_typed_call_t *callee =
+        &store_pg_typed_calls[renew ? STORE_PG_TYPED_RENEW : STORE_PG_TYPED_RELEASE];
+    out->sql = callee->sql;
+    out->prepared = callee->name;
+    int n = put_identity_args(out, &req->identity);
+    out->values[n++] = req->lease_id;
+    snprintf(out->fencing_token, sizeof out->fencing_token, "%lld", (long long)req->fencing_token);
+    out->values[n++] = out->fencing_token;
+    if (renew) {
+        if (req->ttl_ms > 0)
+            snprintf(out->ttl_ms, sizeof out->ttl_ms, "%lld", (long long)req->ttl_ms);
+        out->values[n++] = opt_arg(out->ttl_ms);
+    }
+    out->values[n++] = req->service_instance_id;
+    n = put_call_args(out, n, &req->call, now_mono_ns, CLASS_FIRST, req->call.trace_id, true);
+    return pack_composites(out, n);
+}
+
 bool store_pg_encode_owner_many_typed(store_pg_op_t op, const lease_owner_req_t *reqs, size_t n,
                                       int64_t now_mono_ns, store_pg_typed_many_t *out)
 {
@@ -326,7 +350,9 @@ bool store_pg_encode_owner_many_typed(store_pg_op_t op, const lease_owner_req_t 
         if (!store_pg_encode_owner_typed(renew ? STORE_PG_OP_RENEW : STORE_PG_OP_RELEASE, &reqs[i],
                                          now_mono_ns, &items[i]))
             goto fail;
-        for (int j = 0; j < items[i].nargs; j++) /* worst case: every byte escaped */
+        /* each item's two composites' literals, elements of the two arrays;
+         * worst case: every byte escaped */
+        for (int j = 0; j < items[i].nargs; j++)
             total += (items[i].values[j] ? 2 * strlen(items[i].values[j]) + 2 : 4) + 1;
     }
     int nargs = items[0].nargs;
@@ -350,9 +376,13 @@ bool store_pg_encode_owner_many_typed(store_pg_op_t op, const lease_owner_req_t 
         &store_pg_typed_calls[renew ? STORE_PG_TYPED_RENEW_MANY : STORE_PG_TYPED_RELEASE_MANY];
     out->sql = callee->sql;
     out->prepared = callee->name;
+    for (size_t i = 0; i < n; i++)
+        store_pg_typed_args_free(&items[i]);
     free(items);
     return true;
 fail:
+    for (size_t i = 0; i < n; i++)
+        store_pg_typed_args_free(&items[i]);
     free(items);
     free(out->arrays);
     memset(out, 0, sizeof *out);
@@ -402,25 +432,9 @@ bool store_pg_encode_acquire_typed(const lease_acquire_req_t *req, int64_t now_m
     n = put_call_args(out, n, &req->call, now_mono_ns, CLIENT_FIRST, NULL, false);
     /* the last argument, after brief (written in the statement) */
     out->values[n++] = opt_arg(req->session_id);
-    if (!finish_typed(out, n))
-        return false;
-    /* the 25 values above, in that order, as the two composites: the
-     * identity's seven (lease.identity's eighth, bad_field, is NULL) and
+    /* the 25 values above as the two composites: the identity's seven and
      * lease.acquire_request's eighteen */
-    size_t size = 2 * 3 + 1;
-    for (int i = 0; i < n; i++)
-        size += (out->values[i] ? 2 * strlen(out->values[i]) + 2 : 0) + 1;
-    out->literals = malloc(size);
-    if (!out->literals)
-        return false;
-    const char *identity[STORE_PG_IDENTITY_FIELDS + 1] = {NULL};
-    memcpy(identity, out->values, STORE_PG_IDENTITY_FIELDS * sizeof *identity);
-    char *request = put_record(out->literals, identity, STORE_PG_IDENTITY_FIELDS + 1);
-    put_record(request, out->values + STORE_PG_IDENTITY_FIELDS, n - STORE_PG_IDENTITY_FIELDS);
-    out->values[0] = out->literals;
-    out->values[1] = request;
-    out->nargs = 2;
-    return true;
+    return pack_composites(out, n);
 }
 
 void store_pg_typed_args_free(store_pg_typed_args_t *a)

@@ -748,7 +748,8 @@ static lease_code_t pg_session_close(lease_store_t *s, const lease_session_req_t
     return session_call(s, STORE_PG_OP_SESSION_CLOSE, req, res);
 }
 
-/* One renewal or release: lease.renew_brief_typed or release_brief_typed. */
+/* One renewal or release: lease.renew_brief_typed or release_brief_typed
+ * (its two composites: typed_call). */
 static lease_code_t owner_call_typed(lease_store_t *s, store_pg_op_t op,
                                      const lease_owner_req_t *req, lease_result_t *res)
 {
@@ -757,6 +758,7 @@ static lease_code_t owner_call_typed(lease_store_t *s, store_pg_op_t op,
     if (!store_pg_encode_owner_typed(op, req, lease_mono_now_ns(), &args))
         return encode_failed(NULL, &res->code, res->field, sizeof res->field);
     typed_call(impl(s), op, &args, &req->call, &req->identity, res);
+    store_pg_typed_args_free(&args);
     complete_reference(res, &req->identity, req->lease_id, req->fencing_token);
     return res->code;
 }

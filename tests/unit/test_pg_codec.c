@@ -166,11 +166,12 @@ static int read_record(const char *lit, char *buf, const char **fields, int max)
     return n;
 }
 
-/* An acquisition's two arguments (lease.identity, lease.acquire_request)
- * read back: the seven components (the eighth, bad_field, NULL), then the
+/* A typed call's two arguments (lease.identity, and the operation's
+ * request: lease.acquire_request, renew_request or release_request) read
+ * back: the seven components (the eighth, bad_field, NULL), then the
  * request's fields, must be want, in order: the values the positional
- * call sent (assert_args). */
-static void assert_acquire_args(store_pg_typed_args_t *got, const char *const *want, int n)
+ * call sent (assert_args). Frees got. */
+static void assert_composite_args(store_pg_typed_args_t *got, const char *const *want, int n)
 {
     assert_int_equal(got->nargs, 2);
     static char buf[2][8192];
@@ -202,17 +203,17 @@ static void test_typed_calls(void **state)
                         "SELECT lease.acquire_brief_typed($1::lease.identity, "
                         "$2::lease.acquire_request, true)::text");
     assert_string_equal(store_pg_typed_calls[STORE_PG_TYPED_RENEW].sql,
-                        "SELECT lease.renew_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, "
-                        "$11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21, true)::text");
+                        "SELECT lease.renew_brief_typed($1::lease.identity, "
+                        "$2::lease.renew_request, true)::text");
     assert_string_equal(store_pg_typed_calls[STORE_PG_TYPED_RELEASE].sql,
-                        "SELECT lease.release_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, "
-                        "$10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)::text");
+                        "SELECT lease.release_brief_typed($1::lease.identity, "
+                        "$2::lease.release_request)::text");
     assert_string_equal(store_pg_typed_calls[STORE_PG_TYPED_RENEW_MANY].sql,
-                        "SELECT lease.renew_many_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, $9, "
-                        "$10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)::text");
+                        "SELECT lease.renew_many_brief_typed($1::lease.identity[], "
+                        "$2::lease.renew_request[])::text");
     assert_string_equal(store_pg_typed_calls[STORE_PG_TYPED_RELEASE_MANY].sql,
-                        "SELECT lease.release_many_brief_typed($1, $2, $3, $4, $5, $6, $7, $8, "
-                        "$9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)::text");
+                        "SELECT lease.release_many_brief_typed($1::lease.identity[], "
+                        "$2::lease.release_request[])::text");
 }
 
 static void test_encode_admin(void **state)
@@ -276,7 +277,7 @@ static void test_encode_acquire_typed(void **state)
         "prn_1",       "client_1",  "key_1",            "worker",
         "req-1",       DIGEST_A,    "2026-08-05T12:00:01.234Z",
         "corr_abc",    "client",    "7",              NULL};
-    assert_acquire_args(&args, full, NARGS(full));
+    assert_composite_args(&args, full, NARGS(full));
 
     /* the acquire's own trace id; no metadata ({}); a lifetime, no TTL; no
      * optional call members */
@@ -295,7 +296,7 @@ static void test_encode_acquire_typed(void **state)
         "60000",       NULL,        "prn_1",            "client_1",  "key_1",       "worker",
         "req-1",       DIGEST_A,    "2026-08-05T12:00:01.234Z",      NULL,          NULL,
         "7",           "session_01"};
-    assert_acquire_args(&args, sparse, NARGS(sparse));
+    assert_composite_args(&args, sparse, NARGS(sparse));
 
     /* no principal at all: a client id without one is not sent; no
      * metadata at all is the same as {} */
@@ -309,7 +310,7 @@ static void test_encode_acquire_typed(void **state)
         "60000",       NULL,        NULL,               NULL,        NULL,          NULL,
         "req-1",       DIGEST_A,    "2026-08-05T12:00:01.234Z",      NULL,          NULL,
         "7",           "session_01"};
-    assert_acquire_args(&args, anonymous, NARGS(anonymous));
+    assert_composite_args(&args, anonymous, NARGS(anonymous));
 
     /* what a composite's literal must quote comes back as it was: commas,
      * parentheses, quotes, backslashes, blanks */
@@ -318,7 +319,7 @@ static void test_encode_acquire_typed(void **state)
     const char *quoted[NARGS(anonymous)];
     memcpy(quoted, anonymous, sizeof quoted);
     quoted[9] = "j, (1) \"q\" \\ ";
-    assert_acquire_args(&args, quoted, NARGS(quoted));
+    assert_composite_args(&args, quoted, NARGS(quoted));
     strcpy(req.job_id, "job-1");
 
     /* bad metadata is the caller's input: named, nothing sent */
@@ -352,8 +353,9 @@ static void test_encode_owner_typed(void **state)
         "collect",     "lease_1",   "42",               "5000",      "inst-1",      "prn_1",
         "worker",      "key_1",     "req-1",            DIGEST_A,    "2026-08-05T12:00:01.234Z",
         "corr_abc",    "trace-call", "client",          "7"};
-    assert_args(&args, renew, NARGS(renew));
-    /* a release's arguments are a renewal's without ttl_ms (the tenth) */
+    assert_composite_args(&args, renew, NARGS(renew));
+    /* a release's fields are a renewal's without ttl_ms (the tenth value,
+     * lease.renew_request's third field) */
     assert_true(store_pg_encode_owner_typed(STORE_PG_OP_RELEASE, &req, now, &args));
     assert_string_equal(args.sql, store_pg_typed_calls[STORE_PG_TYPED_RELEASE].sql);
     assert_string_equal(args.prepared, "lease_release_brief_typed");
@@ -363,7 +365,7 @@ static void test_encode_owner_typed(void **state)
         "prn_1",       "worker",    "key_1",            "req-1",     DIGEST_A,
         "2026-08-05T12:00:01.234Z", "corr_abc",         "trace-call", "client",
         "7"};
-    assert_args(&args, release, NARGS(release));
+    assert_composite_args(&args, release, NARGS(release));
 
     /* the optional ones empty: SQL NULL (the default operation class
      * included); the client id is not an argument of either */
@@ -377,7 +379,7 @@ static void test_encode_owner_typed(void **state)
         NULL,          "lease_1",   "42",               NULL,        "inst-1",      "prn_1",
         NULL,          "key_1",     "req-1",            DIGEST_A,    "2026-08-05T12:00:01.234Z",
         NULL,          NULL,        NULL,               "7"};
-    assert_args(&args, renew_sparse, NARGS(renew_sparse));
+    assert_composite_args(&args, renew_sparse, NARGS(renew_sparse));
     assert_true(store_pg_encode_owner_typed(STORE_PG_OP_RELEASE, &req, now, &args));
     static const char *const release_sparse[] = {
         "tenant-main", "program-a", "starintel-target", "Target_01", "usernamegen",
@@ -385,7 +387,7 @@ static void test_encode_owner_typed(void **state)
         "prn_1",       NULL,        "key_1",            "req-1",     DIGEST_A,
         "2026-08-05T12:00:01.234Z", NULL,               NULL,        NULL,
         "7"};
-    assert_args(&args, release_sparse, NARGS(release_sparse));
+    assert_composite_args(&args, release_sparse, NARGS(release_sparse));
 
     /* a string that is not UTF-8 fails, before any call */
     strcpy(req.call.correlation_id, "corr\xff");
@@ -396,7 +398,7 @@ static void test_encode_owner_typed(void **state)
 /* The elements of an array literal store_pg_encode_owner_many_typed wrote,
  * read back by array_in's rules for what it writes (NULL, or a quoted
  * element with \" and \\ escapes) into out[i] (NULL for NULL). */
-static size_t read_array(const char *lit, char out[][256], const char **v, size_t max)
+static size_t read_array(const char *lit, char out[][1024], const char **v, size_t max)
 {
     size_t n = 0;
     assert_int_equal(*lit++, '{');
@@ -426,7 +428,9 @@ static size_t read_array(const char *lit, char out[][256], const char **v, size_
 }
 
 /* A typed batch: argument j is an array whose element i is what the single
- * typed call of request i sends as argument j, however the text is made. */
+ * typed call of request i sends as argument j (its composite's literal),
+ * however the text is made: lease.identity[] and lease.renew_request[]
+ * (release_request[]). */
 static void test_encode_owner_many_typed(void **state)
 {
     (void)state;
@@ -438,7 +442,7 @@ static void test_encode_owner_many_typed(void **state)
         fill_owner(&r[i], now, id, i + 1);
         snprintf(r[i].call.request_id, sizeof r[i].call.request_id, "req-%d", i);
     }
-    r[0].ttl_ms = 5000; /* the others keep their TTL: NULL elements */
+    r[0].ttl_ms = 5000; /* the others keep their TTL: NULL fields */
     strcpy(r[1].call.correlation_id, "a\"b\\c,{NULL} d");
     strcpy(r[2].call.correlation_id, "NULL");
     r[2].call.trace_id[0] = '\0';
@@ -448,27 +452,40 @@ static void test_encode_owner_many_typed(void **state)
         store_pg_op_t one = op ? STORE_PG_OP_RELEASE : STORE_PG_OP_RENEW;
         store_pg_typed_many_t m;
         assert_true(store_pg_encode_owner_many_typed(many, r, 3, now, &m));
-        assert_int_equal(m.nargs, op ? 20 : 21);
+        assert_int_equal(m.nargs, 2);
         assert_non_null(
             strstr(m.sql, op ? "release_many_brief_typed(" : "renew_many_brief_typed("));
+        static char buf[2][3][1024];
+        const char *v[2][3];
+        for (int j = 0; j < 2; j++)
+            assert_int_equal(read_array(m.values[j], buf[j], v[j], 3), 3);
         for (size_t i = 0; i < 3; i++) {
             store_pg_typed_args_t single;
             assert_true(store_pg_encode_owner_typed(one, &r[i], now, &single));
             assert_int_equal(single.nargs, m.nargs);
-            for (int j = 0; j < m.nargs; j++) {
-                char buf[3][256];
-                const char *v[3];
-                assert_int_equal(read_array(m.values[j], buf, v, 3), 3);
-                if ((v[i] == NULL) != (single.values[j] == NULL) ||
-                    (v[i] && strcmp(v[i], single.values[j]) != 0))
+            for (int j = 0; j < m.nargs; j++)
+                if (!v[j][i] || strcmp(v[j][i], single.values[j]) != 0)
                     fail_msg("argument %d, item %zu: %s in the batch, %s alone", j + 1, i,
-                             v[i] ? v[i] : "NULL", single.values[j] ? single.values[j] : "NULL");
-            }
+                             v[j][i] ? v[j][i] : "NULL", single.values[j]);
+            store_pg_typed_args_free(&single);
+            /* the element read back by record_in's rules: the values */
+            char fb[2][8192];
+            const char *identity[16], *request[32];
+            assert_int_equal(read_record(v[0][i], fb[0], identity, 16),
+                             STORE_PG_IDENTITY_FIELDS + 1);
+            assert_int_equal(read_record(v[1][i], fb[1], request, 32), op ? 13 : 14);
+            char want[16];
+            snprintf(want, sizeof want, "lease_%zu", i);
+            assert_string_equal(request[0], want);
+            static const char *const corr[] = {"corr_abc", "a\"b\\c,{NULL} d", "NULL"};
+            assert_string_equal(request[10 - op], corr[i]);
+            if (!op && i == 0)
+                assert_string_equal(request[2], "5000");
+            else if (!op)
+                assert_null(request[2]);
+            if (i == 2)
+                assert_string_equal(identity[3], "t\xc3\xa9");
         }
-        assert_string_equal(m.values[7], "{\"lease_0\",\"lease_1\",\"lease_2\"}");
-        assert_string_equal(m.values[17 - op], "{\"corr_abc\",\"a\\\"b\\\\c,{NULL} d\",\"NULL\"}");
-        if (!op)
-            assert_string_equal(m.values[9], "{\"5000\",NULL,NULL}");
         store_pg_typed_many_free(&m);
         store_pg_typed_many_free(&m); /* freed once, then empty */
     }
