@@ -55,13 +55,9 @@ local function now_ms()
     return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- (one table: the pairs after the code are never nil, so # counts them all)
 local function result(code, ...)
-    local r = {'code', code}
-    local extra = {...}
-    for i = 1, #extra do
-        r[#r + 1] = extra[i]
-    end
-    return r
+    return {'code', code, ...}
 end
 
 local function invalid(field, detail)
@@ -217,23 +213,34 @@ end
 -- ---------------------------------------------------------------------------
 -- The namespace and its incarnation.
 
+-- The value of INFO's line "<name>:" (line: "\n<name>:"), the run of
+-- characters of class after it, or ''. A plain find, then a match anchored
+-- at the value: a pattern search from the text's start would try every
+-- position before the line (INFO is over a kilobyte, read on every write).
+local function info_value(info, line, class)
+    local at = info:find(line, 1, true)
+    if not at then return '' end
+    return info:match(class, at + #line) or ''
+end
+
+-- One INFO call with both sections (Redis 7.0 and Valkey take several).
 local function incarnation()
-    local server = redis.call('INFO', 'server')
-    local repl = redis.call('INFO', 'replication')
+    local info = redis.call('INFO', 'server', 'replication')
     return {
-        run_id = server:match('run_id:(%x+)') or '',
-        replid = repl:match('master_replid:(%x+)') or '',
-        replid2 = repl:match('master_replid2:(%x+)') or '',
-        role = repl:match('role:(%a+)') or '',
+        run_id = info_value(info, '\nrun_id:', '^%x+'),
+        replid = info_value(info, '\nmaster_replid:', '^%x+'),
+        replid2 = info_value(info, '\nmaster_replid2:', '^%x+'),
+        role = info_value(info, '\nrole:', '^%a+'),
     }
 end
+
+local NS_NUMBERS = {'epoch', 'lid_seq', 'minimum_ttl_ms', 'default_ttl_ms', 'maximum_ttl_ms',
+                    'maximum_lifetime_ms', 'idempotency_retention_ms', 'history_retention_ms'}
 
 local function load_ns(ks)
     local ns = hgetall(ks.ns)
     if ns == nil then return nil end
-    for _, f in ipairs({'epoch', 'lid_seq', 'minimum_ttl_ms', 'default_ttl_ms',
-                        'maximum_ttl_ms', 'maximum_lifetime_ms',
-                        'idempotency_retention_ms', 'history_retention_ms'}) do
+    for _, f in ipairs(NS_NUMBERS) do
         ns[f] = tonumber(ns[f])
         if ns[f] == nil then return false end
     end
@@ -319,6 +326,8 @@ local LEASE_FIELDS = {'tenant_id', 'program_id', 'target_namespace', 'target_id'
                       'renewed_at', 'expires_at', 'ttl_ms', 'maxlife_ms', 'execution_id',
                       'job_id', 'trace_id', 'request_id', 'metadata'}
 
+local LEASE_NUMBERS = {'token', 'acquired_at', 'renewed_at', 'expires_at', 'ttl_ms', 'maxlife_ms'}
+
 -- A record is read whole and checked before anything is written: a record
 -- whose stored identity differs from the one asked for, or that misses a
 -- member, is corrupt (LS001 in Postgres): the call fails closed.
@@ -333,8 +342,7 @@ local function read_ident(ks, i)
         for _, f in ipairs(LEASE_FIELDS) do
             if rec[f] == nil then return false end
         end
-        for _, f in ipairs({'token', 'acquired_at', 'renewed_at', 'expires_at', 'ttl_ms',
-                            'maxlife_ms'}) do
+        for _, f in ipairs(LEASE_NUMBERS) do
             if tonumber(rec[f]) == nil then return false end
         end
     end
@@ -477,25 +485,21 @@ local function str_or_nil(v)
     return nil
 end
 
--- The event of a mutation that changed state (answer: its result pairs),
--- as lease._evidence_t writes it: the owner's service instance, execution
--- and job from the lease (an administrator's request carries none), the
--- TTL it has (effective_ttl_ms), the state before (an acquire's
--- previous_state; otherwise the active lease it renewed or ended) and
--- after, high priority for an administrator's end.
+-- The event of a mutation that changed state, as lease._evidence_t writes
+-- it: the owner's service instance, execution and job from the lease (an
+-- administrator's request carries none), the TTL it has
+-- (effective_ttl_ms), the state before (an acquire's previous_state;
+-- otherwise the active lease it renewed or ended) and after, high priority
+-- for an administrator's end. rec is the lease record the answer shows
+-- (lease_pairs(rec, state)): its members are read from the record itself,
+-- not from the answer's pairs.
 local ADMIN_OPS = {force_release = true, revoke = true}
 
-local function audit_mutation(ks, ns, t, op, i, p, answer)
-    local code, lease, previous = nil, nil, 'active'
-    for k = 1, #answer - 1, 2 do
-        if answer[k] == 'code' then code = answer[k + 1] end
-        if answer[k] == 'lease' then lease = answer[k + 1] end
-        if answer[k] == 'previous_state' then previous = answer[k + 1] end
-    end
-    local l = {}
-    if type(lease) == 'table' then
-        for k = 1, #lease - 1, 2 do l[lease[k]] = lease[k + 1] end
-    end
+local function audit_mutation(ks, ns, t, op, i, p, code, rec, state, previous)
+    local l = {trace_id = opt(rec.trace_id), lease_id = rec.lease_id,
+               fencing_token = tonumber(rec.token), state = state,
+               service_instance_id = rec.sid, execution_id = rec.execution_id,
+               job_id = rec.job_id, ttl_ms = tonumber(rec.ttl_ms)}
     local pr = p.principal
     audit_append(ks, ns, t, {
         'event_type', EVENT_TYPES[op], 'occurred_at_ms', t, 'code', code,
@@ -532,9 +536,11 @@ local function store_answer(ks, ns, op, i, p, answer, lease_id)
     return answer
 end
 
-local function remember(ks, ns, op, i, p, answer, lease_id, t)
-    audit_mutation(ks, ns, t, op, i, p, answer)
-    return store_answer(ks, ns, op, i, p, answer, lease_id)
+-- answer: result(code, 'lease', lease_pairs(rec, state), ...); previous:
+-- the state before.
+local function remember(ks, ns, op, i, p, answer, rec, state, previous, t)
+    audit_mutation(ks, ns, t, op, i, p, answer[2], rec, state, previous)
+    return store_answer(ks, ns, op, i, p, answer, rec.lease_id)
 end
 
 local function retry_after(expires_at, t)
@@ -579,12 +585,11 @@ local function acquire(keys, args)
     local why = guard(ks, ns, false)
     if why then return unavailable(why) end
     local ttl, maxlife = ns.default_ttl_ms, ns.maximum_lifetime_ms
-    local ttl_detail = 'ttl_ms must be greater than ' .. I(ns.minimum_ttl_ms)
-        .. ' and at most ' .. I(ns.maximum_ttl_ms)
     if p.ttl_ms ~= nil and p.ttl_ms ~= cjson.null then
         ttl = posint(p.ttl_ms)
         if not ttl or ttl <= ns.minimum_ttl_ms or ttl > ns.maximum_ttl_ms then
-            return invalid('ttl_ms', ttl_detail)
+            return invalid('ttl_ms', 'ttl_ms must be greater than ' .. I(ns.minimum_ttl_ms)
+                           .. ' and at most ' .. I(ns.maximum_ttl_ms))
         end
     end
     if p.maximum_lifetime_ms ~= nil and p.maximum_lifetime_ms ~= cjson.null then
@@ -650,18 +655,19 @@ local function acquire(keys, args)
         execution_id = p.execution_id, job_id = p.job_id, trace_id = trace or '',
         request_id = p.request_id, metadata = metadata,
     }
-    local flat = {}
+    local flat, n = {}, 0
     for k, v in pairs(new) do
-        flat[#flat + 1] = k
-        flat[#flat + 1] = v
+        flat[n + 1] = k
+        flat[n + 2] = v
+        n = n + 2
     end
-    redis.call('HSET', ks.ident(i.canonical), unpack(flat))
+    redis.call('HSET', ks.ident(i.canonical), unpack(flat, 1, n))
     redis.call('SET', ks.index(lease_id), i.canonical)
     redis.call('SADD', ks.active, i.canonical)
     redis.call('ZADD', ks.expiring, I(expires), i.canonical)
     local answer = result('lease_acquired', 'lease', lease_pairs(new, 'active'),
                           'previous_state', prev)
-    remember(ks, ns, 'acquire', i, p, answer, lease_id, t)
+    remember(ks, ns, 'acquire', i, p, answer, new, 'active', prev, t)
     if prev == 'expired' then publish_ended(ks, {rec.lease_id}) end
     answer[#answer + 1] = 'current_state'; answer[#answer + 1] = 'active'
     return answer
@@ -715,7 +721,7 @@ local function renew_decide(ks, ns, t, p)
     redis.call('ZADD', ks.expiring, I(expires), i.canonical)
     rec.renewed_at, rec.expires_at, rec.ttl_ms = I(t), I(expires), I(ttl)
     local answer = result('lease_renewed', 'lease', lease_pairs(rec, 'active'))
-    remember(ks, ns, 'renew', i, p, answer, rec.lease_id, t)
+    remember(ks, ns, 'renew', i, p, answer, rec, 'active', 'active', t)
     answer[#answer + 1] = 'current_state'; answer[#answer + 1] = 'active'
     return answer
 end
@@ -751,7 +757,7 @@ local function ending_decide(ks, ns, t, p, op, terminal, success)
     if not matches(rec, p, t, as_owner) then return result('lease_lost') end
     local ended = end_lease(ks, ns, rec, terminal, t, reason, incident)
     local answer = result(success, 'lease', lease_pairs(ended, terminal))
-    remember(ks, ns, op, i, p, answer, rec.lease_id, t)
+    remember(ks, ns, op, i, p, answer, ended, terminal, 'active', t)
     publish_ended(ks, {rec.lease_id})
     answer[#answer + 1] = 'current_state'; answer[#answer + 1] = terminal
     return answer
