@@ -78,8 +78,11 @@ local function is_str(v)
     return type(v) == 'string'
 end
 
+-- (an anchored run of the class, not a search for a character outside it:
+-- the same answer for a non-empty string, one match instead of one a
+-- position; ids and digests are checked on every call)
 local function id_ok(v)
-    return is_str(v) and #v >= 1 and #v <= 128 and not v:find('[^A-Za-z0-9._:-]')
+    return is_str(v) and #v >= 1 and #v <= 128 and v:find('^[A-Za-z0-9._:-]+$') ~= nil
 end
 
 local function name_norm(v)     -- tenant, program, actor, workflow
@@ -121,7 +124,8 @@ local IDENTITY_MEMBERS = {
 local function identity(li)
     if type(li) ~= 'table' then return nil, 'lock_identity' end
     local out = {}
-    for _, m in ipairs(IDENTITY_MEMBERS) do
+    for k = 1, #IDENTITY_MEMBERS do   -- (numeric loops on the hot paths: ipairs is a C call a step)
+        local m = IDENTITY_MEMBERS[k]
         local v = m[2](li[m[1]])
         if v == nil then return nil, 'lock_identity.' .. m[1] end
         out[m[1]] = v
@@ -144,7 +148,7 @@ local function posint(v)
 end
 
 local function digest_ok(v)
-    return is_str(v) and #v == 64 and not v:find('[^0-9a-f]')
+    return is_str(v) and #v == 64 and v:find('^[0-9a-f]+$') ~= nil
 end
 
 -- The checks every call shares (lease._call_deadline_t): a malformed call is
@@ -223,14 +227,25 @@ local function info_value(info, line, class)
     return info:match(class, at + #line) or ''
 end
 
--- One INFO call with both sections (Redis 7.0 and Valkey take several).
+-- The server's run_id, read once: it is fixed for the life of the server
+-- process, and this library instance lives at most as long as the process
+-- (a restart loads the library into a new Lua state; FUNCTION LOAD
+-- REPLACE, FLUSH or RESTORE make a new instance, with this unset), so it
+-- is what INFO server would answer on every call. role and the replication
+-- ids do change within a process (REPLICAOF, a promotion, a new backlog):
+-- INFO replication is read on every call.
+local own_run_id = nil
+
 local function incarnation()
-    local info = redis.call('INFO', 'server', 'replication')
+    if own_run_id == nil then
+        own_run_id = info_value(redis.call('INFO', 'server'), '\nrun_id:', '^%x+')
+    end
+    local repl = redis.call('INFO', 'replication')
     return {
-        run_id = info_value(info, '\nrun_id:', '^%x+'),
-        replid = info_value(info, '\nmaster_replid:', '^%x+'),
-        replid2 = info_value(info, '\nmaster_replid2:', '^%x+'),
-        role = info_value(info, '\nrole:', '^%a+'),
+        run_id = own_run_id,
+        replid = info_value(repl, '\nmaster_replid:', '^%x+'),
+        replid2 = info_value(repl, '\nmaster_replid2:', '^%x+'),
+        role = info_value(repl, '\nrole:', '^%a+'),
     }
 end
 
@@ -240,7 +255,8 @@ local NS_NUMBERS = {'epoch', 'lid_seq', 'minimum_ttl_ms', 'default_ttl_ms', 'max
 local function load_ns(ks)
     local ns = hgetall(ks.ns)
     if ns == nil then return nil end
-    for _, f in ipairs(NS_NUMBERS) do
+    for k = 1, #NS_NUMBERS do
+        local f = NS_NUMBERS[k]
         ns[f] = tonumber(ns[f])
         if ns[f] == nil then return false end
     end
@@ -339,11 +355,11 @@ local function read_ident(ks, i)
         return false
     end
     if rec.state == 'active' then
-        for _, f in ipairs(LEASE_FIELDS) do
-            if rec[f] == nil then return false end
+        for k = 1, #LEASE_FIELDS do
+            if rec[LEASE_FIELDS[k]] == nil then return false end
         end
-        for _, f in ipairs(LEASE_NUMBERS) do
-            if tonumber(rec[f]) == nil then return false end
+        for k = 1, #LEASE_NUMBERS do
+            if tonumber(rec[LEASE_NUMBERS[k]]) == nil then return false end
         end
     end
     return rec
@@ -351,29 +367,33 @@ end
 
 -- The terminal record of a lease ending now (or at expiry), written to
 -- history with its retention; the identity record keeps its counter.
+-- Returns rec itself, with ended_at, end_reason and incident_id set (the
+-- terminal lease as the answer shows it): no caller reads the live record
+-- after ending it, and a copy was a table of 35 members a call.
 local function end_lease(ks, ns, rec, terminal, ended_at, reason, incident)
-    local h = {}
-    for _, f in ipairs(LEASE_FIELDS) do
-        h[#h + 1] = f
-        h[#h + 1] = rec[f]
-    end
-    h[#h + 1] = 'state'; h[#h + 1] = terminal
-    h[#h + 1] = 'ended_at'; h[#h + 1] = I(ended_at)
-    h[#h + 1] = 'end_reason'; h[#h + 1] = reason or ''
-    h[#h + 1] = 'incident_id'; h[#h + 1] = incident or ''
-    h[#h + 1] = 'c'; h[#h + 1] = rec.c
-    redis.call('HSET', ks.hist(rec.lease_id), unpack(h))
+    local ended = I(ended_at)
+    -- LEASE_FIELDS, named one by one (no flattened copy of the record)
+    redis.call('HSET', ks.hist(rec.lease_id), 'tenant_id', rec.tenant_id,
+               'program_id', rec.program_id, 'target_namespace', rec.target_namespace,
+               'target_id', rec.target_id, 'actor_name', rec.actor_name,
+               'workflow_name', rec.workflow_name, 'operation_class', rec.operation_class,
+               'lease_id', rec.lease_id, 'token', rec.token, 'owner', rec.owner,
+               'owner_client', rec.owner_client, 'owner_cred', rec.owner_cred, 'sid', rec.sid,
+               'acquired_at', rec.acquired_at, 'renewed_at', rec.renewed_at,
+               'expires_at', rec.expires_at, 'ttl_ms', rec.ttl_ms, 'maxlife_ms', rec.maxlife_ms,
+               'execution_id', rec.execution_id, 'job_id', rec.job_id,
+               'trace_id', rec.trace_id, 'request_id', rec.request_id, 'metadata', rec.metadata,
+               'state', terminal, 'ended_at', ended, 'end_reason', reason or '',
+               'incident_id', incident or '', 'c', rec.c)
     redis.call('PEXPIRE', ks.hist(rec.lease_id), I(ns.history_retention_ms))
     redis.call('DEL', ks.index(rec.lease_id))
     redis.call('HSET', ks.ident(rec.c), 'state', 'free')
     redis.call('SREM', ks.active, rec.c)
     redis.call('ZREM', ks.expiring, rec.c)
-    local out = {}
-    for k, v in pairs(rec) do out[k] = v end
-    out.ended_at = I(ended_at)
-    out.end_reason = reason or ''
-    out.incident_id = incident or ''
-    return out
+    rec.ended_at = ended
+    rec.end_reason = reason or ''
+    rec.incident_id = incident or ''
+    return rec
 end
 
 -- The push of ended leases behind GET /v1/leases/{id}/watch (NOTIFY
@@ -451,22 +471,25 @@ end
 local function audit_minid(ns, t)
     local keep = (type(ns) == 'table' and tonumber(ns.audit_retention_ms))
                  or AUDIT_RETENTION_DEFAULT
-    local minid = {math.max(0, t - keep), 0}
-    local cursor = type(ns) == 'table' and stream_id(ns.audit_export_id)
-    if cursor and stream_id_less(cursor, minid) then minid = cursor end
-    return I(minid[1]) .. '-' .. I(minid[2])
+    local ms = math.max(0, t - keep)
+    local cursor = type(ns) == 'table' and ns.audit_export_id and stream_id(ns.audit_export_id)
+    if cursor and stream_id_less(cursor, {ms, 0}) then
+        return I(cursor[1]) .. '-' .. I(cursor[2])
+    end
+    return I(ms) .. '-0'
 end
 
 -- fields: name/value pairs; empty values are left out. A value may be nil
--- (an absent member): the pairs are walked to table.maxn, since # stops at
--- any nil of a table with holes and would drop every pair after it.
-local function audit_append(ks, ns, t, fields)
-    local kept = {}
-    for k = 1, table.maxn(fields), 2 do
+-- (an absent member): the pairs are walked to n, or to table.maxn, since #
+-- stops at any nil of a table with holes and would drop every pair after it.
+local function audit_append(ks, ns, t, fields, n)
+    local kept, m, null = {}, 0, cjson.null
+    for k = 1, n or table.maxn(fields), 2 do
         local v = fields[k + 1]
-        if v ~= nil and v ~= false and v ~= '' and v ~= cjson.null then
-            kept[#kept + 1] = fields[k]
-            kept[#kept + 1] = type(v) == 'number' and I(v) or v
+        if v ~= nil and v ~= false and v ~= '' and v ~= null then
+            kept[m + 1] = fields[k]
+            kept[m + 2] = type(v) == 'number' and I(v) or v
+            m = m + 2
         end
     end
     -- exact trimming: each call removes the few entries that aged out since
@@ -495,13 +518,19 @@ end
 -- not from the answer's pairs.
 local ADMIN_OPS = {force_release = true, revoke = true}
 
+-- Its arguments as a table and their count, nils included (audit_append's
+-- n: no table.maxn walk over the pairs).
+local function counted(...)
+    return {...}, select('#', ...)
+end
+
 local function audit_mutation(ks, ns, t, op, i, p, code, rec, state, previous)
     local l = {trace_id = opt(rec.trace_id), lease_id = rec.lease_id,
                fencing_token = tonumber(rec.token), state = state,
                service_instance_id = rec.sid, execution_id = rec.execution_id,
                job_id = rec.job_id, ttl_ms = tonumber(rec.ttl_ms)}
     local pr = p.principal
-    audit_append(ks, ns, t, {
+    audit_append(ks, ns, t, counted(
         'event_type', EVENT_TYPES[op], 'occurred_at_ms', t, 'code', code,
         'decision', 'allow', 'backend_health', 'ok', 'source', 'function',
         'principal_id', str_or_nil(pr.principal_id), 'client_id', str_or_nil(pr.client_id),
@@ -521,8 +550,7 @@ local function audit_mutation(ks, ns, t, op, i, p, code, rec, state, previous)
         'job_id', str_or_nil(l.job_id) or str_or_nil(p.job_id),
         'requested_ttl_ms', type(p.ttl_ms) == 'number' and p.ttl_ms or nil,
         'effective_ttl_ms', l.ttl_ms,
-        'reason', str_or_nil(p.reason), 'incident_id', str_or_nil(p.incident_id),
-    })
+        'reason', str_or_nil(p.reason), 'incident_id', str_or_nil(p.incident_id)))
 end
 
 -- The answer stored under the request id (its retention), then marked as
@@ -641,6 +669,7 @@ local function acquire(keys, args)
     local lease_id = string.format('lease_%012x%04x%016x', t, epoch % 65536, lid_seq)
     redis.call('HSET', ks.ns, 'lid_seq', I(lid_seq))
     local expires = t + math.min(ttl, maxlife)
+    local at, until_ = I(t), I(expires)
     local new = {
         v = '1', c = i.canonical, epoch = I(epoch), seq = I(seq), state = 'active',
         tenant_id = i.tenant_id, program_id = i.program_id,
@@ -650,21 +679,27 @@ local function acquire(keys, args)
         lease_id = lease_id, token = I(token), owner = p.principal.principal_id,
         owner_client = is_str(p.principal.client_id) and p.principal.client_id or '',
         owner_cred = is_str(p.principal.credential_id) and p.principal.credential_id or '',
-        sid = p.service_instance_id, acquired_at = I(t), renewed_at = I(t),
-        expires_at = I(expires), ttl_ms = I(ttl), maxlife_ms = I(maxlife),
+        sid = p.service_instance_id, acquired_at = at, renewed_at = at,
+        expires_at = until_, ttl_ms = I(ttl), maxlife_ms = I(maxlife),
         execution_id = p.execution_id, job_id = p.job_id, trace_id = trace or '',
         request_id = p.request_id, metadata = metadata,
     }
-    local flat, n = {}, 0
-    for k, v in pairs(new) do
-        flat[n + 1] = k
-        flat[n + 2] = v
-        n = n + 2
-    end
-    redis.call('HSET', ks.ident(i.canonical), unpack(flat, 1, n))
+    -- every member of new, named one by one (no flattened copy of the record)
+    redis.call('HSET', ks.ident(i.canonical), 'v', new.v, 'c', new.c, 'epoch', new.epoch,
+               'seq', new.seq, 'state', new.state, 'tenant_id', new.tenant_id,
+               'program_id', new.program_id, 'target_namespace', new.target_namespace,
+               'target_id', new.target_id, 'actor_name', new.actor_name,
+               'workflow_name', new.workflow_name, 'operation_class', new.operation_class,
+               'lease_id', new.lease_id, 'token', new.token, 'owner', new.owner,
+               'owner_client', new.owner_client, 'owner_cred', new.owner_cred, 'sid', new.sid,
+               'acquired_at', new.acquired_at, 'renewed_at', new.renewed_at,
+               'expires_at', new.expires_at, 'ttl_ms', new.ttl_ms, 'maxlife_ms', new.maxlife_ms,
+               'execution_id', new.execution_id, 'job_id', new.job_id,
+               'trace_id', new.trace_id, 'request_id', new.request_id,
+               'metadata', new.metadata)
     redis.call('SET', ks.index(lease_id), i.canonical)
     redis.call('SADD', ks.active, i.canonical)
-    redis.call('ZADD', ks.expiring, I(expires), i.canonical)
+    redis.call('ZADD', ks.expiring, until_, i.canonical)
     local answer = result('lease_acquired', 'lease', lease_pairs(new, 'active'),
                           'previous_state', prev)
     remember(ks, ns, 'acquire', i, p, answer, new, 'active', prev, t)
