@@ -347,8 +347,38 @@ local LEASE_NUMBERS = {'token', 'acquired_at', 'renewed_at', 'expires_at', 'ttl_
 -- A record is read whole and checked before anything is written: a record
 -- whose stored identity differs from the one asked for, or that misses a
 -- member, is corrupt (LS001 in Postgres): the call fails closed.
+-- The identity record by HMGET of every member this library writes to one
+-- (HGETALL's reply is twice as long: every name too), as the table hgetall
+-- makes (absent members nil). A key that holds none of them is absent, or,
+-- if it exists all the same, a record of nothing this library knows:
+-- corrupt, as its missing 'v' makes it below.
+local function ident_record(key)
+    local r = redis.call('HMGET', key, 'v', 'c', 'epoch', 'seq', 'state', 'hw',
+                         'tenant_id', 'program_id', 'target_namespace', 'target_id',
+                         'actor_name', 'workflow_name', 'operation_class', 'lease_id',
+                         'token', 'owner', 'owner_client', 'owner_cred', 'sid',
+                         'acquired_at', 'renewed_at', 'expires_at', 'ttl_ms', 'maxlife_ms',
+                         'execution_id', 'job_id', 'trace_id', 'request_id', 'metadata',
+                         'ended_at', 'end_reason', 'incident_id')
+    local rec = {
+        v = r[1] or nil, c = r[2] or nil, epoch = r[3] or nil, seq = r[4] or nil,
+        state = r[5] or nil, hw = r[6] or nil, tenant_id = r[7] or nil,
+        program_id = r[8] or nil, target_namespace = r[9] or nil, target_id = r[10] or nil,
+        actor_name = r[11] or nil, workflow_name = r[12] or nil,
+        operation_class = r[13] or nil, lease_id = r[14] or nil, token = r[15] or nil,
+        owner = r[16] or nil, owner_client = r[17] or nil, owner_cred = r[18] or nil,
+        sid = r[19] or nil, acquired_at = r[20] or nil, renewed_at = r[21] or nil,
+        expires_at = r[22] or nil, ttl_ms = r[23] or nil, maxlife_ms = r[24] or nil,
+        execution_id = r[25] or nil, job_id = r[26] or nil, trace_id = r[27] or nil,
+        request_id = r[28] or nil, metadata = r[29] or nil, ended_at = r[30] or nil,
+        end_reason = r[31] or nil, incident_id = r[32] or nil,
+    }
+    if next(rec) == nil and redis.call('EXISTS', key) == 0 then return nil end
+    return rec
+end
+
 local function read_ident(ks, i)
-    local rec = hgetall(ks.ident(i.canonical))
+    local rec = ident_record(ks.ident(i.canonical))
     if rec == nil then return nil end
     if rec.v ~= '1' or rec.c ~= i.canonical or tonumber(rec.epoch) == nil
        or tonumber(rec.seq) == nil or (rec.state ~= 'active' and rec.state ~= 'free') then
@@ -482,20 +512,22 @@ end
 -- fields: name/value pairs; empty values are left out. A value may be nil
 -- (an absent member): the pairs are walked to n, or to table.maxn, since #
 -- stops at any nil of a table with holes and would drop every pair after it.
+-- The pairs kept are moved to the front of fields itself (no second table):
+-- fields is the caller's own, never read again.
 local function audit_append(ks, ns, t, fields, n)
-    local kept, m, null = {}, 0, cjson.null
+    local m, null = 0, cjson.null
     for k = 1, n or table.maxn(fields), 2 do
         local v = fields[k + 1]
         if v ~= nil and v ~= false and v ~= '' and v ~= null then
-            kept[m + 1] = fields[k]
-            kept[m + 2] = type(v) == 'number' and I(v) or v
+            fields[m + 1] = fields[k]
+            fields[m + 2] = type(v) == 'number' and I(v) or v
             m = m + 2
         end
     end
     -- exact trimming: each call removes the few entries that aged out since
     -- the previous one (approximate '~' trimming would keep whole nodes, up
     -- to 100 entries, past the retention)
-    redis.call('XADD', ks.audit, 'MINID', audit_minid(ns, t), '*', unpack(kept))
+    redis.call('XADD', ks.audit, 'MINID', audit_minid(ns, t), '*', unpack(fields, 1, m))
 end
 
 local EVENT_TYPES = {acquire = 'target_lease_acquire', renew = 'target_lease_renew',
