@@ -252,9 +252,25 @@ end
 local NS_NUMBERS = {'epoch', 'lid_seq', 'minimum_ttl_ms', 'default_ttl_ms', 'maximum_ttl_ms',
                     'maximum_lifetime_ms', 'idempotency_retention_ms', 'history_retention_ms'}
 
+-- The namespace record's members the functions read (ns.<member>), by
+-- HMGET (HGETALL's reply also names every member, and holds the ones no
+-- function reads: version, bound_at_ms, sealed_reason, ...). A key that
+-- holds none of them is absent, or, if it exists all the same, corrupt (its
+-- epoch is missing, below).
 local function load_ns(ks)
-    local ns = hgetall(ks.ns)
-    if ns == nil then return nil end
+    local r = redis.call('HMGET', ks.ns, 'epoch', 'lid_seq', 'minimum_ttl_ms', 'default_ttl_ms',
+                         'maximum_ttl_ms', 'maximum_lifetime_ms', 'idempotency_retention_ms',
+                         'history_retention_ms', 'run_id', 'replid', 'sealed',
+                         'audit_retention_ms', 'audit_export_id', 'page_token_key')
+    local ns = {
+        epoch = r[1] or nil, lid_seq = r[2] or nil, minimum_ttl_ms = r[3] or nil,
+        default_ttl_ms = r[4] or nil, maximum_ttl_ms = r[5] or nil,
+        maximum_lifetime_ms = r[6] or nil, idempotency_retention_ms = r[7] or nil,
+        history_retention_ms = r[8] or nil, run_id = r[9] or nil, replid = r[10] or nil,
+        sealed = r[11] or nil, audit_retention_ms = r[12] or nil,
+        audit_export_id = r[13] or nil, page_token_key = r[14] or nil,
+    }
+    if next(ns) == nil and redis.call('EXISTS', ks.ns) == 0 then return nil end
     for k = 1, #NS_NUMBERS do
         local f = NS_NUMBERS[k]
         ns[f] = tonumber(ns[f])
