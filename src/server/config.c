@@ -38,6 +38,22 @@ static const char *waiters_default(char *buf, size_t bufsz)
     return buf;
 }
 
+/* On Valkey (LEASE_STORE_URL) a store call costs the server a fraction of a
+ * millisecond of CPU, then waits for its fsync (appendfsync always), which
+ * every call in flight at that moment shares: the more calls in flight, the
+ * more share one fsync. Workers and connections are what keep calls in
+ * flight (a worker blocks on its call), so the PostgreSQL default left the
+ * server waiting: measured on 2 cores, 16 clients (docs/backends.md,
+ * "Throughput against etcd"), 8 threads and 8 connections gave 3,321
+ * ops/s, 24 and 24 gave 4,396, 48 and 48 the same as 24. Sixteen per core,
+ * at least 32: above a typical client count, and one flow alone may use
+ * LEASE_HTTP_THREADS - 1 workers. Applied only when the setting was not
+ * given (valkey_waiters below). */
+static int64_t valkey_waiters_default(void)
+{
+    return 16 * online_cores() < 32 ? 32 : 16 * online_cores();
+}
+
 /* host:port with a numeric IPv4 address, or [IPv6]:port. */
 static bool check_listen(const char *value, void *cfg)
 {
@@ -99,7 +115,7 @@ static const lease_setting_t settings[] = {
     {.name = "database pool size", .env = "LEASE_DB_POOL_SIZE", .flag = "--db-pool-size",
      .type = LEASE_SETTING_INT, .compute_default = waiters_default, .min = 1, .max = 1000,
      .offset = AT(db_pool_size),
-     .help = "database connections kept"},
+     .help = "database connections kept (Valkey: 16 per core, at least 32)"},
     {.name = "database connect timeout", .env = "LEASE_DB_CONNECT_TIMEOUT_MS",
      .flag = "--db-connect-timeout-ms", .type = LEASE_SETTING_INT, .default_value = "2000",
      .min = 100, .max = 60000, .offset = AT(db_connect_timeout_ms),
@@ -112,7 +128,8 @@ static const lease_setting_t settings[] = {
     {.name = "HTTP worker threads", .env = "LEASE_HTTP_THREADS", .flag = "--http-threads",
      .type = LEASE_SETTING_INT, .compute_default = waiters_default, .min = 1, .max = 1024,
      .offset = AT(http_threads),
-     .help = "threads that run requests (they wait on the database)"},
+     .help = "threads that run requests (they wait on the database; Valkey: 16 per core, "
+             "at least 32)"},
     {.name = "connection limit", .env = "LEASE_MAX_CONNECTIONS", .flag = "--max-connections",
      .type = LEASE_SETTING_INT, .default_value = "1024", .min = 1, .max = 65536,
      .offset = AT(max_connections),
@@ -340,11 +357,42 @@ void leased_config_setting(size_t i, leased_setting_info_t *out, char *default_b
     lease_settings_info(&table, i, out, default_buf, default_bufsz);
 }
 
+/* Whether the environment or a flag names the setting (--flag VALUE or
+ * --flag=VALUE), whatever its value. */
+static bool setting_given(const char *env, const char *flag, int argc, char *const *argv,
+                          char *const *envp)
+{
+    size_t el = strlen(env), fl = strlen(flag);
+    for (char *const *e = envp; e && *e; e++)
+        if (strncmp(*e, env, el) == 0 && (*e)[el] == '=')
+            return true;
+    for (int i = 1; i < argc && argv[i]; i++)
+        if (strncmp(argv[i], flag, fl) == 0 && (argv[i][fl] == '\0' || argv[i][fl] == '='))
+            return true;
+    return false;
+}
+
+/* The Valkey backend's own defaults of the worker threads and the pool
+ * (valkey_waiters_default), where neither the environment nor a flag set
+ * them; PostgreSQL keeps the table's. */
+static void valkey_waiters(leased_config_t *cfg, int argc, char *const *argv, char *const *envp)
+{
+    if (!cfg->store_url || !*cfg->store_url)
+        return;
+    if (!setting_given("LEASE_HTTP_THREADS", "--http-threads", argc, argv, envp))
+        cfg->http_threads = valkey_waiters_default();
+    if (!setting_given("LEASE_DB_POOL_SIZE", "--db-pool-size", argc, argv, envp))
+        cfg->db_pool_size = valkey_waiters_default();
+}
+
 leased_config_status_t leased_config_load(leased_config_t *cfg, int argc, char *const *argv,
                                           char *const *envp, char *err, size_t errsz)
 {
     /* the same values (config.h) */
-    return (leased_config_status_t)lease_settings_load(&table, cfg, argc, argv, envp, err, errsz);
+    lease_settings_status_t st = lease_settings_load(&table, cfg, argc, argv, envp, err, errsz);
+    if (st == LEASE_SETTINGS_OK)
+        valkey_waiters(cfg, argc, argv, envp);
+    return (leased_config_status_t)st;
 }
 
 void leased_config_free(leased_config_t *cfg)

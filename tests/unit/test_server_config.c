@@ -74,6 +74,37 @@ static void test_env_and_flags(void **state)
     leased_config_free(&cfg);
 }
 
+/* On Valkey the worker threads and the pool default to 16 per core, at
+ * least 32 (a call waits on the server's shared fsync); a value given in
+ * the environment or as a flag is kept, whatever it is. */
+static void test_valkey_defaults(void **state)
+{
+    (void)state;
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    int64_t want = 16 * cores < 32 ? 32 : 16 * cores;
+    leased_config_t cfg;
+    char err[512];
+    char *env[] = {"LEASE_STORE_URL=redis://127.0.0.1:6379", NULL};
+    char *argv[] = {"leased", NULL};
+    assert_int_equal(load(&cfg, argv, 1, env, err), LEASED_CONFIG_OK);
+    assert_int_equal(cfg.http_threads, want);
+    assert_int_equal(cfg.db_pool_size, want);
+    leased_config_free(&cfg);
+
+    char *env_given[] = {"LEASE_STORE_URL=redis://127.0.0.1:6379", "LEASE_HTTP_THREADS=8", NULL};
+    char *argv_given[] = {"leased", "--db-pool-size=5", NULL};
+    assert_int_equal(load(&cfg, argv_given, 2, env_given, err), LEASED_CONFIG_OK);
+    assert_int_equal(cfg.http_threads, 8);
+    assert_int_equal(cfg.db_pool_size, 5);
+    leased_config_free(&cfg);
+
+    char *argv_split[] = {"leased", "--http-threads", "3", NULL};
+    assert_int_equal(load(&cfg, argv_split, 3, env, err), LEASED_CONFIG_OK);
+    assert_int_equal(cfg.http_threads, 3);
+    assert_int_equal(cfg.db_pool_size, want);
+    leased_config_free(&cfg);
+}
+
 typedef struct bad {
     const char *env;  /* NAME=value, or NULL */
     const char *flag; /* a flag and its value as one argument, or NULL */
@@ -255,7 +286,7 @@ int main(void)
         cmocka_unit_test(test_defaults),   cmocka_unit_test(test_env_and_flags),
         cmocka_unit_test(test_bad_values), cmocka_unit_test(test_secrets_not_echoed),
         cmocka_unit_test(test_flag_names), cmocka_unit_test(test_docs_list_every_setting),
-        cmocka_unit_test(test_cli),
+        cmocka_unit_test(test_cli),        cmocka_unit_test(test_valkey_defaults),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -55,13 +55,9 @@ local function now_ms()
     return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 end
 
+-- (one table: the pairs after the code are never nil, so # counts them all)
 local function result(code, ...)
-    local r = {'code', code}
-    local extra = {...}
-    for i = 1, #extra do
-        r[#r + 1] = extra[i]
-    end
-    return r
+    return {'code', code, ...}
 end
 
 local function invalid(field, detail)
@@ -82,8 +78,11 @@ local function is_str(v)
     return type(v) == 'string'
 end
 
+-- (an anchored run of the class, not a search for a character outside it:
+-- the same answer for a non-empty string, one match instead of one a
+-- position; ids and digests are checked on every call)
 local function id_ok(v)
-    return is_str(v) and #v >= 1 and #v <= 128 and not v:find('[^A-Za-z0-9._:-]')
+    return is_str(v) and #v >= 1 and #v <= 128 and v:find('^[A-Za-z0-9._:-]+$') ~= nil
 end
 
 local function name_norm(v)     -- tenant, program, actor, workflow
@@ -125,7 +124,8 @@ local IDENTITY_MEMBERS = {
 local function identity(li)
     if type(li) ~= 'table' then return nil, 'lock_identity' end
     local out = {}
-    for _, m in ipairs(IDENTITY_MEMBERS) do
+    for k = 1, #IDENTITY_MEMBERS do   -- (numeric loops on the hot paths: ipairs is a C call a step)
+        local m = IDENTITY_MEMBERS[k]
         local v = m[2](li[m[1]])
         if v == nil then return nil, 'lock_identity.' .. m[1] end
         out[m[1]] = v
@@ -148,7 +148,7 @@ local function posint(v)
 end
 
 local function digest_ok(v)
-    return is_str(v) and #v == 64 and not v:find('[^0-9a-f]')
+    return is_str(v) and #v == 64 and v:find('^[0-9a-f]+$') ~= nil
 end
 
 -- The checks every call shares (lease._call_deadline_t): a malformed call is
@@ -217,23 +217,62 @@ end
 -- ---------------------------------------------------------------------------
 -- The namespace and its incarnation.
 
+-- The value of INFO's line "<name>:" (line: "\n<name>:"), the run of
+-- characters of class after it, or ''. A plain find, then a match anchored
+-- at the value: a pattern search from the text's start would try every
+-- position before the line (INFO is over a kilobyte, read on every write).
+local function info_value(info, line, class)
+    local at = info:find(line, 1, true)
+    if not at then return '' end
+    return info:match(class, at + #line) or ''
+end
+
+-- The server's run_id, read once: it is fixed for the life of the server
+-- process, and this library instance lives at most as long as the process
+-- (a restart loads the library into a new Lua state; FUNCTION LOAD
+-- REPLACE, FLUSH or RESTORE make a new instance, with this unset), so it
+-- is what INFO server would answer on every call. role and the replication
+-- ids do change within a process (REPLICAOF, a promotion, a new backlog):
+-- INFO replication is read on every call.
+local own_run_id = nil
+
 local function incarnation()
-    local server = redis.call('INFO', 'server')
+    if own_run_id == nil then
+        own_run_id = info_value(redis.call('INFO', 'server'), '\nrun_id:', '^%x+')
+    end
     local repl = redis.call('INFO', 'replication')
     return {
-        run_id = server:match('run_id:(%x+)') or '',
-        replid = repl:match('master_replid:(%x+)') or '',
-        replid2 = repl:match('master_replid2:(%x+)') or '',
-        role = repl:match('role:(%a+)') or '',
+        run_id = own_run_id,
+        replid = info_value(repl, '\nmaster_replid:', '^%x+'),
+        replid2 = info_value(repl, '\nmaster_replid2:', '^%x+'),
+        role = info_value(repl, '\nrole:', '^%a+'),
     }
 end
 
+local NS_NUMBERS = {'epoch', 'lid_seq', 'minimum_ttl_ms', 'default_ttl_ms', 'maximum_ttl_ms',
+                    'maximum_lifetime_ms', 'idempotency_retention_ms', 'history_retention_ms'}
+
+-- The namespace record's members the functions read (ns.<member>), by
+-- HMGET (HGETALL's reply also names every member, and holds the ones no
+-- function reads: version, bound_at_ms, sealed_reason, ...). A key that
+-- holds none of them is absent, or, if it exists all the same, corrupt (its
+-- epoch is missing, below).
 local function load_ns(ks)
-    local ns = hgetall(ks.ns)
-    if ns == nil then return nil end
-    for _, f in ipairs({'epoch', 'lid_seq', 'minimum_ttl_ms', 'default_ttl_ms',
-                        'maximum_ttl_ms', 'maximum_lifetime_ms',
-                        'idempotency_retention_ms', 'history_retention_ms'}) do
+    local r = redis.call('HMGET', ks.ns, 'epoch', 'lid_seq', 'minimum_ttl_ms', 'default_ttl_ms',
+                         'maximum_ttl_ms', 'maximum_lifetime_ms', 'idempotency_retention_ms',
+                         'history_retention_ms', 'run_id', 'replid', 'sealed',
+                         'audit_retention_ms', 'audit_export_id', 'page_token_key')
+    local ns = {
+        epoch = r[1] or nil, lid_seq = r[2] or nil, minimum_ttl_ms = r[3] or nil,
+        default_ttl_ms = r[4] or nil, maximum_ttl_ms = r[5] or nil,
+        maximum_lifetime_ms = r[6] or nil, idempotency_retention_ms = r[7] or nil,
+        history_retention_ms = r[8] or nil, run_id = r[9] or nil, replid = r[10] or nil,
+        sealed = r[11] or nil, audit_retention_ms = r[12] or nil,
+        audit_export_id = r[13] or nil, page_token_key = r[14] or nil,
+    }
+    if next(ns) == nil and redis.call('EXISTS', ks.ns) == 0 then return nil end
+    for k = 1, #NS_NUMBERS do
+        local f = NS_NUMBERS[k]
         ns[f] = tonumber(ns[f])
         if ns[f] == nil then return false end
     end
@@ -319,23 +358,54 @@ local LEASE_FIELDS = {'tenant_id', 'program_id', 'target_namespace', 'target_id'
                       'renewed_at', 'expires_at', 'ttl_ms', 'maxlife_ms', 'execution_id',
                       'job_id', 'trace_id', 'request_id', 'metadata'}
 
+local LEASE_NUMBERS = {'token', 'acquired_at', 'renewed_at', 'expires_at', 'ttl_ms', 'maxlife_ms'}
+
 -- A record is read whole and checked before anything is written: a record
 -- whose stored identity differs from the one asked for, or that misses a
 -- member, is corrupt (LS001 in Postgres): the call fails closed.
+-- The identity record by HMGET of every member this library writes to one
+-- (HGETALL's reply is twice as long: every name too), as the table hgetall
+-- makes (absent members nil). A key that holds none of them is absent, or,
+-- if it exists all the same, a record of nothing this library knows:
+-- corrupt, as its missing 'v' makes it below.
+local function ident_record(key)
+    local r = redis.call('HMGET', key, 'v', 'c', 'epoch', 'seq', 'state', 'hw',
+                         'tenant_id', 'program_id', 'target_namespace', 'target_id',
+                         'actor_name', 'workflow_name', 'operation_class', 'lease_id',
+                         'token', 'owner', 'owner_client', 'owner_cred', 'sid',
+                         'acquired_at', 'renewed_at', 'expires_at', 'ttl_ms', 'maxlife_ms',
+                         'execution_id', 'job_id', 'trace_id', 'request_id', 'metadata',
+                         'ended_at', 'end_reason', 'incident_id')
+    local rec = {
+        v = r[1] or nil, c = r[2] or nil, epoch = r[3] or nil, seq = r[4] or nil,
+        state = r[5] or nil, hw = r[6] or nil, tenant_id = r[7] or nil,
+        program_id = r[8] or nil, target_namespace = r[9] or nil, target_id = r[10] or nil,
+        actor_name = r[11] or nil, workflow_name = r[12] or nil,
+        operation_class = r[13] or nil, lease_id = r[14] or nil, token = r[15] or nil,
+        owner = r[16] or nil, owner_client = r[17] or nil, owner_cred = r[18] or nil,
+        sid = r[19] or nil, acquired_at = r[20] or nil, renewed_at = r[21] or nil,
+        expires_at = r[22] or nil, ttl_ms = r[23] or nil, maxlife_ms = r[24] or nil,
+        execution_id = r[25] or nil, job_id = r[26] or nil, trace_id = r[27] or nil,
+        request_id = r[28] or nil, metadata = r[29] or nil, ended_at = r[30] or nil,
+        end_reason = r[31] or nil, incident_id = r[32] or nil,
+    }
+    if next(rec) == nil and redis.call('EXISTS', key) == 0 then return nil end
+    return rec
+end
+
 local function read_ident(ks, i)
-    local rec = hgetall(ks.ident(i.canonical))
+    local rec = ident_record(ks.ident(i.canonical))
     if rec == nil then return nil end
     if rec.v ~= '1' or rec.c ~= i.canonical or tonumber(rec.epoch) == nil
        or tonumber(rec.seq) == nil or (rec.state ~= 'active' and rec.state ~= 'free') then
         return false
     end
     if rec.state == 'active' then
-        for _, f in ipairs(LEASE_FIELDS) do
-            if rec[f] == nil then return false end
+        for k = 1, #LEASE_FIELDS do
+            if rec[LEASE_FIELDS[k]] == nil then return false end
         end
-        for _, f in ipairs({'token', 'acquired_at', 'renewed_at', 'expires_at', 'ttl_ms',
-                            'maxlife_ms'}) do
-            if tonumber(rec[f]) == nil then return false end
+        for k = 1, #LEASE_NUMBERS do
+            if tonumber(rec[LEASE_NUMBERS[k]]) == nil then return false end
         end
     end
     return rec
@@ -343,29 +413,33 @@ end
 
 -- The terminal record of a lease ending now (or at expiry), written to
 -- history with its retention; the identity record keeps its counter.
+-- Returns rec itself, with ended_at, end_reason and incident_id set (the
+-- terminal lease as the answer shows it): no caller reads the live record
+-- after ending it, and a copy was a table of 35 members a call.
 local function end_lease(ks, ns, rec, terminal, ended_at, reason, incident)
-    local h = {}
-    for _, f in ipairs(LEASE_FIELDS) do
-        h[#h + 1] = f
-        h[#h + 1] = rec[f]
-    end
-    h[#h + 1] = 'state'; h[#h + 1] = terminal
-    h[#h + 1] = 'ended_at'; h[#h + 1] = I(ended_at)
-    h[#h + 1] = 'end_reason'; h[#h + 1] = reason or ''
-    h[#h + 1] = 'incident_id'; h[#h + 1] = incident or ''
-    h[#h + 1] = 'c'; h[#h + 1] = rec.c
-    redis.call('HSET', ks.hist(rec.lease_id), unpack(h))
+    local ended = I(ended_at)
+    -- LEASE_FIELDS, named one by one (no flattened copy of the record)
+    redis.call('HSET', ks.hist(rec.lease_id), 'tenant_id', rec.tenant_id,
+               'program_id', rec.program_id, 'target_namespace', rec.target_namespace,
+               'target_id', rec.target_id, 'actor_name', rec.actor_name,
+               'workflow_name', rec.workflow_name, 'operation_class', rec.operation_class,
+               'lease_id', rec.lease_id, 'token', rec.token, 'owner', rec.owner,
+               'owner_client', rec.owner_client, 'owner_cred', rec.owner_cred, 'sid', rec.sid,
+               'acquired_at', rec.acquired_at, 'renewed_at', rec.renewed_at,
+               'expires_at', rec.expires_at, 'ttl_ms', rec.ttl_ms, 'maxlife_ms', rec.maxlife_ms,
+               'execution_id', rec.execution_id, 'job_id', rec.job_id,
+               'trace_id', rec.trace_id, 'request_id', rec.request_id, 'metadata', rec.metadata,
+               'state', terminal, 'ended_at', ended, 'end_reason', reason or '',
+               'incident_id', incident or '', 'c', rec.c)
     redis.call('PEXPIRE', ks.hist(rec.lease_id), I(ns.history_retention_ms))
     redis.call('DEL', ks.index(rec.lease_id))
     redis.call('HSET', ks.ident(rec.c), 'state', 'free')
     redis.call('SREM', ks.active, rec.c)
     redis.call('ZREM', ks.expiring, rec.c)
-    local out = {}
-    for k, v in pairs(rec) do out[k] = v end
-    out.ended_at = I(ended_at)
-    out.end_reason = reason or ''
-    out.incident_id = incident or ''
-    return out
+    rec.ended_at = ended
+    rec.end_reason = reason or ''
+    rec.incident_id = incident or ''
+    return rec
 end
 
 -- The push of ended leases behind GET /v1/leases/{id}/watch (NOTIFY
@@ -443,28 +517,33 @@ end
 local function audit_minid(ns, t)
     local keep = (type(ns) == 'table' and tonumber(ns.audit_retention_ms))
                  or AUDIT_RETENTION_DEFAULT
-    local minid = {math.max(0, t - keep), 0}
-    local cursor = type(ns) == 'table' and stream_id(ns.audit_export_id)
-    if cursor and stream_id_less(cursor, minid) then minid = cursor end
-    return I(minid[1]) .. '-' .. I(minid[2])
+    local ms = math.max(0, t - keep)
+    local cursor = type(ns) == 'table' and ns.audit_export_id and stream_id(ns.audit_export_id)
+    if cursor and stream_id_less(cursor, {ms, 0}) then
+        return I(cursor[1]) .. '-' .. I(cursor[2])
+    end
+    return I(ms) .. '-0'
 end
 
 -- fields: name/value pairs; empty values are left out. A value may be nil
--- (an absent member): the pairs are walked to table.maxn, since # stops at
--- any nil of a table with holes and would drop every pair after it.
-local function audit_append(ks, ns, t, fields)
-    local kept = {}
-    for k = 1, table.maxn(fields), 2 do
+-- (an absent member): the pairs are walked to n, or to table.maxn, since #
+-- stops at any nil of a table with holes and would drop every pair after it.
+-- The pairs kept are moved to the front of fields itself (no second table):
+-- fields is the caller's own, never read again.
+local function audit_append(ks, ns, t, fields, n)
+    local m, null = 0, cjson.null
+    for k = 1, n or table.maxn(fields), 2 do
         local v = fields[k + 1]
-        if v ~= nil and v ~= false and v ~= '' and v ~= cjson.null then
-            kept[#kept + 1] = fields[k]
-            kept[#kept + 1] = type(v) == 'number' and I(v) or v
+        if v ~= nil and v ~= false and v ~= '' and v ~= null then
+            fields[m + 1] = fields[k]
+            fields[m + 2] = type(v) == 'number' and I(v) or v
+            m = m + 2
         end
     end
     -- exact trimming: each call removes the few entries that aged out since
     -- the previous one (approximate '~' trimming would keep whole nodes, up
     -- to 100 entries, past the retention)
-    redis.call('XADD', ks.audit, 'MINID', audit_minid(ns, t), '*', unpack(kept))
+    redis.call('XADD', ks.audit, 'MINID', audit_minid(ns, t), '*', unpack(fields, 1, m))
 end
 
 local EVENT_TYPES = {acquire = 'target_lease_acquire', renew = 'target_lease_renew',
@@ -477,27 +556,29 @@ local function str_or_nil(v)
     return nil
 end
 
--- The event of a mutation that changed state (answer: its result pairs),
--- as lease._evidence_t writes it: the owner's service instance, execution
--- and job from the lease (an administrator's request carries none), the
--- TTL it has (effective_ttl_ms), the state before (an acquire's
--- previous_state; otherwise the active lease it renewed or ended) and
--- after, high priority for an administrator's end.
+-- The event of a mutation that changed state, as lease._evidence_t writes
+-- it: the owner's service instance, execution and job from the lease (an
+-- administrator's request carries none), the TTL it has
+-- (effective_ttl_ms), the state before (an acquire's previous_state;
+-- otherwise the active lease it renewed or ended) and after, high priority
+-- for an administrator's end. rec is the lease record the answer shows
+-- (lease_pairs(rec, state)): its members are read from the record itself,
+-- not from the answer's pairs.
 local ADMIN_OPS = {force_release = true, revoke = true}
 
-local function audit_mutation(ks, ns, t, op, i, p, answer)
-    local code, lease, previous = nil, nil, 'active'
-    for k = 1, #answer - 1, 2 do
-        if answer[k] == 'code' then code = answer[k + 1] end
-        if answer[k] == 'lease' then lease = answer[k + 1] end
-        if answer[k] == 'previous_state' then previous = answer[k + 1] end
-    end
-    local l = {}
-    if type(lease) == 'table' then
-        for k = 1, #lease - 1, 2 do l[lease[k]] = lease[k + 1] end
-    end
+-- Its arguments as a table and their count, nils included (audit_append's
+-- n: no table.maxn walk over the pairs).
+local function counted(...)
+    return {...}, select('#', ...)
+end
+
+local function audit_mutation(ks, ns, t, op, i, p, code, rec, state, previous)
+    local l = {trace_id = opt(rec.trace_id), lease_id = rec.lease_id,
+               fencing_token = tonumber(rec.token), state = state,
+               service_instance_id = rec.sid, execution_id = rec.execution_id,
+               job_id = rec.job_id, ttl_ms = tonumber(rec.ttl_ms)}
     local pr = p.principal
-    audit_append(ks, ns, t, {
+    audit_append(ks, ns, t, counted(
         'event_type', EVENT_TYPES[op], 'occurred_at_ms', t, 'code', code,
         'decision', 'allow', 'backend_health', 'ok', 'source', 'function',
         'principal_id', str_or_nil(pr.principal_id), 'client_id', str_or_nil(pr.client_id),
@@ -517,8 +598,7 @@ local function audit_mutation(ks, ns, t, op, i, p, answer)
         'job_id', str_or_nil(l.job_id) or str_or_nil(p.job_id),
         'requested_ttl_ms', type(p.ttl_ms) == 'number' and p.ttl_ms or nil,
         'effective_ttl_ms', l.ttl_ms,
-        'reason', str_or_nil(p.reason), 'incident_id', str_or_nil(p.incident_id),
-    })
+        'reason', str_or_nil(p.reason), 'incident_id', str_or_nil(p.incident_id)))
 end
 
 -- The answer stored under the request id (its retention), then marked as
@@ -532,9 +612,11 @@ local function store_answer(ks, ns, op, i, p, answer, lease_id)
     return answer
 end
 
-local function remember(ks, ns, op, i, p, answer, lease_id, t)
-    audit_mutation(ks, ns, t, op, i, p, answer)
-    return store_answer(ks, ns, op, i, p, answer, lease_id)
+-- answer: result(code, 'lease', lease_pairs(rec, state), ...); previous:
+-- the state before.
+local function remember(ks, ns, op, i, p, answer, rec, state, previous, t)
+    audit_mutation(ks, ns, t, op, i, p, answer[2], rec, state, previous)
+    return store_answer(ks, ns, op, i, p, answer, rec.lease_id)
 end
 
 local function retry_after(expires_at, t)
@@ -579,12 +661,11 @@ local function acquire(keys, args)
     local why = guard(ks, ns, false)
     if why then return unavailable(why) end
     local ttl, maxlife = ns.default_ttl_ms, ns.maximum_lifetime_ms
-    local ttl_detail = 'ttl_ms must be greater than ' .. I(ns.minimum_ttl_ms)
-        .. ' and at most ' .. I(ns.maximum_ttl_ms)
     if p.ttl_ms ~= nil and p.ttl_ms ~= cjson.null then
         ttl = posint(p.ttl_ms)
         if not ttl or ttl <= ns.minimum_ttl_ms or ttl > ns.maximum_ttl_ms then
-            return invalid('ttl_ms', ttl_detail)
+            return invalid('ttl_ms', 'ttl_ms must be greater than ' .. I(ns.minimum_ttl_ms)
+                           .. ' and at most ' .. I(ns.maximum_ttl_ms))
         end
     end
     if p.maximum_lifetime_ms ~= nil and p.maximum_lifetime_ms ~= cjson.null then
@@ -636,6 +717,7 @@ local function acquire(keys, args)
     local lease_id = string.format('lease_%012x%04x%016x', t, epoch % 65536, lid_seq)
     redis.call('HSET', ks.ns, 'lid_seq', I(lid_seq))
     local expires = t + math.min(ttl, maxlife)
+    local at, until_ = I(t), I(expires)
     local new = {
         v = '1', c = i.canonical, epoch = I(epoch), seq = I(seq), state = 'active',
         tenant_id = i.tenant_id, program_id = i.program_id,
@@ -645,23 +727,30 @@ local function acquire(keys, args)
         lease_id = lease_id, token = I(token), owner = p.principal.principal_id,
         owner_client = is_str(p.principal.client_id) and p.principal.client_id or '',
         owner_cred = is_str(p.principal.credential_id) and p.principal.credential_id or '',
-        sid = p.service_instance_id, acquired_at = I(t), renewed_at = I(t),
-        expires_at = I(expires), ttl_ms = I(ttl), maxlife_ms = I(maxlife),
+        sid = p.service_instance_id, acquired_at = at, renewed_at = at,
+        expires_at = until_, ttl_ms = I(ttl), maxlife_ms = I(maxlife),
         execution_id = p.execution_id, job_id = p.job_id, trace_id = trace or '',
         request_id = p.request_id, metadata = metadata,
     }
-    local flat = {}
-    for k, v in pairs(new) do
-        flat[#flat + 1] = k
-        flat[#flat + 1] = v
-    end
-    redis.call('HSET', ks.ident(i.canonical), unpack(flat))
+    -- every member of new, named one by one (no flattened copy of the record)
+    redis.call('HSET', ks.ident(i.canonical), 'v', new.v, 'c', new.c, 'epoch', new.epoch,
+               'seq', new.seq, 'state', new.state, 'tenant_id', new.tenant_id,
+               'program_id', new.program_id, 'target_namespace', new.target_namespace,
+               'target_id', new.target_id, 'actor_name', new.actor_name,
+               'workflow_name', new.workflow_name, 'operation_class', new.operation_class,
+               'lease_id', new.lease_id, 'token', new.token, 'owner', new.owner,
+               'owner_client', new.owner_client, 'owner_cred', new.owner_cred, 'sid', new.sid,
+               'acquired_at', new.acquired_at, 'renewed_at', new.renewed_at,
+               'expires_at', new.expires_at, 'ttl_ms', new.ttl_ms, 'maxlife_ms', new.maxlife_ms,
+               'execution_id', new.execution_id, 'job_id', new.job_id,
+               'trace_id', new.trace_id, 'request_id', new.request_id,
+               'metadata', new.metadata)
     redis.call('SET', ks.index(lease_id), i.canonical)
     redis.call('SADD', ks.active, i.canonical)
-    redis.call('ZADD', ks.expiring, I(expires), i.canonical)
+    redis.call('ZADD', ks.expiring, until_, i.canonical)
     local answer = result('lease_acquired', 'lease', lease_pairs(new, 'active'),
                           'previous_state', prev)
-    remember(ks, ns, 'acquire', i, p, answer, lease_id, t)
+    remember(ks, ns, 'acquire', i, p, answer, new, 'active', prev, t)
     if prev == 'expired' then publish_ended(ks, {rec.lease_id}) end
     answer[#answer + 1] = 'current_state'; answer[#answer + 1] = 'active'
     return answer
@@ -715,7 +804,7 @@ local function renew_decide(ks, ns, t, p)
     redis.call('ZADD', ks.expiring, I(expires), i.canonical)
     rec.renewed_at, rec.expires_at, rec.ttl_ms = I(t), I(expires), I(ttl)
     local answer = result('lease_renewed', 'lease', lease_pairs(rec, 'active'))
-    remember(ks, ns, 'renew', i, p, answer, rec.lease_id, t)
+    remember(ks, ns, 'renew', i, p, answer, rec, 'active', 'active', t)
     answer[#answer + 1] = 'current_state'; answer[#answer + 1] = 'active'
     return answer
 end
@@ -751,7 +840,7 @@ local function ending_decide(ks, ns, t, p, op, terminal, success)
     if not matches(rec, p, t, as_owner) then return result('lease_lost') end
     local ended = end_lease(ks, ns, rec, terminal, t, reason, incident)
     local answer = result(success, 'lease', lease_pairs(ended, terminal))
-    remember(ks, ns, op, i, p, answer, rec.lease_id, t)
+    remember(ks, ns, op, i, p, answer, ended, terminal, 'active', t)
     publish_ended(ks, {rec.lease_id})
     answer[#answer + 1] = 'current_state'; answer[#answer + 1] = terminal
     return answer
