@@ -57,17 +57,6 @@ struct lease_valkey {
     char ns_key[NS_KEY_MAX];
 };
 
-__attribute__((format(printf, 3, 4))) static void set_err(char *err, size_t errlen, const char *fmt,
-                                                          ...)
-{
-    if (err == NULL || errlen == 0)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, errlen, fmt, ap);
-    va_end(ap);
-}
-
 static bool ns_ok(const char *ns)
 {
     size_t n = ns ? strlen(ns) : 0;
@@ -107,7 +96,8 @@ bool valkey_endpoint_set(valkey_endpoint_t *e, const lease_valkey_config_t *cfg,
         (cfg->password && strlen(cfg->password) >= sizeof e->password) ||
         strlen(ca) >= sizeof e->tls.ca_file || strlen(cert) >= sizeof e->tls.cert_file ||
         strlen(key) >= sizeof e->tls.key_file) {
-        set_err(err, errlen, "the store's host, user, password or a TLS file name is too long");
+        valkey_set_err(err, errlen,
+                       "the store's host, user, password or a TLS file name is too long");
         return false;
     }
     snprintf(e->host, sizeof e->host, "%s", cfg->host);
@@ -142,10 +132,11 @@ valkey_transport_t *valkey_connect(const valkey_endpoint_t *e, char *err, size_t
     bool ok = r != NULL && r->type == REDIS_REPLY_STATUS;
     if (!ok)
         /* the server's reason (WRONGPASS ...) does not quote the password */
-        set_err(err, errlen, "%s:%d refused the store URL's credentials: %s", e->host, e->port,
-                r == NULL                      ? valkey_transport_error(c)
-                : r->type == REDIS_REPLY_ERROR ? r->str
-                                               : "unexpected answer");
+        valkey_set_err(err, errlen, "%s:%d refused the store URL's credentials: %s", e->host,
+                       e->port,
+                       r == NULL                      ? valkey_transport_error(c)
+                       : r->type == REDIS_REPLY_ERROR ? r->str
+                                                      : "unexpected answer");
     if (r)
         freeReplyObject(r);
     if (!ok) {
@@ -211,18 +202,19 @@ static bool config_is(valkey_transport_t *c, const char *name, const char *want,
     redisReply *r = valkey_transport_command(c, "CONFIG GET %s", name);
     if (r == NULL) {
         /* the connection failed: nothing is known of the setting */
-        set_err(err, errlen, "no answer to CONFIG GET %s: %s", name, valkey_transport_error(c));
+        valkey_set_err(err, errlen, "no answer to CONFIG GET %s: %s", name,
+                       valkey_transport_error(c));
         return false;
     }
     bool ok = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
               r->element[1]->type == REDIS_REPLY_STRING && strcmp(r->element[1]->str, want) == 0;
     if (!ok)
-        set_err(err, errlen, "the server must run with %s %s (%s)", name, want,
-                r->type == REDIS_REPLY_ERROR ? r->str
-                : r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
-                        r->element[1]->type == REDIS_REPLY_STRING
-                    ? r->element[1]->str
-                    : "unreadable");
+        valkey_set_err(err, errlen, "the server must run with %s %s (%s)", name, want,
+                       r->type == REDIS_REPLY_ERROR ? r->str
+                       : r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                               r->element[1]->type == REDIS_REPLY_STRING
+                           ? r->element[1]->str
+                           : "unreadable");
     freeReplyObject(r);
     return ok;
 }
@@ -248,10 +240,10 @@ static bool library_is_ours(valkey_transport_t *c, const char *code, char *err, 
         }
     }
     if (!ok)
-        set_err(err, errlen,
-                found ? "a different %s library is loaded on the server"
-                      : "the %s library is not loaded (leasectl migrate loads it)",
-                LEASE_VALKEY_LIBRARY_NAME);
+        valkey_set_err(err, errlen,
+                       found ? "a different %s library is loaded on the server"
+                             : "the %s library is not loaded (leasectl migrate loads it)",
+                       LEASE_VALKEY_LIBRARY_NAME);
     if (r)
         freeReplyObject(r);
     return ok;
@@ -266,7 +258,7 @@ static bool load_library(valkey_transport_t *c, bool check_only, char *err, size
         return library_is_ours(c, code, err, errlen);
     redisReply *r = valkey_transport_command(c, "FUNCTION LOAD %s", code);
     if (r == NULL) {
-        set_err(err, errlen, "FUNCTION LOAD: %s", valkey_transport_error(c));
+        valkey_set_err(err, errlen, "FUNCTION LOAD: %s", valkey_transport_error(c));
         return false;
     }
     bool ok = r->type == REDIS_REPLY_STRING;
@@ -274,8 +266,8 @@ static bool load_library(valkey_transport_t *c, bool check_only, char *err, size
     bool exists = r->type == REDIS_REPLY_ERROR &&
                   (strstr(r->str, "already exists") != NULL || strncmp(r->str, "READONLY", 8) == 0);
     if (!ok && !exists)
-        set_err(err, errlen, "FUNCTION LOAD: %s",
-                r->type == REDIS_REPLY_ERROR ? r->str : "unexpected answer");
+        valkey_set_err(err, errlen, "FUNCTION LOAD: %s",
+                       r->type == REDIS_REPLY_ERROR ? r->str : "unexpected answer");
     freeReplyObject(r);
     if (ok || !exists)
         return ok;
@@ -287,12 +279,13 @@ lease_code_t lease_valkey_open(const lease_valkey_config_t *cfg, lease_valkey_t 
     *out = NULL;
     if (cfg == NULL || cfg->host == NULL || strlen(cfg->host) >= 256 || cfg->port <= 0 ||
         cfg->port > 65535 || !ns_ok(cfg->ns)) {
-        set_err(err, errlen, "invalid configuration (host, port, namespace [a-z0-9_-]{1,64})");
+        valkey_set_err(err, errlen,
+                       "invalid configuration (host, port, namespace [a-z0-9_-]{1,64})");
         return LEASE_BACKEND_UNAVAILABLE;
     }
     lease_valkey_t *v = calloc(1, sizeof *v);
     if (v == NULL) {
-        set_err(err, errlen, "out of memory");
+        valkey_set_err(err, errlen, "out of memory");
         return LEASE_BACKEND_UNAVAILABLE;
     }
     pthread_mutex_init(&v->mu, NULL);
@@ -306,7 +299,7 @@ lease_code_t lease_valkey_open(const lease_valkey_config_t *cfg, lease_valkey_t 
     v->free_list = calloc((size_t)v->nconns, sizeof *v->free_list);
     if (v->conns == NULL || v->free_list == NULL) {
         lease_valkey_close(v);
-        set_err(err, errlen, "out of memory");
+        valkey_set_err(err, errlen, "out of memory");
         return LEASE_BACKEND_UNAVAILABLE;
     }
     /* the first connection is checked now; the others open at first use */
@@ -652,17 +645,18 @@ static bool admin_call_r(lease_valkey_t *v, const char *fn, const char *arg, red
         strcmp(fn, "leased_v1_credential_list") != 0 && strcmp(fn, "leased_v1_audit_read") != 0;
     call_failure_t f = fcall(v, fn, arg, NULL, write, r, reason, sizeof reason);
     if (f != CALL_OK) {
-        set_err(err, errlen, "%s: %s", fn,
-                f == CALL_ERROR         ? reason
-                : f == CALL_NOT_SENT    ? "not sent"
-                : f == CALL_UNCONFIRMED ? "applied on the primary, but fewer replicas than "
-                                          "LEASE_VALKEY_MIN_REPLICAS acknowledged it in time"
-                                        : "no answer");
+        valkey_set_err(err, errlen, "%s: %s", fn,
+                       f == CALL_ERROR         ? reason
+                       : f == CALL_NOT_SENT    ? "not sent"
+                       : f == CALL_UNCONFIRMED ? "applied on the primary, but fewer replicas than "
+                                                 "LEASE_VALKEY_MIN_REPLICAS acknowledged it in time"
+                                               : "no answer");
         return false;
     }
     const redisReply *e = valkey_field(*r, "error");
     if (e != NULL) {
-        set_err(err, errlen, "%s: %s", fn, e->type == REDIS_REPLY_STRING ? e->str : "refused");
+        valkey_set_err(err, errlen, "%s: %s", fn,
+                       e->type == REDIS_REPLY_STRING ? e->str : "refused");
         freeReplyObject(*r);
         *r = NULL;
         if (refused)
@@ -689,7 +683,7 @@ static lease_code_t admin_json_call(lease_valkey_t *v, const char *fn, json_t *q
     char *arg = q != NULL ? json_dumps(q, JSON_COMPACT) : NULL;
     json_decref(q);
     if (arg == NULL) {
-        set_err(err, errlen, "out of memory");
+        valkey_set_err(err, errlen, "out of memory");
         return LEASE_BACKEND_UNAVAILABLE;
     }
     bool refused = false;
@@ -726,7 +720,7 @@ lease_code_t lease_valkey_bind(lease_valkey_t *v, int64_t floor_token, int64_t *
 {
     char key[PAGE_TOKEN_KEY_BYTES * 2 + 1];
     if (!page_token_key_hex(key)) {
-        set_err(err, errlen, "no random bytes for the page-token key");
+        valkey_set_err(err, errlen, "no random bytes for the page-token key");
         return LEASE_BACKEND_UNAVAILABLE;
     }
     char arg[160];
@@ -745,7 +739,7 @@ lease_code_t lease_valkey_bind(lease_valkey_t *v, int64_t floor_token, int64_t *
     bool ok = valkey_int_field(r, "epoch", &e);
     freeReplyObject(r);
     if (!ok) {
-        set_err(err, errlen, "leased_v1_bind: unreadable answer");
+        valkey_set_err(err, errlen, "leased_v1_bind: unreadable answer");
         return LEASE_BACKEND_UNAVAILABLE;
     }
     *epoch = e;
@@ -776,7 +770,7 @@ lease_code_t lease_valkey_rebind_by(lease_valkey_t *v, const char *reason, const
     bool ok = valkey_int_field(r, "epoch", &e) && valkey_int_field(r, "leases_revoked", &n);
     freeReplyObject(r);
     if (!ok) {
-        set_err(err, errlen, "leased_v1_rebind: unreadable answer");
+        valkey_set_err(err, errlen, "leased_v1_rebind: unreadable answer");
         return LEASE_BACKEND_UNAVAILABLE;
     }
     *epoch = e;
@@ -914,7 +908,7 @@ lease_code_t lease_valkey_credential_create(lease_valkey_t *v, const char *reque
     *row_json = json_dumps(row, JSON_COMPACT);
     json_decref(row);
     if (*row_json == NULL) {
-        set_err(err, errlen, "out of memory");
+        valkey_set_err(err, errlen, "out of memory");
         return LEASE_BACKEND_UNAVAILABLE;
     }
     return LEASE_INSPECTED;
@@ -943,7 +937,7 @@ lease_code_t lease_valkey_credential_revoke_by(lease_valkey_t *v, const char *cr
     bool ok = valkey_int_field(r, "revoked", &n);
     freeReplyObject(r);
     if (!ok) {
-        set_err(err, errlen, "leased_v1_credential_revoke: unreadable answer");
+        valkey_set_err(err, errlen, "leased_v1_credential_revoke: unreadable answer");
         return LEASE_BACKEND_UNAVAILABLE;
     }
     *revoked = n == 1;
@@ -992,7 +986,7 @@ lease_code_t lease_valkey_credential_list(lease_valkey_t *v, char **rows_json, c
     const redisReply *list = valkey_field(r, "credentials");
     if (list == NULL || list->type != REDIS_REPLY_ARRAY) {
         freeReplyObject(r);
-        set_err(err, errlen, "leased_v1_credential_list: unreadable answer");
+        valkey_set_err(err, errlen, "leased_v1_credential_list: unreadable answer");
         return LEASE_BACKEND_UNAVAILABLE;
     }
     json_t *rows = json_array();
@@ -1003,7 +997,7 @@ lease_code_t lease_valkey_credential_list(lease_valkey_t *v, char **rows_json, c
     *rows_json = json_dumps(rows, JSON_COMPACT);
     json_decref(rows);
     if (*rows_json == NULL) {
-        set_err(err, errlen, "out of memory");
+        valkey_set_err(err, errlen, "out of memory");
         return LEASE_BACKEND_UNAVAILABLE;
     }
     return LEASE_INSPECTED;
@@ -1118,7 +1112,7 @@ lease_code_t lease_valkey_audit_read(lease_valkey_t *v, const char *after, int c
         *page_json = json_dumps(page, JSON_COMPACT);
     json_decref(page);
     if (*page_json == NULL) {
-        set_err(err, errlen, "leased_v1_audit_read: unreadable answer");
+        valkey_set_err(err, errlen, "leased_v1_audit_read: unreadable answer");
         return LEASE_BACKEND_UNAVAILABLE;
     }
     return LEASE_INSPECTED;
@@ -1136,7 +1130,7 @@ lease_code_t lease_valkey_audit_ack(lease_valkey_t *v, const char *id, long long
     bool ok = valkey_int_field(r, "trimmed", trimmed);
     freeReplyObject(r);
     if (!ok) {
-        set_err(err, errlen, "leased_v1_audit_ack: unreadable answer");
+        valkey_set_err(err, errlen, "leased_v1_audit_ack: unreadable answer");
         return LEASE_BACKEND_UNAVAILABLE;
     }
     return LEASE_INSPECTED;

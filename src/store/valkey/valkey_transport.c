@@ -32,8 +32,7 @@ struct valkey_transport {
     char errstr[256];
 };
 
-__attribute__((format(printf, 3, 4))) static void set_err(char *err, size_t errlen, const char *fmt,
-                                                          ...)
+void valkey_set_err(char *err, size_t errlen, const char *fmt, ...)
 {
     if (err == NULL || errlen == 0)
         return;
@@ -169,19 +168,22 @@ static void handshake_failed(valkey_transport_t *t, const char *host, int port, 
 {
     long v = SSL_get_verify_result(t->ssl);
     if (v == X509_V_ERR_HOSTNAME_MISMATCH || v == X509_V_ERR_IP_ADDRESS_MISMATCH)
-        set_err(err, errlen,
-                "TLS to %s:%d: the server's certificate does not name %s (%s): the URL must use "
-                "a name the certificate carries",
-                host, port, host, X509_verify_cert_error_string(v));
+        valkey_set_err(
+            err, errlen,
+            "TLS to %s:%d: the server's certificate does not name %s (%s): the URL must use "
+            "a name the certificate carries",
+            host, port, host, X509_verify_cert_error_string(v));
     else if (v != X509_V_OK)
-        set_err(err, errlen,
-                "TLS to %s:%d: the server's certificate is not trusted (%s): LEASE_STORE_CACERT "
-                "names the CA that signed it (empty: the system's CAs)",
-                host, port, X509_verify_cert_error_string(v));
+        valkey_set_err(
+            err, errlen,
+            "TLS to %s:%d: the server's certificate is not trusted (%s): LEASE_STORE_CACERT "
+            "names the CA that signed it (empty: the system's CAs)",
+            host, port, X509_verify_cert_error_string(v));
     else {
         io_failed(t, rc, errno, false);
-        set_err(err, errlen, "TLS handshake with %s:%d failed: %s (is it the server's TLS port?)",
-                host, port, t->errstr);
+        valkey_set_err(err, errlen,
+                       "TLS handshake with %s:%d failed: %s (is it the server's TLS port?)", host,
+                       port, t->errstr);
     }
 }
 
@@ -194,7 +196,7 @@ static bool tls_start(valkey_transport_t *t, const char *host, int port, const v
     ERR_clear_error();
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
     if (ctx == NULL) {
-        set_err(err, errlen, "TLS: %s", ssl_reason());
+        valkey_set_err(err, errlen, "TLS: %s", ssl_reason());
         return false;
     }
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
@@ -202,15 +204,16 @@ static bool tls_start(valkey_transport_t *t, const char *host, int port, const v
     bool ok = tls->ca_file[0] ? SSL_CTX_load_verify_locations(ctx, tls->ca_file, NULL) == 1
                               : SSL_CTX_set_default_verify_paths(ctx) == 1;
     if (!ok)
-        set_err(err, errlen, "TLS: cannot load the CA certificates %s: %s",
-                tls->ca_file[0] ? tls->ca_file : "(the system's)", ssl_reason());
+        valkey_set_err(err, errlen, "TLS: cannot load the CA certificates %s: %s",
+                       tls->ca_file[0] ? tls->ca_file : "(the system's)", ssl_reason());
     if (ok && tls->cert_file[0]) {
         ok = SSL_CTX_use_certificate_chain_file(ctx, tls->cert_file) == 1 &&
              SSL_CTX_use_PrivateKey_file(ctx, tls->key_file, SSL_FILETYPE_PEM) == 1 &&
              SSL_CTX_check_private_key(ctx) == 1;
         if (!ok)
-            set_err(err, errlen, "TLS: cannot use the client certificate %s with the key %s: %s",
-                    tls->cert_file, tls->key_file, ssl_reason());
+            valkey_set_err(err, errlen,
+                           "TLS: cannot use the client certificate %s with the key %s: %s",
+                           tls->cert_file, tls->key_file, ssl_reason());
     }
     if (ok)
         t->ssl = SSL_new(ctx);
@@ -219,7 +222,7 @@ static bool tls_start(valkey_transport_t *t, const char *host, int port, const v
     if (!ok)
         return false;
     if (t->ssl == NULL || SSL_set_fd(t->ssl, t->fd) != 1) {
-        set_err(err, errlen, "TLS: %s", ssl_reason());
+        valkey_set_err(err, errlen, "TLS: %s", ssl_reason());
         return false;
     }
     /* an address is checked against the certificate's IP names, a DNS name
@@ -229,8 +232,8 @@ static bool tls_start(valkey_transport_t *t, const char *host, int port, const v
     ok = is_ip ? X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(t->ssl), host) == 1
                : SSL_set_tlsext_host_name(t->ssl, host) == 1 && SSL_set1_host(t->ssl, host) == 1;
     if (!ok) {
-        set_err(err, errlen, "TLS: cannot check the certificate against %s: %s", host,
-                ssl_reason());
+        valkey_set_err(err, errlen, "TLS: cannot check the certificate against %s: %s", host,
+                       ssl_reason());
         return false;
     }
     ERR_clear_error();
@@ -253,8 +256,8 @@ valkey_transport_t *valkey_transport_connect(const char *host, int port, int64_t
      * TCP_NODELAY), then its socket is ours */
     redisContext *c = redisConnectWithTimeout(host, port, tv);
     if (c == NULL || c->err) {
-        set_err(err, errlen, "cannot connect to %s:%d: %s", host, port,
-                c ? c->errstr : "out of memory");
+        valkey_set_err(err, errlen, "cannot connect to %s:%d: %s", host, port,
+                       c ? c->errstr : "out of memory");
         if (c)
             redisFree(c);
         return NULL;
@@ -262,14 +265,14 @@ valkey_transport_t *valkey_transport_connect(const char *host, int port, int64_t
     valkey_transport_t *t = calloc(1, sizeof *t);
     if (t == NULL) {
         redisFree(c);
-        set_err(err, errlen, "out of memory");
+        valkey_set_err(err, errlen, "out of memory");
         return NULL;
     }
     t->fd = redisFreeKeepFd(c);
     t->reader = redisReaderCreate();
     if (t->reader == NULL || !valkey_transport_set_timeout(t, timeout_ms)) {
-        set_err(err, errlen, "cannot connect to %s:%d: %s", host, port,
-                t->reader ? strerror(errno) : "out of memory");
+        valkey_set_err(err, errlen, "cannot connect to %s:%d: %s", host, port,
+                       t->reader ? strerror(errno) : "out of memory");
         valkey_transport_free(t);
         return NULL;
     }

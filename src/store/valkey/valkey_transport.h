@@ -71,4 +71,9 @@ bool valkey_transport_closed_while_idle(valkey_transport_t *t);
 /* Why the last call failed (never a command's arguments). */
 const char *valkey_transport_error(const valkey_transport_t *t);
 
+/* Formats a message into the caller's error buffer (nothing when err is
+ * NULL or errlen 0): the transport's and the adapter's one way to fill it. */
+__attribute__((format(printf, 3, 4))) void valkey_set_err(char *err, size_t errlen, const char *fmt,
+                                                          ...);
+
 #endif
