@@ -172,6 +172,7 @@ static void run_event(run_t *r, drill_t *d, bool kill, event_t *ev)
     }
     int64_t promoted;
     int64_t writable = wait_new_leader(r->pc, old, ev->leader, &promoted);
+    fprintf(stderr, "drill: %s: leader %s before, %s after\n", ev->name, old, ev->leader);
     ev->promoted_ms = drill_ms(issued, promoted);
     if (!kill) {
         /* Patroni shuts the old leader down before the candidate promotes:
