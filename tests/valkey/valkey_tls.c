@@ -14,7 +14,6 @@
  * the URL (bad settings, exit 2). Then a server that asks for a client
  * certificate: refused without one, served with LEASE_STORE_CERT/_KEY.
  */
-#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -37,29 +36,6 @@ static const char *tls_env(char *buf, size_t bufsz, const char *name, const vk_s
 {
     snprintf(buf, bufsz, "%s=%s/%s", name, s->tls, file);
     return buf;
-}
-
-/* A watch over HTTP on a thread of its own. */
-typedef struct watcher {
-    char base[64], token[256], path[256];
-    http_resp_t *resp;
-    pthread_t thread;
-} watcher_t;
-
-static void *watcher_main(void *arg)
-{
-    watcher_t *w = arg;
-    w->resp = http_call(w->base, "GET", w->path, w->token, NULL);
-    return NULL;
-}
-
-static void wait_metric(const char *base, const char *name, long long want)
-{
-    long long got = -1;
-    for (int i = 0; i < 1000 && (got = vk_metric(base, name)) != want; i++)
-        lease_sleep_ms(10);
-    if (got != want)
-        fail_msg("%s is %lld, not %lld", name, got, want);
 }
 
 /* A command on s through the real redis-cli over TLS (the fixture's
@@ -163,23 +139,16 @@ static void leases_and_a_watch_over_tls(void **state)
     assert_int_equal(json_integer_value(http_resp_get(r, "lease.ttl_ms")), 45000);
     http_resp_free(r);
 
-    wait_metric(base, "leased_watch_listening", 1);
-    watcher_t w;
-    memset(&w, 0, sizeof w);
-    snprintf(w.base, sizeof w.base, "%s", base);
-    snprintf(w.token, sizeof w.token, "%s", alice);
-    snprintf(w.path, sizeof w.path, "/v1/leases/%s/watch?wait_ms=20000",
-             json_string_value(http_resp_get(a, "lease.lease_id")));
-    assert_int_equal(pthread_create(&w.thread, NULL, watcher_main, &w), 0);
-    wait_metric(base, "leased_watches_waiting", 1);
+    vk_wait_metric(base, "leased_watch_listening", 1);
+    vk_watcher_t w;
+    vk_watch_start(&w, base, alice, json_string_value(http_resp_get(a, "lease.lease_id")), 20000);
+    vk_wait_metric(base, "leased_watches_waiting", 1);
     r = vk_post_expect(base, "/v1/leases/release", alice, vk_http_owner("r3", "t1", a, "inst_a"),
                        200, "lease_released");
     http_resp_free(r);
-    pthread_join(w.thread, NULL);
-    assert_non_null(w.resp);
-    vk_expect_code(w.resp, 200, "lease_inspected");
-    assert_string_equal(json_string_value(http_resp_get(w.resp, "lease.state")), "released");
-    http_resp_free(w.resp);
+    char *st = vk_watch_state(&w);
+    assert_string_equal(st, "released");
+    free(st);
     assert_int_equal(vk_metric(base, "leased_watch_notifications_total"), 1);
 
     /* the server closes every idle TLS connection of the pool: the next
@@ -191,21 +160,15 @@ static void leases_and_a_watch_over_tls(void **state)
     http_resp_t *b =
         vk_post_expect(base, "/v1/leases/acquire", alice,
                        vk_http_acquire("r4", "t2", "inst_a", 30000), 200, "lease_acquired");
-    wait_metric(base, "leased_watch_listening", 1);
-    memset(&w, 0, sizeof w);
-    snprintf(w.base, sizeof w.base, "%s", base);
-    snprintf(w.token, sizeof w.token, "%s", alice);
-    snprintf(w.path, sizeof w.path, "/v1/leases/%s/watch?wait_ms=20000",
-             json_string_value(http_resp_get(b, "lease.lease_id")));
-    assert_int_equal(pthread_create(&w.thread, NULL, watcher_main, &w), 0);
-    wait_metric(base, "leased_watches_waiting", 1);
+    vk_wait_metric(base, "leased_watch_listening", 1);
+    vk_watch_start(&w, base, alice, json_string_value(http_resp_get(b, "lease.lease_id")), 20000);
+    vk_wait_metric(base, "leased_watches_waiting", 1);
     r = vk_post_expect(base, "/v1/leases/release", alice, vk_http_owner("r5", "t2", b, "inst_a"),
                        200, "lease_released");
     http_resp_free(r);
-    pthread_join(w.thread, NULL);
-    assert_non_null(w.resp);
-    assert_string_equal(json_string_value(http_resp_get(w.resp, "lease.state")), "released");
-    http_resp_free(w.resp);
+    st = vk_watch_state(&w);
+    assert_string_equal(st, "released");
+    free(st);
     http_resp_free(b);
 
     /* the store URL's password never reaches the log (there is none here:

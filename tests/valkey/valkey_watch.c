@@ -205,51 +205,6 @@ static void watch_ended_reports_what_is_not_active(void **state)
     freeReplyObject(lapsed);
 }
 
-/* A watch over HTTP on a thread of its own. */
-typedef struct watcher {
-    char base[64], token[256], path[256];
-    http_resp_t *resp;
-    pthread_t thread;
-} watcher_t;
-
-static void *watcher_main(void *arg)
-{
-    watcher_t *w = arg;
-    w->resp = http_call(w->base, "GET", w->path, w->token, NULL);
-    return NULL;
-}
-
-static void watch_start(watcher_t *w, const char *base, const char *token, const char *lease_id,
-                        long wait_ms)
-{
-    memset(w, 0, sizeof *w);
-    snprintf(w->base, sizeof w->base, "%s", base);
-    snprintf(w->token, sizeof w->token, "%s", token);
-    snprintf(w->path, sizeof w->path, "/v1/leases/%s/watch?wait_ms=%ld", lease_id, wait_ms);
-    assert_int_equal(pthread_create(&w->thread, NULL, watcher_main, w), 0);
-}
-
-/* The watch's answer: the lease's state in it. */
-static char *watch_state(watcher_t *w)
-{
-    pthread_join(w->thread, NULL);
-    assert_non_null(w->resp);
-    vk_expect_code(w->resp, 200, "lease_inspected");
-    char *state = strdup(json_string_value(http_resp_get(w->resp, "lease.state")));
-    http_resp_free(w->resp);
-    return state;
-}
-
-/* Waits (at most 10 s) until leased's gauge name is want. */
-static void wait_metric(const char *base, const char *name, long long want)
-{
-    long long got = -1;
-    for (int i = 0; i < 1000 && (got = vk_metric(base, name)) != want; i++)
-        sleep_ms(10);
-    if (got != want)
-        fail_msg("%s is %lld, not %lld", name, got, want);
-}
-
 static void a_lost_message_is_found_by_the_poll(void **state)
 {
     vk_server_t *s = *state;
@@ -266,10 +221,10 @@ static void a_lost_message_is_found_by_the_poll(void **state)
     const char *base = leased_proc_url(srv);
 
     redisReply *a = acquire(s, "r1", "lost_1", 0);
-    watcher_t w;
-    watch_start(&w, base, reader, vk_str(vk_lease(a), "lease_id"), 20000);
-    wait_metric(base, "leased_watches_waiting", 1);
-    wait_metric(base, "leased_watch_listening", 1);
+    vk_watcher_t w;
+    vk_watch_start(&w, base, reader, vk_str(vk_lease(a), "lease_id"), 20000);
+    vk_wait_metric(base, "leased_watches_waiting", 1);
+    vk_wait_metric(base, "leased_watch_listening", 1);
 
     /* the subscriber killed and the lease released in one transaction:
      * the message is published to nobody */
@@ -288,7 +243,7 @@ static void a_lost_message_is_found_by_the_poll(void **state)
     vk_assert_code(r->element[1], "lease_released");
     freeReplyObject(r);
 
-    char *st = watch_state(&w);
+    char *st = vk_watch_state(&w);
     assert_string_equal(st, "released"); /* not "active" after 20 s */
     free(st);
     assert_int_equal(vk_metric(base, "leased_watch_notifications_total"), 0);
@@ -296,14 +251,14 @@ static void a_lost_message_is_found_by_the_poll(void **state)
     assert_int_equal(vk_metric(base, "leased_watch_woken_by_end_total"), 1);
 
     /* subscribed again: the next end is pushed (the poll is a minute off) */
-    wait_metric(base, "leased_watch_listening", 1);
+    vk_wait_metric(base, "leased_watch_listening", 1);
     redisReply *b = acquire(s, "r2", "lost_2", 0);
-    watch_start(&w, base, reader, vk_str(vk_lease(b), "lease_id"), 20000);
-    wait_metric(base, "leased_watches_waiting", 1);
+    vk_watch_start(&w, base, reader, vk_str(vk_lease(b), "lease_id"), 20000);
+    vk_wait_metric(base, "leased_watches_waiting", 1);
     r = vk_fcall(s, "release", owner_req("x2", "lost_2", b));
     vk_assert_code(r, "lease_released");
     freeReplyObject(r);
-    st = watch_state(&w);
+    st = vk_watch_state(&w);
     assert_string_equal(st, "released");
     free(st);
     assert_int_equal(vk_metric(base, "leased_watch_notifications_total"), 1);
@@ -338,14 +293,15 @@ static void a_user_without_the_channel_still_ends_and_polls(void **state)
     http_resp_t *held =
         vk_post_expect(base, "/v1/leases/acquire", worker,
                        vk_http_acquire("a1", "nochan_1", "inst_a", 30000), 200, "lease_acquired");
-    watcher_t w;
-    watch_start(&w, base, worker, json_string_value(http_resp_get(held, "lease.lease_id")), 20000);
-    wait_metric(base, "leased_watches_waiting", 1);
+    vk_watcher_t w;
+    vk_watch_start(&w, base, worker, json_string_value(http_resp_get(held, "lease.lease_id")),
+                   20000);
+    vk_wait_metric(base, "leased_watches_waiting", 1);
     http_resp_t *r =
         vk_post_expect(base, "/v1/leases/release", worker,
                        vk_http_owner("x1", "nochan_1", held, "inst_a"), 200, "lease_released");
     http_resp_free(r);
-    char *st = watch_state(&w);
+    char *st = vk_watch_state(&w);
     assert_string_equal(st, "released"); /* not "active" after 20 s */
     free(st);
     assert_int_equal(vk_metric(base, "leased_watch_session_up"), 1);

@@ -259,3 +259,39 @@ void vk_assert_code(const redisReply *r, const char *code)
     if (got == NULL || strcmp(got, code) != 0)
         fail_msg("expected %s, got %s", code, got ? got : "(no code)");
 }
+
+static void *vk_watcher_main(void *arg)
+{
+    vk_watcher_t *w = arg;
+    w->resp = http_call(w->base, "GET", w->path, w->token, NULL);
+    return NULL;
+}
+
+void vk_watch_start(vk_watcher_t *w, const char *base, const char *token, const char *lease_id,
+                    long wait_ms)
+{
+    memset(w, 0, sizeof *w);
+    snprintf(w->base, sizeof w->base, "%s", base);
+    snprintf(w->token, sizeof w->token, "%s", token);
+    snprintf(w->path, sizeof w->path, "/v1/leases/%s/watch?wait_ms=%ld", lease_id, wait_ms);
+    assert_int_equal(pthread_create(&w->thread, NULL, vk_watcher_main, w), 0);
+}
+
+char *vk_watch_state(vk_watcher_t *w)
+{
+    pthread_join(w->thread, NULL);
+    assert_non_null(w->resp);
+    vk_expect_code(w->resp, 200, "lease_inspected");
+    char *state = strdup(json_string_value(http_resp_get(w->resp, "lease.state")));
+    http_resp_free(w->resp);
+    return state;
+}
+
+void vk_wait_metric(const char *base, const char *name, long long want)
+{
+    long long got = -1;
+    for (int i = 0; i < 1000 && (got = vk_metric(base, name)) != want; i++)
+        lease_sleep_ms(10);
+    if (got != want)
+        fail_msg("%s is %lld, not %lld", name, got, want);
+}

@@ -11,6 +11,7 @@
 #define LEASE_VALKEY_SERVICE_H
 
 #include <jansson.h>
+#include <pthread.h>
 #include <stdint.h>
 
 #include "http_client.h"
@@ -93,5 +94,21 @@ json_t *vk_printed(const char *out);
  * not NULL, f2 = v2). */
 int vk_audit_count(vk_server_t *s, const char *key, const char *field, const char *value,
                    const char *f2, const char *v2);
+
+/* A watch over HTTP on a thread of its own: vk_watch_start sends
+ * GET /v1/leases/{lease_id}/watch?wait_ms=WAIT_MS as token; vk_watch_state
+ * joins it, checks it answered 200 lease_inspected and returns the lease's
+ * state in it (the caller frees it). */
+typedef struct vk_watcher {
+    char base[64], token[256], path[256];
+    http_resp_t *resp;
+    pthread_t thread;
+} vk_watcher_t;
+void vk_watch_start(vk_watcher_t *w, const char *base, const char *token, const char *lease_id,
+                    long wait_ms);
+char *vk_watch_state(vk_watcher_t *w);
+
+/* Waits (at most 10 s) until leased's gauge name is want; fails otherwise. */
+void vk_wait_metric(const char *base, const char *name, long long want);
 
 #endif
