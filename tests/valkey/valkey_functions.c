@@ -9,6 +9,7 @@
  * TTL of 10 ms so that expiry is reached by sleeping a few hundred ms.
  */
 #include <setjmp.h>
+#include <stdbool.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -22,6 +23,11 @@
 #include "valkey_service.h"
 
 #define TOKEN_EPOCH_SPAN 4294967296LL /* 2^32: docs/backends.md, token layout */
+
+static int by_text(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
 
 static void sleep_ms(long ms)
 {
@@ -362,6 +368,139 @@ static void force_release_and_revoke(void **state)
     vk_assert_code(r, "lease_released");
     assert_string_equal(vk_str(vk_lease(r), "state"), "released");
     assert_string_equal(vk_str(vk_lease(r), "end_reason"), "maintenance window");
+    freeReplyObject(r);
+    freeReplyObject(b);
+    freeReplyObject(a);
+}
+
+/* The members of a hash or a Stream entry's field list, "name=value" joined
+ * by '|', in the server's order (a Stream entry) or sorted (a hash, whose
+ * order the server does not keep). */
+static void joined(const redisReply *r, bool sort, char *out, size_t n)
+{
+    char *items[128];
+    size_t k = 0;
+    for (size_t i = 0; i + 1 < r->elements && k < 128; i += 2) {
+        size_t len = strlen(r->element[i]->str) + strlen(r->element[i + 1]->str) + 2;
+        items[k] = malloc(len);
+        snprintf(items[k++], len, "%s=%s", r->element[i]->str, r->element[i + 1]->str);
+    }
+    if (sort)
+        qsort(items, k, sizeof *items, by_text);
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < k; i++) {
+        used += (size_t)snprintf(out + used, used < n ? n - used : 0, "%s%s", i ? "|" : "", items[i]);
+        free(items[i]);
+    }
+}
+
+/* The Stream's last entry's fields, joined. */
+static void last_event(vk_server_t *s, char *out, size_t n)
+{
+    redisReply *x = vk_cmd(s, "XREVRANGE lease:{t}:audit + - COUNT 1");
+    assert_int_equal(x->elements, 1);
+    joined(x->element[0]->element[1], false, out, n);
+    freeReplyObject(x);
+}
+
+/* What an ended lease leaves in history, and what a mutation leaves in the
+ * audit Stream, member by member (docs/backends.md, "Keys" and "Audit
+ * events"): the history record holds the lease and its end, not the
+ * identity's counter; the event holds its members in one order, empty ones
+ * left out, the trace id from the request when it names one, else from the
+ * lease. */
+static void history_and_audit_entries_keep_their_members(void **state)
+{
+    vk_server_t *s = *state;
+    char got[4096], want[4096];
+    json_t *req = vk_acquire_req("p1", "r1", 'a', "target_01", "inst-1", 20000);
+    json_object_set_new(req, "trace_id", json_string("trace-a"));
+    json_object_set_new(req, "metadata_json", json_string("{\"k\":\"v\"}"));
+    redisReply *a = vk_fcall(s, "acquire", req);
+    vk_assert_code(a, "lease_acquired");
+    const char *lid = vk_str(vk_lease(a), "lease_id");
+    long long token = vk_int(vk_lease(a), "fencing_token");
+    long long at = vk_int(vk_lease(a), "acquired_at");
+    last_event(s, got, sizeof got);
+    snprintf(want, sizeof want,
+             "event_type=target_lease_acquire|occurred_at_ms=%lld|code=lease_acquired|"
+             "decision=allow|backend_health=ok|source=function|principal_id=p1|"
+             "client_id=client-1|credential_id=key_1|request_id=r1|trace_id=trace-a|"
+             "priority=normal|tenant_id=tenant-main|program_id=program-a|"
+             "target_namespace=starintel-target|target_id=target_01|actor_name=usernamegen|"
+             "workflow_name=default|operation_class=default|lease_id=%s|fencing_token=%lld|"
+             "previous_state=none|resulting_state=active|service_instance_id=inst-1|"
+             "execution_id=exec-1|job_id=job-1|requested_ttl_ms=20000|effective_ttl_ms=20000",
+             at, lid, token);
+    assert_string_equal(got, want);
+
+    /* a release without a trace id: the lease's */
+    redisReply *r =
+        vk_fcall(s, "release", vk_owner_req("p1", "r2", 'b', "target_01", lid, token, "inst-1"));
+    vk_assert_code(r, "lease_released");
+    long long ended = vk_int(vk_lease(r), "ended_at");
+    last_event(s, got, sizeof got);
+    snprintf(want, sizeof want,
+             "event_type=target_lease_release|occurred_at_ms=%lld|code=lease_released|"
+             "decision=allow|backend_health=ok|source=function|principal_id=p1|"
+             "client_id=client-1|credential_id=key_1|request_id=r2|trace_id=trace-a|"
+             "priority=normal|tenant_id=tenant-main|program_id=program-a|"
+             "target_namespace=starintel-target|target_id=target_01|actor_name=usernamegen|"
+             "workflow_name=default|operation_class=default|lease_id=%s|fencing_token=%lld|"
+             "previous_state=active|resulting_state=released|service_instance_id=inst-1|"
+             "execution_id=exec-1|job_id=job-1|effective_ttl_ms=20000",
+             ended, lid, token);
+    assert_string_equal(got, want);
+
+    /* history: the lease and its end, nothing of the identity's counter */
+    redisReply *h = vk_cmd(s, "HGETALL lease:{t}:h:%s", lid);
+    joined(h, true, got, sizeof got);
+    snprintf(want, sizeof want,
+             "acquired_at=%lld|actor_name=usernamegen|"
+             "c=[\"v1\",\"tenant-main\",\"program-a\",\"starintel-target\",\"target_01\","
+             "\"usernamegen\",\"default\",\"default\"]|end_reason=|ended_at=%lld|"
+             "execution_id=exec-1|expires_at=%lld|incident_id=|job_id=job-1|lease_id=%s|"
+             "maxlife_ms=%lld|metadata={\"k\":\"v\"}|operation_class=default|owner=p1|"
+             "owner_client=client-1|owner_cred=key_1|program_id=program-a|renewed_at=%lld|"
+             "request_id=r1|sid=inst-1|state=released|target_id=target_01|"
+             "target_namespace=starintel-target|tenant_id=tenant-main|token=%lld|trace_id=trace-a|"
+             "ttl_ms=20000|workflow_name=default",
+             at, ended, vk_int(vk_lease(a), "expires_at"), lid,
+             vk_int(vk_lease(a), "maximum_lifetime_ms"), at, token);
+    assert_string_equal(got, want);
+    freeReplyObject(h);
+    /* the identity keeps its counter */
+    h = vk_cmd(s, "HMGET lease:{t}:id:%s v epoch seq state",
+               "[\"v1\",\"tenant-main\",\"program-a\",\"starintel-target\",\"target_01\","
+               "\"usernamegen\",\"default\",\"default\"]");
+    assert_string_equal(h->element[0]->str, "1");
+    assert_non_null(h->element[1]->str);
+    assert_string_equal(h->element[2]->str, "1");
+    assert_string_equal(h->element[3]->str, "free");
+    freeReplyObject(h);
+    freeReplyObject(r);
+
+    /* a revocation: high priority, its reason and incident */
+    redisReply *b = acquire(s, "r3", "target_01", 0);
+    json_t *rv = admin_req("v1", 'c', vk_str(vk_lease(b), "lease_id"),
+                           vk_int(vk_lease(b), "fencing_token"), "compromised host");
+    json_object_set_new(rv, "incident_id", json_string("inc-7"));
+    r = vk_fcall(s, "revoke", rv);
+    vk_assert_code(r, "lease_revoked");
+    last_event(s, got, sizeof got);
+    snprintf(want, sizeof want,
+             "event_type=target_lease_revoke|occurred_at_ms=%lld|code=lease_revoked|"
+             "decision=allow|backend_health=ok|source=function|principal_id=admin|"
+             "client_id=client-1|credential_id=key_1|request_id=v1|priority=high|"
+             "tenant_id=tenant-main|program_id=program-a|target_namespace=starintel-target|"
+             "target_id=target_01|actor_name=usernamegen|workflow_name=default|"
+             "operation_class=default|lease_id=%s|fencing_token=%lld|previous_state=active|"
+             "resulting_state=revoked|service_instance_id=inst-1|execution_id=exec-1|"
+             "job_id=job-1|effective_ttl_ms=30000|reason=compromised host|incident_id=inc-7",
+             vk_int(vk_lease(r), "ended_at"), vk_str(vk_lease(b), "lease_id"),
+             vk_int(vk_lease(b), "fencing_token"));
+    assert_string_equal(got, want);
     freeReplyObject(r);
     freeReplyObject(b);
     freeReplyObject(a);
@@ -926,6 +1065,8 @@ int main(void)
                                         vk_fixture_library_bound, vk_fixture_stop),
         cmocka_unit_test_setup_teardown(force_release_and_revoke, vk_fixture_library_bound,
                                         vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(history_and_audit_entries_keep_their_members,
+                                        vk_fixture_library_bound, vk_fixture_stop),
         cmocka_unit_test_setup_teardown(inspect_never_crosses_scope, vk_fixture_library_bound,
                                         vk_fixture_stop),
         cmocka_unit_test_setup_teardown(fence_check_accepts_only_the_live_lease,
