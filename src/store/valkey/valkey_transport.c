@@ -12,7 +12,9 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <poll.h>
+#include <stdalign.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,13 +24,34 @@
 
 #define READ_CHUNK 16384 /* a TLS record's largest plaintext: one read takes it whole */
 
+/*
+ * Replies live in blocks of one allocation each, not one malloc per object
+ * as hiredis' own reply functions make them: an answer of the leased_v1
+ * functions is ~50 objects (a flat name/value array and the lease's), and
+ * their calloc/malloc and free were ~35 k of the ~370 k instructions leased
+ * spent per request on Valkey (docs/benchmarks.md, "leased on Valkey").
+ * The reader builds one reply at a time, top object first (its task has no
+ * parent), so that object opens a reply's first block, and the block's
+ * header sits right before it: valkey_reply_free finds the chain from the
+ * reply alone. The objects are ordinary redisReply structs; only their
+ * freeing differs (valkey_reply_free, never freeReplyObject).
+ */
+#define REPLY_BLOCK 4096
+
+typedef struct reply_block {
+    struct reply_block *next;
+    size_t used, cap;
+    alignas(max_align_t) unsigned char data[];
+} reply_block_t;
+
 struct valkey_transport {
     int fd;
-    SSL *ssl;            /* NULL: plain TCP */
-    redisReader *reader; /* hiredis' reply parser, fed by us */
-    bool answered;       /* a reply has been read (see hint_first_failure) */
-    bool failed;         /* unusable: a read or write failed */
-    bool client_cert;    /* TLS with a client certificate */
+    SSL *ssl;                /* NULL: plain TCP */
+    redisReader *reader;     /* hiredis' reply parser, fed by us, with reply_functions */
+    reply_block_t *building; /* the last block of the reply being read */
+    bool answered;           /* a reply has been read (see hint_first_failure) */
+    bool failed;             /* unusable: a read or write failed */
+    bool client_cert;        /* TLS with a client certificate */
     char errstr[256];
 };
 
@@ -251,6 +274,106 @@ static bool tls_start(valkey_transport_t *t, const char *host, int port, const v
     return true;
 }
 
+void valkey_reply_free(redisReply *r)
+{
+    if (r == NULL)
+        return;
+    reply_block_t *b = (reply_block_t *)((unsigned char *)r - offsetof(reply_block_t, data));
+    while (b) {
+        reply_block_t *next = b->next;
+        free(b);
+        b = next;
+    }
+}
+
+static void free_reply_object(void *r)
+{
+    valkey_reply_free(r);
+}
+
+/* n bytes (aligned for any object) in the reply being read; the top object
+ * (first) opens a new chain. NULL when out of memory: the reader then fails
+ * the reply and frees what it has (free_reply_object on the top object). */
+static void *reply_alloc(const redisReadTask *task, size_t n)
+{
+    valkey_transport_t *t = task->privdata;
+    n = (n + alignof(max_align_t) - 1) & ~(alignof(max_align_t) - 1);
+    reply_block_t *b = task->parent == NULL ? NULL : t->building;
+    if (b == NULL || b->cap - b->used < n) {
+        size_t cap = n > REPLY_BLOCK ? n : REPLY_BLOCK;
+        reply_block_t *nb = malloc(sizeof *nb + cap);
+        if (nb == NULL)
+            return NULL;
+        *nb = (reply_block_t){.next = NULL, .used = 0, .cap = cap};
+        if (b != NULL)
+            b->next = nb;
+        t->building = b = nb;
+    }
+    void *p = b->data + b->used;
+    b->used += n;
+    return p;
+}
+
+/* A new object of type (and extra bytes after it) linked into its parent
+ * array, as hiredis' createReplyObject and its create functions do. */
+static redisReply *reply_object(const redisReadTask *task, int type, size_t extra)
+{
+    redisReply *r = reply_alloc(task, sizeof *r + extra);
+    if (r == NULL)
+        return NULL;
+    memset(r, 0, sizeof *r);
+    r->type = type;
+    if (task->parent != NULL) {
+        redisReply *parent = task->parent->obj;
+        parent->element[task->idx] = r;
+    }
+    return r;
+}
+
+static void *create_string(const redisReadTask *task, char *str, size_t len)
+{
+    if (len > SIZE_MAX - sizeof(redisReply) - alignof(max_align_t) - 1)
+        return NULL;
+    redisReply *r = reply_object(task, task->type, len + 1);
+    if (r == NULL)
+        return NULL;
+    r->str = (char *)(r + 1);
+    memcpy(r->str, str, len);
+    r->str[len] = '\0';
+    r->len = len;
+    return r;
+}
+
+static void *create_array(const redisReadTask *task, int elements)
+{
+    size_t n = elements > 0 ? (size_t)elements : 0;
+    if (n > (SIZE_MAX - sizeof(redisReply) - alignof(max_align_t)) / sizeof(redisReply *))
+        return NULL;
+    redisReply *r = reply_object(task, REDIS_REPLY_ARRAY, n * sizeof(redisReply *));
+    if (r == NULL)
+        return NULL;
+    r->elements = n;
+    r->element = n > 0 ? (redisReply **)(r + 1) : NULL;
+    return r;
+}
+
+static void *create_integer(const redisReadTask *task, long long value)
+{
+    redisReply *r = reply_object(task, REDIS_REPLY_INTEGER, 0);
+    if (r != NULL)
+        r->integer = value;
+    return r;
+}
+
+static void *create_nil(const redisReadTask *task)
+{
+    return reply_object(task, REDIS_REPLY_NIL, 0);
+}
+
+static redisReplyObjectFunctions reply_functions = {
+    create_string, create_array, create_integer, create_nil, free_reply_object,
+};
+
 valkey_transport_t *valkey_transport_connect(const char *host, int port, int64_t timeout_ms,
                                              const valkey_tls_t *tls, char *err, size_t errlen)
 {
@@ -274,7 +397,9 @@ valkey_transport_t *valkey_transport_connect(const char *host, int port, int64_t
         return NULL;
     }
     t->fd = redisFreeKeepFd(c);
-    t->reader = redisReaderCreate();
+    t->reader = redisReaderCreateWithFunctions(&reply_functions);
+    if (t->reader != NULL)
+        t->reader->privdata = t; /* each read task's privdata: reply_alloc's transport */
     if (t->reader == NULL || !valkey_transport_set_timeout(t, timeout_ms)) {
         valkey_set_err(err, errlen, "cannot connect to %s:%d: %s", host, port,
                        t->reader ? strerror(errno) : "out of memory");
