@@ -53,14 +53,14 @@ static void fill_identity(lease_identity_t *i, bool with_class)
         snprintf(i->operation_class, sizeof i->operation_class, "batch");
 }
 
-#define CALL_JSON                                                                              \
-    "\"deadline_at_ms\":1764900000123,\"principal\":{\"principal_id\":\"prn_a\",\"client_id\":" \
-    "\"cli_a\",\"credential_id\":\"cred_a\",\"principal_class\":\"worker\"},\"request_id\":"    \
-    "\"req-1\",\"request_digest\":"                                                            \
-    "\"0000000000000000000000000000000000000000000000000000000000000007\","                     \
+#define CALL_JSON                                                                                  \
+    "\"deadline_at_ms\":1764900000123,\"principal\":{\"principal_id\":\"prn_a\",\"client_id\":"    \
+    "\"cli_a\",\"credential_id\":\"cred_a\",\"principal_class\":\"worker\"},\"request_id\":"       \
+    "\"req-1\",\"request_digest\":"                                                                \
+    "\"0000000000000000000000000000000000000000000000000000000000000007\","                        \
     "\"correlation_id\":\"corr \\\"q\\\" \\\\ \\t\\u0001 \xc3\xa9\",\"deadline_class\":\"client\""
-#define IDENTITY_JSON                                                                          \
-    "{\"tenant_id\":\"t1\",\"program_id\":\"p1\",\"target_namespace\":\"ns\",\"target_id\":"   \
+#define IDENTITY_JSON                                                                              \
+    "{\"tenant_id\":\"t1\",\"program_id\":\"p1\",\"target_namespace\":\"ns\",\"target_id\":"       \
     "\"target/\xe2\x82\xac\",\"actor_name\":\"actor\",\"workflow_name\":\"wf\""
 
 static void acquire_pinned(void **state)
@@ -118,11 +118,11 @@ static void owner_pinned(void **state)
         r[i].fencing_token = 9007199254740993LL + i;
         r[i].ttl_ms = i == 0 ? 1500 : 0;
     }
-#define OWNER0                                                                                 \
-    "{" CALL_JSON ",\"lock_identity\":" IDENTITY_JSON "},\"lease_id\":\"lse_0\","             \
+#define OWNER0                                                                                     \
+    "{" CALL_JSON ",\"lock_identity\":" IDENTITY_JSON "},\"lease_id\":\"lse_0\","                  \
     "\"fencing_token\":9007199254740993,\"service_instance_id\":\"svc\""
-#define OWNER1                                                                                 \
-    "{" CALL_JSON ",\"lock_identity\":" IDENTITY_JSON ",\"operation_class\":\"batch\"},"      \
+#define OWNER1                                                                                     \
+    "{" CALL_JSON ",\"lock_identity\":" IDENTITY_JSON ",\"operation_class\":\"batch\"},"           \
     "\"lease_id\":\"lse_1\",\"fencing_token\":9007199254740994,\"service_instance_id\":\"svc\""
     pin(valkey_encode_owner(&r[0], true), OWNER0 ",\"ttl_ms\":1500}");
     pin(valkey_encode_owner(&r[0], false), OWNER0 "}");
@@ -234,8 +234,8 @@ static void commit_pinned(void **state)
     r->fencing_token = 7;
     snprintf(r->execution_id, sizeof r->execution_id, "exe");
     r->n_writes = 2;
-    r->writes[0] = (lease_write_t){.kind = LEASE_WRITE_DOCUMENT, .expected_revision = 3,
-                                   .json = "{\"v\":1}"};
+    r->writes[0] =
+        (lease_write_t){.kind = LEASE_WRITE_DOCUMENT, .expected_revision = 3, .json = "{\"v\":1}"};
     snprintf(r->writes[0].key, sizeof r->writes[0].key, "doc/1");
     r->writes[1] = (lease_write_t){.kind = LEASE_WRITE_PUBLICATION, .json = "[]"};
     snprintf(r->writes[1].key, sizeof r->writes[1].key, "topic.a");
@@ -298,14 +298,10 @@ static void audit_pinned(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(acquire_pinned),
-        cmocka_unit_test(call_without_optional_members_pinned),
-        cmocka_unit_test(owner_pinned),
-        cmocka_unit_test(text_that_is_not_utf8_is_left_out),
-        cmocka_unit_test(admin_pinned),
-        cmocka_unit_test(inspect_and_list_pinned),
-        cmocka_unit_test(commit_pinned),
-        cmocka_unit_test(audit_pinned),
+        cmocka_unit_test(acquire_pinned), cmocka_unit_test(call_without_optional_members_pinned),
+        cmocka_unit_test(owner_pinned),   cmocka_unit_test(text_that_is_not_utf8_is_left_out),
+        cmocka_unit_test(admin_pinned),   cmocka_unit_test(inspect_and_list_pinned),
+        cmocka_unit_test(commit_pinned),  cmocka_unit_test(audit_pinned),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -335,11 +335,10 @@ bool valkey_int_field(const redisReply *pairs, const char *name, long long *out)
     return true;
 }
 
-/* Copies a string value (absent or null: "") into dst; false when it is
- * another type or does not fit. */
-static bool copy_str(const redisReply *pairs, const char *name, char *dst, size_t cap)
+/* A string value (absent or null: "") into dst; false when it is another
+ * type or does not fit. */
+static bool str_value(const redisReply *v, char *dst, size_t cap)
 {
-    const redisReply *v = valkey_field(pairs, name);
     dst[0] = '\0';
     if (v == NULL || v->type == REDIS_REPLY_NIL)
         return true;
@@ -351,9 +350,8 @@ static bool copy_str(const redisReply *pairs, const char *name, char *dst, size_
 }
 
 /* An integer value (absent or null: 0). */
-static bool copy_int(const redisReply *pairs, const char *name, int64_t *dst)
+static bool int_value(const redisReply *v, int64_t *dst)
 {
-    const redisReply *v = valkey_field(pairs, name);
     *dst = 0;
     if (v == NULL || v->type == REDIS_REPLY_NIL)
         return true;
@@ -363,55 +361,194 @@ static bool copy_int(const redisReply *pairs, const char *name, int64_t *dst)
     return true;
 }
 
+/* The value named name, as str_value and int_value take it. */
+static bool copy_str(const redisReply *pairs, const char *name, char *dst, size_t cap)
+{
+    return str_value(valkey_field(pairs, name), dst, cap);
+}
+
+static bool copy_int(const redisReply *pairs, const char *name, int64_t *dst)
+{
+    return int_value(valkey_field(pairs, name), dst);
+}
+
 #define STR(pairs, name, field) copy_str(pairs, name, field, sizeof(field))
+
+/*
+ * An answer's members looked up in one pass: valkey_field scans the pairs
+ * from the start for each name, and decoding a lease asked it for 26 names
+ * among ~26 pairs (some 400 strcmp calls per request, ~12 k instructions).
+ * Here each key is matched once against the wanted names, with what
+ * valkey_field answers: the first pair whose key is a string equal to the
+ * name as strcmp compares it (up to the key's first NUL).
+ */
+typedef struct wanted {
+    const char *name;
+    size_t len; /* strlen(name) */
+} wanted_t;
+
+#define WANTED(s)                                                                                  \
+    {                                                                                              \
+        s, sizeof(s) - 1                                                                           \
+    }
+
+/* out[j]: the value of names[j] (NULL when absent or pairs is no array). */
+static void find_fields(const redisReply *pairs, const wanted_t *names, size_t n,
+                        const redisReply **out)
+{
+    for (size_t j = 0; j < n; j++)
+        out[j] = NULL;
+    if (pairs == NULL || pairs->type != REDIS_REPLY_ARRAY)
+        return;
+    for (size_t i = 0; i + 1 < pairs->elements; i += 2) {
+        const redisReply *k = pairs->element[i];
+        if (k->type != REDIS_REPLY_STRING)
+            continue;
+        for (size_t j = 0; j < n; j++) {
+            /* k->str is NUL-terminated at k->len: with k->len >= len the
+             * len + 1 bytes compared are all its own, and equal them iff
+             * strcmp(k->str, name) == 0 */
+            if (out[j] == NULL && k->len >= names[j].len &&
+                memcmp(k->str, names[j].name, names[j].len + 1) == 0) {
+                out[j] = pairs->element[i + 1];
+                break;
+            }
+        }
+    }
+}
+
+enum {
+    L_TENANT_ID,
+    L_PROGRAM_ID,
+    L_TARGET_NAMESPACE,
+    L_TARGET_ID,
+    L_ACTOR_NAME,
+    L_WORKFLOW_NAME,
+    L_OPERATION_CLASS,
+    L_LEASE_ID,
+    L_FENCING_TOKEN,
+    L_STATE,
+    L_ACQUIRED_AT,
+    L_RENEWED_AT,
+    L_EXPIRES_AT,
+    L_ENDED_AT,
+    L_TTL_MS,
+    L_MAXIMUM_LIFETIME_MS,
+    L_OWNER_PRINCIPAL_ID,
+    L_OWNER_CLIENT_ID,
+    L_OWNER_CREDENTIAL_ID,
+    L_SERVICE_INSTANCE_ID,
+    L_EXECUTION_ID,
+    L_JOB_ID,
+    L_TRACE_ID,
+    L_REQUEST_ID,
+    L_METADATA,
+    L_END_REASON,
+    L_INCIDENT_ID,
+    L_COUNT
+};
+
+static const wanted_t lease_fields[L_COUNT] = {
+    WANTED("tenant_id"),
+    WANTED("program_id"),
+    WANTED("target_namespace"),
+    WANTED("target_id"),
+    WANTED("actor_name"),
+    WANTED("workflow_name"),
+    WANTED("operation_class"),
+    WANTED("lease_id"),
+    WANTED("fencing_token"),
+    WANTED("state"),
+    WANTED("acquired_at"),
+    WANTED("renewed_at"),
+    WANTED("expires_at"),
+    WANTED("ended_at"),
+    WANTED("ttl_ms"),
+    WANTED("maximum_lifetime_ms"),
+    WANTED("owner_principal_id"),
+    WANTED("owner_client_id"),
+    WANTED("owner_credential_id"),
+    WANTED("service_instance_id"),
+    WANTED("execution_id"),
+    WANTED("job_id"),
+    WANTED("trace_id"),
+    WANTED("request_id"),
+    WANTED("metadata"),
+    WANTED("end_reason"),
+    WANTED("incident_id"),
+};
+
+#define LSTR(id, field) str_value(f[id], field, sizeof(field))
 
 static bool decode_lease(const redisReply *l, lease_record_t *r)
 {
+    const redisReply *f[L_COUNT];
+    find_fields(l, lease_fields, L_COUNT, f);
     char state[16];
     lease_identity_t *i = &r->identity;
-    bool ok = STR(l, "tenant_id", i->tenant_id) && STR(l, "program_id", i->program_id) &&
-              STR(l, "target_namespace", i->target_namespace) &&
-              STR(l, "target_id", i->target_id) && STR(l, "actor_name", i->actor_name) &&
-              STR(l, "workflow_name", i->workflow_name) &&
-              STR(l, "operation_class", i->operation_class) && STR(l, "lease_id", r->lease_id) &&
-              copy_int(l, "fencing_token", &r->fencing_token) && STR(l, "state", state) &&
-              copy_int(l, "acquired_at", &r->acquired_at_ms) &&
-              copy_int(l, "renewed_at", &r->renewed_at_ms) &&
-              copy_int(l, "expires_at", &r->expires_at_ms) &&
-              copy_int(l, "ended_at", &r->ended_at_ms) && copy_int(l, "ttl_ms", &r->ttl_ms) &&
-              copy_int(l, "maximum_lifetime_ms", &r->maximum_lifetime_ms) &&
-              STR(l, "owner_principal_id", r->owner_principal_id) &&
-              STR(l, "owner_client_id", r->owner_client_id) &&
-              STR(l, "owner_credential_id", r->owner_credential_id) &&
-              STR(l, "service_instance_id", r->service_instance_id) &&
-              STR(l, "execution_id", r->execution_id) && STR(l, "job_id", r->job_id) &&
-              STR(l, "trace_id", r->trace_id) && STR(l, "request_id", r->request_id) &&
-              STR(l, "metadata", r->metadata_json) && STR(l, "end_reason", r->end_reason) &&
-              STR(l, "incident_id", r->incident_id);
+    bool ok = LSTR(L_TENANT_ID, i->tenant_id) && LSTR(L_PROGRAM_ID, i->program_id) &&
+              LSTR(L_TARGET_NAMESPACE, i->target_namespace) && LSTR(L_TARGET_ID, i->target_id) &&
+              LSTR(L_ACTOR_NAME, i->actor_name) && LSTR(L_WORKFLOW_NAME, i->workflow_name) &&
+              LSTR(L_OPERATION_CLASS, i->operation_class) && LSTR(L_LEASE_ID, r->lease_id) &&
+              int_value(f[L_FENCING_TOKEN], &r->fencing_token) && LSTR(L_STATE, state) &&
+              int_value(f[L_ACQUIRED_AT], &r->acquired_at_ms) &&
+              int_value(f[L_RENEWED_AT], &r->renewed_at_ms) &&
+              int_value(f[L_EXPIRES_AT], &r->expires_at_ms) &&
+              int_value(f[L_ENDED_AT], &r->ended_at_ms) && int_value(f[L_TTL_MS], &r->ttl_ms) &&
+              int_value(f[L_MAXIMUM_LIFETIME_MS], &r->maximum_lifetime_ms) &&
+              LSTR(L_OWNER_PRINCIPAL_ID, r->owner_principal_id) &&
+              LSTR(L_OWNER_CLIENT_ID, r->owner_client_id) &&
+              LSTR(L_OWNER_CREDENTIAL_ID, r->owner_credential_id) &&
+              LSTR(L_SERVICE_INSTANCE_ID, r->service_instance_id) &&
+              LSTR(L_EXECUTION_ID, r->execution_id) && LSTR(L_JOB_ID, r->job_id) &&
+              LSTR(L_TRACE_ID, r->trace_id) && LSTR(L_REQUEST_ID, r->request_id) &&
+              LSTR(L_METADATA, r->metadata_json) && LSTR(L_END_REASON, r->end_reason) &&
+              LSTR(L_INCIDENT_ID, r->incident_id);
     /* identity, lease id and token fail closed: a record without them is corrupt */
     return ok && r->lease_id[0] != '\0' && r->fencing_token > 0 && i->tenant_id[0] != '\0' &&
            lease_state_parse(state, &r->state);
 }
 
+enum {
+    R_CODE,
+    R_FIELD,
+    R_REASON,
+    R_DETAIL,
+    R_RETRY_AFTER_MS,
+    R_REPLAYED,
+    R_CURRENT_STATE,
+    R_LEASE,
+    R_COUNT
+};
+
+static const wanted_t result_fields[R_COUNT] = {
+    WANTED("code"),           WANTED("field"),    WANTED("reason"),        WANTED("detail"),
+    WANTED("retry_after_ms"), WANTED("replayed"), WANTED("current_state"), WANTED("lease"),
+};
+
 bool valkey_decode_result(const redisReply *reply, lease_result_t *res)
 {
     memset(res, 0, sizeof *res);
-    const redisReply *code = valkey_field(reply, "code");
+    const redisReply *f[R_COUNT];
+    find_fields(reply, result_fields, R_COUNT, f);
+    const redisReply *code = f[R_CODE];
     if (code == NULL || code->type != REDIS_REPLY_STRING ||
         !lease_code_parse(code->str, &res->code))
         return false;
-    if (!STR(reply, "field", res->field) || !STR(reply, "reason", res->reason) ||
-        !STR(reply, "detail", res->detail) ||
-        !copy_int(reply, "retry_after_ms", &res->retry_after_ms))
+    if (!str_value(f[R_FIELD], res->field, sizeof res->field) ||
+        !str_value(f[R_REASON], res->reason, sizeof res->reason) ||
+        !str_value(f[R_DETAIL], res->detail, sizeof res->detail) ||
+        !int_value(f[R_RETRY_AFTER_MS], &res->retry_after_ms))
         return false;
-    long long replayed = 0;
-    res->replayed = valkey_int_field(reply, "replayed", &replayed) && replayed == 1;
+    const redisReply *replayed = f[R_REPLAYED];
+    res->replayed =
+        replayed != NULL && replayed->type == REDIS_REPLY_INTEGER && replayed->integer == 1;
     char current[16];
-    if (!STR(reply, "current_state", current))
+    if (!str_value(f[R_CURRENT_STATE], current, sizeof current))
         return false;
     if (current[0] != '\0' && !lease_state_parse(current, &res->current_state))
         return false;
-    const redisReply *l = valkey_field(reply, "lease");
+    const redisReply *l = f[R_LEASE];
     if (l != NULL && l->type == REDIS_REPLY_ARRAY) {
         if (!decode_lease(l, &res->lease))
             return false;
