@@ -49,6 +49,7 @@ struct valkey_transport {
     SSL *ssl;                /* NULL: plain TCP */
     redisReader *reader;     /* hiredis' reply parser, fed by us, with reply_functions */
     reply_block_t *building; /* the last block of the reply being read */
+    int64_t timeout_ms;      /* what the socket's timeouts are set to; 0: not known */
     bool answered;           /* a reply has been read (see hint_first_failure) */
     bool failed;             /* unusable: a read or write failed */
     bool client_cert;        /* TLS with a client certificate */
@@ -180,9 +181,17 @@ bool valkey_transport_set_timeout(valkey_transport_t *t, int64_t ms)
 {
     if (ms < 1)
         ms = 1;
+    /* Each call sets the budget left of its deadline, in whole ms; calls
+     * with the same deadline class and a fast path mostly ask for the value
+     * the socket already has, and two setsockopt calls a request were
+     * system calls for nothing (docs/benchmarks.md, "leased on Valkey"). */
+    if (ms == t->timeout_ms)
+        return true;
     struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
-    return setsockopt(t->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0 &&
-           setsockopt(t->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) == 0;
+    bool ok = setsockopt(t->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0 &&
+              setsockopt(t->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) == 0;
+    t->timeout_ms = ok ? ms : 0; /* after a failure, either may be set: not known */
+    return ok;
 }
 
 /* Why the handshake failed, in the operator's terms. */
