@@ -421,7 +421,10 @@ static call_failure_t fcall(lease_valkey_t *v, const char *fn, const char *arg,
         conn_give(v, conn);
         return CALL_NOT_SENT;
     }
-    redisReply *r = valkey_transport_command(conn->link, "FCALL %s 1 %s %s", fn, v->ns_key, arg);
+    /* FCALL fn 1 ns_key arg, as "FCALL %s 1 %s %s" formats it, without
+     * hiredis interpreting a format (valkey_transport.c, format_argv) */
+    const char *argv[5] = {"FCALL", fn, "1", v->ns_key, arg};
+    redisReply *r = valkey_transport_command_argv(conn->link, 5, argv, NULL);
     if (r == NULL) {
         /* the command was written and its answer awaited in one step: whether the command left
          * this process is not known, so a mutation's outcome is unknown */

@@ -50,6 +50,8 @@ struct valkey_transport {
     redisReader *reader;     /* hiredis' reply parser, fed by us, with reply_functions */
     reply_block_t *building; /* the last block of the reply being read */
     int64_t timeout_ms;      /* what the socket's timeouts are set to; 0: not known */
+    char *out;               /* command_argv's command, kept for the next one */
+    size_t out_cap;
     bool answered;           /* a reply has been read (see hint_first_failure) */
     bool failed;             /* unusable: a read or write failed */
     bool client_cert;        /* TLS with a client certificate */
@@ -434,6 +436,7 @@ void valkey_transport_free(valkey_transport_t *t)
     }
     if (t->reader)
         redisReaderFree(t->reader);
+    free(t->out);
     if (t->fd >= 0)
         close(t->fd);
     free(t);
@@ -492,7 +495,7 @@ static redisReply *read_reply(valkey_transport_t *t)
 }
 
 /* Sends cmd (len bytes, already in the protocol) and reads its reply. */
-static redisReply *round_trip(valkey_transport_t *t, char *cmd, int len)
+static redisReply *send_and_read(valkey_transport_t *t, const char *cmd, int len)
 {
     redisReply *r = NULL;
     if (len < 0)
@@ -503,6 +506,13 @@ static redisReply *round_trip(valkey_transport_t *t, char *cmd, int len)
         r = read_reply(t);
     else
         hint_first_failure(t);
+    return r;
+}
+
+/* send_and_read of a command hiredis formatted (freed here). */
+static redisReply *round_trip(valkey_transport_t *t, char *cmd, int len)
+{
+    redisReply *r = send_and_read(t, cmd, len);
     redisFreeCommand(cmd);
     return r;
 }
@@ -517,12 +527,68 @@ redisReply *valkey_transport_command(valkey_transport_t *t, const char *fmt, ...
     return round_trip(t, cmd, len);
 }
 
+/* "<prefix><n>\r\n" at p (prefix '*' or '$'); the end of what was written. */
+static char *put_count(char *p, char prefix, size_t n)
+{
+    char digits[24];
+    size_t k = 0;
+    do {
+        digits[k++] = (char)('0' + n % 10);
+        n /= 10;
+    } while (n > 0);
+    *p++ = prefix;
+    while (k > 0)
+        *p++ = digits[--k];
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
+}
+
+/*
+ * The command in the protocol, as redisFormatCommandArgv writes it (an
+ * array of bulk strings: *argc, then $len and the bytes of each), into a
+ * buffer the transport keeps: hiredis' formatting cost a malloc, an
+ * sprintf per argument and a free, ~3 k instructions of every FCALL
+ * (docs/benchmarks.md, "leased on Valkey"). Its length, or -1 when out of
+ * memory.
+ */
+static int format_argv(valkey_transport_t *t, int argc, const char **argv, const size_t *argvlen)
+{
+    if (argc < 0)
+        return -1;
+    /* each count line: a prefix, at most 20 digits, CRLF */
+    size_t need = 24;
+    for (int i = 0; i < argc; i++) {
+        size_t n = argvlen ? argvlen[i] : strlen(argv[i]);
+        if (n > (size_t)INT_MAX - need - 26)
+            return -1;
+        need += 24 + n + 2;
+    }
+    if (need > (size_t)INT_MAX)
+        return -1;
+    if (need > t->out_cap) {
+        char *grown = realloc(t->out, need);
+        if (grown == NULL)
+            return -1;
+        t->out = grown;
+        t->out_cap = need;
+    }
+    char *p = put_count(t->out, '*', (size_t)argc);
+    for (int i = 0; i < argc; i++) {
+        size_t n = argvlen ? argvlen[i] : strlen(argv[i]);
+        p = put_count(p, '$', n);
+        memcpy(p, argv[i], n);
+        p += n;
+        *p++ = '\r';
+        *p++ = '\n';
+    }
+    return (int)(p - t->out);
+}
+
 redisReply *valkey_transport_command_argv(valkey_transport_t *t, int argc, const char **argv,
                                           const size_t *argvlen)
 {
-    char *cmd = NULL;
-    int len = redisFormatCommandArgv(&cmd, argc, argv, argvlen);
-    return round_trip(t, cmd, len);
+    return send_and_read(t, t->out, format_argv(t, argc, argv, argvlen));
 }
 
 int valkey_transport_fd(const valkey_transport_t *t)
