@@ -52,9 +52,9 @@ struct valkey_transport {
     int64_t timeout_ms;      /* what the socket's timeouts are set to; 0: not known */
     char *out;               /* command_argv's command, kept for the next one */
     size_t out_cap;
-    bool answered;           /* a reply has been read (see hint_first_failure) */
-    bool failed;             /* unusable: a read or write failed */
-    bool client_cert;        /* TLS with a client certificate */
+    bool answered;    /* a reply has been read (see hint_first_failure) */
+    bool failed;      /* unusable: a read or write failed */
+    bool client_cert; /* TLS with a client certificate */
     char errstr[256];
 };
 
