@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "lease/identity.h"
+#include "copy_text.h"
 
 #define BUCKETS_MAX 8192 /* power of two */
 #define PRUNE_EVERY_NS INT64_C(100000000)
@@ -209,7 +210,7 @@ static bucket_t *bucket_of(bucket_table_t *t, const char *key, int64_t now_ns)
     if (!b->key[0]) {
         if (t->used >= BUCKETS_MAX * 3 / 4)
             return NULL;
-        snprintf(b->key, sizeof b->key, "%s", key);
+        leased_copy_text(b->key, sizeof b->key, key);
         b->tokens = t->burst;
         b->last_ns = now_ns;
         t->used++;
@@ -280,7 +281,7 @@ void leased_admission_auth_failed(leased_admission_t *adm, const char *source, i
 static share_t *share_get(leased_admission_t *adm, const char *kind, const char *id, bool create)
 {
     char key[LEASE_ID_MAX + 3];
-    snprintf(key, sizeof key, "%s%s", kind, id);
+    leased_copy_text2(key, sizeof key, kind, id);
     size_t b = hash_id(key) & (SHARE_BUCKETS - 1);
     for (share_t *s = adm->shares[b]; s; s = s->next)
         if (strcmp(s->key, key) == 0)

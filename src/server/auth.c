@@ -48,6 +48,7 @@
 #include <time.h>
 
 #include "lease/token.h"
+#include "copy_text.h"
 
 #define AUTH_SETS 256 /* power of two */
 #define AUTH_WAYS 4
@@ -454,12 +455,12 @@ static bool caller_from(const lease_credential_t *cred, int64_t fetched_ns, cons
 {
     if (cred->revoked || expired(cred, fetched_ns) || !normalize_scope(cred, &out->scope))
         return false;
-    snprintf(out->principal.principal_id, sizeof out->principal.principal_id, "%s",
-             cred->principal_id);
-    snprintf(out->principal.client_id, sizeof out->principal.client_id, "%s", cred->client_id);
-    snprintf(out->principal.credential_id, sizeof out->principal.credential_id, "%s", id);
-    snprintf(out->principal.principal_class, sizeof out->principal.principal_class, "%s",
-             cred->admin ? "admin" : "worker");
+    leased_copy_text(out->principal.principal_id, sizeof out->principal.principal_id,
+                     cred->principal_id);
+    leased_copy_text(out->principal.client_id, sizeof out->principal.client_id, cred->client_id);
+    leased_copy_text(out->principal.credential_id, sizeof out->principal.credential_id, id);
+    leased_copy_text(out->principal.principal_class, sizeof out->principal.principal_class,
+                     cred->admin ? "admin" : "worker");
     if (!out->principal.principal_id[0] || !out->principal.client_id[0])
         return false;
     out->admin = cred->admin;
@@ -587,7 +588,7 @@ bool lease_auth_cached_tenant(lease_auth_t *auth, const char *authorization, cha
               cache_vouches(auth, id, presented, &cred, &fetched_ns, &cached, &caller,
                             CLASSIFY_KNOWN_NS);
     if (ok)
-        snprintf(tenant, LEASE_NAME_MAX + 1, "%s", caller.scope.tenant_id);
+        leased_copy_text(tenant, LEASE_NAME_MAX + 1, caller.scope.tenant_id);
     OPENSSL_cleanse(presented, sizeof presented);
     OPENSSL_cleanse(&cred, sizeof cred);
     return ok;

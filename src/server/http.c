@@ -49,6 +49,7 @@
 #include "lease/clock.h"
 #include "lease/log.h"
 #include "app.h"
+#include "copy_text.h"
 #include "http_accept.h"
 #include "http_conns.h"
 #include "http_rules.h"
@@ -193,7 +194,7 @@ static enum MHD_Result collect_forwarded(void *cls, enum MHD_ValueKind kind, con
         f->failed = true;
         return MHD_YES;
     }
-    snprintf(grown + f->len, add + 1, "%s%s", f->text ? "," : "", value);
+    leased_copy_text2(grown + f->len, add + 1, f->text ? "," : "", value);
     f->text = grown;
     f->len += add;
     return MHD_YES;
@@ -206,7 +207,7 @@ static void client_source(leased_http_t *h, request_t *rq, char *out)
 {
     char peer[64];
     if (rq->link)
-        snprintf(peer, sizeof peer, "%s", leased_conns_source(rq->link));
+        leased_copy_text(peer, sizeof peer, leased_conns_source(rq->link));
     else
         leased_conns_peer(rq->conn, peer);
     const leased_trusted_proxies_t *tp = &h->app->config->trusted;

@@ -19,6 +19,7 @@
 #include "lease/clock.h"
 #include "lease/identity.h"
 #include "lease/json_text.h"
+#include "copy_text.h"
 
 /* Field presence rules, one table per operation. */
 typedef enum presence {
@@ -142,7 +143,7 @@ static bool get_id(decoder_t *d, json_t *obj, const char *prefix, const char *na
         return true;
     if (!lease_id_valid(s) || strlen(s) >= outsz)
         return fail(d, prefix, name, "must be 1..128 of [A-Za-z0-9._:-]");
-    snprintf(out, outsz, "%s", s);
+    leased_copy_text(out, outsz, s);
     return true;
 }
 
@@ -350,7 +351,7 @@ static bool decode_write(decoder_t *d, json_t *item, size_t i, leased_request_t 
         return fail(d, prefix, key_name,
                     "must be 1..255 of [A-Za-z0-9._:/-] (an AMQP routing key holds 255 bytes)");
     }
-    snprintf(w->key, sizeof w->key, "%s", key);
+    leased_copy_text(w->key, sizeof w->key, key);
     json_t *content = json_object_get(item, json_name);
     if (!json_is_object(content))
         return fail(d, prefix, json_name, "must be an object");
@@ -445,7 +446,7 @@ static bool decode_batch_item(decoder_t *d, json_t *b, const char *list, size_t 
     if (!json_is_object(b))
         return fail(d, "", prefix, "must be an object");
     char inner[sizeof d->err->field];
-    snprintf(inner, sizeof inner, "%s", d->err->field);
+    leased_copy_text(inner, sizeof inner, d->err->field);
     const char *reason = d->err->reason;
     snprintf(prefix, sizeof prefix, "%s[%zu].", list, i);
     fail(d, prefix, inner, reason);
@@ -623,7 +624,7 @@ bool leased_codec_decode(leased_op_t op, const char *body, size_t len, const cha
             return fail(&d, "", "body", "GET takes no body");
         if (!lease_id || !lease_id_valid(lease_id))
             return fail(&d, "", "lease_id", "must be 1..128 of [A-Za-z0-9._:-]");
-        snprintf(req->u.inspect.lease_id, sizeof req->u.inspect.lease_id, "%s", lease_id);
+        leased_copy_text(req->u.inspect.lease_id, sizeof req->u.inspect.lease_id, lease_id);
         req->u.inspect.by_identity = false;
         return true;
     }
@@ -666,7 +667,7 @@ bool leased_codec_decode(leased_op_t op, const char *body, size_t len, const cha
         if (!lease_id_valid(lease_id))
             ok = fail(&d, "", "session_id", "must be 1..128 of [A-Za-z0-9._:-]");
         else
-            snprintf(req->u.session.session_id, sizeof req->u.session.session_id, "%s", lease_id);
+            leased_copy_text(req->u.session.session_id, sizeof req->u.session.session_id, lease_id);
     }
 cleanup:
     json_decref(root);

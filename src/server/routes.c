@@ -26,6 +26,7 @@
 #include "lease/clock.h"
 #include "app.h"
 #include "http.h"
+#include "copy_text.h"
 
 static void handle_operation(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx);
 static void handle_watch(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx);
@@ -95,7 +96,7 @@ const leased_route_t *leased_routes_match(const char *method, const char *path, 
             *miss = LEASED_ROUTE_NO_METHOD;
             continue;
         }
-        snprintf(param, paramsz, "%s", scratch);
+        leased_copy_text(param, paramsz, scratch);
         *miss = LEASED_ROUTE_FOUND;
         return &route_table[i];
     }
@@ -107,7 +108,7 @@ static void reply(leased_exchange_t *ex, int status, const char *label, char *bo
 {
     free(ex->reply_body);
     ex->status = status;
-    snprintf(ex->code_label, sizeof ex->code_label, "%s", label);
+    leased_copy_text(ex->code_label, sizeof ex->code_label, label);
     ex->reply_body = body;
     ex->content_type = content_type;
 }
@@ -327,7 +328,7 @@ static void watch_park(leased_app_t *app, leased_exchange_t *ex, watch_op_t *w)
 {
     w->recheck_at_ns = lease_mono_now_ns() + watch_recheck_ns(app);
     ex->park_requested = true;
-    snprintf(ex->park_lease_id, sizeof ex->park_lease_id, "%s", w->out.lease.lease.lease_id);
+    leased_copy_text(ex->park_lease_id, sizeof ex->park_lease_id, w->out.lease.lease.lease_id);
     ex->park_seq = w->seen;
     ex->park_until_ns = w->until_ns < w->recheck_at_ns ? w->until_ns : w->recheck_at_ns;
 }
@@ -658,8 +659,9 @@ static bool admit(leased_app_t *app, leased_exchange_t *ex, leased_op_ctx_t *ctx
         return false;
     }
     leased_claim_t *c = &ex->claim;
-    snprintf(c->credential_id, sizeof c->credential_id, "%s", ctx->caller.principal.credential_id);
-    snprintf(c->tenant_id, sizeof c->tenant_id, "%s", ctx->caller.scope.tenant_id);
+    leased_copy_text(c->credential_id, sizeof c->credential_id,
+                     ctx->caller.principal.credential_id);
+    leased_copy_text(c->tenant_id, sizeof c->tenant_id, ctx->caller.scope.tenant_id);
     if (!leased_admission_claim(app->admission, c->credential_id, c->tenant_id, false, &retry_ms)) {
         leased_service_audit_refusal(app->service, ctx, LEASE_RATE_LIMITED, NULL);
         leased_routes_reply_error(ex, LEASE_RATE_LIMITED, NULL, retry_ms);

@@ -31,6 +31,7 @@
 #include "lease/clock.h"
 #include "lease/digest.h"
 #include "lease/log.h"
+#include "copy_text.h"
 
 /* Acquire waiting: exponential backoff from BACKOFF_MIN_MS to
  * BACKOFF_MAX_MS with full jitter, and at least ATTEMPT_MARGIN_MS left
@@ -130,10 +131,10 @@ void leased_service_begin(leased_op_ctx_t *ctx, leased_op_t op, const char *corr
 {
     memset(ctx, 0, sizeof *ctx);
     ctx->op = op;
-    snprintf(ctx->source, sizeof ctx->source, "%s", source ? source : "");
-    snprintf(ctx->correlation_id, sizeof ctx->correlation_id, "%s", correlation_id);
-    snprintf(ctx->trace_id, sizeof ctx->trace_id, "%s",
-             traceparent_trace_id ? traceparent_trace_id : "");
+    leased_copy_text(ctx->source, sizeof ctx->source, source ? source : "");
+    leased_copy_text(ctx->correlation_id, sizeof ctx->correlation_id, correlation_id);
+    leased_copy_text(ctx->trace_id, sizeof ctx->trace_id,
+                     traceparent_trace_id ? traceparent_trace_id : "");
     ctx->received_mono_ns = received_mono_ns;
     /* the wall clock at receipt, derived from the monotonic age of the request */
     ctx->received_wall_ms =
@@ -169,7 +170,7 @@ static void resolve_deadline(const leased_service_t *svc, const leased_op_ctx_t 
         cls = "capped";
     }
     call->deadline = lease_deadline_after(ctx->received_wall_ms, ctx->received_mono_ns, rel);
-    snprintf(call->deadline_class, sizeof call->deadline_class, "%s", cls);
+    leased_copy_text(call->deadline_class, sizeof call->deadline_class, cls);
 }
 
 static const char *decision_of(lease_code_t code)
@@ -248,7 +249,7 @@ static void event_from_request(lease_audit_event_t *ev, const leased_request_t *
         if (req->u.inspect.by_identity)
             id = &req->u.inspect.identity;
         else
-            snprintf(ev->lease_id, sizeof ev->lease_id, "%s", req->u.inspect.lease_id);
+            leased_copy_text(ev->lease_id, sizeof ev->lease_id, req->u.inspect.lease_id);
     } else {
         id = identity_of(req);
     }
@@ -284,14 +285,14 @@ static void audit_n(leased_service_t *svc, const leased_op_ctx_t *ctx, const lea
     ev.backend_health = health_of(code);
     if (call)
         ev.call = *call;
-    snprintf(ev.call.correlation_id, sizeof ev.call.correlation_id, "%s", ctx->correlation_id);
+    leased_copy_text(ev.call.correlation_id, sizeof ev.call.correlation_id, ctx->correlation_id);
     if (!ev.call.trace_id[0])
-        snprintf(ev.call.trace_id, sizeof ev.call.trace_id, "%s", ctx->trace_id);
+        leased_copy_text(ev.call.trace_id, sizeof ev.call.trace_id, ctx->trace_id);
     if (ctx->authenticated)
         ev.call.principal = ctx->caller.principal;
     if (req)
         event_from_request(&ev, req);
-    snprintf(ev.source_address, sizeof ev.source_address, "%s", ctx->source);
+    leased_copy_text(ev.source_address, sizeof ev.source_address, ctx->source);
     if (res && res->has_lease) {
         bool visible = ctx->authenticated && (strcmp(res->lease.owner_principal_id,
                                                      ctx->caller.principal.principal_id) == 0 ||
@@ -299,7 +300,7 @@ static void audit_n(leased_service_t *svc, const leased_op_ctx_t *ctx, const lea
         ev.previous_state = res->lease.state;
         ev.resulting_state = res->lease.state;
         if (visible) {
-            snprintf(ev.lease_id, sizeof ev.lease_id, "%s", res->lease.lease_id);
+            leased_copy_text(ev.lease_id, sizeof ev.lease_id, res->lease.lease_id);
             ev.fencing_token = res->lease.fencing_token;
         }
     }
@@ -363,13 +364,13 @@ static bool default_owner_scope(const lease_caller_t *c, lease_list_req_t *l, ch
                                 size_t fieldsz)
 {
     if (!l->tenant_id[0])
-        snprintf(l->tenant_id, sizeof l->tenant_id, "%s", c->scope.tenant_id);
+        leased_copy_text(l->tenant_id, sizeof l->tenant_id, c->scope.tenant_id);
     if (!l->program_id[0]) {
         if (strcmp(c->scope.program_id, "*") == 0) {
-            snprintf(field, fieldsz, "%s", "program_id");
+            leased_copy_text(field, fieldsz, "program_id");
             return false;
         }
-        snprintf(l->program_id, sizeof l->program_id, "%s", c->scope.program_id);
+        leased_copy_text(l->program_id, sizeof l->program_id, c->scope.program_id);
     }
     return true;
 }
@@ -404,15 +405,15 @@ static lease_code_t authorize_request(const leased_op_ctx_t *ctx, leased_request
         if (!lease_auth_program_in_scope(c, l->tenant_id, l->program_id))
             return LEASE_ACCESS_DENIED;
         l->scope = c->scope;
-        snprintf(l->owner_principal_id, sizeof l->owner_principal_id, "%s",
-                 c->principal.principal_id);
+        leased_copy_text(l->owner_principal_id, sizeof l->owner_principal_id,
+                         c->principal.principal_id);
         return LEASE_CODE_COUNT;
     }
     case LEASE_SHAPE_SESSION:
         /* a session lives in the credential's tenant; the database checks
          * that the session is the caller's (principal and credential) */
-        snprintf(req->u.session.tenant_id, sizeof req->u.session.tenant_id, "%s",
-                 c->scope.tenant_id);
+        leased_copy_text(req->u.session.tenant_id, sizeof req->u.session.tenant_id,
+                         c->scope.tenant_id);
         return LEASE_CODE_COUNT;
     case LEASE_SHAPE_ADMIN:
         if (!c->admin)
@@ -456,8 +457,8 @@ bool leased_service_digest(leased_request_t *req)
         /* no lock identity: the tenant and the session stand in for it */
         lease_identity_t where;
         memset(&where, 0, sizeof where);
-        snprintf(where.tenant_id, sizeof where.tenant_id, "%s", req->u.session.tenant_id);
-        snprintf(where.target_id, sizeof where.target_id, "%s", req->u.session.session_id);
+        leased_copy_text(where.tenant_id, sizeof where.tenant_id, req->u.session.tenant_id);
+        leased_copy_text(where.target_id, sizeof where.target_id, req->u.session.session_id);
         return lease_digest_fields(d->name, call, &where, store_req(req), d->fields,
                                    call->request_digest);
     }
@@ -672,7 +673,7 @@ static void take_details(leased_request_t *req, leased_outcome_t *out)
         break;
     }
     if (out->code == LEASE_INVALID_LEASE_REQUEST || out->code == LEASE_WRITE_CONFLICT)
-        snprintf(out->field, sizeof out->field, "%s", field);
+        leased_copy_text(out->field, sizeof out->field, field);
     if ((out->code == LEASE_BACKEND_UNAVAILABLE || out->code == LEASE_OUTCOME_UNKNOWN) &&
         out->retry_after_ms <= 0)
         out->retry_after_ms = UNAVAILABLE_RETRY_MS;
@@ -688,9 +689,9 @@ static void complete_items(leased_request_t *req)
     for (size_t i = 0; i < req->n_items; i++) {
         lease_call_t *c = &req->items[i].call;
         c->deadline = batch->deadline;
-        snprintf(c->deadline_class, sizeof c->deadline_class, "%s", batch->deadline_class);
-        snprintf(c->correlation_id, sizeof c->correlation_id, "%s", batch->correlation_id);
-        snprintf(c->trace_id, sizeof c->trace_id, "%s", batch->trace_id);
+        leased_copy_text(c->deadline_class, sizeof c->deadline_class, batch->deadline_class);
+        leased_copy_text(c->correlation_id, sizeof c->correlation_id, batch->correlation_id);
+        leased_copy_text(c->trace_id, sizeof c->trace_id, batch->trace_id);
         c->received_mono_ns = batch->received_mono_ns;
         c->principal = batch->principal;
     }
@@ -820,20 +821,21 @@ lease_code_t leased_service_run(leased_service_t *svc, leased_op_ctx_t *ctx, lea
     out->current_revision = -1;
 
     resolve_deadline(svc, ctx, &req->deadline, call);
-    snprintf(call->correlation_id, sizeof call->correlation_id, "%s", ctx->correlation_id);
+    leased_copy_text(call->correlation_id, sizeof call->correlation_id, ctx->correlation_id);
     call->received_mono_ns = ctx->received_mono_ns;
     call->principal = ctx->caller.principal;
     /* trace: a body trace_id wins over traceparent */
     if (shape_of(req) == LEASE_SHAPE_ACQUIRE) {
         if (!req->u.acquire.trace_id[0])
-            snprintf(req->u.acquire.trace_id, sizeof req->u.acquire.trace_id, "%s", ctx->trace_id);
-        snprintf(call->trace_id, sizeof call->trace_id, "%s", req->u.acquire.trace_id);
+            leased_copy_text(req->u.acquire.trace_id, sizeof req->u.acquire.trace_id,
+                             ctx->trace_id);
+        leased_copy_text(call->trace_id, sizeof call->trace_id, req->u.acquire.trace_id);
     } else if (shape_of(req) == LEASE_SHAPE_COMMIT) {
-        snprintf(call->trace_id, sizeof call->trace_id, "%s", req->u.commit.trace_id);
+        leased_copy_text(call->trace_id, sizeof call->trace_id, req->u.commit.trace_id);
     } else if (!call->trace_id[0]) {
         /* a body field may name the call's trace (lease/operations.h: a
          * row whose member is call.trace_id); none does today */
-        snprintf(call->trace_id, sizeof call->trace_id, "%s", ctx->trace_id);
+        leased_copy_text(call->trace_id, sizeof call->trace_id, ctx->trace_id);
     }
 
     bool batch = shape_of(req) == LEASE_SHAPE_OWNER_BATCH;

@@ -3,6 +3,7 @@
  * protocol v2 header (see trusted_proxies.h).
  */
 #include "trusted_proxies.h"
+#include "copy_text.h"
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -115,7 +116,7 @@ bool leased_trusted_proxies_has(const leased_trusted_proxies_t *tp, const char *
 bool leased_trusted_proxies_client(const leased_trusted_proxies_t *tp, const char *peer,
                                    const char *xff, char out[64])
 {
-    snprintf(out, 64, "%s", peer);
+    leased_copy_text(out, 64, peer);
     if (!xff || !xff[0] || !leased_trusted_proxies_has(tp, peer))
         return true;
     /* from the right: entries the trusted proxies appended, up to the
@@ -138,7 +139,7 @@ bool leased_trusted_proxies_client(const leased_trusted_proxies_t *tp, const cha
             break;
         end = start - 1;
     }
-    snprintf(out, 64, "%s", chosen);
+    leased_copy_text(out, 64, chosen);
     return true;
 }
 

@@ -25,6 +25,7 @@
 
 #include "lease/clock.h"
 #include "lease/hash.h"
+#include "copy_text.h"
 
 typedef leased_job_t job_t;
 
@@ -87,7 +88,7 @@ static leased_flow_t *flow_of(leased_work_queue_t *q, const char *key)
     f = calloc(1, sizeof *f);
     if (!f)
         return NULL;
-    snprintf(f->key, sizeof f->key, "%s", key);
+    leased_copy_text(f->key, sizeof f->key, key);
     f->hnext = *b;
     *b = f;
     q->active += key[0] != '\0';
@@ -310,7 +311,7 @@ leased_push_result_t leased_work_queue_push(leased_work_queue_t *q, job_t *j, le
                                             void *arg, const char *key, size_t cost)
 {
     *j = (job_t){.fn = fn, .arg = arg, .cost = cost > 0 ? cost : 1};
-    snprintf(j->key, sizeof j->key, "%s", key ? key : "");
+    leased_copy_text(j->key, sizeof j->key, key ? key : "");
     __atomic_add_fetch(&q->pushing, 1, __ATOMIC_SEQ_CST);
     pthread_mutex_lock(&q->mutex);
     leased_push_result_t r = LEASED_PUSH_STOPPING;

@@ -123,6 +123,42 @@ static void test_same_as_jansson(void **state)
     check_dump("{\"b\":1,\"a\":2}", 0, "{\"b\":1,\"a\":2}");
 }
 
+/* lease_json_string against jansson's escaping for every length up to 40
+ * with each byte that needs an escape (and a UTF-8 lead byte) at every
+ * position: the word-at-a-time path hands over to the byte loop around it. */
+static void test_strings_escaped_as_jansson(void **state)
+{
+    (void)state;
+    static const unsigned char special[] = {0x00, 0x01, 0x08, 0x09, 0x0a, 0x1f, '"',
+                                            '\\', 0x20, 0x21, 0x5b, 0x5d, 0x7f};
+    char s[41];
+    for (size_t len = 0; len <= 40; len++) {
+        for (size_t pos = 0; pos < (len ? len : 1); pos++) {
+            for (size_t k = 0; k < sizeof special; k++) {
+                for (size_t i = 0; i < len; i++)
+                    s[i] = (char)('a' + (i % 26));
+                if (len > 0)
+                    s[pos] = (char)special[k];
+                /* a second one, further on, after a clean word */
+                if (pos + 9 < len)
+                    s[pos + 9] = (char)special[(k + 5) % sizeof special];
+                json_t *str = json_stringn(s, len);
+                assert_non_null(str);
+                char *want = json_dumps(str, JSON_ENCODE_ANY | JSON_COMPACT);
+                lease_json_buf_t b = {0};
+                lease_json_string(&b, s, len);
+                char *got = lease_json_take(&b);
+                assert_non_null(want);
+                assert_non_null(got);
+                assert_string_equal(got, want);
+                free(got);
+                free(want);
+                json_decref(str);
+            }
+        }
+    }
+}
+
 static void test_number_bound(void **state)
 {
     (void)state;
@@ -159,6 +195,7 @@ int main(void)
         cmocka_unit_test(test_integers_as_printf),
         cmocka_unit_test(test_reals_shortest),
         cmocka_unit_test(test_same_as_jansson),
+        cmocka_unit_test(test_strings_escaped_as_jansson),
         cmocka_unit_test(test_number_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

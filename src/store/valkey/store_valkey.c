@@ -138,7 +138,7 @@ valkey_transport_t *valkey_connect(const valkey_endpoint_t *e, char *err, size_t
                        : r->type == REDIS_REPLY_ERROR ? r->str
                                                       : "unexpected answer");
     if (r)
-        freeReplyObject(r);
+        valkey_reply_free(r);
     if (!ok) {
         valkey_transport_free(c);
         return NULL;
@@ -215,7 +215,7 @@ static bool config_is(valkey_transport_t *c, const char *name, const char *want,
                                r->element[1]->type == REDIS_REPLY_STRING
                            ? r->element[1]->str
                            : "unreadable");
-    freeReplyObject(r);
+    valkey_reply_free(r);
     return ok;
 }
 
@@ -245,7 +245,7 @@ static bool library_is_ours(valkey_transport_t *c, const char *code, char *err, 
                              : "the %s library is not loaded (leasectl migrate loads it)",
                        LEASE_VALKEY_LIBRARY_NAME);
     if (r)
-        freeReplyObject(r);
+        valkey_reply_free(r);
     return ok;
 }
 
@@ -268,7 +268,7 @@ static bool load_library(valkey_transport_t *c, bool check_only, char *err, size
     if (!ok && !exists)
         valkey_set_err(err, errlen, "FUNCTION LOAD: %s",
                        r->type == REDIS_REPLY_ERROR ? r->str : "unexpected answer");
-    freeReplyObject(r);
+    valkey_reply_free(r);
     if (ok || !exists)
         return ok;
     return library_is_ours(c, code, err, errlen);
@@ -380,7 +380,7 @@ static call_failure_t wait_replicas(lease_valkey_t *v, valkey_conn_t *conn, int6
         return CALL_NO_ANSWER;
     }
     bool confirmed = w->type == REDIS_REPLY_INTEGER && w->integer >= v->min_replicas;
-    freeReplyObject(w);
+    valkey_reply_free(w);
     return confirmed ? CALL_OK : CALL_UNCONFIRMED;
 }
 
@@ -421,7 +421,10 @@ static call_failure_t fcall(lease_valkey_t *v, const char *fn, const char *arg,
         conn_give(v, conn);
         return CALL_NOT_SENT;
     }
-    redisReply *r = valkey_transport_command(conn->link, "FCALL %s 1 %s %s", fn, v->ns_key, arg);
+    /* FCALL fn 1 ns_key arg, as "FCALL %s 1 %s %s" formats it, without
+     * hiredis interpreting a format (valkey_transport.c, format_argv) */
+    const char *argv[5] = {"FCALL", fn, "1", v->ns_key, arg};
+    redisReply *r = valkey_transport_command_argv(conn->link, 5, argv, NULL);
     if (r == NULL) {
         /* the command was written and its answer awaited in one step: whether the command left
          * this process is not known, so a mutation's outcome is unknown */
@@ -437,7 +440,7 @@ static call_failure_t fcall(lease_valkey_t *v, const char *fn, const char *arg,
         call_failure_t w = wait_replicas(v, conn, left);
         if (w != CALL_OK) {
             conn_give(v, conn);
-            freeReplyObject(r);
+            valkey_reply_free(r);
             snprintf(reason, reason_len, "%s", "replicas_unconfirmed");
             return w;
         }
@@ -449,7 +452,7 @@ static call_failure_t fcall(lease_valkey_t *v, const char *fn, const char *arg,
                           : strstr(r->str, "not found") != NULL ? "library_missing"
                                                                 : "server_error";
         snprintf(reason, reason_len, "%s", why);
-        freeReplyObject(r);
+        valkey_reply_free(r);
         return CALL_ERROR;
     }
     *reply = r;
@@ -518,7 +521,7 @@ static lease_code_t lease_op(lease_valkey_t *v, const char *fn, char *arg,
         memset(res, 0, sizeof *res);
         res->code = mutation ? LEASE_OUTCOME_UNKNOWN : LEASE_BACKEND_UNAVAILABLE;
     }
-    freeReplyObject(r);
+    valkey_reply_free(r);
     return res->code;
 }
 
@@ -583,7 +586,7 @@ lease_code_t lease_valkey_fenced_commit(lease_valkey_t *v, const lease_commit_re
         memset(res, 0, sizeof *res);
         res->code = LEASE_OUTCOME_UNKNOWN;
     }
-    freeReplyObject(r);
+    valkey_reply_free(r);
     return res->code;
 }
 
@@ -614,7 +617,7 @@ static lease_code_t batch_op(lease_valkey_t *v, const char *fn, const lease_owne
         return LEASE_OUTCOME_UNKNOWN;
     lease_code_t refusal = LEASE_CODE_COUNT;
     bool ok = valkey_decode_many(r, n, results, &refusal);
-    freeReplyObject(r);
+    valkey_reply_free(r);
     if (!ok)
         return LEASE_OUTCOME_UNKNOWN;
     return refusal == LEASE_CODE_COUNT ? decided : refusal;
@@ -657,7 +660,7 @@ static bool admin_call_r(lease_valkey_t *v, const char *fn, const char *arg, red
     if (e != NULL) {
         valkey_set_err(err, errlen, "%s: %s", fn,
                        e->type == REDIS_REPLY_STRING ? e->str : "refused");
-        freeReplyObject(*r);
+        valkey_reply_free(*r);
         *r = NULL;
         if (refused)
             *refused = true;
@@ -737,7 +740,7 @@ lease_code_t lease_valkey_bind(lease_valkey_t *v, int64_t floor_token, int64_t *
         return LEASE_BACKEND_UNAVAILABLE;
     long long e = 0;
     bool ok = valkey_int_field(r, "epoch", &e);
-    freeReplyObject(r);
+    valkey_reply_free(r);
     if (!ok) {
         valkey_set_err(err, errlen, "leased_v1_bind: unreadable answer");
         return LEASE_BACKEND_UNAVAILABLE;
@@ -768,7 +771,7 @@ lease_code_t lease_valkey_rebind_by(lease_valkey_t *v, const char *reason, const
         return called;
     long long e = 0, n = 0;
     bool ok = valkey_int_field(r, "epoch", &e) && valkey_int_field(r, "leases_revoked", &n);
-    freeReplyObject(r);
+    valkey_reply_free(r);
     if (!ok) {
         valkey_set_err(err, errlen, "leased_v1_rebind: unreadable answer");
         return LEASE_BACKEND_UNAVAILABLE;
@@ -800,7 +803,7 @@ lease_code_t lease_valkey_health(lease_valkey_t *v, const lease_deadline_t *dead
     bool ok = valkey_int_field(r, "version", &version) && valkey_int_field(r, "bound", &bound) &&
               valkey_int_field(r, "sealed", &sealed) &&
               valkey_int_field(r, "active_leases", &active);
-    freeReplyObject(r);
+    valkey_reply_free(r);
     if (!ok)
         return LEASE_BACKEND_UNAVAILABLE;
     out->reachable = true;
@@ -835,7 +838,7 @@ lease_code_t lease_valkey_list(lease_valkey_t *v, const lease_list_req_t *req,
         return res->code;
     }
     lease_code_t code = valkey_decode_list(r, res);
-    freeReplyObject(r);
+    valkey_reply_free(r);
     if (code == LEASE_CODE_COUNT) {
         memset(res, 0, sizeof *res);
         res->code = LEASE_BACKEND_UNAVAILABLE;
@@ -880,7 +883,7 @@ lease_code_t lease_valkey_credential_lookup(lease_valkey_t *v, const char *crede
         return LEASE_BACKEND_UNAVAILABLE;
     bool ok = valkey_decode_credential(r, out, found);
     wipe_digest(r);
-    freeReplyObject(r);
+    valkey_reply_free(r);
     if (!ok)
         return LEASE_BACKEND_UNAVAILABLE;
     return *found ? LEASE_INSPECTED : LEASE_NOT_FOUND;
@@ -904,7 +907,7 @@ lease_code_t lease_valkey_credential_create(lease_valkey_t *v, const char *reque
                             : val->type == REDIS_REPLY_STRING ? json_string(val->str)
                                                               : json_null());
     }
-    freeReplyObject(r);
+    valkey_reply_free(r);
     *row_json = json_dumps(row, JSON_COMPACT);
     json_decref(row);
     if (*row_json == NULL) {
@@ -935,7 +938,7 @@ lease_code_t lease_valkey_credential_revoke_by(lease_valkey_t *v, const char *cr
         return called;
     long long n = 0;
     bool ok = valkey_int_field(r, "revoked", &n);
-    freeReplyObject(r);
+    valkey_reply_free(r);
     if (!ok) {
         valkey_set_err(err, errlen, "leased_v1_credential_revoke: unreadable answer");
         return LEASE_BACKEND_UNAVAILABLE;
@@ -985,7 +988,7 @@ lease_code_t lease_valkey_credential_list(lease_valkey_t *v, char **rows_json, c
         return LEASE_BACKEND_UNAVAILABLE;
     const redisReply *list = valkey_field(r, "credentials");
     if (list == NULL || list->type != REDIS_REPLY_ARRAY) {
-        freeReplyObject(r);
+        valkey_reply_free(r);
         valkey_set_err(err, errlen, "leased_v1_credential_list: unreadable answer");
         return LEASE_BACKEND_UNAVAILABLE;
     }
@@ -993,7 +996,7 @@ lease_code_t lease_valkey_credential_list(lease_valkey_t *v, char **rows_json, c
     for (size_t i = 0; i < list->elements; i++)
         if (list->element[i]->type == REDIS_REPLY_ARRAY)
             json_array_append_new(rows, credential_row(list->element[i]));
-    freeReplyObject(r);
+    valkey_reply_free(r);
     *rows_json = json_dumps(rows, JSON_COMPACT);
     json_decref(rows);
     if (*rows_json == NULL) {
@@ -1029,7 +1032,7 @@ lease_code_t lease_valkey_record_audit(lease_valkey_t *v, const lease_audit_even
               count == (long long)n;
     bool invalid =
         code && code->type == REDIS_REPLY_STRING && strcmp(code->str, "invalid_lease_request") == 0;
-    freeReplyObject(r);
+    valkey_reply_free(r);
     return ok ? LEASE_INSPECTED : invalid ? LEASE_INVALID_LEASE_REQUEST : LEASE_BACKEND_UNAVAILABLE;
 }
 
@@ -1053,7 +1056,7 @@ lease_code_t lease_valkey_expire_due(lease_valkey_t *v, int batch, int64_t grace
     long long ran = 0, expired = 0, more = 0, lag = 0;
     bool ok = valkey_int_field(r, "ran", &ran) && valkey_int_field(r, "expired", &expired) &&
               valkey_int_field(r, "more", &more) && valkey_int_field(r, "lag_ms", &lag);
-    freeReplyObject(r);
+    valkey_reply_free(r);
     if (!ok) /* refused (sealed, a bad batch) or unreadable */
         return LEASE_BACKEND_UNAVAILABLE;
     res->ran = ran == 1;
@@ -1107,7 +1110,7 @@ lease_code_t lease_valkey_audit_read(lease_valkey_t *v, const char *after, int c
     json_t *page = json_pack("{s:o, s:o, s:o}", "entries", list, "cursor",
                              id_or_null(valkey_field(r, "cursor")), "first",
                              id_or_null(valkey_field(r, "first")));
-    freeReplyObject(r);
+    valkey_reply_free(r);
     if (ok && page != NULL)
         *page_json = json_dumps(page, JSON_COMPACT);
     json_decref(page);
@@ -1128,7 +1131,7 @@ lease_code_t lease_valkey_audit_ack(lease_valkey_t *v, const char *id, long long
     if (called != LEASE_INSPECTED)
         return called;
     bool ok = valkey_int_field(r, "trimmed", trimmed);
-    freeReplyObject(r);
+    valkey_reply_free(r);
     if (!ok) {
         valkey_set_err(err, errlen, "leased_v1_audit_ack: unreadable answer");
         return LEASE_BACKEND_UNAVAILABLE;

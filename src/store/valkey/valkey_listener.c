@@ -85,7 +85,7 @@ static valkey_transport_t *connect_named(valkey_listener_t *l, char *msg, size_t
         c = NULL;
     }
     if (r)
-        freeReplyObject(r);
+        valkey_reply_free(r);
     return c;
 }
 
@@ -114,7 +114,7 @@ static bool make_session(valkey_listener_t *l)
                  : refused ? r->str
                            : "unexpected answer to SUBSCRIBE");
         if (r)
-            freeReplyObject(r);
+            valkey_reply_free(r);
         if (refused) {
             /* the server said no (an ACL user without the channel): it will
              * say so again; poll instead, as behind a pooler on PostgreSQL */
@@ -176,7 +176,7 @@ static bool read_messages(valkey_listener_t *l, lease_listener_ended_fn ended, v
             strcmp(r->element[0]->str, "message") == 0 &&
             strcmp(r->element[1]->str, l->channel) == 0 && r->element[2]->len > 0 && ended)
             ended(arg, r->element[2]->str);
-        freeReplyObject(r);
+        valkey_reply_free(r);
     }
 }
 
@@ -235,12 +235,12 @@ static lease_code_t vl_poll(lease_listener_t *base, const char *const *ids, size
                      : r->type == REDIS_REPLY_ERROR ? r->str
                                                     : "leased_v1_watch_ended answered no ids");
         if (r)
-            freeReplyObject(r);
+            valkey_reply_free(r);
         return LEASE_BACKEND_UNAVAILABLE;
     }
     for (size_t i = 0; i < r->elements && ended; i++)
         ended(arg, r->element[i]->str);
-    freeReplyObject(r);
+    valkey_reply_free(r);
     return LEASE_INSPECTED;
 }
 

@@ -12,7 +12,9 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 #include <poll.h>
+#include <stdalign.h>
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,13 +24,37 @@
 
 #define READ_CHUNK 16384 /* a TLS record's largest plaintext: one read takes it whole */
 
+/*
+ * Replies live in blocks of one allocation each, not one malloc per object
+ * as hiredis' own reply functions make them: an answer of the leased_v1
+ * functions is ~50 objects (a flat name/value array and the lease's), and
+ * their calloc/malloc and free were ~35 k of the ~370 k instructions leased
+ * spent per request on Valkey (docs/benchmarks.md, "leased on Valkey").
+ * The reader builds one reply at a time, top object first (its task has no
+ * parent), so that object opens a reply's first block, and the block's
+ * header sits right before it: valkey_reply_free finds the chain from the
+ * reply alone. The objects are ordinary redisReply structs; only their
+ * freeing differs (valkey_reply_free, never freeReplyObject).
+ */
+#define REPLY_BLOCK 4096
+
+typedef struct reply_block {
+    struct reply_block *next;
+    size_t used, cap;
+    alignas(max_align_t) unsigned char data[];
+} reply_block_t;
+
 struct valkey_transport {
     int fd;
-    SSL *ssl;            /* NULL: plain TCP */
-    redisReader *reader; /* hiredis' reply parser, fed by us */
-    bool answered;       /* a reply has been read (see hint_first_failure) */
-    bool failed;         /* unusable: a read or write failed */
-    bool client_cert;    /* TLS with a client certificate */
+    SSL *ssl;                /* NULL: plain TCP */
+    redisReader *reader;     /* hiredis' reply parser, fed by us, with reply_functions */
+    reply_block_t *building; /* the last block of the reply being read */
+    int64_t timeout_ms;      /* what the socket's timeouts are set to; 0: not known */
+    char *out;               /* command_argv's command, kept for the next one */
+    size_t out_cap;
+    bool answered;    /* a reply has been read (see hint_first_failure) */
+    bool failed;      /* unusable: a read or write failed */
+    bool client_cert; /* TLS with a client certificate */
     char errstr[256];
 };
 
@@ -157,9 +183,17 @@ bool valkey_transport_set_timeout(valkey_transport_t *t, int64_t ms)
 {
     if (ms < 1)
         ms = 1;
+    /* Each call sets the budget left of its deadline, in whole ms; calls
+     * with the same deadline class and a fast path mostly ask for the value
+     * the socket already has, and two setsockopt calls a request were
+     * system calls for nothing (docs/benchmarks.md, "leased on Valkey"). */
+    if (ms == t->timeout_ms)
+        return true;
     struct timeval tv = {.tv_sec = ms / 1000, .tv_usec = (ms % 1000) * 1000};
-    return setsockopt(t->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0 &&
-           setsockopt(t->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) == 0;
+    bool ok = setsockopt(t->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) == 0 &&
+              setsockopt(t->fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof tv) == 0;
+    t->timeout_ms = ok ? ms : 0; /* after a failure, either may be set: not known */
+    return ok;
 }
 
 /* Why the handshake failed, in the operator's terms. */
@@ -251,6 +285,106 @@ static bool tls_start(valkey_transport_t *t, const char *host, int port, const v
     return true;
 }
 
+void valkey_reply_free(redisReply *r)
+{
+    if (r == NULL)
+        return;
+    reply_block_t *b = (reply_block_t *)((unsigned char *)r - offsetof(reply_block_t, data));
+    while (b) {
+        reply_block_t *next = b->next;
+        free(b);
+        b = next;
+    }
+}
+
+static void free_reply_object(void *r)
+{
+    valkey_reply_free(r);
+}
+
+/* n bytes (aligned for any object) in the reply being read; the top object
+ * (first) opens a new chain. NULL when out of memory: the reader then fails
+ * the reply and frees what it has (free_reply_object on the top object). */
+static void *reply_alloc(const redisReadTask *task, size_t n)
+{
+    valkey_transport_t *t = task->privdata;
+    n = (n + alignof(max_align_t) - 1) & ~(alignof(max_align_t) - 1);
+    reply_block_t *b = task->parent == NULL ? NULL : t->building;
+    if (b == NULL || b->cap - b->used < n) {
+        size_t cap = n > REPLY_BLOCK ? n : REPLY_BLOCK;
+        reply_block_t *nb = malloc(sizeof *nb + cap);
+        if (nb == NULL)
+            return NULL;
+        *nb = (reply_block_t){.next = NULL, .used = 0, .cap = cap};
+        if (b != NULL)
+            b->next = nb;
+        t->building = b = nb;
+    }
+    void *p = b->data + b->used;
+    b->used += n;
+    return p;
+}
+
+/* A new object of type (and extra bytes after it) linked into its parent
+ * array, as hiredis' createReplyObject and its create functions do. */
+static redisReply *reply_object(const redisReadTask *task, int type, size_t extra)
+{
+    redisReply *r = reply_alloc(task, sizeof *r + extra);
+    if (r == NULL)
+        return NULL;
+    memset(r, 0, sizeof *r);
+    r->type = type;
+    if (task->parent != NULL) {
+        redisReply *parent = task->parent->obj;
+        parent->element[task->idx] = r;
+    }
+    return r;
+}
+
+static void *create_string(const redisReadTask *task, char *str, size_t len)
+{
+    if (len > SIZE_MAX - sizeof(redisReply) - alignof(max_align_t) - 1)
+        return NULL;
+    redisReply *r = reply_object(task, task->type, len + 1);
+    if (r == NULL)
+        return NULL;
+    r->str = (char *)(r + 1);
+    memcpy(r->str, str, len);
+    r->str[len] = '\0';
+    r->len = len;
+    return r;
+}
+
+static void *create_array(const redisReadTask *task, int elements)
+{
+    size_t n = elements > 0 ? (size_t)elements : 0;
+    if (n > (SIZE_MAX - sizeof(redisReply) - alignof(max_align_t)) / sizeof(redisReply *))
+        return NULL;
+    redisReply *r = reply_object(task, REDIS_REPLY_ARRAY, n * sizeof(redisReply *));
+    if (r == NULL)
+        return NULL;
+    r->elements = n;
+    r->element = n > 0 ? (redisReply **)(r + 1) : NULL;
+    return r;
+}
+
+static void *create_integer(const redisReadTask *task, long long value)
+{
+    redisReply *r = reply_object(task, REDIS_REPLY_INTEGER, 0);
+    if (r != NULL)
+        r->integer = value;
+    return r;
+}
+
+static void *create_nil(const redisReadTask *task)
+{
+    return reply_object(task, REDIS_REPLY_NIL, 0);
+}
+
+static redisReplyObjectFunctions reply_functions = {
+    create_string, create_array, create_integer, create_nil, free_reply_object,
+};
+
 valkey_transport_t *valkey_transport_connect(const char *host, int port, int64_t timeout_ms,
                                              const valkey_tls_t *tls, char *err, size_t errlen)
 {
@@ -274,7 +408,9 @@ valkey_transport_t *valkey_transport_connect(const char *host, int port, int64_t
         return NULL;
     }
     t->fd = redisFreeKeepFd(c);
-    t->reader = redisReaderCreate();
+    t->reader = redisReaderCreateWithFunctions(&reply_functions);
+    if (t->reader != NULL)
+        t->reader->privdata = t; /* each read task's privdata: reply_alloc's transport */
     if (t->reader == NULL || !valkey_transport_set_timeout(t, timeout_ms)) {
         valkey_set_err(err, errlen, "cannot connect to %s:%d: %s", host, port,
                        t->reader ? strerror(errno) : "out of memory");
@@ -300,6 +436,7 @@ void valkey_transport_free(valkey_transport_t *t)
     }
     if (t->reader)
         redisReaderFree(t->reader);
+    free(t->out);
     if (t->fd >= 0)
         close(t->fd);
     free(t);
@@ -358,7 +495,7 @@ static redisReply *read_reply(valkey_transport_t *t)
 }
 
 /* Sends cmd (len bytes, already in the protocol) and reads its reply. */
-static redisReply *round_trip(valkey_transport_t *t, char *cmd, int len)
+static redisReply *send_and_read(valkey_transport_t *t, const char *cmd, int len)
 {
     redisReply *r = NULL;
     if (len < 0)
@@ -369,6 +506,13 @@ static redisReply *round_trip(valkey_transport_t *t, char *cmd, int len)
         r = read_reply(t);
     else
         hint_first_failure(t);
+    return r;
+}
+
+/* send_and_read of a command hiredis formatted (freed here). */
+static redisReply *round_trip(valkey_transport_t *t, char *cmd, int len)
+{
+    redisReply *r = send_and_read(t, cmd, len);
     redisFreeCommand(cmd);
     return r;
 }
@@ -383,12 +527,68 @@ redisReply *valkey_transport_command(valkey_transport_t *t, const char *fmt, ...
     return round_trip(t, cmd, len);
 }
 
+/* "<prefix><n>\r\n" at p (prefix '*' or '$'); the end of what was written. */
+static char *put_count(char *p, char prefix, size_t n)
+{
+    char digits[24];
+    size_t k = 0;
+    do {
+        digits[k++] = (char)('0' + n % 10);
+        n /= 10;
+    } while (n > 0);
+    *p++ = prefix;
+    while (k > 0)
+        *p++ = digits[--k];
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
+}
+
+/*
+ * The command in the protocol, as redisFormatCommandArgv writes it (an
+ * array of bulk strings: *argc, then $len and the bytes of each), into a
+ * buffer the transport keeps: hiredis' formatting cost a malloc, an
+ * sprintf per argument and a free, ~3 k instructions of every FCALL
+ * (docs/benchmarks.md, "leased on Valkey"). Its length, or -1 when out of
+ * memory.
+ */
+static int format_argv(valkey_transport_t *t, int argc, const char **argv, const size_t *argvlen)
+{
+    if (argc < 0)
+        return -1;
+    /* each count line: a prefix, at most 20 digits, CRLF */
+    size_t need = 24;
+    for (int i = 0; i < argc; i++) {
+        size_t n = argvlen ? argvlen[i] : strlen(argv[i]);
+        if (n > (size_t)INT_MAX - need - 26)
+            return -1;
+        need += 24 + n + 2;
+    }
+    if (need > (size_t)INT_MAX)
+        return -1;
+    if (need > t->out_cap) {
+        char *grown = realloc(t->out, need);
+        if (grown == NULL)
+            return -1;
+        t->out = grown;
+        t->out_cap = need;
+    }
+    char *p = put_count(t->out, '*', (size_t)argc);
+    for (int i = 0; i < argc; i++) {
+        size_t n = argvlen ? argvlen[i] : strlen(argv[i]);
+        p = put_count(p, '$', n);
+        memcpy(p, argv[i], n);
+        p += n;
+        *p++ = '\r';
+        *p++ = '\n';
+    }
+    return (int)(p - t->out);
+}
+
 redisReply *valkey_transport_command_argv(valkey_transport_t *t, int argc, const char **argv,
                                           const size_t *argvlen)
 {
-    char *cmd = NULL;
-    int len = redisFormatCommandArgv(&cmd, argc, argv, argvlen);
-    return round_trip(t, cmd, len);
+    return send_and_read(t, t->out, format_argv(t, argc, argv, argvlen));
 }
 
 int valkey_transport_fd(const valkey_transport_t *t)

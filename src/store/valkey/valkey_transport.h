@@ -48,10 +48,16 @@ bool valkey_transport_set_timeout(valkey_transport_t *t, int64_t ms);
 
 /* Sends a command (redisCommand's format: each %s one argument) and reads
  * its reply; NULL when the connection failed (valkey_transport_error says
- * how; the connection is then unusable). The caller frees the reply. */
+ * how; the connection is then unusable). The caller frees the reply with
+ * valkey_reply_free. */
 redisReply *valkey_transport_command(valkey_transport_t *t, const char *fmt, ...);
 redisReply *valkey_transport_command_argv(valkey_transport_t *t, int argc, const char **argv,
                                           const size_t *argvlen);
+
+/* Frees a reply of this transport (and accepts NULL). Its objects are
+ * redisReply structs in blocks of the transport's own (valkey_transport.c):
+ * freeReplyObject must never be given one. */
+void valkey_reply_free(redisReply *r);
 
 /* The socket, to poll for what the server pushes (a subscriber's messages). */
 int valkey_transport_fd(const valkey_transport_t *t);
@@ -59,8 +65,8 @@ int valkey_transport_fd(const valkey_transport_t *t);
  * the socket is readable), as redisBufferRead does. False when the server
  * closed the connection or it failed. */
 bool valkey_transport_read_available(valkey_transport_t *t);
-/* The next complete reply read so far: true with *reply NULL when none is
- * complete yet; false on a protocol error. */
+/* The next complete reply read so far (valkey_reply_free): true with
+ * *reply NULL when none is complete yet; false on a protocol error. */
 bool valkey_transport_next_reply(valkey_transport_t *t, redisReply **reply);
 
 /* An idle connection (no command in flight) the server has closed, or that
