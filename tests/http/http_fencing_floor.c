@@ -105,6 +105,49 @@ static void test_metrics_show_the_highest_token_answered(void **state)
     assert_int_equal(token_max(fx.base), held_token > max ? held_token : max);
 }
 
+/* Answers that carry leases without granting them count too: a second
+ * leased on the same store that only lists, and a third that only renews
+ * in a batch, each remembers the tokens its answers carried. */
+static void test_list_and_batch_answers_count(void **state)
+{
+    (void)state;
+    for (int i = 0; i < 3; i++)
+        (void)acquire_release("fl-lb-2", i); /* its token will be 4 */
+    json_t *a = acquire_lease(fx.base, worker, "fl-lb-a", "fl-lb-1");
+    json_t *b = acquire_lease(fx.base, worker, "fl-lb-b", "fl-lb-2");
+    long long top = json_integer_value(json_object_get(b, "fencing_token"));
+    long long ta = json_integer_value(json_object_get(a, "fencing_token"));
+    if (ta > top)
+        top = ta;
+
+    leased_proc_t *lister = http_fx_start_leased(&fx, NULL);
+    assert_non_null(lister);
+    assert_int_equal(token_max(leased_proc_url(lister)), 0);
+    http_resp_t *r = call_owned(leased_proc_url(lister), "POST", "/v1/leases/list", worker,
+                                list_body("owner"));
+    check_reply(r, 200, "lease_listed", NULL);
+    http_resp_free(r);
+    /* at least the two held here (the list may carry other held leases) */
+    assert_true(token_max(leased_proc_url(lister)) >= top);
+    assert_int_equal(leased_proc_stop(lister), 0);
+
+    leased_proc_t *renewer = http_fx_start_leased(&fx, NULL);
+    assert_non_null(renewer);
+    assert_int_equal(token_max(leased_proc_url(renewer)), 0);
+    json_t *items = json_array();
+    json_array_append_new(items, parse_owned(owner_body("fl-lb-ra", "fl-lb-1", a)));
+    json_array_append_new(items, parse_owned(owner_body("fl-lb-rb", "fl-lb-2", b)));
+    r = call_owned(leased_proc_url(renewer), "POST", "/v1/leases/renew-batch", worker,
+                   dump(json_pack("{s:o}", "renewals", items)));
+    assert_int_equal(r->status, 200);
+    http_resp_free(r);
+    assert_true(top >= 4);
+    assert_int_equal(token_max(leased_proc_url(renewer)), top);
+    assert_int_equal(leased_proc_stop(renewer), 0);
+    json_decref(a);
+    json_decref(b);
+}
+
 /* The fencing counter of target's lock (PostgreSQL). */
 static long long counter_of(const char *target)
 {
@@ -203,6 +246,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_metrics_show_the_highest_token_answered),
+        cmocka_unit_test(test_list_and_batch_answers_count),
         cmocka_unit_test(test_floor_from_keeps_tokens_above_what_leased_answered),
         cmocka_unit_test(test_floor_from_and_floor_take_the_greater),
     };
