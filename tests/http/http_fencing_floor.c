@@ -204,6 +204,11 @@ static void test_floor_from_keeps_tokens_above_what_leased_answered(void **state
     assert_int_equal(recover(extra, &out), LEASE_EXIT_UNAVAILABLE);
     assert_string_equal(out, "");
     free(out);
+    /* a URL whose /metrics is not leased's (answered 400): refused too */
+    snprintf(extra, sizeof extra, "--floor-from '%s/not-leased'", fx.base);
+    assert_int_equal(recover(extra, &out), LEASE_EXIT_UNAVAILABLE);
+    assert_string_equal(out, "");
+    free(out);
     assert_int_equal(counter_of("fl-x"), 0);
     assert_int_equal(testpg_query_int(fx.db, "SELECT epoch FROM lease.namespace_state"), epoch);
     assert_int_equal(testpg_query_int(fx.db, "SELECT count(*) FROM lease.recoveries"),
