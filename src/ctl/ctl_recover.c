@@ -74,7 +74,12 @@ static int floor_from_instances(const char *const *urls, size_t n, int64_t *floo
                     (long long)seen);
             continue;
         }
-        if (code == LEASE_NOT_FOUND)
+        if (code == LEASE_INSPECTED)
+            fprintf(stderr,
+                    "leasectl recover: --floor-from %s: leased_fencing_token_max %lld is out of "
+                    "range; nothing was changed\n",
+                    urls[i], (long long)seen);
+        else if (code == LEASE_NOT_FOUND)
             fprintf(stderr,
                     "leasectl recover: --floor-from %s: its /metrics has no "
                     "leased_fencing_token_max (not a leased, or one too old); nothing was "
