@@ -253,6 +253,15 @@ LEASE_MUST_USE lease_code_t lease_client_commit(lease_client_t *client,
 LEASE_MUST_USE lease_code_t lease_client_health(lease_client_t *client, bool ready,
                                                 lease_client_call_t *call,
                                                 lease_client_health_t *out);
+/*
+ * GET /metrics and reads the unlabelled integer sample name (e.g.
+ * "leased_fencing_token_max") into *value. Returns LEASE_INSPECTED when
+ * found, LEASE_NOT_FOUND when the service answered 200 without it (or not
+ * as an integer), LEASE_BACKEND_UNAVAILABLE when it could not be reached
+ * or answered another status (call->http_status, call->transport_error).
+ */
+LEASE_MUST_USE lease_code_t lease_client_metric(lease_client_t *client, const char *name,
+                                                lease_client_call_t *call, int64_t *value);
 
 /*
  * Sessions (docs/api.md, "Sessions"; PostgreSQL backend only: another

@@ -9,6 +9,7 @@
  * conflict, not a resolution. deadline_ms is therefore the call's full
  * budget on every repeat, and the local curl timeout enforces what is left.
  */
+#include <errno.h>
 #include <openssl/crypto.h>
 #include <openssl/rand.h>
 #include <stdio.h>
@@ -978,6 +979,54 @@ lease_code_t lease_client_health(lease_client_t *c, bool ready, lease_client_cal
             code = LEASE_INSPECTED;
     }
     json_decref(root);
+    client_envelope_t none = {0};
+    settle(ctx.call, &ans, &none);
+    client_http_answer_clear(&ans);
+    return code;
+}
+
+/* The value of the unlabelled sample name in a Prometheus text body: a
+ * line "name <integer>" (only digits, an optional sign, then the end of the
+ * line). False when there is none or it is not an integer. */
+static bool metric_sample(const char *body, const char *name, int64_t *value)
+{
+    size_t n = strlen(name);
+    for (const char *line = body; *line;) {
+        if (strncmp(line, name, n) != 0 || line[n] != ' ') {
+            const char *nl = strchr(line, '\n');
+            if (!nl)
+                return false;
+            line = nl + 1;
+            continue;
+        }
+        char *end;
+        errno = 0;
+        long long v = strtoll(line + n + 1, &end, 10);
+        if (errno || end == line + n + 1 || (*end != '\n' && *end != '\0'))
+            return false;
+        *value = v;
+        return true;
+    }
+    return false;
+}
+
+lease_code_t lease_client_metric(lease_client_t *c, const char *name, lease_client_call_t *call,
+                                 int64_t *value)
+{
+    call_ctx_t ctx;
+    (void)begin(&ctx, call, false);
+    *value = 0;
+    char url[1024];
+    snprintf(url, sizeof url, "%s/metrics", c->base_url);
+    client_http_answer_t ans;
+    ctx.call->attempts = 1;
+    ctx.call->first_sent_mono_ns = lease_mono_now_ns();
+    client_http_perform(c->pool, "GET", url, NULL, NULL, &ctx.deadline, -1, &ans);
+    if (ans.transport != CLIENT_ANSWERED)
+        snprintf(ctx.call->transport_error, sizeof ctx.call->transport_error, "%s", ans.error);
+    lease_code_t code = LEASE_BACKEND_UNAVAILABLE;
+    if (ans.transport == CLIENT_ANSWERED && ans.status == 200 && ans.body)
+        code = metric_sample(ans.body, name, value) ? LEASE_INSPECTED : LEASE_NOT_FOUND;
     client_envelope_t none = {0};
     settle(ctx.call, &ans, &none);
     client_http_answer_clear(&ans);

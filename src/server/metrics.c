@@ -352,6 +352,13 @@ char *leased_metrics_render(const leased_metrics_t *m, const leased_metrics_gaug
                        g->watch_woken_by_end);
     lease_prom_counter(&t, "leased_watch_refused_total",
                        "Watches refused: LEASE_MAX_WATCHES were waiting.", g->watch_refused);
+    /* exact as an integer (a double would round tokens past 2^53):
+     * `leasectl recover --floor-from` reads it as its floor */
+    lease_prom_emit(&t, "# HELP leased_fencing_token_max The highest fencing token this process "
+                        "has answered since it started; 0 when none.\n"
+                        "# TYPE leased_fencing_token_max gauge\n"
+                        "leased_fencing_token_max %lld\n",
+                    (long long)g->fencing_token_max);
     lease_prom_gauge(&t, "leased_ready", "1 when /readyz answers 200.", g->ready ? 1 : 0);
     lease_prom_gauge(&t, "leased_draining", "1 after SIGTERM.", g->draining ? 1 : 0);
     if (g->health_known) {

@@ -60,6 +60,7 @@ typedef struct leased_metrics_gauges {
     size_t watches_parked;
     int watch_mode; /* lease_listener_mode_t: 0 down, 1 listening, 2 polling */
     uint64_t watch_heard, watch_polls, watch_poll_failures, watch_woken_by_end, watch_refused;
+    int64_t fencing_token_max; /* leased_service_fencing_token_max */
 } leased_metrics_gauges_t;
 
 /* The exposition text; heap string (free()) or NULL when out of memory. */

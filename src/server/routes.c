@@ -591,6 +591,7 @@ static void handle_metrics(leased_app_t *app, leased_exchange_t *ex, leased_op_c
     g.watch_poll_failures = ws.poll_failures;
     g.watch_woken_by_end = ws.woken_by_end;
     g.watch_refused = ws.refused_full;
+    g.fencing_token_max = leased_service_fencing_token_max(app->service);
     char *text = leased_metrics_render(app->metrics, &g);
     if (!text) {
         leased_routes_reply_error(ex, LEASE_BACKEND_UNAVAILABLE, NULL, 1000);

@@ -48,6 +48,9 @@ struct leased_service {
     leased_audit_queue_t *audit;
     leased_service_config_t cfg;
     int stop_waiting; /* atomic */
+    /* The highest fencing token any answer carried since start (atomic;
+     * leased_service_fencing_token_max, docs/operators.md "Recovery"). */
+    int64_t fencing_token_max;
 };
 
 /* An operation's description (lease/operations.h). */
@@ -118,6 +121,36 @@ leased_service_t *leased_service_new(lease_store_t *store, lease_auth_t *auth,
 void leased_service_free(leased_service_t *svc)
 {
     free(svc);
+}
+
+int64_t leased_service_fencing_token_max(const leased_service_t *svc)
+{
+    return __atomic_load_n(&svc->fencing_token_max, __ATOMIC_RELAXED);
+}
+
+/* Raises the remembered maximum to token: one relaxed load when it is not
+ * higher (the usual case), a compare-and-swap loop when it is. */
+static void remember_token(leased_service_t *svc, int64_t token)
+{
+    int64_t seen = __atomic_load_n(&svc->fencing_token_max, __ATOMIC_RELAXED);
+    while (token > seen && !__atomic_compare_exchange_n(&svc->fencing_token_max, &seen, token,
+                                                        true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
+
+/* The highest fencing token an answer carries (its lease, the leases of a
+ * list page, the items of a batch), 0 when none: what a recovery's floor
+ * must stay above (leasectl recover --floor-from). */
+static int64_t answer_token_max(const leased_outcome_t *out)
+{
+    int64_t max = out->lease.has_lease ? out->lease.lease.fencing_token : 0;
+    for (size_t i = 0; i < out->list.count; i++)
+        if (out->list.leases[i].fencing_token > max)
+            max = out->list.leases[i].fencing_token;
+    for (size_t i = 0; i < out->n_items; i++)
+        if (out->items[i].has_lease && out->items[i].lease.fencing_token > max)
+            max = out->items[i].lease.fencing_token;
+    return max;
 }
 
 void leased_service_stop_waiting(leased_service_t *svc)
@@ -778,6 +811,7 @@ static lease_code_t finish(leased_service_t *svc, const leased_op_ctx_t *ctx, le
                            leased_outcome_t *out)
 {
     take_details(req, out);
+    remember_token(svc, answer_token_max(out));
     if (op_of(req->op)->mutates && lease_code_is_success(out->code) && !replayed(req, out))
         return out->code;
     bool lease_answer = shape_of(req) != LEASE_SHAPE_LIST && shape_of(req) != LEASE_SHAPE_COMMIT;
@@ -802,7 +836,11 @@ static lease_code_t store_step(leased_service_t *svc, leased_op_ctx_t *ctx, leas
 {
     if (shape_of(req) == LEASE_SHAPE_OWNER_BATCH) {
         lease_code_t decided = lease_operation_decided(req->op);
-        if (owner_batch(svc, ctx, req, out) == decided || store_yielded(out))
+        if (owner_batch(svc, ctx, req, out) == decided) {
+            remember_token(svc, answer_token_max(out));
+            return out->code;
+        }
+        if (store_yielded(out))
             return out->code;
         take_details(req, out);
         return finish_refused(svc, ctx, req, out);

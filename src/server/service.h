@@ -139,6 +139,12 @@ LEASE_MUST_USE bool leased_service_recheck(leased_service_t *svc, const leased_o
  * False when it cannot be computed (allocation failure). */
 LEASE_MUST_USE bool leased_service_digest(leased_request_t *req);
 
+/* The highest fencing token any answer of this process carried since it
+ * started (acquire, renew, release, revoke, inspect, list, batches...), 0
+ * when none: the gauge leased_fencing_token_max, read by
+ * `leasectl recover --floor-from` (docs/operators.md, "Recovery"). */
+int64_t leased_service_fencing_token_max(const leased_service_t *svc);
+
 /* Ends acquire waits early (shutdown): waiting acquires answer their last
  * conflict at their next attempt. */
 void leased_service_stop_waiting(leased_service_t *svc);
