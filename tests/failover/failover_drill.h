@@ -748,11 +748,16 @@ static inline long drill_missing_tokens(drill_t *d, const char *url, drill_phase
 
 /* `leasectl recover --reason REASON --database-url URL`; must succeed.
  * Returns what it printed (heap). */
-static inline char *drill_recover(const char *url, const char *reason)
+/* leasectl recover on url, its floor read from the leased at floor_from
+ * (--floor-from, docs/operators.md "Recovery": what the runbook asks),
+ * or none when floor_from is NULL. */
+static inline char *drill_recover(const char *url, const char *reason, const char *floor_from)
 {
-    char cmd[2048];
-    snprintf(cmd, sizeof cmd, "'%s' recover --reason '%s' --database-url '%s' 2>&1",
-             LEASE_TEST_LEASECTL, reason, url);
+    char cmd[2048], from[512] = "";
+    if (floor_from)
+        snprintf(from, sizeof from, " --floor-from '%s'", floor_from);
+    snprintf(cmd, sizeof cmd, "'%s' recover --reason '%s' --database-url '%s'%s 2>&1",
+             LEASE_TEST_LEASECTL, reason, url, from);
     FILE *p = popen(cmd, "r");
     assert_non_null(p);
     char *out = calloc(1, 4096);
@@ -762,6 +767,9 @@ static inline char *drill_recover(const char *url, const char *reason)
     if (!(WIFEXITED(st) && WEXITSTATUS(st) == 0))
         fprintf(stderr, "drill: leasectl recover failed: %s\n", out);
     assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    printf("drill leasectl recover: %s", out);
+    if (floor_from) /* the floor it read is the one it used */
+        assert_non_null(strstr(out, "\"floor\":"));
     return out;
 }
 
@@ -820,14 +828,17 @@ static inline void drill_print_phases(const drill_t *d, int64_t t0)
     printf("\n");
 }
 
-/* leasectl recover on db while leased keeps serving: the phases around it,
- * /readyz ready again, every identity acquired after it, the workers
- * stopped and the phases printed. Returns what recover printed (heap). */
+/* leasectl recover on db while leased keeps serving, as the runbook says
+ * (--floor-from the leased that served: its highest token + 1 is the
+ * floor, so the tokens after it are above every token that leased saw
+ * whatever the promoted member lacks): the phases around it, /readyz ready
+ * again, every identity acquired after it, the workers stopped and the
+ * phases printed. Returns what recover printed (heap). */
 static inline char *drill_recover_and_settle(drill_t *d, const char *db, const char *reason,
                                              const char *base, int64_t t0)
 {
     drill_set_phase(d, DRILL_RECOVERING);
-    char *out = drill_recover(db, reason);
+    char *out = drill_recover(db, reason, base);
     drill_set_phase(d, DRILL_RECOVERED);
     drill_wait_readyz(base, 200, NULL);
     drill_wait_each_identity(d, DRILL_RECOVERED, 5);

@@ -155,7 +155,7 @@ static void test_sealed_by_default_then_recovered(void **state)
     assert_int_equal(r->status, 503);
     http_resp_free(r);
 
-    free(drill_recover(s.p.replica, "failover drill: a session open across the promotion"));
+    free(drill_recover(s.p.replica, "failover drill: a session open across the promotion", s.base));
     drill_wait_readyz(s.base, 200, NULL);
     /* recovery revoked every live lease: none of the session's is active;
      * the session itself is still open (printed, not asserted: either is
