@@ -949,20 +949,29 @@ lease_code_t lease_client_commit(lease_client_t *c, const lease_client_commit_t 
     return res->code;
 }
 
+/* One GET of path on the service, sent once (no retry: a probe or a
+ * scrape answers what is, now), into *ans; the call's transport error set
+ * when there was no answer. */
+static void get_once(lease_client_t *c, const char *path, call_ctx_t *ctx,
+                     lease_client_call_t *call, client_http_answer_t *ans)
+{
+    (void)begin(ctx, call, false);
+    char url[1024];
+    snprintf(url, sizeof url, "%s%s", c->base_url, path);
+    ctx->call->attempts = 1;
+    ctx->call->first_sent_mono_ns = lease_mono_now_ns();
+    client_http_perform(c->pool, "GET", url, NULL, NULL, &ctx->deadline, -1, ans);
+    if (ans->transport != CLIENT_ANSWERED)
+        snprintf(ctx->call->transport_error, sizeof ctx->call->transport_error, "%s", ans->error);
+}
+
 lease_code_t lease_client_health(lease_client_t *c, bool ready, lease_client_call_t *call,
                                  lease_client_health_t *out)
 {
     call_ctx_t ctx;
-    (void)begin(&ctx, call, false);
-    memset(out, 0, sizeof *out);
-    char url[1024];
-    snprintf(url, sizeof url, "%s%s", c->base_url, ready ? "/readyz" : "/healthz");
     client_http_answer_t ans;
-    ctx.call->attempts = 1;
-    ctx.call->first_sent_mono_ns = lease_mono_now_ns();
-    client_http_perform(c->pool, "GET", url, NULL, NULL, &ctx.deadline, -1, &ans);
-    if (ans.transport != CLIENT_ANSWERED)
-        snprintf(ctx.call->transport_error, sizeof ctx.call->transport_error, "%s", ans.error);
+    memset(out, 0, sizeof *out);
+    get_once(c, ready ? "/readyz" : "/healthz", &ctx, call, &ans);
     lease_code_t code = LEASE_BACKEND_UNAVAILABLE;
     json_t *root = ans.body ? json_loadb(ans.body, ans.len, 0, NULL) : NULL;
     if (ans.transport == CLIENT_ANSWERED && json_is_object(root)) {
@@ -1014,16 +1023,9 @@ lease_code_t lease_client_metric(lease_client_t *c, const char *name, lease_clie
                                  int64_t *value)
 {
     call_ctx_t ctx;
-    (void)begin(&ctx, call, false);
-    *value = 0;
-    char url[1024];
-    snprintf(url, sizeof url, "%s/metrics", c->base_url);
     client_http_answer_t ans;
-    ctx.call->attempts = 1;
-    ctx.call->first_sent_mono_ns = lease_mono_now_ns();
-    client_http_perform(c->pool, "GET", url, NULL, NULL, &ctx.deadline, -1, &ans);
-    if (ans.transport != CLIENT_ANSWERED)
-        snprintf(ctx.call->transport_error, sizeof ctx.call->transport_error, "%s", ans.error);
+    *value = 0;
+    get_once(c, "/metrics", &ctx, call, &ans);
     lease_code_t code = LEASE_BACKEND_UNAVAILABLE;
     if (ans.transport == CLIENT_ANSWERED && ans.status == 200 && ans.body)
         code = metric_sample(ans.body, name, value) ? LEASE_INSPECTED : LEASE_NOT_FOUND;
