@@ -21,6 +21,14 @@
 #include "lease/store_valkey.h"
 #include "valkey_service.h"
 
+/* Which step the drill reached, on stderr at once: a crash (which cmocka
+ * reports without a place) then names the last step begun. */
+static void step(const char *what)
+{
+    fprintf(stderr, "valkey_failover: %s\n", what);
+    fflush(stderr);
+}
+
 typedef struct pair {
     vk_server_t primary;
     vk_server_t replica;
@@ -28,6 +36,7 @@ typedef struct pair {
 
 static int setup(void **state)
 {
+    step("setup: a primary, bound, and its replica");
     pair_t *p = calloc(1, sizeof *p);
     *state = p;
     if (!vk_start(&p->primary))
@@ -41,6 +50,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     pair_t *p = *state;
+    step("teardown: stop both");
     vk_stop(&p->replica);
     vk_stop(&p->primary);
     free(p);
@@ -93,6 +103,7 @@ static int64_t cycle(lease_valkey_t *v, int i)
 static void lagging_replica_promoted_never_regresses(void **state)
 {
     pair_t *p = *state;
+    step("open the primary; three cycles");
     lease_valkey_t *v = vk_open(&p->primary, "t");
     assert_non_null(v);
     int64_t token = 0;
@@ -103,6 +114,7 @@ static void lagging_replica_promoted_never_regresses(void **state)
     freeReplyObject(w);
 
     /* a replica refuses every write function (nothing is decided there) */
+    step("a write function on the replica");
     lease_valkey_t *rv = vk_open(&p->replica, "t");
     assert_non_null(rv); /* the library came by replication, byte for byte */
     lease_acquire_req_t a = acquire_req("on-replica", 'a');
@@ -111,6 +123,7 @@ static void lagging_replica_promoted_never_regresses(void **state)
     assert_string_equal(r.reason, "read_only");
 
     /* the replica lags: the primary acknowledges tokens it never receives */
+    step("stop the replica, cut its link, three more cycles");
     int rpid = vk_pid(&p->replica);
     lease_valkey_close(rv);
     assert_int_equal(kill(rpid, SIGSTOP), 0);
@@ -123,6 +136,7 @@ static void lagging_replica_promoted_never_regresses(void **state)
         token = cycle(v, i);
     assert_int_equal(token, 6);
     lease_valkey_close(v);
+    step("kill the primary, promote the replica");
     int ppid = vk_pid(&p->primary);
     assert_int_equal(kill(ppid, SIGKILL), 0);
     assert_int_equal(kill(rpid, SIGCONT), 0);
@@ -136,6 +150,7 @@ static void lagging_replica_promoted_never_regresses(void **state)
     assert_string_equal(pr->str, "3");
     freeReplyObject(pr);
 
+    step("open the promoted replica; sealed, rebind, acquire");
     rv = vk_open(&p->replica, "t");
     assert_non_null(rv);
     a = acquire_req("after-1", 'b');
@@ -149,6 +164,7 @@ static void lagging_replica_promoted_never_regresses(void **state)
     assert_int_equal(epoch, 1);
     assert_int_equal(lease_valkey_acquire(rv, &a, &r), LEASE_ACQUIRED);
     assert_true(r.lease.fencing_token > token);
+    step("close");
     lease_valkey_close(rv);
 }
 
