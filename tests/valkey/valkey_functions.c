@@ -1050,6 +1050,344 @@ static void batches_decide_item_by_item(void **state)
     freeReplyObject(b);
 }
 
+/* ---- leased_v1_combined: pairs op, request JSON in one call ----------- */
+
+#define COMBINED_ITEMS_MAX 64
+
+typedef struct combined_call {
+    int n;
+    const char *op[COMBINED_ITEMS_MAX];
+    char *json[COMBINED_ITEMS_MAX];
+} combined_call_t;
+
+static void combined_add(combined_call_t *c, const char *op, json_t *req)
+{
+    c->op[c->n] = op;
+    c->json[c->n] = json_dumps(req, JSON_COMPACT);
+    json_decref(req);
+    c->n++;
+}
+
+static void combined_add_text(combined_call_t *c, const char *op, const char *text)
+{
+    c->op[c->n] = op;
+    c->json[c->n] = strdup(text);
+    c->n++;
+}
+
+/* FCALL leased_v1_combined 1 ns_key op json ... (the items are freed). */
+static redisReply *combined_fcall(vk_server_t *s, const char *ns_key, combined_call_t *c)
+{
+    const char *argv[4 + 2 * COMBINED_ITEMS_MAX] = {"FCALL", "leased_v1_combined", "1", ns_key};
+    int argc = 4;
+    for (int i = 0; i < c->n; i++) {
+        argv[argc++] = c->op[i];
+        argv[argc++] = c->json[i];
+    }
+    redisReply *r = redisCommandArgv(s->c, argc, argv, NULL);
+    assert_non_null(r);
+    for (int i = 0; i < c->n; i++)
+        free(c->json[i]);
+    c->n = 0;
+    return r;
+}
+
+/* The same items as single calls, one after another, on ns_key: an array
+ * reply of their answers, as the combined call gives (caller frees each). */
+static void single_calls(vk_server_t *s, const char *ns_key, combined_call_t *c,
+                         redisReply **answers)
+{
+    for (int i = 0; i < c->n; i++) {
+        char fn[64];
+        snprintf(fn, sizeof fn, "leased_v1_%s", c->op[i]);
+        const char *argv[5] = {"FCALL", fn, "1", ns_key, c->json[i]};
+        answers[i] = redisCommandArgv(s->c, 5, argv, NULL);
+        assert_non_null(answers[i]);
+        free(c->json[i]);
+    }
+    c->n = 0;
+}
+
+static const char *ANSWER_FIELDS[] = {"code",   "field",        "reason",         "replayed",
+                                      "current_state", "previous_state", NULL};
+static const char *LEASE_FIELDS_COMPARED[] = {"fencing_token", "state", "target_id",
+                                              "request_id",    "ttl_ms", "end_reason", NULL};
+
+/* Two answers agree on everything that does not depend on the time of
+ * the call or the namespace (lease ids carry the time). */
+static void assert_same_answer(const redisReply *a, const redisReply *b, int item)
+{
+    char what[96];
+    assert_int_equal(a->type, b->type);
+    for (const char **f = ANSWER_FIELDS; *f; f++) {
+        snprintf(what, sizeof what, "item %d: %s", item, *f);
+        const char *sa = vk_str(a, *f), *sb = vk_str(b, *f);
+        if (sa || sb) {
+            if (!sa || !sb || strcmp(sa, sb) != 0)
+                fail_msg("%s: %s vs %s", what, sa ? sa : "-", sb ? sb : "-");
+        } else if (vk_int(a, *f) != vk_int(b, *f)) {
+            fail_msg("%s: %lld vs %lld", what, vk_int(a, *f), vk_int(b, *f));
+        }
+    }
+    const redisReply *la = vk_lease(a), *lb = vk_lease(b);
+    assert_true((la == NULL) == (lb == NULL));
+    for (const char **f = LEASE_FIELDS_COMPARED; la && *f; f++) {
+        const char *sa = vk_str(la, *f), *sb = vk_str(lb, *f);
+        if (sa || sb) {
+            if (!sa || !sb || strcmp(sa, sb) != 0)
+                fail_msg("item %d: lease.%s: %s vs %s", item, *f, sa ? sa : "-", sb ? sb : "-");
+        } else if (vk_int(la, *f) != vk_int(lb, *f)) {
+            fail_msg("item %d: lease.%s: %lld vs %lld", item, *f, vk_int(la, *f),
+                     vk_int(lb, *f));
+        }
+    }
+}
+
+/* The requests of the comparison, on the namespace whose lease target_01
+ * is lid (token 1). */
+static void comparison_items(combined_call_t *c, const char *lid)
+{
+    combined_add(c, "acquire", vk_acquire_req("p1", "r2", 'b', "target_02", "inst-1", 0));
+    combined_add(c, "renew", vk_owner_req("p1", "n1", 'c', "target_01", lid, 1, "inst-1"));
+    combined_add(c, "acquire", vk_acquire_req("p1", "r3", 'd', "bad/target", "inst-1", 0));
+    /* the first item's request again: a replay */
+    combined_add(c, "acquire", vk_acquire_req("p1", "r2", 'b', "target_02", "inst-1", 0));
+    combined_add(c, "acquire", vk_acquire_req("p2", "r5", 'e', "target_02", "inst-2", 0));
+    combined_add(c, "release", vk_owner_req("p1", "x1", 'f', "target_01", lid, 1, "inst-1"));
+    combined_add(c, "renew", vk_owner_req("p1", "n2", '1', "target_01", lid, 1, "inst-1"));
+    combined_add(c, "acquire", vk_acquire_req("p1", "r8", '2', "target_01", "inst-1", 0));
+    combined_add_text(c, "release", "{");
+    /* the release's request id with another digest */
+    combined_add(c, "release", vk_owner_req("p1", "x1", '3', "target_01", lid, 1, "inst-1"));
+}
+
+static long long count_keys(vk_server_t *s, const char *pattern)
+{
+    redisReply *r = vk_cmd(s, "KEYS %s", pattern);
+    long long n = (long long)r->elements;
+    freeReplyObject(r);
+    return n;
+}
+
+static const char *AUDIT_FIELDS[] = {"event_type",     "code",           "fencing_token",
+                                     "request_id",     "previous_state", "resulting_state",
+                                     "principal_id",   "target_id",      NULL};
+
+static void combined_answers_as_sequential_calls(void **state)
+{
+    vk_server_t *s = *state;
+    redisReply *r = vk_cmd(s, "FCALL leased_v1_bind 1 lease:{u}:ns %s",
+                           "{\"minimum_ttl_ms\":10,\"default_ttl_ms\":30000}");
+    assert_int_equal(vk_int(r, "bound"), 1);
+    freeReplyObject(r);
+    /* the same lease of target_01 in both namespaces */
+    redisReply *held_t = acquire(s, "r1", "target_01", 0);
+    char *text = json_dumps(vk_acquire_req("p1", "r1", 'a', "target_01", "inst-1", 0), 0);
+    const char *argv[5] = {"FCALL", "leased_v1_acquire", "1", "lease:{u}:ns", text};
+    redisReply *held_u = redisCommandArgv(s->c, 5, argv, NULL);
+    free(text);
+    vk_assert_code(held_t, "lease_acquired");
+    vk_assert_code(held_u, "lease_acquired");
+
+    combined_call_t c = {0};
+    comparison_items(&c, vk_str(vk_lease(held_u), "lease_id"));
+    int n = c.n;
+    redisReply *singles[COMBINED_ITEMS_MAX];
+    single_calls(s, "lease:{u}:ns", &c, singles);
+    comparison_items(&c, vk_str(vk_lease(held_t), "lease_id"));
+    redisReply *comb = combined_fcall(s, VK_NS_KEY, &c);
+    assert_int_equal(comb->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(comb->elements, n);
+    for (int i = 0; i < n; i++)
+        assert_same_answer(comb->element[i], singles[i], i);
+    /* what the sequence is: spelled out, not only equal */
+    vk_assert_code(comb->element[0], "lease_acquired");
+    vk_assert_code(comb->element[1], "lease_renewed");
+    vk_assert_code(comb->element[2], "invalid_lease_request");
+    vk_assert_code(comb->element[3], "lease_acquired");
+    assert_int_equal(vk_int(comb->element[3], "replayed"), 1);
+    assert_string_equal(vk_str(vk_lease(comb->element[3]), "lease_id"),
+                        vk_str(vk_lease(comb->element[0]), "lease_id"));
+    vk_assert_code(comb->element[4], "lease_conflict");
+    vk_assert_code(comb->element[5], "lease_released");
+    vk_assert_code(comb->element[6], "lease_lost");
+    vk_assert_code(comb->element[7], "lease_acquired");
+    assert_int_equal(vk_int(vk_lease(comb->element[7]), "fencing_token"), 2);
+    vk_assert_code(comb->element[8], "lease_backend_unavailable");
+    assert_string_equal(vk_str(comb->element[8], "reason"), "malformed_call");
+    vk_assert_code(comb->element[9], "idempotency_conflict");
+    /* lease ids: each acquire counted on from the one before (lid_seq) */
+    assert_string_not_equal(vk_str(vk_lease(comb->element[0]), "lease_id"),
+                            vk_str(vk_lease(comb->element[7]), "lease_id"));
+
+    /* the records: the same counters, idempotency records, live leases */
+    redisReply *a = vk_cmd(s, "HGET lease:{t}:ns lid_seq");
+    redisReply *b = vk_cmd(s, "HGET lease:{u}:ns lid_seq");
+    assert_string_equal(a->str, b->str);
+    assert_string_equal(a->str, "3");
+    freeReplyObject(a);
+    freeReplyObject(b);
+    assert_int_equal(count_keys(s, "lease:{t}:i:*"), count_keys(s, "lease:{u}:i:*"));
+    assert_int_equal(count_keys(s, "lease:{t}:h:*"), count_keys(s, "lease:{u}:h:*"));
+    a = vk_cmd(s, "SMEMBERS lease:{t}:act");
+    b = vk_cmd(s, "SMEMBERS lease:{u}:act");
+    assert_int_equal(a->elements, b->elements);
+    assert_int_equal(a->elements, 2); /* target_01 (again) and target_02 */
+    for (size_t i = 0; i < a->elements; i++) {
+        redisReply *m = vk_cmd(s, "SISMEMBER lease:{u}:act %s", a->element[i]->str);
+        assert_int_equal(m->integer, 1);
+        freeReplyObject(m);
+    }
+    freeReplyObject(a);
+    freeReplyObject(b);
+    /* the audit entries: the same events, in the same order */
+    a = vk_cmd(s, "XRANGE lease:{t}:audit - +");
+    b = vk_cmd(s, "XRANGE lease:{u}:audit - +");
+    assert_int_equal(a->elements, b->elements);
+    assert_int_equal(a->elements, 5); /* 2 acquires, a renewal, a release, an acquire */
+    for (size_t i = 0; i < a->elements; i++)
+        for (const char **f = AUDIT_FIELDS; *f; f++) {
+            const char *sa = vk_str(a->element[i]->element[1], *f);
+            const char *sb = vk_str(b->element[i]->element[1], *f);
+            if ((sa == NULL) != (sb == NULL) || (sa && strcmp(sa, sb) != 0))
+                fail_msg("audit entry %zu: %s: %s vs %s", i, *f, sa ? sa : "-", sb ? sb : "-");
+        }
+    freeReplyObject(a);
+    freeReplyObject(b);
+    for (int i = 0; i < n; i++)
+        freeReplyObject(singles[i]);
+    freeReplyObject(comb);
+    freeReplyObject(held_t);
+    freeReplyObject(held_u);
+}
+
+/* An acquire and a release of its own lease in one call: the release sees
+ * the acquire's write. The lease id carries the call's TIME (ms) and the
+ * namespace's lid_seq: one release is sent for each millisecond the call
+ * may have run at; exactly the right one releases. */
+static void combined_acquire_then_release_in_one_call(void **state)
+{
+    vk_server_t *s = *state;
+    redisReply *tr = vk_cmd(s, "TIME");
+    long long t0 = atoll(tr->element[0]->str) * 1000 + atoll(tr->element[1]->str) / 1000;
+    freeReplyObject(tr);
+    combined_call_t c = {0};
+    combined_add(&c, "acquire", vk_acquire_req("p1", "r1", 'a', "target_01", "inst-1", 0));
+    int candidates = COMBINED_ITEMS_MAX - 1;
+    for (int k = 0; k < candidates; k++) {
+        char lid[64], rid[16];
+        snprintf(lid, sizeof lid, "lease_%012llx%04x%016x", t0 + k, 0, 1);
+        snprintf(rid, sizeof rid, "x%d", k);
+        combined_add(&c, "release", vk_owner_req("p1", rid, 'b', "target_01", lid, 1, "inst-1"));
+    }
+    redisReply *r = combined_fcall(s, VK_NS_KEY, &c);
+    assert_int_equal(r->elements, COMBINED_ITEMS_MAX);
+    vk_assert_code(r->element[0], "lease_acquired");
+    const char *lid = vk_str(vk_lease(r->element[0]), "lease_id");
+    int released = 0;
+    for (int k = 1; k < COMBINED_ITEMS_MAX; k++) {
+        const char *code = vk_str(r->element[k], "code");
+        if (strcmp(code, "lease_released") == 0) {
+            released++;
+            assert_string_equal(vk_str(vk_lease(r->element[k]), "lease_id"), lid);
+            assert_string_equal(vk_str(r->element[k], "current_state"), "released");
+        } else {
+            assert_string_equal(code, "lease_lost");
+        }
+    }
+    assert_int_equal(released, 1);
+    freeReplyObject(r);
+    r = vk_cmd(s, "SCARD lease:{t}:act");
+    assert_int_equal(r->integer, 0);
+    freeReplyObject(r);
+    r = vk_cmd(s, "XLEN lease:{t}:audit");
+    assert_int_equal(r->integer, 2);
+    freeReplyObject(r);
+}
+
+/* A runtime error in one item (a record of the wrong type: WRONGTYPE)
+ * answers that item as its own call's error reply maps (unavailable,
+ * server_error); the items around it are decided. A malformed call is
+ * refused whole. */
+static void combined_item_error_spares_the_others(void **state)
+{
+    vk_server_t *s = *state;
+    redisReply *r = vk_cmd(s, "SET %s x",
+                           "lease:{t}:id:[\"v1\",\"tenant-main\",\"program-a\",\"starintel-target\","
+                           "\"target_09\",\"usernamegen\",\"default\",\"default\"]");
+    freeReplyObject(r);
+    r = acquire(s, "q1", "target_09", 0);
+    assert_int_equal(r->type, REDIS_REPLY_ERROR); /* alone: an error reply */
+    freeReplyObject(r);
+    combined_call_t c = {0};
+    combined_add(&c, "acquire", vk_acquire_req("p1", "r1", 'a', "target_08", "inst-1", 0));
+    combined_add(&c, "acquire", vk_acquire_req("p1", "r2", 'b', "target_09", "inst-1", 0));
+    combined_add(&c, "acquire", vk_acquire_req("p1", "r3", 'c', "target_07", "inst-1", 0));
+    r = combined_fcall(s, VK_NS_KEY, &c);
+    assert_int_equal(r->elements, 3);
+    vk_assert_code(r->element[0], "lease_acquired");
+    vk_assert_code(r->element[1], "lease_backend_unavailable");
+    assert_string_equal(vk_str(r->element[1], "reason"), "server_error");
+    vk_assert_code(r->element[2], "lease_acquired");
+    assert_int_equal(vk_int(vk_lease(r->element[2]), "fencing_token"), 1);
+    freeReplyObject(r);
+
+    /* the call's shape: an odd ARGV, an unknown op: refused whole */
+    combined_add(&c, "acquire", vk_acquire_req("p1", "r4", 'd', "target_06", "inst-1", 0));
+    combined_add(&c, "inspect", vk_acquire_req("p1", "r5", 'e', "target_05", "inst-1", 0));
+    r = combined_fcall(s, VK_NS_KEY, &c);
+    vk_assert_code(r, "invalid_lease_request");
+    assert_string_equal(vk_str(r, "field"), "items");
+    freeReplyObject(r);
+    r = vk_cmd(s, "FCALL leased_v1_combined 1 %s acquire", VK_NS_KEY);
+    vk_assert_code(r, "invalid_lease_request");
+    freeReplyObject(r);
+    r = vk_cmd(s, "SCARD lease:{t}:act");
+    assert_int_equal(r->integer, 2);
+    freeReplyObject(r);
+}
+
+/* After a restart the first item seals the namespace; every item after it
+ * answers namespace_sealed and nothing but the seal is written. */
+static void combined_sealed_namespace_writes_nothing(void **state)
+{
+    vk_server_t *s = *state;
+    redisReply *a = acquire(s, "r1", "target_01", 0);
+    vk_assert_code(a, "lease_acquired");
+    const char *lid = vk_str(vk_lease(a), "lease_id");
+    assert_true(vk_restart(s, NULL));
+    redisReply *before = vk_cmd(s, "HGET lease:{t}:ns lid_seq");
+    redisReply *xlen = vk_cmd(s, "XLEN lease:{t}:audit");
+    combined_call_t c = {0};
+    combined_add(&c, "acquire", vk_acquire_req("p1", "s1", 'a', "target_02", "inst-1", 0));
+    combined_add(&c, "renew", vk_owner_req("p1", "s2", 'b', "target_01", lid, 1, "inst-1"));
+    combined_add(&c, "release", vk_owner_req("p1", "s3", 'c', "target_01", lid, 1, "inst-1"));
+    combined_add(&c, "acquire", vk_acquire_req("p1", "s4", 'd', "target_03", "inst-1", 0));
+    redisReply *r = combined_fcall(s, VK_NS_KEY, &c);
+    assert_int_equal(r->elements, 4);
+    for (size_t i = 0; i < r->elements; i++) {
+        vk_assert_code(r->element[i], "lease_backend_unavailable");
+        assert_string_equal(vk_str(r->element[i], "reason"), "namespace_sealed");
+    }
+    freeReplyObject(r);
+    r = vk_cmd(s, "HGET lease:{t}:ns sealed");
+    assert_string_equal(r->str, "1");
+    freeReplyObject(r);
+    r = vk_cmd(s, "HGET lease:{t}:ns lid_seq");
+    assert_string_equal(r->str, before->str);
+    freeReplyObject(r);
+    r = vk_cmd(s, "XLEN lease:{t}:audit");
+    assert_int_equal(r->integer, xlen->integer);
+    freeReplyObject(r);
+    assert_int_equal(count_keys(s, "lease:{t}:i:*"), 1); /* the first acquire's only */
+    r = vk_cmd(s, "SCARD lease:{t}:act");
+    assert_int_equal(r->integer, 1);
+    freeReplyObject(r);
+    freeReplyObject(before);
+    freeReplyObject(xlen);
+    freeReplyObject(a);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -1087,6 +1425,14 @@ int main(void)
                                         vk_fixture_stop),
         cmocka_unit_test_setup_teardown(batches_decide_item_by_item, vk_fixture_library_bound,
                                         vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(combined_answers_as_sequential_calls,
+                                        vk_fixture_library_bound, vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(combined_acquire_then_release_in_one_call,
+                                        vk_fixture_library_bound, vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(combined_item_error_spares_the_others,
+                                        vk_fixture_library_bound, vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(combined_sealed_namespace_writes_nothing,
+                                        vk_fixture_library_bound, vk_fixture_stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

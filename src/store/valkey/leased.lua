@@ -35,7 +35,7 @@ for numbers, so tokens stay exact); the "lease" value is such an array too.
 Absent values are false in Lua (RESP null). Times are Unix epoch milliseconds.
 ]]
 
-local LIB_VERSION = 1
+local LIB_VERSION = 2   -- 2: leased_v1_combined added (every earlier function unchanged)
 local SEQ_SPAN = 4294967296      -- 2^32: seq values per epoch
 local SEQ_MAX = SEQ_SPAN - 1     -- the last seq of an epoch
 local EPOCH_MAX = 2097151        -- 2^21 - 1: (EPOCH_MAX+1) * 2^32 - 1 = 2^53 - 1
@@ -286,7 +286,14 @@ local function guard(ks, ns, read_only)
     if ns == nil then return 'namespace_unbound' end
     if ns == false then return 'corrupt_namespace' end
     if ns.sealed == '1' then return 'namespace_sealed' end
-    local inc = incarnation()
+    -- read once per call: ns is this call's own (load_ns), and nothing can
+    -- change the incarnation while a function runs (one at a time), so
+    -- the items of a batch or a combined call share the first one's
+    local inc = ns.incarnation
+    if inc == nil then
+        inc = incarnation()
+        ns.incarnation = inc
+    end
     local why
     if inc.run_id ~= ns.run_id then
         why = 'run_id changed: the server restarted or was replaced'
@@ -301,7 +308,10 @@ local function guard(ks, ns, read_only)
             -- recorded and the call goes on. (A promotion sets
             -- master_replid2; a dataset replaced by a full
             -- synchronization made the process a replica first.)
-            if not read_only then redis.call('HSET', ks.ns, 'replid', inc.replid) end
+            if not read_only then
+                redis.call('HSET', ks.ns, 'replid', inc.replid)
+                ns.replid = inc.replid   -- as the next call would read it
+            end
             return nil
         end
         why = 'master_replid changed: the dataset came from another primary'
@@ -310,6 +320,7 @@ local function guard(ks, ns, read_only)
     if not read_only then
         redis.call('HSET', ks.ns, 'sealed', '1', 'sealed_reason', why,
                    'sealed_at_ms', I(now_ms()))
+        ns.sealed = '1'   -- a later item of the same call reads it sealed, as a later call would
     end
     return 'namespace_sealed'
 end
@@ -669,9 +680,7 @@ end
 -- acquire-if-free (lease._acquire_t), without waiting: waiting is the
 -- caller's loop of calls, as in Postgres.
 
-local function acquire(keys, args)
-    local p, ks, ns, t = begin(keys, args, true)
-    if p == nil then return ks end
+local function acquire_decide(ks, ns, t, p)
     local i, bad = identity(p.lock_identity)
     if i == nil then return invalid(bad) end
     if not id_ok(p.service_instance_id) then return invalid('service_instance_id') end
@@ -738,6 +747,7 @@ local function acquire(keys, args)
     end
     local lease_id = string.format('lease_%012x%04x%016x', t, epoch % 65536, lid_seq)
     redis.call('HSET', ks.ns, 'lid_seq', I(lid_seq))
+    ns.lid_seq = lid_seq   -- the next item of a combined call counts on from it
     local expires = t + math.min(ttl, maxlife)
     local at, until_ = I(t), I(expires)
     local new = {
@@ -776,6 +786,12 @@ local function acquire(keys, args)
     if prev == 'expired' then publish_ended(ks, {rec.lease_id}) end
     answer[#answer + 1] = 'current_state'; answer[#answer + 1] = 'active'
     return answer
+end
+
+local function acquire(keys, args)
+    local p, ks, ns, t = begin(keys, args, true)
+    if p == nil then return ks end
+    return acquire_decide(ks, ns, t, p)
 end
 
 -- The owner's (or an administrator's) reference to a lease, checked.
@@ -916,10 +932,58 @@ local function renew_many(keys, args)
     return many(keys, args, 'renewals', renew_decide)
 end
 
+local function release_decide(ks, ns, t, p)
+    return ending_decide(ks, ns, t, p, 'release', 'released', 'lease_released')
+end
+
 local function release_many(keys, args)
-    return many(keys, args, 'releases', function(ks, ns, t, p)
-        return ending_decide(ks, ns, t, p, 'release', 'released', 'lease_released')
-    end)
+    return many(keys, args, 'releases', release_decide)
+end
+
+-- ---------------------------------------------------------------------------
+-- combined: the concurrent requests of several callers in one call (the
+-- adapter's combiner, docs/backends.md "Combined calls"). ARGV is pairs
+-- op, request JSON (op: acquire, renew or release; the JSON exactly what
+-- leased_v1_<op> takes); the answer is an array of one answer per pair, in
+-- order, each the answer leased_v1_<op> would have given had the pairs
+-- been separate calls made one after another: the same decide functions,
+-- each item seeing what the items before it wrote (the namespace record is
+-- kept in step: lid_seq, the seal, replid). Shared by the items: one TIME,
+-- one load of the namespace, one incarnation check.
+-- An item that raises a runtime error answers what such an error answers
+-- as a call of its own (the adapter maps a call's error reply to
+-- lease_backend_unavailable, reason server_error) and the items after it
+-- still run. Nothing rolls back: what the items before it (and the failing
+-- item itself, up to its error) wrote stays written, as with separate
+-- calls. A malformed ARGV (odd, empty, over COMBINED_MAX pairs, or an op
+-- not listed) is refused whole before anything is read: invalid 'items'.
+
+local COMBINED_MAX = 64
+local COMBINED_OPS = {acquire = acquire_decide, renew = renew_decide, release = release_decide}
+
+-- One item: its request decoded, its call checks, its decision.
+local function combined_item(ks, ns, t, decide, json)
+    local ok, p = pcall(cjson.decode, json)
+    if not ok or type(p) ~= 'table' then p = nil end
+    return call_refusal(p, true, t) or decide(ks, ns, t, p)
+end
+
+local function combined(keys, args)
+    local n = #args
+    if n < 2 or n % 2 ~= 0 or n > 2 * COMBINED_MAX then return invalid('items') end
+    for k = 1, n, 2 do
+        if COMBINED_OPS[args[k]] == nil then return invalid('items') end
+    end
+    local t = now_ms()
+    local ks = keyspace(keys[1])
+    local ns = load_ns(ks)
+    local answers = {}
+    for k = 1, n, 2 do
+        local ok, answer = pcall(combined_item, ks, ns, t, COMBINED_OPS[args[k]], args[k + 1])
+        if not ok then answer = unavailable('server_error') end
+        answers[#answers + 1] = answer
+    end
+    return answers
 end
 
 -- ---------------------------------------------------------------------------
@@ -1801,6 +1865,7 @@ redis.register_function('leased_v1_renew', renew)
 redis.register_function('leased_v1_release', release)
 redis.register_function('leased_v1_renew_many', renew_many)
 redis.register_function('leased_v1_release_many', release_many)
+redis.register_function('leased_v1_combined', combined)
 redis.register_function('leased_v1_force_release', force_release)
 redis.register_function('leased_v1_revoke', revoke)
 redis.register_function{function_name = 'leased_v1_inspect', callback = inspect,
