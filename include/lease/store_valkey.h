@@ -54,7 +54,19 @@ typedef struct lease_valkey_config {
     const char *tls_cert_file;  /* LEASE_STORE_CERT, LEASE_STORE_KEY: a client
                                  * certificate and its key, or NULL */
     const char *tls_key_file;
+    int combine_calls; /* LEASE_VALKEY_COMBINE_CALLS: acquire, renew and
+                        * release calls in flight at once; requests that
+                        * arrive meanwhile wait and go together in the
+                        * next call (docs/backends.md, "Combined calls");
+                        * 0: LEASE_VALKEY_COMBINE_CALLS */
+    int combine_items; /* LEASE_VALKEY_COMBINE_ITEMS: requests one call
+                        * carries at most (1: no combining, every request
+                        * a call of its own as before); 0: the default */
 } lease_valkey_config_t;
+
+#define LEASE_VALKEY_COMBINE_CALLS 2  /* the defaults: docs/backends.md, "Combined calls" */
+#define LEASE_VALKEY_COMBINE_ITEMS 16
+#define LEASE_VALKEY_COMBINE_ITEMS_LIMIT 64 /* leased_v1_combined's COMBINED_MAX */
 
 /* Connects, refuses a server without appendonly yes, appendfsync always and
  * maxmemory-policy noeviction (CONFIG GET), and loads the function library
@@ -68,6 +80,14 @@ void lease_valkey_close(lease_valkey_t *v);
 int lease_valkey_pool_size(const lease_valkey_t *v);
 /* Connections lent out to calls now. */
 int lease_valkey_pool_in_use(lease_valkey_t *v);
+
+/* What the combiner did since open (counts). */
+typedef struct lease_valkey_combine_stats {
+    uint64_t calls;          /* acquire, renew and release calls made */
+    uint64_t combined_calls; /* of them, calls that carried two or more requests */
+    uint64_t combined_items; /* the requests those carried */
+} lease_valkey_combine_stats_t;
+void lease_valkey_combine_stats(lease_valkey_t *v, lease_valkey_combine_stats_t *out);
 
 /* Binds a new namespace to the server's current incarnation (leasectl
  * migrate's part); repeating it on the same incarnation changes nothing,

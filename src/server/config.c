@@ -102,6 +102,15 @@ static const lease_setting_t settings[] = {
      .max = 100, .offset = AT(valkey_min_replicas),
      .help = "Valkey only: answer a write only after WAIT confirms this many replicas, "
              "else lease_outcome_unknown"},
+    {.name = "valkey combine calls", .env = "LEASE_VALKEY_COMBINE_CALLS",
+     .flag = "--valkey-combine-calls", .type = LEASE_SETTING_INT, .default_value = "2", .min = 1,
+     .max = 1000, .offset = AT(valkey_combine_calls),
+     .help = "Valkey only: acquire/renew/release calls in flight at once; requests arriving "
+             "meanwhile go together in the next call"},
+    {.name = "valkey combine items", .env = "LEASE_VALKEY_COMBINE_ITEMS",
+     .flag = "--valkey-combine-items", .type = LEASE_SETTING_INT, .default_value = "16", .min = 1,
+     .max = 64, .offset = AT(valkey_combine_items),
+     .help = "Valkey only: requests one combined call carries at most (1: no combining)"},
     {.name = "listen address", .env = "LEASE_LISTEN", .flag = "--listen",
      .type = LEASE_SETTING_STRING, .default_value = "127.0.0.1:8080", .offset = AT(listen),
      .check = check_listen,

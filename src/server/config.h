@@ -36,6 +36,8 @@ typedef struct leased_config {
     int64_t db_pool_size;
     int64_t db_connect_timeout_ms;
     int64_t valkey_min_replicas; /* LEASE_VALKEY_MIN_REPLICAS: WAIT after each write (0: none) */
+    int64_t valkey_combine_calls; /* LEASE_VALKEY_COMBINE_CALLS: lease calls in flight at once */
+    int64_t valkey_combine_items; /* LEASE_VALKEY_COMBINE_ITEMS: requests a call (1: none combined) */
     bool db_prepared_statements; /* prepare the typed calls on direct sessions */
     int64_t http_threads;
     int64_t max_connections;

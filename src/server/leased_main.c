@@ -97,6 +97,8 @@ static bool open_store(parts_t *p, char *err, size_t errsz)
         if (!valkey_config(cfg, &u, &vc, err, errsz))
             return false;
         vc.min_replicas = (int)cfg->valkey_min_replicas;
+        vc.combine_calls = (int)cfg->valkey_combine_calls;
+        vc.combine_items = (int)cfg->valkey_combine_items;
         vc.pool_size = (int)cfg->db_pool_size; /* the same setting as PostgreSQL's pool */
         char why[400];
         bool opened = lease_valkey_store_open(&vc, &p->store, why, sizeof why) == LEASE_INSPECTED;

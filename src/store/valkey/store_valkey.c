@@ -34,6 +34,7 @@
 
 #include "lease/clock.h"
 #include "valkey_codec.h"
+#include "valkey_combiner.h"
 #include "valkey_connect.h"
 #include "valkey_library.h"
 
@@ -55,6 +56,8 @@ struct lease_valkey {
     valkey_endpoint_t ep; /* where, as whom, TLS; its password wiped at close */
     int min_replicas;     /* WAIT after each write function call (0: none) */
     char ns_key[NS_KEY_MAX];
+    valkey_combiner_t comb; /* acquire, renew and release (valkey_combiner.h) */
+    bool comb_ready;
 };
 
 static bool ns_ok(const char *ns)
@@ -273,6 +276,8 @@ static bool load_library(valkey_transport_t *c, bool check_only, char *err, size
         return ok;
     return library_is_ours(c, code, err, errlen);
 }
+static void send_combined(void *ctx, valkey_combined_item_t **items, int n);
+
 lease_code_t lease_valkey_open(const lease_valkey_config_t *cfg, lease_valkey_t **out, char *err,
                                size_t errlen)
 {
@@ -294,6 +299,10 @@ lease_code_t lease_valkey_open(const lease_valkey_config_t *cfg, lease_valkey_t 
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&v->free, &ca);
     pthread_condattr_destroy(&ca);
+    valkey_combiner_init(
+        &v->comb, cfg->combine_calls > 0 ? cfg->combine_calls : LEASE_VALKEY_COMBINE_CALLS,
+        cfg->combine_items > 0 ? cfg->combine_items : LEASE_VALKEY_COMBINE_ITEMS, send_combined, v);
+    v->comb_ready = true;
     v->nconns = cfg->pool_size > 0 ? cfg->pool_size : 1;
     v->conns = calloc((size_t)v->nconns, sizeof *v->conns);
     v->free_list = calloc((size_t)v->nconns, sizeof *v->free_list);
@@ -347,6 +356,8 @@ void lease_valkey_close(lease_valkey_t *v)
         conn_drop(&v->conns[i]);
     free(v->conns);
     free(v->free_list);
+    if (v->comb_ready)
+        valkey_combiner_destroy(&v->comb);
     valkey_endpoint_wipe(&v->ep);
     pthread_cond_destroy(&v->free);
     pthread_mutex_destroy(&v->mu);
@@ -389,9 +400,9 @@ static call_failure_t wait_replicas(lease_valkey_t *v, valkey_conn_t *conn, int6
  * only once WAIT confirms it (else CALL_UNCONFIRMED, the answer dropped).
  * On CALL_OK *reply is the answer (caller frees); on CALL_ERROR reason says
  * why in one word. */
-static call_failure_t fcall(lease_valkey_t *v, const char *fn, const char *arg,
-                            const lease_deadline_t *deadline, bool write, redisReply **reply,
-                            char *reason, size_t reason_len)
+static call_failure_t fcall_argv(lease_valkey_t *v, int argc, const char **argv,
+                                 const lease_deadline_t *deadline, bool write, redisReply **reply,
+                                 char *reason, size_t reason_len)
 {
     *reply = NULL;
     int64_t budget = v->ep.connect_timeout_ms;
@@ -421,10 +432,7 @@ static call_failure_t fcall(lease_valkey_t *v, const char *fn, const char *arg,
         conn_give(v, conn);
         return CALL_NOT_SENT;
     }
-    /* FCALL fn 1 ns_key arg, as "FCALL %s 1 %s %s" formats it, without
-     * hiredis interpreting a format (valkey_transport.c, format_argv) */
-    const char *argv[5] = {"FCALL", fn, "1", v->ns_key, arg};
-    redisReply *r = valkey_transport_command_argv(conn->link, 5, argv, NULL);
+    redisReply *r = valkey_transport_command_argv(conn->link, argc, argv, NULL);
     if (r == NULL) {
         /* the command was written and its answer awaited in one step: whether the command left
          * this process is not known, so a mutation's outcome is unknown */
@@ -459,6 +467,46 @@ static call_failure_t fcall(lease_valkey_t *v, const char *fn, const char *arg,
     return CALL_OK;
 }
 
+static call_failure_t fcall(lease_valkey_t *v, const char *fn, const char *arg,
+                            const lease_deadline_t *deadline, bool write, redisReply **reply,
+                            char *reason, size_t reason_len)
+{
+    /* FCALL fn 1 ns_key arg, as "FCALL %s 1 %s %s" formats it, without
+     * hiredis interpreting a format (valkey_transport.c, format_argv) */
+    const char *argv[5] = {"FCALL", fn, "1", v->ns_key, arg};
+    return fcall_argv(v, 5, argv, deadline, write, reply, reason, reason_len);
+}
+
+/* A mutation's failed call as lease codes: *code and reason (the
+ * request's own deadline tells a pool wait that took it from a server out
+ * of reach). */
+static lease_code_t call_failure_code(call_failure_t f, const lease_deadline_t *deadline,
+                                      bool mutation, const char *why, char *reason,
+                                      size_t reason_len)
+{
+    switch (f) {
+    case CALL_OK:
+        break;
+    case CALL_NOT_SENT:
+        /* the deadline passed while every pooled connection was busy:
+         * nothing was sent, deadline_exceeded, as the PostgreSQL pool
+         * answers; otherwise the server could not be reached */
+        return deadline->mono_ns <= lease_mono_now_ns() ? LEASE_DEADLINE_EXCEEDED
+                                                        : LEASE_BACKEND_UNAVAILABLE;
+    case CALL_NO_ANSWER:
+        return mutation ? LEASE_OUTCOME_UNKNOWN : LEASE_BACKEND_UNAVAILABLE;
+    case CALL_UNCONFIRMED:
+        /* decided and applied on the primary, not yet on enough replicas:
+         * a failover could lose it; repeating the request id resolves it */
+        snprintf(reason, reason_len, "%s", why);
+        return LEASE_OUTCOME_UNKNOWN;
+    case CALL_ERROR:
+        snprintf(reason, reason_len, "%s", why);
+        return LEASE_BACKEND_UNAVAILABLE;
+    }
+    return LEASE_BACKEND_UNAVAILABLE;
+}
+
 /* The call half of a lease operation: FCALL fn with arg (consumed). On
  * success the answer (caller frees); otherwise NULL, *code the failure
  * (mutation: a lost answer is lease_outcome_unknown) and reason its word. */
@@ -480,30 +528,9 @@ static redisReply *op_call(lease_valkey_t *v, const char *fn, char *arg,
     char why[32] = "";
     call_failure_t f = fcall(v, fn, arg, deadline, mutation, &r, why, sizeof why);
     free(arg);
-    switch (f) {
-    case CALL_OK:
+    if (f == CALL_OK)
         return r;
-    case CALL_NOT_SENT:
-        /* the deadline passed while every pooled connection was busy:
-         * nothing was sent, deadline_exceeded, as the PostgreSQL pool
-         * answers; otherwise the server could not be reached */
-        *code = deadline->mono_ns <= lease_mono_now_ns() ? LEASE_DEADLINE_EXCEEDED
-                                                         : LEASE_BACKEND_UNAVAILABLE;
-        break;
-    case CALL_NO_ANSWER:
-        *code = mutation ? LEASE_OUTCOME_UNKNOWN : LEASE_BACKEND_UNAVAILABLE;
-        break;
-    case CALL_UNCONFIRMED:
-        /* decided and applied on the primary, not yet on enough replicas:
-         * a failover could lose it; repeating the request id resolves it */
-        *code = LEASE_OUTCOME_UNKNOWN;
-        snprintf(reason, reason_len, "%s", why);
-        break;
-    case CALL_ERROR:
-        *code = LEASE_BACKEND_UNAVAILABLE;
-        snprintf(reason, reason_len, "%s", why);
-        break;
-    }
+    *code = call_failure_code(f, deadline, mutation, why, reason, reason_len);
     return NULL;
 }
 
@@ -525,25 +552,113 @@ static lease_code_t lease_op(lease_valkey_t *v, const char *fn, char *arg,
     return res->code;
 }
 
+/* One item's answer from its reply (its own call's, or its element of a
+ * combined call's), as lease_op decodes it. */
+static void decode_item(const redisReply *r, lease_result_t *res)
+{
+    if (!valkey_decode_result(r, res)) {
+        memset(res, 0, sizeof *res);
+        res->code = LEASE_OUTCOME_UNKNOWN; /* it ran; what it decided cannot be read */
+    }
+}
+
+/* The combiner's send (valkey_combiner.h): one request as its own
+ * function's call, exactly as before combining; several as one
+ * leased_v1_combined call, its socket timeout bounded by the earliest
+ * deadline among them. A combined call that fails is every item's
+ * failure: sent and unanswered, each is lease_outcome_unknown. */
+static void send_combined(void *ctx, valkey_combined_item_t **items, int n)
+{
+    lease_valkey_t *v = ctx;
+    const char *argv[4 + 2 * VALKEY_COMBINE_ITEMS_MAX];
+    char fn[32];
+    int argc = 0;
+    const lease_deadline_t *earliest = items[0]->deadline;
+    for (int i = 1; i < n; i++)
+        if (items[i]->deadline->mono_ns < earliest->mono_ns)
+            earliest = items[i]->deadline;
+    if (n == 1) {
+        snprintf(fn, sizeof fn, "leased_v1_%s", items[0]->op);
+        argv[argc++] = "FCALL";
+        argv[argc++] = fn;
+        argv[argc++] = "1";
+        argv[argc++] = v->ns_key;
+        argv[argc++] = items[0]->arg;
+    } else {
+        argv[argc++] = "FCALL";
+        argv[argc++] = "leased_v1_combined";
+        argv[argc++] = "1";
+        argv[argc++] = v->ns_key;
+        for (int i = 0; i < n; i++) {
+            argv[argc++] = items[i]->op;
+            argv[argc++] = items[i]->arg;
+        }
+    }
+    redisReply *r = NULL;
+    char why[32] = "";
+    call_failure_t f = fcall_argv(v, argc, argv, earliest, true, &r, why, sizeof why);
+    for (int i = 0; i < n; i++) {
+        lease_result_t *res = items[i]->res;
+        memset(res, 0, sizeof *res);
+        if (f != CALL_OK)
+            res->code = call_failure_code(f, items[i]->deadline, true, why, res->reason,
+                                          sizeof res->reason);
+        else if (n == 1)
+            decode_item(r, res);
+        else if (r->type == REDIS_REPLY_ARRAY && r->elements == (size_t)n)
+            decode_item(r->element[i], res);
+        else
+            res->code = LEASE_OUTCOME_UNKNOWN; /* ran; its answers cannot be read */
+    }
+    if (r)
+        valkey_reply_free(r);
+}
+
+/* acquire, renew, release: through the combiner. */
+static lease_code_t combined_op(lease_valkey_t *v, const char *op, char *arg,
+                                const lease_deadline_t *deadline, lease_result_t *res)
+{
+    memset(res, 0, sizeof *res);
+    if (arg == NULL) {
+        res->code = LEASE_BACKEND_UNAVAILABLE;
+        return res->code;
+    }
+    if (deadline->mono_ns <= lease_mono_now_ns()) {
+        free(arg);
+        res->code = LEASE_DEADLINE_EXCEEDED;
+        return res->code;
+    }
+    valkey_combined_item_t item = {.op = op, .arg = arg, .deadline = deadline, .res = res};
+    valkey_combiner_submit(&v->comb, &item);
+    free(arg);
+    return res->code;
+}
+
 lease_code_t lease_valkey_acquire(lease_valkey_t *v, const lease_acquire_req_t *req,
                                   lease_result_t *res)
 {
-    return lease_op(v, "leased_v1_acquire", valkey_encode_acquire(req), &req->call.deadline, true,
-                    res);
+    return combined_op(v, "acquire", valkey_encode_acquire(req), &req->call.deadline, res);
 }
 
 lease_code_t lease_valkey_renew(lease_valkey_t *v, const lease_owner_req_t *req,
                                 lease_result_t *res)
 {
-    return lease_op(v, "leased_v1_renew", valkey_encode_owner(req, true), &req->call.deadline, true,
-                    res);
+    return combined_op(v, "renew", valkey_encode_owner(req, true), &req->call.deadline, res);
 }
 
 lease_code_t lease_valkey_release(lease_valkey_t *v, const lease_owner_req_t *req,
                                   lease_result_t *res)
 {
-    return lease_op(v, "leased_v1_release", valkey_encode_owner(req, false), &req->call.deadline,
-                    true, res);
+    return combined_op(v, "release", valkey_encode_owner(req, false), &req->call.deadline, res);
+}
+
+void lease_valkey_combine_stats(lease_valkey_t *v, lease_valkey_combine_stats_t *out)
+{
+    valkey_combiner_stats_t s;
+    valkey_combiner_stats(&v->comb, &s);
+    out->calls = s.calls;
+    out->combined_calls = s.combined_calls;
+    out->combined_items = s.combined_items;
 }
 
 lease_code_t lease_valkey_force_release(lease_valkey_t *v, const lease_admin_req_t *req,

@@ -1,0 +1,186 @@
+/*
+ * valkey_combiner.c - group commit of concurrent lease requests: at most
+ * max_calls calls in flight, the requests that arrive meanwhile sent
+ * together by the next call (valkey_combiner.h).
+ *
+ * Hand-off: a call that ends with waiters queued does not give its slot
+ * back; it hands it to the oldest waiter (state LEADING), which gathers the
+ * waiters queued by then (itself first) and sends them. So in_flight drops
+ * only when the queue is empty, and a queued request always has a call in
+ * flight ahead of it that will hand it the turn or carry it. The thread
+ * whose call ended returns its own answer at once: it never sends others'.
+ */
+#include "valkey_combiner.h"
+
+#include <errno.h>
+#include <string.h>
+#include <time.h>
+
+#include "lease/clock.h"
+
+void valkey_combiner_init(valkey_combiner_t *c, int max_calls, int max_items,
+                          valkey_combined_send_fn send, void *ctx)
+{
+    memset(c, 0, sizeof *c);
+    pthread_mutex_init(&c->mu, NULL);
+    c->max_calls = max_calls > 0 ? max_calls : 1;
+    c->max_items = max_items < 1                          ? 1
+                   : max_items > VALKEY_COMBINE_ITEMS_MAX ? VALKEY_COMBINE_ITEMS_MAX
+                                                          : max_items;
+    c->send = send;
+    c->ctx = ctx;
+}
+
+void valkey_combiner_destroy(valkey_combiner_t *c)
+{
+    pthread_mutex_destroy(&c->mu);
+}
+
+static bool expired(const valkey_combined_item_t *it)
+{
+    return it->deadline->mono_ns <= lease_mono_now_ns();
+}
+
+/* Answered without being sent: its deadline passed while it waited. */
+static void refuse_unsent(valkey_combined_item_t *it)
+{
+    memset(it->res, 0, sizeof *it->res);
+    it->res->code = LEASE_DEADLINE_EXCEEDED;
+    it->state = COMBINED_ANSWERED;
+}
+
+static valkey_combined_item_t *pop(valkey_combiner_t *c)
+{
+    valkey_combined_item_t *it = c->head;
+    if (it != NULL) {
+        c->head = it->next;
+        if (c->head == NULL)
+            c->tail = NULL;
+        it->next = NULL;
+    }
+    return it;
+}
+
+static void unlink_item(valkey_combiner_t *c, valkey_combined_item_t *it)
+{
+    valkey_combined_item_t **p = &c->head, *prev = NULL;
+    while (*p != NULL && *p != it) {
+        prev = *p;
+        p = &(*p)->next;
+    }
+    if (*p == NULL)
+        return;
+    *p = it->next;
+    if (c->tail == it)
+        c->tail = prev;
+    it->next = NULL;
+}
+
+/* Holds a slot of max_calls: sends first (unless its deadline passed) and
+ * the waiters queued now, then passes the slot on. Called without mu. */
+static void lead(valkey_combiner_t *c, valkey_combined_item_t *first)
+{
+    valkey_combined_item_t *batch[VALKEY_COMBINE_ITEMS_MAX];
+    int n = 0;
+    pthread_mutex_lock(&c->mu);
+    if (expired(first))
+        refuse_unsent(first);
+    else
+        batch[n++] = first;
+    while (n < c->max_items && c->head != NULL) {
+        valkey_combined_item_t *it = pop(c);
+        if (expired(it)) {
+            refuse_unsent(it);
+            pthread_cond_signal(&it->wake);
+            continue;
+        }
+        it->state = COMBINED_SENT;
+        batch[n++] = it;
+    }
+    pthread_mutex_unlock(&c->mu);
+
+    if (n > 0)
+        c->send(c->ctx, batch, n);
+
+    pthread_mutex_lock(&c->mu);
+    if (n > 0) {
+        c->calls++;
+        if (n > 1) {
+            c->combined_calls++;
+            c->combined_items += (uint64_t)n;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        if (batch[i] == first)
+            continue;
+        batch[i]->state = COMBINED_ANSWERED;
+        pthread_cond_signal(&batch[i]->wake);
+    }
+    valkey_combined_item_t *next = pop(c);
+    if (next != NULL) {
+        next->state = COMBINED_LEADING; /* the slot passes on: in_flight unchanged */
+        pthread_cond_signal(&next->wake);
+    } else {
+        c->in_flight--;
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+void valkey_combiner_submit(valkey_combiner_t *c, valkey_combined_item_t *item)
+{
+    item->next = NULL;
+    item->state = COMBINED_QUEUED;
+    if (c->max_items <= 1) {
+        /* no combining: a call of its own, the pool bounding what is in flight */
+        c->send(c->ctx, &item, 1);
+        pthread_mutex_lock(&c->mu);
+        c->calls++;
+        pthread_mutex_unlock(&c->mu);
+        return;
+    }
+    pthread_mutex_lock(&c->mu);
+    if (c->head == NULL && c->in_flight < c->max_calls) {
+        c->in_flight++;
+        pthread_mutex_unlock(&c->mu);
+        lead(c, item);
+        return;
+    }
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&item->wake, &ca);
+    pthread_condattr_destroy(&ca);
+    if (c->tail != NULL)
+        c->tail->next = item;
+    else
+        c->head = item;
+    c->tail = item;
+    struct timespec until = {.tv_sec = item->deadline->mono_ns / 1000000000,
+                             .tv_nsec = item->deadline->mono_ns % 1000000000};
+    while (item->state == COMBINED_QUEUED) {
+        int rc = pthread_cond_timedwait(&item->wake, &c->mu, &until);
+        if (rc == ETIMEDOUT && item->state == COMBINED_QUEUED) {
+            /* never sent: deadline_exceeded, as the pool's wait answers */
+            unlink_item(c, item);
+            refuse_unsent(item);
+        }
+    }
+    /* in a batch: its call's own timeout bounds the wait for the answer */
+    while (item->state == COMBINED_SENT)
+        pthread_cond_wait(&item->wake, &c->mu);
+    bool leading = item->state == COMBINED_LEADING;
+    pthread_mutex_unlock(&c->mu);
+    if (leading)
+        lead(c, item);
+    /* nobody signals it any more: answered, or it led its own batch */
+    pthread_cond_destroy(&item->wake);
+}
+
+void valkey_combiner_stats(valkey_combiner_t *c, valkey_combiner_stats_t *out)
+{
+    pthread_mutex_lock(&c->mu);
+    out->calls = c->calls;
+    out->combined_calls = c->combined_calls;
+    out->combined_items = c->combined_items;
+    pthread_mutex_unlock(&c->mu);
+}
