@@ -218,6 +218,8 @@ typedef struct lease_store_stats {
     uint64_t outcome_unknown;
     uint64_t backend_errors;
     uint64_t sealed_refusals;    /* decisions refused: the namespace is sealed */
+    uint64_t combined_calls;     /* Valkey: calls that carried two or more requests */
+    uint64_t combined_items;     /* Valkey: the requests those calls carried */
 } lease_store_stats_t;
 
 typedef struct lease_sweep_result {

@@ -315,6 +315,13 @@ char *leased_metrics_render(const leased_metrics_t *m, const leased_metrics_gaug
         &t, "leased_namespace_sealed_refusals_total",
         "Acquisitions, renewals and commits refused because the namespace is sealed.",
         g->store.sealed_refusals);
+    lease_prom_counter(&t, "leased_valkey_combined_calls_total",
+                       "Valkey: function calls that carried the requests of several workers "
+                       "(LEASE_VALKEY_COMBINE_ITEMS).",
+                       g->store.combined_calls);
+    lease_prom_counter(&t, "leased_valkey_combined_items_total",
+                       "Valkey: acquisitions, renewals and releases carried by those calls.",
+                       g->store.combined_items);
     lease_prom_gauge(&t, "leased_audit_queue_depth", "Audit events waiting to be written.",
                      (double)g->audit_depth);
     lease_prom_counter(&t, "leased_audit_events_written_total",

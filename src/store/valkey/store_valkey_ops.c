@@ -192,6 +192,10 @@ static void v_stats(lease_store_t *s, lease_store_stats_t *out)
     out->outcome_unknown = atomic_load(&sv->outcome_unknown);
     out->backend_errors = atomic_load(&sv->backend_errors);
     out->sealed_refusals = atomic_load(&sv->sealed_refusals);
+    lease_valkey_combine_stats_t c;
+    lease_valkey_combine_stats(sv->v, &c);
+    out->combined_calls = c.combined_calls;
+    out->combined_items = c.combined_items;
 }
 
 static void v_close(lease_store_t *s)
