@@ -350,6 +350,25 @@ static void check_watch_ended(calls_t *c, const char *lease_id)
         snprintf(c->names[c->n++], sizeof c->names[0], "%s", name);
 }
 
+/* FCALL leased_v1_combined with an acquire and a release (consumed),
+ * checked and recorded as call() does. */
+static void check_combined(calls_t *c, json_t *acquire, json_t *release)
+{
+    const char *name = "leased_v1_combined";
+    char *a = json_dumps(acquire, JSON_COMPACT), *x = json_dumps(release, JSON_COMPACT);
+    json_decref(acquire);
+    json_decref(release);
+    redisReply *r = vk_cmd(c->s, "FCALL %s 1 %s acquire %s release %s", name, VK_NS_KEY, a, x);
+    free(a);
+    free(x);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(r->elements, 2);
+    assert_no_key(c->k, r, name);
+    freeReplyObject(r);
+    if (c->n < CALLED_MAX)
+        snprintf(c->names[c->n++], sizeof c->names[0], "%s", name);
+}
+
 static json_t *scope_all(void)
 {
     return json_pack("{s:s, s:s, s:[s]}", "tenant_id", VK_TENANT, "program_id", VK_PROGRAM,
@@ -443,6 +462,8 @@ static void the_key_is_never_answered(void **state)
     token = vk_int(vk_lease(a), "fencing_token");
     freeReplyObject(a);
     check(&c, "release", vk_owner_req("p1", "e1", 'l', "target_04", lid, token, "inst-1"));
+    check_combined(&c, vk_acquire_req("p1", "r5", 'm', "target_05", "inst-1", 0),
+                   vk_owner_req("p1", "e1", 'l', "target_04", lid, token, "inst-1"));
     check_watch_ended(&c, lid);
     check(&c, "expire_due", json_pack("{s:i, s:i}", "batch", 10, "grace_ms", 0));
     check(&c, "health", json_object());
