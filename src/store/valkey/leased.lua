@@ -28,7 +28,9 @@ a digest, the same identity rules. What differs, and why:
     greater than any token given in an earlier epoch, whatever the
     data lost with the old incarnation.
 
-Calls: FCALL leased_v1_<op> 1 <namespace key> <request JSON>. The namespace
+Calls: FCALL leased_v1_<op> 1 <namespace key> <request JSON>, or several
+acquire/renew/release requests as FCALL leased_v1_combined 1 <namespace key>
+<op> <request JSON> ... (combined, below). The namespace
 key is "lease:{<ns>}:ns"; every other key of the namespace shares its prefix
 and its hash tag. Answers are flat arrays of name/value pairs (RESP integers
 for numbers, so tokens stay exact); the "lease" value is such an array too.

@@ -13,6 +13,11 @@
  * pool buys is the network round trips and WAITs of other calls overlapping
  * (docs/backends.md, "Connection pool").
  *
+ * Combining: acquire, renew and release go through the combiner
+ * (valkey_combiner.c): at most combine_calls of them in flight, the
+ * requests that arrive meanwhile sent together as one leased_v1_combined
+ * call by send_combined (docs/backends.md, "Combined calls").
+ *
  * Failure mapping: a failure before the call was sent is
  * lease_backend_unavailable; a failure after a mutation was sent (timeout,
  * lost connection, an answer that cannot be read) is lease_outcome_unknown,
