@@ -1182,7 +1182,9 @@ static void combined_answers_as_sequential_calls(void **state)
     freeReplyObject(r);
     /* the same lease of target_01 in both namespaces */
     redisReply *held_t = acquire(s, "r1", "target_01", 0);
-    char *text = json_dumps(vk_acquire_req("p1", "r1", 'a', "target_01", "inst-1", 0), 0);
+    json_t *req_u = vk_acquire_req("p1", "r1", 'a', "target_01", "inst-1", 0);
+    char *text = json_dumps(req_u, JSON_COMPACT);
+    json_decref(req_u);
     const char *argv[5] = {"FCALL", "leased_v1_acquire", "1", "lease:{u}:ns", text};
     redisReply *held_u = redisCommandArgv(s->c, 5, argv, NULL);
     free(text);
