@@ -315,6 +315,138 @@ static json_t *admin_req(const char *rid, char dg, const char *lid, long long to
     return o;
 }
 
+/* Two replies are the same tree: types, integers, texts, elements. */
+static bool same_reply(const redisReply *a, const redisReply *b)
+{
+    if (a->type != b->type)
+        return false;
+    switch (a->type) {
+    case REDIS_REPLY_INTEGER:
+        return a->integer == b->integer;
+    case REDIS_REPLY_STRING:
+    case REDIS_REPLY_STATUS:
+        return a->len == b->len && memcmp(a->str, b->str, a->len) == 0;
+    case REDIS_REPLY_ARRAY:
+        if (a->elements != b->elements)
+            return false;
+        for (size_t k = 0; k < a->elements; k++)
+            if (!same_reply(a->element[k], b->element[k]))
+                return false;
+        return true;
+    default:
+        return true; /* nil */
+    }
+}
+
+/* A replay is the original answer, member by member, but for the pairs
+ * that say it is one (replayed, current_state). */
+static void assert_replay_of(const redisReply *first, const redisReply *again)
+{
+    assert_int_equal(vk_int(first, "replayed"), 0);
+    assert_int_equal(vk_int(again, "replayed"), 1);
+    size_t k = 0, j = 0;
+    for (;;) {
+        while (k + 1 < first->elements && (strcmp(first->element[k]->str, "replayed") == 0 ||
+                                            strcmp(first->element[k]->str, "current_state") == 0))
+            k += 2;
+        while (j + 1 < again->elements && (strcmp(again->element[j]->str, "replayed") == 0 ||
+                                            strcmp(again->element[j]->str, "current_state") == 0))
+            j += 2;
+        if (k >= first->elements || j >= again->elements)
+            break;
+        assert_string_equal(again->element[j]->str, first->element[k]->str);
+        if (!same_reply(first->element[k + 1], again->element[j + 1]))
+            fail_msg("the replay's %s differs from the answer's", first->element[k]->str);
+        k += 2;
+        j += 2;
+    }
+    assert_int_equal(k, first->elements);
+    assert_int_equal(j, again->elements);
+}
+
+/* The first byte of the stored answer of op's request rid (the
+ * idempotency record's r). */
+static int stored_answer_byte(vk_server_t *s, const char *op, const char *rid)
+{
+    redisReply *keys = vk_cmd(s, "KEYS lease:{t}:i:%s:*:%s:*", op, rid);
+    assert_int_equal(keys->elements, 1);
+    redisReply *r = vk_cmd(s, "HGET %s r", keys->element[0]->str);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    int first = (unsigned char)r->str[0];
+    freeReplyObject(r);
+    freeReplyObject(keys);
+    return first;
+}
+
+/* Each mutation's stored answer, replayed, is its answer: every member of
+ * the lease, with every optional member set (trace id, metadata, the
+ * principal's client and credential ids, an end's reason and incident).
+ * The stored answer is the record's members joined by NUL (first byte 1);
+ * a principal's id with a NUL in it, which that cannot hold, is stored
+ * packed (cmsgpack) and replays the same. */
+static void stored_answers_replay_every_member(void **state)
+{
+    vk_server_t *s = *state;
+    json_t *q = vk_acquire_req("p1", "r1", 'a', "target_01", "inst-1", 5000);
+    json_object_set_new(q, "trace_id", json_string("trace-77"));
+    json_object_set_new(q, "metadata_json", json_string("{\"batch\":\"b-9\",\"n\":[1,2]}"));
+    json_object_set_new(q, "maximum_lifetime_ms", json_integer(60000));
+    json_t *again = json_deep_copy(q);
+    redisReply *a = vk_fcall(s, "acquire", q);
+    vk_assert_code(a, "lease_acquired");
+    assert_string_equal(vk_str(vk_lease(a), "trace_id"), "trace-77");
+    assert_string_equal(vk_str(vk_lease(a), "owner_client_id"), "client-1");
+    redisReply *b = vk_fcall(s, "acquire", again);
+    assert_replay_of(a, b);
+    assert_int_equal(stored_answer_byte(s, "acquire", "r1"), 1);
+    freeReplyObject(b);
+    const char *lid = vk_str(vk_lease(a), "lease_id");
+    long long token = vk_int(vk_lease(a), "fencing_token");
+
+    redisReply *n = vk_fcall(s, "renew",
+                             vk_owner_req("p1", "n1", 'b', "target_01", lid, token, "inst-1"));
+    vk_assert_code(n, "lease_renewed");
+    b = vk_fcall(s, "renew", vk_owner_req("p1", "n1", 'b', "target_01", lid, token, "inst-1"));
+    assert_replay_of(n, b);
+    freeReplyObject(b);
+    freeReplyObject(n);
+
+    json_t *rv = admin_req("v1", 'c', lid, token, "compromised host");
+    json_object_set_new(rv, "incident_id", json_string("inc-7"));
+    again = json_deep_copy(rv);
+    redisReply *r = vk_fcall(s, "revoke", rv);
+    vk_assert_code(r, "lease_revoked");
+    b = vk_fcall(s, "revoke", again);
+    assert_replay_of(r, b);
+    assert_string_equal(vk_str(vk_lease(b), "incident_id"), "inc-7");
+    assert_int_equal(stored_answer_byte(s, "revoke", "v1"), 1);
+    freeReplyObject(b);
+    freeReplyObject(r);
+    freeReplyObject(a);
+
+    /* a client id with a NUL: packed, and the same replay */
+    q = vk_acquire_req("p1", "r2", 'd', "target_01", "inst-1", 0);
+    json_object_set_new(json_object_get(q, "principal"), "client_id",
+                        json_stringn("client\0x", 8));
+    again = json_deep_copy(q);
+    a = vk_fcall(s, "acquire", q);
+    vk_assert_code(a, "lease_acquired");
+    b = vk_fcall(s, "acquire", again);
+    assert_replay_of(a, b);
+    assert_int_not_equal(stored_answer_byte(s, "acquire", "r2"), 1);
+    freeReplyObject(b);
+    lid = vk_str(vk_lease(a), "lease_id");
+    token = vk_int(vk_lease(a), "fencing_token");
+    redisReply *x =
+        vk_fcall(s, "release", vk_owner_req("p1", "x1", 'e', "target_01", lid, token, "inst-1"));
+    vk_assert_code(x, "lease_released");
+    b = vk_fcall(s, "release", vk_owner_req("p1", "x1", 'e', "target_01", lid, token, "inst-1"));
+    assert_replay_of(x, b);
+    freeReplyObject(b);
+    freeReplyObject(x);
+    freeReplyObject(a);
+}
+
 static void force_release_and_revoke(void **state)
 {
     vk_server_t *s = *state;
@@ -1402,6 +1534,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(expiry_takeover_gets_a_greater_token,
                                         vk_fixture_library_bound, vk_fixture_stop),
         cmocka_unit_test_setup_teardown(idempotent_replay_and_digest_conflict,
+                                        vk_fixture_library_bound, vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(stored_answers_replay_every_member,
                                         vk_fixture_library_bound, vk_fixture_stop),
         cmocka_unit_test_setup_teardown(force_release_and_revoke, vk_fixture_library_bound,
                                         vk_fixture_stop),

@@ -185,7 +185,16 @@ end
 -- Keys. Everything of a namespace shares the prefix (and hash tag) of its
 -- namespace key "lease:{ns}:ns".
 
-local function keyspace(nskey)
+-- The key names of a namespace, made once per namespace key for the
+-- library's life (a library's locals outlive its calls): five closures
+-- and a table a call were 1.5 % of an acquire's instructions, counting the
+-- collector's share. Kept for at most KEYSPACES_MAX namespace keys, then
+-- made again from an empty cache (a server holds one namespace a leased
+-- deployment, so the cache never empties in practice).
+local KEYSPACES_MAX = 64
+local keyspaces, keyspaces_n = {}, 0
+
+local function keyspace_of(nskey)
     local prefix = nskey:sub(1, #nskey - 2)
     return {
         ns = nskey,
@@ -204,6 +213,15 @@ local function keyspace(nskey)
         expiring = prefix .. 'exp',
         audit = prefix .. 'audit',
     }
+end
+
+local function keyspace(nskey)
+    local ks = keyspaces[nskey]
+    if ks then return ks end
+    if keyspaces_n >= KEYSPACES_MAX then keyspaces, keyspaces_n = {}, 0 end
+    ks = keyspace_of(nskey)
+    keyspaces[nskey], keyspaces_n = ks, keyspaces_n + 1
+    return ks
 end
 
 local function hgetall(key)
@@ -481,6 +499,70 @@ local function current_state(ks, canonical, lease_id, t)
 end
 
 -- ---------------------------------------------------------------------------
+-- The stored answer of an idempotency record. A stored answer is always
+-- result(code, 'lease', lease_pairs(rec, state)) with text pairs after it
+-- (an acquire's previous_state), so what is stored is the code, the state,
+-- the members of rec that lease_pairs reads, in STORED_FIELDS' order, and
+-- the pairs after it, joined by NUL, behind the marker byte \1. A replay builds
+-- the record again and calls the same lease_pairs: the same answer, with
+-- no second definition of it. cmsgpack.pack of the answer, what this
+-- library stored before (a record of an earlier build lives for the
+-- idempotency retention, so it is still read) cost 21,000 to 27,000
+-- instructions more a mutation (docs/backends.md, "Cost of a function
+-- call"); it is still written for a record with a NUL, which this format
+-- cannot hold. (A packed answer is an array: its first byte is 0x9X or
+-- 0xdc, never \1.)
+local STORED_FIELDS = {'tenant_id', 'program_id', 'target_namespace', 'target_id',
+                       'actor_name', 'workflow_name', 'operation_class', 'lease_id', 'token',
+                       'acquired_at', 'renewed_at', 'expires_at', 'ended_at', 'ttl_ms',
+                       'maxlife_ms', 'owner', 'owner_client', 'owner_cred', 'sid',
+                       'execution_id', 'job_id', 'trace_id', 'request_id', 'metadata',
+                       'end_reason', 'incident_id'}
+local STORED_MARK = '\1'
+
+-- One concatenation expression (one pass over its operands, one string:
+-- table.concat of the same values measured 2.3 times its cost), the
+-- members in STORED_FIELDS' order, which the decoder below reads.
+local function stored_answer_encode(answer, rec, state)
+    local n = #answer
+    -- the members no check of this library keeps free of NUL: the
+    -- metadata's text, the principal's client and credential ids (the
+    -- rest are ids, names, numbers and reasons checked against a class of
+    -- characters, and the pairs after the lease are states)
+    local free = (rec.metadata or '') .. (rec.owner_client or '') .. (rec.owner_cred or '')
+    if free:find('\0', 1, true) then return cmsgpack.pack(answer) end
+    local s = STORED_MARK .. answer[2] .. '\0' .. state
+        .. '\0' .. (rec.tenant_id or '') .. '\0' .. (rec.program_id or '')
+        .. '\0' .. (rec.target_namespace or '') .. '\0' .. (rec.target_id or '')
+        .. '\0' .. (rec.actor_name or '') .. '\0' .. (rec.workflow_name or '')
+        .. '\0' .. (rec.operation_class or '') .. '\0' .. (rec.lease_id or '')
+        .. '\0' .. (rec.token or '') .. '\0' .. (rec.acquired_at or '')
+        .. '\0' .. (rec.renewed_at or '') .. '\0' .. (rec.expires_at or '')
+        .. '\0' .. (rec.ended_at or '') .. '\0' .. (rec.ttl_ms or '')
+        .. '\0' .. (rec.maxlife_ms or '') .. '\0' .. (rec.owner or '')
+        .. '\0' .. (rec.owner_client or '') .. '\0' .. (rec.owner_cred or '')
+        .. '\0' .. (rec.sid or '') .. '\0' .. (rec.execution_id or '')
+        .. '\0' .. (rec.job_id or '') .. '\0' .. (rec.trace_id or '')
+        .. '\0' .. (rec.request_id or '') .. '\0' .. (rec.metadata or '')
+        .. '\0' .. (rec.end_reason or '') .. '\0' .. (rec.incident_id or '')
+    for k = 5, n do s = s .. '\0' .. answer[k] end
+    return s
+end
+
+local function stored_answer_decode(stored)
+    if stored:byte(1) ~= 1 then return cmsgpack.unpack(stored) end
+    local v, n = {}, 0
+    for part in (stored:sub(2) .. '\0'):gmatch('([^%z]*)%z') do
+        n = n + 1; v[n] = part
+    end
+    local rec = {}
+    for k = 1, #STORED_FIELDS do rec[STORED_FIELDS[k]] = v[k + 2] end
+    local answer = result(v[1], 'lease', lease_pairs(rec, v[2]))
+    for k = #STORED_FIELDS + 3, n do answer[#answer + 1] = v[k] end
+    return answer
+end
+
+-- ---------------------------------------------------------------------------
 -- Idempotency: keyed by operation, owner principal, request id and identity.
 -- Same digest: the stored answer, replayed; another digest:
 -- idempotency_conflict. Only state-changing answers are stored.
@@ -490,7 +572,7 @@ local function replay(ks, op, i, p, t)
     local stored = redis.call('HMGET', key, 'd', 'r', 'lid')
     if not stored[1] then return nil end
     if stored[1] ~= p.request_digest then return result('idempotency_conflict') end
-    local r = cmsgpack.unpack(stored[2])
+    local r = stored_answer_decode(stored[2])
     r[#r + 1] = 'replayed'; r[#r + 1] = 1
     r[#r + 1] = 'current_state'; r[#r + 1] = current_state(ks, i.canonical, stored[3], t)
     return r
@@ -591,11 +673,17 @@ end
 -- XADD's arguments: this runs on every acquire, renewal and end, and the
 -- table of pairs, its compaction and a call a member cost a fifth of an
 -- acquire's instructions (tests/valkey/bench/fcall_cost --callgrind).
+-- (audit_args: the XADD's arguments, one table for every call, this
+-- call's at 1..n: no table of 60 to grow and collect a mutation)
+local audit_args = {}
+
 local function audit_mutation(ks, ns, t, op, i, p, code, rec, state, previous)
     local pr = p.principal
-    local a = {'MINID', audit_minid(ns, t), '*', 'event_type', EVENT_TYPES[op],
-               'occurred_at_ms', I(t), 'code', code, 'decision', 'allow',
-               'backend_health', 'ok', 'source', 'function'}
+    local a = audit_args
+    a[1] = 'MINID'; a[2] = audit_minid(ns, t); a[3] = '*'
+    a[4] = 'event_type'; a[5] = EVENT_TYPES[op]; a[6] = 'occurred_at_ms'; a[7] = I(t)
+    a[8] = 'code'; a[9] = code; a[10] = 'decision'; a[11] = 'allow'
+    a[12] = 'backend_health'; a[13] = 'ok'; a[14] = 'source'; a[15] = 'function'
     local n = 15
     n = add_str(a, n, 'principal_id', pr.principal_id)
     n = add_str(a, n, 'client_id', pr.client_id)
@@ -637,10 +725,13 @@ local function audit_mutation(ks, ns, t, op, i, p, code, rec, state, previous)
 end
 
 -- The answer stored under the request id (its retention), then marked as
--- not replayed.
-local function store_answer(ks, ns, op, i, p, answer, lease_id)
+-- not replayed. With rec, answer is result(code, 'lease', lease_pairs(rec,
+-- state), name, text, ...), as a lease mutation answers; without (a
+-- commit's answer), it is stored packed.
+local function store_answer(ks, ns, op, i, p, answer, lease_id, rec, state)
     local key = ks.idem(op, i.canonical, p.principal.principal_id, p.request_id)
-    redis.call('HSET', key, 'd', p.request_digest, 'r', cmsgpack.pack(answer),
+    redis.call('HSET', key, 'd', p.request_digest,
+               'r', rec and stored_answer_encode(answer, rec, state) or cmsgpack.pack(answer),
                'lid', lease_id)
     redis.call('PEXPIRE', key, I(ns.idempotency_retention_ms))
     answer[#answer + 1] = 'replayed'; answer[#answer + 1] = 0
@@ -651,7 +742,7 @@ end
 -- the state before.
 local function remember(ks, ns, op, i, p, answer, rec, state, previous, t)
     audit_mutation(ks, ns, t, op, i, p, answer[2], rec, state, previous)
-    return store_answer(ks, ns, op, i, p, answer, rec.lease_id)
+    return store_answer(ks, ns, op, i, p, answer, rec.lease_id, rec, state)
 end
 
 local function retry_after(expires_at, t)
