@@ -12,7 +12,10 @@
  * says what is not built and how each such operation answers).
  *
  * Thread safety: any thread may call; each call takes one of the pool's
- * connections (lease_valkey_config_t.pool_size) for its duration.
+ * connections (lease_valkey_config_t.pool_size) for its duration. Acquire,
+ * renew and release go through the combiner first (combine_calls,
+ * combine_items below): a thread may wait for a call in flight and have
+ * its request sent in another thread's call.
  */
 #ifndef LEASE_STORE_VALKEY_H
 #define LEASE_STORE_VALKEY_H
