@@ -53,13 +53,7 @@ static lease_valkey_t *open_combining(const vk_server_t *s, int calls, int items
                                  .pool_size = THREADS,
                                  .combine_calls = calls,
                                  .combine_items = items};
-    lease_valkey_t *v = NULL;
-    char err[256] = "";
-    if (lease_valkey_open(&cfg, &v, err, sizeof err) != LEASE_INSPECTED) {
-        fprintf(stderr, "valkey: open: %s\n", err);
-        return NULL;
-    }
-    return v;
+    return vk_open_config(&cfg);
 }
 
 static void make_acquire(lease_acquire_req_t *r, const char *principal, const char *rid,
@@ -67,16 +61,7 @@ static void make_acquire(lease_acquire_req_t *r, const char *principal, const ch
 {
     memset(r, 0, sizeof *r);
     vk_fill_call(&r->call, principal, rid, 'a', deadline_ms);
-    snprintf(r->identity.tenant_id, sizeof r->identity.tenant_id, "tenant-main");
-    snprintf(r->identity.program_id, sizeof r->identity.program_id, "program-a");
-    snprintf(r->identity.target_namespace, sizeof r->identity.target_namespace, "ns");
-    snprintf(r->identity.target_id, sizeof r->identity.target_id, "%s", target);
-    snprintf(r->identity.actor_name, sizeof r->identity.actor_name, "actor");
-    snprintf(r->identity.workflow_name, sizeof r->identity.workflow_name, "wf");
-    snprintf(r->identity.operation_class, sizeof r->identity.operation_class, "default");
-    snprintf(r->service_instance_id, sizeof r->service_instance_id, "inst");
-    snprintf(r->execution_id, sizeof r->execution_id, "exec");
-    snprintf(r->job_id, sizeof r->job_id, "job");
+    vk_fill_race_acquire(r, target);
 }
 
 static lease_owner_req_t owner_of(const lease_acquire_req_t *a, const lease_record_t *l,

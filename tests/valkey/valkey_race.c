@@ -63,16 +63,7 @@ static void make_acquire(lease_acquire_req_t *r, const char *principal, const ch
     snprintf(r->call.principal.principal_id, sizeof r->call.principal.principal_id, "%s",
              principal);
     snprintf(r->call.principal.principal_class, sizeof r->call.principal.principal_class, "worker");
-    snprintf(r->identity.tenant_id, sizeof r->identity.tenant_id, "tenant-main");
-    snprintf(r->identity.program_id, sizeof r->identity.program_id, "program-a");
-    snprintf(r->identity.target_namespace, sizeof r->identity.target_namespace, "ns");
-    snprintf(r->identity.target_id, sizeof r->identity.target_id, "%s", target);
-    snprintf(r->identity.actor_name, sizeof r->identity.actor_name, "actor");
-    snprintf(r->identity.workflow_name, sizeof r->identity.workflow_name, "wf");
-    snprintf(r->identity.operation_class, sizeof r->identity.operation_class, "default");
-    snprintf(r->service_instance_id, sizeof r->service_instance_id, "inst");
-    snprintf(r->execution_id, sizeof r->execution_id, "exec");
-    snprintf(r->job_id, sizeof r->job_id, "job");
+    vk_fill_race_acquire(r, target);
 }
 
 static lease_owner_req_t release_of(const lease_acquire_req_t *a, const lease_record_t *l,

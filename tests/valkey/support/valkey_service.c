@@ -16,16 +16,35 @@
 #include "lease/clock.h"
 #include "lease/hex.h"
 
-lease_valkey_t *vk_open(const vk_server_t *s, const char *ns)
+lease_valkey_t *vk_open_config(const lease_valkey_config_t *cfg)
 {
-    lease_valkey_config_t cfg = {.host = "127.0.0.1", .port = s->port, .ns = ns};
     lease_valkey_t *v = NULL;
     char err[256] = "";
-    if (lease_valkey_open(&cfg, &v, err, sizeof err) != LEASE_INSPECTED) {
+    if (lease_valkey_open(cfg, &v, err, sizeof err) != LEASE_INSPECTED) {
         fprintf(stderr, "valkey: open: %s\n", err);
         return NULL;
     }
     return v;
+}
+
+lease_valkey_t *vk_open(const vk_server_t *s, const char *ns)
+{
+    lease_valkey_config_t cfg = {.host = "127.0.0.1", .port = s->port, .ns = ns};
+    return vk_open_config(&cfg);
+}
+
+void vk_fill_race_acquire(lease_acquire_req_t *r, const char *target)
+{
+    snprintf(r->identity.tenant_id, sizeof r->identity.tenant_id, "tenant-main");
+    snprintf(r->identity.program_id, sizeof r->identity.program_id, "program-a");
+    snprintf(r->identity.target_namespace, sizeof r->identity.target_namespace, "ns");
+    snprintf(r->identity.target_id, sizeof r->identity.target_id, "%s", target);
+    snprintf(r->identity.actor_name, sizeof r->identity.actor_name, "actor");
+    snprintf(r->identity.workflow_name, sizeof r->identity.workflow_name, "wf");
+    snprintf(r->identity.operation_class, sizeof r->identity.operation_class, "default");
+    snprintf(r->service_instance_id, sizeof r->service_instance_id, "inst");
+    snprintf(r->execution_id, sizeof r->execution_id, "exec");
+    snprintf(r->job_id, sizeof r->job_id, "job");
 }
 
 lease_valkey_t *vk_open_bound(const vk_server_t *s, const char *ns)

@@ -35,6 +35,12 @@ void vk_assert_code(const redisReply *r, const char *code);
 /* The adapter (one connection) on s's namespace ns; NULL with the reason on
  * stderr when it cannot open. */
 lease_valkey_t *vk_open(const vk_server_t *s, const char *ns);
+/* The adapter opened with cfg (its host, port and namespace the caller's);
+ * NULL, the reason on stderr, when it cannot be. */
+lease_valkey_t *vk_open_config(const lease_valkey_config_t *cfg);
+/* The race tests' acquire: target_id target in the fixed test identity,
+ * the owner's instance, execution and job ids (the call is the caller's). */
+void vk_fill_race_acquire(lease_acquire_req_t *r, const char *target);
 /* vk_open, then the namespace bound at epoch 0; NULL (and the adapter
  * closed) with the reason on stderr when either fails. */
 lease_valkey_t *vk_open_bound(const vk_server_t *s, const char *ns);
