@@ -33,18 +33,6 @@
 #define TARGETS 4
 #define ITERATIONS 150
 
-static int setup(void **state)
-{
-    vk_server_t *s = calloc(1, sizeof *s);
-    if (!vk_start(s))
-        return -1;
-    lease_valkey_t *v = vk_open_bound(s, "t");
-    bool ok = v != NULL;
-    lease_valkey_close(v);
-    *state = s;
-    return ok ? 0 : -1;
-}
-
 static lease_valkey_t *open_combining(const vk_server_t *s, int calls, int items)
 {
     lease_valkey_config_t cfg = {.host = "127.0.0.1",
@@ -298,10 +286,10 @@ static void queued_request_past_its_deadline_is_never_sent(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(overlapping_identities_one_holder_tokens_increase, setup,
-                                        vk_fixture_stop),
-        cmocka_unit_test_setup_teardown(queued_request_past_its_deadline_is_never_sent, setup,
-                                        vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(overlapping_identities_one_holder_tokens_increase,
+                                        vk_fixture_adapter_bound, vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(queued_request_past_its_deadline_is_never_sent,
+                                        vk_fixture_adapter_bound, vk_fixture_stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -36,18 +36,6 @@
 #define CRASH_TARGETS 4
 #define MAX_ACKS 100000
 
-static int setup(void **state)
-{
-    vk_server_t *s = calloc(1, sizeof *s);
-    if (!vk_start(s))
-        return -1;
-    lease_valkey_t *v = vk_open_bound(s, "t");
-    bool ok = v != NULL;
-    lease_valkey_close(v);
-    *state = s;
-    return ok ? 0 : -1;
-}
-
 static void make_acquire(lease_acquire_req_t *r, const char *principal, const char *rid,
                          const char *target)
 {
@@ -293,9 +281,10 @@ static void kill9_loses_no_acknowledged_token(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test_setup_teardown(one_winner_per_round_tokens_increase, setup,
+        cmocka_unit_test_setup_teardown(one_winner_per_round_tokens_increase,
+                                        vk_fixture_adapter_bound, vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(kill9_loses_no_acknowledged_token, vk_fixture_adapter_bound,
                                         vk_fixture_stop),
-        cmocka_unit_test_setup_teardown(kill9_loses_no_acknowledged_token, setup, vk_fixture_stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -264,6 +264,18 @@ int vk_fixture_library_bound(void **state)
     return ok ? 0 : -1;
 }
 
+int vk_fixture_adapter_bound(void **state)
+{
+    vk_server_t *s = calloc(1, sizeof *s);
+    if (!s || !vk_start(s))
+        return -1;
+    lease_valkey_t *v = vk_open_bound(s, "t");
+    bool ok = v != NULL;
+    lease_valkey_close(v);
+    *state = s;
+    return ok ? 0 : -1;
+}
+
 int vk_fixture_stop(void **state)
 {
     vk_server_t *s = *state;

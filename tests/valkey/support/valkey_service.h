@@ -28,6 +28,9 @@
  * function library loaded and namespace VK_NS_KEY bound at epoch 0
  * (minimum_ttl_ms 10, so tests can wait out short TTLs); and its stop. */
 int vk_fixture_library_bound(void **state);
+/* A server of its own with namespace "t" bound through the adapter
+ * (vk_open_bound: the adapter's bind, its defaults), for the race tests. */
+int vk_fixture_adapter_bound(void **state);
 int vk_fixture_stop(void **state);
 /* r's "code" is code, or the test fails naming both. */
 void vk_assert_code(const redisReply *r, const char *code);
