@@ -9,7 +9,11 @@
  *     one of the codes the sequence can give and well formed, and calls
  *     really carried more than one request (the adapter's counts);
  *   - requests queued behind a call the server does not answer (SIGSTOP)
- *     answer deadline_exceeded at their own deadline and are never sent.
+ *     answer deadline_exceeded at their own deadline and are never sent;
+ *   - with every pool connection busy, each request waits for one until
+ *     its OWN deadline: one whose deadline passes answers deadline_exceeded,
+ *     and a later one is not dragged down with it (it is sent once a
+ *     connection comes free and gets its real answer).
  */
 #include <pthread.h>
 #include <setjmp.h>
@@ -283,12 +287,76 @@ static void queued_request_past_its_deadline_is_never_sent(void **state)
     lease_valkey_close(v);
 }
 
+/* One pool connection, two calls in flight: A holds the connection on a
+ * frozen server until its deadline (2 s), B leads the second call and waits
+ * for the connection, C (deadline at 1.7 s) and E (8 s) queue behind it.
+ * When B's and then C's deadlines pass, each answers deadline_exceeded on
+ * its own; E must still be waiting for the connection when A's call gives it
+ * back (2 s), and be answered by the server once it is let go (2.6 s). */
+static void pool_wait_keeps_each_requests_deadline(void **state)
+{
+    vk_server_t *s = *state;
+    lease_valkey_config_t cfg = {.host = "127.0.0.1",
+                                 .port = s->port,
+                                 .ns = "t",
+                                 .pool_size = 1,
+                                 .combine_calls = 2,
+                                 .combine_items = 16};
+    lease_valkey_t *v = vk_open_config(&cfg);
+    assert_non_null(v);
+    int pid = vk_pid(s);
+    assert_true(pid > 0);
+    kill(pid, SIGSTOP);
+    int64_t t0 = lease_mono_now_ns();
+    queued_t a = {.v = v, .id = 10, .deadline_ms = 2000};
+    queued_t b = {.v = v, .id = 11, .deadline_ms = 900};
+    queued_t c = {.v = v, .id = 12, .deadline_ms = 1500};
+    queued_t e = {.v = v, .id = 13, .deadline_ms = 8000};
+    pthread_t ta, tb, tc, te;
+    pthread_create(&ta, NULL, acquire_once, &a);
+    sleep_ms(100);
+    pthread_create(&tb, NULL, acquire_once, &b);
+    sleep_ms(100);
+    pthread_create(&tc, NULL, acquire_once, &c);
+    sleep_ms(50);
+    pthread_create(&te, NULL, acquire_once, &e);
+    sleep_ms(2600 - (lease_mono_now_ns() - t0) / 1000000);
+    kill(pid, SIGCONT);
+    pthread_join(ta, NULL);
+    pthread_join(tb, NULL);
+    pthread_join(tc, NULL);
+    pthread_join(te, NULL);
+    /* sent, unanswered by its deadline */
+    assert_int_equal(a.code, LEASE_OUTCOME_UNKNOWN);
+    /* never sent, each at its own deadline */
+    assert_int_equal(b.code, LEASE_DEADLINE_EXCEEDED);
+    assert_true(b.took_ms >= b.deadline_ms - 5);
+    assert_int_equal(c.code, LEASE_DEADLINE_EXCEEDED);
+    assert_true(c.took_ms >= c.deadline_ms - 5);
+    /* not refused with C's deadline: sent once A's call gave the connection
+     * back, and answered by the server once it ran again */
+    if (e.code != LEASE_ACQUIRED)
+        fail_msg("E answered %s after %lld ms", lease_code_name(e.code), (long long)e.took_ms);
+    assert_true(e.took_ms >= 2000);
+    /* B's and C's requests never reached the server, E's did (A's may or
+     * may not have: its connection was closed before the server read it) */
+    const char *ran[] = {"q11", "q12", "q13"};
+    for (int i = 0; i < 3; i++) {
+        redisReply *r = vk_cmd(s, "KEYS lease:{t}:i:acquire:p1:%s:*", ran[i]);
+        assert_int_equal(r->elements, i == 2 ? 1 : 0);
+        freeReplyObject(r);
+    }
+    lease_valkey_close(v);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(overlapping_identities_one_holder_tokens_increase,
                                         vk_fixture_adapter_bound, vk_fixture_stop),
         cmocka_unit_test_setup_teardown(queued_request_past_its_deadline_is_never_sent,
+                                        vk_fixture_adapter_bound, vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(pool_wait_keeps_each_requests_deadline,
                                         vk_fixture_adapter_bound, vk_fixture_stop),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

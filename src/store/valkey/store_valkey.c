@@ -281,7 +281,7 @@ static bool load_library(valkey_transport_t *c, bool check_only, char *err, size
         return ok;
     return library_is_ours(c, code, err, errlen);
 }
-static void send_combined(void *ctx, valkey_combined_item_t **items, int n);
+static const valkey_combiner_ops_t combiner_ops;
 
 lease_code_t lease_valkey_open(const lease_valkey_config_t *cfg, lease_valkey_t **out, char *err,
                                size_t errlen)
@@ -306,7 +306,7 @@ lease_code_t lease_valkey_open(const lease_valkey_config_t *cfg, lease_valkey_t 
     pthread_condattr_destroy(&ca);
     valkey_combiner_init(
         &v->comb, cfg->combine_calls > 0 ? cfg->combine_calls : LEASE_VALKEY_COMBINE_CALLS,
-        cfg->combine_items > 0 ? cfg->combine_items : LEASE_VALKEY_COMBINE_ITEMS, send_combined, v);
+        cfg->combine_items > 0 ? cfg->combine_items : LEASE_VALKEY_COMBINE_ITEMS, &combiner_ops, v);
     v->comb_ready = true;
     v->nconns = cfg->pool_size > 0 ? cfg->pool_size : 1;
     v->conns = calloc((size_t)v->nconns, sizeof *v->conns);
@@ -400,31 +400,22 @@ static call_failure_t wait_replicas(lease_valkey_t *v, valkey_conn_t *conn, int6
     return confirmed ? CALL_OK : CALL_UNCONFIRMED;
 }
 
-/* FCALL fn 1 <ns key> arg, bounded by the deadline (none: the connect
+/* The call on conn, a connection taken from the pool (given back here):
+ * FCALL ... as argv says, bounded by the deadline (none: the connect
  * timeout). write: a write function; with min_replicas its answer is given
  * only once WAIT confirms it (else CALL_UNCONFIRMED, the answer dropped).
  * On CALL_OK *reply is the answer (caller frees); on CALL_ERROR reason says
  * why in one word. */
-static call_failure_t fcall_argv(lease_valkey_t *v, int argc, const char **argv,
-                                 const lease_deadline_t *deadline, bool write, redisReply **reply,
-                                 char *reason, size_t reason_len)
+static call_failure_t fcall_on(lease_valkey_t *v, valkey_conn_t *conn, int argc, const char **argv,
+                               const lease_deadline_t *deadline, bool write, redisReply **reply,
+                               char *reason, size_t reason_len)
 {
     *reply = NULL;
     int64_t budget = v->ep.connect_timeout_ms;
     if (deadline != NULL) {
-        /* the wait is bounded on the monotonic clock; the function
-         * compares the wall deadline with the server's TIME */
-        budget = (deadline->mono_ns - lease_mono_now_ns()) / 1000000;
-        if (budget <= 0)
-            return CALL_NOT_SENT;
-    }
-    valkey_conn_t *conn =
-        conn_take(v, deadline != NULL ? deadline->mono_ns
-                                      : lease_mono_now_ns() + v->ep.connect_timeout_ms * 1000000);
-    if (conn == NULL)
-        return CALL_NOT_SENT; /* every connection busy until the deadline */
-    if (deadline != NULL) {
-        /* what is left after waiting for the connection */
+        /* what is left after waiting for the connection; the wait is
+         * bounded on the monotonic clock, the function compares the wall
+         * deadline with the server's TIME */
         budget = (deadline->mono_ns - lease_mono_now_ns()) / 1000000;
         if (budget <= 0) {
             conn_give(v, conn);
@@ -470,6 +461,23 @@ static call_failure_t fcall_argv(lease_valkey_t *v, int argc, const char **argv,
     }
     *reply = r;
     return CALL_OK;
+}
+
+/* fcall_on with a connection taken from the pool, waiting for one until
+ * the deadline (every connection busy until then: CALL_NOT_SENT). */
+static call_failure_t fcall_argv(lease_valkey_t *v, int argc, const char **argv,
+                                 const lease_deadline_t *deadline, bool write, redisReply **reply,
+                                 char *reason, size_t reason_len)
+{
+    *reply = NULL;
+    int64_t until = deadline != NULL ? deadline->mono_ns
+                                     : lease_mono_now_ns() + v->ep.connect_timeout_ms * 1000000;
+    if (until <= lease_mono_now_ns())
+        return CALL_NOT_SENT;
+    valkey_conn_t *conn = conn_take(v, until);
+    if (conn == NULL)
+        return CALL_NOT_SENT;
+    return fcall_on(v, conn, argc, argv, deadline, write, reply, reason, reason_len);
 }
 
 static call_failure_t fcall(lease_valkey_t *v, const char *fn, const char *arg,
@@ -572,7 +580,7 @@ static void decode_item(const redisReply *r, lease_result_t *res)
  * leased_v1_combined call, its socket timeout bounded by the earliest
  * deadline among them. A combined call that fails is every item's
  * failure: sent and unanswered, each is lease_outcome_unknown. */
-static void send_combined(void *ctx, valkey_combined_item_t **items, int n)
+static void send_combined(void *ctx, void *conn, valkey_combined_item_t **items, int n)
 {
     lease_valkey_t *v = ctx;
     const char *argv[4 + 2 * VALKEY_COMBINE_ITEMS_MAX];
@@ -601,7 +609,7 @@ static void send_combined(void *ctx, valkey_combined_item_t **items, int n)
     }
     redisReply *r = NULL;
     char why[32] = "";
-    call_failure_t f = fcall_argv(v, argc, argv, earliest, true, &r, why, sizeof why);
+    call_failure_t f = fcall_on(v, conn, argc, argv, earliest, true, &r, why, sizeof why);
     for (int i = 0; i < n; i++) {
         lease_result_t *res = items[i]->res;
         memset(res, 0, sizeof *res);
@@ -618,6 +626,21 @@ static void send_combined(void *ctx, valkey_combined_item_t **items, int n)
     if (r)
         valkey_reply_free(r);
 }
+
+/* The combiner's pool connection: taken before its leader gathers a batch,
+ * so each request waits for a connection until its own deadline only. */
+static void *take_for_combined(void *ctx, const lease_deadline_t *deadline)
+{
+    return conn_take(ctx, deadline->mono_ns);
+}
+
+static void give_unused(void *ctx, void *conn)
+{
+    conn_give(ctx, conn);
+}
+
+static const valkey_combiner_ops_t combiner_ops = {
+    .take = take_for_combined, .send = send_combined, .give = give_unused};
 
 /* acquire, renew, release: through the combiner. */
 static lease_code_t combined_op(lease_valkey_t *v, const char *op, char *arg,

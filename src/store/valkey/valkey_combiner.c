@@ -9,6 +9,12 @@
  * only when the queue is empty, and a queued request always has a call in
  * flight ahead of it that will hand it the turn or carry it. The thread
  * whose call ended returns its own answer at once: it never sends others'.
+ *
+ * A leader waits for its pool connection first and gathers after: had it
+ * gathered first, the waiters it took would wait for the connection until
+ * the earliest deadline among them, and a later one would be refused with
+ * that earlier one's (tests/valkey/valkey_combine_race.c,
+ * pool_wait_keeps_each_requests_deadline).
  */
 #include "valkey_combiner.h"
 
@@ -19,7 +25,7 @@
 #include "lease/clock.h"
 
 void valkey_combiner_init(valkey_combiner_t *c, int max_calls, int max_items,
-                          valkey_combined_send_fn send, void *ctx)
+                          const valkey_combiner_ops_t *ops, void *ctx)
 {
     memset(c, 0, sizeof *c);
     pthread_mutex_init(&c->mu, NULL);
@@ -27,7 +33,7 @@ void valkey_combiner_init(valkey_combiner_t *c, int max_calls, int max_items,
     c->max_items = max_items < 1                          ? 1
                    : max_items > VALKEY_COMBINE_ITEMS_MAX ? VALKEY_COMBINE_ITEMS_MAX
                                                           : max_items;
-    c->send = send;
+    c->ops = *ops;
     c->ctx = ctx;
 }
 
@@ -76,18 +82,20 @@ static void unlink_item(valkey_combiner_t *c, valkey_combined_item_t *it)
     it->next = NULL;
 }
 
-/* Holds a slot of max_calls: sends first (unless its deadline passed) and
- * the waiters queued now, then passes the slot on. Called without mu. */
+/* Holds a slot of max_calls: takes a connection (waiting until first's
+ * deadline), then sends first (unless its deadline passed) and the waiters
+ * queued by then, then passes the slot on. Called without mu. */
 static void lead(valkey_combiner_t *c, valkey_combined_item_t *first)
 {
     valkey_combined_item_t *batch[VALKEY_COMBINE_ITEMS_MAX];
     int n = 0;
+    void *conn = c->ops.take(c->ctx, first->deadline);
     pthread_mutex_lock(&c->mu);
-    if (expired(first))
-        refuse_unsent(first);
+    if (conn == NULL || expired(first))
+        refuse_unsent(first); /* the pool gives up only at the deadline */
     else
         batch[n++] = first;
-    while (n < c->max_items && c->head != NULL) {
+    while (conn != NULL && n < c->max_items && c->head != NULL) {
         valkey_combined_item_t *it = pop(c);
         if (expired(it)) {
             refuse_unsent(it);
@@ -100,7 +108,9 @@ static void lead(valkey_combiner_t *c, valkey_combined_item_t *first)
     pthread_mutex_unlock(&c->mu);
 
     if (n > 0)
-        c->send(c->ctx, batch, n);
+        c->ops.send(c->ctx, conn, batch, n);
+    else if (conn != NULL)
+        c->ops.give(c->ctx, conn);
 
     pthread_mutex_lock(&c->mu);
     if (n > 0) {
@@ -132,7 +142,12 @@ void valkey_combiner_submit(valkey_combiner_t *c, valkey_combined_item_t *item)
     item->state = COMBINED_QUEUED;
     if (c->max_items <= 1) {
         /* no combining: a call of its own, the pool bounding what is in flight */
-        c->send(c->ctx, &item, 1);
+        void *conn = c->ops.take(c->ctx, item->deadline);
+        if (conn == NULL) {
+            refuse_unsent(item);
+            return;
+        }
+        c->ops.send(c->ctx, conn, &item, 1);
         pthread_mutex_lock(&c->mu);
         c->calls++;
         pthread_mutex_unlock(&c->mu);

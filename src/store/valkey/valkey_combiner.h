@@ -11,7 +11,10 @@
  * call in flight ends, the first waiter takes up to max_items waiting
  * requests (itself first) and sends them as ONE call. Each waiter keeps its
  * own deadline: one whose deadline passes while it waits is answered
- * deadline_exceeded and never sent.
+ * deadline_exceeded and never sent. A leader takes its pool connection
+ * BEFORE it gathers the waiters: so a request waits for a connection only
+ * as long as its own deadline allows (the leader its own, the waiters in
+ * the queue theirs), never bound to another request's deadline.
  *
  * Scheduling only: how a batch is sent and answered is the send callback's
  * (store_valkey.c). One mutex; each waiter sleeps on a condition variable
@@ -48,9 +51,17 @@ typedef struct valkey_combined_item {
     valkey_combined_state_t state;
 } valkey_combined_item_t;
 
-/* Sends items[0..n) (n >= 1, in queue order) as one call and sets every
- * item's res. Called without the combiner's lock. */
-typedef void (*valkey_combined_send_fn)(void *ctx, valkey_combined_item_t **items, int n);
+/* The store's side, called without the combiner's lock:
+ *   take: a connection of the pool, waiting for one until deadline; NULL
+ *         when none came free in time;
+ *   send: items[0..n) (n >= 1, in queue order) as one call on conn, every
+ *         item's res set, conn given back;
+ *   give: conn back unused (every item it was taken for was refused). */
+typedef struct valkey_combiner_ops {
+    void *(*take)(void *ctx, const lease_deadline_t *deadline);
+    void (*send)(void *ctx, void *conn, valkey_combined_item_t **items, int n);
+    void (*give)(void *ctx, void *conn);
+} valkey_combiner_ops_t;
 
 typedef struct valkey_combiner {
     pthread_mutex_t mu;
@@ -58,7 +69,7 @@ typedef struct valkey_combiner {
     int in_flight;                       /* calls sent or being gathered */
     int max_calls;                       /* in flight at once (>= 1) */
     int max_items;                       /* requests a call (1: no combining) */
-    valkey_combined_send_fn send;
+    valkey_combiner_ops_t ops;
     void *ctx;
     /* counts since open, under mu */
     uint64_t calls;          /* every call the combiner made */
@@ -71,7 +82,7 @@ typedef struct valkey_combiner {
 /* max_items 1: every request is a call of its own, as without a combiner
  * (max_calls then bounds nothing: the pool does). */
 void valkey_combiner_init(valkey_combiner_t *c, int max_calls, int max_items,
-                          valkey_combined_send_fn send, void *ctx);
+                          const valkey_combiner_ops_t *ops, void *ctx);
 void valkey_combiner_destroy(valkey_combiner_t *c);
 
 /* Sends item (alone, or in a batch) and returns when item->res is set.
