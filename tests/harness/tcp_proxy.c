@@ -48,7 +48,7 @@ static void *conn_main(void *arg)
     tcp_proxy_t *px = up->px;
     int server = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons(px->upstream),
+                            .sin_port = htons((uint16_t)atomic_load(&px->upstream)),
                             .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     if (server >= 0 && connect(server, (struct sockaddr *)&a, sizeof a) == 0) {
         up->to = server;
@@ -100,7 +100,7 @@ static void *acceptor_main(void *arg)
 bool tcp_proxy_start(tcp_proxy_t *px, uint16_t upstream)
 {
     memset(px, 0, sizeof *px);
-    px->upstream = upstream;
+    atomic_store(&px->upstream, upstream);
     px->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof a;
@@ -129,6 +129,11 @@ void tcp_proxy_stop(tcp_proxy_t *px)
     lease_deadline_t until = lease_deadline_in(10000);
     while (atomic_load(&px->open) > 0 && !lease_deadline_passed(&until))
         lease_sleep_ms(10);
+}
+
+void tcp_proxy_retarget(tcp_proxy_t *px, uint16_t upstream)
+{
+    atomic_store(&px->upstream, upstream);
 }
 
 void tcp_proxy_url(const tcp_proxy_t *px, char *out, size_t outsz)

@@ -5,7 +5,9 @@
  *
  * Each accepted connection gets its own upstream connection and two pump
  * threads. Settings change at any time and apply to the next chunk read
- * from upstream.
+ * from upstream; the upstream port (tcp_proxy_retarget) to the next
+ * connection accepted: one address in front of a failover, as a virtual IP
+ * or a Sentinel-aware proxy gives the clients.
  */
 #ifndef LEASE_TCP_PROXY_H
 #define LEASE_TCP_PROXY_H
@@ -23,7 +25,7 @@ typedef struct tcp_proxy {
     /* private */
     int listen_fd;
     uint16_t port;
-    uint16_t upstream;
+    atomic_int upstream; /* the port each new connection is made to */
     atomic_bool stop;
     atomic_int open; /* connections being served */
     pthread_t acceptor;
@@ -35,6 +37,9 @@ bool tcp_proxy_start(tcp_proxy_t *px, uint16_t upstream);
 /* Stops accepting and waits (up to 10 s) for open connections to end; they
  * end when their client or upstream closes. */
 void tcp_proxy_stop(tcp_proxy_t *px);
+/* Connections accepted from now on go to 127.0.0.1:upstream; open ones
+ * keep theirs (they end when it closes). */
+void tcp_proxy_retarget(tcp_proxy_t *px, uint16_t upstream);
 /* "http://127.0.0.1:<port>" */
 void tcp_proxy_url(const tcp_proxy_t *px, char *out, size_t outsz);
 

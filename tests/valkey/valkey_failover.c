@@ -4,10 +4,15 @@
  * lost with the primary, yet no token goes back. The promoted server is
  * another incarnation, so the namespace is sealed there; after the rebind
  * every token is greater than every token the primary acknowledged.
- * Through the adapter, against two real redis-servers.
+ * Through the adapter, against two real redis-servers: once step by step,
+ * once under load, the workers' adapter behind one address (a TCP proxy
+ * moved from the primary to the replica, as a virtual IP or a
+ * Sentinel-aware proxy moves) that never learns of the failover.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -19,6 +24,7 @@
 
 #include "lease/clock.h"
 #include "lease/store_valkey.h"
+#include "tcp_proxy.h"
 #include "valkey_service.h"
 
 /* Which step the drill reached, on stderr at once: a crash (which cmocka
@@ -168,10 +174,223 @@ static void lagging_replica_promoted_never_regresses(void **state)
     lease_valkey_close(rv);
 }
 
+/* ---- under load --------------------------------------------------------- */
+
+#define LOAD_THREADS 8
+#define IDS_PER_THREAD 3
+
+/* The drill's phases, as a worker reads them BEFORE it sends a request:
+ * a request begun in PROMOTED can reach no server but the promoted replica
+ * (the primary is dead by then), which must not grant it. */
+enum { ON_PRIMARY = 0, PROMOTED, REBOUND };
+
+typedef struct load {
+    lease_valkey_t *v; /* the workers' adapter, on the proxy's address */
+    atomic_int phase;
+    atomic_bool stop;
+    atomic_long acquired, acquired_rebound, sealed, read_only, unavailable, unknown, conflict;
+    atomic_long granted_while_promoted; /* must stay 0 */
+    atomic_long regressed;              /* must stay 0 */
+    /* per identity, written by its one worker, read after the join */
+    int64_t last[LOAD_THREADS][IDS_PER_THREAD];        /* its last acknowledged token */
+    int64_t primary_max[LOAD_THREADS][IDS_PER_THREAD]; /* the highest the primary gave */
+} load_t;
+
+typedef struct worker {
+    load_t *l;
+    int index;
+} worker_t;
+
+static void load_target(char *out, size_t n, int thread, int k)
+{
+    snprintf(out, n, "L%d_%d", thread, k);
+}
+
+static void tally(load_t *l, lease_code_t c, const lease_result_t *r)
+{
+    if (c == LEASE_BACKEND_UNAVAILABLE && strcmp(r->reason, "namespace_sealed") == 0)
+        atomic_fetch_add(&l->sealed, 1);
+    else if (c == LEASE_BACKEND_UNAVAILABLE && strcmp(r->reason, "read_only") == 0)
+        atomic_fetch_add(&l->read_only, 1);
+    else if (c == LEASE_BACKEND_UNAVAILABLE || c == LEASE_DEADLINE_EXCEEDED)
+        atomic_fetch_add(&l->unavailable, 1);
+    else if (c == LEASE_OUTCOME_UNKNOWN)
+        atomic_fetch_add(&l->unknown, 1);
+    else if (c == LEASE_CONFLICT)
+        atomic_fetch_add(&l->conflict, 1);
+}
+
+/* Acquire and release its own identities in turn until told to stop: every
+ * token it is acknowledged must be above the last one it was acknowledged
+ * for that identity, whatever server answered. */
+static void *load_worker(void *arg)
+{
+    worker_t *w = arg;
+    load_t *l = w->l;
+    for (long i = 0; !atomic_load(&l->stop); i++) {
+        int k = (int)(i % IDS_PER_THREAD);
+        int phase = atomic_load(&l->phase);
+        char rid[32], target[16];
+        snprintf(rid, sizeof rid, "w%d-%ld", w->index, i);
+        load_target(target, sizeof target, w->index, k);
+        lease_acquire_req_t a;
+        memset(&a, 0, sizeof a);
+        vk_fill_call(&a.call, "p1", rid, 'a', 1000);
+        vk_fill_race_acquire(&a, target);
+        lease_result_t r;
+        lease_code_t c = lease_valkey_acquire(l->v, &a, &r);
+        if (c != LEASE_ACQUIRED) {
+            tally(l, c, &r);
+            lease_sleep_ms(5); /* a server away: do not spin */
+            continue;
+        }
+        int64_t token = r.lease.fencing_token;
+        atomic_fetch_add(&l->acquired, 1);
+        if (phase == PROMOTED)
+            atomic_fetch_add(&l->granted_while_promoted, 1);
+        if (phase == REBOUND)
+            atomic_fetch_add(&l->acquired_rebound, 1);
+        if (phase == ON_PRIMARY && token > l->primary_max[w->index][k])
+            l->primary_max[w->index][k] = token;
+        if (token <= l->last[w->index][k]) {
+            atomic_fetch_add(&l->regressed, 1);
+            fprintf(stderr, "valkey_failover: %s token %lld after %lld (phase %d)\n", target,
+                    (long long)token, (long long)l->last[w->index][k], phase);
+        }
+        l->last[w->index][k] = token;
+        lease_owner_req_t x;
+        memset(&x, 0, sizeof x);
+        snprintf(rid, sizeof rid, "w%d-%ld-x", w->index, i);
+        vk_fill_call(&x.call, "p1", rid, 'b', 1000);
+        x.identity = r.lease.identity;
+        snprintf(x.lease_id, sizeof x.lease_id, "%s", r.lease.lease_id);
+        x.fencing_token = token;
+        snprintf(x.service_instance_id, sizeof x.service_instance_id, "inst");
+        lease_result_t xr;
+        lease_code_t xc = lease_valkey_release(l->v, &x, &xr);
+        if (xc != LEASE_RELEASED)
+            tally(l, xc, &xr);
+    }
+    return NULL;
+}
+
+/* Waits (up to 15 s) until *counter reaches at least want. */
+static bool reaches(atomic_long *counter, long want)
+{
+    lease_deadline_t until = lease_deadline_in(15000);
+    while (atomic_load(counter) < want) {
+        if (lease_deadline_passed(&until))
+            return false;
+        lease_sleep_ms(10);
+    }
+    return true;
+}
+
+static void lagging_replica_promoted_under_load(void **state)
+{
+    pair_t *p = *state;
+    tcp_proxy_t px;
+    assert_true(tcp_proxy_start(&px, (uint16_t)p->primary.port));
+    load_t *l = calloc(1, sizeof *l);
+    assert_non_null(l);
+    lease_valkey_config_t cfg = {
+        .host = "127.0.0.1", .port = px.port, .ns = "t", .pool_size = LOAD_THREADS};
+    l->v = vk_open_config(&cfg);
+    assert_non_null(l->v);
+
+    step("load: workers on the primary, through the proxy");
+    worker_t w[LOAD_THREADS];
+    pthread_t th[LOAD_THREADS];
+    for (int i = 0; i < LOAD_THREADS; i++) {
+        w[i] = (worker_t){.l = l, .index = i};
+        assert_int_equal(pthread_create(&th[i], NULL, load_worker, &w[i]), 0);
+    }
+    assert_true(reaches(&l->acquired, 200));
+
+    step("the replica falls behind: stopped, its link cut, the load goes on");
+    int rpid = vk_pid(&p->replica);
+    assert_int_equal(kill(rpid, SIGSTOP), 0);
+    redisReply *k = vk_cmd(&p->primary, "CLIENT KILL TYPE replica");
+    assert_int_equal(k->type, REDIS_REPLY_INTEGER);
+    freeReplyObject(k);
+    assert_true(reaches(&l->acquired, atomic_load(&l->acquired) + 300));
+
+    step("kill -9 the primary mid-load, the address moved to the replica, promoted");
+    assert_int_equal(kill(vk_pid(&p->primary), SIGKILL), 0);
+    atomic_store(&l->phase, PROMOTED);
+    tcp_proxy_retarget(&px, (uint16_t)p->replica.port);
+    assert_int_equal(kill(rpid, SIGCONT), 0);
+    redisReply *pr = vk_cmd(&p->replica, "REPLICAOF NO ONE");
+    assert_int_equal(pr->type, REDIS_REPLY_STATUS);
+    freeReplyObject(pr);
+    /* the workers' requests reach the promoted server and are refused */
+    assert_true(reaches(&l->sealed, 50));
+
+    /* what the promoted server holds of each identity, read before the
+     * rebind moves the epoch (compared with the primary's after the join) */
+    int64_t promoted_seq[LOAD_THREADS][IDS_PER_THREAD];
+    for (int t = 0; t < LOAD_THREADS; t++)
+        for (int i = 0; i < IDS_PER_THREAD; i++) {
+            char target[16];
+            load_target(target, sizeof target, t, i);
+            redisReply *q = vk_cmd(&p->replica,
+                                   "HGET lease:{t}:id:[\"v1\",\"tenant-main\",\"program-a\","
+                                   "\"ns\",\"%s\",\"actor\",\"wf\",\"default\"] seq",
+                                   target);
+            promoted_seq[t][i] = q->type == REDIS_REPLY_STRING ? strtoll(q->str, NULL, 10) : 0;
+            freeReplyObject(q);
+        }
+
+    step("rebind the promoted server; the load goes on");
+    lease_valkey_t *admin = vk_open(&p->replica, "t");
+    assert_non_null(admin);
+    atomic_store(&l->phase, REBOUND);
+    int64_t epoch = 0, revoked = 0;
+    char err[256];
+    assert_int_equal(lease_valkey_rebind(admin, "replica promoted under load", 0, &epoch, &revoked,
+                                         err, sizeof err),
+                     LEASE_INSPECTED);
+    assert_int_equal(epoch, 1);
+    lease_valkey_close(admin);
+    assert_true(reaches(&l->acquired_rebound, 200));
+
+    atomic_store(&l->stop, true);
+    for (int i = 0; i < LOAD_THREADS; i++)
+        pthread_join(th[i], NULL);
+    fprintf(stderr,
+            "valkey_failover: acquired %ld (after the rebind %ld), sealed %ld, read_only %ld, "
+            "unavailable %ld, unknown %ld, conflict %ld\n",
+            atomic_load(&l->acquired), atomic_load(&l->acquired_rebound), atomic_load(&l->sealed),
+            atomic_load(&l->read_only), atomic_load(&l->unavailable), atomic_load(&l->unknown),
+            atomic_load(&l->conflict));
+    /* the lag was real: tokens the primary acknowledged that the promoted
+     * server never had */
+    int behind = 0;
+    for (int t = 0; t < LOAD_THREADS; t++)
+        for (int i = 0; i < IDS_PER_THREAD; i++)
+            if (l->primary_max[t][i] > promoted_seq[t][i])
+                behind++;
+    fprintf(stderr, "valkey_failover: %d of %d identities behind on the promoted server\n", behind,
+            LOAD_THREADS * IDS_PER_THREAD);
+    assert_true(behind > 0);
+    /* sealed: the promoted server granted nothing before the rebind */
+    assert_int_equal(atomic_load(&l->granted_while_promoted), 0);
+    /* 0 regressed tokens, and every identity's last token is the rebind's epoch */
+    assert_int_equal(atomic_load(&l->regressed), 0);
+    for (int t = 0; t < LOAD_THREADS; t++)
+        for (int i = 0; i < IDS_PER_THREAD; i++)
+            if (l->last[t][i] >> 32 != 1)
+                fail_msg("L%d_%d: last token %lld, not of epoch 1", t, i, (long long)l->last[t][i]);
+    lease_valkey_close(l->v);
+    tcp_proxy_stop(&px);
+    free(l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(lagging_replica_promoted_never_regresses, setup, teardown),
+        cmocka_unit_test_setup_teardown(lagging_replica_promoted_under_load, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
