@@ -5,7 +5,8 @@
  * writers replaced (docs/benchmarks.md, "leased on Valkey"): the same
  * members in the same order, the same escapes, empty optional members left
  * out, and a member whose text is not UTF-8 left out as json_string's
- * refusal left it out. No server is needed.
+ * refusal left it out. And the packed answer (leased.lua packed_answer)
+ * read, and refused whole when it is malformed. No server is needed.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -59,6 +60,9 @@ static void fill_identity(lease_identity_t *i, bool with_class)
     "\"req-1\",\"request_digest\":"                                                                \
     "\"0000000000000000000000000000000000000000000000000000000000000007\","                        \
     "\"correlation_id\":\"corr \\\"q\\\" \\\\ \\t\\u0001 \xc3\xa9\",\"deadline_class\":\"client\""
+/* what a single lease mutation's request ends with: it asks for the packed
+ * answer (batches' items do not) */
+#define PACKED ",\"packed_answer\":true"
 #define IDENTITY_JSON                                                                              \
     "{\"tenant_id\":\"t1\",\"program_id\":\"p1\",\"target_namespace\":\"ns\",\"target_id\":"       \
     "\"target/\xe2\x82\xac\",\"actor_name\":\"actor\",\"workflow_name\":\"wf\""
@@ -78,7 +82,7 @@ static void acquire_pinned(void **state)
     pin(valkey_encode_acquire(r),
         "{" CALL_JSON ",\"lock_identity\":" IDENTITY_JSON "},\"service_instance_id\":\"svc\","
         "\"execution_id\":\"exe\",\"job_id\":\"job\",\"ttl_ms\":30000,"
-        "\"metadata_json\":\"{\\\"a\\\":[1,2.5,\\\"x\\\"]}\"}");
+        "\"metadata_json\":\"{\\\"a\\\":[1,2.5,\\\"x\\\"]}\"" PACKED "}");
     /* every optional member present, and an empty job id (always written) */
     fill_identity(&r->identity, true);
     snprintf(r->trace_id, sizeof r->trace_id, "tr");
@@ -88,7 +92,7 @@ static void acquire_pinned(void **state)
     pin(valkey_encode_acquire(r),
         "{" CALL_JSON ",\"lock_identity\":" IDENTITY_JSON ",\"operation_class\":\"batch\"},"
         "\"service_instance_id\":\"svc\",\"execution_id\":\"exe\",\"job_id\":\"\","
-        "\"trace_id\":\"tr\",\"ttl_ms\":30000,\"maximum_lifetime_ms\":-5}");
+        "\"trace_id\":\"tr\",\"ttl_ms\":30000,\"maximum_lifetime_ms\":-5" PACKED "}");
     free(r);
 }
 
@@ -102,7 +106,7 @@ static void call_without_optional_members_pinned(void **state)
     pin(valkey_encode_owner(&r, true),
         "{\"deadline_at_ms\":0,\"principal\":{\"principal_id\":\"\",\"client_id\":\"\","
         "\"credential_id\":\"\",\"principal_class\":\"\"},\"lock_identity\":" IDENTITY_JSON
-        "},\"lease_id\":\"lse_1\",\"fencing_token\":0,\"service_instance_id\":\"\"}");
+        "},\"lease_id\":\"lse_1\",\"fencing_token\":0,\"service_instance_id\":\"\"" PACKED "}");
 }
 
 static void owner_pinned(void **state)
@@ -124,9 +128,9 @@ static void owner_pinned(void **state)
 #define OWNER1                                                                                     \
     "{" CALL_JSON ",\"lock_identity\":" IDENTITY_JSON ",\"operation_class\":\"batch\"},"           \
     "\"lease_id\":\"lse_1\",\"fencing_token\":9007199254740994,\"service_instance_id\":\"svc\""
-    pin(valkey_encode_owner(&r[0], true), OWNER0 ",\"ttl_ms\":1500}");
-    pin(valkey_encode_owner(&r[0], false), OWNER0 "}");
-    pin(valkey_encode_owner(&r[1], true), OWNER1 "}");
+    pin(valkey_encode_owner(&r[0], true), OWNER0 ",\"ttl_ms\":1500" PACKED "}");
+    pin(valkey_encode_owner(&r[0], false), OWNER0 PACKED "}");
+    pin(valkey_encode_owner(&r[1], true), OWNER1 PACKED "}");
     pin(valkey_encode_owner_many(r, 2, true),
         "{\"renewals\":[" OWNER0 ",\"ttl_ms\":1500}," OWNER1 "}]}");
     pin(valkey_encode_owner_many(r, 2, false), "{\"releases\":[" OWNER0 "}," OWNER1 "}]}");
@@ -148,7 +152,7 @@ static void text_that_is_not_utf8_is_left_out(void **state)
         "\"request_digest\":\"0000000000000000000000000000000000000000000000000000000000000007\","
         "\"correlation_id\":\"corr \\\"q\\\" \\\\ \\t\\u0001 \xc3\xa9\",\"deadline_class\":"
         "\"client\",\"lock_identity\":" IDENTITY_JSON "},\"fencing_token\":0,"
-        "\"service_instance_id\":\"svc\"}");
+        "\"service_instance_id\":\"svc\"" PACKED "}");
 }
 
 static void admin_pinned(void **state)
@@ -162,11 +166,11 @@ static void admin_pinned(void **state)
     snprintf(r.reason, sizeof r.reason, "line\nbreak");
     pin(valkey_encode_admin(&r), "{" CALL_JSON ",\"lock_identity\":" IDENTITY_JSON
                                  "},\"lease_id\":\"lse_2\",\"fencing_token\":42,"
-                                 "\"reason\":\"line\\nbreak\"}");
+                                 "\"reason\":\"line\\nbreak\"" PACKED "}");
     snprintf(r.incident_id, sizeof r.incident_id, "inc-9");
     pin(valkey_encode_admin(&r), "{" CALL_JSON ",\"lock_identity\":" IDENTITY_JSON
                                  "},\"lease_id\":\"lse_2\",\"fencing_token\":42,"
-                                 "\"reason\":\"line\\nbreak\",\"incident_id\":\"inc-9\"}");
+                                 "\"reason\":\"line\\nbreak\",\"incident_id\":\"inc-9\"" PACKED "}");
 }
 
 static void inspect_and_list_pinned(void **state)
@@ -295,6 +299,104 @@ static void audit_pinned(void **state)
     free(e);
 }
 
+/* ---- packed answers ----------------------------------------------------- */
+
+/* The 26 members of STORED_FIELDS, as leased.lua's stored_answer_encode
+ * writes them (metadata empty: lease_pairs answers it as "{}"). */
+#define MEMBERS                                                                                    \
+    "t1\0p1\0ns\0target\0actor\0wf\0default\0lse_7\0" "4294967297\0" "100\0" "200\0"               \
+    "30100\0\0" "30000\0" "3600000\0prn_a\0cli_a\0cred_a\0svc\0exe\0job\0\0req-1\0\0\0\0"
+
+static bool decode_text(const char *text, size_t len, lease_result_t *res)
+{
+    redisReply r;
+    memset(&r, 0, sizeof r);
+    r.type = REDIS_REPLY_STRING;
+    r.str = (char *)(uintptr_t)text; /* read only: valkey_decode_result takes it const */
+    r.len = len;
+    return valkey_decode_result(&r, res);
+}
+
+#define DECODES(lit, res) decode_text(lit, sizeof(lit) - 1, res)
+
+static void packed_answer_read(void **state)
+{
+    (void)state;
+    lease_result_t res;
+    assert_true(DECODES("\1lease_acquired\0active\0" MEMBERS
+                        "previous_state\0expired\0replayed\0" "1\0current_state\0active",
+                        &res));
+    assert_int_equal(res.code, LEASE_ACQUIRED);
+    assert_true(res.has_lease);
+    assert_true(res.replayed);
+    assert_int_equal(res.current_state, LEASE_STATE_ACTIVE);
+    assert_int_equal(res.lease.state, LEASE_STATE_ACTIVE);
+    assert_string_equal(res.lease.identity.tenant_id, "t1");
+    assert_string_equal(res.lease.identity.operation_class, "default");
+    assert_string_equal(res.lease.lease_id, "lse_7");
+    assert_int_equal(res.lease.fencing_token, 4294967297LL);
+    assert_int_equal(res.lease.acquired_at_ms, 100);
+    assert_int_equal(res.lease.renewed_at_ms, 200);
+    assert_int_equal(res.lease.expires_at_ms, 30100);
+    assert_int_equal(res.lease.ended_at_ms, 0);
+    assert_int_equal(res.lease.ttl_ms, 30000);
+    assert_int_equal(res.lease.maximum_lifetime_ms, 3600000);
+    assert_string_equal(res.lease.owner_principal_id, "prn_a");
+    assert_string_equal(res.lease.owner_client_id, "cli_a");
+    assert_string_equal(res.lease.owner_credential_id, "cred_a");
+    assert_string_equal(res.lease.service_instance_id, "svc");
+    assert_string_equal(res.lease.execution_id, "exe");
+    assert_string_equal(res.lease.job_id, "job");
+    assert_string_equal(res.lease.trace_id, "");
+    assert_string_equal(res.lease.request_id, "req-1");
+    assert_string_equal(res.lease.metadata_json, "{}");
+    assert_string_equal(res.lease.end_reason, "");
+    /* not replayed */
+    assert_true(DECODES("\1lease_released\0released\0" MEMBERS
+                        "replayed\0" "0\0current_state\0released",
+                        &res));
+    assert_false(res.replayed);
+    assert_int_equal(res.lease.state, LEASE_STATE_RELEASED);
+}
+
+/* Each malformed answer is refused whole (the adapter answers
+ * lease_outcome_unknown for a mutation it cannot read), nothing half read. */
+static void packed_answer_malformed_refused(void **state)
+{
+    (void)state;
+    lease_result_t res;
+    /* too few members */
+    assert_false(DECODES("\1lease_acquired\0active\0t1\0p1", &res));
+    assert_int_equal(res.code, 0);
+    assert_false(res.has_lease);
+    /* a pair without its value */
+    assert_false(DECODES("\1lease_acquired\0active\0" MEMBERS "replayed", &res));
+    /* an unknown code, an unknown state */
+    assert_false(DECODES("\1lease_taken\0active\0" MEMBERS "replayed\0" "0", &res));
+    assert_false(DECODES("\1lease_acquired\0busy\0" MEMBERS "replayed\0" "0", &res));
+    /* a token that is not a number, or none */
+    assert_false(DECODES("\1lease_acquired\0active\0t1\0p1\0ns\0target\0actor\0wf\0default\0"
+                         "lse_7\0" "12x\0" "100\0" "200\0" "30100\0\0" "30000\0" "3600000\0prn_a\0"
+                         "cli_a\0cred_a\0svc\0exe\0job\0\0req-1\0\0\0\0",
+                         &res));
+    assert_false(DECODES("\1lease_acquired\0active\0t1\0p1\0ns\0target\0actor\0wf\0default\0"
+                         "lse_7\0\0" "100\0" "200\0" "30100\0\0" "30000\0" "3600000\0prn_a\0"
+                         "cli_a\0cred_a\0svc\0exe\0job\0\0req-1\0\0\0\0",
+                         &res));
+    /* no tenant, no lease id */
+    assert_false(DECODES("\1lease_acquired\0active\0\0p1\0ns\0target\0actor\0wf\0default\0"
+                         "lse_7\0" "9\0" "100\0" "200\0" "30100\0\0" "30000\0" "3600000\0prn_a\0"
+                         "cli_a\0cred_a\0svc\0exe\0job\0\0req-1\0\0\0\0",
+                         &res));
+    assert_false(DECODES("\1lease_acquired\0active\0t1\0p1\0ns\0target\0actor\0wf\0default\0"
+                         "\0" "9\0" "100\0" "200\0" "30100\0\0" "30000\0" "3600000\0prn_a\0"
+                         "cli_a\0cred_a\0svc\0exe\0job\0\0req-1\0\0\0\0",
+                         &res));
+    /* a current state that is no state */
+    assert_false(DECODES("\1lease_acquired\0active\0" MEMBERS "current_state\0gone", &res));
+    assert_int_equal(res.code, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -302,6 +404,7 @@ int main(void)
         cmocka_unit_test(owner_pinned),   cmocka_unit_test(text_that_is_not_utf8_is_left_out),
         cmocka_unit_test(admin_pinned),   cmocka_unit_test(inspect_and_list_pinned),
         cmocka_unit_test(commit_pinned),  cmocka_unit_test(audit_pinned),
+        cmocka_unit_test(packed_answer_read), cmocka_unit_test(packed_answer_malformed_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

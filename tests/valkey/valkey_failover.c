@@ -189,7 +189,7 @@ typedef struct load {
     atomic_int phase;
     atomic_bool stop;
     atomic_long acquired, acquired_rebound, sealed, read_only, unavailable, unknown, conflict;
-    atomic_long granted_while_promoted; /* must stay 0 */
+    atomic_long granted_while_promoted; /* epoch-0 grants by the promoted server: must stay 0 */
     atomic_long regressed;              /* must stay 0 */
     /* per identity, written by its one worker, read after the join */
     int64_t last[LOAD_THREADS][IDS_PER_THREAD];        /* its last acknowledged token */
@@ -246,7 +246,11 @@ static void *load_worker(void *arg)
         }
         int64_t token = r.lease.fencing_token;
         atomic_fetch_add(&l->acquired, 1);
-        if (phase == PROMOTED)
+        /* begun after the promotion, so answered by the promoted server:
+         * before the rebind (the namespace's epoch still 0) it must have
+         * refused; a request that waited past the rebind is granted in
+         * epoch 1 */
+        if (phase == PROMOTED && token >> 32 == 0)
             atomic_fetch_add(&l->granted_while_promoted, 1);
         if (phase == REBOUND)
             atomic_fetch_add(&l->acquired_rebound, 1);

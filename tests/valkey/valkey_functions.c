@@ -20,6 +20,7 @@
 
 #include <cmocka.h>
 
+#include "valkey_codec.h"
 #include "valkey_service.h"
 
 #define TOKEN_EPOCH_SPAN 4294967296LL /* 2^32: docs/backends.md, token layout */
@@ -445,6 +446,128 @@ static void stored_answers_replay_every_member(void **state)
     freeReplyObject(b);
     freeReplyObject(x);
     freeReplyObject(a);
+}
+
+/* ---- packed answers (what leased's adapter asks for) ---------------------- */
+
+/* req sent three times: asking for the packed answer (the original), in
+ * the table form (a replay), packed again (a replay). The packed original
+ * must be one string that the adapter's decoder reads to exactly what it
+ * reads from the table form, but for "replayed"; the packed replay to
+ * exactly the table replay. Returns the original's result. */
+static lease_result_t packed_as_table(vk_server_t *s, const char *fn, json_t *req)
+{
+    json_t *table = json_deep_copy(req), *again = json_deep_copy(req);
+    json_object_set_new(req, "packed_answer", json_true());
+    json_object_set_new(again, "packed_answer", json_true());
+    redisReply *a = vk_fcall(s, fn, req);
+    redisReply *b = vk_fcall(s, fn, table);
+    redisReply *c = vk_fcall(s, fn, again);
+    if (a->type != REDIS_REPLY_STRING)
+        fail_msg("%s answered %s (%s), not packed", fn,
+                 a->type == REDIS_REPLY_ARRAY && vk_str(a, "code") ? vk_str(a, "code") : "?",
+                 a->type == REDIS_REPLY_ARRAY && vk_str(a, "reason") ? vk_str(a, "reason") : "");
+    assert_int_equal(a->type, REDIS_REPLY_STRING);
+    assert_int_equal(a->str[0], 1);
+    assert_int_equal(b->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(c->type, REDIS_REPLY_STRING);
+    lease_result_t ra, rb, rc;
+    assert_true(valkey_decode_result(a, &ra));
+    assert_true(valkey_decode_result(b, &rb));
+    assert_true(valkey_decode_result(c, &rc));
+    assert_true(ra.has_lease);
+    assert_false(ra.replayed);
+    assert_true(rb.replayed);
+    assert_true(rc.replayed);
+    /* member by member first, for a message that names the member */
+    assert_string_equal(ra.lease.lease_id, rb.lease.lease_id);
+    assert_string_equal(ra.lease.metadata_json, rb.lease.metadata_json);
+    assert_string_equal(ra.lease.trace_id, rb.lease.trace_id);
+    assert_string_equal(ra.lease.end_reason, rb.lease.end_reason);
+    assert_string_equal(ra.lease.incident_id, rb.lease.incident_id);
+    assert_int_equal(ra.lease.fencing_token, rb.lease.fencing_token);
+    assert_int_equal(ra.lease.ended_at_ms, rb.lease.ended_at_ms);
+    assert_int_equal(ra.current_state, rb.current_state);
+    lease_result_t original = ra;
+    ra.replayed = true;
+    assert_memory_equal(&ra, &rb, sizeof ra);
+    assert_memory_equal(&rc, &rb, sizeof rc);
+    freeReplyObject(a);
+    freeReplyObject(b);
+    freeReplyObject(c);
+    return original;
+}
+
+/* Every lease mutation, with every optional member set, asked for its
+ * packed answer: the adapter reads the same result from it as from the
+ * table form (and from the replays of each); a record that the packed text
+ * cannot hold (a NUL in a principal's id) answers in the table form. */
+static void packed_answers_decode_as_the_table_form(void **state)
+{
+    vk_server_t *s = *state;
+    json_t *q = vk_acquire_req("p1", "r1", 'a', "target_01", "inst-1", 5000);
+    json_object_set_new(q, "trace_id", json_string("trace-77"));
+    json_object_set_new(q, "metadata_json", json_string("{\"batch\":\"b-9\",\"n\":[1,2]}"));
+    json_object_set_new(q, "maximum_lifetime_ms", json_integer(60000));
+    lease_result_t a = packed_as_table(s, "acquire", q);
+    assert_int_equal(a.code, LEASE_ACQUIRED);
+    assert_string_equal(a.lease.metadata_json, "{\"batch\":\"b-9\",\"n\":[1,2]}");
+    assert_int_equal(a.current_state, LEASE_STATE_ACTIVE);
+    lease_result_t n = packed_as_table(
+        s, "renew",
+        vk_owner_req("p1", "n1", 'b', "target_01", a.lease.lease_id, a.lease.fencing_token,
+                     "inst-1"));
+    assert_int_equal(n.code, LEASE_RENEWED);
+    json_t *rv = admin_req("v1", 'c', a.lease.lease_id, a.lease.fencing_token, "compromised host");
+    json_object_set_new(rv, "incident_id", json_string("inc-7"));
+    lease_result_t v = packed_as_table(s, "revoke", rv);
+    assert_int_equal(v.code, LEASE_REVOKED);
+    assert_string_equal(v.lease.incident_id, "inc-7");
+    assert_int_equal(v.current_state, LEASE_STATE_REVOKED);
+
+    lease_result_t b = packed_as_table(s, "acquire",
+                                       vk_acquire_req("p1", "r2", 'd', "target_01", "inst-1", 0));
+    lease_result_t x = packed_as_table(
+        s, "release",
+        vk_owner_req("p1", "x1", 'e', "target_01", b.lease.lease_id, b.lease.fencing_token,
+                     "inst-1"));
+    assert_int_equal(x.code, LEASE_RELEASED);
+    assert_true(x.lease.ended_at_ms > 0);
+    lease_result_t c = packed_as_table(s, "acquire",
+                                       vk_acquire_req("p1", "r3", 'f', "target_01", "inst-1", 0));
+    lease_result_t f =
+        packed_as_table(s, "force_release",
+                        admin_req("f1", '1', c.lease.lease_id, c.lease.fencing_token, "stuck"));
+    assert_int_equal(f.code, LEASE_RELEASED);
+    assert_string_equal(f.lease.end_reason, "stuck");
+
+    /* not every answer is packed: a conflict, a refusal are the table form */
+    json_t *held = vk_acquire_req("p1", "r4", '2', "target_01", "inst-1", 0);
+    json_object_set_new(held, "packed_answer", json_true());
+    redisReply *r = vk_fcall(s, "acquire", held);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    freeReplyObject(r);
+    json_t *other = vk_acquire_req("p2", "r5", '3', "target_01", "inst-2", 0);
+    json_object_set_new(other, "packed_answer", json_true());
+    r = vk_fcall(s, "acquire", other);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    vk_assert_code(r, "lease_conflict");
+    freeReplyObject(r);
+
+    /* a client id with a NUL: stored packed by cmsgpack, answered as a table */
+    json_t *nul = vk_acquire_req("p1", "r6", '4', "target_02", "inst-1", 0);
+    json_object_set_new(json_object_get(nul, "principal"), "client_id",
+                        json_stringn("client\0x", 8));
+    json_object_set_new(nul, "packed_answer", json_true());
+    json_t *nul_again = json_deep_copy(nul);
+    r = vk_fcall(s, "acquire", nul);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    vk_assert_code(r, "lease_acquired");
+    freeReplyObject(r);
+    r = vk_fcall(s, "acquire", nul_again);
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(vk_int(r, "replayed"), 1);
+    freeReplyObject(r);
 }
 
 static void force_release_and_revoke(void **state)
@@ -1536,6 +1659,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(idempotent_replay_and_digest_conflict,
                                         vk_fixture_library_bound, vk_fixture_stop),
         cmocka_unit_test_setup_teardown(stored_answers_replay_every_member,
+                                        vk_fixture_library_bound, vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(packed_answers_decode_as_the_table_form,
                                         vk_fixture_library_bound, vk_fixture_stop),
         cmocka_unit_test_setup_teardown(force_release_and_revoke, vk_fixture_library_bound,
                                         vk_fixture_stop),

@@ -161,6 +161,16 @@ static char *finish(buf_t *b)
     return lease_json_take(b);
 }
 
+/* Asks a lease mutation for its packed answer (one string, not a nested
+ * array; docs/backends.md "Packed answers"), which valkey_decode_result
+ * reads as it reads the table form. */
+static char *finish_packed(buf_t *b)
+{
+    lease_json_key(b, "packed_answer");
+    lease_json_raw(b, "true", 4);
+    return finish(b);
+}
+
 char *valkey_encode_acquire(const lease_acquire_req_t *req)
 {
     buf_t b = {0};
@@ -174,7 +184,7 @@ char *valkey_encode_acquire(const lease_acquire_req_t *req)
     put_int(&b, "maximum_lifetime_ms", req->maximum_lifetime_ms);
     /* the metadata object as text: stored and answered byte for byte */
     put_opt(&b, "metadata_json", req->metadata_json);
-    return finish(&b);
+    return finish_packed(&b);
 }
 
 /* The members of every request that names a lease: the call, the
@@ -200,7 +210,7 @@ char *valkey_encode_owner(const lease_owner_req_t *req, bool renew)
 {
     buf_t b = {0};
     owner_members(&b, req, renew);
-    return finish(&b);
+    return finish_packed(&b);
 }
 
 char *valkey_encode_owner_many(const lease_owner_req_t *reqs, size_t n, bool renew)
@@ -223,7 +233,7 @@ char *valkey_encode_admin(const lease_admin_req_t *req)
     lease_ref_members(&b, &req->call, &req->identity, req->lease_id, req->fencing_token);
     put_str(&b, "reason", req->reason);
     put_opt(&b, "incident_id", req->incident_id);
-    return finish(&b);
+    return finish_packed(&b);
 }
 
 char *valkey_encode_commit(const lease_commit_req_t *req)
@@ -526,9 +536,158 @@ static const wanted_t result_fields[R_COUNT] = {
     WANTED("retry_after_ms"), WANTED("replayed"), WANTED("current_state"), WANTED("lease"),
 };
 
+/* ---- packed answers ---------------------------------------------------
+ * A lease mutation's answer as one string (leased.lua, packed_answer):
+ * the byte 1, then NUL-separated: the code, the lease's state, the 26
+ * members of STORED_FIELDS (the record's names, in this order), then name,
+ * value pairs (previous_state, replayed, current_state). Read into what
+ * decode_lease and valkey_decode_result make of the table form: the same
+ * members, the same rules (an empty text is an absent member, lease_pairs'
+ * "metadata or '{}'"), the same checks that fail closed. */
+enum {
+    P_TENANT_ID,
+    P_PROGRAM_ID,
+    P_TARGET_NAMESPACE,
+    P_TARGET_ID,
+    P_ACTOR_NAME,
+    P_WORKFLOW_NAME,
+    P_OPERATION_CLASS,
+    P_LEASE_ID,
+    P_TOKEN,
+    P_ACQUIRED_AT,
+    P_RENEWED_AT,
+    P_EXPIRES_AT,
+    P_ENDED_AT,
+    P_TTL_MS,
+    P_MAXLIFE_MS,
+    P_OWNER,
+    P_OWNER_CLIENT,
+    P_OWNER_CRED,
+    P_SID,
+    P_EXECUTION_ID,
+    P_JOB_ID,
+    P_TRACE_ID,
+    P_REQUEST_ID,
+    P_METADATA,
+    P_END_REASON,
+    P_INCIDENT_ID,
+    P_COUNT
+};
+#define PACKED_PAIRS_MAX 8 /* after the members: previous_state, replayed, current_state */
+
+typedef struct span {
+    const char *p;
+    size_t n;
+} span_t;
+
+static bool span_is(span_t s, const char *text)
+{
+    size_t n = strlen(text);
+    return s.n == n && memcmp(s.p, text, n) == 0;
+}
+
+static bool span_str(span_t s, char *dst, size_t cap)
+{
+    if (s.n >= cap)
+        return false;
+    memcpy(dst, s.p, s.n);
+    dst[s.n] = '\0';
+    return true;
+}
+
+/* Decimal digits (empty: 0, as an absent member), nothing else. */
+static bool span_int(span_t s, int64_t *dst)
+{
+    *dst = 0;
+    if (s.n > 18)
+        return false;
+    for (size_t i = 0; i < s.n; i++) {
+        if (s.p[i] < '0' || s.p[i] > '9')
+            return false;
+        *dst = *dst * 10 + (s.p[i] - '0');
+    }
+    return true;
+}
+
+static bool decode_packed(const char *text, size_t len, lease_result_t *res)
+{
+    enum { PARTS_MAX = 2 + P_COUNT + 2 * PACKED_PAIRS_MAX };
+    span_t v[PARTS_MAX];
+    size_t n = 0;
+    const char *p = text + 1, *end = text + len; /* past the byte 1 */
+    for (;;) {
+        const char *nul = memchr(p, '\0', (size_t)(end - p));
+        if (n == PARTS_MAX)
+            return false;
+        v[n++] = (span_t){p, (size_t)((nul ? nul : end) - p)};
+        if (nul == NULL)
+            break;
+        p = nul + 1;
+    }
+    if (n < 2 + P_COUNT || (n - 2 - P_COUNT) % 2 != 0)
+        return false;
+    char word[64];
+    lease_state_t state;
+    if (!span_str(v[0], word, sizeof word) || !lease_code_parse(word, &res->code) ||
+        !span_str(v[1], word, sizeof word) || !lease_state_parse(word, &state))
+        return false;
+    const span_t *m = v + 2;
+    lease_record_t *r = &res->lease;
+    lease_identity_t *i = &r->identity;
+    bool ok = span_str(m[P_TENANT_ID], i->tenant_id, sizeof i->tenant_id) &&
+              span_str(m[P_PROGRAM_ID], i->program_id, sizeof i->program_id) &&
+              span_str(m[P_TARGET_NAMESPACE], i->target_namespace, sizeof i->target_namespace) &&
+              span_str(m[P_TARGET_ID], i->target_id, sizeof i->target_id) &&
+              span_str(m[P_ACTOR_NAME], i->actor_name, sizeof i->actor_name) &&
+              span_str(m[P_WORKFLOW_NAME], i->workflow_name, sizeof i->workflow_name) &&
+              span_str(m[P_OPERATION_CLASS], i->operation_class, sizeof i->operation_class) &&
+              span_str(m[P_LEASE_ID], r->lease_id, sizeof r->lease_id) &&
+              span_int(m[P_TOKEN], &r->fencing_token) &&
+              span_int(m[P_ACQUIRED_AT], &r->acquired_at_ms) &&
+              span_int(m[P_RENEWED_AT], &r->renewed_at_ms) &&
+              span_int(m[P_EXPIRES_AT], &r->expires_at_ms) &&
+              span_int(m[P_ENDED_AT], &r->ended_at_ms) && span_int(m[P_TTL_MS], &r->ttl_ms) &&
+              span_int(m[P_MAXLIFE_MS], &r->maximum_lifetime_ms) &&
+              span_str(m[P_OWNER], r->owner_principal_id, sizeof r->owner_principal_id) &&
+              span_str(m[P_OWNER_CLIENT], r->owner_client_id, sizeof r->owner_client_id) &&
+              span_str(m[P_OWNER_CRED], r->owner_credential_id, sizeof r->owner_credential_id) &&
+              span_str(m[P_SID], r->service_instance_id, sizeof r->service_instance_id) &&
+              span_str(m[P_EXECUTION_ID], r->execution_id, sizeof r->execution_id) &&
+              span_str(m[P_JOB_ID], r->job_id, sizeof r->job_id) &&
+              span_str(m[P_TRACE_ID], r->trace_id, sizeof r->trace_id) &&
+              span_str(m[P_REQUEST_ID], r->request_id, sizeof r->request_id) &&
+              (m[P_METADATA].n == 0
+                   ? span_str((span_t){"{}", 2}, r->metadata_json, sizeof r->metadata_json)
+                   : span_str(m[P_METADATA], r->metadata_json, sizeof r->metadata_json)) &&
+              span_str(m[P_END_REASON], r->end_reason, sizeof r->end_reason) &&
+              span_str(m[P_INCIDENT_ID], r->incident_id, sizeof r->incident_id);
+    /* as decode_lease: identity, lease id and token fail closed */
+    if (!ok || r->lease_id[0] == '\0' || r->fencing_token <= 0 || i->tenant_id[0] == '\0')
+        return false;
+    r->state = state;
+    res->has_lease = true;
+    for (size_t k = 2 + P_COUNT; k + 1 < n; k += 2) {
+        if (span_is(v[k], "replayed")) {
+            res->replayed = span_is(v[k + 1], "1");
+        } else if (span_is(v[k], "current_state")) {
+            if (!span_str(v[k + 1], word, sizeof word) ||
+                (word[0] != '\0' && !lease_state_parse(word, &res->current_state)))
+                return false;
+        }
+    }
+    return true;
+}
+
 bool valkey_decode_result(const redisReply *reply, lease_result_t *res)
 {
     memset(res, 0, sizeof *res);
+    if (reply != NULL && reply->type == REDIS_REPLY_STRING && reply->len > 0 &&
+        reply->str[0] == '\1') {
+        if (decode_packed(reply->str, reply->len, res))
+            return true;
+        memset(res, 0, sizeof *res);
+        return false;
+    }
     const redisReply *f[R_COUNT];
     find_fields(reply, result_fields, R_COUNT, f);
     const redisReply *code = f[R_CODE];
