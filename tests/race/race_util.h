@@ -473,15 +473,16 @@ static inline long long race_env_stored_results(const race_env_t *env, const lea
     race_valkey_ident_key(id, key, sizeof key);
     const char *canonical = strstr(key, ":id:") + 4;
     snprintf(pattern, sizeof pattern, "lease:{leased}:i:%s:*", op);
-    static const char lua[] = "local n, cur = 0, '0' "
-                              "repeat "
-                              "  local r = redis.call('SCAN', cur, 'MATCH', ARGV[1], 'COUNT', 1000) "
-                              "  cur = r[1] "
-                              "  for _, k in ipairs(r[2]) do "
-                              "    if k:sub(-#ARGV[2]) == ARGV[2] then n = n + 1 end "
-                              "  end "
-                              "until cur == '0' "
-                              "return n";
+    static const char lua[] =
+        "local n, cur = 0, '0' "
+        "repeat "
+        "  local r = redis.call('SCAN', cur, 'MATCH', ARGV[1], 'COUNT', 1000) "
+        "  cur = r[1] "
+        "  for _, k in ipairs(r[2]) do "
+        "    if k:sub(-#ARGV[2]) == ARGV[2] then n = n + 1 end "
+        "  end "
+        "until cur == '0' "
+        "return n";
     const char *args[] = {"EVAL", lua, "0", pattern, canonical, NULL};
     char *out = race_valkey_cli(env, args);
     char *end = NULL;
