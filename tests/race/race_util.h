@@ -447,6 +447,24 @@ static inline void race_valkey_unpause(const race_env_t *env)
     free(race_valkey_cli(env, args));
 }
 
+/* Waits until n clients are held at the server (INFO clients'
+ * blocked_clients: a write command postponed by race_valkey_pause_writes
+ * counts there), as race_wait_for_lock_waiters waits for a lock wait. */
+static inline void race_valkey_wait_blocked(const race_env_t *env, int n)
+{
+    const char *args[] = {"INFO", "clients", NULL};
+    for (int i = 0; i < 500; i++) {
+        char *out = race_valkey_cli(env, args);
+        const char *p = strstr(out, "blocked_clients:");
+        int blocked = p ? atoi(p + strlen("blocked_clients:")) : 0;
+        free(out);
+        if (blocked >= n)
+            return;
+        lease_sleep_ms(10);
+    }
+    CHECK(false, "no call of the store was held at the server");
+}
+
 /* HSET key field value on env's server (a test's change behind the
  * store's back: a seal, a corrupted record). */
 static inline void race_valkey_hset(const race_env_t *env, const char *key, const char *field,
