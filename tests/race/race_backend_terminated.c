@@ -11,6 +11,12 @@
  * An internal write (the audit queue's batch) killed in flight is a backend
  * error, not an outcome unknown: nobody resolves it by request id, and
  * leased_db_outcome_unknown_total counts only answers a caller must resolve.
+ * On Valkey (race_util.h) the same four cases: the call is held inside the
+ * server by CLIENT PAUSE ... WRITE instead of a row lock, and the
+ * adapter's connections are closed by CLIENT KILL instead of
+ * pg_terminate_backend; the stored results, the counter and each lease's
+ * end are read through the store protocol and in the store
+ * (race_env_*); lease.history's row is PostgreSQL's only.
  */
 #include "race_blocker.h"
 
@@ -41,10 +47,30 @@ static void *send_it(void *arg)
     return NULL;
 }
 
+static void *send_it(void *arg);
+
+/* Valkey: runs f while every write waits at the server, closes the
+ * adapter's connections once the call is held there, then ends the pause.
+ * Returns the caller's answer. */
+static lease_code_t kill_in_flight_valkey(race_env_t *env, inflight_t *f)
+{
+    race_valkey_pause_writes(env);
+    pthread_t t;
+    CHECK(pthread_create(&t, NULL, send_it, f) == 0, "thread");
+    race_valkey_wait_blocked(env, 1);
+    int killed = race_valkey_kill_clients(env);
+    CHECK(killed >= 1, "closed %d connections", killed);
+    pthread_join(t, NULL);
+    race_valkey_unpause(env);
+    return f->code;
+}
+
 /* Runs f while `id` is locked by another session, kills the call's backend
  * once it waits, then lets the lock go. Returns the caller's answer. */
 static lease_code_t kill_in_flight(race_env_t *env, const lease_identity_t *id, inflight_t *f)
 {
+    if (env->valkey)
+        return kill_in_flight_valkey(env, f);
     race_blocker_t b;
     race_block(&b, env->db_url, id);
     pthread_t t;
@@ -117,7 +143,7 @@ int main(void)
     /* the identity's row must exist for the blocker to lock it */
     lease_record_t first = acquire_ok(env.store, &id, "t-setup");
     release_ok(env.store, &first, "t-setup-rel");
-    long long before = race_counter(env.db_url, &id);
+    long long before = race_env_counter(&env, &id);
 
     /* 1. acquire killed while blocked */
     char rid[128];
@@ -127,7 +153,7 @@ int main(void)
     lease_code_t c = kill_in_flight(&env, &id, f);
     CHECK(c == LEASE_OUTCOME_UNKNOWN || c == LEASE_ACQUIRED, "killed acquire answered %s", CODE(c));
     if (c == LEASE_ACQUIRED)
-        CHECK(race_counter(env.db_url, &id) == before + 1, "a definite answer is true");
+        CHECK(race_env_counter(&env, &id) == before + 1, "a definite answer is true");
     printf("1: acquire killed in flight answered %s\n", CODE(c));
     /* resolve by repeating the request id */
     lease_acquire_req_t again = f->acquire;
@@ -135,14 +161,14 @@ int main(void)
     lease_result_t res;
     CHECK(lease_store_acquire(env.store, &again, &res) == LEASE_ACQUIRED, "resolve: %s",
           CODE(res.code));
-    CHECK(race_counter(env.db_url, &id) == before + 1, "exactly one token for the request");
+    CHECK(race_env_counter(&env, &id) == before + 1, "exactly one token for the request");
     CHECK(c != LEASE_ACQUIRED || res.replayed, "a repeat of a committed acquire is a replay");
     lease_record_t lease = res.lease;
     lease_result_t now;
     CHECK(race_inspect(env.store, &id, &now) == LEASE_INSPECTED &&
               strcmp(now.lease.lease_id, lease.lease_id) == 0,
           "the resolved lease is the active one");
-    CHECK(race_count(env.db_url, "lease.idempotency", &id, "operation = 'acquire'") == 2,
+    CHECK(race_env_stored_results(&env, &id, "acquire") == 2,
           "one stored result per executed acquire (the setup's and the resolved one)");
 
     /* 2. release killed while blocked */
@@ -156,12 +182,18 @@ int main(void)
     rel_again.call.deadline = lease_deadline_in(10000);
     CHECK(lease_store_release(env.store, &rel_again, &res) == LEASE_RELEASED, "resolve: %s",
           CODE(res.code));
-    CHECK(race_count(env.db_url, "lease.history", &id,
-                     "state = 'released' AND lease_id = (SELECT lease_id FROM lease.history "
-                     "ORDER BY ended_at DESC LIMIT 1)") == 1,
-          "released once");
+    if (!env.valkey)
+        CHECK(race_count(env.db_url, "lease.history", &id,
+                         "state = 'released' AND lease_id = (SELECT lease_id FROM lease.history "
+                         "ORDER BY ended_at DESC LIMIT 1)") == 1,
+              "released once");
+    CHECK(race_inspect_id(env.store, lease.lease_id, &now) == LEASE_INSPECTED &&
+              now.lease.state == LEASE_STATE_RELEASED,
+          "the lease, by its id, released: %s", CODE(now.code));
+    CHECK(race_env_stored_results(&env, &id, "release") == 2,
+          "one stored result per executed release (the setup's and the resolved one)");
     CHECK(race_inspect(env.store, &id, &now) == LEASE_NOT_FOUND, "nothing active");
-    CHECK(race_counter(env.db_url, &id) == before + 1, "release allocates no token");
+    CHECK(race_env_counter(&env, &id) == before + 1, "release allocates no token");
 
     lease_store_stats_t st;
     lease_store_stats(env.store, &st);
@@ -180,12 +212,17 @@ int main(void)
         CHECK(pthread_create(&warm[i], NULL, warm_pool, env.store) == 0, "thread");
     for (int i = 0; i < 4; i++)
         pthread_join(warm[i], NULL);
-    int killed = testpg_terminate_backends(env.db_url, APP);
+    int killed =
+        env.valkey ? race_valkey_kill_clients(&env) : testpg_terminate_backends(env.db_url, APP);
     CHECK(killed >= 1, "there were idle pooled sessions to kill (%d)", killed);
     /* A kill that lands while a statement is being sent is indistinguishable
      * from a kill after it (outcome unknown, case 1). Here the sessions are
      * dead before the next call: the pool must notice and never send on them. */
-    race_wait_for_no_sessions(env.db_url, APP);
+    if (env.valkey)
+        CHECK(test_wait_until(5000, race_valkey_clients(&env) == 0),
+              "the killed connections are still listed");
+    else
+        race_wait_for_no_sessions(env.db_url, APP);
     for (int i = 0; i < 4; i++) {
         lease_record_t l = acquire_ok(env.store, &ids[i], "t-idle");
         CHECK(l.fencing_token == 1, "a definite, fresh lease after the kill");
@@ -201,6 +238,18 @@ int main(void)
     lease_store_stats(env.store, &st);
     unknown_before = st.outcome_unknown;
     uint64_t errors_before = st.backend_errors;
+    audit_call_t ac = {.store = env.store};
+    if (env.valkey) {
+        /* the audit batch's FCALL held by the pause, its connection closed */
+        race_valkey_pause_writes(&env);
+        pthread_t t;
+        CHECK(pthread_create(&t, NULL, record_one, &ac) == 0, "thread");
+        race_valkey_wait_blocked(&env, 1);
+        CHECK(race_valkey_kill_clients(&env) >= 1, "close the audit write's connection");
+        pthread_join(t, NULL);
+        race_valkey_unpause(&env);
+        goto audit_answered;
+    }
     PGconn *locker = PQconnectdb(env.db_url);
     CHECK(PQstatus(locker) == CONNECTION_OK, "locker connect");
     PQclear(PQexec(locker, "BEGIN"));
@@ -208,7 +257,6 @@ int main(void)
     CHECK(PQresultStatus(lr) == PGRES_COMMAND_OK, "lock audit_events: %s",
           PQresultErrorMessage(lr));
     PQclear(lr);
-    audit_call_t ac = {.store = env.store};
     pthread_t t;
     CHECK(pthread_create(&t, NULL, record_one, &ac) == 0, "thread");
     race_wait_for_lock_waiters(env.db_url, APP, 1);
@@ -216,6 +264,7 @@ int main(void)
     pthread_join(t, NULL);
     PQclear(PQexec(locker, "ROLLBACK"));
     PQfinish(locker);
+audit_answered:
     CHECK(ac.code == LEASE_BACKEND_UNAVAILABLE, "the killed audit write answered %s",
           CODE(ac.code));
     lease_store_stats(env.store, &st);

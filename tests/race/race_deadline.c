@@ -75,23 +75,6 @@ static void executes_afresh(lease_store_t *s, const lease_acquire_req_t *req, co
           res.replayed ? " (a replay: its first sending was stored)" : "");
 }
 
-/* Holds the store's calls inside the backend until valkey_unpause: on
- * Valkey every write command, FCALL of a write function among them, waits
- * at the server (CLIENT PAUSE ... WRITE). */
-static void valkey_pause(const race_env_t *env)
-{
-    const char *args[] = {"CLIENT", "PAUSE", "30000", "WRITE", NULL};
-    char *out = race_valkey_cli(env, args);
-    CHECK(strncmp(out, "OK", 2) == 0, "CLIENT PAUSE: %s", out);
-    free(out);
-}
-
-static void valkey_unpause(const race_env_t *env)
-{
-    const char *args[] = {"CLIENT", "UNPAUSE", NULL};
-    free(race_valkey_cli(env, args));
-}
-
 static lease_record_t acquire_ok(lease_store_t *s, const lease_identity_t *id, const char *tag)
 {
     return race_acquire_ok(s, id, tag, "prn-d", "inst-d");
@@ -208,7 +191,7 @@ pool_wait:;
                                           : race_open_store(env.svc_url, 1, APP_SMALL);
         race_blocker_t b;
         if (env.valkey)
-            valkey_pause(&env);
+            race_valkey_pause_writes(&env);
         else
             race_block(&b, env.db_url, &id);
         blocked_call_t first;
@@ -243,7 +226,7 @@ pool_wait:;
             nothing_reached(&env, rid2, "queued call");
 
         if (env.valkey)
-            valkey_unpause(&env);
+            race_valkey_unpause(&env);
         else
             race_unblock(&b);
         pthread_join(t, NULL);

@@ -4,6 +4,13 @@
  * identity, by lease id, live and terminal, out of scope), the three lists
  * with paging (and while other threads acquire and release), credential
  * lookup, audit batches, sweep and health.
+ * On Valkey (race_util.h) the same operations through the Valkey adapter:
+ * the credential created by the library's credential_create (what leasectl
+ * credential create calls there), the audit batch found in the Stream, and
+ * the expiry by the housekeeping's expire step; lease_store_sweep, sessions
+ * and a commit's publications, which the Valkey backend refuses by design
+ * (docs/backends.md "What needs PostgreSQL"), are asserted as their typed
+ * refusals, nothing written.
  */
 #include "race_util.h"
 
@@ -119,6 +126,128 @@ static void *lister(void *arg)
     return NULL;
 }
 
+/* The audit Stream's entries of request_id with decision and target_id
+ * (Valkey's lease.audit_events). */
+static long long valkey_audit_entries(const race_env_t *env, const char *request_id,
+                                      const char *decision, const char *target_id)
+{
+    static const char lua[] = "local n = 0 "
+                              "for _, e in ipairs(redis.call('XRANGE', KEYS[1], '-', '+')) do "
+                              "  local f, m = e[2], {} "
+                              "  for i = 1, #f, 2 do m[f[i]] = f[i + 1] end "
+                              "  if m.request_id == ARGV[1] and m.decision == ARGV[2] "
+                              "     and m.target_id == ARGV[3] then n = n + 1 end "
+                              "end "
+                              "return n";
+    const char *args[] = {"EVAL",     lua,      "1",       "lease:{leased}:audit",
+                          request_id, decision, target_id, NULL};
+    char *out = race_valkey_cli(env, args);
+    long long n = atoll(out);
+    free(out);
+    return n;
+}
+
+/* The credential race_store_ops looks up, created as each backend's
+ * operator tool creates it. */
+static void create_credential(const race_env_t *env)
+{
+    if (!env->valkey) {
+        CHECK(
+            testpg_exec(env->db_url,
+                        "INSERT INTO lease.credentials (credential_id, principal_id, client_id, "
+                        "tenant_id, program_id, actor_names, capabilities, admin, secret_digest) "
+                        "VALUES ('key_abcdefghijklmnopqrstuvwxyz', 'prn-c', 'client-c', "
+                        "'tenant-race', 'program-race', '{racer,other}', "
+                        "'{targets:lease,targets:read}', false, decode(repeat('ab', 32), 'hex'))"),
+            "insert credential");
+        return;
+    }
+    char json[512], digest[65], err[256] = "";
+    for (int i = 0; i < 64; i += 2)
+        memcpy(digest + i, "ab", 2);
+    digest[64] = '\0';
+    snprintf(json, sizeof json,
+             "{\"credential_id\":\"key_abcdefghijklmnopqrstuvwxyz\",\"principal_id\":\"prn-c\","
+             "\"client_id\":\"client-c\",\"tenant_id\":\"tenant-race\","
+             "\"program_id\":\"program-race\",\"actor_names\":[\"racer\",\"other\"],"
+             "\"capabilities\":[\"targets:lease\",\"targets:read\"],\"admin\":false,"
+             "\"secret_digest\":\"%s\"}",
+             digest);
+    char *row = NULL;
+    CHECK(lease_valkey_credential_create(lease_valkey_of(env->store), json, &row, err,
+                                         sizeof err) == LEASE_INSPECTED,
+          "credential create: %s", err);
+    free(row);
+}
+
+/* Valkey's refusals by design: sessions (refused as the caller's request,
+ * field session_id, before the backend sees it) and a commit's
+ * publications (the outbox: lease_backend_unavailable, the commit refused
+ * whole); nothing of either is written. */
+static void refused_on_valkey(race_env_t *env, const lease_record_t *held)
+{
+    lease_session_req_t sr;
+    memset(&sr, 0, sizeof sr);
+    race_call(&sr.call, "ops-session", "prn-a", 5000);
+    strcpy(sr.tenant_id, "tenant-race");
+    strcpy(sr.service_instance_id, "inst-ops");
+    strcpy(sr.session_id, "sess_race");
+    lease_result_t res;
+    CHECK(lease_store_session_open(env->store, &sr, &res) == LEASE_INVALID_LEASE_REQUEST &&
+              strcmp(res.field, "session_id") == 0,
+          "session_open: %s (%s)", CODE(res.code), res.field);
+    CHECK(lease_store_session_keepalive(env->store, &sr, &res) == LEASE_INVALID_LEASE_REQUEST &&
+              strcmp(res.field, "session_id") == 0,
+          "session_keepalive: %s", CODE(res.code));
+    CHECK(lease_store_session_close(env->store, &sr, &res) == LEASE_INVALID_LEASE_REQUEST &&
+              strcmp(res.field, "session_id") == 0,
+          "session_close: %s", CODE(res.code));
+    lease_identity_t id;
+    race_identity(&id, "ops-in-session");
+    char rid[128];
+    race_rid(rid, sizeof rid, "ops-sess-acq", 0, 0);
+    lease_acquire_req_t req;
+    race_acquire_req(&req, &id, rid, "prn-a", "inst-ops", 30000, 5000);
+    strcpy(req.session_id, "sess_race");
+    lease_digest_acquire(&req, req.call.request_digest);
+    CHECK(lease_store_acquire(env->store, &req, &res) == LEASE_INVALID_LEASE_REQUEST &&
+              strcmp(res.field, "session_id") == 0,
+          "an acquire in a session: %s", CODE(res.code));
+    CHECK(race_env_counter(env, &id) == 0, "an acquire in a session wrote its identity");
+
+    lease_commit_req_t c;
+    memset(&c, 0, sizeof c);
+    race_rid(rid, sizeof rid, "ops-commit", 0, 0);
+    race_call(&c.call, rid, held->owner_principal_id, 5000);
+    c.identity = held->identity;
+    snprintf(c.lease_id, sizeof c.lease_id, "%s", held->lease_id);
+    c.fencing_token = held->fencing_token;
+    snprintf(c.execution_id, sizeof c.execution_id, "%s", held->execution_id);
+    c.n_writes = 2;
+    c.writes[0].kind = LEASE_WRITE_DOCUMENT;
+    strcpy(c.writes[0].key, "ops-doc");
+    c.writes[0].json = "{\"v\":1}";
+    c.writes[1].kind = LEASE_WRITE_PUBLICATION;
+    strcpy(c.writes[1].key, "race.topic");
+    c.writes[1].json = "{\"done\":true}";
+    CHECK(lease_digest_commit(&c, c.call.request_digest), "digest");
+    lease_commit_result_t cr;
+    CHECK(lease_store_fenced_commit(env->store, &c, &cr) == LEASE_BACKEND_UNAVAILABLE,
+          "a commit with a publication: %s", CODE(cr.code));
+    /* its document is not written either (keys: lease:{ns}:d:<canonical>:<key>) */
+    char key[600];
+    race_valkey_ident_key(&held->identity, key, sizeof key);
+    char doc[700];
+    snprintf(doc, sizeof doc, "lease:{leased}:d:%s:ops-doc", strstr(key, ":id:") + 4);
+    const char *args[] = {"EXISTS", doc, NULL};
+    char *out = race_valkey_cli(env, args);
+    CHECK(atoi(out) == 0, "the refused commit's document was written");
+    free(out);
+    printf("refused by design on valkey: session_open, keepalive, close and an acquire in a "
+           "session (invalid_lease_request, field session_id); a commit with a publication "
+           "(lease_backend_unavailable); nothing written\n");
+}
+
 int main(void)
 {
     race_env_t env;
@@ -209,13 +338,7 @@ int main(void)
           "terminal record by id");
 
     /* credential lookup */
-    CHECK(testpg_exec(env.db_url,
-                      "INSERT INTO lease.credentials (credential_id, principal_id, client_id, "
-                      "tenant_id, program_id, actor_names, capabilities, admin, secret_digest) "
-                      "VALUES ('key_abcdefghijklmnopqrstuvwxyz', 'prn-c', 'client-c', "
-                      "'tenant-race', 'program-race', '{racer,other}', "
-                      "'{targets:lease,targets:read}', false, decode(repeat('ab', 32), 'hex'))"),
-          "insert credential");
+    create_credential(&env);
     lease_deadline_t d = lease_deadline_in(5000);
     lease_credential_t cred;
     bool found = false;
@@ -245,10 +368,15 @@ int main(void)
         ev[i].identity = ids[1];
     }
     CHECK(lease_store_record_audit(env.store, ev, 2, &d) == LEASE_INSPECTED, "record_audit");
-    CHECK(testpg_query_int(env.db_url, "SELECT count(*) FROM lease.audit_events WHERE "
-                                       "request_id IN ('audit-req-1', 'audit-req-2') AND "
-                                       "decision = 'deny' AND target_id = 'ops-1'") == 2,
-          "two audit rows with their fields");
+    if (env.valkey)
+        CHECK(valkey_audit_entries(&env, "audit-req-1", "deny", "ops-1") == 1 &&
+                  valkey_audit_entries(&env, "audit-req-2", "deny", "ops-1") == 1,
+              "two audit entries with their fields");
+    else
+        CHECK(testpg_query_int(env.db_url, "SELECT count(*) FROM lease.audit_events WHERE "
+                                           "request_id IN ('audit-req-1', 'audit-req-2') AND "
+                                           "decision = 'deny' AND target_id = 'ops-1'") == 2,
+              "two audit rows with their fields");
 
     /* sweep and health */
     lease_identity_t short_id;
@@ -258,11 +386,27 @@ int main(void)
     d = lease_deadline_in(5000);
     lease_sweep_result_t sw;
     lease_code_t c;
-    do
-        c = lease_store_sweep(env.store, 100, &d, &sw);
-    while (c == LEASE_BACKEND_UNAVAILABLE);
-    CHECK(c == LEASE_INSPECTED && sw.ran && sw.expired == 1, "sweep expired %lld",
-          (long long)sw.expired);
+    if (env.valkey) {
+        /* no lease_store_sweep on Valkey (refused by design); leased's
+         * sweeper runs the housekeeping's expire step there */
+        CHECK(lease_store_sweep(env.store, 100, &d, &sw) == LEASE_BACKEND_UNAVAILABLE && !sw.ran,
+              "sweep on valkey is refused");
+        CHECK(race_inspect_id(env.store, short_lease.lease_id, &res) == LEASE_INSPECTED &&
+                  res.lease.state == LEASE_STATE_EXPIRED,
+              "the expired lease before the expire step: %s", CODE(res.code));
+        lease_housekeeping_result_t hk;
+        do
+            c = lease_store_housekeep(env.store, LEASE_STEP_EXPIRE, 100, 0, &d, &hk);
+        while (c == LEASE_BACKEND_UNAVAILABLE);
+        CHECK(c == LEASE_INSPECTED && hk.ran && hk.expired == 1, "expire step expired %lld: %s",
+              (long long)hk.expired, CODE(c));
+    } else {
+        do
+            c = lease_store_sweep(env.store, 100, &d, &sw);
+        while (c == LEASE_BACKEND_UNAVAILABLE);
+        CHECK(c == LEASE_INSPECTED && sw.ran && sw.expired == 1, "sweep expired %lld",
+              (long long)sw.expired);
+    }
     CHECK(race_inspect_id(env.store, short_lease.lease_id, &res) == LEASE_INSPECTED &&
               res.lease.state == LEASE_STATE_EXPIRED &&
               res.lease.ended_at_ms == short_lease.expires_at_ms,
@@ -270,6 +414,8 @@ int main(void)
     lease_health_t h;
     CHECK(lease_store_health(env.store, &d, &h) == LEASE_INSPECTED, "health");
     CHECK(h.active_leases == 4, "four standing leases active: %lld", (long long)h.active_leases);
+    if (env.valkey)
+        refused_on_valkey(&env, &leases[1]);
     printf("all store operations round-trip; %d concurrent listings consistent\n", lst.pages_ok);
     race_teardown(&env);
     return 0;

@@ -390,6 +390,126 @@ static inline long long race_env_audit_count(const race_env_t *env, const char *
     return n;
 }
 
+/* The redis-server's process id (INFO server), to freeze it (SIGSTOP)
+ * as a Postgres test stops a backend. */
+static inline int race_valkey_pid(const race_env_t *env)
+{
+    const char *args[] = {"INFO", "server", NULL};
+    char *out = race_valkey_cli(env, args);
+    const char *p = strstr(out, "process_id:");
+    int pid = p ? atoi(p + strlen("process_id:")) : -1;
+    free(out);
+    CHECK(pid > 0, "no process_id in INFO server");
+    return pid;
+}
+
+/* The server's ordinary client connections other than redis-cli's own
+ * (CLIENT LIST TYPE normal, one line each): the adapter's pooled ones. */
+static inline int race_valkey_clients(const race_env_t *env)
+{
+    const char *args[] = {"CLIENT", "LIST", "TYPE", "normal", NULL};
+    char *out = race_valkey_cli(env, args);
+    int lines = 0;
+    for (const char *p = out; (p = strchr(p, '\n')) != NULL; p++)
+        lines++;
+    free(out);
+    return lines - 1; /* redis-cli's */
+}
+
+/* Closes every ordinary client connection but redis-cli's own (CLIENT
+ * KILL TYPE normal; SKIPME yes is its default): the adapter's, as
+ * pg_terminate_backend ends its sessions. Returns how many it closed. */
+static inline int race_valkey_kill_clients(const race_env_t *env)
+{
+    const char *args[] = {"CLIENT", "KILL", "TYPE", "normal", NULL};
+    char *out = race_valkey_cli(env, args);
+    char *end = NULL;
+    long n = strtol(out, &end, 10);
+    CHECK(end != out, "CLIENT KILL: redis-cli printed %s", out);
+    free(out);
+    return (int)n;
+}
+
+/* Holds every write command, FCALL of a write function among them, at
+ * the server (CLIENT PAUSE ... WRITE) until race_valkey_unpause: a store
+ * call stays inside the backend, as behind a Postgres row lock. */
+static inline void race_valkey_pause_writes(const race_env_t *env)
+{
+    const char *args[] = {"CLIENT", "PAUSE", "30000", "WRITE", NULL};
+    char *out = race_valkey_cli(env, args);
+    CHECK(strncmp(out, "OK", 2) == 0, "CLIENT PAUSE: %s", out);
+    free(out);
+}
+
+static inline void race_valkey_unpause(const race_env_t *env)
+{
+    const char *args[] = {"CLIENT", "UNPAUSE", NULL};
+    free(race_valkey_cli(env, args));
+}
+
+/* Waits until n clients are held at the server (INFO clients'
+ * blocked_clients: a write command postponed by race_valkey_pause_writes
+ * counts there), as race_wait_for_lock_waiters waits for a lock wait. */
+static inline void race_valkey_wait_blocked(const race_env_t *env, int n)
+{
+    const char *args[] = {"INFO", "clients", NULL};
+    for (int i = 0; i < 500; i++) {
+        char *out = race_valkey_cli(env, args);
+        const char *p = strstr(out, "blocked_clients:");
+        int blocked = p ? atoi(p + strlen("blocked_clients:")) : 0;
+        free(out);
+        if (blocked >= n)
+            return;
+        lease_sleep_ms(10);
+    }
+    CHECK(false, "no call of the store was held at the server");
+}
+
+/* HSET key field value on env's server (a test's change behind the
+ * store's back: a seal, a corrupted record). */
+static inline void race_valkey_hset(const race_env_t *env, const char *key, const char *field,
+                                    const char *value)
+{
+    const char *args[] = {"HSET", key, field, value, NULL};
+    free(race_valkey_cli(env, args));
+}
+
+/* The stored results (idempotency records) of op for the identity:
+ * lease.idempotency rows on Postgres; on Valkey the keys
+ * lease:{leased}:i:<op>:<principal>:<request_id>:<canonical> (docs/backends.md
+ * "Keys"), found by SCAN and compared by their tail (the canonical tuple's
+ * brackets are glob characters). */
+static inline long long race_env_stored_results(const race_env_t *env, const lease_identity_t *id,
+                                                const char *op)
+{
+    if (!env->valkey) {
+        char extra[64];
+        snprintf(extra, sizeof extra, "operation = '%s'", op);
+        return race_count(env->db_url, "lease.idempotency", id, extra);
+    }
+    char key[512], pattern[64];
+    race_valkey_ident_key(id, key, sizeof key);
+    const char *canonical = strstr(key, ":id:") + 4;
+    snprintf(pattern, sizeof pattern, "lease:{leased}:i:%s:*", op);
+    static const char lua[] =
+        "local n, cur = 0, '0' "
+        "repeat "
+        "  local r = redis.call('SCAN', cur, 'MATCH', ARGV[1], 'COUNT', 1000) "
+        "  cur = r[1] "
+        "  for _, k in ipairs(r[2]) do "
+        "    if k:sub(-#ARGV[2]) == ARGV[2] then n = n + 1 end "
+        "  end "
+        "until cur == '0' "
+        "return n";
+    const char *args[] = {"EVAL", lua, "0", pattern, canonical, NULL};
+    char *out = race_valkey_cli(env, args);
+    char *end = NULL;
+    long long n = strtoll(out, &end, 10);
+    CHECK(end != out, "stored results: redis-cli printed %s", out);
+    free(out);
+    return n;
+}
+
 /* A reusable start line for N threads. */
 typedef struct race_barrier {
     pthread_barrier_t b;

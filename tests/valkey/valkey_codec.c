@@ -278,6 +278,7 @@ static void audit_pinned(void **state)
     e[0].resulting_state = LEASE_STATE_ACTIVE;
     e[0].event_count = 1;
     snprintf(e[0].source_address, sizeof e[0].source_address, "127.0.0.1");
+    /* no decision: derived from the code, as the PostgreSQL adapter does */
     e[1].event_type = "auth_denied";
     e[1].code = LEASE_BACKEND_UNAVAILABLE;
     e[1].event_count = 4;
@@ -294,7 +295,7 @@ static void audit_pinned(void **state)
         "\"service_instance_id\":\"svc\",\"requested_ttl_ms\":1000,\"resulting_state\":"
         "\"active\",\"source_address\":\"127.0.0.1\"},{\"event_type\":\"auth_denied\","
         "\"occurred_at_ms\":0,\"latency_ms\":0,\"code\":\"lease_backend_unavailable\","
-        "\"source\":\"service\",\"reason\":\"r\","
+        "\"decision\":\"error\",\"source\":\"service\",\"reason\":\"r\","
         "\"event_count\":4}]}");
     free(e);
 }

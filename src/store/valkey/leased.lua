@@ -431,6 +431,14 @@ local function read_ident(ks, i)
        or tonumber(rec.seq) == nil or (rec.state ~= 'active' and rec.state ~= 'free') then
         return false
     end
+    -- The stored identity, member by member, is the one asked for (every
+    -- record has them: acquire writes them all): 'c' alone matching let a
+    -- record whose target_id was changed answer as a held lease of another
+    -- target (race_failclosed on Valkey: lease_conflict, not fail closed).
+    for k = 1, #IDENTITY_MEMBERS do
+        local m = IDENTITY_MEMBERS[k][1]
+        if rec[m] ~= i[m] then return false end
+    end
     if rec.state == 'active' then
         for k = 1, #LEASE_FIELDS do
             if rec[LEASE_FIELDS[k]] == nil then return false end

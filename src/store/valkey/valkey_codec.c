@@ -119,7 +119,17 @@ static void audit_members(buf_t *b, const lease_audit_event_t *e)
     put_num(b, "occurred_at_ms", e->occurred_at_ms);
     put_num(b, "latency_ms", e->latency_ms);
     put_c(b, "code", lease_code_name(e->code));
-    put_c(b, "decision", e->decision);
+    /* derived when unset, as the PostgreSQL adapter derives it
+     * (pg_codec_request.c): an event without one was appended to the
+     * Stream without a decision (race_store_ops on Valkey) */
+    const char *decision = e->decision;
+    if (decision == NULL || decision[0] == '\0')
+        decision = lease_code_is_success(e->code) ? "allow"
+                   : e->code == LEASE_BACKEND_UNAVAILABLE || e->code == LEASE_OUTCOME_UNKNOWN ||
+                           e->code == LEASE_DEADLINE_EXCEEDED
+                       ? "error"
+                       : "deny";
+    put_c(b, "decision", decision);
     put_c(b, "backend_health", e->backend_health);
     put_str(b, "source", "service");
     put_c(b, "principal_id", e->call.principal.principal_id);
