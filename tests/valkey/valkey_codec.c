@@ -168,9 +168,10 @@ static void admin_pinned(void **state)
                                  "},\"lease_id\":\"lse_2\",\"fencing_token\":42,"
                                  "\"reason\":\"line\\nbreak\"" PACKED "}");
     snprintf(r.incident_id, sizeof r.incident_id, "inc-9");
-    pin(valkey_encode_admin(&r), "{" CALL_JSON ",\"lock_identity\":" IDENTITY_JSON
-                                 "},\"lease_id\":\"lse_2\",\"fencing_token\":42,"
-                                 "\"reason\":\"line\\nbreak\",\"incident_id\":\"inc-9\"" PACKED "}");
+    pin(valkey_encode_admin(&r),
+        "{" CALL_JSON ",\"lock_identity\":" IDENTITY_JSON
+        "},\"lease_id\":\"lse_2\",\"fencing_token\":42,"
+        "\"reason\":\"line\\nbreak\",\"incident_id\":\"inc-9\"" PACKED "}");
 }
 
 static void inspect_and_list_pinned(void **state)
@@ -305,8 +306,13 @@ static void audit_pinned(void **state)
 /* The 26 members of STORED_FIELDS, as leased.lua's stored_answer_encode
  * writes them (metadata empty: lease_pairs answers it as "{}"). */
 #define MEMBERS                                                                                    \
-    "t1\0p1\0ns\0target\0actor\0wf\0default\0lse_7\0" "4294967297\0" "100\0" "200\0"               \
-    "30100\0\0" "30000\0" "3600000\0prn_a\0cli_a\0cred_a\0svc\0exe\0job\0\0req-1\0\0\0\0"
+    "t1\0p1\0ns\0target\0actor\0wf\0default\0lse_7\0"                                              \
+    "4294967297\0"                                                                                 \
+    "100\0"                                                                                        \
+    "200\0"                                                                                        \
+    "30100\0\0"                                                                                    \
+    "30000\0"                                                                                      \
+    "3600000\0prn_a\0cli_a\0cred_a\0svc\0exe\0job\0\0req-1\0\0\0\0"
 
 static bool decode_text(const char *text, size_t len, lease_result_t *res)
 {
@@ -324,8 +330,8 @@ static void packed_answer_read(void **state)
 {
     (void)state;
     lease_result_t res;
-    assert_true(DECODES("\1lease_acquired\0active\0" MEMBERS
-                        "previous_state\0expired\0replayed\0" "1\0current_state\0active",
+    assert_true(DECODES("\1lease_acquired\0active\0" MEMBERS "previous_state\0expired\0replayed\0"
+                        "1\0current_state\0active",
                         &res));
     assert_int_equal(res.code, LEASE_ACQUIRED);
     assert_true(res.has_lease);
@@ -353,8 +359,8 @@ static void packed_answer_read(void **state)
     assert_string_equal(res.lease.metadata_json, "{}");
     assert_string_equal(res.lease.end_reason, "");
     /* not replayed */
-    assert_true(DECODES("\1lease_released\0released\0" MEMBERS
-                        "replayed\0" "0\0current_state\0released",
+    assert_true(DECODES("\1lease_released\0released\0" MEMBERS "replayed\0"
+                        "0\0current_state\0released",
                         &res));
     assert_false(res.replayed);
     assert_int_equal(res.lease.state, LEASE_STATE_RELEASED);
@@ -373,24 +379,51 @@ static void packed_answer_malformed_refused(void **state)
     /* a pair without its value */
     assert_false(DECODES("\1lease_acquired\0active\0" MEMBERS "replayed", &res));
     /* an unknown code, an unknown state */
-    assert_false(DECODES("\1lease_taken\0active\0" MEMBERS "replayed\0" "0", &res));
-    assert_false(DECODES("\1lease_acquired\0busy\0" MEMBERS "replayed\0" "0", &res));
+    assert_false(DECODES("\1lease_taken\0active\0" MEMBERS "replayed\0"
+                         "0",
+                         &res));
+    assert_false(DECODES("\1lease_acquired\0busy\0" MEMBERS "replayed\0"
+                         "0",
+                         &res));
     /* a token that is not a number, or none */
     assert_false(DECODES("\1lease_acquired\0active\0t1\0p1\0ns\0target\0actor\0wf\0default\0"
-                         "lse_7\0" "12x\0" "100\0" "200\0" "30100\0\0" "30000\0" "3600000\0prn_a\0"
+                         "lse_7\0"
+                         "12x\0"
+                         "100\0"
+                         "200\0"
+                         "30100\0\0"
+                         "30000\0"
+                         "3600000\0prn_a\0"
                          "cli_a\0cred_a\0svc\0exe\0job\0\0req-1\0\0\0\0",
                          &res));
     assert_false(DECODES("\1lease_acquired\0active\0t1\0p1\0ns\0target\0actor\0wf\0default\0"
-                         "lse_7\0\0" "100\0" "200\0" "30100\0\0" "30000\0" "3600000\0prn_a\0"
+                         "lse_7\0\0"
+                         "100\0"
+                         "200\0"
+                         "30100\0\0"
+                         "30000\0"
+                         "3600000\0prn_a\0"
                          "cli_a\0cred_a\0svc\0exe\0job\0\0req-1\0\0\0\0",
                          &res));
     /* no tenant, no lease id */
     assert_false(DECODES("\1lease_acquired\0active\0\0p1\0ns\0target\0actor\0wf\0default\0"
-                         "lse_7\0" "9\0" "100\0" "200\0" "30100\0\0" "30000\0" "3600000\0prn_a\0"
+                         "lse_7\0"
+                         "9\0"
+                         "100\0"
+                         "200\0"
+                         "30100\0\0"
+                         "30000\0"
+                         "3600000\0prn_a\0"
                          "cli_a\0cred_a\0svc\0exe\0job\0\0req-1\0\0\0\0",
                          &res));
     assert_false(DECODES("\1lease_acquired\0active\0t1\0p1\0ns\0target\0actor\0wf\0default\0"
-                         "\0" "9\0" "100\0" "200\0" "30100\0\0" "30000\0" "3600000\0prn_a\0"
+                         "\0"
+                         "9\0"
+                         "100\0"
+                         "200\0"
+                         "30100\0\0"
+                         "30000\0"
+                         "3600000\0prn_a\0"
                          "cli_a\0cred_a\0svc\0exe\0job\0\0req-1\0\0\0\0",
                          &res));
     /* a current state that is no state */
@@ -401,11 +434,16 @@ static void packed_answer_malformed_refused(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(acquire_pinned), cmocka_unit_test(call_without_optional_members_pinned),
-        cmocka_unit_test(owner_pinned),   cmocka_unit_test(text_that_is_not_utf8_is_left_out),
-        cmocka_unit_test(admin_pinned),   cmocka_unit_test(inspect_and_list_pinned),
-        cmocka_unit_test(commit_pinned),  cmocka_unit_test(audit_pinned),
-        cmocka_unit_test(packed_answer_read), cmocka_unit_test(packed_answer_malformed_refused),
+        cmocka_unit_test(acquire_pinned),
+        cmocka_unit_test(call_without_optional_members_pinned),
+        cmocka_unit_test(owner_pinned),
+        cmocka_unit_test(text_that_is_not_utf8_is_left_out),
+        cmocka_unit_test(admin_pinned),
+        cmocka_unit_test(inspect_and_list_pinned),
+        cmocka_unit_test(commit_pinned),
+        cmocka_unit_test(audit_pinned),
+        cmocka_unit_test(packed_answer_read),
+        cmocka_unit_test(packed_answer_malformed_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -126,6 +126,78 @@ static void invalid_requests_name_the_field(void **state)
     freeReplyObject(r);
 }
 
+/* The metadata rules of lease._bad_metadata, held to tests/vectors/
+ * metadata.json as the C codec and PostgreSQL are: each accepted input is
+ * stored and answered byte for byte, each rejected one answers
+ * invalid_lease_request naming the vector's field and writes nothing. */
+static void metadata_vectors(void **state)
+{
+    vk_server_t *s = *state;
+    json_error_t err;
+    json_t *v = json_load_file(LEASE_TEST_SOURCE_DIR "/tests/vectors/metadata.json", 0, &err);
+    assert_non_null(v);
+    json_t *accepted = json_object_get(v, "accepted"), *rejected = json_object_get(v, "rejected");
+    assert_true(json_array_size(accepted) > 20 && json_array_size(rejected) > 30);
+    size_t k;
+    json_t *e;
+    json_array_foreach(accepted, k, e)
+    {
+        const char *input = json_string_value(json_object_get(e, "input"));
+        char rid[32];
+        snprintf(rid, sizeof rid, "ma%zu", k);
+        json_t *q = vk_acquire_req("p1", rid, 'a', "target_md", "inst-1", 0);
+        json_object_set_new(q, "metadata_json", json_string(input));
+        redisReply *r = vk_fcall(s, "acquire", q);
+        const char *code = vk_str(r, "code");
+        if (code == NULL || strcmp(code, "lease_acquired") != 0)
+            fail_msg("accepted[%zu] (%s): %s field %s", k,
+                     json_string_value(json_object_get(e, "why")), code ? code : "?",
+                     vk_str(r, "field") ? vk_str(r, "field") : "-");
+        const char *stored = vk_str(vk_lease(r), "metadata");
+        /* the empty object is no metadata, "{}" either way */
+        assert_string_equal(stored, input);
+        const char *lid = vk_str(vk_lease(r), "lease_id");
+        long long token = vk_int(vk_lease(r), "fencing_token");
+        snprintf(rid, sizeof rid, "mx%zu", k);
+        redisReply *x =
+            vk_fcall(s, "release", vk_owner_req("p1", rid, 'b', "target_md", lid, token, "inst-1"));
+        vk_assert_code(x, "lease_released");
+        freeReplyObject(x);
+        freeReplyObject(r);
+    }
+    redisReply *before = vk_cmd(s, "XLEN lease:{t}:audit");
+    long long events = before->integer;
+    freeReplyObject(before);
+    json_array_foreach(rejected, k, e)
+    {
+        const char *input = json_string_value(json_object_get(e, "input"));
+        const char *field = json_string_value(json_object_get(e, "field"));
+        char rid[32];
+        snprintf(rid, sizeof rid, "mr%zu", k);
+        json_t *q = vk_acquire_req("p1", rid, 'a', "target_md", "inst-1", 0);
+        json_object_set_new(q, "metadata_json", json_string(input));
+        redisReply *r = vk_fcall(s, "acquire", q);
+        const char *code = vk_str(r, "code"), *got = vk_str(r, "field");
+        if (code == NULL || strcmp(code, "invalid_lease_request") != 0 || got == NULL ||
+            strcmp(got, field) != 0)
+            fail_msg("rejected[%zu] (%s): %s field %s, want %s", k,
+                     json_string_value(json_object_get(e, "why")), code ? code : "?",
+                     got ? got : "-", field);
+        freeReplyObject(r);
+    }
+    /* nothing held, nothing audited, no idempotency record for the refusals */
+    redisReply *r = vk_cmd(s, "SCARD lease:{t}:act");
+    assert_int_equal(r->integer, 0);
+    freeReplyObject(r);
+    r = vk_cmd(s, "XLEN lease:{t}:audit");
+    assert_int_equal(r->integer, events);
+    freeReplyObject(r);
+    r = vk_cmd(s, "KEYS lease:{t}:i:acquire:p1:mr*");
+    assert_int_equal(r->elements, 0);
+    freeReplyObject(r);
+    json_decref(v);
+}
+
 static void renew_release_and_lost(void **state)
 {
     vk_server_t *s = *state;
@@ -348,10 +420,10 @@ static void assert_replay_of(const redisReply *first, const redisReply *again)
     size_t k = 0, j = 0;
     for (;;) {
         while (k + 1 < first->elements && (strcmp(first->element[k]->str, "replayed") == 0 ||
-                                            strcmp(first->element[k]->str, "current_state") == 0))
+                                           strcmp(first->element[k]->str, "current_state") == 0))
             k += 2;
         while (j + 1 < again->elements && (strcmp(again->element[j]->str, "replayed") == 0 ||
-                                            strcmp(again->element[j]->str, "current_state") == 0))
+                                           strcmp(again->element[j]->str, "current_state") == 0))
             j += 2;
         if (k >= first->elements || j >= again->elements)
             break;
@@ -390,7 +462,7 @@ static void stored_answers_replay_every_member(void **state)
     vk_server_t *s = *state;
     json_t *q = vk_acquire_req("p1", "r1", 'a', "target_01", "inst-1", 5000);
     json_object_set_new(q, "trace_id", json_string("trace-77"));
-    json_object_set_new(q, "metadata_json", json_string("{\"batch\":\"b-9\",\"n\":[1,2]}"));
+    json_object_set_new(q, "metadata_json", json_string("{\"batch\":\"b-9\",\"n\":12}"));
     json_object_set_new(q, "maximum_lifetime_ms", json_integer(60000));
     json_t *again = json_deep_copy(q);
     redisReply *a = vk_fcall(s, "acquire", q);
@@ -404,8 +476,8 @@ static void stored_answers_replay_every_member(void **state)
     const char *lid = vk_str(vk_lease(a), "lease_id");
     long long token = vk_int(vk_lease(a), "fencing_token");
 
-    redisReply *n = vk_fcall(s, "renew",
-                             vk_owner_req("p1", "n1", 'b', "target_01", lid, token, "inst-1"));
+    redisReply *n =
+        vk_fcall(s, "renew", vk_owner_req("p1", "n1", 'b', "target_01", lid, token, "inst-1"));
     vk_assert_code(n, "lease_renewed");
     b = vk_fcall(s, "renew", vk_owner_req("p1", "n1", 'b', "target_01", lid, token, "inst-1"));
     assert_replay_of(n, b);
@@ -427,8 +499,7 @@ static void stored_answers_replay_every_member(void **state)
 
     /* a client id with a NUL: packed, and the same replay */
     q = vk_acquire_req("p1", "r2", 'd', "target_01", "inst-1", 0);
-    json_object_set_new(json_object_get(q, "principal"), "client_id",
-                        json_stringn("client\0x", 8));
+    json_object_set_new(json_object_get(q, "principal"), "client_id", json_stringn("client\0x", 8));
     again = json_deep_copy(q);
     a = vk_fcall(s, "acquire", q);
     vk_assert_code(a, "lease_acquired");
@@ -507,16 +578,15 @@ static void packed_answers_decode_as_the_table_form(void **state)
     vk_server_t *s = *state;
     json_t *q = vk_acquire_req("p1", "r1", 'a', "target_01", "inst-1", 5000);
     json_object_set_new(q, "trace_id", json_string("trace-77"));
-    json_object_set_new(q, "metadata_json", json_string("{\"batch\":\"b-9\",\"n\":[1,2]}"));
+    json_object_set_new(q, "metadata_json", json_string("{\"batch\":\"b-9\",\"n\":12}"));
     json_object_set_new(q, "maximum_lifetime_ms", json_integer(60000));
     lease_result_t a = packed_as_table(s, "acquire", q);
     assert_int_equal(a.code, LEASE_ACQUIRED);
-    assert_string_equal(a.lease.metadata_json, "{\"batch\":\"b-9\",\"n\":[1,2]}");
+    assert_string_equal(a.lease.metadata_json, "{\"batch\":\"b-9\",\"n\":12}");
     assert_int_equal(a.current_state, LEASE_STATE_ACTIVE);
-    lease_result_t n = packed_as_table(
-        s, "renew",
-        vk_owner_req("p1", "n1", 'b', "target_01", a.lease.lease_id, a.lease.fencing_token,
-                     "inst-1"));
+    lease_result_t n = packed_as_table(s, "renew",
+                                       vk_owner_req("p1", "n1", 'b', "target_01", a.lease.lease_id,
+                                                    a.lease.fencing_token, "inst-1"));
     assert_int_equal(n.code, LEASE_RENEWED);
     json_t *rv = admin_req("v1", 'c', a.lease.lease_id, a.lease.fencing_token, "compromised host");
     json_object_set_new(rv, "incident_id", json_string("inc-7"));
@@ -525,19 +595,17 @@ static void packed_answers_decode_as_the_table_form(void **state)
     assert_string_equal(v.lease.incident_id, "inc-7");
     assert_int_equal(v.current_state, LEASE_STATE_REVOKED);
 
-    lease_result_t b = packed_as_table(s, "acquire",
-                                       vk_acquire_req("p1", "r2", 'd', "target_01", "inst-1", 0));
-    lease_result_t x = packed_as_table(
-        s, "release",
-        vk_owner_req("p1", "x1", 'e', "target_01", b.lease.lease_id, b.lease.fencing_token,
-                     "inst-1"));
+    lease_result_t b =
+        packed_as_table(s, "acquire", vk_acquire_req("p1", "r2", 'd', "target_01", "inst-1", 0));
+    lease_result_t x = packed_as_table(s, "release",
+                                       vk_owner_req("p1", "x1", 'e', "target_01", b.lease.lease_id,
+                                                    b.lease.fencing_token, "inst-1"));
     assert_int_equal(x.code, LEASE_RELEASED);
     assert_true(x.lease.ended_at_ms > 0);
-    lease_result_t c = packed_as_table(s, "acquire",
-                                       vk_acquire_req("p1", "r3", 'f', "target_01", "inst-1", 0));
-    lease_result_t f =
-        packed_as_table(s, "force_release",
-                        admin_req("f1", '1', c.lease.lease_id, c.lease.fencing_token, "stuck"));
+    lease_result_t c =
+        packed_as_table(s, "acquire", vk_acquire_req("p1", "r3", 'f', "target_01", "inst-1", 0));
+    lease_result_t f = packed_as_table(
+        s, "force_release", admin_req("f1", '1', c.lease.lease_id, c.lease.fencing_token, "stuck"));
     assert_int_equal(f.code, LEASE_RELEASED);
     assert_string_equal(f.lease.end_reason, "stuck");
 
@@ -645,7 +713,8 @@ static void joined(const redisReply *r, bool sort, char *out, size_t n)
     size_t used = 0;
     out[0] = '\0';
     for (size_t i = 0; i < k; i++) {
-        used += (size_t)snprintf(out + used, used < n ? n - used : 0, "%s%s", i ? "|" : "", items[i]);
+        used +=
+            (size_t)snprintf(out + used, used < n ? n - used : 0, "%s%s", i ? "|" : "", items[i]);
         free(items[i]);
     }
 }
@@ -1363,10 +1432,10 @@ static void single_calls(vk_server_t *s, const char *ns_key, combined_call_t *c,
     c->n = 0;
 }
 
-static const char *ANSWER_FIELDS[] = {"code",   "field",        "reason",         "replayed",
+static const char *ANSWER_FIELDS[] = {"code",          "field",          "reason", "replayed",
                                       "current_state", "previous_state", NULL};
-static const char *LEASE_FIELDS_COMPARED[] = {"fencing_token", "state", "target_id",
-                                              "request_id",    "ttl_ms", "end_reason", NULL};
+static const char *LEASE_FIELDS_COMPARED[] = {
+    "fencing_token", "state", "target_id", "request_id", "ttl_ms", "end_reason", NULL};
 
 /* Two answers agree on everything that does not depend on the time of
  * the call or the namespace (lease ids carry the time). */
@@ -1392,8 +1461,7 @@ static void assert_same_answer(const redisReply *a, const redisReply *b, int ite
             if (!sa || !sb || strcmp(sa, sb) != 0)
                 fail_msg("item %d: lease.%s: %s vs %s", item, *f, sa ? sa : "-", sb ? sb : "-");
         } else if (vk_int(la, *f) != vk_int(lb, *f)) {
-            fail_msg("item %d: lease.%s: %lld vs %lld", item, *f, vk_int(la, *f),
-                     vk_int(lb, *f));
+            fail_msg("item %d: lease.%s: %lld vs %lld", item, *f, vk_int(la, *f), vk_int(lb, *f));
         }
     }
 }
@@ -1424,9 +1492,9 @@ static long long count_keys(vk_server_t *s, const char *pattern)
     return n;
 }
 
-static const char *AUDIT_FIELDS[] = {"event_type",     "code",           "fencing_token",
-                                     "request_id",     "previous_state", "resulting_state",
-                                     "principal_id",   "target_id",      NULL};
+static const char *AUDIT_FIELDS[] = {"event_type",   "code",           "fencing_token",
+                                     "request_id",   "previous_state", "resulting_state",
+                                     "principal_id", "target_id",      NULL};
 
 static void combined_answers_as_sequential_calls(void **state)
 {
@@ -1569,9 +1637,10 @@ static void combined_acquire_then_release_in_one_call(void **state)
 static void combined_item_error_spares_the_others(void **state)
 {
     vk_server_t *s = *state;
-    redisReply *r = vk_cmd(s, "SET %s x",
-                           "lease:{t}:id:[\"v1\",\"tenant-main\",\"program-a\",\"starintel-target\","
-                           "\"target_09\",\"usernamegen\",\"default\",\"default\"]");
+    redisReply *r =
+        vk_cmd(s, "SET %s x",
+               "lease:{t}:id:[\"v1\",\"tenant-main\",\"program-a\",\"starintel-target\","
+               "\"target_09\",\"usernamegen\",\"default\",\"default\"]");
     freeReplyObject(r);
     r = acquire(s, "q1", "target_09", 0);
     assert_int_equal(r->type, REDIS_REPLY_ERROR); /* alone: an error reply */
@@ -1660,6 +1729,8 @@ int main(void)
                                         vk_fixture_library_bound, vk_fixture_stop),
         cmocka_unit_test_setup_teardown(stored_answers_replay_every_member,
                                         vk_fixture_library_bound, vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(metadata_vectors, vk_fixture_library_bound,
+                                        vk_fixture_stop),
         cmocka_unit_test_setup_teardown(packed_answers_decode_as_the_table_form,
                                         vk_fixture_library_bound, vk_fixture_stop),
         cmocka_unit_test_setup_teardown(force_release_and_revoke, vk_fixture_library_bound,

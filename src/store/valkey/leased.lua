@@ -795,6 +795,92 @@ local function begin(keys, args, mutation)
 end
 
 -- ---------------------------------------------------------------------------
+-- Metadata: the rules of lease._bad_metadata (docs/api.md "Metadata"), so
+-- that a caller of the function (redis-cli as well as leased) gets the typed
+-- refusal PostgreSQL gives: a flat object of at most 16 keys [a-z0-9_]{1,64},
+-- values boolean, string of at most 256 bytes or number of magnitude at most
+-- 2^53 - 1 (judged as the double it decodes to, as C and PostgreSQL judge a
+-- real), at most 2048 bytes compact. The offending field ('metadata', or
+-- 'metadata.<key>' cut at 64 bytes), or nil; keys are checked in jsonb's
+-- order (shorter first, then by bytes), so the first bad key named is
+-- PostgreSQL's. tests/vectors/metadata.json holds this to the same answers
+-- (tests/valkey/valkey_functions.c, metadata_vectors).
+
+local METADATA_KEYS_MAX = 16
+local METADATA_STRING_MAX = 256
+local METADATA_NUMBER_MAX = 9007199254740991
+local METADATA_TEXT_MAX = 65536   -- text longer than this is not decoded at all
+
+-- Bytes of s written as a JSON string, quotes included (what the compact
+-- text holds: " and \ and the short escapes take two bytes, other control
+-- characters six, the rest as they are).
+local function json_string_len(s)
+    local n = #s + 2
+    for c in s:gmatch('[%z\1-\31"\\]') do
+        if c == '"' or c == '\\' or c == '\b' or c == '\f' or c == '\n' or c == '\r'
+           or c == '\t' then
+            n = n + 1
+        else
+            n = n + 5
+        end
+    end
+    return n
+end
+
+-- Bytes of a number in the compact text: an integral value as an integer,
+-- a real in its shortest form that reads back the same.
+local function json_number_len(v)
+    if v == math.floor(v) then return #string.format('%d', v) end
+    for digits = 15, 17 do
+        local t = string.format('%.' .. digits .. 'g', v)
+        if tonumber(t) == v then return #t end
+    end
+    return #string.format('%.17g', v)
+end
+
+local function jsonb_key_order(a, b)
+    if #a ~= #b then return #a < #b end
+    return a < b
+end
+
+local function bad_metadata(text)
+    if not is_str(text) or #text > METADATA_TEXT_MAX or not text:find('^%s*{') then
+        return 'metadata'   -- not an object's text (cjson reads [] as {})
+    end
+    local ok, m = pcall(cjson.decode, text)
+    if not ok or type(m) ~= 'table' then return 'metadata' end
+    local keys, n = {}, 0
+    for k in pairs(m) do
+        if type(k) ~= 'string' then return 'metadata' end
+        n = n + 1; keys[n] = k
+    end
+    if n > METADATA_KEYS_MAX then return 'metadata' end
+    table.sort(keys, jsonb_key_order)
+    local size = 2
+    for j = 1, n do
+        local k = keys[j]
+        local field = ('metadata.' .. k):sub(1, 64)
+        if #k > 64 or not k:find('^[a-z0-9_]+$') then return field end
+        local v, len = m[k], nil
+        if type(v) == 'boolean' then
+            len = v and 4 or 5
+        elseif type(v) == 'string' then
+            if #v > METADATA_STRING_MAX then return field end
+            len = json_string_len(v)
+        elseif type(v) == 'number' then
+            -- NaN fails the comparison, an infinity the bound
+            if not (math.abs(v) <= METADATA_NUMBER_MAX) then return field end
+            len = json_number_len(v)
+        else
+            return field   -- null, an object, an array
+        end
+        size = size + json_string_len(k) + 1 + len + (j > 1 and 1 or 0)
+    end
+    if size > METADATA_MAX then return 'metadata' end
+    return nil
+end
+
+-- ---------------------------------------------------------------------------
 -- acquire-if-free (lease._acquire_t), without waiting: waiting is the
 -- caller's loop of calls, as in Postgres.
 
@@ -827,11 +913,8 @@ local function acquire_decide(ks, ns, t, p)
     end
     local metadata = '{}'
     if p.metadata_json ~= nil and p.metadata_json ~= cjson.null then
-        local ok, m = pcall(cjson.decode, p.metadata_json)
-        if not is_str(p.metadata_json) or #p.metadata_json > METADATA_MAX or not ok
-           or type(m) ~= 'table' or not p.metadata_json:find('^%s*{') then
-            return invalid('metadata')
-        end
+        local bad = bad_metadata(p.metadata_json)
+        if bad then return invalid(bad) end
         metadata = p.metadata_json
     end
 
