@@ -326,6 +326,32 @@ static bool decode_text(const char *text, size_t len, lease_result_t *res)
 
 #define DECODES(lit, res) decode_text(lit, sizeof(lit) - 1, res)
 
+/* "\1lease_acquired\0active\0" and MEMBERS' members, members[member]
+ * replaced by value, then "replayed\0" "0": its length in out. */
+static size_t packed_with(char *out, size_t cap, int member, const char *value)
+{
+    static const char *const members[26] = {
+        "t1",  "p1",  "ns",    "target", "actor", "wf",      "default", "lse_7", "4294967297",
+        "100", "200", "30100", "",       "30000", "3600000", "prn_a",   "cli_a", "cred_a",
+        "svc", "exe", "job",   "",       "req-1", "",        "",        ""};
+    static const char head[] = "\1lease_acquired\0active";
+    size_t n = sizeof head - 1;
+    memcpy(out, head, n);
+    for (int k = 0; k < 26; k++) {
+        const char *m = k == member ? value : members[k];
+        size_t len = strlen(m);
+        assert_true(n + 1 + len < cap);
+        out[n++] = '\0';
+        memcpy(out + n, m, len);
+        n += len;
+    }
+    static const char tail[] = "\0replayed\0"
+                               "0";
+    assert_true(n + sizeof tail - 1 <= cap);
+    memcpy(out + n, tail, sizeof tail - 1);
+    return n + sizeof tail - 1;
+}
+
 static void packed_answer_read(void **state)
 {
     (void)state;
@@ -385,47 +411,21 @@ static void packed_answer_malformed_refused(void **state)
     assert_false(DECODES("\1lease_acquired\0busy\0" MEMBERS "replayed\0"
                          "0",
                          &res));
-    /* a token that is not a number, or none */
-    assert_false(DECODES("\1lease_acquired\0active\0t1\0p1\0ns\0target\0actor\0wf\0default\0"
-                         "lse_7\0"
-                         "12x\0"
-                         "100\0"
-                         "200\0"
-                         "30100\0\0"
-                         "30000\0"
-                         "3600000\0prn_a\0"
-                         "cli_a\0cred_a\0svc\0exe\0job\0\0req-1\0\0\0\0",
-                         &res));
-    assert_false(DECODES("\1lease_acquired\0active\0t1\0p1\0ns\0target\0actor\0wf\0default\0"
-                         "lse_7\0\0"
-                         "100\0"
-                         "200\0"
-                         "30100\0\0"
-                         "30000\0"
-                         "3600000\0prn_a\0"
-                         "cli_a\0cred_a\0svc\0exe\0job\0\0req-1\0\0\0\0",
-                         &res));
-    /* no tenant, no lease id */
-    assert_false(DECODES("\1lease_acquired\0active\0\0p1\0ns\0target\0actor\0wf\0default\0"
-                         "lse_7\0"
-                         "9\0"
-                         "100\0"
-                         "200\0"
-                         "30100\0\0"
-                         "30000\0"
-                         "3600000\0prn_a\0"
-                         "cli_a\0cred_a\0svc\0exe\0job\0\0req-1\0\0\0\0",
-                         &res));
-    assert_false(DECODES("\1lease_acquired\0active\0t1\0p1\0ns\0target\0actor\0wf\0default\0"
-                         "\0"
-                         "9\0"
-                         "100\0"
-                         "200\0"
-                         "30100\0\0"
-                         "30000\0"
-                         "3600000\0prn_a\0"
-                         "cli_a\0cred_a\0svc\0exe\0job\0\0req-1\0\0\0\0",
-                         &res));
+    /* one member made bad: a token that is not a number, or none; no
+     * tenant; no lease id */
+    static const struct {
+        int member;
+        const char *value;
+    } bad[] = {{8, "12x"}, {8, ""}, {0, ""}, {7, ""}};
+    char whole[512];
+    size_t wn = packed_with(whole, sizeof whole, -1, NULL); /* none made bad: read */
+    assert_true(decode_text(whole, wn, &res));
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        char text[512];
+        size_t n = packed_with(text, sizeof text, bad[k].member, bad[k].value);
+        assert_false(decode_text(text, n, &res));
+        assert_false(res.has_lease);
+    }
     /* a current state that is no state */
     assert_false(DECODES("\1lease_acquired\0active\0" MEMBERS "current_state\0gone", &res));
     assert_int_equal(res.code, 0);
