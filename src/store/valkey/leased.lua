@@ -538,7 +538,10 @@ local function stored_answer_encode(answer, rec, state)
     -- rest are ids, names, numbers and reasons checked against a class of
     -- characters, and the pairs after the lease are states)
     local free = (rec.metadata or '') .. (rec.owner_client or '') .. (rec.owner_cred or '')
-    if free:find('\0', 1, true) then return cmsgpack.pack(answer) end
+    if free:find('\0', 1, true) then
+        if answer[4] == false then answer[4] = lease_pairs(rec, state) end
+        return cmsgpack.pack(answer)
+    end
     local s = STORED_MARK .. answer[2] .. '\0' .. state
         .. '\0' .. (rec.tenant_id or '') .. '\0' .. (rec.program_id or '')
         .. '\0' .. (rec.target_namespace or '') .. '\0' .. (rec.target_id or '')
@@ -749,10 +752,14 @@ local function audit_mutation(ks, ns, t, op, i, p, code, rec, state, previous)
 end
 
 -- The answer stored under the request id (its retention), then marked as
--- not replayed. With rec, answer is result(code, 'lease', lease_pairs(rec,
--- state), name, text, ...), as a lease mutation answers; without (a
--- commit's answer), it is stored packed. Returns the stored text when the
--- caller asked for packed answers and it is one (else nil).
+-- not replayed. With rec, answer is result(code, 'lease', pairs, name,
+-- text, ...), as a lease mutation answers, its pairs false until needed:
+-- lease_pairs(rec, state) is made here only for an answer given as the
+-- table (a packed answer is the stored text, which is made from rec: the
+-- 54-value table a mutation did not use was 4 % of an acquire's
+-- instructions); without rec (a commit's answer), it is stored packed.
+-- Returns the stored text when the caller asked for packed answers and it
+-- is one (else nil, answer complete).
 local function store_answer(ks, ns, op, i, p, answer, lease_id, rec, state)
     local key = ks.idem(op, i.canonical, p.principal.principal_id, p.request_id)
     local stored = rec and stored_answer_encode(answer, rec, state) or cmsgpack.pack(answer)
@@ -760,6 +767,7 @@ local function store_answer(ks, ns, op, i, p, answer, lease_id, rec, state)
     redis.call('PEXPIRE', key, I(ns.idempotency_retention_ms))
     answer[#answer + 1] = 'replayed'; answer[#answer + 1] = 0
     if p.packed_answer == true and stored:byte(1) == 1 then return stored end
+    if answer[4] == false then answer[4] = lease_pairs(rec, state) end
     return nil
 end
 
@@ -981,8 +989,7 @@ local function acquire_decide(ks, ns, t, p)
     redis.call('SET', ks.index(lease_id), i.canonical)
     redis.call('SADD', ks.active, i.canonical)
     redis.call('ZADD', ks.expiring, until_, i.canonical)
-    local answer = result('lease_acquired', 'lease', lease_pairs(new, 'active'),
-                          'previous_state', prev)
+    local answer = result('lease_acquired', 'lease', false, 'previous_state', prev)
     local packed = remember(ks, ns, 'acquire', i, p, answer, new, 'active', prev, t)
     if prev == 'expired' then publish_ended(ks, {rec.lease_id}) end
     if packed then return packed_answer(packed, '0', 'active') end
@@ -1043,7 +1050,7 @@ local function renew_decide(ks, ns, t, p)
                'ttl_ms', I(ttl))
     redis.call('ZADD', ks.expiring, I(expires), i.canonical)
     rec.renewed_at, rec.expires_at, rec.ttl_ms = I(t), I(expires), I(ttl)
-    local answer = result('lease_renewed', 'lease', lease_pairs(rec, 'active'))
+    local answer = result('lease_renewed', 'lease', false)
     local packed = remember(ks, ns, 'renew', i, p, answer, rec, 'active', 'active', t)
     if packed then return packed_answer(packed, '0', 'active') end
     answer[#answer + 1] = 'current_state'; answer[#answer + 1] = 'active'
@@ -1080,7 +1087,7 @@ local function ending_decide(ks, ns, t, p, op, terminal, success)
     if rec == false then return unavailable('corrupt_record') end
     if not matches(rec, p, t, as_owner) then return result('lease_lost') end
     local ended = end_lease(ks, ns, rec, terminal, t, reason, incident)
-    local answer = result(success, 'lease', lease_pairs(ended, terminal))
+    local answer = result(success, 'lease', false)
     local packed = remember(ks, ns, op, i, p, answer, ended, terminal, 'active', t)
     publish_ended(ks, {rec.lease_id})
     if packed then return packed_answer(packed, '0', terminal) end
