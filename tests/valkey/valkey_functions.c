@@ -437,6 +437,17 @@ static void assert_replay_of(const redisReply *first, const redisReply *again)
     assert_int_equal(j, again->elements);
 }
 
+/* An acquire with every optional member set: trace id, metadata, maximum
+ * lifetime (the principal's client and credential ids are vk_call's). */
+static json_t *acquire_every_member(const char *rid, char dg)
+{
+    json_t *q = vk_acquire_req("p1", rid, dg, "target_01", "inst-1", 5000);
+    json_object_set_new(q, "trace_id", json_string("trace-77"));
+    json_object_set_new(q, "metadata_json", json_string("{\"batch\":\"b-9\",\"n\":12}"));
+    json_object_set_new(q, "maximum_lifetime_ms", json_integer(60000));
+    return q;
+}
+
 /* The first byte of the stored answer of op's request rid (the
  * idempotency record's r). */
 static int stored_answer_byte(vk_server_t *s, const char *op, const char *rid)
@@ -460,10 +471,7 @@ static int stored_answer_byte(vk_server_t *s, const char *op, const char *rid)
 static void stored_answers_replay_every_member(void **state)
 {
     vk_server_t *s = *state;
-    json_t *q = vk_acquire_req("p1", "r1", 'a', "target_01", "inst-1", 5000);
-    json_object_set_new(q, "trace_id", json_string("trace-77"));
-    json_object_set_new(q, "metadata_json", json_string("{\"batch\":\"b-9\",\"n\":12}"));
-    json_object_set_new(q, "maximum_lifetime_ms", json_integer(60000));
+    json_t *q = acquire_every_member("r1", 'a');
     json_t *again = json_deep_copy(q);
     redisReply *a = vk_fcall(s, "acquire", q);
     vk_assert_code(a, "lease_acquired");
@@ -576,10 +584,7 @@ static lease_result_t packed_as_table(vk_server_t *s, const char *fn, json_t *re
 static void packed_answers_decode_as_the_table_form(void **state)
 {
     vk_server_t *s = *state;
-    json_t *q = vk_acquire_req("p1", "r1", 'a', "target_01", "inst-1", 5000);
-    json_object_set_new(q, "trace_id", json_string("trace-77"));
-    json_object_set_new(q, "metadata_json", json_string("{\"batch\":\"b-9\",\"n\":12}"));
-    json_object_set_new(q, "maximum_lifetime_ms", json_integer(60000));
+    json_t *q = acquire_every_member("r1", 'a');
     lease_result_t a = packed_as_table(s, "acquire", q);
     assert_int_equal(a.code, LEASE_ACQUIRED);
     assert_string_equal(a.lease.metadata_json, "{\"batch\":\"b-9\",\"n\":12}");
