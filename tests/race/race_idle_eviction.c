@@ -18,6 +18,8 @@
  *    /healthz there from a ninth address answers every time.
  *
  * Small caps keep the test light; the rules do not depend on the numbers.
+ * Nothing here reads the store, so every case runs on both backends alike
+ * (LEASE_TEST_STORE=valkey: leased on a redis-server of the file's own).
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -109,7 +111,15 @@ static void serve(int metrics_port)
         http_fx_serve(&fx, env);
         return;
     }
-    fx.srv = leased_proc_start_unready(fx.db, env);
+    /* not ready until the probe listener says so: started as
+     * http_fx_start_leased starts it, on either backend (on Valkey the
+     * store is named by LEASE_STORE_URL, not a database URL) */
+    if (fx.valkey) {
+        const char *vk_env[] = {fx.vk.setting, cap, per, setting, NULL};
+        fx.srv = leased_proc_start_unready(NULL, vk_env);
+    } else {
+        fx.srv = leased_proc_start_unready(fx.db, env);
+    }
     assert_non_null(fx.srv);
     fx.base = leased_proc_url(fx.srv);
     int status = 0;
