@@ -14,6 +14,16 @@
  * (and at once after lease_auth_forget); an expired credential is rejected
  * even while cached; many threads authenticating at once all get the right
  * answer while the database sees about one lookup per id per TTL.
+ *
+ * On Valkey (LEASE_TEST_STORE=valkey, test_store.h): the same cases against
+ * a redis-server of the file's own, the Valkey adapter (as leased opens it
+ * for LEASE_STORE_URL) and the real `leasectl credential` on its URL. The
+ * stored digest is the credential hash's secret_digest, the secret is
+ * looked for in every key and value of the server (the audit Stream too),
+ * and "stores nothing" counts the credential keys and the credential set
+ * (docs/backends.md "Keys"). Left out there (PostgreSQL's login roles):
+ * the service role refused administration, in the bad-input case, and the
+ * plain lease_admin login role's case, in the pg_only table.
  */
 #include <fcntl.h>
 #include <jansson.h>
@@ -34,16 +44,46 @@
 
 #include "lease/clock.h"
 #include "lease/store_pg.h"
+#include "lease/store_valkey.h"
 #include "lease/token.h"
 #include "server/auth.h"
+#include "test_store.h"
 #include "test_wait.h"
 #include "testpg.h"
+#include "../http/http_common.h" /* http_fx_run_group, http_fx_valkey_key */
 
 #define PEPPER "race-auth-pepper"
 
-static char *db_url;  /* superuser: leasectl credential runs as the admin */
-static char *svc_url; /* the service login role, as leased connects */
+static char *db_url;  /* superuser: leasectl credential runs as the admin; or the redis:// URL */
+static char *svc_url; /* the service login role, as leased connects (NULL on Valkey) */
 static lease_store_t *real_store;
+static bool on_valkey;         /* LEASE_TEST_STORE=valkey */
+static test_store_valkey_t vk; /* its redis-server, namespace bound by leasectl migrate */
+
+/* What redis-cli printed for args on the test's server, its last newline
+ * taken off (heap). */
+static char *valkey_cli(const char *const *args)
+{
+    char *out = test_store_valkey_cli(&vk, args);
+    assert_non_null(out);
+    size_t n = strlen(out);
+    if (n && out[n - 1] == '\n')
+        out[n - 1] = '\0';
+    return out;
+}
+
+/* redis-cli's integer answer to args. */
+static long long valkey_cli_int(const char *const *args)
+{
+    char *out = valkey_cli(args);
+    char *end = NULL;
+    long long n = strtoll(out, &end, 10);
+    if (end == out)
+        fprintf(stderr, "redis-cli printed %s\n", out);
+    assert_true(end != out);
+    free(out);
+    return n;
+}
 
 /* A pass-through store that counts credential lookups reaching Postgres. */
 static atomic_int lookups;
@@ -209,9 +249,37 @@ static void expect_invalid(lease_auth_t *a, const char *token)
     assert_int_equal(code, LEASE_INVALID_CREDENTIAL);
 }
 
+/* The Valkey adapter on the test's server, as leased opens it for
+ * LEASE_STORE_URL. */
+static int open_valkey_store(void)
+{
+    lease_valkey_url_t u;
+    char err[256] = "";
+    if (!lease_valkey_url_parse(vk.url, &u, err, sizeof err)) {
+        fprintf(stderr, "store url: %s\n", err);
+        return -1;
+    }
+    lease_valkey_config_t cfg = {
+        .host = u.host, .port = u.port, .ns = u.ns, .connect_timeout_ms = 5000, .pool_size = 4};
+    lease_code_t rc = lease_valkey_store_open(&cfg, &real_store, err, sizeof err);
+    lease_valkey_url_wipe(&u);
+    if (rc != LEASE_INSPECTED || !real_store) {
+        fprintf(stderr, "lease_valkey_store_open: %s (%s)\n", lease_code_name(rc), err);
+        return -1;
+    }
+    return 0;
+}
+
 static int group_setup(void **state)
 {
     (void)state;
+    on_valkey = test_store_is_valkey();
+    if (on_valkey) {
+        test_store_valkey_start(&vk);
+        db_url = strdup(vk.url); /* leasectl's --database-url */
+        printf("backend: valkey (%s)\n", vk.url);
+        return open_valkey_store();
+    }
     db_url = testpg_create_db("race_auth");
     svc_url = testpg_service_url(db_url);
     lease_store_pg_config_t cfg = {.conninfo = svc_url,
@@ -230,7 +298,10 @@ static int group_teardown(void **state)
 {
     (void)state;
     lease_store_close(real_store);
-    testpg_drop_db(db_url);
+    if (on_valkey)
+        test_store_valkey_stop(&vk);
+    else
+        testpg_drop_db(db_url);
     free(svc_url);
     free(db_url);
     return 0;
@@ -240,6 +311,76 @@ static void hex_of(const unsigned char d[32], char out[65])
 {
     for (int i = 0; i < 32; i++)
         snprintf(out + 2 * i, 3, "%02x", d[i]);
+}
+
+/* The stored secret_digest of a credential, as hex (heap; NULL: none):
+ * lease.credentials on Postgres, the credential's hash on Valkey. */
+static char *stored_digest(const char *credential_id)
+{
+    if (!on_valkey) {
+        char sql[256];
+        snprintf(sql, sizeof sql,
+                 "SELECT encode(secret_digest, 'hex') FROM lease.credentials WHERE "
+                 "credential_id = '%s'",
+                 credential_id);
+        return testpg_query_value(db_url, sql);
+    }
+    char key[128], suffix[64];
+    snprintf(suffix, sizeof suffix, "cred:%s", credential_id);
+    http_fx_valkey_key(key, sizeof key, suffix);
+    const char *args[] = {"HGET", key, "secret_digest", NULL};
+    return valkey_cli(args);
+}
+
+/* A statement that fails when any table of the lease schema holds text. */
+static const char *no_table_holds(const char *text)
+{
+    static char find[512];
+    snprintf(find, sizeof find,
+             "DO $$ DECLARE t regclass; hit boolean; BEGIN "
+             "FOR t IN SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid=c.relnamespace "
+             "WHERE n.nspname='lease' AND c.relkind='r' LOOP "
+             "EXECUTE format('SELECT bool_or(strpos(x::text, %%L) > 0) FROM %%s x', '%s', t) "
+             "INTO hit; "
+             "IF hit THEN RAISE EXCEPTION 'secret found in %%', t; END IF; END LOOP; END $$",
+             text);
+    return find;
+}
+
+/* The keys of the server whose name or any part of whose value (each
+ * string, hash field and value, member, score, Stream entry field and
+ * value) contains ARGV[1], one a line; "" when none. */
+#define VALKEY_HOLDING_LUA                                                                         \
+    "local found = {} "                                                                            \
+    "local function has(v) return string.find(v, ARGV[1], 1, true) ~= nil end "                    \
+    "for _, k in ipairs(redis.call('KEYS', '*')) do "                                              \
+    "  local t, parts = redis.call('TYPE', k)['ok'], {k} "                                         \
+    "  if t == 'string' then parts[2] = redis.call('GET', k) "                                     \
+    "  elseif t == 'hash' then for _, v in ipairs(redis.call('HGETALL', k)) do "                   \
+    "    parts[#parts + 1] = v end "                                                               \
+    "  elseif t == 'set' then for _, v in ipairs(redis.call('SMEMBERS', k)) do "                   \
+    "    parts[#parts + 1] = v end "                                                               \
+    "  elseif t == 'zset' then "                                                                   \
+    "    for _, v in ipairs(redis.call('ZRANGE', k, 0, -1, 'WITHSCORES')) do "                     \
+    "      parts[#parts + 1] = v end "                                                             \
+    "  elseif t == 'list' then for _, v in ipairs(redis.call('LRANGE', k, 0, -1)) do "             \
+    "    parts[#parts + 1] = v end "                                                               \
+    "  elseif t == 'stream' then "                                                                 \
+    "    for _, e in ipairs(redis.call('XRANGE', k, '-', '+')) do "                                \
+    "      parts[#parts + 1] = e[1] "                                                              \
+    "      for _, v in ipairs(e[2]) do parts[#parts + 1] = v end end "                             \
+    "  else parts[2] = redis.call('DUMP', k) end "                                                 \
+    "  for _, v in ipairs(parts) do "                                                              \
+    "    if has(v) then found[#found + 1] = k break end end "                                      \
+    "end "                                                                                         \
+    "table.sort(found) "                                                                           \
+    "return table.concat(found, '\\n')"
+
+/* Which keys of the test's redis-server hold text (see above; heap). */
+static char *valkey_holding(const char *text)
+{
+    const char *args[] = {"EVAL", VALKEY_HOLDING_LUA, "0", text, NULL};
+    return valkey_cli(args);
 }
 
 /* Only HMAC(pepper, secret) is stored: compare with an independent HMAC of
@@ -259,29 +400,29 @@ static void test_only_digest_is_stored(void **state)
     char expect[65];
     hex_of(mac, expect);
 
-    char sql[256];
-    snprintf(
-        sql, sizeof sql,
-        "SELECT encode(secret_digest, 'hex') FROM lease.credentials WHERE credential_id = '%s'",
-        m.id);
-    char *stored = testpg_query_value(db_url, sql);
+    char *stored = stored_digest(m.id);
     assert_non_null(stored);
     assert_string_equal(stored, expect);
     free(stored);
 
-    /* the secret appears in no table of the schema */
-    char find[512];
-    snprintf(find, sizeof find,
-             "DO $$ DECLARE t regclass; hit boolean; BEGIN "
-             "FOR t IN SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid=c.relnamespace "
-             "WHERE n.nspname='lease' AND c.relkind='r' LOOP "
-             "EXECUTE format('SELECT bool_or(strpos(x::text, %%L) > 0) FROM %%s x', '%s', t) "
-             "INTO hit; "
-             "IF hit THEN RAISE EXCEPTION 'secret found in %%', t; END IF; END LOOP; END $$",
-             secret_text);
-    assert_true(testpg_exec(db_url, find));
+    if (on_valkey) {
+        /* the secret appears in no key nor value of the server */
+        char *where = valkey_holding(secret_text);
+        if (where[0])
+            fprintf(stderr, "secret found in %s\n", where);
+        assert_string_equal(where, "");
+        free(where);
+        /* (and the search finds a text that is there: the digest) */
+        where = valkey_holding(expect);
+        assert_non_null(strstr(where, ":cred:"));
+        free(where);
+    } else {
+        /* the secret appears in no table of the schema */
+        assert_true(testpg_exec(db_url, no_table_holds(secret_text)));
+    }
 
     /* list shows the credential and no digest */
+
     char *out = NULL;
     assert_int_equal(leasectl(&out, NULL, "credential", "list", NULL), 0);
     assert_non_null(strstr(out, m.id));
@@ -553,9 +694,21 @@ static void test_concurrent_authentications(void **state)
     lease_auth_free(a);
 }
 
+/* The credentials stored: rows of lease.credentials (Postgres); on Valkey
+ * the credential hashes, which must be as many as the credential set's
+ * members (docs/backends.md "Keys": each create writes both). */
 static long long credential_rows(void)
 {
-    return testpg_query_int(db_url, "SELECT count(*) FROM lease.credentials");
+    if (!on_valkey)
+        return testpg_query_int(db_url, "SELECT count(*) FROM lease.credentials");
+    char pattern[128], set[128];
+    http_fx_valkey_key(pattern, sizeof pattern, "cred:*");
+    http_fx_valkey_key(set, sizeof set, "creds");
+    const char *count_keys[] = {"EVAL", "return #redis.call('KEYS', ARGV[1])", "0", pattern, NULL};
+    const char *members[] = {"SCARD", set, NULL};
+    long long keys = valkey_cli_int(count_keys);
+    assert_int_equal(valkey_cli_int(members), keys);
+    return keys;
 }
 
 /* Bad input is refused with a typed exit status and stores nothing. */
@@ -601,15 +754,20 @@ static void test_cli_rejects_bad_input_and_stores_nothing(void **state)
     free(out);
     assert_int_equal(leasectl(&out, NULL, "credential", "frobnicate", NULL), 2);
     free(out);
-    /* the service login role may not administer credentials */
-    assert_int_equal(leasectl_as_service(&out, NULL, "credential", "create", "--principal", "p",
-                                         "--client", "c", "--tenant", "t", "--program", "p",
-                                         "--capability", "targets:lease", NULL),
-                     77);
-    assert_string_equal(out, ""); /* and no token was printed */
-    free(out);
-    assert_int_equal(leasectl_as_service(&out, NULL, "credential", "list", NULL), 77);
-    free(out);
+    /* the service login role may not administer credentials (PostgreSQL's
+     * roles: on Valkey there is no such role, the server's ACL user of
+     * leased may call every function of the library, credential_create
+     * among them; docs/backends.md "Credentials and TLS") */
+    if (!on_valkey) {
+        assert_int_equal(leasectl_as_service(&out, NULL, "credential", "create", "--principal", "p",
+                                             "--client", "c", "--tenant", "t", "--program", "p",
+                                             "--capability", "targets:lease", NULL),
+                         77);
+        assert_string_equal(out, ""); /* and no token was printed */
+        free(out);
+        assert_int_equal(leasectl_as_service(&out, NULL, "credential", "list", NULL), 77);
+        free(out);
+    }
     assert_int_equal(credential_rows(), before);
 
     /* revoking an id that does not exist */
@@ -667,5 +825,12 @@ int main(void)
         cmocka_unit_test(test_negative_lookups_cached),
         cmocka_unit_test(test_concurrent_authentications),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    static const http_pg_only_t pg_only[] = {
+        {"test_lease_admin_role_administers",
+         "a PostgreSQL login role in lease_admin and its default isolation level: Valkey has "
+         "neither roles nor isolation levels"},
+        {NULL, NULL},
+    };
+    return http_fx_run_group("race_auth_cache", tests, sizeof tests / sizeof tests[0], group_setup,
+                             group_teardown, pg_only);
 }
