@@ -13,6 +13,9 @@
  *  (b) leasectl given LEASE_DATABASE_URL and LEASE_TOKEN_PEPPER directly:
  *      neither reaches the command (they used to pass through, like any
  *      variable of run's own environment).
+ *  Both also give the Valkey backend's URL with its password,
+ *  LEASE_STORE_URL_FILE in (a) and LEASE_STORE_URL in (b): neither the
+ *  value, the file's path nor the name reaches the command.
  * In both, every LEASE_* variable the command sees is one docs/executor.md
  * lists, every one it lists is there (LEASE_CA_FILE is set for the purpose),
  * with the lease's values, and a variable of the caller's own (PATH, and
@@ -190,23 +193,33 @@ static void test_secret_files_do_not_reach_the_command(void **state)
     snprintf(db_url, sizeof db_url, "postgresql://runenv_user:db-secret-%d@127.0.0.1:1/runenv_db",
              (int)getpid());
     snprintf(pepper, sizeof pepper, "pepper-secret-%d", (int)getpid());
+    char store_url[160];
+    snprintf(store_url, sizeof store_url, "redis://runenv:store-secret-%d@127.0.0.1:1/0",
+             (int)getpid());
     char *db_path = secret_file("dburl", db_url);
     char *pepper_path = secret_file("pepper", pepper);
-    char db_var[256], pepper_var[256];
+    char *store_path = secret_file("storeurl", store_url);
+    char db_var[256], pepper_var[256], store_var[256];
     snprintf(db_var, sizeof db_var, "LEASE_DATABASE_URL_FILE=%s", db_path);
     snprintf(pepper_var, sizeof pepper_var, "LEASE_TOKEN_PEPPER_FILE=%s", pepper_path);
-    const char *env[] = {db_var, pepper_var, "LEASE_CA_FILE=" CA_FILE, "RUN_ENV_APP_SETTING=kept",
-                         NULL};
+    /* the Valkey backend's URL, with its password (docs/backends.md) */
+    snprintf(store_var, sizeof store_var, "LEASE_STORE_URL_FILE=%s", store_path);
+    const char *env[] = {
+        db_var, pepper_var, store_var, "LEASE_CA_FILE=" CA_FILE, "RUN_ENV_APP_SETTING=kept", NULL};
 
     char *out = env_under_run(TARGET_A, env);
     check_environment(
-        out, TARGET_A, (const char *[]){db_url, pepper, db_path, pepper_path, NULL},
-        (const char *[]){"LEASE_DATABASE_URL", "LEASE_TOKEN_PEPPER", "_FILE=/tmp", NULL});
+        out, TARGET_A,
+        (const char *[]){db_url, pepper, store_url, db_path, pepper_path, store_path, NULL},
+        (const char *[]){"LEASE_DATABASE_URL", "LEASE_TOKEN_PEPPER", "LEASE_STORE_URL",
+                         "_FILE=/tmp", NULL});
     free(out);
     unlink(db_path);
     unlink(pepper_path);
+    unlink(store_path);
     free(db_path);
     free(pepper_path);
+    free(store_path);
 }
 
 static void test_secret_variables_do_not_reach_the_command(void **state)
@@ -217,13 +230,18 @@ static void test_secret_variables_do_not_reach_the_command(void **state)
              "LEASE_DATABASE_URL=postgresql://runenv_user:db-direct-%d@127.0.0.1:1/runenv_db",
              (int)getpid());
     snprintf(pepper_var, sizeof pepper_var, "LEASE_TOKEN_PEPPER=pepper-direct-%d", (int)getpid());
-    const char *env[] = {db_var, pepper_var, "LEASE_CA_FILE=" CA_FILE, "RUN_ENV_APP_SETTING=kept",
-                         NULL};
+    char store_var[192];
+    snprintf(store_var, sizeof store_var,
+             "LEASE_STORE_URL=rediss://runenv:store-direct-%d@127.0.0.1:1/0", (int)getpid());
+    const char *env[] = {
+        db_var, pepper_var, store_var, "LEASE_CA_FILE=" CA_FILE, "RUN_ENV_APP_SETTING=kept", NULL};
 
     char *out = env_under_run(TARGET_B, env);
-    check_environment(out, TARGET_B,
-                      (const char *[]){strchr(db_var, '=') + 1, strchr(pepper_var, '=') + 1, NULL},
-                      (const char *[]){"LEASE_DATABASE_URL", "LEASE_TOKEN_PEPPER", NULL});
+    check_environment(
+        out, TARGET_B,
+        (const char *[]){strchr(db_var, '=') + 1, strchr(pepper_var, '=') + 1,
+                         strchr(store_var, '=') + 1, NULL},
+        (const char *[]){"LEASE_DATABASE_URL", "LEASE_TOKEN_PEPPER", "LEASE_STORE_URL", NULL});
     free(out);
 }
 
