@@ -14,6 +14,11 @@
  *
  * Nothing here measures time: B's answer either comes while A's requests
  * are stuck (read with a 5 s bound, A's deadline is 20 s) or not at all.
+ *
+ * Both backends (issue 38): on PostgreSQL A's acquire is stuck behind the
+ * target's lock row; on Valkey (LEASE_TEST_STORE=valkey) behind CLIENT
+ * PAUSE ... WRITE, which holds every write function call at the server
+ * while B's inspect and the credential lookups (no-writes functions) pass.
  */
 #include <poll.h>
 
@@ -33,6 +38,89 @@ static int setup(void **state)
     token_a = http_fx_worker(&fx, "prn_flood");
     token_b = http_fx_worker_of(&fx, "prn_other", "tenant-b");
     return 0;
+}
+
+/* ---- A's acquires held inside the store ----------------------------- */
+
+/* What holds A's acquires: a session of the test on PostgreSQL; on
+ * Valkey the server's write pause. */
+typedef struct stuck {
+    PGconn *blocker;       /* PostgreSQL */
+    long long held_before; /* Valkey: clients held at the server before A's */
+} stuck_t;
+
+/* Clients held at the server (INFO clients' blocked_clients: a write call
+ * postponed by CLIENT PAUSE ... WRITE counts there). */
+static long long valkey_held_clients(void)
+{
+    const char *args[] = {"INFO", "clients", NULL};
+    char *out = test_store_valkey_cli(&fx.vk, args);
+    assert_non_null(out);
+    const char *p = strstr(out, "blocked_clients:");
+    assert_non_null(p);
+    long long n = atoll(p + strlen("blocked_clients:"));
+    free(out);
+    return n;
+}
+
+static void valkey_cli_ok(const char *const *args)
+{
+    char *out = test_store_valkey_cli(&fx.vk, args);
+    assert_non_null(out);
+    if (strncmp(out, "OK", 2) != 0)
+        fprintf(stderr, "%s: %s\n", args[0], out);
+    assert_int_equal(strncmp(out, "OK", 2), 0);
+    free(out);
+}
+
+/* From now on every acquire of t-stuck stays inside the store, as long as
+ * the test's own lock is held. On Valkey the pause (30 s, longer than the
+ * test holds it; it ends by itself if the test dies) holds any write:
+ * what it already holds (a housekeeping step) is counted first, so that
+ * only A's acquire makes the count grow. */
+static void stuck_begin(stuck_t *s)
+{
+    *s = (stuck_t){0};
+    if (!fx.valkey) {
+        s->blocker = http_block_target(fx.db, "t-stuck");
+        return;
+    }
+    const char *pause[] = {"CLIENT", "PAUSE", "30000", "WRITE", NULL};
+    valkey_cli_ok(pause);
+    s->held_before = valkey_held_clients();
+}
+
+/* How many of leased's store calls are stuck, once at least one is
+ * (polled for at most 30 s): on PostgreSQL sessions waiting on a lock
+ * (only t-stuck's row is locked), on Valkey clients held by the pause
+ * beyond those held before A's first acquire. */
+static long long stuck_wait(const stuck_t *s)
+{
+    if (!fx.valkey)
+        return http_wait_lock_waiter(fx.db);
+    long long held = 0;
+    (void)test_wait_until(30000, (held = valkey_held_clients() - s->held_before) > 0);
+    return held;
+}
+
+/* The number stuck now, without waiting. */
+static long long stuck_now(const stuck_t *s)
+{
+    if (!fx.valkey)
+        return testpg_query_int(fx.db, "SELECT count(*) FROM pg_stat_activity WHERE datname = "
+                                       "current_database() AND application_name = 'leased' AND "
+                                       "wait_event_type = 'Lock'");
+    return valkey_held_clients() - s->held_before;
+}
+
+static void stuck_end(stuck_t *s)
+{
+    if (!fx.valkey) {
+        http_unblock(s->blocker);
+        return;
+    }
+    const char *unpause[] = {"CLIENT", "UNPAUSE", NULL};
+    valkey_cli_ok(unpause);
 }
 
 /* An inspect in tenant B's own scope. */
@@ -80,7 +168,8 @@ static void test_one_tenants_backlog_does_not_hold_another(void **state)
     assert_int_equal(one_call(port, "127.0.0.3", req_b, NULL), 404); /* nothing held there */
 
     /* A's backlog: every acquire stuck on the held row */
-    PGconn *blocker = http_block_target(fx.db, "t-stuck");
+    stuck_t stuck;
+    stuck_begin(&stuck);
     raw_conn_t *a[A_REQUESTS];
     for (int i = 0; i < A_REQUESTS; i++) {
         char rid[32];
@@ -97,16 +186,13 @@ static void test_one_tenants_backlog_does_not_hold_another(void **state)
         /* the first one runs (stuck in the database) before the others
          * queue behind it, however slowly a worker picks it up */
         if (i == 0)
-            assert_true(http_wait_lock_waiter(fx.db) >= 1);
+            assert_true(stuck_wait(&stuck) >= 1);
     }
 
     /* B is answered while every one of A's is still stuck */
     for (int i = 0; i < 3; i++)
         assert_int_equal(one_call(port, "127.0.0.3", req_b, NULL), 404); /* nothing held there */
-    long long waiting = testpg_query_int(
-        fx.db, "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-               "AND application_name = 'leased' AND wait_event_type = 'Lock'");
-    assert_true(waiting >= 1);
+    assert_true(stuck_now(&stuck) >= 1);
 
     /* A's requests past its queue's bound: 429 at once, with a hint */
     int refused = 0;
@@ -147,7 +233,7 @@ static void test_one_tenants_backlog_does_not_hold_another(void **state)
     raw_close(head_only);
 
     /* released: A's admitted requests run, each answered */
-    http_unblock(blocker);
+    stuck_end(&stuck);
     int answered = 0;
     for (int i = 0; i < A_REQUESTS; i++) {
         if (!a[i])
