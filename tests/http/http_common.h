@@ -629,4 +629,52 @@ static inline int http_fx_teardown(void **state)
     return 0;
 }
 
+/* ------------------------------------------------------------------ */
+/* Stored results on either backend (race_starvation, race_slowloris)  */
+
+/* Counts the keys lease:{ns}:i:<op>:<principal>:<request_id>:<canonical>
+ * whose request id begins with ARGV[2] (ARGV[1]: the keys' common
+ * prefix), found by SCAN. */
+#define HTTP_FX_STORED_RESULTS_LUA                                                                 \
+    "local n, cur = 0, '0' "                                                                       \
+    "repeat "                                                                                      \
+    "  local r = redis.call('SCAN', cur, 'MATCH', ARGV[1] .. '*', 'COUNT', 1000) "                 \
+    "  cur = r[1] "                                                                                \
+    "  for _, k in ipairs(r[2]) do "                                                               \
+    "    local rid = string.match(k:sub(#ARGV[1] + 1), '^[^:]*:[^:]*:([^:]*):') "                  \
+    "    if rid and rid:sub(1, #ARGV[2]) == ARGV[2] then n = n + 1 end "                           \
+    "  end "                                                                                       \
+    "until cur == '0' "                                                                            \
+    "return n"
+
+/*
+ * The stored results (idempotency records) of fx's store whose request id
+ * begins with prefix ("": every one): lease.idempotency's rows on
+ * Postgres; on Valkey the keys lease:{leased}:i:<op>:<principal>:
+ * <request_id>:<canonical> (docs/backends.md "Keys"). Whether a request
+ * changed anything it would answer again. prefix is a test's own constant
+ * (no quotes, no LIKE wildcards, no ':').
+ */
+static inline long long http_fx_stored_results(http_fx_t *fx, const char *prefix)
+{
+    if (!fx->valkey) {
+        char sql[256];
+        snprintf(sql, sizeof sql,
+                 "SELECT count(*) FROM lease.idempotency WHERE request_id LIKE '%s%%'", prefix);
+        return testpg_query_int(fx->db, sql);
+    }
+    char keys[64];
+    http_fx_valkey_key(keys, sizeof keys, "i:");
+    const char *args[] = {"EVAL", HTTP_FX_STORED_RESULTS_LUA, "0", keys, prefix, NULL};
+    char *out = test_store_valkey_cli(&fx->vk, args);
+    assert_non_null(out);
+    char *end = NULL;
+    long long count = strtoll(out, &end, 10);
+    if (end == out)
+        fprintf(stderr, "stored results: redis-cli printed %s\n", out);
+    assert_true(end != out);
+    free(out);
+    return count;
+}
+
 #endif
