@@ -163,3 +163,17 @@ char *test_store_valkey_cli(const test_store_valkey_t *v, const char *const *arg
     text[len] = '\0';
     return text;
 }
+
+long long test_store_valkey_cli_int(const test_store_valkey_t *v, const char *const *args)
+{
+    char *out = test_store_valkey_cli(v, args);
+    char *end = out;
+    long long n = out ? strtoll(out, &end, 10) : 0;
+    if (!out || end == out) {
+        fprintf(stderr, "redis-cli %s: printed %s, not an integer\n", args[0],
+                out ? out : "nothing (it could not run, or failed)");
+        exit(1);
+    }
+    free(out);
+    return n;
+}

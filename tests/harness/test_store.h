@@ -34,4 +34,9 @@ void test_store_valkey_stop(test_store_valkey_t *v);
  * look into the store where a Postgres test reads a table. */
 char *test_store_valkey_cli(const test_store_valkey_t *v, const char *const *args);
 
+/* redis-cli's integer answer to args on v's server (an EVAL that counts,
+ * INFO's figure read by a script, SCARD, ...). Prints what redis-cli printed
+ * instead and exits the test (1) when that is no integer. */
+long long test_store_valkey_cli_int(const test_store_valkey_t *v, const char *const *args);
+
 #endif

@@ -553,15 +553,7 @@ static inline long long http_fx_audit_count(http_fx_t *fx, const char *const *ma
         args[n++] = m[1];
     }
     args[n] = NULL;
-    char *out = test_store_valkey_cli(&fx->vk, args);
-    assert_non_null(out);
-    char *end = NULL;
-    long long count = strtoll(out, &end, 10);
-    if (end == out)
-        fprintf(stderr, "audit count: redis-cli printed %s\n", out);
-    assert_true(end != out);
-    free(out);
-    return count;
+    return test_store_valkey_cli_int(&fx->vk, args);
 }
 
 /* Revokes a credential of fx's store with the real `leasectl credential
@@ -666,15 +658,7 @@ static inline long long http_fx_stored_results(http_fx_t *fx, const char *prefix
     char keys[64];
     http_fx_valkey_key(keys, sizeof keys, "i:");
     const char *args[] = {"EVAL", HTTP_FX_STORED_RESULTS_LUA, "0", keys, prefix, NULL};
-    char *out = test_store_valkey_cli(&fx->vk, args);
-    assert_non_null(out);
-    char *end = NULL;
-    long long count = strtoll(out, &end, 10);
-    if (end == out)
-        fprintf(stderr, "stored results: redis-cli printed %s\n", out);
-    assert_true(end != out);
-    free(out);
-    return count;
+    return test_store_valkey_cli_int(&fx->vk, args);
 }
 
 #endif

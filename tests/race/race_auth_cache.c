@@ -75,14 +75,7 @@ static char *valkey_cli(const char *const *args)
 /* redis-cli's integer answer to args. */
 static long long valkey_cli_int(const char *const *args)
 {
-    char *out = valkey_cli(args);
-    char *end = NULL;
-    long long n = strtoll(out, &end, 10);
-    if (end == out)
-        fprintf(stderr, "redis-cli printed %s\n", out);
-    assert_true(end != out);
-    free(out);
-    return n;
+    return test_store_valkey_cli_int(&vk, args);
 }
 
 /* A pass-through store that counts credential lookups reaching Postgres. */

@@ -144,12 +144,7 @@ static long long audited_refusals_from(const char *addr)
     char audit[128];
     http_fx_valkey_key(audit, sizeof audit, "audit");
     const char *args[] = {"EVAL", VALKEY_EVENT_COUNT_LUA, "1", audit, addr, NULL};
-    char *out = valkey_cli(args);
-    char *end = NULL;
-    long long n = strtoll(out, &end, 10);
-    assert_true(end != out);
-    free(out);
-    return n;
+    return test_store_valkey_cli_int(&fx.vk, args);
 }
 
 /* Audit events of addr that are anything but an authentication denied

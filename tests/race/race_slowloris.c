@@ -77,15 +77,7 @@ static long long lock_records_except(const char *target)
     char prefix[64];
     http_fx_valkey_key(prefix, sizeof prefix, "id:");
     const char *args[] = {"EVAL", lua, "0", prefix, target, NULL};
-    char *out = test_store_valkey_cli(&fx.vk, args);
-    assert_non_null(out);
-    char *end = NULL;
-    long long n = strtoll(out, &end, 10);
-    if (end == out)
-        fprintf(stderr, "lock records: redis-cli printed %s\n", out);
-    assert_true(end != out);
-    free(out);
-    return n;
+    return test_store_valkey_cli_int(&fx.vk, args);
 }
 
 /* A JSON refusal of a connection: status, code, correlation id in both places. */
