@@ -675,4 +675,26 @@ static inline char *http_fx_state_digest(http_fx_t *fx)
     return d;
 }
 
+
+/* How many records of target's identity (any tenant) fx's store holds,
+ * live or ended: rows of lease.locks (Postgres), keys naming target
+ * (Valkey: its identity record, idempotency records, documents;
+ * docs/backends.md "Keys"). target has no glob characters. */
+static inline long long http_fx_lock_records(http_fx_t *fx, const char *target)
+{
+    if (!fx->valkey) {
+        char sql[256];
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM lease.locks WHERE target_id = '%s'",
+                 target);
+        return testpg_query_int(fx->db, sql);
+    }
+    const char *args[] = {"EVAL", "return #redis.call('KEYS', '*\"' .. ARGV[1] .. '\"*')", "0",
+                          target, NULL};
+    char *out = test_store_valkey_cli(&fx->vk, args);
+    assert_non_null(out);
+    long long n = atoll(out);
+    free(out);
+    return n;
+}
+
 #endif

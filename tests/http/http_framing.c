@@ -128,26 +128,6 @@ static char *post(const char *path, const char *extra_headers, const char *body)
     return out;
 }
 
-/* How many records of target's identity the store holds, live or ended:
- * rows of lease.locks (Postgres), keys naming target (Valkey: its
- * identity record, live lease, history; docs/backends.md "Keys"). */
-static long long lock_records_of(const char *target)
-{
-    if (!fx.valkey) {
-        char sql[256];
-        snprintf(sql, sizeof sql, "SELECT count(*) FROM lease.locks WHERE target_id = '%s'",
-                 target);
-        return testpg_query_int(fx.db, sql);
-    }
-    const char *args[] = {"EVAL", "return #redis.call('KEYS', '*' .. ARGV[1] .. '*')", "0", target,
-                          NULL};
-    char *out = test_store_valkey_cli(&fx.vk, args);
-    assert_non_null(out);
-    long long n = atoll(out);
-    free(out);
-    return n;
-}
-
 static void test_smuggling_refused(void **state)
 {
     (void)state;
@@ -217,7 +197,7 @@ static void test_smuggling_refused(void **state)
     /* nothing was acquired or remembered */
     char *after = http_fx_state_digest(&fx);
     assert_string_equal(before, after);
-    assert_int_equal(lock_records_of("t-smuggled"), 0);
+    assert_int_equal(http_fx_lock_records(&fx, "t-smuggled"), 0);
     free(before);
     free(after);
     free(smuggled);
