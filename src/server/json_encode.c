@@ -45,9 +45,74 @@ static bool viewer_owns(const lease_record_t *rec, const leased_view_t *view)
            strcmp(view->principal_id, rec->owner_principal_id) == 0;
 }
 
-/* The stored metadata as the owner sees it: "null" marks metadata the
- * result decoder could not read (docs/api.md "Numbers"), shown as null,
- * never as an empty object; anything but an object shows as {}. */
+/* Metadata has at most 16 keys (docs/api.md "Metadata"): at most one
+ * re-read of the stored text per key. */
+#define METADATA_REREADS 16
+
+/* text with the number that ends at offset end written as null (heap), or
+ * NULL when no number ends there. */
+static char *null_the_number(const char *text, size_t end)
+{
+    size_t start = end;
+    while (start > 0 && strchr("0123456789+-.eE", text[start - 1]))
+        start--;
+    if (start == end)
+        return NULL;
+    size_t len = strlen(text);
+    char *out = malloc(len - (end - start) + sizeof "null");
+    if (!out)
+        return NULL;
+    memcpy(out, text, start);
+    memcpy(out + start, "null", 4);
+    memcpy(out + start + 4, text + end, len - end + 1);
+    return out;
+}
+
+/*
+ * The stored metadata text as docs/api.md "Numbers" says it reads: a
+ * number outside the bound as null, and anything but an object (or no
+ * JSON at all) as null as a whole (json null). The PostgreSQL adapter's
+ * result decoder has done this already (its text is an object within the
+ * bound, "{}" or "null"); the Valkey library hands over the text it
+ * stored, which only a record written by hand can hold such a value in.
+ * jansson refuses a number it cannot hold (1e400, 2^64) and stops right
+ * after it, so the text is read again with that number written as null.
+ */
+static json_t *read_metadata(const char *text)
+{
+    char *fixed = NULL;
+    json_t *md = NULL;
+    for (int i = 0; i <= METADATA_REREADS && !md; i++) {
+        const char *now = fixed ? fixed : text;
+        json_error_t err;
+        md = json_loads(now, JSON_DECODE_ANY, &err);
+        if (md || json_error_code(&err) != json_error_numeric_overflow || err.position < 0 ||
+            (size_t)err.position > strlen(now))
+            break;
+        char *next = null_the_number(now, (size_t)err.position);
+        free(fixed);
+        fixed = next;
+        if (!fixed)
+            break;
+    }
+    free(fixed);
+    if (!json_is_object(md)) {
+        json_decref(md);
+        return json_null();
+    }
+    const char *key;
+    json_t *v;
+    void *tmp;
+    json_object_foreach_safe(md, tmp, key, v)
+    {
+        if (json_is_number(v) && !lease_json_number_safe(v))
+            json_object_set_new(md, key, json_null());
+    }
+    return md;
+}
+
+/* The stored metadata as the owner sees it (read_metadata): null for
+ * metadata that cannot be shown, never an empty object in its place. */
 static void put_metadata(out_t *b, const char *metadata_json)
 {
     lease_json_key(b, "metadata");
@@ -55,14 +120,11 @@ static void put_metadata(out_t *b, const char *metadata_json)
         lease_json_raw(b, "{}", 2);
         return;
     }
-    json_error_t jerr;
-    json_t *md = json_loads(metadata_json, JSON_DECODE_ANY, &jerr);
+    json_t *md = read_metadata(metadata_json);
     if (json_is_null(md))
         lease_json_raw(b, "null", 4);
-    else if (json_is_object(md))
-        lease_json_value(b, md, 0); /* shortest reals: metadata 0.1 is answered as 0.1 */
     else
-        lease_json_raw(b, "{}", 2);
+        lease_json_value(b, md, 0); /* shortest reals: metadata 0.1 is answered as 0.1 */
     json_decref(md);
 }
 

@@ -661,4 +661,66 @@ static inline long long http_fx_stored_results(http_fx_t *fx, const char *prefix
     return test_store_valkey_cli_int(&fx->vk, args);
 }
 
+/* ------------------------------------------------------------------ */
+/* "Nothing changed", on either backend                                */
+
+/* Every key of the test's redis-server but the audit Stream (KEYS[1]),
+ * sorted, each with its type and a SHA-1 of its whole value in a
+ * canonical order (hash fields, set members sorted; a sorted set with its
+ * scores; the TTL left aside, which runs on by itself). */
+#define HTTP_FX_VALKEY_DIGEST_LUA                                                                  \
+    "local keys = redis.call('KEYS', '*') "                                                        \
+    "table.sort(keys) "                                                                            \
+    "local out = {} "                                                                              \
+    "for _, k in ipairs(keys) do "                                                                 \
+    "  if k ~= KEYS[1] then "                                                                      \
+    "    local t = redis.call('TYPE', k)['ok'] "                                                   \
+    "    local v "                                                                                 \
+    "    if t == 'string' then v = {redis.call('GET', k)} "                                        \
+    "    elseif t == 'hash' then "                                                                 \
+    "      local h, f = redis.call('HGETALL', k), {} "                                             \
+    "      for i = 1, #h, 2 do f[#f + 1] = h[i] .. '\\0' .. h[i + 1] end "                         \
+    "      table.sort(f) v = f "                                                                   \
+    "    elseif t == 'set' then v = redis.call('SMEMBERS', k) table.sort(v) "                      \
+    "    elseif t == 'zset' then v = redis.call('ZRANGE', k, 0, -1, 'WITHSCORES') "                \
+    "    elseif t == 'list' then v = redis.call('LRANGE', k, 0, -1) "                              \
+    "    else v = {redis.call('DUMP', k)} end "                                                    \
+    "    out[#out + 1] = k .. ' ' .. t .. ' ' .. redis.sha1hex(table.concat(v, '\\1')) "           \
+    "  end "                                                                                       \
+    "end "                                                                                         \
+    "return table.concat(out, '\\n')"
+
+/* What a refused request may not change (heap): the tables of
+ * testpg_state_digest (Postgres), every key but the audit Stream
+ * (Valkey); a refused request's one allowed trace is its audit event. */
+static inline char *http_fx_state_digest(http_fx_t *fx)
+{
+    if (!fx->valkey)
+        return testpg_state_digest(fx->db);
+    char audit[128];
+    http_fx_valkey_key(audit, sizeof audit, "audit");
+    const char *args[] = {"EVAL", HTTP_FX_VALKEY_DIGEST_LUA, "1", audit, NULL};
+    char *d = test_store_valkey_cli(&fx->vk, args);
+    assert_non_null(d);
+    assert_non_null(strstr(d, ":ns hash ")); /* the namespace record is in it */
+    return d;
+}
+
+/* How many records of target's identity (any tenant) fx's store holds,
+ * live or ended: rows of lease.locks (Postgres), keys naming target
+ * (Valkey: its identity record, idempotency records, documents;
+ * docs/backends.md "Keys"). target has no glob characters. */
+static inline long long http_fx_lock_records(http_fx_t *fx, const char *target)
+{
+    if (!fx->valkey) {
+        char sql[256];
+        snprintf(sql, sizeof sql, "SELECT count(*) FROM lease.locks WHERE target_id = '%s'",
+                 target);
+        return testpg_query_int(fx->db, sql);
+    }
+    const char *args[] = {"EVAL", "return #redis.call('KEYS', '*\"' .. ARGV[1] .. '\"*')", "0",
+                          target, NULL};
+    return test_store_valkey_cli_int(&fx->vk, args);
+}
+
 #endif

@@ -9,7 +9,8 @@
  * an answer. The few malformed requests libmicrohttpd refuses itself,
  * before leased sees them, are answered with its own status and page and
  * the connection closed (docs/contract.md, "Malformed HTTP the library
- * answers itself"). Each refusal changes nothing in the database.
+ * answers itself"). Each refusal changes nothing in the store (on either backend:
+ * http_fx_state_digest).
  */
 #include "http_common.h"
 #include "raw_http.h"
@@ -130,7 +131,7 @@ static char *post(const char *path, const char *extra_headers, const char *body)
 static void test_smuggling_refused(void **state)
 {
     (void)state;
-    char *before = testpg_state_digest(fx.db);
+    char *before = http_fx_state_digest(&fx);
     char *smuggled_body = acquire_body("smuggled-1", "t-smuggled");
     char headers[128];
     snprintf(headers, sizeof headers, "Content-Length: %zu\r\n", strlen(smuggled_body));
@@ -194,11 +195,9 @@ static void test_smuggling_refused(void **state)
     free(twice);
 
     /* nothing was acquired or remembered */
-    char *after = testpg_state_digest(fx.db);
+    char *after = http_fx_state_digest(&fx);
     assert_string_equal(before, after);
-    assert_int_equal(testpg_query_int(fx.db, "SELECT count(*) FROM lease.locks "
-                                             "WHERE target_id = 't-smuggled'"),
-                     0);
+    assert_int_equal(http_fx_lock_records(&fx, "t-smuggled"), 0);
     free(before);
     free(after);
     free(smuggled);
@@ -210,7 +209,7 @@ static void test_paths_canonical(void **state)
     (void)state;
     json_t *lease = acquire_lease(fx.base, worker, "path-1", "t-path");
     const char *id = json_string_value(json_object_get(lease, "lease_id"));
-    char *before = testpg_state_digest(fx.db);
+    char *before = http_fx_state_digest(&fx);
     static const char *const suffixes[] = {"%00x", "%00", "%0a", "%0D%0Ax", "%7f", "%2fx",
                                            "%5c",  "%zz", "%4",  "%",       "%1F"};
     for (size_t i = 0; i < sizeof suffixes / sizeof suffixes[0]; i++) {
@@ -232,7 +231,7 @@ static void test_paths_canonical(void **state)
     http_resp_t *r = call(fx.base, "GET", path, worker, NULL);
     check_reply(r, 200, "lease_inspected", NULL);
     http_resp_free(r);
-    char *after = testpg_state_digest(fx.db);
+    char *after = http_fx_state_digest(&fx);
     assert_string_equal(before, after);
     free(before);
     free(after);
@@ -274,7 +273,7 @@ static void test_long_query_string(void **state)
 static void test_errors_in_envelope(void **state)
 {
     (void)state;
-    char *before = testpg_state_digest(fx.db);
+    char *before = http_fx_state_digest(&fx);
     /* a Content-Length past 2^64: the library's 413 */
     static const char absurd[] = "POST /v1/leases/acquire HTTP/1.1\r\nHost: leased\r\n"
                                  "Content-Length: 99999999999999999999\r\n\r\n";
@@ -339,7 +338,7 @@ static void test_errors_in_envelope(void **state)
     static const char bad_chunk[] = "POST /v1/leases/inspect HTTP/1.1\r\nHost: leased\r\n"
                                     "Transfer-Encoding: chunked\r\n\r\nzz\r\n";
     expect_library_refusal(bad_chunk, sizeof bad_chunk - 1, 400);
-    char *after = testpg_state_digest(fx.db);
+    char *after = http_fx_state_digest(&fx);
     assert_string_equal(before, after);
     free(before);
     free(after);
@@ -439,5 +438,6 @@ int main(void)
         cmocka_unit_test(test_long_query_string),       cmocka_unit_test(test_errors_in_envelope),
         cmocka_unit_test(test_wellformed_still_served),
     };
-    return cmocka_run_group_tests(tests, setup, http_fx_teardown);
+    return http_fx_run_group("http_framing", tests, sizeof tests / sizeof tests[0], setup,
+                             http_fx_teardown, NULL);
 }

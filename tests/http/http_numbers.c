@@ -34,6 +34,39 @@ static char *acquire_with_metadata(const char *request_id, const char *target, c
     return body;
 }
 
+/* Runs a script on the test's redis-server with the key of lease_id's
+ * live lease (KEYS[1], holding its identity's canonical tuple), the prefix
+ * of identity records (KEYS[2]) and args (NULL-terminated, at most 4):
+ * what it answered (heap). */
+static char *valkey_eval_on_lease(const char *script, const char *lease_id, const char *const *args)
+{
+    char live[256], ident[128];
+    snprintf(live, sizeof live, "lease:{leased}:l:%s", lease_id);
+    http_fx_valkey_key(ident, sizeof ident, "id:");
+    const char *argv[12] = {"EVAL", script, "2", live, ident};
+    size_t n = 5;
+    for (const char *const *a = args; a && *a && n < 11; a++)
+        argv[n++] = *a;
+    argv[n] = NULL;
+    char *out = test_store_valkey_cli(&fx.vk, argv);
+    assert_non_null(out);
+    return out;
+}
+
+/* The metadata text the identity record of lease_id's live lease holds
+ * (heap; docs/backends.md "Keys": stored as sent, byte for byte). */
+static char *valkey_stored_metadata(const char *lease_id)
+{
+    char *out = valkey_eval_on_lease("local t = redis.call('GET', KEYS[1]) "
+                                     "if not t then return 'no live lease' end "
+                                     "return redis.call('HGET', KEYS[2] .. t, 'metadata')",
+                                     lease_id, NULL);
+    size_t n = strlen(out);
+    while (n && out[n - 1] == '\n')
+        out[--n] = '\0';
+    return out;
+}
+
 static void test_metadata_numbers_refused(void **state)
 {
     (void)state;
@@ -51,7 +84,7 @@ static void test_metadata_numbers_refused(void **state)
         "Infinity",
         "-0.1e17",
     };
-    char *before = testpg_state_digest(fx.db);
+    char *before = http_fx_state_digest(&fx);
     assert_non_null(before);
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         char meta[128], rid[32];
@@ -65,13 +98,11 @@ static void test_metadata_numbers_refused(void **state)
         http_resp_free(r);
     }
     /* nothing was acquired, remembered or counted */
-    char *after = testpg_state_digest(fx.db);
+    char *after = http_fx_state_digest(&fx);
     assert_string_equal(before, after);
     free(before);
     free(after);
-    assert_int_equal(testpg_query_int(fx.db, "SELECT count(*) FROM lease.locks "
-                                             "WHERE target_id = 't-num-bad'"),
-                     0);
+    assert_int_equal(http_fx_lock_records(&fx, "t-num-bad"), 0);
 }
 
 static void test_metadata_numbers_round_trip(void **state)
@@ -92,7 +123,7 @@ static void test_metadata_numbers_round_trip(void **state)
              json_string_value(http_resp_get(r, "lease.lease_id")));
     http_resp_free(r);
 
-    /* and so does the database */
+    /* and so does the store */
     static const struct {
         const char *key, *value;
     } stored[] = {
@@ -102,7 +133,18 @@ static void test_metadata_numbers_round_trip(void **state)
         {"small", "-9007199254740991"},
         {"third", "0.3333333333333333"},
     };
-    for (size_t i = 0; i < sizeof stored / sizeof stored[0]; i++) {
+    /* on Valkey the metadata's text (sent in its shortest form, kept byte
+     * for byte) holds each as "key":value */
+    char *text = fx.valkey ? valkey_stored_metadata(lease_id) : NULL;
+    for (size_t i = 0; fx.valkey && i < sizeof stored / sizeof stored[0]; i++) {
+        char member[64];
+        int n = snprintf(member, sizeof member, "\"%s\":%s", stored[i].key, stored[i].value);
+        const char *at = strstr(text, member);
+        if (!at || (at[n] != ',' && at[n] != '}'))
+            fail_msg("stored metadata %s, want %s in it", text, member);
+    }
+    free(text);
+    for (size_t i = 0; !fx.valkey && i < sizeof stored / sizeof stored[0]; i++) {
         char sql[256];
         snprintf(sql, sizeof sql,
                  "SELECT metadata ->> '%s' FROM lease.locks WHERE target_id = 't-num-ok'",
@@ -126,16 +168,40 @@ static void test_metadata_numbers_round_trip(void **state)
     http_resp_free(r);
 }
 
-/* A value written before the bound existed (or by SQL) reads as null; the
- * lease, its list, its renewal and its history stay readable. */
+/* Writes text as target's stored metadata behind leased's back: the
+ * identity record's member on Valkey (HSET of a member it has: 0 new
+ * fields), lease.locks on PostgreSQL. */
+static void store_metadata(json_t *lease, const char *target, const char *text)
+{
+    if (fx.valkey) {
+        const char *args[] = {text, NULL};
+        char *out = valkey_eval_on_lease(
+            "local t = redis.call('GET', KEYS[1]) "
+            "if not t or redis.call('HEXISTS', KEYS[2] .. t, 'metadata') == 0 then return -1 end "
+            "return redis.call('HSET', KEYS[2] .. t, 'metadata', ARGV[1])",
+            json_string_value(json_object_get(lease, "lease_id")), args);
+        assert_string_equal(out, "0\n");
+        free(out);
+        return;
+    }
+    char sql[256];
+    snprintf(sql, sizeof sql, "UPDATE lease.locks SET metadata = '%s' WHERE target_id = '%s'", text,
+             target);
+    assert_true(testpg_exec(fx.db, sql));
+}
+
+/* A value written before the bound existed (or by SQL) reads as null, and
+ * metadata that is not an object as null as a whole; the lease, its list,
+ * its renewal and its history stay readable. */
 static void test_stored_unreadable_number(void **state)
 {
     (void)state;
     json_t *lease = acquire_lease(fx.base, worker, "num-legacy", "t-num-legacy");
-    json_decref(acquire_lease(fx.base, worker, "num-neighbour", "t-num-neighbour"));
-    assert_true(testpg_exec(fx.db, "UPDATE lease.locks SET metadata = "
-                                   "'{\"n\": 10000000000000000000, \"m\": 1e400, \"k\": \"v\"}' "
-                                   "WHERE target_id = 't-num-legacy'"));
+    json_t *neighbour_lease = acquire_lease(fx.base, worker, "num-neighbour", "t-num-neighbour");
+    store_metadata(lease, "t-num-legacy",
+                   "{\"n\": 10000000000000000000, \"m\": 1e400, \"k\": \"v\"}");
+    /* not an object: the metadata as a whole reads as null */
+    store_metadata(neighbour_lease, "t-num-neighbour", "[1, 2]");
     char path[200];
     snprintf(path, sizeof path, "/v1/leases/%s",
              json_string_value(json_object_get(lease, "lease_id")));
@@ -146,6 +212,16 @@ static void test_stored_unreadable_number(void **state)
     assert_true(json_is_null(json_object_get(md, "m")));
     assert_string_equal(json_string_value(json_object_get(md, "k")), "v");
     http_resp_free(r);
+    snprintf(path, sizeof path, "/v1/leases/%s",
+             json_string_value(json_object_get(neighbour_lease, "lease_id")));
+    r = call(fx.base, "GET", path, worker, NULL);
+    check_reply(r, 200, "lease_inspected", NULL);
+    assert_non_null(http_resp_get(r, "lease.lock_identity"));
+    assert_true(json_is_null(http_resp_get(r, "lease.metadata")));
+    http_resp_free(r);
+    json_decref(neighbour_lease);
+    snprintf(path, sizeof path, "/v1/leases/%s",
+             json_string_value(json_object_get(lease, "lease_id")));
 
     /* the program's list holds both leases */
     r = call_owned(fx.base, "POST", "/v1/leases/list", worker, list_body("program"));
@@ -188,19 +264,49 @@ static void test_unreadable_mutation_answer(void **state)
     json_decref(acquire_lease(fx.base, worker, "num-unreadable", "t-num-unreadable"));
     /* the stored answer (kept whole in the record's answer column: the
      * rebuilt one would come from the lease) made unreadable */
-    assert_true(testpg_exec(fx.db, "UPDATE lease.idempotency_keys x SET answer = jsonb_set("
-                                   "i.result, '{lease,lease_id}', to_jsonb(repeat('x', 300))) "
-                                   "FROM lease.idempotency i WHERE i.request_key = x.request_key "
-                                   "AND i.request_id = 'num-unreadable'"));
+    if (fx.valkey) {
+        /* on Valkey the idempotency record's stored answer (member r,
+         * docs/backends.md "Keys"), its lease id (member lid) made 300 x */
+        char pattern[128];
+        http_fx_valkey_key(pattern, sizeof pattern, "i:acquire:prn_numbers:num-unreadable:*");
+        const char *args[] = {"EVAL",
+                              "local ks = redis.call('KEYS', ARGV[1]) "
+                              "if #ks ~= 1 then return -1 end "
+                              "local lid = redis.call('HGET', ks[1], 'lid') "
+                              "local r = redis.call('HGET', ks[1], 'r') "
+                              "local i, j = string.find(r, lid, 1, true) "
+                              "if not i then return -2 end "
+                              "redis.call('HSET', ks[1], 'r', r:sub(1, i - 1) .. string.rep('x', "
+                              "300) .. r:sub(j + 1)) "
+                              "return 1",
+                              "0", pattern, NULL};
+        char *out = test_store_valkey_cli(&fx.vk, args);
+        assert_non_null(out);
+        assert_string_equal(out, "1\n");
+        free(out);
+    } else {
+        assert_true(testpg_exec(fx.db,
+                                "UPDATE lease.idempotency_keys x SET answer = jsonb_set("
+                                "i.result, '{lease,lease_id}', to_jsonb(repeat('x', 300))) "
+                                "FROM lease.idempotency i WHERE i.request_key = x.request_key "
+                                "AND i.request_id = 'num-unreadable'"));
+    }
     http_resp_t *r = acquire_call(fx.base, worker, "num-unreadable", "t-num-unreadable");
     check_reply(r, 503, "lease_outcome_unknown", NULL);
     assert_true(json_is_true(json_object_get(r->json, "retryable")));
     http_resp_free(r);
     /* the lease the function committed is there: "nothing happened" would
      * have been a lie */
-    assert_int_equal(testpg_query_int(fx.db, "SELECT count(*) FROM lease.locks WHERE "
-                                             "target_id = 't-num-unreadable' AND state = 'active'"),
-                     1);
+    if (fx.valkey) {
+        json_t *held = http_active_lease(fx.base, worker, "t-num-unreadable");
+        assert_non_null(held);
+        json_decref(held);
+    } else {
+        assert_int_equal(testpg_query_int(fx.db,
+                                          "SELECT count(*) FROM lease.locks WHERE target_id = "
+                                          "'t-num-unreadable' AND state = 'active'"),
+                         1);
+    }
 }
 
 /* Client deadlines anywhere in years 0000..9999: no overflow, no crash. */
@@ -220,7 +326,7 @@ static void test_deadlines_out_of_range(void **state)
         {"9999-12-31T23:59:59.999-23:59", 200, "lease_inspected"},
     };
     json_decref(acquire_lease(fx.base, worker, "dl-range", "t-dl-range"));
-    char *before = testpg_state_digest(fx.db);
+    char *before = http_fx_state_digest(&fx);
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         json_t *b = parse_owned(inspect_body("t-dl-range"));
         json_object_set_new(b, "deadline_at", json_string(cases[i].deadline_at));
@@ -245,7 +351,7 @@ static void test_deadlines_out_of_range(void **state)
     http_resp_t *r = call_owned(fx.base, "POST", "/v1/leases/inspect", worker, dump(b));
     check_reply(r, 200, "lease_inspected", NULL);
     http_resp_free(r);
-    char *after = testpg_state_digest(fx.db);
+    char *after = http_fx_state_digest(&fx);
     assert_string_equal(before, after);
     free(before);
     free(after);
@@ -264,5 +370,6 @@ int main(void)
         cmocka_unit_test(test_unreadable_mutation_answer),
         cmocka_unit_test(test_deadlines_out_of_range),
     };
-    return cmocka_run_group_tests(tests, setup, http_fx_teardown);
+    return http_fx_run_group("http_numbers", tests, sizeof tests / sizeof tests[0], setup,
+                             http_fx_teardown, NULL);
 }

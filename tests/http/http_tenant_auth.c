@@ -48,8 +48,15 @@ static char *credential(const char *principal, const char *tenant, char *id_out)
                                   id_out);
 }
 
+/* Revokes a credential: lease.credential_revoke in a serializable
+ * transaction (Postgres), `leasectl credential revoke` (Valkey: the
+ * library's credential_revoke, as an operator revokes there). */
 static void revoke_credential(const char *credential_id)
 {
+    if (fx.valkey) {
+        http_fx_revoke_credential(&fx, credential_id);
+        return;
+    }
     char sql[256];
     snprintf(sql, sizeof sql,
              "BEGIN ISOLATION LEVEL SERIALIZABLE; SELECT lease.credential_revoke('%s'); COMMIT",
@@ -96,8 +103,34 @@ static bool timed_done(timed_call_t *t)
     return __atomic_load_n(&t->done, __ATOMIC_ACQUIRE) != 0;
 }
 
+/* Counts the identity records (each identity's last lease, live or
+ * ended) and history records (ended leases) whose owner credential is
+ * ARGV[1] (docs/backends.md "Keys"): an ended lease counts twice, which
+ * "never granted" (0) does not mind. */
+#define VALKEY_OWNED_BY_LUA                                                                        \
+    "local n = 0 "                                                                                 \
+    "for _, pattern in ipairs({KEYS[1] .. 'id:*', KEYS[1] .. 'h:*'}) do "                          \
+    "  for _, k in ipairs(redis.call('KEYS', pattern)) do "                                        \
+    "    if redis.call('HGET', k, 'owner_cred') == ARGV[1] then n = n + 1 end "                    \
+    "  end "                                                                                       \
+    "end "                                                                                         \
+    "return n"
+
+/* Whether credential_id was ever granted a lease, live or ended (0: never):
+ * rows of lease.locks and lease.history (Postgres), identity and history
+ * records (Valkey). */
 static long long owned_by(const char *credential_id)
 {
+    if (fx.valkey) {
+        char prefix[64];
+        http_fx_valkey_key(prefix, sizeof prefix, "");
+        const char *args[] = {"EVAL", VALKEY_OWNED_BY_LUA, "1", prefix, credential_id, NULL};
+        char *out = test_store_valkey_cli(&fx.vk, args);
+        assert_non_null(out);
+        long long n = atoll(out);
+        free(out);
+        return n;
+    }
     char sql[512];
     snprintf(sql, sizeof sql,
              "SELECT (SELECT count(*) FROM lease.locks WHERE owner_credential_id = '%s') + "
@@ -186,20 +219,67 @@ static void test_revoked_while_watching(void **state)
     free(watcher);
 }
 
+/* Sets a credential's expiry as the store holds it: expires_at of lease.
+ * credentials (Postgres: an instant's text), of the credential's record
+ * (Valkey: Unix ms). */
+static void set_credential_expiry(const char *credential_id, const char *pg, const char *valkey)
+{
+    if (fx.valkey) {
+        char key[128], suffix[64];
+        snprintf(suffix, sizeof suffix, "cred:%s", credential_id);
+        http_fx_valkey_key(key, sizeof key, suffix);
+        const char *set[] = {"HSET", key, "expires_at", valkey, NULL};
+        char *out = test_store_valkey_cli(&fx.vk, set);
+        assert_non_null(out);
+        assert_string_equal(out, "0\n"); /* a member the record has */
+        free(out);
+        return;
+    }
+    char sql[256];
+    snprintf(sql, sizeof sql,
+             "UPDATE lease.credentials SET expires_at = '%s' WHERE credential_id = '%s'", pg,
+             credential_id);
+    assert_true(testpg_exec(fx.db, sql));
+}
+
+/* How many credential records the store holds: rows of lease.credentials
+ * (Postgres), credential hashes (Valkey, whose set of ids must agree). */
+static long long credential_records(void)
+{
+    if (!fx.valkey)
+        return testpg_query_int(fx.db, "SELECT count(*) FROM lease.credentials");
+    char pattern[64], index[64];
+    http_fx_valkey_key(pattern, sizeof pattern, "cred:*");
+    http_fx_valkey_key(index, sizeof index, "creds");
+    const char *args[] = {"EVAL",
+                          "local n = #redis.call('KEYS', ARGV[1]) "
+                          "if n ~= redis.call('SCARD', KEYS[1]) then return -1 end "
+                          "return n",
+                          "1",
+                          index,
+                          pattern,
+                          NULL};
+    char *out = test_store_valkey_cli(&fx.vk, args);
+    assert_non_null(out);
+    long long n = atoll(out);
+    free(out);
+    assert_true(n >= 0);
+    return n;
+}
+
 /* Finding: the epoch (0 ms, once "no expiry") and -infinity did not expire. */
 static void test_past_instants_are_expired(void **state)
 {
     (void)state;
     const char *past[] = {"1970-01-01T00:00:00Z", "-infinity", "2000-01-01T00:00:00Z"};
+    /* the same instants in Unix ms (Valkey's records; Lua reads -inf) */
+    const char *past_ms[] = {"0", "-inf", "946684800000"};
     for (size_t i = 0; i < sizeof past / sizeof past[0]; i++) {
-        char id[32], principal[32], sql[256];
+        char id[32], principal[32];
         snprintf(principal, sizeof principal, "prn_past_%zu", i);
         char *token = credential(principal, TENANT, id);
         /* set before its first use: nothing is cached */
-        snprintf(sql, sizeof sql,
-                 "UPDATE lease.credentials SET expires_at = '%s' WHERE credential_id = '%s'",
-                 past[i], id);
-        assert_true(testpg_exec(fx.db, sql));
+        set_credential_expiry(id, past[i], past_ms[i]);
         http_resp_t *r = acquire_call(fx.base, token, "past-1", "t-past");
         if (r->status != 401)
             fprintf(stderr, "expires_at %s answered %ld\n", past[i], r->status);
@@ -207,8 +287,7 @@ static void test_past_instants_are_expired(void **state)
         http_resp_free(r);
         free(token);
     }
-    assert_int_equal(
-        testpg_query_int(fx.db, "SELECT count(*) FROM lease.locks WHERE target_id = 't-past'"), 0);
+    assert_int_equal(http_fx_lock_records(&fx, "t-past"), 0);
 }
 
 /* leasectl credential create with an expiry beyond what can be stored:
@@ -216,7 +295,7 @@ static void test_past_instants_are_expired(void **state)
 static void test_leasectl_refuses_out_of_range_expiry(void **state)
 {
     (void)state;
-    long long before = testpg_query_int(fx.db, "SELECT count(*) FROM lease.credentials");
+    long long before = credential_records();
     const char *spans[] = {"3651d", "99999999999d", "106751991167301d"};
     for (size_t i = 0; i < sizeof spans / sizeof spans[0]; i++) {
         pid_t pid = fork();
@@ -236,7 +315,7 @@ static void test_leasectl_refuses_out_of_range_expiry(void **state)
         assert_true(WIFEXITED(st));
         assert_true(WEXITSTATUS(st) == 65 || WEXITSTATUS(st) == 2);
     }
-    assert_int_equal(testpg_query_int(fx.db, "SELECT count(*) FROM lease.credentials"), before);
+    assert_int_equal(credential_records(), before);
 }
 
 /* ---- many clients behind one address ----------------------------------- */
@@ -565,5 +644,6 @@ int main(void)
         cmocka_unit_test(test_storm_spares_other_tenant),
         cmocka_unit_test(test_no_oracle_when_budget_spent),
     };
-    return cmocka_run_group_tests(tests, setup, http_fx_teardown);
+    return http_fx_run_group("http_tenant_auth", tests, sizeof tests / sizeof tests[0], setup,
+                             http_fx_teardown, NULL);
 }

@@ -3,6 +3,8 @@
  * exposes: correlation ids (server-made, header equals body), W3C
  * traceparent as the default trace id, keep-alive, /healthz, /readyz,
  * /metrics, and JSON log lines that never hold a token or the database URL.
+ * On either backend (LEASE_TEST_STORE=valkey): readiness there follows the
+ * namespace record's seal and the loaded library's version.
  */
 #include "http_common.h"
 
@@ -19,6 +21,37 @@ static int setup(void **state)
     return 0;
 }
 
+/* The library this build loads on Valkey (compiled in from this file,
+ * CMakeLists.txt), as text (heap). */
+static char *valkey_library_text(void)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/src/store/valkey/leased.lua", LEASE_TEST_SOURCE_DIR);
+    FILE *f = fopen(path, "rb");
+    assert_non_null(f);
+    char *text = calloc(1, 256 * 1024);
+    assert_non_null(text);
+    size_t n = fread(text, 1, 256 * 1024 - 1, f);
+    fclose(f);
+    assert_true(n > 0 && n < 256 * 1024 - 1);
+    return text;
+}
+
+/* The schema version this build expects: its migrations' (Postgres), its
+ * library's LIB_VERSION (Valkey; docs/backends.md). */
+static int expected_schema_version(void)
+{
+    if (!fx.valkey)
+        return LEASE_SCHEMA_VERSION;
+    char *text = valkey_library_text();
+    const char *at = strstr(text, "\nlocal LIB_VERSION = ");
+    assert_non_null(at);
+    int version = atoi(at + strlen("\nlocal LIB_VERSION = "));
+    free(text);
+    assert_true(version > 0);
+    return version;
+}
+
 static void test_health_and_ready(void **state)
 {
     (void)state;
@@ -31,7 +64,7 @@ static void test_health_and_ready(void **state)
     r = call(fx.base, "GET", "/readyz", NULL, NULL);
     assert_int_equal(r->status, 200);
     assert_string_equal(http_resp_str(r, "status"), "ready");
-    assert_int_equal(http_resp_int(r, "schema_version"), LEASE_SCHEMA_VERSION);
+    assert_int_equal(http_resp_int(r, "schema_version"), expected_schema_version());
     http_resp_free(r);
 }
 
@@ -150,6 +183,9 @@ static void test_logs(void **state)
     assert_null(strstr(log, "lsk_"));
     assert_null(strstr(log, worker + 40)); /* not even part of the secret */
     assert_null(strstr(log, "postgresql://"));
+    /* on Valkey: neither the store's URL nor any redis:// one */
+    assert_null(strstr(log, "redis://"));
+    assert_null(strstr(log, fx.db));
     assert_null(strstr(log, "starintel:target-lease"));
     bool found = false;
     for (char *line = strtok(log, "\n"); line; line = strtok(NULL, "\n")) {
@@ -180,29 +216,87 @@ static long wait_ready_status(long want, char *reason, size_t n)
     return http_wait_ready(fx.base, want, reason, n, 100, true);
 }
 
+/* One command on the test's redis-server (args NULL-terminated); what it
+ * printed must be want. */
+static void valkey_expect(const char *const *args, const char *want)
+{
+    char *out = test_store_valkey_cli(&fx.vk, args);
+    assert_non_null(out);
+    if (strcmp(out, want) != 0)
+        fprintf(stderr, "%s: %s, want %s\n", args[0], out, want);
+    assert_string_equal(out, want);
+    free(out);
+}
+
+/* Seals or unseals fx's namespace as the store records it: lease.
+ * namespace_state (Postgres), the seal members of the namespace record
+ * (Valkey, docs/backends.md "Keys" and "Sealing"). */
+static void set_sealed(bool sealed)
+{
+    if (!fx.valkey) {
+        assert_true(testpg_exec(fx.db, sealed ? "UPDATE lease.namespace_state SET sealed = true, "
+                                                "sealed_reason = 'test', sealed_at = now()"
+                                              : "UPDATE lease.namespace_state SET sealed = false, "
+                                                "sealed_reason = NULL, sealed_at = NULL"));
+        return;
+    }
+    char ns[128];
+    http_fx_valkey_key(ns, sizeof ns, "ns");
+    const char *seal[] = {"HSET", ns, "sealed", "1", "sealed_reason", "test", "sealed_at_ms",
+                          "1", NULL};
+    const char *unseal[] = {"HSET", ns, "sealed", "0", "sealed_reason", "", NULL};
+    free(test_store_valkey_cli(&fx.vk, sealed ? seal : unseal));
+    const char *read[] = {"HMGET", ns, "sealed", "sealed_reason", NULL};
+    valkey_expect(read, sealed ? "1\ntest\n" : "0\n\n");
+}
+
+/* Makes the store's schema one this build does not expect, or restores
+ * it: a migration of a version to come (Postgres), the library loaded
+ * again with a LIB_VERSION to come (Valkey). */
+static void set_schema_from_the_future(bool future)
+{
+    if (!fx.valkey) {
+        assert_true(testpg_exec(fx.db, future ? "INSERT INTO lease.schema_migrations "
+                                                "(version, name, checksum) "
+                                                "VALUES (9999, 'future', 'x')"
+                                              : "DELETE FROM lease.schema_migrations "
+                                                "WHERE version = 9999"));
+        return;
+    }
+    char *text = valkey_library_text();
+    if (future) {
+        static const char line[] = "\nlocal LIB_VERSION = ";
+        char *at = strstr(text, line);
+        assert_non_null(at);
+        at += strlen(line);
+        assert_true(at[0] >= '1' && at[0] <= '8' && (at[1] < '0' || at[1] > '9'));
+        at[0] = '9'; /* the same library, a version this build does not know */
+    }
+    const char *args[] = {"FUNCTION", "LOAD", "REPLACE", text, NULL};
+    valkey_expect(args, "leased_v1\n");
+    free(text);
+}
+
 /* Readiness follows the database: a sealed namespace and a schema other
  * than the one this build expects both make /readyz 503 with their reason. */
 static void test_not_ready_reasons(void **state)
 {
     (void)state;
     char reason[64];
-    assert_true(testpg_exec(fx.db, "UPDATE lease.namespace_state SET sealed = true, "
-                                   "sealed_reason = 'test', sealed_at = now()"));
+    set_sealed(true);
     assert_int_equal(wait_ready_status(503, reason, sizeof reason), 503);
     assert_string_equal(reason, "sealed");
     /* a sealed namespace refuses acquisition */
     http_resp_t *r = acquire_call(fx.base, worker, "sealed-1", "t-sealed");
     check_reply(r, 503, "lease_backend_unavailable", NULL);
     http_resp_free(r);
-    assert_true(testpg_exec(fx.db, "UPDATE lease.namespace_state SET sealed = false, "
-                                   "sealed_reason = NULL, sealed_at = NULL"));
+    set_sealed(false);
     assert_int_equal(wait_ready_status(200, reason, sizeof reason), 200);
 
-    assert_true(testpg_exec(fx.db, "INSERT INTO lease.schema_migrations (version, name, checksum) "
-                                   "VALUES (9999, 'future', 'x')"));
+    set_schema_from_the_future(true);
     assert_int_equal(wait_ready_status(503, reason, sizeof reason), 503);
     assert_string_equal(reason, "schema_outdated");
-    assert_true(testpg_exec(fx.db, "DELETE FROM lease.schema_migrations WHERE version = 9999"));
+    set_schema_from_the_future(false);
     assert_int_equal(wait_ready_status(200, reason, sizeof reason), 200);
 }
 
@@ -216,5 +310,6 @@ int main(void)
         cmocka_unit_test(test_logs),
         cmocka_unit_test(test_not_ready_reasons),
     };
-    return cmocka_run_group_tests(tests, setup, http_fx_teardown);
+    return http_fx_run_group("http_transport", tests, sizeof tests / sizeof tests[0], setup,
+                             http_fx_teardown, NULL);
 }

@@ -75,44 +75,11 @@ static long long store_round_trips(void)
     return calls;
 }
 
-/* Every key of the test's redis-server but the audit Stream, sorted, each
- * with its type and a SHA-1 of its whole value in a canonical order (hash
- * fields, set members sorted; a sorted set with its scores; the TTL left
- * aside, which runs on by itself). */
-#define VALKEY_DIGEST_LUA                                                                          \
-    "local keys = redis.call('KEYS', '*') "                                                        \
-    "table.sort(keys) "                                                                            \
-    "local out = {} "                                                                              \
-    "for _, k in ipairs(keys) do "                                                                 \
-    "  if k ~= KEYS[1] then "                                                                      \
-    "    local t = redis.call('TYPE', k)['ok'] "                                                   \
-    "    local v "                                                                                 \
-    "    if t == 'string' then v = {redis.call('GET', k)} "                                        \
-    "    elseif t == 'hash' then "                                                                 \
-    "      local h, f = redis.call('HGETALL', k), {} "                                             \
-    "      for i = 1, #h, 2 do f[#f + 1] = h[i] .. '\\0' .. h[i + 1] end "                         \
-    "      table.sort(f) v = f "                                                                   \
-    "    elseif t == 'set' then v = redis.call('SMEMBERS', k) table.sort(v) "                      \
-    "    elseif t == 'zset' then v = redis.call('ZRANGE', k, 0, -1, 'WITHSCORES') "                \
-    "    elseif t == 'list' then v = redis.call('LRANGE', k, 0, -1) "                              \
-    "    else v = {redis.call('DUMP', k)} end "                                                    \
-    "    out[#out + 1] = k .. ' ' .. t .. ' ' .. redis.sha1hex(table.concat(v, '\\1')) "           \
-    "  end "                                                                                       \
-    "end "                                                                                         \
-    "return table.concat(out, '\\n')"
-
 /* What a refused request may not change: the tables of testpg_state_digest
  * (Postgres), every key but the audit Stream (Valkey). */
 static char *state_digest(void)
 {
-    if (!fx.valkey)
-        return testpg_state_digest(fx.db);
-    char audit[128];
-    http_fx_valkey_key(audit, sizeof audit, "audit");
-    const char *args[] = {"EVAL", VALKEY_DIGEST_LUA, "1", audit, NULL};
-    char *d = valkey_cli(args);
-    assert_non_null(strstr(d, ":ns hash ")); /* the namespace record is in it */
-    return d;
+    return http_fx_state_digest(&fx);
 }
 
 /* The sum of the event_count fields (absent: 1) of the Stream's entries
