@@ -114,6 +114,15 @@ static long long audited_refusals_from(const char *addr)
     return test_store_valkey_cli_int(&fx.vk, args);
 }
 
+/* addr's audit events of an authentication denied with code (Valkey). */
+static long long denied_authentications(const char *addr, const char *code)
+{
+    const char *match[] = {
+        "source_address", addr, "event_type", "target_lease_authenticate", "decision", "deny",
+        "result_code",    code, NULL};
+    return http_fx_audit_count(&fx, match);
+}
+
 /* Audit events of addr that are anything but an authentication denied
  * with invalid_credential or lease_rate_limited. */
 static long long other_events_from(const char *addr)
@@ -129,26 +138,8 @@ static long long other_events_from(const char *addr)
     }
     /* all of addr's events less those of the two kinds allowed */
     const char *all[] = {"source_address", addr, NULL};
-    const char *invalid[] = {"source_address",
-                             addr,
-                             "event_type",
-                             "target_lease_authenticate",
-                             "decision",
-                             "deny",
-                             "result_code",
-                             "invalid_credential",
-                             NULL};
-    const char *limited[] = {"source_address",
-                             addr,
-                             "event_type",
-                             "target_lease_authenticate",
-                             "decision",
-                             "deny",
-                             "result_code",
-                             "lease_rate_limited",
-                             NULL};
-    return http_fx_audit_count(&fx, all) - http_fx_audit_count(&fx, invalid) -
-           http_fx_audit_count(&fx, limited);
+    return http_fx_audit_count(&fx, all) - denied_authentications(addr, "invalid_credential") -
+           denied_authentications(addr, "lease_rate_limited");
 }
 
 typedef struct flooder {
