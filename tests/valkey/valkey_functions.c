@@ -126,6 +126,18 @@ static void invalid_requests_name_the_field(void **state)
     freeReplyObject(r);
 }
 
+/* An acquire of target_md by p1 with metadata_json input, its request id
+ * prefix and k (the vector's index). */
+static redisReply *acquire_with_metadata(vk_server_t *s, const char *prefix, size_t k,
+                                         const char *input)
+{
+    char rid[32];
+    snprintf(rid, sizeof rid, "%s%zu", prefix, k);
+    json_t *q = vk_acquire_req("p1", rid, 'a', "target_md", "inst-1", 0);
+    json_object_set_new(q, "metadata_json", json_string(input));
+    return vk_fcall(s, "acquire", q);
+}
+
 /* The metadata rules of lease._bad_metadata, held to tests/vectors/
  * metadata.json as the C codec and PostgreSQL are: each accepted input is
  * stored and answered byte for byte, each rejected one answers
@@ -143,11 +155,8 @@ static void metadata_vectors(void **state)
     json_array_foreach(accepted, k, e)
     {
         const char *input = json_string_value(json_object_get(e, "input"));
+        redisReply *r = acquire_with_metadata(s, "ma", k, input);
         char rid[32];
-        snprintf(rid, sizeof rid, "ma%zu", k);
-        json_t *q = vk_acquire_req("p1", rid, 'a', "target_md", "inst-1", 0);
-        json_object_set_new(q, "metadata_json", json_string(input));
-        redisReply *r = vk_fcall(s, "acquire", q);
         const char *code = vk_str(r, "code");
         if (code == NULL || strcmp(code, "lease_acquired") != 0)
             fail_msg("accepted[%zu] (%s): %s field %s", k,
@@ -172,11 +181,7 @@ static void metadata_vectors(void **state)
     {
         const char *input = json_string_value(json_object_get(e, "input"));
         const char *field = json_string_value(json_object_get(e, "field"));
-        char rid[32];
-        snprintf(rid, sizeof rid, "mr%zu", k);
-        json_t *q = vk_acquire_req("p1", rid, 'a', "target_md", "inst-1", 0);
-        json_object_set_new(q, "metadata_json", json_string(input));
-        redisReply *r = vk_fcall(s, "acquire", q);
+        redisReply *r = acquire_with_metadata(s, "mr", k, input);
         const char *code = vk_str(r, "code"), *got = vk_str(r, "field");
         if (code == NULL || strcmp(code, "invalid_lease_request") != 0 || got == NULL ||
             strcmp(got, field) != 0)
