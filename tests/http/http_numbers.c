@@ -265,19 +265,21 @@ static void test_unreadable_mutation_answer(void **state)
     /* the stored answer (kept whole in the record's answer column: the
      * rebuilt one would come from the lease) made unreadable */
     if (fx.valkey) {
-        /* on Valkey the idempotency record's stored answer (member r,
-         * docs/backends.md "Keys"), its lease id (member lid) made 300 x */
+        /* on Valkey the idempotency record's stored answer (the text
+         * after the digest's 64 characters, the lease id and a NUL;
+         * docs/backends.md "Keys"), its lease id made 300 x */
         char pattern[128];
         http_fx_valkey_key(pattern, sizeof pattern, "i:acquire:prn_numbers:num-unreadable:*");
         const char *args[] = {"EVAL",
                               "local ks = redis.call('KEYS', ARGV[1]) "
                               "if #ks ~= 1 then return -1 end "
-                              "local lid = redis.call('HGET', ks[1], 'lid') "
-                              "local r = redis.call('HGET', ks[1], 'r') "
-                              "local i, j = string.find(r, lid, 1, true) "
+                              "local v = redis.call('GET', ks[1]) "
+                              "local nul = string.find(v, '\\0', 65, true) "
+                              "local lid = v:sub(65, nul - 1) "
+                              "local i, j = string.find(v, lid, nul + 1, true) "
                               "if not i then return -2 end "
-                              "redis.call('HSET', ks[1], 'r', r:sub(1, i - 1) .. string.rep('x', "
-                              "300) .. r:sub(j + 1)) "
+                              "redis.call('SET', ks[1], v:sub(1, i - 1) .. string.rep('x', "
+                              "300) .. v:sub(j + 1), 'KEEPTTL') "
                               "return 1",
                               "0", pattern, NULL};
         char *out = test_store_valkey_cli(&fx.vk, args);

@@ -454,14 +454,17 @@ static json_t *acquire_every_member(const char *rid, char dg)
 }
 
 /* The first byte of the stored answer of op's request rid (the
- * idempotency record's r). */
+ * idempotency record's text after the digest, the lease id and a NUL;
+ * docs/backends.md "Keys"). */
 static int stored_answer_byte(vk_server_t *s, const char *op, const char *rid)
 {
     redisReply *keys = vk_cmd(s, "KEYS lease:{t}:i:%s:*:%s:*", op, rid);
     assert_int_equal(keys->elements, 1);
-    redisReply *r = vk_cmd(s, "HGET %s r", keys->element[0]->str);
+    redisReply *r = vk_cmd(s, "GET %s", keys->element[0]->str);
     assert_int_equal(r->type, REDIS_REPLY_STRING);
-    int first = (unsigned char)r->str[0];
+    const char *nul = memchr(r->str + 64, '\0', r->len - 64);
+    assert_non_null(nul);
+    int first = (unsigned char)nul[1];
     freeReplyObject(r);
     freeReplyObject(keys);
     return first;
@@ -1050,6 +1053,144 @@ static void fenced_commit_decides_before_writing(void **state)
     assert_string_equal(vk_str(r, "reason"), "namespace_sealed");
     freeReplyObject(r);
     assert_int_equal(documents(s), 2);
+    freeReplyObject(a);
+}
+
+#define TARGET_01_KEY                                                                              \
+    "lease:{t}:id:[\"v1\",\"tenant-main\",\"program-a\",\"starintel-target\",\"target_01\","       \
+    "\"usernamegen\",\"default\",\"default\"]"
+
+/* The sorted member names of hash key, space-separated (heap). */
+static char *hash_members(vk_server_t *s, const char *key)
+{
+    redisReply *r = vk_cmd(s, "EVAL %s 1 %s",
+                           "local f = redis.call('HKEYS', KEYS[1]) table.sort(f) "
+                           "return table.concat(f, ' ')",
+                           key);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    char *out = strdup(r->str);
+    freeReplyObject(r);
+    return out;
+}
+
+/* An idempotency record is one string with its retention: the digest, the
+ * lease id, NUL, the stored answer. A record an earlier build wrote (a hash
+ * of d, r and lid) still replays, and still refuses another digest; a
+ * string that is not a record fails closed. */
+static void idempotency_records_of_either_form_replay(void **state)
+{
+    vk_server_t *s = *state;
+    redisReply *a = acquire(s, "r1", "target_01", 0);
+    vk_assert_code(a, "lease_acquired");
+    const char *lid = vk_str(vk_lease(a), "lease_id");
+    redisReply *keys = vk_cmd(s, "KEYS lease:{t}:i:acquire:p1:r1:*");
+    assert_int_equal(keys->elements, 1);
+    const char *key = keys->element[0]->str;
+    redisReply *r = vk_cmd(s, "TYPE %s", key);
+    assert_string_equal(r->str, "string");
+    freeReplyObject(r);
+    r = vk_cmd(s, "PTTL %s", key);
+    assert_true(r->integer > 0 && r->integer <= 86400000);
+    freeReplyObject(r);
+    r = vk_cmd(s, "GET %s", key);
+    assert_true(r->len > 64 + strlen(lid) + 1);
+    assert_memory_equal(r->str + 64, lid, strlen(lid));
+    assert_int_equal(r->str[64 + strlen(lid)], '\0');
+    assert_int_equal(r->str[64 + strlen(lid) + 1], 1); /* the NUL-joined answer */
+
+    /* the same record as an earlier build wrote it */
+    redisReply *w = vk_cmd(s, "DEL %s", key);
+    freeReplyObject(w);
+    w = vk_cmd(s, "HSET %s d %b r %b lid %s", key, r->str, (size_t)64,
+               r->str + 64 + strlen(lid) + 1, r->len - 64 - strlen(lid) - 1, lid);
+    assert_int_equal(w->integer, 3);
+    freeReplyObject(w);
+    w = vk_cmd(s, "PEXPIRE %s 60000", key);
+    freeReplyObject(w);
+    freeReplyObject(r);
+    redisReply *b = acquire(s, "r1", "target_01", 0);
+    vk_assert_code(b, "lease_acquired");
+    assert_string_equal(vk_str(vk_lease(b), "lease_id"), lid);
+    assert_int_equal(vk_int(vk_lease(b), "fencing_token"), 1);
+    assert_int_equal(vk_int(b, "replayed"), 1);
+    freeReplyObject(b);
+    b = vk_fcall(s, "acquire", vk_acquire_req("p1", "r1", '0', "target_01", "inst-1", 0));
+    vk_assert_code(b, "idempotency_conflict");
+    freeReplyObject(b);
+
+    /* a string that is not a record: fails closed, takes nothing */
+    w = vk_cmd(s, "DEL %s", key);
+    freeReplyObject(w);
+    w = vk_cmd(s, "SET %s %s", key, "not a record");
+    freeReplyObject(w);
+    b = acquire(s, "r1", "target_01", 0);
+    vk_assert_code(b, "lease_backend_unavailable");
+    assert_string_equal(vk_str(b, "reason"), "corrupt_record");
+    freeReplyObject(b);
+    r = vk_cmd(s, "HGET %s token", TARGET_01_KEY);
+    assert_string_equal(r->str, "1");
+    freeReplyObject(r);
+    freeReplyObject(keys);
+    freeReplyObject(a);
+}
+
+/* A free identity's record holds its counter and nothing of the lease that
+ * ended (it is kept forever; the lease is in its history record), and the
+ * next acquisition counts on from it. A free record an earlier build left
+ * (every member of its last lease kept) counts on the same way. */
+static void free_identity_keeps_only_its_counter(void **state)
+{
+    vk_server_t *s = *state;
+    redisReply *a = acquire(s, "r1", "target_01", 0);
+    vk_assert_code(a, "lease_acquired");
+    const char *lid = vk_str(vk_lease(a), "lease_id");
+    redisReply *x =
+        vk_fcall(s, "release", vk_owner_req("p1", "x1", 'c', "target_01", lid, 1, "inst-1"));
+    vk_assert_code(x, "lease_released");
+    freeReplyObject(x);
+    char *members = hash_members(s, TARGET_01_KEY);
+    assert_string_equal(members, "c epoch seq state v");
+    free(members);
+    redisReply *r = vk_cmd(s, "HMGET %s state seq", TARGET_01_KEY);
+    assert_string_equal(r->element[0]->str, "free");
+    assert_string_equal(r->element[1]->str, "1");
+    freeReplyObject(r);
+    char hist[128];
+    snprintf(hist, sizeof hist, "lease:{t}:h:%s", lid);
+    members = hash_members(s, hist);
+    assert_string_equal(members,
+                        "acquired_at actor_name c end_reason ended_at execution_id expires_at "
+                        "incident_id job_id lease_id maxlife_ms metadata operation_class owner "
+                        "owner_client owner_cred program_id renewed_at request_id sid state "
+                        "target_id target_namespace tenant_id token trace_id ttl_ms workflow_name");
+    free(members);
+
+    redisReply *b = acquire(s, "r2", "target_01", 0);
+    vk_assert_code(b, "lease_acquired");
+    assert_int_equal(vk_int(vk_lease(b), "fencing_token"), 2);
+    const char *lid2 = vk_str(vk_lease(b), "lease_id");
+    x = vk_fcall(s, "release", vk_owner_req("p1", "x2", 'c', "target_01", lid2, 2, "inst-1"));
+    vk_assert_code(x, "lease_released");
+    freeReplyObject(x);
+
+    /* an earlier build's free record: the lease's members kept beside the
+     * counter (copied back from the history record) */
+    snprintf(hist, sizeof hist, "lease:{t}:h:%s", lid2);
+    r = vk_cmd(
+        s, "EVAL %s 2 %s %s",
+        "local h = redis.call('HGETALL', KEYS[2]) "
+        "for i = 1, #h, 2 do "
+        "  if h[i] ~= 'state' and h[i] ~= 'ended_at' and h[i] ~= 'end_reason' "
+        "     and h[i] ~= 'incident_id' then redis.call('HSET', KEYS[1], h[i], h[i + 1]) end "
+        "end return redis.call('HLEN', KEYS[1])",
+        TARGET_01_KEY, hist);
+    assert_int_equal(r->integer, 28);
+    freeReplyObject(r);
+    redisReply *c = acquire(s, "r3", "target_01", 0);
+    vk_assert_code(c, "lease_acquired");
+    assert_int_equal(vk_int(vk_lease(c), "fencing_token"), 3);
+    freeReplyObject(c);
+    freeReplyObject(b);
     freeReplyObject(a);
 }
 
@@ -1752,6 +1893,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(fence_check_accepts_only_the_live_lease,
                                         vk_fixture_library_bound, vk_fixture_stop),
         cmocka_unit_test_setup_teardown(fenced_commit_decides_before_writing,
+                                        vk_fixture_library_bound, vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(idempotency_records_of_either_form_replay,
+                                        vk_fixture_library_bound, vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(free_identity_keeps_only_its_counter,
                                         vk_fixture_library_bound, vk_fixture_stop),
         cmocka_unit_test_setup_teardown(corrupt_record_fails_closed, vk_fixture_library_bound,
                                         vk_fixture_stop),

@@ -431,11 +431,13 @@ local function read_ident(ks, i)
        or tonumber(rec.seq) == nil or (rec.state ~= 'active' and rec.state ~= 'free') then
         return false
     end
-    -- The stored identity, member by member, is the one asked for (every
-    -- record has them: acquire writes them all): 'c' alone matching let a
-    -- record whose target_id was changed answer as a held lease of another
-    -- target (race_failclosed on Valkey: lease_conflict, not fail closed).
-    for k = 1, #IDENTITY_MEMBERS do
+    -- The stored identity, member by member, is the one asked for (a held
+    -- lease's record has them: acquire writes them all): 'c' alone matching
+    -- let a record whose target_id was changed answer as a held lease of
+    -- another target (race_failclosed on Valkey: lease_conflict, not fail
+    -- closed). A free identity's record holds its counter only (end_lease),
+    -- named by c; one an earlier build freed still holds the members.
+    for k = 1, rec.state == 'free' and rec.tenant_id == nil and 0 or #IDENTITY_MEMBERS do
         local m = IDENTITY_MEMBERS[k][1]
         if rec[m] ~= i[m] then return false end
     end
@@ -456,22 +458,33 @@ end
 -- terminal lease as the answer shows it): no caller reads the live record
 -- after ending it, and a copy was a table of 35 members a call.
 -- rec is the identity record as stored (every caller read it whole this
--- call and has not changed it): the server copies it (COPY, Redis 6.2+),
--- then the copy is marked terminal and loses the members that are the
+-- call and has not changed it): the server moves it to the history key
+-- (RENAME), where it is marked terminal and loses the members that are the
 -- identity's, not the lease's (v, epoch, seq, hw), so the history record
 -- has the members it always had (LEASE_FIELDS, state, ended_at,
--- end_reason, incident_id, c). Passing its 29 members through the function
--- instead cost a release a tenth of its instructions.
+-- end_reason, incident_id, c). The identity record is then written again
+-- with only those (and c, which names it): a free identity holds its
+-- counter and nothing of the lease that ended, for as long as it is kept
+-- (forever). Passing the lease's 29 members through the function instead
+-- cost a release a tenth of its instructions; a COPY of them (a hashtable:
+-- c is over 64 bytes) 7 %.
 local function end_lease(ks, ns, rec, terminal, ended_at, reason, incident)
     local ended = I(ended_at)
     local hist = ks.hist(rec.lease_id)
-    redis.call('COPY', ks.ident(rec.c), hist, 'REPLACE')
+    local ident = ks.ident(rec.c)
+    redis.call('RENAME', ident, hist)
     redis.call('HSET', hist, 'state', terminal, 'ended_at', ended, 'end_reason', reason or '',
                'incident_id', incident or '')
     redis.call('HDEL', hist, 'v', 'epoch', 'seq', 'hw')
     redis.call('PEXPIRE', hist, I(ns.history_retention_ms))
     redis.call('DEL', ks.index(rec.lease_id))
-    redis.call('HSET', ks.ident(rec.c), 'state', 'free')
+    if rec.hw then
+        redis.call('HSET', ident, 'v', rec.v, 'c', rec.c, 'epoch', rec.epoch, 'seq', rec.seq,
+                   'hw', rec.hw, 'state', 'free')
+    else
+        redis.call('HSET', ident, 'v', rec.v, 'c', rec.c, 'epoch', rec.epoch, 'seq', rec.seq,
+                   'state', 'free')
+    end
     redis.call('SREM', ks.active, rec.c)
     redis.call('ZREM', ks.expiring, rec.c)
     rec.ended_at = ended
@@ -589,17 +602,42 @@ end
 -- Idempotency: keyed by operation, owner principal, request id and identity.
 -- Same digest: the stored answer, replayed; another digest:
 -- idempotency_conflict. Only state-changing answers are stored.
+--
+-- The record is one string with its retention (SET ... PX): the request's
+-- digest (64 hex digits), the lease id, NUL, the stored answer. One write
+-- instead of a hash's HSET and PEXPIRE, and one allocation instead of a
+-- hashtable's (the stored answer is over 64 bytes, so the hash was never a
+-- listpack). A record of an earlier build is a hash of d, r and lid; it is
+-- still read (GET answers it WRONGTYPE) until its retention ends.
+
+local DIGEST_LEN = 64
+
+-- The record at key as digest, lease id, stored answer; nil when there is
+-- none, false when it is not a record (the call fails closed).
+local function idem_record(key)
+    local raw = redis.pcall('GET', key)
+    if raw == false then return nil end
+    if type(raw) == 'string' then
+        local nul = raw:find('\0', DIGEST_LEN + 1, true)
+        if not nul then return false end
+        return raw:sub(1, DIGEST_LEN), raw:sub(DIGEST_LEN + 1, nul - 1), raw:sub(nul + 1)
+    end
+    local h = redis.call('HMGET', key, 'd', 'lid', 'r')
+    if not h[1] then return nil end
+    return h[1], h[2], h[3]
+end
 
 local function replay(ks, op, i, p, t)
     local key = ks.idem(op, i.canonical, p.principal.principal_id, p.request_id)
-    local stored = redis.call('HMGET', key, 'd', 'r', 'lid')
-    if not stored[1] then return nil end
-    if stored[1] ~= p.request_digest then return result('idempotency_conflict') end
-    local now = current_state(ks, i.canonical, stored[3], t)
-    if p.packed_answer == true and stored[2]:byte(1) == 1 then
-        return packed_answer(stored[2], '1', now)
+    local digest, lid, stored = idem_record(key)
+    if digest == nil then return nil end
+    if digest == false then return unavailable('corrupt_record') end
+    if digest ~= p.request_digest then return result('idempotency_conflict') end
+    local now = current_state(ks, i.canonical, lid, t)
+    if p.packed_answer == true and stored:byte(1) == 1 then
+        return packed_answer(stored, '1', now)
     end
-    local r = stored_answer_decode(stored[2])
+    local r = stored_answer_decode(stored)
     r[#r + 1] = 'replayed'; r[#r + 1] = 1
     r[#r + 1] = 'current_state'; r[#r + 1] = now
     return r
@@ -763,8 +801,8 @@ end
 local function store_answer(ks, ns, op, i, p, answer, lease_id, rec, state)
     local key = ks.idem(op, i.canonical, p.principal.principal_id, p.request_id)
     local stored = rec and stored_answer_encode(answer, rec, state) or cmsgpack.pack(answer)
-    redis.call('HSET', key, 'd', p.request_digest, 'r', stored, 'lid', lease_id)
-    redis.call('PEXPIRE', key, I(ns.idempotency_retention_ms))
+    redis.call('SET', key, p.request_digest .. lease_id .. '\0' .. stored, 'PX',
+               I(ns.idempotency_retention_ms))
     answer[#answer + 1] = 'replayed'; answer[#answer + 1] = 0
     if p.packed_answer == true and stored:byte(1) == 1 then return stored end
     if answer[4] == false then answer[4] = lease_pairs(rec, state) end
