@@ -723,4 +723,57 @@ static inline long long http_fx_lock_records(http_fx_t *fx, const char *target)
     return test_store_valkey_cli_int(&fx->vk, args);
 }
 
+/* ------------------------------------------------------------------ */
+/* Audit entries counted and summed on Valkey (http_audit_flood,       */
+/* http_audit_fair_share)                                              */
+
+/* Over the Stream's entries of which, for each name/value pair of
+ * ARGV[2..], the field of that name has that value (a value ending in
+ * '%': begins with the rest, as LIKE 'x%'): ARGV[1] "count" how many,
+ * "sum" the sum of their event_count (absent: 1), "max" its largest. */
+#define HTTP_FX_AUDIT_STAT_LUA                                                                     \
+    "local n, sum, max = 0, 0, 0 "                                                                 \
+    "for _, e in ipairs(redis.call('XRANGE', KEYS[1], '-', '+')) do "                              \
+    "  local h, f, ok = {}, e[2], true "                                                           \
+    "  for i = 1, #f, 2 do h[f[i]] = f[i + 1] end "                                                \
+    "  for j = 2, #ARGV, 2 do "                                                                    \
+    "    local v, want = h[ARGV[j]], ARGV[j + 1] "                                                 \
+    "    if want:sub(-1) == '%' then "                                                             \
+    "      ok = ok and v ~= nil and v:sub(1, #want - 1) == want:sub(1, -2) "                       \
+    "    else ok = ok and v == want end "                                                          \
+    "  end "                                                                                       \
+    "  if ok then "                                                                                \
+    "    local c = tonumber(h['event_count'] or '1') "                                             \
+    "    n = n + 1 sum = sum + c "                                                                 \
+    "    if c > max then max = c end "                                                             \
+    "  end "                                                                                       \
+    "end "                                                                                         \
+    "if ARGV[1] == 'sum' then return sum elseif ARGV[1] == 'max' then return max end "             \
+    "return n"
+
+/*
+ * On Valkey (fx->valkey), over the audit Stream's entries that match every
+ * pair of match (NULL-terminated name, value, ...; the Stream's field
+ * names, docs/backends.md "Audit events"; a value ending in '%' is a
+ * prefix): stat "count" how many entries, "sum" their event_count summed
+ * (an entry without one stands for 1), "max" the largest event_count (0
+ * without an entry): what lease.audit_log's count(*), sum(event_count)
+ * and max(event_count) are on Postgres. Values are the tests' constants.
+ */
+static inline long long http_fx_valkey_audit_stat(http_fx_t *fx, const char *stat,
+                                                  const char *const *match)
+{
+    assert_true(fx->valkey);
+    char key[128];
+    http_fx_valkey_key(key, sizeof key, "audit");
+    const char *args[40] = {"EVAL", HTTP_FX_AUDIT_STAT_LUA, "1", key, stat};
+    size_t n = 5;
+    for (const char *const *m = match; m[0] && m[1] && n < 38; m += 2) {
+        args[n++] = m[0];
+        args[n++] = m[1];
+    }
+    args[n] = NULL;
+    return test_store_valkey_cli_int(&fx->vk, args);
+}
+
 #endif

@@ -12,6 +12,14 @@
  * and an ordinary release by another process of the same holder (no
  * notification: found by A's batched poll).
  *
+ * On Valkey (LEASE_TEST_STORE=valkey, docs/backends.md "Contract tests on
+ * both backends") both instances run on one redis-server: A hears B's
+ * PUBLISH on lease:{leased}:ended (docs/backends.md "Watch on Valkey"),
+ * whose subscribers are counted (PUBSUB NUMSUB: A and B, never the polling
+ * instance); the audit read for renewals is the Stream lease:{leased}:audit.
+ * An ordinary release publishes there too, so the release by another
+ * process is pushed on Valkey rather than found by the poll.
+ *
  * Latencies (the administrator's 200 -> the command's SIGTERM handler) are
  * printed, never asserted (docs/scaling.md reports them). The deadline of
  * each wait is only a guard against hanging.
@@ -35,7 +43,8 @@ static int group_setup(void **state)
     admin_token = http_fx_credential(&fx, "prn_push_admin", "*",
                                      "targets:force-release,targets:revoke,targets:read", true);
     http_fx_serve(&fx, NULL); /* instance A: LISTEN (the default) */
-    other = leased_proc_start(fx.db, NULL);
+    other = http_fx_start_leased(&fx, NULL);
+    assert_non_null(other);
     return 0;
 }
 
@@ -47,11 +56,10 @@ static int group_teardown(void **state)
 
 static proc_t run_on(const char *target, const char *url)
 {
-    const char *args[] = {"run",        "--tenant",  TENANT,    "--program", PROGRAM,
-                          "--namespace", NAMESPACE,  "--target", target,     "--actor",
-                          ACTOR,        "--workflow", WORKFLOW, "--ttl-ms",  TTL_MS,
-                          "--grace-ms", "2000",      "--",      "sh",        "-c",
-                          child_script, NULL};
+    const char *args[] = {"run",     "--tenant", TENANT,       "--program",  PROGRAM, "--namespace",
+                          NAMESPACE, "--target", target,       "--actor",    ACTOR,   "--workflow",
+                          WORKFLOW,  "--ttl-ms", TTL_MS,       "--grace-ms", "2000",  "--",
+                          "sh",      "-c",       child_script, NULL};
     proc_t p = ctl_start(args, url, worker_token, NULL);
     if (!wait_file(&p, "env", 10000)) {
         char *err = proc_file(&p, "err");
@@ -101,13 +109,30 @@ static void assert_cancelled_by_watch(proc_t *run, const char *lease_id, const c
     if (!strstr(err, want))
         fail_msg("leasectl's stderr does not name the watch (%s):\n%s", want, err);
     free(err);
-    char sql[256];
-    snprintf(sql, sizeof sql,
-             "SELECT count(*) FROM lease.audit_events WHERE lease_id = '%s' "
-             "AND event_type = 'target_lease_renew'",
-             lease_id);
-    assert_int_equal(testpg_query_int(fx.db, sql), 0);
+    /* lease.audit_events on Postgres, the audit Stream's entries on Valkey */
+    assert_int_equal(http_fx_audit_count(&fx, (const char *[]){"lease_id", lease_id, "event_type",
+                                                               "target_lease_renew", NULL}),
+                     0);
     proc_cleanup(run);
+}
+
+/* On Valkey: how many connections subscribe to the channel the functions
+ * publish ended leases on (each leased listening has one); -1 on
+ * Postgres. */
+static long long ended_subscribers(void)
+{
+    if (!fx.valkey)
+        return -1;
+    char channel[128];
+    http_fx_valkey_key(channel, sizeof channel, "ended");
+    const char *args[] = {"PUBSUB", "NUMSUB", channel, NULL};
+    char *out = test_store_valkey_cli(&fx.vk, args); /* "<channel>\n<count>\n" */
+    assert_non_null(out);
+    char *nl = strchr(out, '\n');
+    assert_non_null(nl);
+    long long n = strtoll(nl + 1, NULL, 10);
+    free(out);
+    return n;
 }
 
 /* ROUNDS rounds: run through holder_url, force-release (even) or revoke
@@ -145,6 +170,8 @@ static void test_push_crosses_instances(void **state)
 {
     (void)state;
     int64_t ms[ROUNDS];
+    if (fx.valkey) /* A and B each subscribed to lease:{leased}:ended */
+        assert_true(test_wait_until(10000, ended_subscribers() == 2));
     admin_rounds("listen", fx.base, leased_proc_url(other), ms);
     report("push across instances (LISTEN)", ms, ROUNDS);
 }
@@ -153,16 +180,20 @@ static void test_polling_only_instance(void **state)
 {
     (void)state;
     const char *env[] = {"LEASE_WATCH_LISTEN=false", NULL}; /* default poll: 1000 ms */
-    leased_proc_t *polling = leased_proc_start(fx.db, env);
+    leased_proc_t *polling = http_fx_start_leased(&fx, env);
+    assert_non_null(polling);
     int64_t ms[ROUNDS];
     admin_rounds("poll", leased_proc_url(polling), leased_proc_url(other), ms);
     report("push across instances (polling only, LEASE_WATCH_POLL_MS=1000)", ms, ROUNDS);
+    if (fx.valkey) /* the polling instance never subscribed: still A and B */
+        assert_int_equal(ended_subscribers(), 2);
     assert_int_equal(leased_proc_stop(polling), 0);
 }
 
 /* Another process of the same holder (same credential and service
- * instance) releases the lease through B: no notification is sent for an
- * ordinary release; A's batched poll finds it. */
+ * instance) releases the lease through B: on Postgres no notification is
+ * sent for an ordinary release, A's batched poll finds it; on Valkey the
+ * release publishes (docs/backends.md "Watch on Valkey"). */
 static void test_release_by_another_process(void **state)
 {
     (void)state;
@@ -170,18 +201,19 @@ static void test_release_by_another_process(void **state)
     char *lease_id = env_value(&run, "LEASE_ID");
     char *token = env_value(&run, "LEASE_FENCING_TOKEN");
     char *instance = env_value(&run, "LEASE_SERVICE_INSTANCE_ID");
-    const char *args[] = {"release",   "--tenant",  TENANT,   "--program", PROGRAM,
-                          "--namespace", NAMESPACE, "--target", "push-release", "--actor",
-                          ACTOR,       "--workflow", WORKFLOW, "--lease-id", lease_id,
-                          "--fencing-token", token, "--service-instance", instance, NULL};
+    const char *args[] = {
+        "release", "--tenant",   TENANT,         "--program",       PROGRAM, "--namespace",
+        NAMESPACE, "--target",   "push-release", "--actor",         ACTOR,   "--workflow",
+        WORKFLOW,  "--lease-id", lease_id,       "--fencing-token", token,   "--service-instance",
+        instance,  NULL};
     json_t *answer = NULL;
     assert_int_equal(ctl(args, leased_proc_url(other), worker_token, NULL, &answer), 0);
     int64_t answered = lease_wall_now_ms();
     assert_string_equal(json_string_value(json_object_get(answer, "code")), "lease_released");
     json_decref(answer);
     int64_t ms = term_time(&run) - answered;
-    printf("release by another process of the holder (poll): released -> SIGTERM %lld ms\n",
-           (long long)ms);
+    printf("release by another process of the holder (%s): released -> SIGTERM %lld ms\n",
+           fx.valkey ? "push" : "poll", (long long)ms);
     assert_cancelled_by_watch(&run, lease_id, "released");
     free(lease_id);
     free(token);
