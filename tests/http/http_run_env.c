@@ -21,6 +21,9 @@
  * with the lease's values, and a variable of the caller's own (PATH, and
  * RUN_ENV_APP_SETTING standing for the command's own configuration) still
  * passes through.
+ * On Valkey (http_run_env_valkey) the same: leased and the lease on the
+ * Valkey store, whose first token of an identity is 1 too (epoch 0:
+ * 0 * 2^32 + 1, docs/backends.md "Token layout").
  */
 #include <sys/stat.h>
 

@@ -129,9 +129,9 @@ static void late_grant_in_a_long_wait_holds_and_runs(void **state)
 static void wait_beyond_the_service_maximum_keeps_acquiring(void **state)
 {
     (void)state;
-    /* a second leased on the same database whose maximum wait is 1 s */
+    /* a second leased on the same store whose maximum wait is 1 s */
     const char *env[] = {"LEASE_MAX_WAIT_MS=1000", NULL};
-    leased_proc_t *short_wait = leased_proc_start(fx.db, env);
+    leased_proc_t *short_wait = http_fx_start_leased(&fx, env);
     assert_non_null(short_wait);
     late_grant_runs(leased_proc_url(short_wait), "wait-c", "3", "2000", "6000", "1", 0, 2500);
 
