@@ -59,9 +59,18 @@ static void auth_from_the_url(void **state)
     /* no credentials, a wrong password: refused, said why, nothing quoted */
     const char *migrate[] = {"migrate", NULL};
     const char *env_plain[] = {plain, NULL};
+    const char *args_none[] = {NULL};
     char *out = NULL;
     assert_int_equal(vk_leasectl(migrate, env_plain, &out), LEASE_EXIT_UNAVAILABLE);
     assert_non_null(strstr(out, "NOAUTH"));
+    /* says it is the credentials, not a durability setting it could not read */
+    assert_non_null(strstr(out, "user and password"));
+    assert_null(strstr(out, "must run with"));
+    free(out);
+    assert_int_equal(leased_proc_run_cli(args_none, env_plain, &out), LEASE_EXIT_FAILURE);
+    assert_non_null(strstr(out, "NOAUTH"));
+    assert_non_null(strstr(out, "user and password"));
+    assert_null(strstr(out, "must run with"));
     free(out);
     const char *env_wrong[] = {wrong, NULL};
     assert_int_equal(vk_leasectl(migrate, env_wrong, &out), LEASE_EXIT_UNAVAILABLE);

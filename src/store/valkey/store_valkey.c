@@ -216,10 +216,18 @@ static bool config_is(valkey_transport_t *c, const char *name, const char *want,
     }
     bool ok = r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
               r->element[1]->type == REDIS_REPLY_STRING && strcmp(r->element[1]->str, want) == 0;
-    if (!ok)
+    if (!ok && r->type == REDIS_REPLY_ERROR)
+        /* refused, not a setting read: say what the operator must change
+         * (the first command a connection without credentials sends is
+         * this one, so NOAUTH comes here, not from a failed AUTH) */
+        valkey_set_err(err, errlen, "the server refused CONFIG GET %s (%s): %s", name, r->str,
+                       strncmp(r->str, "NOAUTH", 6) == 0 || strncmp(r->str, "WRONGPASS", 9) == 0
+                           ? "the store URL needs the server's user and password"
+                           : "leased reads appendonly, appendfsync and maxmemory-policy "
+                             "before it starts; the user needs CONFIG GET");
+    else if (!ok)
         valkey_set_err(err, errlen, "the server must run with %s %s (%s)", name, want,
-                       r->type == REDIS_REPLY_ERROR ? r->str
-                       : r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+                       r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
                                r->element[1]->type == REDIS_REPLY_STRING
                            ? r->element[1]->str
                            : "unreadable");
