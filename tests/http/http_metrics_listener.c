@@ -107,8 +107,10 @@ static void test_probes_on_their_own_listener(void **state)
     char setting[64], probes[64];
     snprintf(setting, sizeof setting, "LEASE_METRICS_LISTEN=127.0.0.1:%d", port);
     snprintf(probes, sizeof probes, "http://127.0.0.1:%d", port);
-    const char *env[] = {setting, NULL};
-    fx.srv = leased_proc_start_unready(fx.db, env);
+    /* on the file's store: Postgres's database, or its redis-server */
+    const char *pg_env[] = {setting, NULL}, *vk_env[] = {fx.vk.setting, setting, NULL};
+    fx.srv = fx.valkey ? leased_proc_start_unready(NULL, vk_env)
+                       : leased_proc_start_unready(fx.db, pg_env);
     fx.base = leased_proc_url(fx.srv);
     long status = 0;
     for (int i = 0; i < 200 && status != 200; i++) {

@@ -44,9 +44,13 @@ static char *inspect_text(const char *target, const char *extra)
     return http_inspect_text(worker, target, extra);
 }
 
+/* Audit events recorded with source address addr: lease.audit_log's rows
+ * (Postgres), the audit Stream's entries whose source_address is addr
+ * (Valkey; docs/backends.md "Audit events"). */
 static long long audited_from(const char *addr)
 {
-    return http_audited_from(fx.db, addr);
+    const char *match[] = {"source_address", addr, NULL};
+    return fx.valkey ? http_fx_audit_count(&fx, match) : http_audited_from(fx.db, addr);
 }
 
 /* A PROXY v2 header (PROXY, TCP over IPv4) naming client, with tlv_bytes

@@ -11,6 +11,11 @@
  *   shows): the C client and leasectl over https:// trusting the test CA
  *   (LEASE_CA_FILE), a watch long-polled through it; a client without the
  *   CA is refused before anything is sent.
+ *
+ * With LEASE_TEST_STORE=valkey the terminator's case runs with leased on a
+ * redis-server of the test's own (test_store.h); the case of TLS to
+ * Postgres is PostgreSQL's own and is left out there (Valkey over TLS,
+ * rediss://, is tests/valkey/valkey_tls.c).
  */
 #include <spawn.h>
 
@@ -22,7 +27,9 @@ extern char **environ;
 #include "pgprivate.h"
 
 static char dir[64];     /* certificates */
-static pg_private_t *pg; /* TLS-only over TCP */
+static pg_private_t *pg; /* TLS-only over TCP (Postgres) */
+static bool valkey;      /* LEASE_TEST_STORE=valkey */
+static test_store_valkey_t vk;
 
 static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void sh(const char *fmt, ...)
@@ -62,6 +69,12 @@ static void make_certificates(void)
 static int group_setup(void **state)
 {
     (void)state;
+    valkey = test_store_is_valkey();
+    if (valkey) {
+        make_certificates();
+        test_store_valkey_start(&vk);
+        return 0;
+    }
     if (!pg_private_available()) {
         fprintf(stderr, "http_tls: needs a cluster the tests own\n");
         exit(77);
@@ -77,7 +90,10 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
     (void)state;
-    pg_private_stop(pg);
+    if (valkey)
+        test_store_valkey_stop(&vk);
+    else
+        pg_private_stop(pg);
     sh("rm -rf %s", dir);
     return 0;
 }
@@ -184,13 +200,19 @@ static pid_t tls_terminator(int port, int base_port)
 static void test_https_through_a_terminator(void **state)
 {
     (void)state;
-    char *super = pg_private_url(pg, "leased", "postgres");
+    /* the store: Postgres over verify-full as leased_app, or the
+     * redis-server (where the credential is made too) */
+    char *super = valkey ? strdup(vk.url) : pg_private_url(pg, "leased", "postgres");
     char url[512], setting[700], ca[128];
     snprintf(ca, sizeof ca, "%s/ca.crt", dir);
-    tls_url(url, sizeof url, "localhost", "leased_app", "ca.crt", "verify-full");
-    snprintf(setting, sizeof setting, "LEASE_DATABASE_URL=%s", url);
+    if (valkey) {
+        snprintf(setting, sizeof setting, "%s", vk.setting);
+    } else {
+        tls_url(url, sizeof url, "localhost", "leased_app", "ca.crt", "verify-full");
+        snprintf(setting, sizeof setting, "LEASE_DATABASE_URL=%s", url);
+    }
     const char *env[] = {setting, NULL};
-    leased_proc_t *srv = leased_proc_start(super, env);
+    leased_proc_t *srv = leased_proc_start(valkey ? NULL : super, env);
     int port = test_free_port();
     pid_t proxy = tls_terminator(port, leased_proc_port(srv));
     char base[64];
@@ -225,9 +247,9 @@ static void test_https_through_a_terminator(void **state)
     char ca_env[160];
     snprintf(ca_env, sizeof ca_env, "LEASE_CA_FILE=%s", ca);
     const char *ctl_env[] = {ca_env, NULL};
-    const char *args[] = {"acquire",  "--tenant",   TENANT,    "--program", PROGRAM,
-                          "--namespace", NAMESPACE, "--target", "tls-1",   "--actor",
-                          ACTOR,      "--workflow", "default", NULL};
+    const char *args[] = {"acquire",     "--tenant",   TENANT,     "--program", PROGRAM,
+                          "--namespace", NAMESPACE,    "--target", "tls-1",     "--actor",
+                          ACTOR,         "--workflow", "default",  NULL};
     json_t *answer = NULL;
     assert_int_equal(ctl(args, base, token, ctl_env, &answer), 0);
     assert_string_equal(json_string_value(json_object_get(answer, "code")), "lease_acquired");
@@ -255,5 +277,13 @@ int main(void)
         cmocka_unit_test(test_postgres_verify_full),
         cmocka_unit_test(test_https_through_a_terminator),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    static const http_pg_only_t pg_only[] = {
+        {"test_postgres_verify_full",
+         "TLS to PostgreSQL itself: sslmode=verify-full, pg_stat_ssl, a private cluster; "
+         "Valkey over TLS (rediss://, the wrong CA, a name not in the certificate) is "
+         "tests/valkey/valkey_tls.c"},
+        {NULL, NULL},
+    };
+    return http_fx_run_group("http_tls", tests, sizeof tests / sizeof tests[0], group_setup,
+                             group_teardown, pg_only);
 }

@@ -83,9 +83,24 @@ static char *inspect_text(const char *target, const char *extra)
     return http_inspect_text(worker, target, extra);
 }
 
+/* Audit events recorded with source address addr: lease.audit_log's rows
+ * (Postgres), the audit Stream's entries whose source_address is addr
+ * (Valkey; docs/backends.md "Audit events"). */
 static long long audited_from(const char *addr)
 {
-    return http_audited_from(fx.db, addr);
+    const char *match[] = {"source_address", addr, NULL};
+    return fx.valkey ? http_fx_audit_count(&fx, match) : http_audited_from(fx.db, addr);
+}
+
+/* Inspects audited: lease.audit_log's rows (Postgres), the audit Stream's
+ * entries (Valkey). */
+static long long inspects_audited(void)
+{
+    if (!fx.valkey)
+        return testpg_query_int(fx.db, "SELECT count(*) FROM lease.audit_log WHERE "
+                                       "event_type = 'target_lease_inspect'");
+    const char *match[] = {"event_type", "target_lease_inspect", NULL};
+    return http_fx_audit_count(&fx, match);
 }
 
 static void inspect_via(int port, const char *src, const char *target, const char *extra)
@@ -121,9 +136,7 @@ static void test_client_address_from_a_trusted_proxy_only(void **state)
     /* straight from a peer that is not trusted: its X-Forwarded-For is ignored */
     inspect_via(leased_port, "127.0.0.5", "tp-direct", "X-Forwarded-For: 5.5.5.5\r\n");
     /* the audit of reads is written in batches: wait for all three */
-    for (int i = 0; i < 100 && testpg_query_int(fx.db, "SELECT count(*) FROM lease.audit_log WHERE "
-                                                       "event_type = 'target_lease_inspect'") < 3;
-         i++)
+    for (int i = 0; i < 100 && inspects_audited() < 3; i++)
         usleep(100000);
     long long from6 = audited_from("127.0.0.6"), from7 = audited_from("127.0.0.7"),
               from5 = audited_from("127.0.0.5"),
