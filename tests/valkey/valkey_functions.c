@@ -1194,6 +1194,34 @@ static void free_identity_keeps_only_its_counter(void **state)
     freeReplyObject(a);
 }
 
+/* An end of a lease writes the identity's counter again from the record it
+ * read: a live record without its epoch, which rebind revokes like every
+ * live lease, is still refused afterwards (corrupt_record), never given a
+ * counter it did not have, and rebind completes. */
+static void rebind_leaves_a_corrupt_record_corrupt(void **state)
+{
+    vk_server_t *s = *state;
+    redisReply *a = acquire(s, "r1", "target_01", 0);
+    vk_assert_code(a, "lease_acquired");
+    freeReplyObject(a);
+    redisReply *r = vk_cmd(s, "HDEL %s epoch", TARGET_01_KEY);
+    assert_int_equal(r->integer, 1);
+    freeReplyObject(r);
+    r = vk_cmd(s, "FCALL leased_v1_rebind 1 %s %s", VK_NS_KEY, "{\"reason\":\"drill\"}");
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(vk_int(r, "leases_revoked"), 1);
+    freeReplyObject(r);
+    r = vk_cmd(s, "HMGET %s state epoch seq", TARGET_01_KEY);
+    assert_string_equal(r->element[0]->str, "free");
+    assert_int_equal(r->element[1]->type, REDIS_REPLY_NIL);
+    assert_string_equal(r->element[2]->str, "1");
+    freeReplyObject(r);
+    r = acquire(s, "r2", "target_01", 0);
+    vk_assert_code(r, "lease_backend_unavailable");
+    assert_string_equal(vk_str(r, "reason"), "corrupt_record");
+    freeReplyObject(r);
+}
+
 static void corrupt_record_fails_closed(void **state)
 {
     vk_server_t *s = *state;
@@ -1897,6 +1925,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(idempotency_records_of_either_form_replay,
                                         vk_fixture_library_bound, vk_fixture_stop),
         cmocka_unit_test_setup_teardown(free_identity_keeps_only_its_counter,
+                                        vk_fixture_library_bound, vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(rebind_leaves_a_corrupt_record_corrupt,
                                         vk_fixture_library_bound, vk_fixture_stop),
         cmocka_unit_test_setup_teardown(corrupt_record_fails_closed, vk_fixture_library_bound,
                                         vk_fixture_stop),
