@@ -1,16 +1,25 @@
 /*
- * http_multi_instance.c - two leased on one database behave as one service:
- * everything that must be shared lives in the database (or in shared
- * settings), nothing in one process.
+ * http_multi_instance.c - two leased on one store behave as one service:
+ * everything that must be shared lives in the store (or in shared
+ * settings), nothing in one process. On either backend (LEASE_TEST_STORE=
+ * valkey: both leased on the file's one redis-server, docs/backends.md
+ * "Contract tests on both backends").
  *
- * - a list page token from A continues on B (the database signs tokens);
+ * - a list page token from A continues on B: the store signs tokens with
+ *   the key both read there (lease.secrets' page_token_key on Postgres, the
+ *   member page_token_key of the namespace record lease:{leased}:ns on
+ *   Valkey): with that key changed in the store, B refuses A's token; with
+ *   it restored, B continues the listing;
  * - a lease acquired through A conflicts through B; tokens keep increasing
  *   whichever instance grants them; a request id answered by A replays on B
  *   (outcome-unknown resolution does not depend on reaching the same
  *   instance);
- * - a policy change (one SQL UPDATE) applies to both at once;
- * - a credential revoked once is refused by both within the credential
- *   cache time (LEASE_CREDENTIAL_CACHE_MS), each having used it before;
+ * - a policy change in the store (one SQL UPDATE of lease.policy on
+ *   Postgres, one HSET of the namespace record's maximum_ttl_ms on Valkey)
+ *   applies to both at once;
+ * - a credential revoked once (the real leasectl credential revoke) is
+ *   refused by both within the credential cache time
+ *   (LEASE_CREDENTIAL_CACHE_MS), each having used it before;
  * - a watch on A wakes on a force-release through B (http_push.c covers the
  *   same for leasectl run).
  */
@@ -37,7 +46,8 @@ static int group_setup(void **state)
                                "targets:force-release,targets:revoke,targets:read", true);
     const char *env[] = {"LEASE_CREDENTIAL_CACHE_MS=500", NULL};
     http_fx_serve(&fx, env);
-    b_proc = leased_proc_start(fx.db, env);
+    b_proc = http_fx_start_leased(&fx, env);
+    assert_non_null(b_proc);
     a = fx.base;
     b = leased_proc_url(b_proc);
     return 0;
@@ -47,6 +57,53 @@ static int group_teardown(void **state)
 {
     assert_int_equal(leased_proc_stop(b_proc), 0);
     return http_fx_teardown(state);
+}
+
+/* The key the store signs page tokens with, in hex (heap): lease.secrets'
+ * page_token_key (Postgres), the namespace record's page_token_key member
+ * (Valkey; docs/backends.md "Keys"). */
+static char *page_token_key(void)
+{
+    if (!fx.valkey)
+        return testpg_query_value(fx.db, "SELECT encode(page_token_key, 'hex') FROM lease.secrets");
+    char ns[64];
+    http_fx_valkey_key(ns, sizeof ns, "ns");
+    const char *args[] = {"HGET", ns, "page_token_key", NULL};
+    char *hex = test_store_valkey_cli(&fx.vk, args);
+    assert_non_null(hex);
+    hex[strcspn(hex, "\n")] = '\0';
+    return hex;
+}
+
+/* Replaces that key in the store (64 hex digits: 32 bytes, either backend). */
+static void set_page_token_key(const char *hex)
+{
+    assert_int_equal(strlen(hex), 64);
+    if (!fx.valkey) {
+        char sql[256];
+        snprintf(sql, sizeof sql, "UPDATE lease.secrets SET page_token_key = decode('%s', 'hex')",
+                 hex);
+        assert_true(testpg_exec(fx.db, sql));
+    } else {
+        char ns[64];
+        http_fx_valkey_key(ns, sizeof ns, "ns");
+        const char *args[] = {"HSET", ns, "page_token_key", hex, NULL};
+        /* 0: the member was there and is replaced, none added */
+        assert_int_equal(test_store_valkey_cli_int(&fx.vk, args), 0);
+    }
+    char *now = page_token_key();
+    assert_non_null(now);
+    assert_string_equal(now, hex);
+    free(now);
+}
+
+static http_resp_t *list_page(const char *base, const char *token)
+{
+    json_t *f = json_pack("{s:s, s:s, s:s, s:i}", "by", "program", "tenant_id", TENANT,
+                          "program_id", PROGRAM, "page_size", 2);
+    if (token)
+        json_object_set_new(f, "page_token", json_string(token));
+    return call_owned(base, "POST", "/v1/leases/list", worker, dump(f));
 }
 
 static void test_page_token_crosses_instances(void **state)
@@ -62,11 +119,26 @@ static void test_page_token_crosses_instances(void **state)
     char *token = NULL;
     int seen = 0, pages = 0;
     do {
-        json_t *f = json_pack("{s:s, s:s, s:s, s:i}", "by", "program", "tenant_id", TENANT,
-                              "program_id", PROGRAM, "page_size", 2);
-        if (token)
-            json_object_set_new(f, "page_token", json_string(token));
-        http_resp_t *r = call_owned(pages % 2 ? b : a, "POST", "/v1/leases/list", worker, dump(f));
+        if (pages == 1) {
+            /* A's token is signed by the key in the store: changed there, B
+             * refuses it; restored, B takes it (below) */
+            char *key = page_token_key();
+            assert_non_null(key);
+            assert_int_equal(strlen(key), 64);
+            set_page_token_key(strcmp(key, "00000000000000000000000000000000"
+                                           "00000000000000000000000000000000") == 0
+                                   ? "11111111111111111111111111111111"
+                                     "11111111111111111111111111111111"
+                                   : "00000000000000000000000000000000"
+                                     "00000000000000000000000000000000");
+            http_resp_t *r = list_page(b, token);
+            check_reply(r, 400, "invalid_lease_request", NULL);
+            assert_string_equal(http_resp_str(r, "field"), "page_token");
+            http_resp_free(r);
+            set_page_token_key(key);
+            free(key);
+        }
+        http_resp_t *r = list_page(pages % 2 ? b : a, token);
         check_reply(r, 200, "lease_listed", NULL);
         seen += (int)json_array_size(http_resp_get(r, "leases"));
         free(token);
@@ -104,10 +176,44 @@ static void test_leases_tokens_and_replays_are_shared(void **state)
     json_decref(second);
 }
 
+/* The policy's maximum TTL as the store holds it: lease.policy (Postgres),
+ * the namespace record's member maximum_ttl_ms (Valkey; docs/backends.md
+ * "Keys"). */
+static long long policy_maximum_ttl_ms(void)
+{
+    if (!fx.valkey)
+        return testpg_query_int(fx.db, "SELECT maximum_ttl_ms FROM lease.policy");
+    char ns[64];
+    http_fx_valkey_key(ns, sizeof ns, "ns");
+    const char *args[] = {"HGET", ns, "maximum_ttl_ms", NULL};
+    return test_store_valkey_cli_int(&fx.vk, args);
+}
+
+/* Changes it in the store, as an operator does: one SQL UPDATE (Postgres),
+ * one HSET of the member (Valkey), read back. */
+static void set_policy_maximum_ttl_ms(long long ms)
+{
+    char value[32];
+    snprintf(value, sizeof value, "%lld", ms);
+    if (!fx.valkey) {
+        char sql[128];
+        snprintf(sql, sizeof sql, "UPDATE lease.policy SET maximum_ttl_ms = %s", value);
+        assert_true(testpg_exec(fx.db, sql));
+    } else {
+        char ns[64];
+        http_fx_valkey_key(ns, sizeof ns, "ns");
+        const char *args[] = {"HSET", ns, "maximum_ttl_ms", value, NULL};
+        /* 0: the member was there and is replaced, none added */
+        assert_int_equal(test_store_valkey_cli_int(&fx.vk, args), 0);
+    }
+    assert_int_equal(policy_maximum_ttl_ms(), ms);
+}
+
 static void test_policy_applies_to_both(void **state)
 {
     (void)state;
-    assert_true(testpg_exec(fx.db, "UPDATE lease.policy SET maximum_ttl_ms = 40000"));
+    assert_int_equal(policy_maximum_ttl_ms(), 300000);
+    set_policy_maximum_ttl_ms(40000);
     for (int i = 0; i < 2; i++) {
         char rid[32];
         snprintf(rid, sizeof rid, "mpol-%d", i);
@@ -120,14 +226,14 @@ static void test_policy_applies_to_both(void **state)
         assert_string_equal(http_resp_str(r, "field"), "ttl_ms");
         http_resp_free(r);
     }
-    assert_true(testpg_exec(fx.db, "UPDATE lease.policy SET maximum_ttl_ms = 300000"));
+    set_policy_maximum_ttl_ms(300000);
 }
 
 /* Whether base still accepts the worker credential. */
 static long inspect_status(const char *base)
 {
-    http_resp_t *r = call_owned(base, "POST", "/v1/leases/inspect", worker,
-                                inspect_body("multi-nothing"));
+    http_resp_t *r =
+        call_owned(base, "POST", "/v1/leases/inspect", worker, inspect_body("multi-nothing"));
     long st = r->status;
     http_resp_free(r);
     return st;
