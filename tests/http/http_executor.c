@@ -21,6 +21,15 @@
  * The whole cluster stops in (b), so ctest runs (b) alone, as a test of its
  * own (http_executor_outage: this program with the argument "outage",
  * RUN_SERIAL), and the other cases beside other tests (http_executor).
+ *
+ * On Valkey (LEASE_TEST_STORE=valkey; ctest: http_executor_valkey) the
+ * same cases but (b), which is left out by name (pg_only in main): run
+ * renews its lease on its own there (no sessions), each observation of
+ * Postgres's tables reads the Valkey store instead (the identity record
+ * id:<canonical>, the history record h:<lease_id>, the documents d:...,
+ * the counter epoch * 2^32 + seq; docs/backends.md "Keys"), (e)'s chaos
+ * closes leased's connections with CLIENT KILL, and (g)'s publication,
+ * which needs the outbox, is refused before the document is committed.
  */
 #include <errno.h>
 #include <fcntl.h>
