@@ -28,7 +28,8 @@
  * Postgres's tables reads the Valkey store instead (the identity record
  * id:<canonical>, the history record h:<lease_id>, the documents d:...,
  * the counter epoch * 2^32 + seq; docs/backends.md "Keys"), (e)'s chaos
- * closes leased's connections with CLIENT KILL, and (g)'s publication,
+ * holds calls at the server (CLIENT PAUSE) and closes leased's
+ * connections (CLIENT KILL), and (g)'s publication,
  * which needs the outbox, is refused before the document is committed.
  */
 #include <errno.h>
@@ -731,20 +732,29 @@ typedef struct chaos {
 static void *chaos_main(void *arg)
 {
     chaos_t *ch = arg;
-    /* Postgres: leased's backends terminated; Valkey: leased's connections
-     * closed by the server (CLIENT KILL TYPE normal, redis-cli's own
-     * skipped; the watch's subscriber is TYPE pubsub), as
-     * race_backend_terminated does on each backend */
+    /* Postgres: leased's backends terminated, a call among them mid-
+     * transaction. Valkey runs each call to its end at once, so a call is
+     * held at the server first (CLIENT PAUSE ... WRITE: every FCALL of a
+     * write function waits, as behind a row lock; it ends by itself) and
+     * leased's connections are then closed by the server (CLIENT KILL
+     * TYPE normal, redis-cli's own skipped; the watch's subscriber is TYPE
+     * pubsub), as race_backend_terminated does on each backend. */
     char *name = fx.valkey ? NULL : testpg_query_value(fx.db, "SELECT current_database()");
     char sql[512];
     snprintf(sql, sizeof sql,
              "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity "
              "WHERE datname = '%s' AND usename = 'leased_app' AND pid <> pg_backend_pid()",
              name ? name : "");
+    const char *pause[] = {"CLIENT", "PAUSE", "50", "WRITE", NULL};
     const char *kill[] = {"CLIENT", "KILL", "TYPE", "normal", NULL};
     while (!atomic_load(&ch->stop)) {
-        atomic_fetch_add(&ch->kills, fx.valkey ? (int)test_store_valkey_cli_int(&fx.vk, kill)
-                                               : (int)testpg_query_int(fx.db, sql));
+        if (fx.valkey) {
+            free(test_store_valkey_cli(&fx.vk, pause));
+            lease_sleep_ms(10);
+            atomic_fetch_add(&ch->kills, (int)test_store_valkey_cli_int(&fx.vk, kill));
+        } else {
+            atomic_fetch_add(&ch->kills, (int)testpg_query_int(fx.db, sql));
+        }
         atomic_fetch_add(&ch->rounds, 1);
         lease_sleep_ms(3 + (int64_t)lease_jitter(20)); /* spreads the kills: workload, not sync */
     }
