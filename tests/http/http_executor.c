@@ -29,8 +29,8 @@
  * id:<canonical>, the history record h:<lease_id>, the documents d:...,
  * the counter epoch * 2^32 + seq; docs/backends.md "Keys"), (e)'s chaos
  * holds calls at the server (CLIENT PAUSE) and closes leased's
- * connections (CLIENT KILL), and (g)'s publication,
- * which needs the outbox, is refused before the document is committed.
+ * connections (CLIENT KILL), and (g)'s publication, which needs the
+ * outbox, is refused before the document is committed.
  */
 #include <errno.h>
 #include <fcntl.h>
