@@ -37,7 +37,9 @@ for numbers, so tokens stay exact); the "lease" value is such an array too.
 Absent values are false in Lua (RESP null). Times are Unix epoch milliseconds.
 ]]
 
-local LIB_VERSION = 3   -- 2: leased_v1_combined added; 3: packed answers on request (packed_answer)
+local LIB_VERSION = 4   -- 2: leased_v1_combined added; 3: packed answers on request (packed_answer);
+                        -- 4: idempotency records as strings, a free identity's record its counter
+                        -- only (a library before 4 reads neither: load no older one over it)
 local SEQ_SPAN = 4294967296      -- 2^32: seq values per epoch
 local SEQ_MAX = SEQ_SPAN - 1     -- the last seq of an epoch
 local EPOCH_MAX = 2097151        -- 2^21 - 1: (EPOCH_MAX+1) * 2^32 - 1 = 2^53 - 1
