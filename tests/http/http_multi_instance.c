@@ -75,6 +75,16 @@ static char *page_token_key(void)
     return hex;
 }
 
+/* Valkey: sets member of the namespace record lease:{leased}:ns, which must
+ * be there already (HSET answers 0: replaced, none added). */
+static void replace_ns_member(const char *member, const char *value)
+{
+    char ns[64];
+    http_fx_valkey_key(ns, sizeof ns, "ns");
+    const char *args[] = {"HSET", ns, member, value, NULL};
+    assert_int_equal(test_store_valkey_cli_int(&fx.vk, args), 0);
+}
+
 /* Replaces that key in the store (64 hex digits: 32 bytes, either backend). */
 static void set_page_token_key(const char *hex)
 {
@@ -85,11 +95,7 @@ static void set_page_token_key(const char *hex)
                  hex);
         assert_true(testpg_exec(fx.db, sql));
     } else {
-        char ns[64];
-        http_fx_valkey_key(ns, sizeof ns, "ns");
-        const char *args[] = {"HSET", ns, "page_token_key", hex, NULL};
-        /* 0: the member was there and is replaced, none added */
-        assert_int_equal(test_store_valkey_cli_int(&fx.vk, args), 0);
+        replace_ns_member("page_token_key", hex);
     }
     char *now = page_token_key();
     assert_non_null(now);
@@ -200,11 +206,7 @@ static void set_policy_maximum_ttl_ms(long long ms)
         snprintf(sql, sizeof sql, "UPDATE lease.policy SET maximum_ttl_ms = %s", value);
         assert_true(testpg_exec(fx.db, sql));
     } else {
-        char ns[64];
-        http_fx_valkey_key(ns, sizeof ns, "ns");
-        const char *args[] = {"HSET", ns, "maximum_ttl_ms", value, NULL};
-        /* 0: the member was there and is replaced, none added */
-        assert_int_equal(test_store_valkey_cli_int(&fx.vk, args), 0);
+        replace_ns_member("maximum_ttl_ms", value);
     }
     assert_int_equal(policy_maximum_ttl_ms(), ms);
 }
