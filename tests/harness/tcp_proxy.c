@@ -33,7 +33,9 @@ static void *pump_main(void *arg)
                 break; /* processed upstream; the client never hears it */
             lease_sleep_ms(atomic_load(&pu->px->delay_ms));
         }
-        if (write(pu->to, buf, (size_t)n) != n)
+        /* MSG_NOSIGNAL: a peer killed mid-pump (valkey_failover's kill -9
+         * under load) is a lost link, not a SIGPIPE that ends the test */
+        if (send(pu->to, buf, (size_t)n, MSG_NOSIGNAL) != n)
             break;
     }
     /* either direction ending ends the connection, like a lost link */

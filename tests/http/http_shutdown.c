@@ -259,7 +259,8 @@ static void *hold_pump_main(void *arg)
             px->held--;
             pthread_mutex_unlock(&px->mu);
         }
-        if (write(pu->to, buf, (size_t)n) != n)
+        /* MSG_NOSIGNAL: a peer gone mid-pump ends the pump, not the test */
+        if (send(pu->to, buf, (size_t)n, MSG_NOSIGNAL) != n)
             break;
     }
     shutdown(pu->from, SHUT_RDWR);
