@@ -475,8 +475,19 @@ func (l *HeldLease) kept(s *SessionRecord, firstSent time.Time) {
 func (l *HeldLease) sessionFailed(err error) {
 	l.mu.Lock()
 	l.failures++
-	l.lastErr = err
+	l.noteFailure(err)
 	l.mu.Unlock()
+}
+
+// noteFailure records why an attempt confirmed nothing (l.mu held). An
+// earlier attempt whose outcome is unknown stays the cause when a later one
+// only ran out of time (its deadline passed, often before it was sent):
+// what the holder knows is still that the earlier one may have happened.
+func (l *HeldLease) noteFailure(err error) {
+	if errors.Is(l.lastErr, ErrLeaseOutcomeUnknown) && errors.Is(err, ErrDeadlineExceeded) {
+		return
+	}
+	l.lastErr = err
 }
 
 // renewal is one attempt: what was held, its window, and the request.
@@ -547,7 +558,7 @@ func (l *HeldLease) judge(r renewal, ans *LeaseAnswer, err error, answered time.
 	}
 	l.mu.Lock()
 	l.failures++
-	l.lastErr = err
+	l.noteFailure(err)
 	l.window.Renew = answered.Add(RetryDelay(answered, l.window.Cancel, l.failures))
 	l.mu.Unlock()
 }

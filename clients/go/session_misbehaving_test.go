@@ -207,3 +207,25 @@ func TestARefusedSessionCallIsTheTypedError(t *testing.T) {
 		t.Fatalf("%v", err)
 	}
 }
+
+// A keep-alive whose outcome is unknown, then a retry that only ran out of
+// time before its cancel point: the hold's cause stays the unknown outcome
+// (the first may have happened), as a CI run of
+// TestHoldsWhoseKeepalivesMisbehaveAreLostWithinTheTTL/lease_instead_of_session
+// met under load (its last retry answered deadline_exceeded).
+func TestAnUnknownOutcomeStaysTheCauseWhenARetryRunsOutOfTime(t *testing.T) {
+	l := &HeldLease{}
+	unknown := &Error{Code: CodeLeaseOutcomeUnknown, ClientMade: true, Message: "a success answer without a readable session"}
+	late := &Error{Code: CodeDeadlineExceeded, ClientMade: true, Message: "the deadline passed before an answer"}
+	l.sessionFailed(unknown)
+	l.sessionFailed(late)
+	if !errors.Is(l.lastErr, ErrLeaseOutcomeUnknown) || l.failures != 2 {
+		t.Fatalf("cause %v after %d failures", l.lastErr, l.failures)
+	}
+	// any other later failure is the cause: it is news
+	other := &Error{Code: CodeLeaseBackendUnavailable, ClientMade: true, Message: "unreachable"}
+	l.sessionFailed(other)
+	if !errors.Is(l.lastErr, ErrLeaseBackendUnavailable) {
+		t.Fatalf("cause %v", l.lastErr)
+	}
+}
