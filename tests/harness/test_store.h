@@ -27,6 +27,20 @@ void test_store_valkey_start(test_store_valkey_t *v);
 /* Stops the server and removes its directory. */
 void test_store_valkey_stop(test_store_valkey_t *v);
 
+/* Lua, the prefix of an EVAL script that reads the audit Stream:
+ * audit_fields(e), the name/value pairs of an entry e of XRANGE, whether
+ * packed into its one field 'p' (NUL between names and values, the form
+ * the library writes since its version 5: docs/backends.md "Audit events")
+ * or one field a pair. */
+#define TEST_STORE_AUDIT_FIELDS_LUA                                                                \
+    "local function audit_fields(e) "                                                              \
+    "  local f = e[2] "                                                                            \
+    "  if #f ~= 2 or f[1] ~= 'p' then return f end "                                               \
+    "  local out = {} "                                                                            \
+    "  for part in (f[2] .. '\\0'):gmatch('([^%z]*)%z') do out[#out + 1] = part end "              \
+    "  return out "                                                                                \
+    "end "
+
 /* Runs redis-cli (LEASE_TEST_REDIS_CLI, default redis-cli, as the
  * valkeyserver script) on v's server with args (NULL-terminated, without
  * program and port; passed as they are, no shell): what it printed (heap),

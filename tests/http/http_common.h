@@ -505,9 +505,10 @@ static inline void http_fx_valkey_key(char *out, size_t n, const char *suffix)
  * ARGV, a field has that name and value; name "*": any field's value
  * contains the text. */
 #define HTTP_FX_AUDIT_COUNT_LUA                                                                    \
+    TEST_STORE_AUDIT_FIELDS_LUA                                                                    \
     "local n = 0 "                                                                                 \
     "for _, e in ipairs(redis.call('XRANGE', KEYS[1], '-', '+')) do "                              \
-    "  local f, ok = e[2], true "                                                                  \
+    "  local f, ok = audit_fields(e), true "                                                       \
     "  for j = 1, #ARGV, 2 do "                                                                    \
     "    local hit = false "                                                                       \
     "    for i = 1, #f, 2 do "                                                                     \
@@ -732,9 +733,10 @@ static inline long long http_fx_lock_records(http_fx_t *fx, const char *target)
  * '%': begins with the rest, as LIKE 'x%'): ARGV[1] "count" how many,
  * "sum" the sum of their event_count (absent: 1), "max" its largest. */
 #define HTTP_FX_AUDIT_STAT_LUA                                                                     \
+    TEST_STORE_AUDIT_FIELDS_LUA                                                                    \
     "local n, sum, max = 0, 0, 0 "                                                                 \
     "for _, e in ipairs(redis.call('XRANGE', KEYS[1], '-', '+')) do "                              \
-    "  local h, f, ok = {}, e[2], true "                                                           \
+    "  local h, f, ok = {}, audit_fields(e), true "                                                \
     "  for i = 1, #f, 2 do h[f[i]] = f[i + 1] end "                                                \
     "  for j = 2, #ARGV, 2 do "                                                                    \
     "    local v, want = h[ARGV[j]], ARGV[j + 1] "                                                 \

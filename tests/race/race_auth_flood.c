@@ -85,9 +85,10 @@ static char *state_digest(void)
 /* The sum of the event_count fields (absent: 1) of the Stream's entries
  * whose source_address is ARGV[1]. */
 #define VALKEY_EVENT_COUNT_LUA                                                                     \
+    TEST_STORE_AUDIT_FIELDS_LUA                                                                    \
     "local n = 0 "                                                                                 \
     "for _, e in ipairs(redis.call('XRANGE', KEYS[1], '-', '+')) do "                              \
-    "  local f, src, c = e[2], nil, 1 "                                                            \
+    "  local f, src, c = audit_fields(e), nil, 1 "                                                 \
     "  for i = 1, #f, 2 do "                                                                       \
     "    if f[i] == 'source_address' then src = f[i + 1] end "                                     \
     "    if f[i] == 'event_count' then c = tonumber(f[i + 1]) end "                                \

@@ -131,14 +131,15 @@ static void *lister(void *arg)
 static long long valkey_audit_entries(const race_env_t *env, const char *request_id,
                                       const char *decision, const char *target_id)
 {
-    static const char lua[] = "local n = 0 "
-                              "for _, e in ipairs(redis.call('XRANGE', KEYS[1], '-', '+')) do "
-                              "  local f, m = e[2], {} "
-                              "  for i = 1, #f, 2 do m[f[i]] = f[i + 1] end "
-                              "  if m.request_id == ARGV[1] and m.decision == ARGV[2] "
-                              "     and m.target_id == ARGV[3] then n = n + 1 end "
-                              "end "
-                              "return n";
+    static const char lua[] = TEST_STORE_AUDIT_FIELDS_LUA
+        "local n = 0 "
+        "for _, e in ipairs(redis.call('XRANGE', KEYS[1], '-', '+')) do "
+        "  local f, m = audit_fields(e), {} "
+        "  for i = 1, #f, 2 do m[f[i]] = f[i + 1] end "
+        "  if m.request_id == ARGV[1] and m.decision == ARGV[2] "
+        "     and m.target_id == ARGV[3] then n = n + 1 end "
+        "end "
+        "return n";
     const char *args[] = {"EVAL",     lua,      "1",       "lease:{leased}:audit",
                           request_id, decision, target_id, NULL};
     char *out = race_valkey_cli(env, args);

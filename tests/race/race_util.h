@@ -364,10 +364,10 @@ static inline long long race_env_audit_count(const race_env_t *env, const char *
                  request_id ? request_id : "", request_id ? "'" : "");
         return testpg_query_int(env->db_url, sql);
     }
-    static const char lua[] =
+    static const char lua[] = TEST_STORE_AUDIT_FIELDS_LUA
         "local n = 0 "
         "for _, e in ipairs(redis.call('XRANGE', KEYS[1], '-', '+')) do "
-        "  local f, t, r = e[2], ARGV[1] == '', ARGV[2] == '' "
+        "  local f, t, r = audit_fields(e), ARGV[1] == '', ARGV[2] == '' "
         "  for i = 1, #f, 2 do "
         "    if f[i] == 'event_type' and f[i + 1] == ARGV[1] then t = true end "
         "    if f[i] == 'request_id' and f[i + 1] == ARGV[2] then r = true end "

@@ -55,7 +55,7 @@ static void audit_events_are_a_stream(void **state)
     assert_int_equal(
         vk_audit_count(&s, AUDIT_KEY, "event_type", "target_lease_acquire", "lease_id", lease_id),
         1);
-    redisReply *x = vk_cmd(&s, "XRANGE " AUDIT_KEY " - +");
+    redisReply *x = vk_audit(&s, AUDIT_KEY, false);
     const redisReply *ev = NULL;
     for (size_t i = 0; i < x->elements && !ev; i++)
         if (vk_str(x->element[i]->element[1], "lease_id"))

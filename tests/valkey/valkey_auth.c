@@ -147,7 +147,7 @@ static void auth_from_the_url(void **state)
     if (cmdline)
         no_password_in(cmdline);
     free(cmdline);
-    redisReply *x = vk_cmd(&s, "XRANGE lease:{leased}:audit - +");
+    redisReply *x = vk_audit(&s, "lease:{leased}:audit", false);
     assert_true(x->elements >= 1);
     for (size_t i = 0; i < x->elements; i++) {
         const redisReply *fields = x->element[i]->element[1];

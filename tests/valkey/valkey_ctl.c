@@ -171,7 +171,7 @@ static void credential_event_by_leasectl(vk_server_t *s, const char *type, const
 {
     assert_int_equal(
         vk_audit_count(s, "lease:{leased}:audit", "event_type", type, "reason", reason), 1);
-    redisReply *x = vk_cmd(s, "XRANGE lease:{leased}:audit - +");
+    redisReply *x = vk_audit(s, "lease:{leased}:audit", false);
     for (size_t i = 0; i < x->elements; i++) {
         const redisReply *f = x->element[i]->element[1];
         const char *t = vk_str(f, "event_type"), *r = vk_str(f, "reason");

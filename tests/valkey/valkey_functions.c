@@ -735,7 +735,7 @@ static void joined(const redisReply *r, bool sort, char *out, size_t n)
 /* The Stream's last entry's fields, joined. */
 static void last_event(vk_server_t *s, char *out, size_t n)
 {
-    redisReply *x = vk_cmd(s, "XREVRANGE lease:{t}:audit + - COUNT 1");
+    redisReply *x = vk_audit(s, "lease:{t}:audit", true);
     assert_int_equal(x->elements, 1);
     joined(x->element[0]->element[1], false, out, n);
     freeReplyObject(x);
@@ -1131,6 +1131,69 @@ static void idempotency_records_of_either_form_replay(void **state)
     assert_string_equal(r->str, "1");
     freeReplyObject(r);
     freeReplyObject(keys);
+    freeReplyObject(a);
+}
+
+/* An audit entry is stored packed, its pairs joined by NUL in the one field
+ * "p" (docs/backends.md "Audit events"); one whose value holds a NUL keeps
+ * its pairs as fields, and so does an entry an earlier build wrote. The
+ * export (audit_read) answers all three as the same name/value pairs. */
+static void audit_entries_of_either_form_export_alike(void **state)
+{
+    vk_server_t *s = *state;
+    redisReply *a = acquire(s, "r1", "target_01", 0);
+    vk_assert_code(a, "lease_acquired");
+    const char *lid = vk_str(vk_lease(a), "lease_id");
+    redisReply *raw = vk_cmd(s, "XREVRANGE lease:{t}:audit + - COUNT 1");
+    assert_int_equal(raw->elements, 1);
+    const redisReply *f = raw->element[0]->element[1];
+    assert_int_equal(f->elements, 2);
+    assert_string_equal(f->element[0]->str, "p");
+    static const char head[] = "event_type\0target_lease_acquire\0occurred_at_ms\0";
+    assert_true(f->element[1]->len > sizeof head);
+    assert_memory_equal(f->element[1]->str, head, sizeof head - 1);
+    freeReplyObject(raw);
+
+    /* a service event whose reason holds a NUL: its pairs as fields */
+    redisReply *r = vk_cmd(s, "FCALL leased_v1_record_audit 1 " VK_NS_KEY " %s",
+                           "{\"events\":[{\"event_type\":\"target_lease_inspect\","
+                           "\"code\":\"lease_inspected\",\"reason\":\"a\\u0000b\"}]}");
+    vk_assert_code(r, "audit_recorded");
+    freeReplyObject(r);
+    raw = vk_cmd(s, "XREVRANGE lease:{t}:audit + - COUNT 1");
+    f = raw->element[0]->element[1];
+    assert_int_equal(f->elements, 6); /* event_type, code, reason (in the event's own order) */
+    assert_string_equal(vk_str(f, "event_type"), "target_lease_inspect");
+    freeReplyObject(raw);
+    /* an entry as a build before library version 5 wrote it */
+    r = vk_cmd(s, "XADD lease:{t}:audit * event_type target_lease_release code lease_released");
+    freeReplyObject(r);
+
+    r = vk_fcall(s, "audit_read", json_pack("{s:i}", "count", 10));
+    assert_string_equal(r->element[0]->str, "entries");
+    const redisReply *e = r->element[1];
+    assert_int_equal(e->elements, 3);
+    const redisReply *packed = e->element[0]->element[1];
+    assert_string_equal(vk_str(packed, "event_type"), "target_lease_acquire");
+    assert_string_equal(vk_str(packed, "code"), "lease_acquired");
+    assert_string_equal(vk_str(packed, "lease_id"), lid);
+    assert_string_equal(vk_str(packed, "fencing_token"), "1");
+    assert_string_equal(vk_str(packed, "resulting_state"), "active");
+    assert_int_equal(packed->elements % 2, 0);
+    const redisReply *nul = e->element[1]->element[1];
+    assert_string_equal(vk_str(nul, "event_type"), "target_lease_inspect");
+    const redisReply *reason = NULL;
+    for (size_t i = 0; i + 1 < nul->elements; i += 2)
+        if (strcmp(nul->element[i]->str, "reason") == 0)
+            reason = nul->element[i + 1];
+    assert_non_null(reason);
+    assert_int_equal(reason->len, 3);
+    assert_memory_equal(reason->str, "a\0b", 3);
+    const redisReply *old = e->element[2]->element[1];
+    assert_int_equal(old->elements, 4);
+    assert_string_equal(vk_str(old, "event_type"), "target_lease_release");
+    assert_string_equal(vk_str(old, "code"), "lease_released");
+    freeReplyObject(r);
     freeReplyObject(a);
 }
 
@@ -1745,8 +1808,8 @@ static void combined_answers_as_sequential_calls(void **state)
     freeReplyObject(a);
     freeReplyObject(b);
     /* the audit entries: the same events, in the same order */
-    a = vk_cmd(s, "XRANGE lease:{t}:audit - +");
-    b = vk_cmd(s, "XRANGE lease:{u}:audit - +");
+    a = vk_audit(s, "lease:{t}:audit", false);
+    b = vk_audit(s, "lease:{u}:audit", false);
     assert_int_equal(a->elements, b->elements);
     assert_int_equal(a->elements, 5); /* 2 acquires, a renewal, a release, an acquire */
     for (size_t i = 0; i < a->elements; i++)
@@ -1923,6 +1986,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(fenced_commit_decides_before_writing,
                                         vk_fixture_library_bound, vk_fixture_stop),
         cmocka_unit_test_setup_teardown(idempotency_records_of_either_form_replay,
+                                        vk_fixture_library_bound, vk_fixture_stop),
+        cmocka_unit_test_setup_teardown(audit_entries_of_either_form_export_alike,
                                         vk_fixture_library_bound, vk_fixture_stop),
         cmocka_unit_test_setup_teardown(free_identity_keeps_only_its_counter,
                                         vk_fixture_library_bound, vk_fixture_stop),

@@ -166,7 +166,7 @@ static void recover_after_kill_9(void **state)
         assert_int_equal(vk_audit_count(&s, AUDIT_KEY, "event_type", "target_lease_revoke",
                                         "lease_id", held_ids[i]),
                          1);
-    redisReply *x = vk_cmd(&s, "XRANGE " AUDIT_KEY " - +");
+    redisReply *x = vk_audit(&s, AUDIT_KEY, false);
     const redisReply *ev = NULL;
     for (size_t i = 0; i < x->elements; i++) {
         const char *t = vk_str(x->element[i]->element[1], "event_type");

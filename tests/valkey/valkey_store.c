@@ -324,7 +324,7 @@ static void not_built_answers_typed(void **state)
     ev[1].code = LEASE_CONFLICT;
     lease_deadline_t dl = lease_deadline_in(5000);
     assert_int_equal(lease_store_record_audit(f->store, ev, 2, &dl), LEASE_INSPECTED);
-    redisReply *x = vk_cmd(&f->server, "XRANGE lease:{t}:audit - +");
+    redisReply *x = vk_audit(&f->server, "lease:{t}:audit", false);
     assert_int_equal(x->elements, 2);
     const redisReply *first = x->element[0]->element[1];
     assert_string_equal(vk_str(first, "event_type"), "target_lease_inspect");

@@ -37,9 +37,11 @@ for numbers, so tokens stay exact); the "lease" value is such an array too.
 Absent values are false in Lua (RESP null). Times are Unix epoch milliseconds.
 ]]
 
-local LIB_VERSION = 4   -- 2: leased_v1_combined added; 3: packed answers on request (packed_answer);
+local LIB_VERSION = 5   -- 2: leased_v1_combined added; 3: packed answers on request (packed_answer);
                         -- 4: idempotency records as strings, a free identity's record its counter
-                        -- only (a library before 4 reads neither: load no older one over it)
+                        -- only (a library before 4 reads neither: load no older one over it);
+                        -- 5: audit entries packed into one field (audit_xadd; a library before 5
+                        -- would export them unexpanded)
 local SEQ_SPAN = 4294967296      -- 2^32: seq values per epoch
 local SEQ_MAX = SEQ_SPAN - 1     -- the last seq of an epoch
 local EPOCH_MAX = 2097151        -- 2^21 - 1: (EPOCH_MAX+1) * 2^32 - 1 = 2^53 - 1
@@ -741,25 +743,60 @@ local function audit_minid(ns, t)
     return minid
 end
 
+-- An entry's fields, packed (docs/backends.md "Audit events"): the
+-- name/value pairs a[1..n] joined by NUL, as the value of the one field 'p'.
+-- Appending every pair as a field of its own made the server convert and
+-- copy each of ~60 arguments, then write each to the append-only file: a
+-- tenth of a whole acquire's or release's instructions in the server
+-- (tests/valkey/bench/fcall_cost --callgrind --whole, with the append-only
+-- file on). A value that holds a NUL (an unchecked principal id, a
+-- service event's text) cannot be packed: that entry keeps the pairs as
+-- fields, the form every entry had before library version 5; readers
+-- (audit_fields) take both. nul: whether a value holds a NUL (the callers
+-- look at the values no check keeps free of one as they add them: a
+-- search of the whole entry cost as much as its packing).
+local function audit_xadd(ks, minid, a, n, nul)
+    if nul then
+        redis.call('XADD', ks.audit, 'MINID', minid, '*', unpack(a, 1, n))
+    else
+        redis.call('XADD', ks.audit, 'MINID', minid, '*', 'p', table.concat(a, '\0', 1, n))
+    end
+end
+
+-- An entry's fields as name/value pairs, packed or not.
+local function audit_fields(f)
+    if #f ~= 2 or f[1] ~= 'p' then return f end
+    local out, n = {}, 0
+    for part in (f[2] .. '\0'):gmatch('([^%z]*)%z') do
+        n = n + 1; out[n] = part
+    end
+    return out
+end
+
 -- fields: name/value pairs; empty values are left out. A value may be nil
 -- (an absent member): the pairs are walked to n, or to table.maxn, since #
 -- stops at any nil of a table with holes and would drop every pair after it.
 -- The pairs kept are moved to the front of fields itself (no second table):
 -- fields is the caller's own, never read again.
 local function audit_append(ks, ns, t, fields, n)
-    local m, null = 0, cjson.null
+    local m, null, nul = 0, cjson.null, false
     for k = 1, n or table.maxn(fields), 2 do
         local v = fields[k + 1]
         if v ~= nil and v ~= false and v ~= '' and v ~= null then
+            if type(v) == 'number' then
+                v = I(v)
+            elseif not nul and v:find('\0', 1, true) then
+                nul = true
+            end
             fields[m + 1] = fields[k]
-            fields[m + 2] = type(v) == 'number' and I(v) or v
+            fields[m + 2] = v
             m = m + 2
         end
     end
     -- exact trimming: each call removes the few entries that aged out since
     -- the previous one (approximate '~' trimming would keep whole nodes, up
     -- to 100 entries, past the retention)
-    redis.call('XADD', ks.audit, 'MINID', audit_minid(ns, t), '*', unpack(fields, 1, m))
+    audit_xadd(ks, audit_minid(ns, t), fields, m, nul)
 end
 
 local EVENT_TYPES = {acquire = 'target_lease_acquire', renew = 'target_lease_renew',
@@ -782,31 +819,37 @@ end
 -- not from the answer's pairs.
 local ADMIN_OPS = {force_release = true, revoke = true}
 
--- XADD's arguments a[1..n], then name and v when v is a non-empty string
+-- The entry's pairs a[1..n], then name and v when v is a non-empty string
 -- (audit_append's rule for the entries the service sends). Returns n.
+-- audit_nul: whether a value added so far holds a NUL (audit_xadd); every
+-- value of a mutation's entry that no check of this library keeps free of
+-- one goes through here.
+local audit_nul = false
+
 local function add_str(a, n, name, v)
     if type(v) ~= 'string' or v == '' then return n end
+    if v:find('\0', 1, true) then audit_nul = true end
     a[n + 1] = name; a[n + 2] = v
     return n + 2
 end
 
 -- The same entry audit_append would make of the event's pairs (the same
 -- members in the same order, empty ones left out), built straight into
--- XADD's arguments: this runs on every acquire, renewal and end, and the
--- table of pairs, its compaction and a call a member cost a fifth of an
--- acquire's instructions (tests/valkey/bench/fcall_cost --callgrind).
--- (audit_args: the XADD's arguments, one table for every call, this
--- call's at 1..n: no table of 60 to grow and collect a mutation)
+-- the pairs audit_xadd packs: this runs on every acquire, renewal and end,
+-- and the table of pairs, its compaction and a call a member cost a fifth
+-- of an acquire's instructions (tests/valkey/bench/fcall_cost --callgrind).
+-- (audit_args: the pairs, one table for every call, this call's at 1..n:
+-- no table of 60 to grow and collect a mutation)
 local audit_args = {}
 
 local function audit_mutation(ks, ns, t, op, i, p, code, rec, state, previous)
     local pr = p.principal
     local a = audit_args
-    a[1] = 'MINID'; a[2] = audit_minid(ns, t); a[3] = '*'
-    a[4] = 'event_type'; a[5] = EVENT_TYPES[op]; a[6] = 'occurred_at_ms'; a[7] = IC(t)
-    a[8] = 'code'; a[9] = code; a[10] = 'decision'; a[11] = 'allow'
-    a[12] = 'backend_health'; a[13] = 'ok'; a[14] = 'source'; a[15] = 'function'
-    local n = 15
+    audit_nul = false
+    a[1] = 'event_type'; a[2] = EVENT_TYPES[op]; a[3] = 'occurred_at_ms'; a[4] = IC(t)
+    a[5] = 'code'; a[6] = code; a[7] = 'decision'; a[8] = 'allow'
+    a[9] = 'backend_health'; a[10] = 'ok'; a[11] = 'source'; a[12] = 'function'
+    local n = 12
     n = add_str(a, n, 'principal_id', pr.principal_id)
     n = add_str(a, n, 'client_id', pr.client_id)
     n = add_str(a, n, 'credential_id', pr.credential_id)
@@ -843,7 +886,7 @@ local function audit_mutation(ks, ns, t, op, i, p, code, rec, state, previous)
     if ttl then a[n + 1] = 'effective_ttl_ms'; a[n + 2] = IC(ttl); n = n + 2 end
     n = add_str(a, n, 'reason', p.reason)
     n = add_str(a, n, 'incident_id', p.incident_id)
-    redis.call('XADD', ks.audit, unpack(a, 1, n))
+    audit_xadd(ks, audit_minid(ns, t), a, n, audit_nul)
 end
 
 -- The answer stored under the request id (its retention), then marked as
@@ -2107,6 +2150,7 @@ local function audit_read(keys, args)
         end
     end
     local entries = redis.call('XRANGE', ks.audit, '(' .. after, '+', 'COUNT', count)
+    for k = 1, #entries do entries[k][2] = audit_fields(entries[k][2]) end
     local first = stream_ends(ks)
     return {'entries', entries, 'cursor', cursor or false, 'first', first}
 end

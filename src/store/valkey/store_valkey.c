@@ -936,7 +936,7 @@ lease_code_t lease_valkey_health(lease_valkey_t *v, const lease_deadline_t *dead
                                  lease_health_t *out)
 {
     memset(out, 0, sizeof *out);
-    out->expected_schema_version = 4; /* LIB_VERSION of leased.lua */
+    out->expected_schema_version = 5; /* LIB_VERSION of leased.lua */
     /* a deadline that passed before the call or while every pooled
      * connection was busy: deadline_exceeded, nothing sent, as on
      * PostgreSQL */

@@ -10,6 +10,7 @@
 #include <sys/time.h>
 #include <time.h>
 
+#include "test_store.h"
 #include "valkey_library.h"
 
 static bool harness(const char *cmd, const char *state, const char *extra)
@@ -124,6 +125,17 @@ int vk_pid(vk_server_t *s)
     int pid = p ? atoi(p + strlen("process_id:")) : -1;
     freeReplyObject(r);
     return pid;
+}
+
+redisReply *vk_audit(vk_server_t *s, const char *key, bool newest_only)
+{
+    static const char lua[] = TEST_STORE_AUDIT_FIELDS_LUA
+        "local r "
+        "if ARGV[1] == '1' then r = redis.call('XREVRANGE', KEYS[1], '+', '-', 'COUNT', 1) "
+        "else r = redis.call('XRANGE', KEYS[1], '-', '+') end "
+        "for _, e in ipairs(r) do e[2] = audit_fields(e) end "
+        "return r";
+    return vk_cmd(s, "EVAL %s 1 %s %s", lua, key, newest_only ? "1" : "0");
 }
 
 redisReply *vk_cmd(vk_server_t *s, const char *fmt, ...)

@@ -40,6 +40,10 @@ int vk_pid(vk_server_t *s);
 
 /* A command; the reply (never NULL: aborts the test on a lost connection). */
 redisReply *vk_cmd(vk_server_t *s, const char *fmt, ...);
+/* The audit Stream at key as XRANGE answers it (newest_only: its last
+ * entry, as XREVRANGE + - COUNT 1), each entry's fields as name/value
+ * pairs whether stored packed or not (TEST_STORE_AUDIT_FIELDS_LUA). */
+redisReply *vk_audit(vk_server_t *s, const char *key, bool newest_only);
 /* FUNCTION LOAD REPLACE of this build's library. */
 bool vk_load_library(vk_server_t *s);
 /* FCALL leased_v1_<fn> 1 VK_NS_KEY <json text of req> (req is consumed). */

@@ -238,7 +238,7 @@ json_t *vk_printed(const char *out)
 int vk_audit_count(vk_server_t *s, const char *key, const char *field, const char *value,
                    const char *f2, const char *v2)
 {
-    redisReply *r = vk_cmd(s, "XRANGE %s - +", key);
+    redisReply *r = vk_audit(s, key, false);
     int n = 0;
     for (size_t i = 0; i < r->elements; i++) {
         const redisReply *fields = r->element[i]->element[1];
