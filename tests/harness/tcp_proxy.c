@@ -1,5 +1,6 @@
 /*
- * tcp_proxy.c - the test-only delaying, answer-swallowing TCP proxy.
+ * tcp_proxy.c - the test-only delaying, answer-swallowing, request-holding
+ * TCP proxy.
  */
 #include "tcp_proxy.h"
 
@@ -19,6 +20,25 @@ typedef struct pump {
     bool answers; /* upstream -> client */
 } pump_t;
 
+/* Blocks while a hold's marker is in buf (n bytes), until released. With
+ * no hold set (every user but http_shutdown) it only takes an uncontended
+ * lock and forwards as before. */
+static void hold_if_marked(tcp_proxy_t *px, const char *buf, size_t n)
+{
+    pthread_mutex_lock(&px->mu);
+    if (px->hold_marker && memmem(buf, n, px->hold_marker, strlen(px->hold_marker))) {
+        /* wait for this release, not for the marker to go: a hold set
+         * again before this thread wakes must not keep it */
+        unsigned gen = px->hold_gen;
+        px->held++;
+        pthread_cond_broadcast(&px->cv);
+        while (px->hold_gen == gen)
+            pthread_cond_wait(&px->cv, &px->mu);
+        px->held--;
+    }
+    pthread_mutex_unlock(&px->mu);
+}
+
 static void *pump_main(void *arg)
 {
     pump_t *pu = arg;
@@ -32,6 +52,8 @@ static void *pump_main(void *arg)
             if (left > 0 && atomic_compare_exchange_strong(&pu->px->drop, &left, left - 1))
                 break; /* processed upstream; the client never hears it */
             lease_sleep_ms(atomic_load(&pu->px->delay_ms));
+        } else {
+            hold_if_marked(pu->px, buf, (size_t)n);
         }
         /* MSG_NOSIGNAL: a peer killed mid-pump (valkey_failover's kill -9
          * under load) is a lost link, not a SIGPIPE that ends the test */
@@ -102,6 +124,8 @@ static void *acceptor_main(void *arg)
 bool tcp_proxy_start(tcp_proxy_t *px, uint16_t upstream)
 {
     memset(px, 0, sizeof *px);
+    pthread_mutex_init(&px->mu, NULL);
+    pthread_cond_init(&px->cv, NULL);
     atomic_store(&px->upstream, upstream);
     px->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
@@ -126,11 +150,42 @@ void tcp_proxy_stop(tcp_proxy_t *px)
 {
     atomic_store(&px->stop, true);
     atomic_store(&px->delay_ms, 0);
+    /* a held connection would never end by itself */
+    tcp_proxy_release(px);
     pthread_join(px->acceptor, NULL);
     close(px->listen_fd);
     lease_deadline_t until = lease_deadline_in(10000);
     while (atomic_load(&px->open) > 0 && !lease_deadline_passed(&until))
         lease_sleep_ms(10);
+}
+
+void tcp_proxy_hold(tcp_proxy_t *px, const char *marker)
+{
+    pthread_mutex_lock(&px->mu);
+    px->hold_marker = marker;
+    pthread_mutex_unlock(&px->mu);
+}
+
+int tcp_proxy_held(tcp_proxy_t *px)
+{
+    pthread_mutex_lock(&px->mu);
+    int held = px->held;
+    pthread_mutex_unlock(&px->mu);
+    return held;
+}
+
+void tcp_proxy_release(tcp_proxy_t *px)
+{
+    pthread_mutex_lock(&px->mu);
+    px->hold_marker = NULL;
+    px->hold_gen++;
+    pthread_cond_broadcast(&px->cv);
+    pthread_mutex_unlock(&px->mu);
+}
+
+uint16_t tcp_proxy_port(const tcp_proxy_t *px)
+{
+    return px->port;
 }
 
 void tcp_proxy_retarget(tcp_proxy_t *px, uint16_t upstream)

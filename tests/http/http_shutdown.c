@@ -5,15 +5,14 @@
  * acquires are read in the store's keys (docs/backends.md "Keys"): each
  * identity record active with its lease and that lease's index key; the
  * renew a row lock holds inside the database on Postgres is held on its way
- * into the redis-server by a proxy of the test's own (hold_proxy_t).
+ * into the redis-server by the test proxy (tcp_proxy_hold: only the
+ * connection whose request carries the renew's request id waits).
  */
-#include <errno.h>
-#include <netinet/in.h>
 #include <signal.h>
-#include <sys/socket.h>
 #include <time.h>
 
 #include "http_common.h"
+#include "tcp_proxy.h"
 
 #define CLIENTS 6
 #define MAX_ACKS 4096
@@ -218,141 +217,6 @@ static void test_no_acknowledged_operation_lost(void **state)
     leased_proc_free(srv);
 }
 
-/* ------------------------------------------------------------------ */
-/* On Valkey: a request held on its way into the store                 */
-
-/* A TCP proxy between leased and its redis-server that holds the bytes of
- * the first request carrying marker (a request id) until hold_release:
- * the store call sent and unanswered, as a row lock holds it inside the
- * database on Postgres, while every other call (on leased's other
- * connections) is answered. */
-typedef struct hold_proxy {
-    int listen_fd;
-    uint16_t port, upstream;
-    const char *marker;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int held; /* requests held now */
-    bool released;
-    pthread_t acceptor;
-} hold_proxy_t;
-
-typedef struct hold_pump {
-    hold_proxy_t *px;
-    int from, to;
-    bool requests; /* leased -> server */
-} hold_pump_t;
-
-static void *hold_pump_main(void *arg)
-{
-    hold_pump_t *pu = arg;
-    hold_proxy_t *px = pu->px;
-    char buf[65536];
-    ssize_t n;
-    while ((n = read(pu->from, buf, sizeof buf)) > 0) {
-        if (pu->requests && memmem(buf, (size_t)n, px->marker, strlen(px->marker))) {
-            pthread_mutex_lock(&px->mu);
-            px->held++;
-            pthread_cond_broadcast(&px->cv);
-            while (!px->released)
-                pthread_cond_wait(&px->cv, &px->mu);
-            px->held--;
-            pthread_mutex_unlock(&px->mu);
-        }
-        /* MSG_NOSIGNAL: a peer gone mid-pump ends the pump, not the test */
-        if (send(pu->to, buf, (size_t)n, MSG_NOSIGNAL) != n)
-            break;
-    }
-    shutdown(pu->from, SHUT_RDWR);
-    shutdown(pu->to, SHUT_RDWR);
-    return NULL;
-}
-
-static void *hold_conn_main(void *arg)
-{
-    hold_pump_t *up = arg; /* from: leased */
-    int server = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in a = {.sin_family = AF_INET,
-                            .sin_port = htons(up->px->upstream),
-                            .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    if (server >= 0 && connect(server, (struct sockaddr *)&a, sizeof a) == 0) {
-        up->to = server;
-        hold_pump_t down = {up->px, server, up->from, false};
-        pthread_t t;
-        if (pthread_create(&t, NULL, hold_pump_main, &down) == 0) {
-            hold_pump_main(up);
-            pthread_join(t, NULL);
-        }
-    }
-    if (server >= 0)
-        close(server);
-    close(up->from);
-    free(up);
-    return NULL;
-}
-
-static void *hold_accept_main(void *arg)
-{
-    hold_proxy_t *px = arg;
-    for (;;) {
-        int c = accept4(px->listen_fd, NULL, NULL, SOCK_CLOEXEC);
-        if (c < 0 && errno == EINTR)
-            continue;
-        if (c < 0)
-            break; /* the listener was shut down */
-        hold_pump_t *up = calloc(1, sizeof *up);
-        assert_non_null(up);
-        *up = (hold_pump_t){px, c, -1, true};
-        pthread_t t;
-        assert_int_equal(pthread_create(&t, NULL, hold_conn_main, up), 0);
-        pthread_detach(t);
-    }
-    return NULL;
-}
-
-/* Listens on 127.0.0.1 (a free port), forwarding to 127.0.0.1:upstream. */
-static void hold_proxy_start(hold_proxy_t *px, uint16_t upstream, const char *marker)
-{
-    *px = (hold_proxy_t){.upstream = upstream, .marker = marker};
-    pthread_mutex_init(&px->mu, NULL);
-    pthread_cond_init(&px->cv, NULL);
-    px->listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    assert_true(px->listen_fd >= 0);
-    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof a;
-    assert_int_equal(bind(px->listen_fd, (struct sockaddr *)&a, sizeof a), 0);
-    assert_int_equal(listen(px->listen_fd, 64), 0);
-    assert_int_equal(getsockname(px->listen_fd, (struct sockaddr *)&a, &len), 0);
-    px->port = ntohs(a.sin_port);
-    assert_int_equal(pthread_create(&px->acceptor, NULL, hold_accept_main, px), 0);
-}
-
-static int hold_proxy_held(hold_proxy_t *px)
-{
-    pthread_mutex_lock(&px->mu);
-    int held = px->held;
-    pthread_mutex_unlock(&px->mu);
-    return held;
-}
-
-/* Lets the held request (and any later one) go on to the server. */
-static void hold_release(hold_proxy_t *px)
-{
-    pthread_mutex_lock(&px->mu);
-    px->released = true;
-    pthread_cond_broadcast(&px->cv);
-    pthread_mutex_unlock(&px->mu);
-}
-
-/* Stops accepting; the connections end with leased's (it has exited). */
-static void hold_proxy_stop(hold_proxy_t *px)
-{
-    hold_release(px);
-    shutdown(px->listen_fd, SHUT_RDWR);
-    pthread_join(px->acceptor, NULL);
-    close(px->listen_fd);
-}
-
 /* A renew waiting on a row lock in the database when SIGTERM arrives is
  * answered (and takes effect) once the lock goes away; an acquire waiting
  * for a holder is cut short with its conflict; a connection opened before
@@ -366,14 +230,19 @@ static void test_in_flight_answered(void **state)
      * below waits for the state it needs, not for time to pass. */
     const char *env[] = {"LEASE_LOG_LEVEL=debug", "LEASE_MAX_WAIT_MS=60000",
                          "LEASE_MAX_DEADLINE_MS=60000", "LEASE_SHUTDOWN_GRACE_MS=60000", NULL};
-    /* on Valkey leased reaches its redis-server through the holding proxy
-     * (static: its connections' threads end after this function) */
-    static hold_proxy_t px;
+    /* on Valkey leased reaches its redis-server through a proxy that holds
+     * the renew's call (the only one carrying its request id) on its way
+     * into the store: sent and unanswered, as a row lock holds it inside
+     * the database on Postgres, while leased's other calls are answered
+     * (static: its connections' threads may outlive this function) */
+    static tcp_proxy_t px;
     leased_proc_t *srv;
     if (fx.valkey) {
-        hold_proxy_start(&px, (uint16_t)atoi(strrchr(fx.vk.url, ':') + 1), "inflight-renew");
+        assert_true(tcp_proxy_start(&px, (uint16_t)atoi(strrchr(fx.vk.url, ':') + 1)));
+        tcp_proxy_hold(&px, "inflight-renew");
         char store[96];
-        snprintf(store, sizeof store, "LEASE_STORE_URL=redis://127.0.0.1:%u", px.port);
+        snprintf(store, sizeof store, "LEASE_STORE_URL=redis://127.0.0.1:%u",
+                 (unsigned)tcp_proxy_port(&px));
         const char *venv[8] = {store};
         for (size_t i = 0; env[i]; i++)
             venv[i + 1] = env[i];
@@ -403,8 +272,8 @@ static void test_in_flight_answered(void **state)
     /* the renew is inside the database, blocked; on Valkey sent to the
      * store, held on the way, and not yet done there (no stored answer) */
     if (fx.valkey) {
-        assert_true(test_wait_until(30000, hold_proxy_held(&px) > 0));
-        assert_int_equal(hold_proxy_held(&px), 1);
+        assert_true(test_wait_until(30000, tcp_proxy_held(&px) > 0));
+        assert_int_equal(tcp_proxy_held(&px), 1);
         assert_int_equal(http_fx_stored_results(&fx, "inflight-renew"), 0);
     } else {
         assert_int_equal(http_wait_lock_waiter(fx.db), 1);
@@ -435,7 +304,7 @@ static void test_in_flight_answered(void **state)
     http_client_free(kept);
 
     if (fx.valkey)
-        hold_release(&px);
+        tcp_proxy_release(&px);
     else
         http_unblock(blocker);
     http_pending_join(&renew);
@@ -459,7 +328,7 @@ static void test_in_flight_answered(void **state)
     json_decref(lease);
     leased_proc_free(srv);
     if (fx.valkey)
-        hold_proxy_stop(&px);
+        tcp_proxy_stop(&px);
 }
 
 int main(void)
