@@ -90,7 +90,10 @@ class HeldLease:
         self._margin_ms = margin_ms
         self._watch_wait_ms = watch_wait_ms
         self._failures = 0
+        # the cause of the failures in a row (_note_failure), and what the
+        # last attempt itself met
         self._last_code = "lease_renewed"
+        self._last_met = "lease_renewed"
         self._cond = threading.Condition()
         self._stop = False
         self._released = False
@@ -252,14 +255,17 @@ class HeldLease:
         """The cancel point passed without a confirmed renewal."""
         with self._cond:
             capped, window = self._capped, self._window
-            failures, last_code = self._failures, self._last_code
+            failures, last_code, last_met = self._failures, self._last_code, self._last_met
         if capped:
             self._signal("expired", "lease_lost", "the maximum lifetime ended")
             return
         observed = None
         if failures:
-            observed = (last_code, f"no renewal confirmed before the cancel point: {failures} "
-                                   f"attempt(s) failed, the last with {last_code}")
+            detail = (f"no renewal confirmed before the cancel point: {failures} attempt(s) "
+                      f"failed, the last with {last_met}")
+            if last_met != last_code:
+                detail += f" (an earlier one's outcome is unknown: {last_code})"
+            observed = (last_code, detail)
         self._signal(*self._unconfirmed(window, observed))
 
     def _unconfirmed(self, window: schedule.Window,
@@ -287,7 +293,7 @@ class HeldLease:
             return ("unconfirmed", "deadline_exceeded",
                     stalled + "; no renewal was sent before the cancel point")
         if observed is not None:
-            stalled += f"; the last attempt met {observed[0]}"
+            stalled += f"; the renewals failed with {observed[0]}"
         # past the local expiry authority is long gone: the service's word
         # costs nothing more and names what happened
         budget_ms = NAMING_INSPECT_MS
@@ -341,8 +347,7 @@ class HeldLease:
             return
         if isinstance(outcome, _TRANSIENT):
             with self._cond:
-                self._failures += 1
-                self._last_code = outcome.code
+                self._note_failure(outcome.code)
                 self._window = schedule.Window(window.sent, window.grant_ms, window.expiry,
                                                window.cancel,
                                                schedule.retry_at(answered, window.cancel,
@@ -379,7 +384,7 @@ class HeldLease:
             self._window = w
             self._capped = renewed.grant_capped
             self._failures = 0
-            self._last_code = "lease_renewed"
+            self._last_code = self._last_met = "lease_renewed"
             self.renewals += 1
 
     def _kept(self, record: SessionRecord, first_sent: float) -> None:
@@ -404,14 +409,26 @@ class HeldLease:
                                               expires_at=expires_at)
             self._window = w
             self._failures = 0
-            self._last_code = "lease_renewed"
+            self._last_code = self._last_met = "lease_renewed"
             self.renewals += 1
 
     def _session_failed(self, code: str) -> None:
         """The session's keep-alive failed in a way that may pass (retried)."""
         with self._cond:
-            self._failures += 1
-            self._last_code = code
+            self._note_failure(code)
+
+    def _note_failure(self, code: str) -> None:
+        """An attempt (a renewal or the session's keep-alive) confirmed
+        nothing and is retried (self._cond held). An earlier attempt whose
+        outcome is unknown stays the cause when a later one only ran out of
+        time (``deadline_exceeded``, often before it was sent): what the
+        holder knows is still that the earlier one may have happened. Any
+        other failure is the cause. The Go client's noteFailure."""
+        self._failures += 1
+        self._last_met = code
+        if self._last_code == "lease_outcome_unknown" and code == "deadline_exceeded":
+            return
+        self._last_code = code
 
     def _confirm_by_inspect(self, renewed: LeaseRecord, cancel: float) -> bool:
         """A late renewal answer grants nothing unless an inspection, answered

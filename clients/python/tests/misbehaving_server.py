@@ -65,7 +65,13 @@ class MisbehavingServer:
         threading.Thread(target=self._accept, daemon=True).start()
 
     def close(self) -> None:
+        """Stops listening: a connect from then on is refused (shutdown wakes
+        the accepting thread, which close alone does not)."""
         self._closed = True
+        try:
+            self._listener.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass  # closed already
         self._listener.close()
 
     def _accept(self) -> None:
@@ -207,6 +213,13 @@ class MisbehavingServer:
         self._send(conn, 400, {"status": "error", "code": "invalid_lease_request",
                                "retryable": False, "field": "session_id",
                                "msg": "sessions need the PostgreSQL backend",
+                               "correlation_id": "corr_fake"})
+
+    def _deadline_exceeded(self, conn: socket.socket, req: Request) -> None:
+        """What leased answers a call whose deadline passed before it began
+        (408): nothing happened, the call ran out of time."""
+        self._send(conn, 408, {"status": "error", "code": "deadline_exceeded",
+                               "retryable": True, "msg": "the deadline passed",
                                "correlation_id": "corr_fake"})
 
     def _bare_503(self, conn: socket.socket, req: Request) -> None:

@@ -16,8 +16,8 @@ import pytest
 
 from misbehaving_server import HUGE_BYTES, MisbehavingServer
 
-from leaseclient import (MAX_ANSWER_BYTES, BackendUnavailable, Client, Identity, LeaseConflict,
-                         LeaseError, OutcomeUnknown, document)
+from leaseclient import (MAX_ANSWER_BYTES, BackendUnavailable, Client, DeadlineExceeded,
+                         Identity, LeaseConflict, LeaseError, OutcomeUnknown, document)
 from leaseclient.types import LeaseRecord
 
 TTL_MS = 3000
@@ -296,5 +296,72 @@ def test_a_refused_session_call_is_the_typed_error():
         with pytest.raises(InvalidLeaseRequest) as caught:
             Client(server.url, TOKEN).session_open(deadline_ms=CALL_DEADLINE_MS)
         assert caught.value.field == "session_id"
+    finally:
+        server.close()
+
+
+# ----------------------------------------------------------------------
+# the cause a hold reports (docs/clients.md, "Sessions"): an unknown outcome
+# stays it when a later retry only ran out of time (the Go client's
+# noteFailure, TestAnUnknownOutcomeStaysTheCauseWhenARetryRunsOutOfTime)
+
+# What the keep-alives (or per-lease renewals) meet: the server's answers to
+# the first ones, then what every later attempt meets, then the cause the
+# hold reports. The later attempts' failure must be the same however close
+# to the cancel point they come (an attempt with a few ms left may time out
+# after it was sent, an unknown outcome, or while connecting): "late", each
+# runs out of time before it is sent (the client's own DeadlineExceeded,
+# made as the transport makes it), or "unreachable", the server stops
+# listening (every connect refused: BackendUnavailable).
+_UNKNOWN_THEN = {
+    # an unreadable success (the outcome unknown), then leased's 408s and
+    # attempts too late to be sent: the first may still have happened
+    "deadline_exceeded": (["unknown", "deadline_exceeded", "deadline_exceeded"], "late",
+                          "lease_outcome_unknown"),
+    # any other later failure is news: it is the cause
+    "unreachable": (["unknown", "deadline_exceeded"], "unreachable",
+                    "lease_backend_unavailable"),
+}
+
+
+@pytest.mark.parametrize("then", sorted(_UNKNOWN_THEN))
+@pytest.mark.parametrize("via", ["keepalive", "renewal"])
+def test_an_unknown_outcome_stays_the_cause_when_a_retry_runs_out_of_time(identity, via, then):
+    answers, later, cause = _UNKNOWN_THEN[then]
+    unknown = "lease_instead_of_session" if via == "keepalive" else "wrong_types"
+    call = "_session_keepalive" if via == "keepalive" else "_renew"
+    sent, late = [], []
+    client = None
+
+    def too_late(*args, **kw):
+        late.append(1)
+        raise DeadlineExceeded("the call's deadline passed before it was sent")
+
+    def rule(r):
+        if not (_keepalive(r) if via == "keepalive" else r.path == "/v1/leases/renew"):
+            return None
+        sent.append(r.path)
+        how = answers[min(len(sent), len(answers)) - 1]
+        if len(sent) == len(answers):  # the last the server answers
+            if later == "late":
+                setattr(client, call, too_late)
+            else:
+                server.close()  # this connection is answered still
+        return unknown if how == "unknown" else how
+    server = MisbehavingServer(rule, ttl_ms=TTL_MS)
+    try:
+        client = Client(server.url, TOKEN)
+        start = time.monotonic()
+        with client.hold(identity(), ttl_ms=TTL_MS, watch=via == "keepalive") as lease:
+            lost = lease.lost.wait(HOLD_BOUND_S + 3)
+            at = time.monotonic() - start
+            print(f"\n{via}s answered unknown, then {then}: {len(sent)} sent, {len(late)} too "
+                  f"late to send; lost {lost} after {at:.2f} s ({lease.reason}, {lease.code}: "
+                  f"{lease.detail})")
+            assert lost and at < HOLD_BOUND_S
+            assert len(sent) == len(answers)  # every answer of the sequence was met
+            assert (lease.reason, lease.code) == ("unconfirmed", cause)
+            if later == "late":
+                assert late
     finally:
         server.close()
