@@ -9,7 +9,8 @@
  * else as jansson's compact form does.
  *
  * The number rule of request metadata (docs/api.md "Numbers") lives here
- * too, so the request decoder and the result decoder apply the same bound.
+ * too, so the request decoder and the result decoder apply the same bound,
+ * and the two readers of stored metadata null a number beyond it alike.
  */
 #ifndef LEASE_JSON_TEXT_H
 #define LEASE_JSON_TEXT_H
@@ -90,5 +91,25 @@ bool lease_json_real_text(double x, char out[LEASE_JSON_REAL_TEXT_MAX]);
 /* Whether a JSON number is one metadata may hold: an integer or a finite
  * real of magnitude at most LEASE_JSON_SAFE_INTEGER. False for non-numbers. */
 bool lease_json_number_safe(const json_t *v);
+
+/*
+ * Stored metadata as it reads back (docs/api.md "Numbers"): every member of
+ * the object md that is a number lease_json_number_safe refuses is replaced
+ * by null; other members are left as they are. False when one could not
+ * be replaced (jansson refused; the others still are).
+ *
+ * Why: a metadata number must come back exactly as it was sent, through
+ * jsonb (numeric) and through clients that hold numbers as doubles, so the
+ * request decoder refuses one above 2^53-1. A stored value can still be
+ * beyond the bound (written before leased-2, by SQL, or by hand into a
+ * Valkey record), and metadata is the caller's own non-authoritative data:
+ * one such value must not make the lease, its list or its history
+ * unreadable, nor be answered as a number the caller could not have sent.
+ * It reads as null instead. Both readers of stored metadata call this, the
+ * PostgreSQL result decoder (pg_codec_result.c) and the answer encoder,
+ * which reads the text the Valkey library hands over (json_encode.c), so
+ * the two backends answer the same.
+ */
+bool lease_json_null_unsafe_numbers(json_t *md);
 
 #endif

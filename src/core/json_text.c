@@ -170,6 +170,21 @@ bool lease_json_number_safe(const json_t *v)
     return false;
 }
 
+bool lease_json_null_unsafe_numbers(json_t *md)
+{
+    bool ok = true;
+    const char *key;
+    json_t *v;
+    void *tmp;
+    json_object_foreach_safe(md, tmp, key, v)
+    {
+        if (json_is_number(v) && !lease_json_number_safe(v) &&
+            json_object_set_new(md, key, json_null()) != 0)
+            ok = false;
+    }
+    return ok;
+}
+
 static int compare_keys(const void *a, const void *b)
 {
     return strcmp(*(const char *const *)a, *(const char *const *)b);

@@ -70,13 +70,15 @@ static char *null_the_number(const char *text, size_t end)
 
 /*
  * The stored metadata text as docs/api.md "Numbers" says it reads: a
- * number outside the bound as null, and anything but an object (or no
- * JSON at all) as null as a whole (json null). The PostgreSQL adapter's
- * result decoder has done this already (its text is an object within the
- * bound, "{}" or "null"); the Valkey library hands over the text it
- * stored, which only a record written by hand can hold such a value in.
- * jansson refuses a number it cannot hold (1e400, 2^64) and stops right
- * after it, so the text is read again with that number written as null.
+ * number outside the bound as null (lease_json_null_unsafe_numbers, the
+ * rule the PostgreSQL result decoder applies too), and anything but an
+ * object (or no JSON at all) as null as a whole (json null). The
+ * PostgreSQL adapter's result decoder has done this already (its text is
+ * an object within the bound, "{}" or "null"); the Valkey library hands
+ * over the text it stored, which only a record written by hand can hold
+ * such a value in. jansson refuses a number it cannot hold (1e400, 2^64)
+ * and stops right after it, so the text is read again with that number
+ * written as null.
  */
 static json_t *read_metadata(const char *text)
 {
@@ -100,14 +102,9 @@ static json_t *read_metadata(const char *text)
         json_decref(md);
         return json_null();
     }
-    const char *key;
-    json_t *v;
-    void *tmp;
-    json_object_foreach_safe(md, tmp, key, v)
-    {
-        if (json_is_number(v) && !lease_json_number_safe(v))
-            json_object_set_new(md, key, json_null());
-    }
+    /* replacing a member the object holds does not allocate; were it to
+     * fail, that member would be answered as stored */
+    (void)lease_json_null_unsafe_numbers(md);
     return md;
 }
 

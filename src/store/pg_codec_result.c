@@ -197,8 +197,10 @@ static bool get_detail(json_t *o, char *buf, size_t size)
  * A record's metadata as compact text. Metadata is the caller's own
  * non-authoritative data, so it never makes a record unreadable: a number
  * outside the request bound (|x| > 2^53-1, or one jsonb holds but a double
- * cannot) reads as null, and metadata that is not an object or does not
- * fit reads as null as a whole (docs/api.md "Numbers").
+ * cannot) reads as null (lease_json_null_unsafe_numbers, the rule the
+ * answer encoder applies to Valkey's stored text too), and metadata that is
+ * not an object or does not fit reads as null as a whole (docs/api.md
+ * "Numbers").
  */
 static void decode_metadata(json_t *meta, char *out, size_t outsz)
 {
@@ -206,17 +208,8 @@ static void decode_metadata(json_t *meta, char *out, size_t outsz)
     if (!meta || json_is_null(meta))
         return; /* no metadata */
     snprintf(out, outsz, "null");
-    if (!json_is_object(meta))
+    if (!json_is_object(meta) || !lease_json_null_unsafe_numbers(meta))
         return;
-    const char *key;
-    json_t *v;
-    void *tmp;
-    json_object_foreach_safe(meta, tmp, key, v)
-    {
-        if (json_is_number(v) && !lease_json_number_safe(v) &&
-            json_object_set_new(meta, key, json_null()) != 0)
-            return;
-    }
     char *text = lease_json_dumps(meta, JSON_SORT_KEYS);
     if (text && strlen(text) < outsz)
         memcpy(out, text, strlen(text) + 1);

@@ -20,6 +20,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,6 +32,7 @@
 #include <libpq-fe.h>
 #include <pthread.h>
 
+#include "child_proc.h"
 #include "http_client.h"
 #include "leased_proc.h"
 #include "test_store.h"
@@ -776,6 +778,49 @@ static inline long long http_fx_valkey_audit_stat(http_fx_t *fx, const char *sta
     }
     args[n] = NULL;
     return test_store_valkey_cli_int(&fx->vk, args);
+}
+
+/*
+ * A helper program a test starts beside leased (a proxy: socat, haproxy),
+ * started as the harness starts leased (child_proc.h): its output in a log
+ * of its own, never the test's stdout or stderr (ctest reads those until
+ * every process holding them has closed them, so a helper left running
+ * after a failed assertion held the test until its timeout), and killed by
+ * the kernel should the test process die. Keep d in a static and call
+ * http_helper_stop from the (group) teardown as well as at the end of the
+ * test: a failed assertion longjmps out of the test, and cmocka then runs
+ * the teardowns. argv[0] is the program, looked up in PATH.
+ */
+static inline void http_helper_start(child_daemon_t *d, const char *name, char *const *argv)
+{
+    char *env_argv[32] = {"env"};
+    size_t n = 0;
+    for (; argv[n]; n++) {
+        assert_true(n + 2 < sizeof env_argv / sizeof env_argv[0]);
+        env_argv[n + 1] = argv[n];
+    }
+    env_argv[n + 1] = NULL;
+    child_daemon_init(d, name, name, "out.log");
+    char **env = child_proc_env(NULL, NULL);
+    child_daemon_spawn(d, "/usr/bin/env", env_argv, env);
+    child_proc_env_free(env);
+}
+
+/* Stops a helper of http_helper_start: SIGTERM, up to 10 s to exit (then
+ * SIGKILL), its log on stderr when it wrote anything, the log removed.
+ * Nothing when it was not started or is stopped already. */
+static inline void http_helper_stop(child_daemon_t *d)
+{
+    if (!d->name)
+        return;
+    child_daemon_signal(d, SIGTERM);
+    (void)child_daemon_wait(d, 10000);
+    char *log = child_proc_read_file(d->log_path);
+    if (log[0])
+        child_daemon_dump_log(d);
+    free(log);
+    child_daemon_release(d);
+    memset(d, 0, sizeof *d);
 }
 
 #endif

@@ -17,18 +17,15 @@
  * Postgres is PostgreSQL's own and is left out there (Valkey over TLS,
  * rediss://, is tests/valkey/valkey_tls.c).
  */
-#include <spawn.h>
-
-extern char **environ;
-
 #include "free_port.h"
 #include "exec_common.h"
 #include "lease/client.h"
 #include "pgprivate.h"
 
-static char dir[64];     /* certificates */
-static pg_private_t *pg; /* TLS-only over TCP (Postgres) */
-static bool valkey;      /* LEASE_TEST_STORE=valkey */
+static char dir[64];         /* certificates */
+static pg_private_t *pg;     /* TLS-only over TCP (Postgres) */
+static child_daemon_t proxy; /* socat: stopped by group_teardown too */
+static bool valkey;          /* LEASE_TEST_STORE=valkey */
 static test_store_valkey_t vk;
 
 static void sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -90,6 +87,7 @@ static int group_setup(void **state)
 static int group_teardown(void **state)
 {
     (void)state;
+    http_helper_stop(&proxy); /* still running when the test failed */
     if (valkey)
         test_store_valkey_stop(&vk);
     else
@@ -179,8 +177,8 @@ static void test_postgres_verify_full(void **state)
     free(super);
 }
 
-/* socat terminating TLS on a free port in front of base_port; its pid. */
-static pid_t tls_terminator(int port, int base_port)
+/* socat terminating TLS on a free port in front of base_port (proxy). */
+static void tls_terminator(int port, int base_port)
 {
     char listen[256], target[64];
     snprintf(listen, sizeof listen,
@@ -189,9 +187,7 @@ static pid_t tls_terminator(int port, int base_port)
              port, dir, dir);
     snprintf(target, sizeof target, "TCP:127.0.0.1:%d", base_port);
     char *argv[] = {"socat", listen, target, NULL};
-    pid_t pid;
-    assert_int_equal(posix_spawnp(&pid, "socat", NULL, NULL, argv, environ), 0);
-    return pid;
+    http_helper_start(&proxy, "http_tls-socat", argv);
 }
 
 /* leased behind a TLS-terminating proxy (docs/operators.md, "TLS"): the C
@@ -214,7 +210,7 @@ static void test_https_through_a_terminator(void **state)
     const char *env[] = {setting, NULL};
     leased_proc_t *srv = leased_proc_start(valkey ? NULL : super, env);
     int port = test_free_port();
-    pid_t proxy = tls_terminator(port, leased_proc_port(srv));
+    tls_terminator(port, leased_proc_port(srv));
     char base[64];
     snprintf(base, sizeof base, "https://localhost:%d", port);
 
@@ -264,8 +260,7 @@ static void test_https_through_a_terminator(void **state)
     lease_client_free(c);
     json_decref(answer);
 
-    kill(proxy, SIGTERM);
-    waitpid(proxy, NULL, 0);
+    http_helper_stop(&proxy);
     assert_int_equal(leased_proc_stop(srv), 0);
     free(token);
     free(super);

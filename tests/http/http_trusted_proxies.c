@@ -12,27 +12,22 @@
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
-#include <signal.h>
 #include <sys/socket.h>
-#include <spawn.h>
-#include <sys/wait.h>
 
 #include "free_port.h"
 #include "http_common.h"
 #include "raw_http.h"
 
-extern char **environ;
-
 static http_fx_t fx;
-static const char *worker; /* owned by fx */
-static pid_t haproxy_pid;  /* stopped by teardown, even after a failure */
+static const char *worker;     /* owned by fx */
+static child_daemon_t haproxy; /* stopped by teardown, even after a failure */
+static char cfg[128];          /* haproxy's configuration */
 
 static int teardown(void **state)
 {
-    if (haproxy_pid > 0) {
-        kill(haproxy_pid, SIGTERM);
-        waitpid(haproxy_pid, NULL, 0);
-    }
+    http_helper_stop(&haproxy);
+    if (cfg[0])
+        unlink(cfg);
     return http_fx_teardown(state);
 }
 
@@ -45,7 +40,7 @@ static int setup(void **state)
 
 /* haproxy in front of leased: pp_port sends PROXY v2, http_port appends
  * X-Forwarded-For; both connect from 127.0.0.9. */
-static pid_t start_haproxy(char *cfg_path, int pp_port, int http_port, int leased_port)
+static void start_haproxy(char *cfg_path, int pp_port, int http_port, int leased_port)
 {
     FILE *f = fopen(cfg_path, "w");
     assert_non_null(f);
@@ -61,19 +56,17 @@ static pid_t start_haproxy(char *cfg_path, int pp_port, int http_port, int lease
             pp_port, leased_port, http_port, leased_port);
     fclose(f);
     char *argv[] = {"haproxy", "-db", "-f", cfg_path, NULL};
-    pid_t pid;
-    assert_int_equal(posix_spawnp(&pid, "haproxy", NULL, NULL, argv, environ), 0);
+    http_helper_start(&haproxy, "http_trusted_proxies-haproxy", argv);
     /* ready when it accepts */
     for (int i = 0; i < 100; i++) {
         raw_conn_t *c = raw_connect(http_port, NULL);
         if (c) {
             raw_close(c);
-            return pid;
+            return;
         }
         usleep(50000);
     }
-    fail_msg("haproxy did not start");
-    return pid;
+    fail_msg("haproxy did not start (its log follows the teardown)");
 }
 
 /* An inspect of target (audited with its source_address), with extra
@@ -124,9 +117,8 @@ static void test_client_address_from_a_trusted_proxy_only(void **state)
     http_fx_serve(&fx, env);
     int leased_port = leased_proc_port(fx.srv);
     int pp_port = test_free_port(), http_port = test_free_port();
-    char cfg[128];
     snprintf(cfg, sizeof cfg, "/tmp/http_trusted_proxies_%d.cfg", (int)getpid());
-    haproxy_pid = start_haproxy(cfg, pp_port, http_port, leased_port);
+    start_haproxy(cfg, pp_port, http_port, leased_port);
 
     /* HTTP through the proxy, with a spoofed X-Forwarded-For of the client's
      * own: the proxy appends 127.0.0.6, the rightmost untrusted address */
@@ -188,10 +180,7 @@ static void test_client_address_from_a_trusted_proxy_only(void **state)
     for (int i = 0; i < 2; i++)
         raw_close(held[i]);
 
-    kill(haproxy_pid, SIGTERM);
-    waitpid(haproxy_pid, NULL, 0);
-    haproxy_pid = 0;
-    unlink(cfg);
+    http_helper_stop(&haproxy);
     assert_int_equal(leased_proc_stop(fx.srv), 0);
     fx.srv = NULL;
 }

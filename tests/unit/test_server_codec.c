@@ -14,6 +14,7 @@
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "lease/json_text.h"
 #include "server/json_codec.h"
 
 static const leased_codec_limits_t limits = {10000};
@@ -375,6 +376,49 @@ static void test_envelopes(void **state)
     json_decref(e);
 }
 
+/* Stored metadata as the encoder reads it (json_encode.c, the text the
+ * Valkey library hands over): a number outside the request bound reads as
+ * null (lease_json_null_unsafe_numbers; test_pg_codec pins the same rule in
+ * the PostgreSQL result decoder), the other members as stored, and
+ * metadata that is not an object as null as a whole. */
+static void test_stored_metadata_numbers(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *stored, *read;
+    } cases[] = {
+        {"{\"n\":9007199254740992}", "{\"n\":null}"},
+        {"{\"n\":-9007199254740992,\"s\":\"ok\"}", "{\"n\":null,\"s\":\"ok\"}"},
+        {"{\"n\":9200000000000000000,\"b\":true}", "{\"b\":true,\"n\":null}"},
+        {"{\"r\":1e300,\"m\":-9007199254740991.5}", "{\"m\":null,\"r\":null}"},
+        {"{\"n\":1e400,\"m\":-1e400}", "{\"m\":null,\"n\":null}"},
+        {"{\"n\":9007199254740991,\"r\":0.1}", "{\"n\":9007199254740991,\"r\":0.1}"},
+        {"[1,2]", "null"},
+    };
+    leased_view_t view = {"prn_owner", false};
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        lease_result_t res;
+        memset(&res, 0, sizeof res);
+        res.code = LEASE_INSPECTED;
+        res.has_lease = true;
+        res.lease = sample_record();
+        snprintf(res.lease.metadata_json, sizeof res.lease.metadata_json, "%s", cases[i].stored);
+        char *text = leased_codec_lease_envelope(&res, "corr_m", &view);
+        assert_non_null(text);
+        json_t *e = json_loads(text, 0, NULL);
+        assert_non_null(e);
+        json_t *md = json_object_get(json_object_get(e, "lease"), "metadata");
+        assert_non_null(md);
+        char *read = lease_json_dumps(md, JSON_SORT_KEYS);
+        if (!read || strcmp(read, cases[i].read) != 0)
+            fail_msg("stored metadata %s read as %s, want %s: %s", cases[i].stored,
+                     read ? read : "(none)", cases[i].read, text);
+        free(read);
+        free(text);
+        json_decref(e);
+    }
+}
+
 /* The envelopes are written as text (json_encode.c): a batch's items are
  * separated, each answers as its own call would but without a correlation
  * id, a commit lists its results, and metadata keeps its shortest reals. */
@@ -451,9 +495,13 @@ static void test_batch_and_commit_envelopes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_acquire_accepted), cmocka_unit_test(test_refusals_name_fields),
-        cmocka_unit_test(test_get_and_commit),   cmocka_unit_test(test_views),
-        cmocka_unit_test(test_envelopes),        cmocka_unit_test(test_batch_and_commit_envelopes),
+        cmocka_unit_test(test_acquire_accepted),
+        cmocka_unit_test(test_refusals_name_fields),
+        cmocka_unit_test(test_get_and_commit),
+        cmocka_unit_test(test_views),
+        cmocka_unit_test(test_envelopes),
+        cmocka_unit_test(test_batch_and_commit_envelopes),
+        cmocka_unit_test(test_stored_metadata_numbers),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
