@@ -28,16 +28,27 @@ void test_store_valkey_start(test_store_valkey_t *v);
 void test_store_valkey_stop(test_store_valkey_t *v);
 
 /* Lua, the prefix of an EVAL script that reads the audit Stream:
- * audit_fields(e), the name/value pairs of an entry e of XRANGE, whether
- * packed into its one field 'p' (NUL between names and values, the form
- * the library writes since its version 5: docs/backends.md "Audit events")
- * or one field a pair. */
+ * audit_fields(e), the name/value pairs of an entry e of XRANGE, whether a
+ * mutation's entry packed into its one field 'm' (its values in this
+ * order, joined by NUL, '' for a member it does not have: the form the
+ * library writes since its version 5, docs/backends.md "Audit events") or
+ * one field a pair. The names are written out here too, not read from
+ * the library: the tests pin the stored form. */
 #define TEST_STORE_AUDIT_FIELDS_LUA                                                                \
+    "local AUDIT_M = {'event_type', 'occurred_at_ms', 'code', 'decision', 'backend_health', "      \
+    "  'source', 'principal_id', 'client_id', 'credential_id', 'request_id', 'correlation_id', "   \
+    "  'trace_id', 'priority', 'tenant_id', 'program_id', 'target_namespace', 'target_id', "       \
+    "  'actor_name', 'workflow_name', 'operation_class', 'lease_id', 'fencing_token', "            \
+    "  'previous_state', 'resulting_state', 'service_instance_id', 'execution_id', 'job_id', "     \
+    "  'requested_ttl_ms', 'effective_ttl_ms', 'reason', 'incident_id'} "                          \
     "local function audit_fields(e) "                                                              \
     "  local f = e[2] "                                                                            \
-    "  if #f ~= 2 or f[1] ~= 'p' then return f end "                                               \
-    "  local out = {} "                                                                            \
-    "  for part in (f[2] .. '\\0'):gmatch('([^%z]*)%z') do out[#out + 1] = part end "              \
+    "  if #f ~= 2 or f[1] ~= 'm' then return f end "                                               \
+    "  local out, k = {}, 0 "                                                                      \
+    "  for v in (f[2] .. '\\0'):gmatch('([^%z]*)%z') do "                                          \
+    "    k = k + 1 "                                                                               \
+    "    if v ~= '' then out[#out + 1] = AUDIT_M[k] or ('?' .. k); out[#out + 1] = v end "         \
+    "  end "                                                                                       \
     "  return out "                                                                                \
     "end "
 

@@ -1134,10 +1134,11 @@ static void idempotency_records_of_either_form_replay(void **state)
     freeReplyObject(a);
 }
 
-/* An audit entry is stored packed, its pairs joined by NUL in the one field
- * "p" (docs/backends.md "Audit events"); one whose value holds a NUL keeps
- * its pairs as fields, and so does an entry an earlier build wrote. The
- * export (audit_read) answers all three as the same name/value pairs. */
+/* A mutation's audit entry is stored packed: its values in a fixed order
+ * joined by NUL in the one field "m" (docs/backends.md "Audit events").
+ * One whose value holds a NUL keeps one field a pair, and so do the
+ * service's events and an entry an earlier build wrote. The export
+ * (audit_read) answers every form as the same name/value pairs. */
 static void audit_entries_of_either_form_export_alike(void **state)
 {
     vk_server_t *s = *state;
@@ -1148,23 +1149,30 @@ static void audit_entries_of_either_form_export_alike(void **state)
     assert_int_equal(raw->elements, 1);
     const redisReply *f = raw->element[0]->element[1];
     assert_int_equal(f->elements, 2);
-    assert_string_equal(f->element[0]->str, "p");
-    static const char head[] = "event_type\0target_lease_acquire\0occurred_at_ms\0";
+    assert_string_equal(f->element[0]->str, "m");
+    static const char head[] = "target_lease_acquire\0";
     assert_true(f->element[1]->len > sizeof head);
     assert_memory_equal(f->element[1]->str, head, sizeof head - 1);
+    assert_non_null(memmem(f->element[1]->str, f->element[1]->len, lid, strlen(lid)));
     freeReplyObject(raw);
 
-    /* a service event whose reason holds a NUL: its pairs as fields */
-    redisReply *r = vk_cmd(s, "FCALL leased_v1_record_audit 1 " VK_NS_KEY " %s",
-                           "{\"events\":[{\"event_type\":\"target_lease_inspect\","
-                           "\"code\":\"lease_inspected\",\"reason\":\"a\\u0000b\"}]}");
-    vk_assert_code(r, "audit_recorded");
+    /* a renewal by a principal whose client id holds a NUL: pairs */
+    json_t *q = vk_owner_req("p1", "n1", 'c', "target_01", lid, 1, "inst-1");
+    json_object_set_new(json_object_get(q, "principal"), "client_id", json_stringn("c\0d", 3));
+    redisReply *r = vk_fcall(s, "renew", q);
+    vk_assert_code(r, "lease_renewed");
     freeReplyObject(r);
     raw = vk_cmd(s, "XREVRANGE lease:{t}:audit + - COUNT 1");
     f = raw->element[0]->element[1];
-    assert_int_equal(f->elements, 6); /* event_type, code, reason (in the event's own order) */
-    assert_string_equal(vk_str(f, "event_type"), "target_lease_inspect");
+    assert_true(f->elements > 2);
+    assert_string_equal(vk_str(f, "event_type"), "target_lease_renew");
     freeReplyObject(raw);
+    /* the service's event: pairs */
+    r = vk_cmd(s, "FCALL leased_v1_record_audit 1 " VK_NS_KEY " %s",
+               "{\"events\":[{\"event_type\":\"target_lease_inspect\","
+               "\"code\":\"lease_inspected\",\"reason\":\"why\"}]}");
+    vk_assert_code(r, "audit_recorded");
+    freeReplyObject(r);
     /* an entry as a build before library version 5 wrote it */
     r = vk_cmd(s, "XADD lease:{t}:audit * event_type target_lease_release code lease_released");
     freeReplyObject(r);
@@ -1172,24 +1180,30 @@ static void audit_entries_of_either_form_export_alike(void **state)
     r = vk_fcall(s, "audit_read", json_pack("{s:i}", "count", 10));
     assert_string_equal(r->element[0]->str, "entries");
     const redisReply *e = r->element[1];
-    assert_int_equal(e->elements, 3);
+    assert_int_equal(e->elements, 4);
     const redisReply *packed = e->element[0]->element[1];
     assert_string_equal(vk_str(packed, "event_type"), "target_lease_acquire");
     assert_string_equal(vk_str(packed, "code"), "lease_acquired");
+    assert_string_equal(vk_str(packed, "decision"), "allow");
+    assert_string_equal(vk_str(packed, "principal_id"), "p1");
+    assert_string_equal(vk_str(packed, "target_id"), "target_01");
     assert_string_equal(vk_str(packed, "lease_id"), lid);
     assert_string_equal(vk_str(packed, "fencing_token"), "1");
+    assert_string_equal(vk_str(packed, "previous_state"), "none");
     assert_string_equal(vk_str(packed, "resulting_state"), "active");
+    assert_null(vk_str(packed, "incident_id")); /* absent: left out */
     assert_int_equal(packed->elements % 2, 0);
     const redisReply *nul = e->element[1]->element[1];
-    assert_string_equal(vk_str(nul, "event_type"), "target_lease_inspect");
-    const redisReply *reason = NULL;
+    assert_string_equal(vk_str(nul, "event_type"), "target_lease_renew");
+    const redisReply *client = NULL;
     for (size_t i = 0; i + 1 < nul->elements; i += 2)
-        if (strcmp(nul->element[i]->str, "reason") == 0)
-            reason = nul->element[i + 1];
-    assert_non_null(reason);
-    assert_int_equal(reason->len, 3);
-    assert_memory_equal(reason->str, "a\0b", 3);
-    const redisReply *old = e->element[2]->element[1];
+        if (strcmp(nul->element[i]->str, "client_id") == 0)
+            client = nul->element[i + 1];
+    assert_non_null(client);
+    assert_int_equal(client->len, 3);
+    assert_memory_equal(client->str, "c\0d", 3);
+    assert_string_equal(vk_str(e->element[2]->element[1], "reason"), "why");
+    const redisReply *old = e->element[3]->element[1];
     assert_int_equal(old->elements, 4);
     assert_string_equal(vk_str(old, "event_type"), "target_lease_release");
     assert_string_equal(vk_str(old, "code"), "lease_released");

@@ -40,8 +40,8 @@ Absent values are false in Lua (RESP null). Times are Unix epoch milliseconds.
 local LIB_VERSION = 5   -- 2: leased_v1_combined added; 3: packed answers on request (packed_answer);
                         -- 4: idempotency records as strings, a free identity's record its counter
                         -- only (a library before 4 reads neither: load no older one over it);
-                        -- 5: audit entries packed into one field (audit_xadd; a library before 5
-                        -- would export them unexpanded)
+                        -- 5: a mutation's audit entry packed into one field (MUTATION_FIELDS; a
+                        -- library before 5 would export it unexpanded)
 local SEQ_SPAN = 4294967296      -- 2^32: seq values per epoch
 local SEQ_MAX = SEQ_SPAN - 1     -- the last seq of an epoch
 local EPOCH_MAX = 2097151        -- 2^21 - 1: (EPOCH_MAX+1) * 2^32 - 1 = 2^53 - 1
@@ -743,60 +743,60 @@ local function audit_minid(ns, t)
     return minid
 end
 
--- An entry's fields, packed (docs/backends.md "Audit events"): the
--- name/value pairs a[1..n] joined by NUL, as the value of the one field 'p'.
--- Appending every pair as a field of its own made the server convert and
--- copy each of ~60 arguments, then write each to the append-only file: a
--- tenth of a whole acquire's or release's instructions in the server
--- (tests/valkey/bench/fcall_cost --callgrind --whole, with the append-only
--- file on). A value that holds a NUL (an unchecked principal id, a
--- service event's text) cannot be packed: that entry keeps the pairs as
--- fields, the form every entry had before library version 5; readers
--- (audit_fields) take both. nul: whether a value holds a NUL (the callers
--- look at the values no check keeps free of one as they add them: a
--- search of the whole entry cost as much as its packing).
-local function audit_xadd(ks, minid, a, n, nul)
-    if nul then
-        redis.call('XADD', ks.audit, 'MINID', minid, '*', unpack(a, 1, n))
-    else
-        redis.call('XADD', ks.audit, 'MINID', minid, '*', 'p', table.concat(a, '\0', 1, n))
-    end
-end
-
--- An entry's fields as name/value pairs, packed or not.
-local function audit_fields(f)
-    if #f ~= 2 or f[1] ~= 'p' then return f end
-    local out, n = {}, 0
-    for part in (f[2] .. '\0'):gmatch('([^%z]*)%z') do
-        n = n + 1; out[n] = part
-    end
-    return out
-end
-
 -- fields: name/value pairs; empty values are left out. A value may be nil
 -- (an absent member): the pairs are walked to n, or to table.maxn, since #
 -- stops at any nil of a table with holes and would drop every pair after it.
 -- The pairs kept are moved to the front of fields itself (no second table):
 -- fields is the caller's own, never read again.
 local function audit_append(ks, ns, t, fields, n)
-    local m, null, nul = 0, cjson.null, false
+    local m, null = 0, cjson.null
     for k = 1, n or table.maxn(fields), 2 do
         local v = fields[k + 1]
         if v ~= nil and v ~= false and v ~= '' and v ~= null then
-            if type(v) == 'number' then
-                v = I(v)
-            elseif not nul and v:find('\0', 1, true) then
-                nul = true
-            end
             fields[m + 1] = fields[k]
-            fields[m + 2] = v
+            fields[m + 2] = type(v) == 'number' and I(v) or v
             m = m + 2
         end
     end
     -- exact trimming: each call removes the few entries that aged out since
     -- the previous one (approximate '~' trimming would keep whole nodes, up
     -- to 100 entries, past the retention)
-    audit_xadd(ks, audit_minid(ns, t), fields, m, nul)
+    redis.call('XADD', ks.audit, 'MINID', audit_minid(ns, t), '*', unpack(fields, 1, m))
+end
+
+-- A mutation's entry, packed (docs/backends.md "Audit events"): its values
+-- in MUTATION_FIELDS' order, joined by NUL ('' for a member it does not
+-- have), as the one field 'm'. Appending every member as a field of its
+-- own made the server convert and copy 60 arguments, then write each to
+-- the append-only file: a tenth of a whole acquire's or release's
+-- instructions in the server (tests/valkey/bench/fcall_cost --callgrind
+-- --whole --aof). Values only, no names: a Stream stores the names of an
+-- entry whose fields are its first entry's once, so names in the value
+-- would have made every entry larger in memory. The other events (the
+-- service's, a commit's, a rebind's, a credential's: audit_append) keep
+-- one field a pair, as every entry did before library version 5; so does
+-- a mutation's entry with a NUL in a value (an unchecked principal id),
+-- which the packed form cannot hold. audit_fields reads every form.
+local MUTATION_FIELDS = {'event_type', 'occurred_at_ms', 'code', 'decision', 'backend_health',
+                         'source', 'principal_id', 'client_id', 'credential_id', 'request_id',
+                         'correlation_id', 'trace_id', 'priority', 'tenant_id', 'program_id',
+                         'target_namespace', 'target_id', 'actor_name', 'workflow_name',
+                         'operation_class', 'lease_id', 'fencing_token', 'previous_state',
+                         'resulting_state', 'service_instance_id', 'execution_id', 'job_id',
+                         'requested_ttl_ms', 'effective_ttl_ms', 'reason', 'incident_id'}
+
+-- An entry's fields as name/value pairs, whichever form it is stored in.
+local function audit_fields(f)
+    if #f ~= 2 or f[1] ~= 'm' then return f end
+    local out, n, k = {}, 0, 0
+    for v in (f[2] .. '\0'):gmatch('([^%z]*)%z') do
+        k = k + 1
+        if v ~= '' and MUTATION_FIELDS[k] then
+            out[n + 1] = MUTATION_FIELDS[k]; out[n + 2] = v
+            n = n + 2
+        end
+    end
+    return out
 end
 
 local EVENT_TYPES = {acquire = 'target_lease_acquire', renew = 'target_lease_renew',
@@ -819,74 +819,61 @@ end
 -- not from the answer's pairs.
 local ADMIN_OPS = {force_release = true, revoke = true}
 
--- The entry's pairs a[1..n], then name and v when v is a non-empty string
--- (audit_append's rule for the entries the service sends). Returns n.
--- audit_nul: whether a value added so far holds a NUL (audit_xadd); every
--- value of a mutation's entry that no check of this library keeps free of
--- one goes through here.
+-- v as a value of a mutation's entry: itself when a string, else '' (no
+-- member); audit_nul is set when it holds a NUL.
 local audit_nul = false
 
-local function add_str(a, n, name, v)
-    if type(v) ~= 'string' or v == '' then return n end
+local function entry_value(v)
+    if type(v) ~= 'string' then return '' end
     if v:find('\0', 1, true) then audit_nul = true end
-    a[n + 1] = name; a[n + 2] = v
-    return n + 2
+    return v
 end
 
--- The same entry audit_append would make of the event's pairs (the same
--- members in the same order, empty ones left out), built straight into
--- the pairs audit_xadd packs: this runs on every acquire, renewal and end,
--- and the table of pairs, its compaction and a call a member cost a fifth
--- of an acquire's instructions (tests/valkey/bench/fcall_cost --callgrind).
--- (audit_args: the pairs, one table for every call, this call's at 1..n:
--- no table of 60 to grow and collect a mutation)
-local audit_args = {}
+-- The same members audit_append would make of the event's pairs (empty
+-- ones left out), in MUTATION_FIELDS' order: this runs on every acquire,
+-- renewal and end, and the table of pairs, its compaction and a call a
+-- member cost a fifth of an acquire's instructions (tests/valkey/bench/
+-- fcall_cost --callgrind). (audit_values: one table for every call, no
+-- table of 31 to grow and collect a mutation)
+local audit_values = {}
 
 local function audit_mutation(ks, ns, t, op, i, p, code, rec, state, previous)
     local pr = p.principal
-    local a = audit_args
+    local v = audit_values
     audit_nul = false
-    a[1] = 'event_type'; a[2] = EVENT_TYPES[op]; a[3] = 'occurred_at_ms'; a[4] = IC(t)
-    a[5] = 'code'; a[6] = code; a[7] = 'decision'; a[8] = 'allow'
-    a[9] = 'backend_health'; a[10] = 'ok'; a[11] = 'source'; a[12] = 'function'
-    local n = 12
-    n = add_str(a, n, 'principal_id', pr.principal_id)
-    n = add_str(a, n, 'client_id', pr.client_id)
-    n = add_str(a, n, 'credential_id', pr.credential_id)
-    n = add_str(a, n, 'request_id', p.request_id)
-    n = add_str(a, n, 'correlation_id', p.correlation_id)
+    v[1] = EVENT_TYPES[op]; v[2] = IC(t); v[3] = code; v[4] = 'allow'; v[5] = 'ok'
+    v[6] = 'function'
+    v[7] = entry_value(pr.principal_id); v[8] = entry_value(pr.client_id)
+    v[9] = entry_value(pr.credential_id); v[10] = entry_value(p.request_id)
+    v[11] = entry_value(p.correlation_id)
     -- the request's trace id when it names one (even empty), else the lease's
-    if is_str(p.trace_id) then
-        n = add_str(a, n, 'trace_id', p.trace_id)
-    else
-        n = add_str(a, n, 'trace_id', rec.trace_id)
-    end
-    a[n + 1] = 'priority'; a[n + 2] = ADMIN_OPS[op] and 'high' or 'normal'
-    a[n + 3] = 'tenant_id'; a[n + 4] = i.tenant_id
-    a[n + 5] = 'program_id'; a[n + 6] = i.program_id
-    a[n + 7] = 'target_namespace'; a[n + 8] = i.target_namespace
-    a[n + 9] = 'target_id'; a[n + 10] = i.target_id
-    a[n + 11] = 'actor_name'; a[n + 12] = i.actor_name
-    a[n + 13] = 'workflow_name'; a[n + 14] = i.workflow_name
-    a[n + 15] = 'operation_class'; a[n + 16] = i.operation_class
-    n = add_str(a, n + 16, 'lease_id', rec.lease_id)
+    v[12] = entry_value(is_str(p.trace_id) and p.trace_id or rec.trace_id)
+    v[13] = ADMIN_OPS[op] and 'high' or 'normal'
+    v[14] = i.tenant_id; v[15] = i.program_id; v[16] = i.target_namespace
+    v[17] = i.target_id; v[18] = i.actor_name; v[19] = i.workflow_name
+    v[20] = i.operation_class
+    v[21] = entry_value(rec.lease_id)
     local token = tonumber(rec.token)
-    if token then a[n + 1] = 'fencing_token'; a[n + 2] = I(token); n = n + 2 end
-    n = add_str(a, n, 'previous_state', previous)
-    n = add_str(a, n, 'resulting_state', state)
+    v[22] = token and I(token) or ''
+    v[23] = entry_value(previous); v[24] = entry_value(state)
     -- the lease's own (a string, even empty), else the request's
-    n = add_str(a, n, 'service_instance_id',
-                is_str(rec.sid) and rec.sid or p.service_instance_id)
-    n = add_str(a, n, 'execution_id', is_str(rec.execution_id) and rec.execution_id or p.execution_id)
-    n = add_str(a, n, 'job_id', is_str(rec.job_id) and rec.job_id or p.job_id)
-    if type(p.ttl_ms) == 'number' then
-        a[n + 1] = 'requested_ttl_ms'; a[n + 2] = I(p.ttl_ms); n = n + 2
-    end
+    v[25] = entry_value(is_str(rec.sid) and rec.sid or p.service_instance_id)
+    v[26] = entry_value(is_str(rec.execution_id) and rec.execution_id or p.execution_id)
+    v[27] = entry_value(is_str(rec.job_id) and rec.job_id or p.job_id)
+    v[28] = type(p.ttl_ms) == 'number' and I(p.ttl_ms) or ''
     local ttl = tonumber(rec.ttl_ms)
-    if ttl then a[n + 1] = 'effective_ttl_ms'; a[n + 2] = IC(ttl); n = n + 2 end
-    n = add_str(a, n, 'reason', p.reason)
-    n = add_str(a, n, 'incident_id', p.incident_id)
-    audit_xadd(ks, audit_minid(ns, t), a, n, audit_nul)
+    v[29] = ttl and IC(ttl) or ''
+    v[30] = entry_value(p.reason); v[31] = entry_value(p.incident_id)
+    local minid = audit_minid(ns, t)
+    if not audit_nul then
+        redis.call('XADD', ks.audit, 'MINID', minid, '*', 'm', table.concat(v, '\0', 1, 31))
+        return
+    end
+    local a, n = {}, 0
+    for k = 1, 31 do
+        if v[k] ~= '' then a[n + 1] = MUTATION_FIELDS[k]; a[n + 2] = v[k]; n = n + 2 end
+    end
+    redis.call('XADD', ks.audit, 'MINID', minid, '*', unpack(a, 1, n))
 end
 
 -- The answer stored under the request id (its retention), then marked as
