@@ -82,13 +82,29 @@ static void unlink_item(valkey_combiner_t *c, valkey_combined_item_t *it)
     it->next = NULL;
 }
 
+/* Wakes the waiters this thread handed a state under mu (answered, or the
+ * turn), after its unlock: one woken while the mutex is still held would
+ * only sleep again on it (a context switch and two system calls more per
+ * combined request; work_queue.c signals after its unlock for the same
+ * reason). A condition variable of the waiter's own could not be signalled
+ * so: a waiter that saw its new state first (its deadline's wake-up) could
+ * return and destroy it before the signal. A semaphore's post is counted
+ * instead, and a waiter returns only once it has taken the post of the
+ * state it was handed (submit). */
+static void post_all(valkey_combined_item_t **woken, int n)
+{
+    for (int i = 0; i < n; i++)
+        sem_post(&woken[i]->wake);
+}
+
 /* Holds a slot of max_calls: takes a connection (waiting until first's
  * deadline), then sends first (unless its deadline passed) and the waiters
  * queued by then, then passes the slot on. Called without mu. */
 static void lead(valkey_combiner_t *c, valkey_combined_item_t *first)
 {
     valkey_combined_item_t *batch[VALKEY_COMBINE_ITEMS_MAX];
-    int n = 0;
+    valkey_combined_item_t *woken[VALKEY_COMBINE_ITEMS_MAX + 1];
+    int n = 0, n_woken = 0;
     void *conn = c->ops.take(c->ctx, first->deadline);
     pthread_mutex_lock(&c->mu);
     if (conn == NULL || expired(first))
@@ -99,7 +115,8 @@ static void lead(valkey_combiner_t *c, valkey_combined_item_t *first)
         valkey_combined_item_t *it = pop(c);
         if (expired(it)) {
             refuse_unsent(it);
-            pthread_cond_signal(&it->wake);
+            /* (any number of them: posted under mu, a rare path) */
+            sem_post(&it->wake);
             continue;
         }
         it->state = COMBINED_SENT;
@@ -124,16 +141,25 @@ static void lead(valkey_combiner_t *c, valkey_combined_item_t *first)
         if (batch[i] == first)
             continue;
         batch[i]->state = COMBINED_ANSWERED;
-        pthread_cond_signal(&batch[i]->wake);
+        woken[n_woken++] = batch[i];
     }
     valkey_combined_item_t *next = pop(c);
     if (next != NULL) {
         next->state = COMBINED_LEADING; /* the slot passes on: in_flight unchanged */
-        pthread_cond_signal(&next->wake);
+        woken[n_woken++] = next;
     } else {
         c->in_flight--;
     }
     pthread_mutex_unlock(&c->mu);
+    post_all(woken, n_woken);
+}
+
+/* The post of the state another thread handed item (sem_wait, never
+ * interrupted for good). */
+static void take_post(valkey_combined_item_t *item)
+{
+    while (sem_wait(&item->wake) != 0 && errno == EINTR)
+        ;
 }
 
 void valkey_combiner_submit(valkey_combiner_t *c, valkey_combined_item_t *item)
@@ -160,35 +186,40 @@ void valkey_combiner_submit(valkey_combiner_t *c, valkey_combined_item_t *item)
         lead(c, item);
         return;
     }
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&item->wake, &ca);
-    pthread_condattr_destroy(&ca);
+    sem_init(&item->wake, 0, 0);
     if (c->tail != NULL)
         c->tail->next = item;
     else
         c->head = item;
     c->tail = item;
+    pthread_mutex_unlock(&c->mu);
+
     struct timespec until = {.tv_sec = item->deadline->mono_ns / 1000000000,
                              .tv_nsec = item->deadline->mono_ns % 1000000000};
-    while (item->state == COMBINED_QUEUED) {
-        int rc = pthread_cond_timedwait(&item->wake, &c->mu, &until);
-        if (rc == ETIMEDOUT && item->state == COMBINED_QUEUED) {
-            /* never sent: deadline_exceeded, as the pool's wait answers */
-            unlink_item(c, item);
-            refuse_unsent(item);
-        }
+    int rc;
+    while ((rc = sem_clockwait(&item->wake, CLOCK_MONOTONIC, &until)) != 0 && errno == EINTR)
+        ;
+    pthread_mutex_lock(&c->mu);
+    if (rc != 0 && item->state == COMBINED_QUEUED) {
+        /* never sent: deadline_exceeded, as the pool's wait answers; no
+         * other thread holds it any more, and none posts */
+        unlink_item(c, item);
+        refuse_unsent(item);
+    } else if (rc != 0) {
+        /* its deadline came as it was handed a state: in a batch (its
+         * call's own timeout bounds the wait for the answer), answered or
+         * the turn; it returns only after that state's post */
+        pthread_mutex_unlock(&c->mu);
+        take_post(item);
+        pthread_mutex_lock(&c->mu);
     }
-    /* in a batch: its call's own timeout bounds the wait for the answer */
-    while (item->state == COMBINED_SENT)
-        pthread_cond_wait(&item->wake, &c->mu);
+    /* read under mu: the state and the answer were set under it */
     bool leading = item->state == COMBINED_LEADING;
     pthread_mutex_unlock(&c->mu);
     if (leading)
         lead(c, item);
-    /* nobody signals it any more: answered, or it led its own batch */
-    pthread_cond_destroy(&item->wake);
+    /* nobody posts it any more: answered, or it led its own batch */
+    sem_destroy(&item->wake);
 }
 
 void valkey_combiner_stats(valkey_combiner_t *c, valkey_combiner_stats_t *out)

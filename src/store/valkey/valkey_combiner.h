@@ -17,14 +17,15 @@
  * the queue theirs), never bound to another request's deadline.
  *
  * Scheduling only: how a batch is sent and answered is the send callback's
- * (store_valkey.c). One mutex; each waiter sleeps on a condition variable
- * of its own and is woken once, when it leads a batch or when its answer
- * is in; no thread of the combiner's own.
+ * (store_valkey.c). One mutex; each waiter sleeps on a semaphore of its
+ * own and is woken once, when it leads a batch or when its answer is in,
+ * after the mutex is released; no thread of the combiner's own.
  */
 #ifndef LEASE_VALKEY_COMBINER_H
 #define LEASE_VALKEY_COMBINER_H
 
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -47,7 +48,7 @@ typedef struct valkey_combined_item {
     lease_result_t *res;              /* its answer, set by send (or deadline_exceeded) */
     /* the combiner's */
     struct valkey_combined_item *next;
-    pthread_cond_t wake;
+    sem_t wake; /* posted once each time another thread sets state, after its unlock */
     valkey_combined_state_t state;
 } valkey_combined_item_t;
 
