@@ -137,7 +137,27 @@ func readmeWorkerFrozen(t *testing.T, s *suite, noWatch string) {
 	if err := cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
-	time.Sleep(6 * time.Second) // three TTLs: the service expires the lease meanwhile
+	// frozen until the service itself answers that the lease expired
+	// (inspect: state "expired", past its expires_at; the worker's own local
+	// expiry, reckoned from before each call was sent, is earlier), bounded:
+	// it must happen within a few TTLs
+	leaseID := strings.Fields(held)[0]
+	frozen := time.Now()
+	var state string
+	for {
+		got, err := s.worker.Inspect(ctxFor(t, 5*time.Second), leaseID)
+		if err != nil {
+			t.Fatalf("inspect %s while the worker is frozen: %v", leaseID, err)
+		}
+		if state = got.Lease.State; state != "active" {
+			break
+		}
+		if time.Since(frozen) > 15*time.Second {
+			t.Fatalf("the service did not expire the frozen lease %s within 15 s", leaseID)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	frozenFor := time.Since(frozen)
 	if err := cmd.Process.Signal(syscall.SIGCONT); err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +165,11 @@ func readmeWorkerFrozen(t *testing.T, s *suite, noWatch string) {
 	if err := json.Unmarshal([]byte(next("outcome ", 20*time.Second)), &out); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("held %s; frozen 6 s under a 2 s TTL, then lease.Commit(lease.Context()) answered: %+v", held, out)
+	t.Logf("held %s; frozen %.1f s under a 2 s TTL, until the service answered %q, then "+
+		"lease.Commit(lease.Context()) answered: %+v", held, frozenFor.Seconds(), state, out)
+	if state != "expired" {
+		t.Fatalf("the service answered %q for the frozen lease, not expired", state)
+	}
 	if !out.IsLeaseLost || !out.IsError || !out.IsCanceled || out.Code != string(CodeLeaseLost) {
 		t.Fatalf("commit under lease.Context() after the loss: errors.Is ErrLeaseLost %v, *Error %v "+
 			"(code %q), errors.Is context.Canceled %v: %s", out.IsLeaseLost, out.IsError, out.Code,

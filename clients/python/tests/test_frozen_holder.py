@@ -30,6 +30,7 @@ with c.hold(Identity(**json.loads(sys.argv[4])), ttl_ms=2000,
 
 
 def _freeze_once(url: str, token: str, ident: dict, watch: str) -> dict:
+    from leaseclient import Client
     # stderr kept: a holder that ends without its answer is reported with
     # its exit status and what it wrote (seen once under a loaded machine:
     # an empty line, nothing else to go on)
@@ -38,10 +39,22 @@ def _freeze_once(url: str, token: str, ident: dict, watch: str) -> dict:
                              stderr=subprocess.PIPE, text=True)
     try:
         assert child.stdout is not None and child.stderr is not None
-        assert child.stdout.readline().startswith("held ")
+        held = child.stdout.readline()
+        assert held.startswith("held ")
+        lease_id = held.split()[1]
         time.sleep(0.3)
         child.send_signal(signal.SIGSTOP)
-        time.sleep(6)  # three TTLs: the service expires the lease meanwhile
+        # frozen until the service itself answers that the lease expired
+        # (inspect: state "expired", past its expires_at; the holder's own
+        # local expiry, reckoned from before each call was sent, is earlier),
+        # bounded: it must happen within a few TTLs
+        frozen = time.monotonic()
+        observer = Client(url, token)
+        while observer.inspect(lease_id).state == "active":
+            assert time.monotonic() - frozen < 15, "the service did not expire the frozen lease"
+            time.sleep(0.1)
+        state = observer.inspect(lease_id).state
+        frozen = time.monotonic() - frozen
         child.send_signal(signal.SIGCONT)
         line = child.stdout.readline()
         if not line:
@@ -50,6 +63,7 @@ def _freeze_once(url: str, token: str, ident: dict, watch: str) -> dict:
                         f"stderr: {child.stderr.read()!r}")
         out = json.loads(line)
         assert child.wait(30) == 0
+        out["frozen_s"], out["state_when_thawed"] = frozen, state
         return out
     finally:
         if child.poll() is None:
@@ -69,7 +83,9 @@ def test_a_holder_frozen_past_its_ttl_is_told_the_lease_was_lost(leased, tokens,
                      actor_name=i.actor_name, workflow_name=i.workflow_name)
         seen.append(_freeze_once(leased.url, tokens["worker"], ident, watch))
     for s in seen:
-        print(f"\n{watch}: frozen 6 s under a 2 s TTL: {s['reason']} ({s['code']}): {s['detail']}")
+        print(f"\n{watch}: frozen {s['frozen_s']:.1f} s under a 2 s TTL, until the service "
+              f"answered {s['state_when_thawed']!r}: {s['reason']} ({s['code']}): {s['detail']}")
+    assert all(s["state_when_thawed"] == "expired" for s in seen)
     assert all(s["lost"] for s in seen)
     assert [(s["reason"], s["code"]) for s in seen] == [("lost", "lease_lost")] * ROUNDS
 
