@@ -89,6 +89,7 @@ struct leased_conns {
     bool stop;
     leased_conn_t *list; /* newest first */
     int64_t open;
+    int64_t cut;              /* of open: shut down, not closed by the library yet */
     source_count_t **sources; /* hash of source_count_t, nsources buckets */
     expected_t *expected;     /* PROXY headers' addresses of connections handed over */
     size_t nsources;
@@ -206,6 +207,7 @@ static void refuse(int fd, int status, lease_code_t code)
 static void cut(leased_conns_t *cs, leased_conn_t *c, int status, lease_code_t code)
 {
     c->phase = PH_GONE;
+    cs->cut++;
     uncount(cs, c);
     if (status)
         refuse(c->fd, status, code);
@@ -406,7 +408,9 @@ static void admit(leased_conns_t *cs, struct MHD_Connection *conn, void **socket
         /* its own share is full of requests being received or answered */
         count(&cs->refused_source);
         cut(cs, c, 429, LEASE_RATE_LIMITED);
-    } else if (cs->open > cs->cfg.max_connections && !make_room(cs, c, NULL)) {
+    } else if (cs->open - cs->cut > cs->cfg.max_connections && !make_room(cs, c, NULL)) {
+        /* a connection cut (to make room for this one at its source's cap,
+         * too) holds no slot, though the library has not closed it yet */
         count(&cs->refused_capacity);
         cut(cs, c, 503, LEASE_BACKEND_UNAVAILABLE);
     }
@@ -423,6 +427,8 @@ static void forget(leased_conns_t *cs, leased_conn_t *c)
     if (c->next)
         c->next->prev = c->prev;
     uncount(cs, c);
+    if (c->phase == PH_GONE)
+        cs->cut--;
     __atomic_sub_fetch(&cs->open, 1, __ATOMIC_RELAXED);
     pthread_mutex_unlock(&cs->mu);
     free(c);

@@ -16,6 +16,9 @@
  * 5. The probe listener cannot be held shut: 64 connections (8 from each
  *    of 8 addresses, its caps) send a request head one line every 0.5 s;
  *    /healthz there from a ninth address answers every time.
+ * 6. One address holding the whole table (its cap is the table's) with
+ *    idle keep-alive connections: its next connection closes its own
+ *    longest-idle one and is served, never answered 503 as well.
  *
  * Small caps keep the test light; the rules do not depend on the numbers.
  * Nothing here reads the store, so every case runs on both backends alike
@@ -241,12 +244,46 @@ static void test_probe_listener_cannot_be_held(void **state)
     stop();
 }
 
+/* Case 6: LEASE_MAX_CONNECTIONS=1 (the cap per address clamped to it),
+ * the slot an idle keep-alive connection. The next connection of the same
+ * address is past both caps: the cap per address closes the idle one, and
+ * the table then counts it as gone, so the newcomer is served (a
+ * connection closed to make room still counted against
+ * LEASE_MAX_CONNECTIONS until the library closed it, and the newcomer was
+ * answered 503 as well: both lost). Each round's newcomer stays idle and
+ * makes room for the next. */
+static void test_a_source_holding_the_table_makes_room(void **state)
+{
+    (void)state;
+    const char *env[] = {"LEASE_MAX_CONNECTIONS=1", NULL};
+    http_fx_serve(&fx, env);
+    int port = leased_proc_port(fx.srv);
+    enum { ROUNDS = 5 };
+    raw_conn_t *c[ROUNDS + 1];
+    open_idle(c, 1, port, "127.0.0.30", "/healthz", 200);
+    int served = 0, closed = 0;
+    for (int round = 0; round < ROUNDS; round++) {
+        c[round + 1] = raw_connect(port, "127.0.0.30");
+        assert_non_null(c[round + 1]);
+        int status = ask(c[round + 1], "/healthz");
+        if (status != 200)
+            fprintf(stderr, "round %d: the newcomer answered %d\n", round, status);
+        served += status == 200;
+        closed += raw_closed(c[round], 2000);
+    }
+    assert_int_equal(served, ROUNDS);
+    assert_int_equal(closed, ROUNDS); /* each made room for the next */
+    close_all(c, ROUNDS + 1);
+    stop();
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_idle_keepalive_connections_make_room),
         cmocka_unit_test(test_eviction_spares_the_connection_being_received),
         cmocka_unit_test(test_probe_listener_cannot_be_held),
+        cmocka_unit_test(test_a_source_holding_the_table_makes_room),
     };
     return cmocka_run_group_tests(tests, setup, http_fx_teardown);
 }
