@@ -19,9 +19,12 @@
  *     makes are the cluster's);
  *   - a new database starts from migrations/baseline and ends where the
  *     numbered files applied one by one end (pg_dump and the catalogue),
- *     and every released schema (the files up to N alone, each N) upgrades
- *     to the catalogue of a new install.
+ *     and every released schema (the files up to N alone, each N: schema
+ *     N-1 advanced by file N alone, as a release did) upgrades to the
+ *     catalogue of a new install; the files applied one run at a time end
+ *     where one run of them all ends.
  */
+#include <dirent.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -29,10 +32,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
+#include <libpq-fe.h>
 
 #include "testpg.h"
 
@@ -131,6 +136,46 @@ static void assert_same_catalogue(const char *what, const char *a, const char *b
     fail_msg("%s: the catalogues differ", what);
 }
 
+/* Copies file src to dst, with no process (a shell loop of cp took a
+ * process per file). */
+static void copy_file(const char *src, const char *dst)
+{
+    FILE *in = fopen(src, "rb"), *out = fopen(dst, "wb");
+    assert_non_null(in);
+    assert_non_null(out);
+    char buf[8192];
+    size_t n;
+    while ((n = fread(buf, 1, sizeof buf, in)) > 0)
+        assert_int_equal(fwrite(buf, 1, n, out), n);
+    assert_false(ferror(in));
+    fclose(in);
+    assert_int_equal(fclose(out), 0);
+}
+
+/* Copies the numbered files up to version last into folder to. */
+static void copy_numbered_up_to(const char *to, int last)
+{
+    char from[4200];
+    snprintf(from, sizeof from, "%s/migrations", LEASE_TEST_SOURCE_DIR);
+    DIR *d = opendir(from);
+    assert_non_null(d);
+    struct dirent *e;
+    int copied = 0;
+    while ((e = readdir(d)) != NULL) {
+        size_t n = strlen(e->d_name);
+        if (n < 9 || strspn(e->d_name, "0123456789") != 4 || e->d_name[4] != '_' ||
+            strcmp(e->d_name + n - 4, ".sql") != 0 || atoi(e->d_name) > last)
+            continue;
+        char src[4500], dst[4500];
+        snprintf(src, sizeof src, "%s/%s", from, e->d_name);
+        snprintf(dst, sizeof dst, "%s/%s", to, e->d_name);
+        copy_file(src, dst);
+        copied++;
+    }
+    closedir(d);
+    assert_true(copied > 0);
+}
+
 static void upgraded_fresh_and_template_end_in_the_same_catalogue(void **state)
 {
     (void)state;
@@ -171,13 +216,14 @@ static void upgraded_fresh_and_template_end_in_the_same_catalogue(void **state)
     /* from further back: schema 14 by the numbered files alone (0015 and
      * 0016 then replace functions before the definitions do) */
     char *from14 = testpg_create_empty_db("schema_from14");
+    char m14[64];
+    snprintf(m14, sizeof m14, "%s-m14", empty);
+    assert_int_equal(mkdir(m14, 0700), 0);
+    copy_numbered_up_to(m14, 14);
     rc = run(out, sizeof out,
-             "mkdir '%s-m14' && for f in '%s'/migrations/[0-9]*.sql; do "
-             "n=$(basename \"$f\" | cut -c1-4); [ \"$n\" -le 14 ] && cp \"$f\" '%s-m14/'; "
-             "done; LEASE_SQL_DIR='%s' LEASE_MIGRATIONS_DIR='%s-m14' '%s' migrate "
+             "LEASE_SQL_DIR='%s' LEASE_MIGRATIONS_DIR='%s' '%s' migrate "
              "--database-url '%s' && '%s' migrate --database-url '%s'",
-             empty, LEASE_TEST_SOURCE_DIR, empty, empty, empty, LEASE_TEST_LEASECTL, from14,
-             LEASE_TEST_LEASECTL, from14);
+             empty, m14, LEASE_TEST_LEASECTL, from14, LEASE_TEST_LEASECTL, from14);
     if (rc != 0)
         printf("%s\n", out);
     assert_int_equal(rc, 0);
@@ -246,8 +292,8 @@ static int dump_schema(const char *url, const char *path)
 static int diff_dumps(const char *a, const char *b)
 {
     char out[16384];
-    int rc = run(out, sizeof out, "diff '%s' '%s' > '%s.diff'; rc=$?; head -n 40 '%s.diff'; exit $rc",
-                 a, b, a, a);
+    int rc = run(out, sizeof out,
+                 "diff '%s' '%s' > '%s.diff'; rc=$?; head -n 40 '%s.diff'; exit $rc", a, b, a, a);
     if (rc != 0)
         printf("the schema dumps differ:\n%s\n", out);
     return rc;
@@ -271,8 +317,8 @@ static void baseline_install_matches_the_numbered_files(void **state)
                      0);
 
     char *via_baseline = testpg_create_empty_db("schema_via_baseline");
-    int rc = run(out, sizeof out, "'%s' migrate --database-url '%s'", LEASE_TEST_LEASECTL,
-                 via_baseline);
+    int rc =
+        run(out, sizeof out, "'%s' migrate --database-url '%s'", LEASE_TEST_LEASECTL, via_baseline);
     if (rc != 0)
         printf("%s\n", out);
     assert_int_equal(rc, 0);
@@ -280,8 +326,9 @@ static void baseline_install_matches_the_numbered_files(void **state)
     assert_null(strstr(out, "applied 0001_"));
 
     char *via_files = testpg_create_empty_db("schema_via_files");
-    rc = run(out, sizeof out, "LEASE_MIGRATIONS_DIR='%s/files' LEASE_SQL_DIR='%s/sql' '%s' migrate "
-                              "--database-url '%s'",
+    rc = run(out, sizeof out,
+             "LEASE_MIGRATIONS_DIR='%s/files' LEASE_SQL_DIR='%s/sql' '%s' migrate "
+             "--database-url '%s'",
              dir, LEASE_TEST_SOURCE_DIR, LEASE_TEST_LEASECTL, via_files);
     if (rc != 0)
         printf("%s\n", out);
@@ -299,10 +346,11 @@ static void baseline_install_matches_the_numbered_files(void **state)
     /* what lease.schema_migrations records is part of the catalogue above;
      * status reads the same */
     char st_a[65536], st_b[65536];
-    assert_int_equal(run(st_a, sizeof st_a,
-                         "'%s' migrate --status --database-url '%s' | sed 's/\"applied_at\":\"[^\"]*\"//g'",
-                         LEASE_TEST_LEASECTL, via_baseline),
-                     0);
+    assert_int_equal(
+        run(st_a, sizeof st_a,
+            "'%s' migrate --status --database-url '%s' | sed 's/\"applied_at\":\"[^\"]*\"//g'",
+            LEASE_TEST_LEASECTL, via_baseline),
+        0);
     assert_int_equal(run(st_b, sizeof st_b,
                          "LEASE_MIGRATIONS_DIR='%s/files' LEASE_SQL_DIR='%s/sql' '%s' migrate "
                          "--status --database-url '%s' | sed 's/\"applied_at\":\"[^\"]*\"//g'",
@@ -348,50 +396,157 @@ static void baseline_install_matches_the_numbered_files(void **state)
     run(out, sizeof out, "rm -rf '%s'", dir);
 }
 
-/* Every released schema (the numbered files up to N alone, for each N),
- * upgraded, ends in the catalogue of a new install (the baseline). */
+/* The database name of one of testpg's URLs (postgresql:///NAME?...). */
+static char *db_name(const char *url)
+{
+    const char *p = strstr(url, ":///");
+    assert_non_null(p);
+    p += 4;
+    return strndup(p, strcspn(p, "?"));
+}
+
+/* The same URL for database name. */
+static char *url_of(const char *url, const char *name)
+{
+    const char *p = strstr(url, ":///");
+    assert_non_null(p);
+    p += 4;
+    size_t len = strlen(url) + strlen(name) + 1;
+    char *out = malloc(len);
+    assert_non_null(out);
+    snprintf(out, len, "%.*s%s%s", (int)(p - url), url, name, p + strcspn(p, "?"));
+    return out;
+}
+
+/* A statement on the session that makes and drops the copies (one session
+ * for all of them: a connection per statement started a server process
+ * per statement). */
+static void admin_exec(PGconn *admin, const char *sql)
+{
+    PGresult *r = PQexec(admin, sql);
+    if (PQresultStatus(r) != PGRES_COMMAND_OK)
+        printf("%s: %s\n", sql, PQresultErrorMessage(r));
+    assert_int_equal(PQresultStatus(r), PGRES_COMMAND_OK);
+    PQclear(r);
+}
+
+/* The upgrade of released schema version, database name (a copy, dropped
+ * after): one leasectl run ends in the catalogue of a new install. */
+static void upgrade_released(PGconn *admin, const char *url_like, const char *name,
+                             const char *version, const char *fresh_cat)
+{
+    char out[65536];
+    char *url = url_of(url_like, name);
+    int rc = run(out, sizeof out, "'%s' migrate --database-url '%s'", LEASE_TEST_LEASECTL, url);
+    if (rc != 0)
+        printf("from %s: %s\n", version, out);
+    assert_int_equal(rc, 0);
+    char *cat = catalogue(url);
+    char what[64];
+    snprintf(what, sizeof what, "upgraded from %s vs fresh", version);
+    assert_same_catalogue(what, cat, fresh_cat);
+    free(cat);
+    free(url);
+    char sql[128];
+    snprintf(sql, sizeof sql, "DROP DATABASE %s WITH (FORCE)", name);
+    admin_exec(admin, sql);
+}
+
+/*
+ * Every released schema (the numbered files up to N alone, for each N),
+ * upgraded, ends in the catalogue of a new install (the baseline).
+ * Schema N is made as releases made it: one database, never upgraded,
+ * advanced by file N alone in a leasectl run of its own (the run must apply
+ * that file and nothing else: the database was at N-1); the upgrade runs on
+ * a copy of it (CREATE DATABASE ... TEMPLATE, which copies everything the
+ * files make: none of them sets anything on the database itself). Building
+ * each N from nothing instead applied 1+2+...+N files, with a shell process
+ * per file copied, which took most of this test's time. Schema N's copy is
+ * upgraded after file N+1 is applied, so that the copy of N+1 is made once
+ * the session that applied it has long ended (a copy waits for every
+ * session of its template to end). Applied one run at a time, the files
+ * must end where one run of them all ends (the catalogue of both), so no
+ * file depends on what an earlier one left in its session.
+ */
 static void every_released_schema_upgrades_to_the_fresh_catalogue(void **state)
 {
     (void)state;
     char out[65536];
     char dir[] = "/tmp/leased-released.XXXXXX";
     assert_non_null(mkdtemp(dir));
-    assert_int_equal(run(out, sizeof out, "mkdir '%s/sql' && touch '%s/sql/ORDER'", dir, dir), 0);
+    assert_int_equal(
+        run(out, sizeof out, "mkdir '%s/sql' '%s/m' && touch '%s/sql/ORDER'", dir, dir, dir), 0);
     char *fresh = testpg_create_empty_db("schema_released_fresh");
-    assert_int_equal(run(out, sizeof out, "'%s' migrate --database-url '%s'", LEASE_TEST_LEASECTL,
-                         fresh),
-                     0);
+    assert_int_equal(
+        run(out, sizeof out, "'%s' migrate --database-url '%s'", LEASE_TEST_LEASECTL, fresh), 0);
     char *fresh_cat = catalogue(fresh);
-    char versions[4096];
-    assert_int_equal(run(versions, sizeof versions,
-                         "ls '%s'/migrations | sed -n 's/^\\([0-9][0-9][0-9][0-9]\\)_.*\\.sql$/\\1/p'",
+    char files[8192];
+    assert_int_equal(run(files, sizeof files, "ls '%s'/migrations | grep -E '^[0-9]{4}_.*\\.sql$'",
                          LEASE_TEST_SOURCE_DIR),
                      0);
-    int upgraded = 0;
-    for (char *v = strtok(versions, "\n"); v; v = strtok(NULL, "\n")) {
-        char *url = testpg_create_empty_db("schema_released");
-        int rc = run(out, sizeof out,
-                     "rm -rf '%s/m' && mkdir '%s/m' && for f in '%s'/migrations/[0-9]*.sql; do "
-                     "n=$(basename \"$f\" | cut -c1-4); [ \"$n\" -le %s ] && cp \"$f\" '%s/m/'; "
-                     "done; LEASE_SQL_DIR='%s/sql' LEASE_MIGRATIONS_DIR='%s/m' '%s' migrate "
-                     "--database-url '%s' && '%s' migrate --database-url '%s'",
-                     dir, dir, LEASE_TEST_SOURCE_DIR, v, dir, dir, dir, LEASE_TEST_LEASECTL, url,
-                     LEASE_TEST_LEASECTL, url);
+    char *released = testpg_create_empty_db("schema_released");
+    char *released_name = db_name(released);
+    PGconn *admin = PQconnectdb(fresh);
+    assert_int_equal(PQstatus(admin), CONNECTION_OK);
+    char pending[64] = "", pending_version[8] = "";
+    int upgraded = 0, rc;
+    for (char *f = strtok(files, "\n"); f; f = strtok(NULL, "\n")) {
+        char src[4200], dst[4200], applied[300];
+        snprintf(src, sizeof src, "%s/migrations/%s", LEASE_TEST_SOURCE_DIR, f);
+        snprintf(dst, sizeof dst, "%s/m/%s", dir, f);
+        copy_file(src, dst);
+        rc = run(out, sizeof out,
+                 "LEASE_SQL_DIR='%s/sql' LEASE_MIGRATIONS_DIR='%s/m' '%s' migrate "
+                 "--database-url '%s'",
+                 dir, dir, LEASE_TEST_LEASECTL, released);
         if (rc != 0)
-            printf("from %s: %s\n", v, out);
+            printf("to %s: %s\n", f, out);
         assert_int_equal(rc, 0);
-        char *cat = catalogue(url);
-        char what[64];
-        snprintf(what, sizeof what, "upgraded from %s vs fresh", v);
-        assert_same_catalogue(what, cat, fresh_cat);
-        free(cat);
-        testpg_drop_db(url);
-        free(url);
-        upgraded++;
+        /* this file alone: the database was at the schema before it */
+        snprintf(applied, sizeof applied, "applied %s\n", f);
+        char *first = strstr(out, "applied ");
+        assert_non_null(first);
+        assert_ptr_equal(first, strstr(out, applied));
+        assert_null(strstr(first + 1, "applied "));
+
+        if (pending[0]) {
+            upgrade_released(admin, released, pending, pending_version, fresh_cat);
+            upgraded++;
+        }
+        char sql[256];
+        snprintf(pending, sizeof pending, "t_schema_released_up_%d_%.4s", (int)getpid(), f);
+        snprintf(pending_version, sizeof pending_version, "%.4s", f);
+        snprintf(sql, sizeof sql, "CREATE DATABASE %s TEMPLATE %s", pending, released_name);
+        admin_exec(admin, sql);
     }
+    assert_true(pending[0]);
+    upgrade_released(admin, released, pending, pending_version, fresh_cat);
+    upgraded++;
+    PQfinish(admin);
     assert_true(upgraded >= 26);
+
+    /* every numbered file in one run (what a new install did before the
+     * baseline) */
+    char *whole = testpg_create_empty_db("schema_released_whole");
+    rc = run(out, sizeof out,
+             "LEASE_SQL_DIR='%s/sql' LEASE_MIGRATIONS_DIR='%s/m' '%s' migrate "
+             "--database-url '%s'",
+             dir, dir, LEASE_TEST_LEASECTL, whole);
+    if (rc != 0)
+        printf("%s\n", out);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(out, "applied 0001_"));
+    char *released_cat = catalogue(released), *whole_cat = catalogue(whole);
+    assert_same_catalogue("the files run by run vs in one run", released_cat, whole_cat);
+    free(released_cat);
+    free(whole_cat);
+    free(released_name);
     free(fresh_cat);
+    testpg_drop_db(released);
+    testpg_drop_db(whole);
     testpg_drop_db(fresh);
+    free(released);
+    free(whole);
     free(fresh);
     run(out, sizeof out, "rm -rf '%s'", dir);
 }
