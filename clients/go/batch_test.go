@@ -82,6 +82,7 @@ func TestRenewManyAndReleaseMany(t *testing.T) {
 }
 
 func TestHoldsOfOneClientRenewInOneCallPerPeriod(t *testing.T) {
+	t.Parallel() // waits out TTLs (harness_test.go, "Parallel tests")
 	s := newSuite(t)
 	const ttl = 1500 * time.Millisecond
 	var holds []*HeldLease
@@ -116,6 +117,7 @@ func TestHoldsOfOneClientRenewInOneCallPerPeriod(t *testing.T) {
 }
 
 func TestOneLossInABatchEndsOnlyItsHold(t *testing.T) {
+	t.Parallel() // waits out TTLs (harness_test.go, "Parallel tests")
 	s := newSuite(t)
 	const ttl = 1500 * time.Millisecond
 	var holds []*HeldLease

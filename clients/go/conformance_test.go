@@ -139,6 +139,7 @@ func TestCommitWithAPublication(t *testing.T) {
 }
 
 func TestHoldKeptAlivePastFiveTTLs(t *testing.T) {
+	t.Parallel() // waits out TTLs (harness_test.go, "Parallel tests")
 	s := newSuite(t)
 	id := identity(t)
 	const ttl = 1500 * time.Millisecond
@@ -466,6 +467,7 @@ func TestEveryCodeMapsToItsTypedError(t *testing.T) {
 // 3 000 acquire; the holder releases after 4 800 ms under a ttl 5 000,
 // wait 9 000 acquire.
 func TestLateGrantedWaitedAcquireHolds(t *testing.T) {
+	t.Parallel() // waits out TTLs (harness_test.go, "Parallel tests")
 	s := newSuite(t)
 	cases := []struct {
 		name             string
@@ -476,7 +478,9 @@ func TestLateGrantedWaitedAcquireHolds(t *testing.T) {
 		{"ttl5000_wait9000_holder_releases_at_4800", 5 * time.Second, 9 * time.Second, 4800 * time.Millisecond, false},
 	}
 	for _, c := range cases {
+		c := c
 		t.Run(c.name, func(t *testing.T) {
+			t.Parallel() // each case its own target: the two waits overlap
 			id := identity(t)
 			holderTTL := c.holds
 			if !c.expires {

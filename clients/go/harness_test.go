@@ -16,6 +16,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
@@ -204,14 +205,21 @@ type suite struct {
 	workerTok, adminTok  string
 }
 
-var principalSeq int
+// Parallel tests: a test that mostly waits out TTLs (holds kept alive for
+// several TTLs, a lease or session left to expire, a waited acquire) calls
+// t.Parallel(), so that these waits overlap instead of adding up. Each has
+// its own leased, credentials and targets (newSuite, identity), so none sees
+// another's leases or request counters; the tests that assert how soon
+// something happens beyond a TTL's own bounds (force-release seen within
+// 1 s, kill -9 and restart) stay serial, and go test runs every serial test
+// before the parallel ones start.
+var principalSeq atomic.Int64
 
 func newSuite(t *testing.T, extra ...string) *suite {
 	t.Helper()
 	db := database(t)
 	s := &suite{db: db, srv: startLeased(t, db, extra...)}
-	principalSeq++
-	tag := fmt.Sprintf("%d_%d", os.Getpid(), principalSeq)
+	tag := fmt.Sprintf("%d_%d", os.Getpid(), principalSeq.Add(1))
 	s.workerTok = credential(t, db, "prn_w_"+tag, "program-a", false, "targets:lease", "targets:read")
 	otherTok := credential(t, db, "prn_o_"+tag, "program-a", false, "targets:lease", "targets:read")
 	s.adminTok = credential(t, db, "prn_a_"+tag, "*", true, "targets:lease", "targets:read",
@@ -222,13 +230,12 @@ func newSuite(t *testing.T, extra ...string) *suite {
 	return s
 }
 
-var targetSeq int
+var targetSeq atomic.Int64
 
 // identity is a fresh identity of program-a (each test its own targets).
 func identity(t *testing.T) Identity {
-	targetSeq++
 	return Identity{TenantID: "tenant-main", ProgramID: "program-a", TargetNamespace: "go-client",
-		TargetID:  fmt.Sprintf("t%d-%d-%d", os.Getpid(), time.Now().UnixNano()%1000000, targetSeq),
+		TargetID:  fmt.Sprintf("t%d-%d-%d", os.Getpid(), time.Now().UnixNano()%1000000, targetSeq.Add(1)),
 		ActorName: "usernamegen", WorkflowName: "default"}
 }
 

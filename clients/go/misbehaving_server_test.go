@@ -6,8 +6,12 @@ package leaseclient
 // (an unreadable answer to a mutation is an unknown outcome, never "nothing
 // was submitted"), and a reset after the request was sent is an unknown
 // outcome resolved by the request id. Bounds are generous (a loaded 2-core
-// machine): a hold with a 3 s TTL is lost before 4.5 s (its cancel point is
-// 2.7 s), a call with a 1 s deadline ends before 2.5 s.
+// machine): a hold with a 1.5 s TTL is lost before 3 s (its cancel point is
+// 1.35 s), a call with a 1 s deadline ends before 2.5 s. The TTL is short
+// because most cases wait until that cancel point: the schedule it gives
+// (renewal at ~0.5 s, each attempt's answer due half-way to the cancel
+// point, retries from 100 ms) still leaves room for the retries the cases
+// count.
 
 import (
 	"bufio"
@@ -25,7 +29,7 @@ import (
 )
 
 const (
-	fakeTTL       = 3 * time.Second
+	fakeTTL       = 1500 * time.Millisecond
 	fakeHoldBound = fakeTTL + 1500*time.Millisecond
 	fakeCallLimit = time.Second
 	fakeCallBound = 2500 * time.Millisecond

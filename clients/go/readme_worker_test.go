@@ -84,6 +84,7 @@ func readmeWorker() {
 // As README.md's worker does (with the watch), and with renewals alone
 // (NoWatch): whichever notices first, the loss says the lease was lost.
 func TestReadmeWorkerFrozenPastTTLCommitsUnderLeaseContext(t *testing.T) {
+	t.Parallel() // waits out TTLs (harness_test.go, "Parallel tests")
 	s := newSuite(t)
 	for _, noWatch := range []string{"0", "1"} {
 		t.Run("nowatch="+noWatch, func(t *testing.T) { readmeWorkerFrozen(t, s, noWatch) })

@@ -165,24 +165,29 @@ func TestAServiceWithoutSessionsIsRenewedPerLease(t *testing.T) {
 
 func TestSessionCallsRefuseAnswersOfTheWrongShape(t *testing.T) {
 	for _, how := range []string{"wrong_session_types", "lease_instead_of_session", "reset"} {
-		srv := newMisbehavingServer(t, func(_, _ string) string { return how })
-		c := New(srv.url, "lsk_fake", nil)
-		open := &SessionOpenRequest{TTL: fakeTTL}
-		if _, err := c.SessionOpen(ctxFor(t, fakeCallLimit), open); !errors.Is(err, ErrLeaseOutcomeUnknown) {
-			t.Fatalf("%s: open: %v", how, err)
-		} else if e := (*Error)(nil); !errors.As(err, &e) || e.RequestID != open.RequestID {
-			t.Fatalf("%s: open without its request id: %v", how, err)
-		}
-		start := time.Now()
-		_, err := c.SessionKeepalive(ctxFor(t, fakeCallLimit), "session_fake0001")
-		took := time.Since(start)
-		t.Logf("session calls answered %s: keep-alive %v after %v", how, err, took.Round(10*time.Millisecond))
-		if !errors.Is(err, ErrLeaseOutcomeUnknown) || took > fakeCallBound {
-			t.Fatalf("%s: keep-alive: %v after %v", how, err, took)
-		}
-		if _, err := c.SessionClose(ctxFor(t, fakeCallLimit), &SessionCloseRequest{SessionID: "session_fake0001"}); !errors.Is(err, ErrLeaseOutcomeUnknown) {
-			t.Fatalf("%s: close: %v", how, err)
-		}
+		how := how
+		// each case waits out its calls' deadlines: the cases overlap
+		t.Run(how, func(t *testing.T) {
+			t.Parallel()
+			srv := newMisbehavingServer(t, func(_, _ string) string { return how })
+			c := New(srv.url, "lsk_fake", nil)
+			open := &SessionOpenRequest{TTL: fakeTTL}
+			if _, err := c.SessionOpen(ctxFor(t, fakeCallLimit), open); !errors.Is(err, ErrLeaseOutcomeUnknown) {
+				t.Fatalf("%s: open: %v", how, err)
+			} else if e := (*Error)(nil); !errors.As(err, &e) || e.RequestID != open.RequestID {
+				t.Fatalf("%s: open without its request id: %v", how, err)
+			}
+			start := time.Now()
+			_, err := c.SessionKeepalive(ctxFor(t, fakeCallLimit), "session_fake0001")
+			took := time.Since(start)
+			t.Logf("session calls answered %s: keep-alive %v after %v", how, err, took.Round(10*time.Millisecond))
+			if !errors.Is(err, ErrLeaseOutcomeUnknown) || took > fakeCallBound {
+				t.Fatalf("%s: keep-alive: %v after %v", how, err, took)
+			}
+			if _, err := c.SessionClose(ctxFor(t, fakeCallLimit), &SessionCloseRequest{SessionID: "session_fake0001"}); !errors.Is(err, ErrLeaseOutcomeUnknown) {
+				t.Fatalf("%s: close: %v", how, err)
+			}
+		})
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 const sessionTTL = 1500 * time.Millisecond // the policy's minimum is above 1 s
 
 func TestSessionCalls(t *testing.T) {
+	t.Parallel() // waits out TTLs (harness_test.go, "Parallel tests")
 	s := newSuite(t)
 	open := &SessionOpenRequest{TTL: sessionTTL}
 	sa, err := s.worker.SessionOpen(ctxFor(t, 5*time.Second), open)
@@ -61,6 +62,7 @@ func TestSessionCalls(t *testing.T) {
 }
 
 func TestHoldsKeptAliveByOneKeepalivePerPeriod(t *testing.T) {
+	t.Parallel() // waits out TTLs (harness_test.go, "Parallel tests")
 	s := newSuite(t)
 	var leases []*HeldLease
 	for i := 0; i < 5; i++ {
@@ -149,6 +151,7 @@ func TestASessionClosedFromOutsideLosesEveryHold(t *testing.T) {
 }
 
 func TestASessionNotKeptAliveExpiresAndItsHoldsAreLost(t *testing.T) {
+	t.Parallel() // waits out TTLs (harness_test.go, "Parallel tests")
 	s := newSuite(t)
 	ids := []Identity{identity(t), identity(t)}
 	var leases []*HeldLease
@@ -190,6 +193,7 @@ func TestASessionNotKeptAliveExpiresAndItsHoldsAreLost(t *testing.T) {
 }
 
 func TestPerLeaseRenewalOptsOut(t *testing.T) {
+	t.Parallel() // waits out TTLs (harness_test.go, "Parallel tests")
 	s := newSuite(t)
 	renew0, open0 := requestsOf(t, s.srv, "renew"), requestsOf(t, s.srv, "session_open")
 	l, err := s.worker.Hold(ctxFor(t, 10*time.Second), identity(t), HoldOptions{TTL: sessionTTL, PerLeaseRenewal: true})

@@ -3,10 +3,13 @@ loopback in this process): each exchange is bounded as a whole, an answer's
 size is capped, wrong JSON types are refused as typed errors, and a reset
 after the request was sent is an unknown outcome resolved by the request id.
 
-Bounds are asserted generously (a loaded 2-core machine): a hold with a 3 s
-TTL whose renewals meet the misbehaviour must be lost before 3 s + 1.5 s
-(the client's cancel point is 2.7 s); a call with a 1 s deadline must end
-before 2.5 s."""
+Bounds are asserted generously (a loaded 2-core machine): a hold with a
+1.5 s TTL whose renewals meet the misbehaviour must be lost before
+1.5 s + 1.5 s (the client's cancel point is 1.35 s); a call with a 1 s
+deadline must end before 2.5 s. The TTL is short because most cases wait
+until that cancel point: the schedule it gives (renewal at ~0.5 s, each
+attempt's answer due half-way to the cancel point, retries from 100 ms)
+still leaves room for the retries the cases count."""
 import os
 import subprocess
 import sys
@@ -20,7 +23,7 @@ from leaseclient import (MAX_ANSWER_BYTES, BackendUnavailable, Client, DeadlineE
                          Identity, LeaseConflict, LeaseError, OutcomeUnknown, document)
 from leaseclient.types import LeaseRecord
 
-TTL_MS = 3000
+TTL_MS = 1500
 HOLD_BOUND_S = TTL_MS / 1000 + 1.5
 CALL_DEADLINE_MS = 1000
 CALL_BOUND_S = 2.5
