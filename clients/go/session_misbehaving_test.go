@@ -135,7 +135,12 @@ func TestAServiceWithoutSessionsIsRenewedPerLease(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			time.Sleep(fakeTTL * 6 / 10)
+			// its first renewal (due at a third of the TTL), waited for
+			// rather than slept for: a loaded machine may run it late
+			for until := time.Now().Add(fakeHoldBound); l.Renewals() < 1 && l.Err() == nil &&
+				time.Now().Before(until); {
+				time.Sleep(20 * time.Millisecond)
+			}
 			if l.Err() != nil || l.Renewals() < 1 || l.session != nil {
 				t.Fatalf("%v, %d renewals", l.Err(), l.Renewals())
 			}
